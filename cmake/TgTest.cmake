@@ -1,0 +1,41 @@
+# Test registration helpers. Every test has a label and a timeout.
+#
+# tg_unit_test(NAME SOURCES a.c b.c LIBS lib1 lib2 [TIMEOUT s])
+#   A cmocka executable labelled "unit".
+# tg_c_test(NAME LABEL integration SOURCES ... LIBS ... [TIMEOUT s] [ARGS ...])
+#   A C test executable with any label.
+# tg_script_test(NAME LABEL e2e COMMAND cmd args... [TIMEOUT s])
+#   A script test; it sees TG_SOURCE_DIR and TG_BUILD_DIR in its environment.
+function(tg_unit_test name)
+    cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
+    if(NOT T_TIMEOUT)
+        set(T_TIMEOUT 60)
+    endif()
+    add_executable(${name} ${T_SOURCES})
+    target_link_libraries(${name} PRIVATE ${T_LIBS} PkgConfig::CMOCKA)
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT ${T_TIMEOUT}
+        ENVIRONMENT "TG_SOURCE_DIR=${PROJECT_SOURCE_DIR};TG_BUILD_DIR=${PROJECT_BINARY_DIR}")
+endfunction()
+
+function(tg_c_test name)
+    cmake_parse_arguments(T "" "TIMEOUT;LABEL" "SOURCES;LIBS;ARGS" ${ARGN})
+    if(NOT T_TIMEOUT)
+        set(T_TIMEOUT 120)
+    endif()
+    add_executable(${name} ${T_SOURCES})
+    target_link_libraries(${name} PRIVATE ${T_LIBS} PkgConfig::CMOCKA)
+    add_test(NAME ${name} COMMAND ${name} ${T_ARGS})
+    set_tests_properties(${name} PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT}
+        ENVIRONMENT "TG_SOURCE_DIR=${PROJECT_SOURCE_DIR};TG_BUILD_DIR=${PROJECT_BINARY_DIR}")
+endfunction()
+
+function(tg_script_test name)
+    cmake_parse_arguments(T "" "TIMEOUT;LABEL" "COMMAND" ${ARGN})
+    if(NOT T_TIMEOUT)
+        set(T_TIMEOUT 300)
+    endif()
+    add_test(NAME ${name} COMMAND ${T_COMMAND})
+    set_tests_properties(${name} PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT}
+        ENVIRONMENT "TG_SOURCE_DIR=${PROJECT_SOURCE_DIR};TG_BUILD_DIR=${PROJECT_BINARY_DIR}")
+endfunction()
