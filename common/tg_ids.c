@@ -1,0 +1,81 @@
+#include "tg_ids.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "tg_err.h"
+
+static const char hexdig[] = "0123456789abcdef";
+
+void tg_sha256_hex(const void *data, size_t len, char out[TG_SHA256_HEX_LEN + 1])
+{
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+
+    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+    for (unsigned int i = 0; i < 32; i++) {
+        out[2 * i] = hexdig[md[i] >> 4];
+        out[2 * i + 1] = hexdig[md[i] & 15];
+    }
+    out[TG_SHA256_HEX_LEN] = '\0';
+}
+
+int tg_random_bytes(void *out, size_t n)
+{
+    return RAND_bytes(out, (int)n) == 1 ? 0 : TG_EIO;
+}
+
+static void uuid_format(const unsigned char b[16], char out[TG_UUID_STR_LEN + 1])
+{
+    size_t o = 0;
+
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hexdig[b[i] >> 4];
+        out[o++] = hexdig[b[i] & 15];
+    }
+    out[o] = '\0';
+}
+
+int tg_uuid_v4(char out[TG_UUID_STR_LEN + 1])
+{
+    unsigned char b[16];
+
+    if (tg_random_bytes(b, sizeof(b)) != 0)
+        return TG_EIO;
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    uuid_format(b, out);
+    return 0;
+}
+
+int tg_uuid_v7(uint64_t epoch_ms, char out[TG_UUID_STR_LEN + 1])
+{
+    unsigned char b[16];
+
+    if (tg_random_bytes(b + 6, 10) != 0)
+        return TG_EIO;
+    for (int i = 0; i < 6; i++)
+        b[i] = (unsigned char)(epoch_ms >> (8 * (5 - i)));
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x70);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    uuid_format(b, out);
+    return 0;
+}
+
+int tg_uuid_valid(const char *s)
+{
+    for (int i = 0; i < TG_UUID_STR_LEN; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-')
+                return 0;
+        } else if (!isxdigit((unsigned char)s[i])) {
+            return 0;
+        }
+    }
+    return s[TG_UUID_STR_LEN] == '\0';
+}

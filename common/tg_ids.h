@@ -1,0 +1,26 @@
+/* tg_ids: SHA-256 hex digests, UUIDs and random bytes (OpenSSL libcrypto). */
+#ifndef TG_IDS_H
+#define TG_IDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TG_SHA256_HEX_LEN 64
+#define TG_UUID_STR_LEN 36
+
+/* tg_sha256_hex: lowercase hex digest of data into out (65 bytes incl. NUL). Any thread. */
+void tg_sha256_hex(const void *data, size_t len, char out[TG_SHA256_HEX_LEN + 1]);
+
+/* tg_random_bytes: n cryptographically random bytes. Returns 0 or TG_EIO. Any thread. */
+int tg_random_bytes(void *out, size_t n);
+
+/* tg_uuid_v4: random UUID, lowercase canonical form. Returns 0 or TG_EIO. */
+int tg_uuid_v4(char out[TG_UUID_STR_LEN + 1]);
+
+/* tg_uuid_v7: time-ordered UUID (RFC 9562) from epoch ms and random bits. Returns 0 or TG_EIO. */
+int tg_uuid_v7(uint64_t epoch_ms, char out[TG_UUID_STR_LEN + 1]);
+
+/* tg_uuid_valid: 1 when s is a canonical (8-4-4-4-12 hex) UUID string. */
+int tg_uuid_valid(const char *s);
+
+#endif
