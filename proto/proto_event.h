@@ -81,16 +81,50 @@ void proto_event_init(struct proto_event *ev);
  * when too long. src may be NULL (gives ""). Returns 1 when cut, else 0. */
 int proto_str_set(char *dst, size_t cap, const char *src);
 
-/* proto_event_encode: JSON for ev into out (outcap >= TG_EVENT_MAX_BYTES + 1), NUL-terminated,
- * length in *outlen. Strings are capped, the trail and tags are cut to their maxima, and if
- * escaping still makes the object too large, trail messages then tags then other free-text
- * fields are shortened until it fits: the result is always <= TG_EVENT_MAX_BYTES.
- * Returns 0, or TG_EINVAL (outcap too small). Any thread; no allocation beyond jansson's. */
+/* proto_event_add_attempt: append a value copy of *a (borrowed) to the trail and count it in
+ * ev->attempts. The trail keeps the newest PROTO_TRAIL_MAX entries in chronological order: when
+ * it is full the oldest entry is dropped, while ev->attempts still counts every attempt (so the
+ * caller does not count attempts itself). Strings are capped and cleaned like proto_str_set.
+ * Returns 0, or 1 when an older entry was dropped. Any thread (caller owns ev). */
+int proto_event_add_attempt(struct proto_event *ev, const struct proto_attempt *a);
+
+/* proto_event_add_tag: append a copy of tag (borrowed; capped at PROTO_TAG_CAP - 1 bytes).
+ * Returns 0, or TG_EFULL when PROTO_TAGS_MAX tags are already present (the tag is dropped). */
+int proto_event_add_tag(struct proto_event *ev, const char *tag);
+
+/* proto_event_encode: canonical JSON for ev into out (outcap >= TG_EVENT_MAX_BYTES + 1),
+ * NUL-terminated, length in *outlen. No allocation, no jansson: a hand-written writer into out.
+ *
+ * Every string is read at most up to its field capacity (an unterminated array is safe), invalid
+ * UTF-8 is replaced by U+FFFD and the result cut at a character boundary to the field cap; the
+ * trail and tags are cut to their maxima. Values the decoder would reject are normalised so the
+ * output always decodes: negative numbers become 0, an HTTP status outside 0..999 becomes 0, a
+ * key_hash that is not 64 lowercase hex becomes "", a trace_id that is not 32 lowercase hex is
+ * omitted (it is omitted when empty too).
+ *
+ * If escaping (a control character takes 6 bytes) still makes the object longer than
+ * TG_EVENT_MAX_BYTES, fields are shortened at character boundaries, each only as much as needed,
+ * in this order until it fits: trail messages (oldest entry first), tags (last first), end_user,
+ * user_id, key_alias, team_id, the trail entries' group, deployment_id and error_class (oldest
+ * entry first), model_requested, model, model_group, deployment_id, provider, error_class.
+ * call_id, endpoint, key_hash, trace_id and numbers are never shortened: their worst case is
+ * far below the limit, so the result is always <= TG_EVENT_MAX_BYTES.
+ *
+ * Returns 0; TG_EINVAL when outcap < TG_EVENT_MAX_BYTES + 1, kind is not a proto_kind or call_id
+ * is not a canonical UUID (the event could not be decoded). Any thread. */
 int proto_event_encode(const struct proto_event *ev, char *out, size_t outcap, size_t *outlen);
 
-/* proto_event_decode: parse and validate one event. On success fills *ev and returns 0. On
- * rejection returns TG_EPROTO (or TG_ETOOBIG for len > TG_EVENT_MAX_BYTES) and writes a precise
- * reason (e.g. "field call_id: not a UUID") into reason. Never crashes on any input. */
+/* proto_event_decode: parse and validate one event (data borrowed, need not be NUL-terminated).
+ * On success fills *ev and returns 0. On rejection resets *ev with proto_event_init, returns
+ * TG_EPROTO (TG_ETOOBIG for len > TG_EVENT_MAX_BYTES) and writes a precise reason (e.g.
+ * "field call_id: not a UUID") into reason (NULL or reasoncap 0: no reason written).
+ *
+ * Required: v (must be 1), kind, call_id (canonical UUID), ts_start_ms, ts_end_ms, endpoint,
+ * status. Everything else is optional with defaults ("" / 0 / false / empty). Integers are
+ * non-negative; strings longer than their cap are rejected, never truncated; the trail holds
+ * at most PROTO_TRAIL_MAX entries and tags at most PROTO_TAGS_MAX; unknown fields are ignored
+ * (forward compatible); duplicate keys are rejected. Fields are checked in schema order and the
+ * first failure is reported. Never crashes on any input. Any thread. */
 int proto_event_decode(const char *data, size_t len, struct proto_event *ev, char *reason,
                        size_t reasoncap);
 
