@@ -1,0 +1,30 @@
+# router-svc I/O modules and the executable. The pure core (rt_core) comes from core.cmake.
+set(RT_SRC ${CMAKE_CURRENT_SOURCE_DIR}/src)
+
+add_library(rt_translate STATIC ${RT_SRC}/translate.c)
+target_include_directories(rt_translate PUBLIC ${RT_SRC})
+target_link_libraries(rt_translate PUBLIC tg_common PkgConfig::JANSSON)
+
+add_library(rt_upstream STATIC ${RT_SRC}/upstream.c)
+target_include_directories(rt_upstream PUBLIC ${RT_SRC})
+target_link_libraries(rt_upstream PUBLIC tg_common PkgConfig::CURL Threads::Threads)
+
+add_library(rt_health STATIC ${RT_SRC}/health.c)
+target_include_directories(rt_health PUBLIC ${RT_SRC})
+target_link_libraries(rt_health PUBLIC tg_common)
+
+if(TARGET rt_core)
+    add_library(rt_metrics STATIC ${RT_SRC}/rt_metrics.c)
+    target_include_directories(rt_metrics PUBLIC ${RT_SRC})
+    target_link_libraries(rt_metrics PUBLIC tg_common rt_core)
+
+    add_library(rt_http_front STATIC ${RT_SRC}/http_front.c)
+    target_include_directories(rt_http_front PUBLIC ${RT_SRC})
+    target_link_libraries(rt_http_front PUBLIC tg_common rt_core rt_metrics rt_upstream
+                          rt_translate rt_health PkgConfig::MHD PkgConfig::JANSSON
+                          Threads::Threads)
+
+    add_executable(router-svc ${RT_SRC}/main.c)
+    target_link_libraries(router-svc PRIVATE rt_http_front rt_core rt_metrics rt_upstream
+                          rt_translate rt_health tg_common PkgConfig::CURL)
+endif()

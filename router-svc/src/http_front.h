@@ -1,0 +1,70 @@
+/* http_front: router-svc's HTTP server (libmicrohttpd, epoll, internal thread pool,
+ * suspend/resume).
+ *
+ * Per request: read the body up to max_body_bytes (413 beyond, from Content-Length or while
+ * reading) -> parse once into an immutable jansson value (400 naming the position) ->
+ * authenticate (Bearer / x-api-key against the keys table, or the master key) -> router plan ->
+ * for each attempt build the upstream body from the pristine request with only "model"
+ * swapped (translated across providers) and hand it to upstream; the connection is suspended
+ * while the provider works, so no thread waits on a provider -> classify -> the router decides
+ * the next step -> final response with the x-tollgate-* headers. Streams are forwarded chunk by
+ * chunk through a bounded per-stream buffer; a client that goes away aborts the upstream
+ * transfer.
+ *
+ * When the final outcome of a request is decided, the on_complete hook receives a fully filled
+ * event (for a stream: before the terminating event is sent). */
+#ifndef RT_HTTP_FRONT_H
+#define RT_HTTP_FRONT_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "proto_event.h"
+
+struct rt_front;
+struct rt_keys;
+struct rt_mask;
+struct rt_metrics;
+struct rt_upstream;
+struct rt_health;
+
+/* Called once per request with a final response, on an HTTP thread; ev is borrowed for the
+ * call. Must not block (the spool append is the heaviest thing allowed). */
+typedef void (*rt_on_complete_fn)(const struct proto_event *ev, void *ud);
+
+/* Per-stream buffering: bytes of raw upstream SSE held before the transfer is paused, and
+ * bytes of client-bound output held per stream. Together <= 32 KiB per in-flight stream. */
+#define RT_STREAM_IN_MAX_BYTES (16u * 1024u)
+#define RT_STREAM_OUT_MAX_BYTES (16u * 1024u)
+/* A single SSE event larger than the input buffer ends the stream with invalid_response. */
+
+struct rt_front_deps {
+    const struct rt_config *cfg;  /* borrowed, outlives the front */
+    struct rt_keys *keys;         /* borrowed */
+    const struct rt_mask *mask;   /* borrowed */
+    struct rt_metrics *metrics;   /* borrowed */
+    struct rt_upstream *upstream; /* borrowed */
+    struct rt_health *health;     /* borrowed */
+    void *router;                 /* borrowed struct rt_router * */
+    rt_on_complete_fn on_complete; /* may be NULL */
+    void *on_complete_ud;
+};
+
+/* rt_front_start: bind cfg->listen and start serving. Returns new (rt_front_stop) or NULL with
+ * a reason in err. Main thread. */
+struct rt_front *rt_front_start(const struct rt_front_deps *deps, char *err, size_t errlen);
+
+/* rt_front_port: the bound TCP port (useful with listen port 0). */
+uint16_t rt_front_port(const struct rt_front *front);
+
+/* rt_front_quiesce: stop accepting new connections (existing ones are served). Main thread. */
+void rt_front_quiesce(struct rt_front *front);
+
+/* rt_front_in_flight: requests accepted and not yet finished. Any thread. */
+int64_t rt_front_in_flight(const struct rt_front *front);
+
+/* rt_front_stop: cancel what is still in flight, resume suspended connections, stop the daemon
+ * and free. Accepts NULL; sets *front to NULL. Main thread. */
+void rt_front_stop(struct rt_front **front);
+
+#endif

@@ -1,0 +1,77 @@
+/* rt_metrics: router-svc's metrics registry. Fixed atomic counters only: the per group and per
+ * deployment arrays are sized from the configuration at start and never grow. Label values
+ * come from the configuration (group names, deployment ids) and from fixed tables (status
+ * codes, outcomes), so a client cannot create a new series.
+ *
+ * Threads: the observe/inc functions are lock-free and called from any thread; rt_metrics_write
+ * runs on the thread serving /metrics. */
+#ifndef RT_METRICS_H
+#define RT_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "tg_buf.h"
+
+struct rt_metrics;
+
+/* Attempt outcomes (label "outcome"). */
+enum rt_outcome {
+    RT_OUTCOME_SUCCESS = 0,
+    RT_OUTCOME_RATE_LIMITED,
+    RT_OUTCOME_SERVER_ERROR,
+    RT_OUTCOME_TIMEOUT,
+    RT_OUTCOME_CONNECT_ERROR,
+    RT_OUTCOME_CONTEXT_WINDOW,
+    RT_OUTCOME_CONTENT_POLICY,
+    RT_OUTCOME_CLIENT_ERROR,
+    RT_OUTCOME_INVALID_RESPONSE,
+    RT_OUTCOME_CANCELLED,
+    RT_OUTCOME_COUNT
+};
+
+/* Reasons a request was refused before routing (tollgate_router_rejected_total{reason}). */
+enum rt_reject {
+    RT_REJECT_BODY_TOO_LARGE = 0,
+    RT_REJECT_IN_FLIGHT_FULL,
+    RT_REJECT_UPSTREAM_FULL,
+    RT_REJECT_BAD_JSON,
+    RT_REJECT_AUTH,
+    RT_REJECT_SHUTTING_DOWN,
+    RT_REJECT_COUNT
+};
+
+/* Writes extra metric families (publisher/spool) into b at scrape time. */
+typedef void (*rt_metrics_writer_fn)(struct tg_buf *b, void *ud);
+
+/* rt_metrics_create: counters for the groups and deployments of cfg (borrowed; must outlive
+ * the registry). Returns new (rt_metrics_destroy) or NULL. Main thread. */
+struct rt_metrics *rt_metrics_create(const struct rt_config *cfg);
+void rt_metrics_destroy(struct rt_metrics **m);
+
+/* Index of a group name, or -1 (then the "" row is used). Any thread. */
+int rt_metrics_group_index(const struct rt_metrics *m, const char *group);
+
+void rt_metrics_request(struct rt_metrics *m, const char *group, int status, double seconds);
+void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt_outcome o);
+void rt_metrics_retry(struct rt_metrics *m, const char *group);
+void rt_metrics_fallback(struct rt_metrics *m, const char *from, const char *to);
+void rt_metrics_cooldown(struct rt_metrics *m, const char *deployment_id);
+void rt_metrics_overhead(struct rt_metrics *m, double seconds);
+void rt_metrics_in_flight_add(struct rt_metrics *m, int delta);
+int64_t rt_metrics_in_flight(const struct rt_metrics *m);
+void rt_metrics_reject(struct rt_metrics *m, enum rt_reject r);
+void rt_metrics_completed_hook(struct rt_metrics *m); /* on_complete calls */
+uint64_t rt_metrics_completed(const struct rt_metrics *m);
+
+/* rt_metrics_set_writer: register one extra writer (replaces the previous). Main thread,
+ * before serving. */
+void rt_metrics_set_writer(struct rt_metrics *m, rt_metrics_writer_fn fn, void *ud);
+
+/* rt_metrics_write: the whole exposition into b (fixed capacity; cut when full). */
+void rt_metrics_write(struct rt_metrics *m, struct tg_buf *b);
+
+const char *rt_outcome_name(enum rt_outcome o);
+
+#endif

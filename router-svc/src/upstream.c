@@ -1,0 +1,498 @@
+#include "upstream.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "tg_err.h"
+#include "tg_log.h"
+#include "tg_time.h"
+
+enum { CMD_SUBMIT = 1, CMD_CANCEL = 2, CMD_UNPAUSE = 4 };
+enum { SLOT_FREE = 0, SLOT_QUEUED, SLOT_ACTIVE };
+
+struct slot {
+    uint32_t gen;        /* bumped when the slot is freed; guarded by up->lock */
+    unsigned cmds;       /* pending CMD_* bits; guarded by up->lock */
+    int queued;          /* index is in the command ring; guarded by up->lock */
+    int state;           /* SLOT_*; loop thread after submit */
+    CURL *easy;          /* reused across transfers */
+    struct curl_slist *hdrs;
+    char *req_body;      /* owned */
+    char *resp;          /* response body, grows up to resp_cap */
+    size_t resp_len;
+    size_t resp_alloc;
+    size_t resp_cap;     /* bytes */
+    int too_big;
+    int stream;
+    long retry_after_s;
+    uint64_t start_us;   /* monotonic */
+    uint64_t ttfb_us;
+    const struct rt_upstream_ops *ops;
+    void *ud;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+struct rt_upstream {
+    CURLM *multi;
+    pthread_t thread;
+    int thread_started;
+    _Atomic int stop;
+    pthread_mutex_t lock; /* guards the free stack, the command ring and slot gen/cmds/queued */
+    size_t cap;           /* slots */
+    struct slot *slots;
+    uint32_t *free_stack; /* cap entries */
+    size_t free_len;
+    uint32_t *ring;       /* cap entries: slot indices with pending commands */
+    size_t ring_head, ring_len;
+    uint32_t *batch;      /* loop-thread scratch, cap entries */
+    unsigned *batch_cmds; /* cap entries */
+    _Atomic uint64_t st_submitted, st_completed, st_cancelled, st_timeouts, st_full, st_too_big;
+    _Atomic uint64_t st_active;
+};
+
+static uint64_t handle_make(uint32_t idx, uint32_t gen)
+{
+    return ((uint64_t)gen << 32) | idx;
+}
+
+/* Queue cmd for slot idx when the handle's generation is current. Caller holds up->lock. */
+static void cmd_post_locked(struct rt_upstream *up, uint32_t idx, unsigned cmd)
+{
+    struct slot *s = &up->slots[idx];
+
+    s->cmds |= cmd;
+    if (!s->queued) {
+        /* each slot is in the ring at most once, so cap entries always suffice */
+        up->ring[(up->ring_head + up->ring_len) % up->cap] = idx;
+        up->ring_len++;
+        s->queued = 1;
+    }
+}
+
+static size_t write_cb(char *p, size_t size, size_t nmemb, void *userdata)
+{
+    struct slot *s = userdata;
+    size_t n = size * nmemb;
+    long code = 0;
+
+    if (s->ttfb_us == 0)
+        s->ttfb_us = tg_now_mono_us() - s->start_us + 1;
+    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (s->stream && code >= 200 && code < 300 && s->ops->on_data != NULL) {
+        size_t r = s->ops->on_data(s->ud, p, n);
+
+        if (r == RT_UPSTREAM_PAUSE)
+            return CURL_WRITEFUNC_PAUSE;
+        return r;
+    }
+    if (s->resp_len + n > s->resp_cap) {
+        if (s->stream) {
+            /* error body of a stream: keep the head, drop the rest */
+            n = s->resp_cap - s->resp_len;
+            if (n == 0)
+                return size * nmemb;
+        } else {
+            s->too_big = 1;
+            return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+        }
+    }
+    if (s->resp_len + n + 1 > s->resp_alloc) {
+        size_t want = s->resp_alloc ? s->resp_alloc : 4096;
+        char *nb;
+
+        while (want < s->resp_len + n + 1)
+            want *= 2;
+        if (want > s->resp_cap + 1)
+            want = s->resp_cap + 1;
+        nb = realloc(s->resp, want);
+        if (nb == NULL)
+            return 0;
+        s->resp = nb;
+        s->resp_alloc = want;
+    }
+    memcpy(s->resp + s->resp_len, p, n);
+    s->resp_len += n;
+    s->resp[s->resp_len] = '\0';
+    return size * nmemb;
+}
+
+static size_t header_cb(char *p, size_t size, size_t nmemb, void *userdata)
+{
+    struct slot *s = userdata;
+    size_t n = size * nmemb;
+    static const char name[] = "retry-after:";
+
+    if (n > sizeof(name) - 1 && strncasecmp(p, name, sizeof(name) - 1) == 0) {
+        char tmp[32];
+        size_t vlen = n - (sizeof(name) - 1);
+
+        if (vlen >= sizeof(tmp))
+            vlen = sizeof(tmp) - 1;
+        memcpy(tmp, p + sizeof(name) - 1, vlen);
+        tmp[vlen] = '\0';
+        char *end = NULL;
+        long v = strtol(tmp, &end, 10);
+
+        if (end != tmp && v >= 0 && v < 86400)
+            s->retry_after_s = v;
+    }
+    return n;
+}
+
+static void slot_release(struct rt_upstream *up, uint32_t idx)
+{
+    struct slot *s = &up->slots[idx];
+
+    curl_slist_free_all(s->hdrs);
+    s->hdrs = NULL;
+    free(s->req_body);
+    s->req_body = NULL;
+    free(s->resp);
+    s->resp = NULL;
+    s->resp_len = s->resp_alloc = 0;
+    s->state = SLOT_FREE;
+    s->ops = NULL;
+    s->ud = NULL;
+    pthread_mutex_lock(&up->lock);
+    s->gen++;
+    s->cmds = 0;
+    up->free_stack[up->free_len++] = idx;
+    pthread_mutex_unlock(&up->lock);
+    atomic_fetch_sub(&up->st_active, 1);
+}
+
+/* Finish a transfer: report to the owner, then free the slot. Loop thread. */
+static void slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int cancelled)
+{
+    struct slot *s = &up->slots[idx];
+    struct rt_upstream_result res;
+
+    memset(&res, 0, sizeof(res));
+    res.retry_after_s = s->retry_after_s;
+    res.ttfb_us = s->ttfb_us;
+    if (s->state == SLOT_ACTIVE)
+        curl_multi_remove_handle(up->multi, s->easy);
+    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &res.status);
+    if (cancelled) {
+        res.err = TG_ECLOSED;
+        atomic_fetch_add(&up->st_cancelled, 1);
+        snprintf(res.detail, sizeof(res.detail), "cancelled");
+    } else if (s->too_big) {
+        res.err = TG_ETOOBIG;
+        atomic_fetch_add(&up->st_too_big, 1);
+        snprintf(res.detail, sizeof(res.detail), "response larger than %zu bytes", s->resp_cap);
+    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
+        res.err = TG_ETIMEOUT;
+        atomic_fetch_add(&up->st_timeouts, 1);
+        snprintf(res.detail, sizeof(res.detail), "upstream timed out");
+    } else if (rc != CURLE_OK) {
+        res.err = TG_EIO;
+        /* curl's text names hosts and reasons, never credentials */
+        snprintf(res.detail, sizeof(res.detail), "%s", curl_easy_strerror(rc));
+    }
+    res.body = s->resp;
+    res.body_len = s->resp_len;
+    s->resp = NULL;
+    atomic_fetch_add(&up->st_completed, 1);
+    s->ops->on_done(s->ud, &res);
+    free(res.body);
+    curl_easy_reset(s->easy);
+    slot_release(up, idx);
+}
+
+static void slot_start(struct rt_upstream *up, uint32_t idx)
+{
+    struct slot *s = &up->slots[idx];
+
+    if (curl_multi_add_handle(up->multi, s->easy) != CURLM_OK) {
+        s->state = SLOT_QUEUED;
+        slot_finish(up, idx, CURLE_FAILED_INIT, 0);
+        return;
+    }
+    s->state = SLOT_ACTIVE;
+}
+
+static void loop_commands(struct rt_upstream *up)
+{
+    size_t n = 0;
+
+    pthread_mutex_lock(&up->lock);
+    while (up->ring_len > 0) {
+        uint32_t idx = up->ring[up->ring_head];
+
+        up->ring_head = (up->ring_head + 1) % up->cap;
+        up->ring_len--;
+        up->slots[idx].queued = 0;
+        up->batch[n] = idx;
+        up->batch_cmds[n] = up->slots[idx].cmds;
+        up->slots[idx].cmds = 0;
+        n++;
+    }
+    pthread_mutex_unlock(&up->lock);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t idx = up->batch[i];
+        unsigned cmds = up->batch_cmds[i];
+        struct slot *s = &up->slots[idx];
+
+        if ((cmds & CMD_SUBMIT) && !(cmds & CMD_CANCEL))
+            slot_start(up, idx);
+        if (cmds & CMD_CANCEL) {
+            if (s->state != SLOT_FREE)
+                slot_finish(up, idx, CURLE_ABORTED_BY_CALLBACK, 1);
+            continue;
+        }
+        if ((cmds & CMD_UNPAUSE) && s->state == SLOT_ACTIVE)
+            curl_easy_pause(s->easy, CURLPAUSE_CONT);
+    }
+}
+
+static void *loop_main(void *arg)
+{
+    struct rt_upstream *up = arg;
+    int running = 0;
+
+    while (!atomic_load(&up->stop)) {
+        CURLMsg *msg;
+        int left;
+
+        curl_multi_poll(up->multi, NULL, 0, 1000, NULL);
+        loop_commands(up);
+        curl_multi_perform(up->multi, &running);
+        while ((msg = curl_multi_info_read(up->multi, &left)) != NULL) {
+            struct slot *s = NULL;
+
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+            if (s == NULL)
+                continue;
+            slot_finish(up, (uint32_t)(s - up->slots), msg->data.result, 0);
+        }
+    }
+    /* shutdown: every transfer still owned gets its on_done */
+    loop_commands(up);
+    for (size_t i = 0; i < up->cap; i++) {
+        if (up->slots[i].state != SLOT_FREE)
+            slot_finish(up, (uint32_t)i, CURLE_ABORTED_BY_CALLBACK, 1);
+    }
+    return NULL;
+}
+
+struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, char *err,
+                                       size_t errlen)
+{
+    struct rt_upstream *up = NULL;
+
+    if (cfg->max_transfers == 0 || cfg->max_host_connections <= 0 ||
+        cfg->max_total_connections <= 0) {
+        snprintf(err, errlen, "upstream: capacities must be > 0");
+        return NULL;
+    }
+    up = calloc(1, sizeof(*up));
+    if (up == NULL)
+        goto nomem;
+    pthread_mutex_init(&up->lock, NULL);
+    up->cap = cfg->max_transfers;
+    up->slots = calloc(up->cap, sizeof(*up->slots));
+    up->free_stack = calloc(up->cap, sizeof(*up->free_stack));
+    up->ring = calloc(up->cap, sizeof(*up->ring));
+    up->batch = calloc(up->cap, sizeof(*up->batch));
+    up->batch_cmds = calloc(up->cap, sizeof(*up->batch_cmds));
+    if (up->slots == NULL || up->free_stack == NULL || up->ring == NULL || up->batch == NULL ||
+        up->batch_cmds == NULL)
+        goto nomem;
+    for (size_t i = 0; i < up->cap; i++) {
+        up->slots[i].easy = curl_easy_init();
+        if (up->slots[i].easy == NULL)
+            goto nomem;
+        up->free_stack[up->free_len++] = (uint32_t)(up->cap - 1 - i);
+    }
+    up->multi = curl_multi_init();
+    if (up->multi == NULL)
+        goto nomem;
+    curl_multi_setopt(up->multi, CURLMOPT_MAX_HOST_CONNECTIONS, cfg->max_host_connections);
+    curl_multi_setopt(up->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, cfg->max_total_connections);
+    curl_multi_setopt(up->multi, CURLMOPT_MAXCONNECTS, cfg->max_host_connections);
+    curl_multi_setopt(up->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    if (pthread_create(&up->thread, NULL, loop_main, up) != 0) {
+        snprintf(err, errlen, "upstream: cannot start the event-loop thread");
+        rt_upstream_destroy(&up);
+        return NULL;
+    }
+    up->thread_started = 1;
+    return up;
+nomem:
+    snprintf(err, errlen, "upstream: out of memory");
+    rt_upstream_destroy(&up);
+    return NULL;
+}
+
+void rt_upstream_destroy(struct rt_upstream **upp)
+{
+    struct rt_upstream *up;
+
+    if (upp == NULL || *upp == NULL)
+        return;
+    up = *upp;
+    *upp = NULL;
+    if (up->thread_started) {
+        atomic_store(&up->stop, 1);
+        curl_multi_wakeup(up->multi);
+        pthread_join(up->thread, NULL);
+    }
+    if (up->slots != NULL) {
+        for (size_t i = 0; i < up->cap; i++) {
+            if (up->slots[i].easy != NULL)
+                curl_easy_cleanup(up->slots[i].easy);
+        }
+    }
+    if (up->multi != NULL)
+        curl_multi_cleanup(up->multi);
+    free(up->batch_cmds);
+    free(up->batch);
+    free(up->ring);
+    free(up->free_stack);
+    free(up->slots);
+    pthread_mutex_destroy(&up->lock);
+    free(up);
+}
+
+int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
+                       const struct rt_upstream_ops *ops, void *ud, uint64_t *handle)
+{
+    struct slot *s;
+    uint32_t idx;
+    uint32_t gen;
+    struct curl_slist *hdrs = NULL;
+    long idle_s;
+
+    if (req->url == NULL || ops == NULL || ops->on_done == NULL || req->max_response_bytes == 0) {
+        free(req->body);
+        req->body = NULL;
+        return TG_EINVAL;
+    }
+    pthread_mutex_lock(&up->lock);
+    if (up->free_len == 0) {
+        pthread_mutex_unlock(&up->lock);
+        atomic_fetch_add(&up->st_full, 1);
+        free(req->body);
+        req->body = NULL;
+        return TG_EFULL;
+    }
+    idx = up->free_stack[--up->free_len];
+    gen = up->slots[idx].gen;
+    pthread_mutex_unlock(&up->lock);
+
+    /* the slot is ours alone until CMD_SUBMIT is posted */
+    s = &up->slots[idx];
+    s->state = SLOT_QUEUED;
+    s->req_body = req->body;
+    req->body = NULL;
+    s->ops = ops;
+    s->ud = ud;
+    s->stream = req->stream;
+    s->resp_cap = req->stream ? RT_UPSTREAM_ERROR_BODY_MAX_BYTES : req->max_response_bytes;
+    s->too_big = 0;
+    s->retry_after_s = -1;
+    s->ttfb_us = 0;
+    s->start_us = tg_now_mono_us();
+    s->errbuf[0] = '\0';
+    for (int i = 0; i < RT_UPSTREAM_HEADERS_MAX && req->headers[i] != NULL; i++) {
+        struct curl_slist *n = curl_slist_append(hdrs, req->headers[i]);
+
+        if (n == NULL)
+            break;
+        hdrs = n;
+    }
+    {
+        struct curl_slist *n = curl_slist_append(hdrs, "Content-Type: application/json");
+
+        if (n != NULL)
+            hdrs = n;
+        n = curl_slist_append(hdrs, "Expect:");
+        if (n != NULL)
+            hdrs = n;
+    }
+    s->hdrs = hdrs;
+    curl_easy_setopt(s->easy, CURLOPT_URL, req->url);
+    curl_easy_setopt(s->easy, CURLOPT_PRIVATE, (char *)s);
+    curl_easy_setopt(s->easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->hdrs);
+    curl_easy_setopt(s->easy, CURLOPT_POST, 1L);
+    curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->req_body != NULL ? s->req_body : "");
+    curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                     (curl_off_t)(s->req_body != NULL ? req->body_len : 0));
+    curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, write_cb);
+    curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(s->easy, CURLOPT_HEADERFUNCTION, header_cb);
+    curl_easy_setopt(s->easy, CURLOPT_HEADERDATA, s);
+    curl_easy_setopt(s->easy, CURLOPT_ERRORBUFFER, s->errbuf);
+    curl_easy_setopt(s->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(s->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(s->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(s->easy, CURLOPT_CONNECTTIMEOUT_MS, req->timeout_ms > 0 ? req->timeout_ms : 30000L);
+    if (req->stream) {
+        idle_s = (req->idle_timeout_ms > 0 ? req->idle_timeout_ms : req->timeout_ms) / 1000;
+        if (idle_s < 1)
+            idle_s = 1;
+        curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_TIME, idle_s);
+    } else {
+        curl_easy_setopt(s->easy, CURLOPT_TIMEOUT_MS, req->timeout_ms > 0 ? req->timeout_ms : 600000L);
+    }
+
+    pthread_mutex_lock(&up->lock);
+    cmd_post_locked(up, idx, CMD_SUBMIT);
+    pthread_mutex_unlock(&up->lock);
+    atomic_fetch_add(&up->st_submitted, 1);
+    atomic_fetch_add(&up->st_active, 1);
+    *handle = handle_make(idx, gen);
+    curl_multi_wakeup(up->multi);
+    return 0;
+}
+
+static void post_for_handle(struct rt_upstream *up, uint64_t handle, unsigned cmd)
+{
+    uint32_t idx = (uint32_t)(handle & 0xffffffffu);
+    uint32_t gen = (uint32_t)(handle >> 32);
+    int posted = 0;
+
+    if (idx >= up->cap)
+        return;
+    pthread_mutex_lock(&up->lock);
+    if (up->slots[idx].gen == gen) {
+        cmd_post_locked(up, idx, cmd);
+        posted = 1;
+    }
+    pthread_mutex_unlock(&up->lock);
+    if (posted)
+        curl_multi_wakeup(up->multi);
+}
+
+void rt_upstream_cancel(struct rt_upstream *up, uint64_t handle)
+{
+    post_for_handle(up, handle, CMD_CANCEL);
+}
+
+void rt_upstream_unpause(struct rt_upstream *up, uint64_t handle)
+{
+    post_for_handle(up, handle, CMD_UNPAUSE);
+}
+
+void rt_upstream_get_stats(const struct rt_upstream *up, struct rt_upstream_stats *out)
+{
+    struct rt_upstream *m = (struct rt_upstream *)up;
+
+    out->submitted = atomic_load(&m->st_submitted);
+    out->completed = atomic_load(&m->st_completed);
+    out->cancelled = atomic_load(&m->st_cancelled);
+    out->timeouts = atomic_load(&m->st_timeouts);
+    out->full = atomic_load(&m->st_full);
+    out->too_big = atomic_load(&m->st_too_big);
+    out->active = atomic_load(&m->st_active);
+}

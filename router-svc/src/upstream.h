@@ -1,0 +1,96 @@
+/* upstream: every provider transfer, driven by one libcurl multi handle on its own event-loop
+ * thread. No other thread ever blocks on a provider.
+ *
+ * Request threads hand a transfer over with rt_upstream_submit(): the request is copied into a
+ * slot of a fixed table (capacity set at creation) and a command goes into a bounded queue that
+ * wakes the loop (curl_multi_wakeup). Results come back through callbacks that run on the loop
+ * thread. Transfers are named by a handle (slot index + generation), so a late cancel or
+ * unpause for a transfer that already finished is recognised and ignored.
+ *
+ * Connections are kept alive and reused through the multi's connection cache; HTTP/2 is used
+ * when the provider offers it over TLS. */
+#ifndef RT_UPSTREAM_H
+#define RT_UPSTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Returned by on_data to pause the transfer until rt_upstream_unpause(). */
+#define RT_UPSTREAM_PAUSE ((size_t)-1)
+/* At most this many extra request headers per transfer. */
+#define RT_UPSTREAM_HEADERS_MAX 8
+/* Error bodies of streamed responses are kept up to this many bytes (the rest is dropped). */
+#define RT_UPSTREAM_ERROR_BODY_MAX_BYTES (64u * 1024u)
+
+struct rt_upstream;
+
+struct rt_upstream_config {
+    size_t max_transfers;      /* slot table and command queue capacity (> 0) */
+    long max_host_connections; /* per host connection cap in the shared cache (> 0) */
+    long max_total_connections; /* total connection cap (> 0) */
+};
+
+/* Outcome of a transfer, passed to on_done. */
+struct rt_upstream_result {
+    int err;              /* 0, TG_ETIMEOUT, TG_EIO (connect/transport), TG_ETOOBIG (response
+                             over max_response_bytes), TG_ECLOSED (cancelled) */
+    long status;          /* HTTP status, 0 when none was received */
+    char *body;           /* NUL-terminated response body (non-stream, or a non-2xx stream);
+                             owned by the transfer: set to NULL to take it (then free()) */
+    size_t body_len;      /* bytes in body */
+    long retry_after_s;   /* parsed retry-after header, -1 when absent */
+    uint64_t ttfb_us;     /* monotonic us from submit to first response byte, 0 when none */
+    char detail[128];     /* short transport error text (curl's), never contains a secret */
+};
+
+/* Callbacks, all on the loop thread. ud is the submitter's pointer. */
+struct rt_upstream_ops {
+    /* stream only, 2xx: response bytes as they arrive. Return n when consumed, or
+     * RT_UPSTREAM_PAUSE to pause (the same bytes are offered again after unpause). Optional. */
+    size_t (*on_data)(void *ud, const char *p, size_t n);
+    /* always called exactly once per submitted transfer, last. The handle is dead after it. */
+    void (*on_done)(void *ud, struct rt_upstream_result *res);
+};
+
+struct rt_upstream_request {
+    const char *url;                              /* borrowed for the call (copied) */
+    const char *headers[RT_UPSTREAM_HEADERS_MAX]; /* "Name: value", NULL-terminated if fewer;
+                                                     borrowed for the call (copied) */
+    char *body;               /* takes: malloc'd request body, freed by upstream */
+    size_t body_len;
+    long timeout_ms;          /* total transfer time for non-stream; connect+ttfb for streams */
+    long idle_timeout_ms;     /* streams: abort after this long without a byte (0 = timeout_ms) */
+    size_t max_response_bytes; /* non-stream body cap (> 0); over it -> TG_ETOOBIG */
+    int stream;               /* 1: deliver 2xx bytes through on_data */
+};
+
+/* rt_upstream_create: start the loop thread. Returns new (destroy with rt_upstream_destroy) or
+ * NULL with a reason in err. Main thread. */
+struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, char *err,
+                                       size_t errlen);
+
+/* rt_upstream_destroy: cancel every transfer (each gets on_done with TG_ECLOSED), stop and join
+ * the loop, free. Accepts NULL; sets *up to NULL. Main thread, after the HTTP front stopped. */
+void rt_upstream_destroy(struct rt_upstream **up);
+
+/* rt_upstream_submit: start a transfer. req->body is taken in every case (freed on failure).
+ * On success stores the handle in *handle and returns 0; on_done will be called exactly once.
+ * Returns TG_EFULL when every slot is in use (counted), TG_EINVAL on a bad request; then no
+ * callback is called. Any thread. */
+int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
+                       const struct rt_upstream_ops *ops, void *ud, uint64_t *handle);
+
+/* rt_upstream_cancel: abort the transfer; its on_done follows with TG_ECLOSED unless it was
+ * already completing. Harmless for a dead handle. Any thread. */
+void rt_upstream_cancel(struct rt_upstream *up, uint64_t handle);
+
+/* rt_upstream_unpause: resume a transfer paused by on_data. Harmless for a dead handle. */
+void rt_upstream_unpause(struct rt_upstream *up, uint64_t handle);
+
+/* Counters since start. Any thread. */
+struct rt_upstream_stats {
+    uint64_t submitted, completed, cancelled, timeouts, full, too_big, active;
+};
+void rt_upstream_get_stats(const struct rt_upstream *up, struct rt_upstream_stats *out);
+
+#endif
