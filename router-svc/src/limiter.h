@@ -1,0 +1,112 @@
+/* limiter: sliding-window request and token rate limits, counted on admission.
+ *
+ * Subjects:
+ * - deployments, by index in the config's model_list (rpm, tpm from litellm_params);
+ * - keys, by SHA-256 hash (rpm_limit, tpm_limit, max_parallel_requests);
+ * - key + model group pairs (model_rpm_limit, model_tpm_limit).
+ * The limits of a key are passed with each call (they live in the key record), so a key update
+ * takes effect on the next request without touching the limiter.
+ *
+ * Window: 60 one-second buckets per subject. A request admitted at time t (ms) counts against
+ * every check made while floor(now/1000) - floor(t/1000) < 60, i.e. it leaves the window at the
+ * start of the 60th whole second after its own. retry_after_s is the exact number of whole
+ * seconds until enough of the window has left for the check to pass (>= 1): a retry made
+ * retry_after_s seconds later is admitted (when nothing else was admitted meanwhile).
+ * rpm: a check passes when requests in the window < rpm. Requests are counted by *_admit (the
+ * pre-call, "on admission" rule), never when only checked.
+ * tpm: a check passes when tokens in the window < tpm; tokens are added after the call
+ * (*_tokens) because only then are they known.
+ * A limit of 0 admits nothing; RT_LIMIT_NONE (negative) means no limit.
+ *
+ * Bounds: deployment slots are fixed at create; key and key+group slots come from one table of
+ * key_slots entries fixed at create. A slot whose window is empty and has nothing in flight is
+ * reused. When no slot is free the request is admitted without that limit (fail open for
+ * limits, so that traffic keeps flowing), counted in stats.slots_full, and logged rate-limited.
+ *
+ * Threads: not thread-safe. The router calls it under its own mutex (router.h); no other caller
+ * should use the router's limiter without that lock. Time is an argument (monotonic ms). */
+#ifndef RT_LIMITER_H
+#define RT_LIMITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RT_LIMITER_WINDOW_S 60
+
+enum rt_limit_kind {
+    RT_LIMIT_KIND_RPM = 0,
+    RT_LIMIT_KIND_TPM = 1,
+    RT_LIMIT_KIND_PARALLEL = 2,
+};
+
+/* Result of a failed check. */
+struct rt_limit_status {
+    enum rt_limit_kind kind; /* which limit blocked */
+    int64_t limit;           /* its configured value */
+    int64_t remaining;       /* what is left in the window (0 when blocked by rpm/parallel) */
+    uint32_t retry_after_s;  /* >= 1: whole seconds until the check can pass */
+};
+
+struct rt_limiter_stats {
+    uint64_t slots_used;   /* key and key+group slots holding a window */
+    uint64_t slots_cap;    /* key_slots */
+    uint64_t slots_full;   /* admissions made without a slot (table full) */
+    uint64_t limited;      /* checks that returned TG_ELIMIT */
+};
+
+struct rt_limiter;
+
+/* rt_limiter_create: n_deployments deployment slots (all unlimited until set) and key_slots
+ * (>= 1) key/key+group slots. Returns new (rt_limiter_destroy) or NULL with err. */
+struct rt_limiter *rt_limiter_create(uint32_t n_deployments, uint32_t key_slots, char *err,
+                                     size_t errlen);
+
+/* rt_limiter_destroy: free; sets *lim to NULL; accepts NULL. */
+void rt_limiter_destroy(struct rt_limiter **lim);
+
+/* rt_limiter_set_deployment: limits of deployment idx (RT_LIMIT_NONE = none). Returns 0 or
+ * TG_EINVAL (idx out of range). */
+int rt_limiter_set_deployment(struct rt_limiter *lim, uint32_t idx, int64_t rpm, int64_t tpm);
+
+/* rt_limiter_deployment_check: 0 when deployment idx may take one more request now, else
+ * TG_ELIMIT with *st filled (st may be NULL). Does not count. */
+int rt_limiter_deployment_check(struct rt_limiter *lim, uint32_t idx, uint64_t now_ms,
+                                struct rt_limit_status *st);
+
+/* rt_limiter_deployment_admit: count one request for deployment idx at now_ms. */
+void rt_limiter_deployment_admit(struct rt_limiter *lim, uint32_t idx, uint64_t now_ms);
+
+/* rt_limiter_deployment_tokens: add tokens used by a call admitted earlier, at now_ms. */
+void rt_limiter_deployment_tokens(struct rt_limiter *lim, uint32_t idx, uint64_t tokens,
+                                  uint64_t now_ms);
+
+/* rt_limiter_key_check: 0 when the subject (key_hash, group) may take one more request under
+ * rpm/tpm, else TG_ELIMIT with *st. group NULL = the key itself (rpm_limit/tpm_limit), else the
+ * key's per-group limits. key_hash and group are borrowed for the call. Does not count. */
+int rt_limiter_key_check(struct rt_limiter *lim, const char *key_hash, const char *group,
+                         int64_t rpm, int64_t tpm, uint64_t now_ms, struct rt_limit_status *st);
+
+/* rt_limiter_key_admit: count one request for the subject. Returns 0, or TG_EFULL when no slot
+ * was available (the request is admitted uncounted; stats.slots_full incremented). Subjects
+ * without any limit need not be admitted. */
+int rt_limiter_key_admit(struct rt_limiter *lim, const char *key_hash, const char *group,
+                         uint64_t now_ms);
+
+/* rt_limiter_key_tokens: add tokens for the subject (no-op when it has no slot). */
+void rt_limiter_key_tokens(struct rt_limiter *lim, const char *key_hash, const char *group,
+                           uint64_t tokens, uint64_t now_ms);
+
+/* rt_limiter_key_parallel_acquire: take one in-flight slot for key_hash when fewer than max
+ * (RT_LIMIT_NONE: always) are held. Returns 0 (the caller must release exactly once),
+ * TG_ELIMIT (st->kind = RT_LIMIT_KIND_PARALLEL, retry_after_s = 1), or TG_EFULL (no slot:
+ * admitted, nothing to release). */
+int rt_limiter_key_parallel_acquire(struct rt_limiter *lim, const char *key_hash, int64_t max,
+                                    struct rt_limit_status *st);
+
+/* rt_limiter_key_parallel_release: give back a slot taken by a 0 return above. */
+void rt_limiter_key_parallel_release(struct rt_limiter *lim, const char *key_hash);
+
+/* rt_limiter_get_stats: counters. */
+void rt_limiter_get_stats(const struct rt_limiter *lim, struct rt_limiter_stats *out);
+
+#endif

@@ -1,0 +1,82 @@
+/* usage: token usage of a provider response, and its cost.
+ *
+ * From a whole JSON body (rt_usage_from_json) or incrementally from an SSE stream
+ * (struct rt_sse_usage: feed it the bytes as they arrive, split anywhere). Understood shapes:
+ * - OpenAI chat completions / completions: usage.prompt_tokens, usage.completion_tokens; in a
+ *   stream, the chunk that carries "usage" (stream_options.include_usage).
+ * - OpenAI embeddings: usage.prompt_tokens (completion 0).
+ * - OpenAI responses: usage.input_tokens, usage.output_tokens; in a stream, the
+ *   response.completed event's response.usage.
+ * - Anthropic messages: usage.input_tokens (+ cache_creation_input_tokens +
+ *   cache_read_input_tokens, counted as prompt tokens), usage.output_tokens; in a stream,
+ *   message_start's message.usage and message_delta's usage (output_tokens is cumulative: the
+ *   last value wins).
+ * Missing or malformed usage leaves found = 0 (cost 0); it is never an error for the request.
+ *
+ * Cost: integer nano-USD from the deployment's prices in femto-USD per token (config.h):
+ *   cost_nusd = (prompt * in_fusd + completion * out_fusd) / 1,000,000   (128-bit, floored,
+ *   saturated at INT64_MAX).
+ *
+ * Threads: a struct rt_sse_usage belongs to one stream, used by one thread at a time. */
+#ifndef RT_USAGE_H
+#define RT_USAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+#define RT_SSE_LINE_MAX 32768 /* default SSE line buffer, bytes; longer lines are skipped */
+
+enum rt_api {
+    RT_API_CHAT = 0,       /* OpenAI /v1/chat/completions (also legacy completions) */
+    RT_API_EMBEDDINGS = 1, /* OpenAI /v1/embeddings */
+    RT_API_RESPONSES = 2,  /* OpenAI /v1/responses */
+    RT_API_MESSAGES = 3,   /* Anthropic /v1/messages */
+};
+
+struct rt_usage {
+    int64_t prompt_tokens;     /* >= 0 */
+    int64_t completion_tokens; /* >= 0 */
+    int found;                 /* 1 when the response carried usage */
+};
+
+/* rt_usage_from_json: usage from a complete response body of the given API (what the provider
+ * returned, before any translation). Fills *out (zeroed first). Returns 0, or TG_EPROTO when the
+ * body is not a JSON object (out stays zero). Any thread. */
+int rt_usage_from_json(enum rt_api api, const char *body, size_t len, struct rt_usage *out);
+
+/* rt_usage_cost_nusd: cost in nano-USD of u at dep's prices (borrowed). Any thread. */
+int64_t rt_usage_cost_nusd(const struct rt_deployment_conf *dep, const struct rt_usage *u);
+
+/* Incremental SSE usage parser. Caller storage; fields are private except through the
+ * functions below. */
+struct rt_sse_usage {
+    enum rt_api api;
+    char *line;              /* owned line buffer of line_cap bytes */
+    size_t line_cap;
+    size_t line_len;
+    int skipping;            /* 1 while discarding the rest of an over-long line */
+    int last_cr;             /* previous byte was '\r' (CRLF handled as one end of line) */
+    uint64_t lines;          /* complete lines seen */
+    uint64_t lines_skipped;  /* lines longer than line_cap, discarded */
+    uint64_t events_bad;     /* data lines that looked like usage but did not parse */
+    struct rt_usage usage;   /* best usage known so far */
+};
+
+/* rt_sse_usage_init: prepare a parser for api with a line buffer of line_cap bytes
+ * (RT_SSE_LINE_MAX when 0). Returns 0 or TG_ENOMEM. Release with rt_sse_usage_fini. */
+int rt_sse_usage_init(struct rt_sse_usage *p, enum rt_api api, size_t line_cap);
+
+/* rt_sse_usage_fini: free the line buffer. Safe on a zeroed or finished parser. */
+void rt_sse_usage_fini(struct rt_sse_usage *p);
+
+/* rt_sse_usage_feed: consume len bytes of the stream (any split: mid-line, mid-UTF-8, CRLF split
+ * across calls). Lines that end are parsed at once; "data:" lines that carry usage update
+ * p->usage. Never fails; returns the number of complete lines seen so far. */
+uint64_t rt_sse_usage_feed(struct rt_sse_usage *p, const char *data, size_t len);
+
+/* rt_sse_usage_get: the usage known so far (also after a stream that ended early). */
+void rt_sse_usage_get(const struct rt_sse_usage *p, struct rt_usage *out);
+
+#endif
