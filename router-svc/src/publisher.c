@@ -1,0 +1,483 @@
+#include "publisher.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "spool.h"
+#include "tg_err.h"
+#include "tg_limits.h"
+#include "tg_log.h"
+#include "tg_metrics.h"
+#include "tg_time.h"
+
+/* Spool payload: u8 key length, key bytes (the key hash), then the encoded event. */
+#define PUB_KEY_MAX 64u
+#define PUB_PAYLOAD_MAX (1u + PUB_KEY_MAX + TG_EVENT_MAX_BYTES)
+
+enum slot_state { SLOT_EMPTY = 0, SLOT_PRODUCED = 1, SLOT_ACKED = 2 };
+
+struct pub_reason {
+    char name[48];          /* rd_kafka_err2name() */
+    _Atomic uint64_t count;
+};
+
+struct rt_publisher {
+    struct rt_publisher_config cfg;
+    char brokers[1024];
+    char topic[256];
+    char spool_dir[1024];
+    struct rt_spool *spool;
+    rd_kafka_t *rk;
+    rd_kafka_topic_t *rkt;
+    pthread_t thread;
+    int thread_started;
+    _Atomic int stop;
+    _Atomic int kafka_up;
+    /* Window of in-flight records past the checkpoint: publisher thread only. */
+    uint8_t *state;          /* RT_PUBLISHER_WINDOW entries */
+    uint64_t *ts;            /* append time of each slot, epoch ms */
+    uint64_t base;           /* lowest unacknowledged seq */
+    uint64_t expect;         /* next seq the reader should deliver */
+    uint64_t rewind_to;      /* UINT64_MAX, or the seq to re-produce from after a failure */
+    uint64_t last_checkpoint_ms;
+    uint64_t last_sync_ms;
+    uint64_t replay_below;   /* seqs below this were in the spool at start */
+    /* Counters. */
+    _Atomic uint64_t acked;
+    _Atomic uint64_t replayed;
+    _Atomic uint64_t dropped;
+    _Atomic uint64_t rejected;
+    _Atomic uint64_t submit_errors;
+    _Atomic uint64_t produced;
+    _Atomic uint64_t queue_full;
+    _Atomic uint64_t base_shared;   /* copy of base for other threads */
+    _Atomic uint64_t oldest_ts;     /* append time of the oldest unacknowledged record, or 0 */
+    pthread_mutex_t reasons_mu;
+    struct pub_reason reasons[RT_PUBLISHER_REASONS_MAX];
+    uint32_t nreasons;
+};
+
+static void count_reason(struct rt_publisher *pub, const char *name)
+{
+    uint32_t i;
+
+    pthread_mutex_lock(&pub->reasons_mu);
+    for (i = 0; i < pub->nreasons; i++) {
+        if (strcmp(pub->reasons[i].name, name) == 0)
+            break;
+    }
+    if (i == pub->nreasons) {
+        if (pub->nreasons < RT_PUBLISHER_REASONS_MAX - 1) {
+            snprintf(pub->reasons[i].name, sizeof(pub->reasons[i].name), "%s", name);
+            pub->nreasons++;
+        } else {
+            /* The last slot collects every reason past the table's capacity. */
+            i = RT_PUBLISHER_REASONS_MAX - 1;
+            snprintf(pub->reasons[i].name, sizeof(pub->reasons[i].name), "other");
+            if (pub->nreasons < RT_PUBLISHER_REASONS_MAX)
+                pub->nreasons = RT_PUBLISHER_REASONS_MAX;
+        }
+    }
+    atomic_fetch_add(&pub->reasons[i].count, 1);
+    pthread_mutex_unlock(&pub->reasons_mu);
+}
+
+/* Delivery report: runs on the publisher thread inside rd_kafka_poll(). */
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    struct rt_publisher *pub = opaque;
+    uint64_t seq = (uint64_t)(uintptr_t)m->_private;
+
+    (void)rk;
+    if (seq < pub->base || seq - pub->base >= RT_PUBLISHER_WINDOW)
+        return; /* acknowledged already (a duplicate from a rewind) */
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (pub->state[seq % RT_PUBLISHER_WINDOW] != SLOT_ACKED) {
+            pub->state[seq % RT_PUBLISHER_WINDOW] = SLOT_ACKED;
+            atomic_fetch_add(&pub->acked, 1);
+        }
+        atomic_store(&pub->kafka_up, 1);
+        return;
+    }
+    count_reason(pub, rd_kafka_err2name(m->err));
+    TG_WARN_RL("event=kafka_delivery_failed reason=%s action=retry_from_spool",
+               rd_kafka_err2name(m->err));
+    if (pub->state[seq % RT_PUBLISHER_WINDOW] == SLOT_PRODUCED) {
+        pub->state[seq % RT_PUBLISHER_WINDOW] = SLOT_EMPTY;
+        if (seq < pub->rewind_to)
+            pub->rewind_to = seq;
+    }
+}
+
+static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    struct rt_publisher *pub = opaque;
+
+    (void)rk;
+    (void)reason;
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT)
+        atomic_store(&pub->kafka_up, 0);
+    TG_WARN_RL("event=kafka_error code=%s", rd_kafka_err2name((rd_kafka_resp_err_t)err));
+}
+
+static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    (void)buf;
+    /* librdkafka's own lines can carry broker addresses but no secrets; keep them terse. */
+    if (level <= 3)
+        TG_WARN_RL("event=kafka_log facility=%s", fac);
+}
+
+static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errlen)
+{
+    if (rd_kafka_conf_set(conf, k, v, err, errlen) != RD_KAFKA_CONF_OK)
+        return TG_ECONFIG;
+    return 0;
+}
+
+/* Moves base past acknowledged slots; persists the checkpoint at most every
+ * RT_PUBLISHER_CHECKPOINT_MS (or at once when force). Publisher thread. */
+static void advance_base(struct rt_publisher *pub, int force)
+{
+    uint64_t old = pub->base;
+    uint64_t now = tg_now_mono_ms();
+
+    while (pub->base < pub->expect && pub->state[pub->base % RT_PUBLISHER_WINDOW] == SLOT_ACKED) {
+        pub->state[pub->base % RT_PUBLISHER_WINDOW] = SLOT_EMPTY;
+        pub->base++;
+    }
+    atomic_store(&pub->base_shared, pub->base);
+    atomic_store(&pub->oldest_ts,
+                 pub->base < pub->expect ? pub->ts[pub->base % RT_PUBLISHER_WINDOW] : 0);
+    if (pub->base != old || force) {
+        if (force || now - pub->last_checkpoint_ms >= RT_PUBLISHER_CHECKPOINT_MS) {
+            rt_spool_ack_below(pub->spool, pub->base);
+            pub->last_checkpoint_ms = now;
+        }
+    }
+}
+
+/* Reads spooled records and produces them until the window or the queue is full. Returns the
+ * number produced. Publisher thread. */
+static int produce_some(struct rt_publisher *pub, unsigned char *buf)
+{
+    struct rt_spool_record rec;
+    int n = 0;
+
+    if (pub->rewind_to != UINT64_MAX) {
+        rt_spool_rewind(pub->spool, pub->rewind_to);
+        pub->expect = pub->rewind_to > pub->base ? pub->rewind_to : pub->base;
+        for (uint64_t s = pub->expect; s < pub->expect + RT_PUBLISHER_WINDOW; s++) {
+            if (pub->state[s % RT_PUBLISHER_WINDOW] == SLOT_PRODUCED)
+                pub->state[s % RT_PUBLISHER_WINDOW] = SLOT_EMPTY;
+        }
+        pub->rewind_to = UINT64_MAX;
+    }
+    while (n < 10000 && pub->expect - pub->base < RT_PUBLISHER_WINDOW) {
+        int rc = rt_spool_read_next(pub->spool, &rec, buf, RT_SPOOL_RECORD_MAX_BYTES);
+        uint32_t keylen;
+        rd_kafka_resp_err_t err;
+
+        if (rc <= 0)
+            break;
+        if (rec.seq - pub->base >= RT_PUBLISHER_WINDOW) {
+            /* Past the window: leave it in the spool for later. */
+            rt_spool_rewind(pub->spool, rec.seq);
+            break;
+        }
+        /* Records missing from the spool (skipped as corrupt) will never be acknowledged. */
+        for (; pub->expect < rec.seq; pub->expect++)
+            pub->state[pub->expect % RT_PUBLISHER_WINDOW] = SLOT_ACKED;
+        if (rec.len < 1 || (keylen = buf[0]) > PUB_KEY_MAX || 1 + keylen > rec.len) {
+            count_reason(pub, "corrupt_record");
+            pub->state[rec.seq % RT_PUBLISHER_WINDOW] = SLOT_ACKED;
+            pub->expect = rec.seq + 1;
+            continue;
+        }
+        err = rd_kafka_producev(pub->rk, RD_KAFKA_V_RKT(pub->rkt),
+                                RD_KAFKA_V_KEY(keylen > 0 ? buf + 1 : NULL, keylen),
+                                RD_KAFKA_V_VALUE(buf + 1 + keylen, rec.len - 1 - keylen),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                RD_KAFKA_V_OPAQUE((void *)(uintptr_t)rec.seq), RD_KAFKA_V_END);
+        if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                atomic_fetch_add(&pub->queue_full, 1);
+            else
+                count_reason(pub, rd_kafka_err2name(err));
+            rt_spool_rewind(pub->spool, rec.seq);
+            pub->expect = rec.seq;
+            break;
+        }
+        pub->state[rec.seq % RT_PUBLISHER_WINDOW] = SLOT_PRODUCED;
+        pub->ts[rec.seq % RT_PUBLISHER_WINDOW] = rec.ts_ms;
+        pub->expect = rec.seq + 1;
+        if (rec.seq < pub->replay_below)
+            atomic_fetch_add(&pub->replayed, 1);
+        atomic_fetch_add(&pub->produced, 1);
+        n++;
+    }
+    return n;
+}
+
+static void *publisher_main(void *arg)
+{
+    struct rt_publisher *pub = arg;
+    unsigned char *buf = malloc(RT_SPOOL_RECORD_MAX_BYTES);
+
+    if (buf == NULL) {
+        TG_ERROR("event=publisher_thread_failed reason=out_of_memory");
+        return NULL;
+    }
+    while (!atomic_load(&pub->stop)) {
+        int n = produce_some(pub, buf);
+
+        rd_kafka_poll(pub->rk, n > 0 ? 0 : 10);
+        advance_base(pub, 0);
+        if (pub->cfg.fsync_interval_ms > 0 &&
+            tg_now_mono_ms() - pub->last_sync_ms >= pub->cfg.fsync_interval_ms) {
+            rt_spool_sync(pub->spool);
+            pub->last_sync_ms = tg_now_mono_ms();
+        }
+    }
+    /* Final delivery reports and checkpoint. */
+    rd_kafka_flush(pub->rk, 0);
+    rd_kafka_poll(pub->rk, 0);
+    advance_base(pub, 1);
+    free(buf);
+    return NULL;
+}
+
+struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, char *err,
+                                         size_t errlen)
+{
+    struct rt_publisher *pub = calloc(1, sizeof(*pub));
+    struct rt_spool_config scfg;
+    struct rt_spool_recovery rec;
+    rd_kafka_conf_t *conf = NULL;
+    char kerr[512];
+    char qmsgs[32], qkb[32];
+
+    if (pub == NULL) {
+        snprintf(err, errlen, "publisher: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&pub->reasons_mu, NULL);
+    snprintf(pub->brokers, sizeof(pub->brokers), "%s", cfg->brokers ? cfg->brokers : "");
+    snprintf(pub->topic, sizeof(pub->topic), "%s", cfg->topic ? cfg->topic : "");
+    snprintf(pub->spool_dir, sizeof(pub->spool_dir), "%s", cfg->spool_dir ? cfg->spool_dir : "");
+    pub->cfg = *cfg;
+    pub->cfg.brokers = pub->brokers;
+    pub->cfg.topic = pub->topic;
+    pub->cfg.spool_dir = pub->spool_dir;
+    pub->rewind_to = UINT64_MAX;
+    if (pub->brokers[0] == '\0' || pub->topic[0] == '\0') {
+        snprintf(err, errlen, "publisher: kafka brokers and events topic must be set");
+        goto fail;
+    }
+    pub->state = calloc(RT_PUBLISHER_WINDOW, sizeof(pub->state[0]));
+    pub->ts = calloc(RT_PUBLISHER_WINDOW, sizeof(pub->ts[0]));
+    if (pub->state == NULL || pub->ts == NULL) {
+        snprintf(err, errlen, "publisher: out of memory");
+        goto fail;
+    }
+    scfg.dir = pub->spool_dir;
+    scfg.max_bytes = cfg->spool_max_bytes;
+    scfg.segment_bytes = cfg->spool_segment_bytes;
+    if (scfg.segment_bytes == 0) {
+        scfg.segment_bytes = RT_SPOOL_SEGMENT_BYTES_DEFAULT;
+        if (scfg.segment_bytes > scfg.max_bytes / 8)
+            scfg.segment_bytes = scfg.max_bytes / 8 > 0 ? scfg.max_bytes / 8 : scfg.max_bytes;
+    }
+    scfg.fsync_interval_ms = cfg->fsync_interval_ms;
+    pub->spool = rt_spool_open(&scfg, &rec, err, errlen);
+    if (pub->spool == NULL)
+        goto fail;
+    pub->base = rec.acked_below;
+    pub->expect = rec.acked_below;
+    pub->replay_below = rec.next_seq;
+    atomic_store(&pub->base_shared, pub->base);
+    if (rec.pending > 0 || rec.corrupt > 0)
+        TG_INFO("event=spool_replay pending=%" PRIu64 " corrupt_skipped=%" PRIu64
+                " segments=%u", rec.pending, rec.corrupt, rec.segments);
+
+    conf = rd_kafka_conf_new();
+    snprintf(qmsgs, sizeof(qmsgs), "%u", RT_PUBLISHER_WINDOW);
+    snprintf(qkb, sizeof(qkb), "%d", RT_PUBLISHER_QUEUE_KBYTES);
+    if (conf_set(conf, "bootstrap.servers", pub->brokers, kerr, sizeof(kerr)) != 0 ||
+        conf_set(conf, "enable.idempotence", "true", kerr, sizeof(kerr)) != 0 ||
+        conf_set(conf, "acks", "all", kerr, sizeof(kerr)) != 0 ||
+        conf_set(conf, "queue.buffering.max.messages", qmsgs, kerr, sizeof(kerr)) != 0 ||
+        conf_set(conf, "queue.buffering.max.kbytes", qkb, kerr, sizeof(kerr)) != 0 ||
+        conf_set(conf, "linger.ms", "5", kerr, sizeof(kerr)) != 0 ||
+        /* Never give up on a record: it stays in the queue (bounded above) or in the spool. */
+        conf_set(conf, "message.timeout.ms", "0", kerr, sizeof(kerr)) != 0 ||
+        conf_set(conf, "socket.keepalive.enable", "true", kerr, sizeof(kerr)) != 0) {
+        snprintf(err, errlen, "publisher: kafka config: %s", kerr);
+        goto fail;
+    }
+    rd_kafka_conf_set_opaque(conf, pub);
+    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+    rd_kafka_conf_set_error_cb(conf, on_error);
+    rd_kafka_conf_set_log_cb(conf, on_log);
+    pub->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr));
+    if (pub->rk == NULL) {
+        snprintf(err, errlen, "publisher: cannot create producer: %s", kerr);
+        goto fail; /* conf is still ours */
+    }
+    conf = NULL;
+    pub->rkt = rd_kafka_topic_new(pub->rk, pub->topic, NULL);
+    if (pub->rkt == NULL) {
+        snprintf(err, errlen, "publisher: topic %s: %s", pub->topic,
+                 rd_kafka_err2str(rd_kafka_last_error()));
+        goto fail;
+    }
+    atomic_store(&pub->kafka_up, 1);
+    if (pthread_create(&pub->thread, NULL, publisher_main, pub) != 0) {
+        snprintf(err, errlen, "publisher: cannot start thread");
+        goto fail;
+    }
+    pub->thread_started = 1;
+    return pub;
+fail:
+    if (conf != NULL)
+        rd_kafka_conf_destroy(conf);
+    rt_publisher_destroy(&pub);
+    return NULL;
+}
+
+int rt_publisher_admit(struct rt_publisher *pub)
+{
+    if (pub->cfg.full_policy != RT_SPOOL_FULL_REJECT)
+        return 0;
+    if (rt_spool_has_room(pub->spool, PUB_PAYLOAD_MAX))
+        return 0;
+    atomic_fetch_add(&pub->rejected, 1);
+    return TG_EFULL;
+}
+
+int rt_publisher_submit(struct rt_publisher *pub, const struct proto_event *ev)
+{
+    unsigned char buf[PUB_PAYLOAD_MAX + 1];
+    size_t keylen = strnlen(ev->key_hash, PUB_KEY_MAX);
+    size_t len = 0;
+    int rc;
+
+    buf[0] = (unsigned char)keylen;
+    memcpy(buf + 1, ev->key_hash, keylen);
+    rc = proto_event_encode(ev, (char *)buf + 1 + keylen, sizeof(buf) - 1 - keylen, &len);
+    if (rc != 0) {
+        atomic_fetch_add(&pub->submit_errors, 1);
+        return rc;
+    }
+    rc = rt_spool_append(pub->spool, buf, 1 + keylen + len, tg_now_epoch_ms(), NULL);
+    if (rc == TG_EFULL) {
+        atomic_fetch_add(&pub->dropped, 1);
+        TG_ERROR_RL("event=spend_event_dropped reason=spool_full policy=%s",
+                    pub->cfg.full_policy == RT_SPOOL_FULL_REJECT ? "reject" : "drop");
+    } else if (rc != 0) {
+        atomic_fetch_add(&pub->submit_errors, 1);
+        atomic_fetch_add(&pub->dropped, 1);
+        TG_ERROR_RL("event=spend_event_dropped reason=%s", tg_errname(rc));
+    }
+    return rc;
+}
+
+int rt_publisher_drain(struct rt_publisher *pub, uint32_t timeout_ms)
+{
+    uint64_t deadline = tg_now_mono_ms() + timeout_ms;
+    struct rt_spool_stats st;
+
+    for (;;) {
+        rt_spool_get_stats(pub->spool, &st);
+        if (atomic_load(&pub->base_shared) >= st.next_seq)
+            return 0;
+        if (tg_now_mono_ms() >= deadline)
+            return TG_ETIMEOUT;
+        tg_sleep_ms(10);
+    }
+}
+
+void rt_publisher_destroy(struct rt_publisher **pp)
+{
+    struct rt_publisher *pub;
+
+    if (pp == NULL || *pp == NULL)
+        return;
+    pub = *pp;
+    *pp = NULL;
+    if (pub->thread_started) {
+        atomic_store(&pub->stop, 1);
+        pthread_join(pub->thread, NULL);
+    }
+    if (pub->rkt != NULL)
+        rd_kafka_topic_destroy(pub->rkt);
+    if (pub->rk != NULL) {
+        /* What is still queued is in the spool: do not wait for it. */
+        rd_kafka_purge(pub->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_poll(pub->rk, 0);
+        rd_kafka_destroy(pub->rk);
+    }
+    rt_spool_close(&pub->spool);
+    free(pub->state);
+    free(pub->ts);
+    pthread_mutex_destroy(&pub->reasons_mu);
+    free(pub);
+}
+
+int rt_publisher_kafka_up(struct rt_publisher *pub)
+{
+    return atomic_load(&pub->kafka_up);
+}
+
+void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b)
+{
+    struct rt_spool_stats st;
+    uint64_t oldest = atomic_load(&pub->oldest_ts);
+    uint64_t now = tg_now_epoch_ms();
+    double age = oldest > 0 && now > oldest ? (double)(now - oldest) / 1000.0 : 0.0;
+
+    rt_spool_get_stats(pub->spool, &st);
+    tg_prom_counter(b, "tollgate_router_events_appended_total",
+                    "Spend events appended to the spool", st.appended);
+    tg_prom_counter(b, "tollgate_router_events_acked_total",
+                    "Spend events acknowledged by Kafka", atomic_load(&pub->acked));
+    tg_prom_counter(b, "tollgate_router_events_replayed_total",
+                    "Spend events produced again from the spool after a restart",
+                    atomic_load(&pub->replayed));
+    tg_prom_counter(b, "tollgate_router_events_dropped_total",
+                    "Spend events lost because the spool was full or unwritable",
+                    atomic_load(&pub->dropped));
+    tg_prom_counter(b, "tollgate_router_spool_rejected_total",
+                    "Requests refused with 503 because the spool was full (policy reject)",
+                    atomic_load(&pub->rejected));
+    tg_prom_counter(b, "tollgate_router_spool_corrupt_records_total",
+                    "Torn or corrupt spool records skipped", st.corrupt);
+    tg_prom_gauge(b, "tollgate_router_spool_bytes", "Bytes in live spool segments",
+                  (double)st.bytes);
+    tg_prom_gauge(b, "tollgate_router_spool_segments", "Live spool segments", st.segments);
+    tg_prom_gauge(b, "tollgate_router_spool_oldest_unacked_seconds",
+                  "Age of the oldest spooled event not yet acknowledged by Kafka", age);
+    tg_prom_gauge(b, "tollgate_router_producer_queue_depth",
+                  "Messages in the Kafka producer queue", (double)rd_kafka_outq_len(pub->rk));
+    tg_prom_counter(b, "tollgate_router_producer_queue_full_total",
+                    "Produce calls refused because the producer queue was full",
+                    atomic_load(&pub->queue_full));
+    tg_prom_gauge(b, "tollgate_router_kafka_up", "1 when Kafka answered last",
+                  atomic_load(&pub->kafka_up));
+    tg_prom_header(b, "tollgate_router_delivery_errors_total", "counter",
+                   "Kafka delivery errors by reason (the events are retried from the spool)");
+    pthread_mutex_lock(&pub->reasons_mu);
+    for (uint32_t i = 0; i < pub->nreasons && i < RT_PUBLISHER_REASONS_MAX; i++) {
+        struct tg_label l = {"reason", pub->reasons[i].name};
+        tg_prom_sample_u64(b, "tollgate_router_delivery_errors_total", &l, 1,
+                           atomic_load(&pub->reasons[i].count));
+    }
+    pthread_mutex_unlock(&pub->reasons_mu);
+}

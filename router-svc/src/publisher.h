@@ -1,0 +1,73 @@
+/* rt_publisher: spend events from router-svc to Kafka, through the local spool.
+ *
+ * The request path only encodes the event and appends it to the spool (one write()); it never
+ * calls Kafka and never waits. A publisher thread tails the spool, produces each record without
+ * blocking (never RD_KAFKA_MSG_F_BLOCK) to the events topic keyed by the key hash, serves
+ * delivery reports, and advances the spool's checkpoint to the lowest unacknowledged record.
+ * When Kafka is down or the producer queue is full, records simply wait in the spool and are
+ * produced later; on start everything after the checkpoint is replayed (duplicates at Kafka
+ * level are fine: spend-svc deduplicates by call id).
+ *
+ * Bounds: producer queue (queue.buffering.max.messages/kbytes) and the in-flight window
+ * (RT_PUBLISHER_WINDOW records past the checkpoint) are fixed; the spool has max_bytes. When the
+ * spool is full, full_policy drop counts and drops the event, reject makes rt_publisher_admit()
+ * refuse new requests (the HTTP front answers 503). */
+#ifndef RT_PUBLISHER_H
+#define RT_PUBLISHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto_event.h"
+#include "tg_buf.h"
+
+#define RT_PUBLISHER_WINDOW 65536u          /* records in flight past the checkpoint */
+#define RT_PUBLISHER_QUEUE_KBYTES 65536     /* producer queue cap, KiB */
+#define RT_PUBLISHER_CHECKPOINT_MS 100      /* checkpoint written at most this often */
+#define RT_PUBLISHER_REASONS_MAX 16         /* distinct delivery error reasons counted */
+
+enum rt_spool_full_policy { RT_SPOOL_FULL_DROP = 0, RT_SPOOL_FULL_REJECT = 1 };
+
+struct rt_publisher;
+
+struct rt_publisher_config {
+    const char *brokers;          /* bootstrap list (borrowed during create) */
+    const char *topic;            /* events topic */
+    const char *spool_dir;        /* spool directory */
+    uint64_t spool_max_bytes;     /* > 0 */
+    uint64_t spool_segment_bytes; /* 0: default (64 MiB, or max_bytes / 8 when smaller) */
+    enum rt_spool_full_policy full_policy;
+    uint32_t fsync_interval_ms;   /* 0: page cache only */
+};
+
+/* rt_publisher_create: open the spool (recovering and scheduling replay of what is after the
+ * checkpoint), create the producer and start the publisher thread. Kafka being unreachable is
+ * not an error. Returns new publisher (rt_publisher_destroy) or NULL with err. Main thread. */
+struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, char *err,
+                                         size_t errlen);
+
+/* rt_publisher_admit: 0 when a new request may be served, TG_EFULL when the spool is full and
+ * the policy is reject. Request threads; takes the spool mutex briefly. */
+int rt_publisher_admit(struct rt_publisher *pub);
+
+/* rt_publisher_submit: encode ev (<= 4 KiB by construction) and append it to the spool. Returns
+ * 0; TG_EFULL when the spool is full (the event is dropped and counted: the caller carries on);
+ * TG_EIO on a write error (counted). Never blocks on Kafka. Request threads. */
+int rt_publisher_submit(struct rt_publisher *pub, const struct proto_event *ev);
+
+/* rt_publisher_drain: wait until every spooled event is acknowledged by Kafka, or timeout_ms.
+ * Returns 0 when drained, TG_ETIMEOUT otherwise (the rest stays in the spool for the next
+ * start). Main thread, on SIGTERM after the HTTP front has finished its requests. */
+int rt_publisher_drain(struct rt_publisher *pub, uint32_t timeout_ms);
+
+/* rt_publisher_destroy: stop the thread, close producer and spool (accepts NULL; sets *pub to
+ * NULL). Unacknowledged events stay in the spool. Main thread. */
+void rt_publisher_destroy(struct rt_publisher **pub);
+
+/* rt_publisher_kafka_up: 1 when the last word from the brokers was good. Any thread. */
+int rt_publisher_kafka_up(struct rt_publisher *pub);
+
+/* rt_publisher_write_metrics: append the publisher and spool metrics. Any thread. */
+void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b);
+
+#endif

@@ -1,0 +1,292 @@
+/* Unit tests of the router-svc event spool: framing, replay after restart, checkpoints,
+ * segment release, torn and corrupt records, the size bound. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "spool.h"
+#include "tg_err.h"
+
+static char test_dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(test_dir, sizeof(test_dir), "/tmp/tg-spool-test.XXXXXX");
+    assert_non_null(mkdtemp(test_dir));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    DIR *d = opendir(test_dir);
+    struct dirent *de;
+    char path[512];
+
+    (void)state;
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", test_dir, de->d_name);
+        unlink(path);
+    }
+    if (d != NULL)
+        closedir(d);
+    rmdir(test_dir);
+    return 0;
+}
+
+static int count_segments(void)
+{
+    DIR *d = opendir(test_dir);
+    struct dirent *de;
+    int n = 0;
+
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "seg-", 4) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static struct rt_spool *open_spool(uint64_t max_bytes, uint64_t seg_bytes,
+                                   struct rt_spool_recovery *rec)
+{
+    struct rt_spool_config cfg = {.dir = test_dir, .max_bytes = max_bytes,
+                                  .segment_bytes = seg_bytes, .fsync_interval_ms = 0};
+    char err[256] = "";
+    struct rt_spool *sp = rt_spool_open(&cfg, rec, err, sizeof(err));
+
+    if (sp == NULL)
+        fail_msg("rt_spool_open: %s", err);
+    return sp;
+}
+
+static void append_n(struct rt_spool *sp, int from, int n)
+{
+    for (int i = from; i < from + n; i++) {
+        char payload[64];
+        uint64_t seq = 0;
+        int len = snprintf(payload, sizeof(payload), "event-%06d", i);
+
+        assert_int_equal(rt_spool_append(sp, payload, (size_t)len, 1000 + (uint64_t)i, &seq), 0);
+        assert_int_equal(seq, (uint64_t)i);
+    }
+}
+
+/* Reads everything available; checks contents; returns the count and the first seq. */
+static int read_all(struct rt_spool *sp, uint64_t *first, uint64_t *last)
+{
+    static char buf[RT_SPOOL_RECORD_MAX_BYTES];
+    struct rt_spool_record rec;
+    int n = 0;
+
+    while (rt_spool_read_next(sp, &rec, buf, sizeof(buf)) == 1) {
+        char want[64];
+        int len = snprintf(want, sizeof(want), "event-%06d", (int)rec.seq);
+
+        assert_int_equal(rec.len, (uint32_t)len);
+        assert_memory_equal(buf, want, (size_t)len);
+        assert_int_equal(rec.ts_ms, 1000 + rec.seq);
+        if (n == 0 && first != NULL)
+            *first = rec.seq;
+        if (last != NULL)
+            *last = rec.seq;
+        n++;
+    }
+    return n;
+}
+
+static void test_append_read_ack_release(void **state)
+{
+    struct rt_spool_recovery rec;
+    struct rt_spool_stats st;
+    struct rt_spool *sp;
+    uint64_t first = 0, last = 0;
+
+    (void)state;
+    sp = open_spool(1 << 20, 4096, &rec);
+    assert_int_equal(rec.next_seq, 0);
+    assert_int_equal(rec.pending, 0);
+    append_n(sp, 0, 1000);
+    assert_int_equal(read_all(sp, &first, &last), 1000);
+    assert_int_equal(first, 0);
+    assert_int_equal(last, 999);
+    assert_int_equal(read_all(sp, NULL, NULL), 0); /* caught up */
+    rt_spool_get_stats(sp, &st);
+    assert_true(st.segments > 5); /* ~39 bytes a record, 4 KiB segments */
+    int before = count_segments();
+    assert_int_equal(rt_spool_ack_below(sp, 500), 0);
+    assert_true(count_segments() < before);
+    assert_true(count_segments() > 1);
+    rt_spool_close(&sp);
+    assert_null(sp);
+
+    /* Restart: everything from the checkpoint on is replayed, new appends continue the seq. */
+    sp = open_spool(1 << 20, 4096, &rec);
+    assert_int_equal(rec.acked_below, 500);
+    assert_int_equal(rec.next_seq, 1000);
+    /* The segment holding 500 may also hold a few records just below it. */
+    assert_true(rec.pending == 500);
+    assert_int_equal(read_all(sp, &first, &last), 500);
+    assert_int_equal(first, 500);
+    assert_int_equal(last, 999);
+    append_n(sp, 1000, 10);
+    assert_int_equal(read_all(sp, &first, &last), 10);
+    assert_int_equal(first, 1000);
+    /* Everything acknowledged and closed: no segment is left behind. */
+    assert_int_equal(rt_spool_ack_below(sp, 1010), 0);
+    rt_spool_close(&sp);
+    assert_int_equal(count_segments(), 0);
+    sp = open_spool(1 << 20, 4096, &rec);
+    assert_int_equal(rec.next_seq, 1010);
+    assert_int_equal(rec.pending, 0);
+    rt_spool_close(&sp);
+}
+
+static void test_rewind(void **state)
+{
+    struct rt_spool *sp;
+    uint64_t first = 0, last = 0;
+
+    (void)state;
+    sp = open_spool(1 << 20, 1024, NULL);
+    append_n(sp, 0, 200);
+    assert_int_equal(read_all(sp, NULL, NULL), 200);
+    rt_spool_rewind(sp, 137);
+    assert_int_equal(read_all(sp, &first, &last), 63);
+    assert_int_equal(first, 137);
+    assert_int_equal(last, 199);
+    rt_spool_close(&sp);
+}
+
+static void find_single_segment(char *path, size_t cap)
+{
+    DIR *d = opendir(test_dir);
+    struct dirent *de;
+
+    path[0] = '\0';
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "seg-", 4) == 0)
+            snprintf(path, cap, "%s/%s", test_dir, de->d_name);
+    }
+    closedir(d);
+    assert_true(path[0] != '\0');
+}
+
+static void test_torn_tail_skipped_rest_replayed(void **state)
+{
+    struct rt_spool_recovery rec;
+    struct rt_spool *sp;
+    struct stat stt;
+    char path[512];
+    uint64_t first = 0, last = 0;
+
+    (void)state;
+    sp = open_spool(1 << 20, 1 << 20, NULL);
+    append_n(sp, 0, 10);
+    rt_spool_close(&sp);
+    find_single_segment(path, sizeof(path));
+    assert_int_equal(stat(path, &stt), 0);
+    assert_int_equal(truncate(path, stt.st_size - 5), 0); /* the last record is torn */
+    sp = open_spool(1 << 20, 1 << 20, &rec);
+    assert_int_equal(rec.pending, 9);
+    assert_true(rec.corrupt >= 1);
+    assert_int_equal(rec.next_seq, 9);
+    assert_int_equal(read_all(sp, &first, &last), 9);
+    assert_int_equal(first, 0);
+    assert_int_equal(last, 8);
+    /* New records go to a new segment, after the torn one. */
+    append_n(sp, 9, 3);
+    assert_int_equal(read_all(sp, &first, &last), 3);
+    assert_int_equal(first, 9);
+    rt_spool_close(&sp);
+}
+
+static void test_corrupt_middle_record_skipped(void **state)
+{
+    struct rt_spool_recovery rec;
+    struct rt_spool *sp;
+    char path[512];
+    static char buf[RT_SPOOL_RECORD_MAX_BYTES];
+    struct rt_spool_record r;
+    int fd, n = 0;
+    char c;
+
+    (void)state;
+    sp = open_spool(1 << 20, 1 << 20, NULL);
+    append_n(sp, 0, 10);
+    rt_spool_close(&sp);
+    find_single_segment(path, sizeof(path));
+    /* Each record is 28 + 12 bytes; flip a payload byte of record 3. */
+    fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, &c, 1, 3 * 40 + 30), 1);
+    c ^= 0x55;
+    assert_int_equal(pwrite(fd, &c, 1, 3 * 40 + 30), 1);
+    close(fd);
+    sp = open_spool(1 << 20, 1 << 20, &rec);
+    assert_int_equal(rec.pending, 9);
+    assert_int_equal(rec.next_seq, 10);
+    while (rt_spool_read_next(sp, &r, buf, sizeof(buf)) == 1) {
+        assert_int_not_equal(r.seq, 3);
+        n++;
+    }
+    assert_int_equal(n, 9);
+    rt_spool_close(&sp);
+}
+
+static void test_full_is_refused_and_counted(void **state)
+{
+    struct rt_spool_stats st;
+    struct rt_spool *sp;
+    char payload[1000];
+    int ok = 0, full = 0;
+
+    (void)state;
+    memset(payload, 'x', sizeof(payload));
+    sp = open_spool(16384, 4096, NULL);
+    for (int i = 0; i < 100; i++) {
+        int rc = rt_spool_append(sp, payload, sizeof(payload), 1, NULL);
+        if (rc == 0)
+            ok++;
+        else if (rc == TG_EFULL)
+            full++;
+        else
+            fail_msg("unexpected %d", rc);
+    }
+    rt_spool_get_stats(sp, &st);
+    assert_true(ok > 0 && ok < 17);
+    assert_int_equal(full, 100 - ok);
+    assert_int_equal(st.full, (uint64_t)full);
+    assert_true(st.bytes <= 16384);
+    assert_false(rt_spool_has_room(sp, sizeof(payload)));
+    /* Acknowledging releases segments and makes room again. */
+    rt_spool_ack_below(sp, (uint64_t)ok);
+    assert_true(rt_spool_has_room(sp, sizeof(payload)));
+    assert_int_equal(rt_spool_append(sp, payload, 70000, 1, NULL), TG_ETOOBIG);
+    rt_spool_close(&sp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_append_read_ack_release, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rewind, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_torn_tail_skipped_rest_replayed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_middle_record_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_is_refused_and_counted, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
