@@ -23,6 +23,11 @@
 #define LG_TAIL_BYTES 96
 #define LG_CALL_ID_CAP 64
 #define LG_MAX_ENDPOINTS 8
+/* A refused connection never reached a server (nothing was processed or billed), so it is
+ * retried like a client behind a Service would: every LG_CONNECT_RETRY_MS, at most
+ * LG_CONNECT_RETRIES times. Counted separately; any other transport error is a failure. */
+#define LG_CONNECT_RETRY_MS 50.0
+#define LG_CONNECT_RETRIES 400
 
 enum lg_endpoint { LG_CHAT, LG_MESSAGES, LG_RESPONSES, LG_EMBEDDINGS };
 
@@ -57,6 +62,8 @@ struct lg_req {
     char tail[LG_TAIL_BYTES + 1]; /* last bytes of the body, to check stream completion */
     size_t tail_len;
     size_t body_bytes;
+    double retry_at_ms;   /* > 0: waiting to retry a refused connection */
+    int connect_retries;  /* refused connections retried so far */
     char body[512];
 };
 
@@ -237,6 +244,7 @@ int main(int argc, char **argv)
     CURLSH *share = NULL;
     uint64_t total, next = 0, done = 0, ok = 0, failed = 0, transport = 0, overload = 0;
     uint64_t by_status[6] = {0};
+    uint64_t connect_retries = 0;
     size_t nlat = 0;
     int inflight = 0;
     int c, rc = 1;
@@ -360,6 +368,18 @@ int main(int argc, char **argv)
             next++;
         }
 
+        /* Re-add requests whose refused connection is due for another try. */
+        for (int i = 0; i < o.max_inflight; i++) {
+            struct lg_req *r = &reqs[i];
+            if (r->easy != NULL && r->retry_at_ms > 0 && r->retry_at_ms <= now) {
+                r->retry_at_ms = 0;
+                r->body_bytes = 0;
+                r->tail_len = 0;
+                r->tail[0] = '\0';
+                r->call_id[0] = '\0';
+                curl_multi_add_handle(multi, r->easy);
+            }
+        }
         curl_multi_perform(multi, &running);
         while ((msg = curl_multi_info_read(multi, &left)) != NULL) {
             struct lg_req *r = NULL;
@@ -372,6 +392,14 @@ int main(int argc, char **argv)
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
             curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &status);
             end = lg_now_ms() - t0;
+            if (msg->data.result == CURLE_COULDNT_CONNECT &&
+                r->connect_retries < LG_CONNECT_RETRIES && !lg_stop) {
+                curl_multi_remove_handle(multi, r->easy);
+                r->connect_retries++;
+                connect_retries++;
+                r->retry_at_ms = end + LG_CONNECT_RETRY_MS;
+                continue;
+            }
             is_ok = msg->data.result == CURLE_OK && status == 200 && lg_body_complete(r);
             if (msg->data.result != CURLE_OK)
                 transport++;
@@ -410,22 +438,23 @@ int main(int argc, char **argv)
         if (next < total) {
             double wait = (double)next * 1000.0 / o.rate - now;
             timeout_ms = wait <= 0 ? 0 : (int)wait + 1;
-            if (timeout_ms > 100)
-                timeout_ms = 100;
+            if (timeout_ms > 20)
+                timeout_ms = 20;
         } else {
-            timeout_ms = 100;
+            timeout_ms = 20;
         }
         curl_multi_poll(multi, NULL, 0, timeout_ms, NULL);
     }
 
     qsort(lat, nlat, sizeof(*lat), lg_cmp_double);
     printf("{\"requests\":%llu,\"done\":%llu,\"ok\":%llu,\"failed\":%llu,\"transport_errors\":%llu,"
-           "\"overload\":%llu,\"status_2xx\":%llu,\"status_4xx\":%llu,\"status_5xx\":%llu,"
+           "\"overload\":%llu,\"connect_retries\":%llu,\"status_2xx\":%llu,\"status_4xx\":%llu,\"status_5xx\":%llu,"
            "\"rate\":%.1f,\"duration_s\":%.1f,\"elapsed_s\":%.2f,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
            "\"p99_ms\":%.3f,\"p999_ms\":%.3f,\"max_ms\":%.3f}\n",
            (unsigned long long)next, (unsigned long long)done, (unsigned long long)ok,
            (unsigned long long)failed, (unsigned long long)transport,
-           (unsigned long long)overload, (unsigned long long)by_status[2],
+           (unsigned long long)overload, (unsigned long long)connect_retries,
+           (unsigned long long)by_status[2],
            (unsigned long long)by_status[4], (unsigned long long)by_status[5], o.rate,
            o.duration_s, (lg_now_ms() - t0) / 1000.0, lg_pct(lat, nlat, 0.50),
            lg_pct(lat, nlat, 0.90), lg_pct(lat, nlat, 0.99), lg_pct(lat, nlat, 0.999),
@@ -436,7 +465,8 @@ out:
     if (reqs != NULL) {
         for (int i = 0; i < o.max_inflight; i++) {
             if (reqs[i].easy != NULL) {
-                curl_multi_remove_handle(multi, reqs[i].easy);
+                if (reqs[i].retry_at_ms <= 0)
+                    curl_multi_remove_handle(multi, reqs[i].easy);
                 curl_easy_cleanup(reqs[i].easy);
                 curl_slist_free_all(reqs[i].headers);
             }

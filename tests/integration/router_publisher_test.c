@@ -1,0 +1,262 @@
+/* Integration test of the router-svc spool + Kafka publisher against devkafka:
+ * - 10,000 events submitted -> 10,000 distinct call ids on the topic, each <= 4 KiB and
+ *   decodable, and nothing left in the spool after the drain;
+ * - brokers down while events are submitted: every submit succeeds at once, every event arrives
+ *   after the brokers return;
+ * - events spooled while Kafka is down by a publisher that is then destroyed are replayed by
+ *   the next one started on the same spool.
+ * Needs TG_KAFKA_BROKERS and TG_KAFKA_CTL (tests/lib/services.sh). */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "proto_event.h"
+#include "publisher.h"
+#include "tg_err.h"
+#include "tg_ids.h"
+#include "tg_time.h"
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static const char *brokers;
+static const char *ctl;
+
+/* Sends one line to devkafka's control channel and checks the answer starts with "ok". */
+static void kafka_ctl(const char *line)
+{
+    char host[64], buf[256];
+    struct sockaddr_in sa = {0};
+    const char *colon = strrchr(ctl, ':');
+    int fd, n;
+
+    CHECK(colon != NULL, "TG_KAFKA_CTL must be host:port");
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - ctl), ctl);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)atoi(colon + 1));
+    CHECK(inet_pton(AF_INET, host, &sa.sin_addr) == 1, "bad control host %s", host);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect to devkafka control");
+    n = snprintf(buf, sizeof(buf), "%s\n", line);
+    CHECK(write(fd, buf, (size_t)n) == n, "write control");
+    n = (int)read(fd, buf, sizeof(buf) - 1);
+    CHECK(n > 0, "no answer from devkafka control");
+    buf[n] = '\0';
+    CHECK(strncmp(buf, "ok", 2) == 0, "devkafka control '%s' answered '%s'", line, buf);
+    close(fd);
+}
+
+static void make_event(struct proto_event *ev, int i)
+{
+    proto_event_init(ev);
+    CHECK(tg_uuid_v4(ev->call_id) == 0, "uuid");
+    ev->ts_start_ms = (int64_t)tg_now_epoch_ms();
+    ev->ts_end_ms = ev->ts_start_ms + 5;
+    proto_str_set(ev->endpoint, sizeof(ev->endpoint), "/v1/chat/completions");
+    tg_sha256_hex(&i, sizeof(i), ev->key_hash);
+    proto_str_set(ev->model_requested, sizeof(ev->model_requested), "gpt-main");
+    proto_str_set(ev->model_group, sizeof(ev->model_group), "gpt-main");
+    ev->status = 200;
+    ev->prompt_tokens = 12;
+    ev->completion_tokens = 8;
+    ev->cost_nusd = 3800;
+    ev->attempts = 1;
+}
+
+/* Collects call ids from the topic until want distinct ones were seen or timeout. */
+struct seen {
+    char (*ids)[PROTO_CALL_ID_CAP];
+    size_t n, cap;
+};
+
+static int seen_has(const struct seen *s, const char *id)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        if (strcmp(s->ids[i], id) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static size_t consume_topic(const char *topic, const struct seen *want, uint32_t timeout_ms)
+{
+    char err[512], group[64];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_t *rk;
+    rd_kafka_topic_partition_list_t *sub;
+    uint64_t deadline = tg_now_mono_ms() + timeout_ms;
+    size_t found = 0, oversize = 0, undecodable = 0;
+    char *got = calloc(want->n, 1);
+    struct proto_event *ev = malloc(sizeof(*ev));
+
+    snprintf(group, sizeof(group), "pubtest-%u", (unsigned)tg_now_mono_us());
+    rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof(err));
+    rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err));
+    rd_kafka_conf_set(conf, "auto.offset.reset", "earliest", err, sizeof(err));
+    rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err));
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    CHECK(rk != NULL, "consumer: %s", err);
+    rd_kafka_poll_set_consumer(rk);
+    sub = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(sub, topic, RD_KAFKA_PARTITION_UA);
+    CHECK(rd_kafka_subscribe(rk, sub) == 0, "subscribe");
+    rd_kafka_topic_partition_list_destroy(sub);
+    while (found < want->n && tg_now_mono_ms() < deadline) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+        char reason[160];
+
+        if (m == NULL)
+            continue;
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            if (m->len > TG_EVENT_MAX_BYTES)
+                oversize++;
+            if (proto_event_decode(m->payload, m->len, ev, reason, sizeof(reason)) != 0) {
+                undecodable++;
+            } else {
+                for (size_t i = 0; i < want->n; i++) {
+                    if (!got[i] && strcmp(want->ids[i], ev->call_id) == 0) {
+                        got[i] = 1;
+                        found++;
+                        break;
+                    }
+                }
+            }
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    CHECK(oversize == 0, "%zu events over 4 KiB", oversize);
+    CHECK(undecodable == 0, "%zu events not decodable", undecodable);
+    free(got);
+    free(ev);
+    return found;
+}
+
+static int count_segments(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "seg-", 4) == 0)
+            n++;
+    }
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+static struct rt_publisher *make_pub(const char *dir, const char *topic)
+{
+    struct rt_publisher_config cfg = {.brokers = brokers, .topic = topic, .spool_dir = dir,
+                                      .spool_max_bytes = 64u << 20, .spool_segment_bytes = 1u << 20,
+                                      .full_policy = RT_SPOOL_FULL_DROP, .fsync_interval_ms = 0};
+    char err[512];
+    struct rt_publisher *pub = rt_publisher_create(&cfg, err, sizeof(err));
+
+    CHECK(pub != NULL, "publisher: %s", err);
+    return pub;
+}
+
+static void submit_n(struct rt_publisher *pub, struct seen *s, int n)
+{
+    struct proto_event *ev = malloc(sizeof(*ev));
+
+    for (int i = 0; i < n; i++) {
+        make_event(ev, (int)s->n);
+        CHECK(rt_publisher_submit(pub, ev) == 0, "submit %d", i);
+        CHECK(s->n < s->cap, "seen full");
+        memcpy(s->ids[s->n++], ev->call_id, PROTO_CALL_ID_CAP);
+    }
+    free(ev);
+}
+
+int main(void)
+{
+    char dir[128], topic[64];
+    struct seen s = {0};
+    struct rt_publisher *pub;
+    size_t got;
+
+    brokers = getenv("TG_KAFKA_BROKERS");
+    ctl = getenv("TG_KAFKA_CTL");
+    CHECK(brokers != NULL && ctl != NULL,
+          "TG_KAFKA_BROKERS and TG_KAFKA_CTL must be set (tests/lib/services.sh)");
+    snprintf(dir, sizeof(dir), "/tmp/tg-pubtest.XXXXXX");
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(topic, sizeof(topic), "tg.pubtest.%u", (unsigned)(tg_now_epoch_ms() % 100000000u));
+    s.cap = 20000;
+    s.ids = calloc(s.cap, sizeof(*s.ids));
+
+    /* 1. 10,000 events, all on the topic, nothing left in the spool. */
+    pub = make_pub(dir, topic);
+    submit_n(pub, &s, 10000);
+    CHECK(rt_publisher_drain(pub, 60000) == 0, "drain of 10,000 events timed out");
+    rt_publisher_destroy(&pub);
+    CHECK(count_segments(dir) == 0, "spool not empty after drain: %d segments", count_segments(dir));
+    got = consume_topic(topic, &s, 60000);
+    CHECK(got == 10000, "10,000 submitted, %zu distinct call ids consumed", got);
+    printf("ok 1 - 10,000 events delivered, spool empty\n");
+
+    /* 2. Brokers down while submitting; everything arrives after they return. */
+    s.n = 0;
+    pub = make_pub(dir, topic);
+    kafka_ctl("down all");
+    {
+        uint64_t t0 = tg_now_mono_us();
+        submit_n(pub, &s, 2000);
+        printf("# 2,000 submits with brokers down took %.1f ms\n",
+               (double)(tg_now_mono_us() - t0) / 1000.0);
+    }
+    tg_sleep_ms(3000);
+    CHECK(rt_publisher_drain(pub, 100) == TG_ETIMEOUT, "drained while brokers were down?");
+    kafka_ctl("up all");
+    CHECK(rt_publisher_drain(pub, 60000) == 0, "drain after brokers returned timed out");
+    rt_publisher_destroy(&pub);
+    got = consume_topic(topic, &s, 60000);
+    CHECK(got == 2000, "2,000 submitted during the outage, %zu arrived", got);
+    printf("ok 2 - brokers down 3 s: every event delivered after recovery\n");
+
+    /* 3. Replay: spooled while Kafka is down, publisher destroyed, the next one delivers. */
+    s.n = 0;
+    kafka_ctl("down all");
+    pub = make_pub(dir, topic);
+    submit_n(pub, &s, 500);
+    rt_publisher_destroy(&pub);
+    CHECK(count_segments(dir) > 0, "events should be waiting in the spool");
+    kafka_ctl("up all");
+    pub = make_pub(dir, topic);
+    CHECK(rt_publisher_drain(pub, 60000) == 0, "replay drain timed out");
+    rt_publisher_destroy(&pub);
+    CHECK(count_segments(dir) == 0, "spool not empty after replay");
+    got = consume_topic(topic, &s, 60000);
+    CHECK(got == 500, "500 spooled before restart, %zu arrived", got);
+    printf("ok 3 - spooled events replayed by the next publisher\n");
+
+    free(s.ids);
+    {
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", dir);
+    }
+    printf("3 passed, 0 failed\n");
+    return 0;
+}
