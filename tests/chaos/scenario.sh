@@ -1,0 +1,303 @@
+#!/usr/bin/env bash
+# tests/chaos/scenario.sh NAME — one chaos scenario against the whole stack.
+#
+# Starts its own Redis, PostgreSQL, devkafka, fake-llm (with a fake Slack webhook), spend-svc and
+# router-svc (optimised build), drives an open-loop mixed load (half streaming) through three
+# phases — baseline, fault, recovery — and asserts what users rely on:
+#   * zero failed client requests (c3: only transport errors of requests in flight at the kill);
+#   * every call id that got a 200 has exactly one spend_logs row, counted once in spend_daily;
+#   * Redis counters equal PostgreSQL after recovery;
+#   * during the fault, router-svc RSS and CPU per request <= 1.25x baseline, p99 <= 1.2x
+#     baseline + 2 ms (not for the restart scenarios, where requests wait for the new process),
+#     log bytes per request <= 512;
+#   * every Slack message <= 3,500 bytes of text.
+# Prints a table row and appends it to $TG_CHAOS_RESULTS (default build dir chaos-results.md).
+#
+# Scenarios: c1 Redis hang 90 s, c1b Redis restarted empty, c2 PostgreSQL paused 15 s,
+# c3 router-svc SIGKILL + restart, c4 router-svc SIGTERM + restart, c5 spend-svc SIGKILL +
+# restart, c6 Kafka brokers down 30 s, c7 Slack answering 429 then 500, c8 c1 while every
+# primary deployment fails.
+set -euo pipefail
+
+NAME="${1:?usage: scenario.sh c1|c1b|c2|c3|c4|c5|c6|c7|c8}"
+SRC="${TG_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
+BIN="${TG_REL_BUILD_DIR:-${TG_BUILD_DIR:-$SRC/build/rel}}"
+RATE="${TG_CHAOS_RATE:-60}"
+BASE_S="${TG_CHAOS_BASELINE_S:-10}"
+RECOVER_S="${TG_CHAOS_RECOVERY_S:-10}"
+RESULTS="${TG_CHAOS_RESULTS:-${TG_BUILD_DIR:-$SRC/build}/chaos-results.md}"
+
+case "$NAME" in
+c1 | c8) FAULT_S=90 ;;
+c1b) FAULT_S=20 ;;
+c2) FAULT_S=15 ;;
+c3 | c4 | c5) FAULT_S=10 ;;
+c6 | c7) FAULT_S=30 ;;
+*) echo "scenario.sh: unknown scenario $NAME" >&2; exit 2 ;;
+esac
+TOTAL_S=$((BASE_S + FAULT_S + RECOVER_S))
+
+for b in router-svc/router-svc spend-svc/spend-svc tests/fakes/fake-llm tests/chaos/loadgen; do
+    [ -x "$BIN/$b" ] || { echo "scenario.sh: $BIN/$b is not built" >&2; exit 1; }
+done
+
+# Own services: this scenario breaks them on purpose.
+unset TG_REDIS_URL TG_REDIS_PORT TG_REDIS_HOST TG_PG_DSN TG_PG_PORT TG_KAFKA_BROKERS TG_KAFKA_CTL
+STATE="$(mktemp -d /tmp/tollgate-chaos-$NAME.XXXXXX)"
+export TG_BUILD_DIR="$BIN"
+. "$SRC/tests/lib/services.sh"
+tg_services_init "$STATE/services"
+
+ROUTER_PID=""
+SPEND_PID=""
+LOAD_PID=""
+stop_own() {
+    for p in $LOAD_PID $ROUTER_PID $SPEND_PID; do
+        kill -CONT "$p" 2>/dev/null || true
+        kill -TERM "$p" 2>/dev/null || true
+    done
+    for p in $LOAD_PID $ROUTER_PID $SPEND_PID; do
+        for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null || true
+    done
+    tg_services_stop_all || true
+    if [ -z "${TG_CHAOS_KEEP:-}" ]; then rm -rf "$STATE"; fi
+}
+trap stop_own EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+    echo "FAIL chaos $NAME: $*" >&2
+    echo "--- router-svc log tail"; tail -n 20 "$STATE/router.log" >&2 || true
+    echo "--- spend-svc log tail"; tail -n 20 "$STATE/spend.log" >&2 || true
+    exit 1
+}
+
+tg_redis_start
+tg_pg_start
+tg_kafka_start 1 "tollgate.events.v1:6,tollgate.control.v1:1"
+
+FAKE_CFG="$STATE/fake.json"
+primary_b_fail=0.3
+[ "$NAME" = c8 ] && primary_b_fail=1.0
+cat >"$FAKE_CFG" <<JSON
+{"default": {"prompt_tokens": 12, "completion_tokens": 8, "chunks": 4},
+ "models": {"fake-primary-a": {"fail_rate": 1.0, "status": 503},
+            "fake-primary-b": {"fail_rate": $primary_b_fail, "status": 500},
+            "fake-fallback": {"fail_rate": 0.0}}}
+JSON
+tg_fakellm_start "$FAKE_CFG"
+
+export CHAOS_PROVIDER_KEY="sk-chaos-provider-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export CHAOS_KEY="sk-chaos-virtual-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export TOLLGATE_MASTER_KEY="sk-chaos-master-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export DATABASE_URL="$TG_PG_DSN"
+export SLACK_WEBHOOK_URL="$TG_FAKE_LLM_URL/slack/chaos-$NAME"
+ROUTER_PORT=$(tg_free_port)
+SPEND_PORT=$(tg_free_port)
+
+cat >"$STATE/router.yaml" <<YAML
+model_list:
+  - model_name: gpt-main
+    litellm_params: {model: openai/fake-primary-a, api_base: $TG_FAKE_LLM_URL/v1,
+                     api_key: os.environ/CHAOS_PROVIDER_KEY, order: 1, timeout: 10,
+                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
+    model_info: {id: main-a}
+  - model_name: gpt-main
+    litellm_params: {model: openai/fake-primary-b, api_base: $TG_FAKE_LLM_URL/v1,
+                     api_key: os.environ/CHAOS_PROVIDER_KEY, order: 2, timeout: 10,
+                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
+    model_info: {id: main-b}
+  - model_name: gpt-fallback
+    litellm_params: {model: openai/fake-fallback, api_base: $TG_FAKE_LLM_URL/v1,
+                     api_key: os.environ/CHAOS_PROVIDER_KEY, timeout: 10,
+                     input_cost_per_token: 0.000001, output_cost_per_token: 0.000002}
+    model_info: {id: fallback-1}
+router_settings:
+  num_retries: 1
+  allowed_fails: 1000000
+  cooldown_time: 1
+  fallbacks: [{gpt-main: [gpt-fallback]}]
+general_settings:
+  master_key: os.environ/TOLLGATE_MASTER_KEY
+tollgate:
+  listen: 127.0.0.1:$ROUTER_PORT
+  kafka: {brokers: "$TG_KAFKA_BROKERS", events_topic: tollgate.events.v1,
+          control_topic: tollgate.control.v1}
+  spool: {dir: $STATE/spool, max_bytes: 268435456}
+  keys:
+    - {key: os.environ/CHAOS_KEY, key_alias: chaos, team_id: chaos-team}
+YAML
+
+cat >"$STATE/spend.yaml" <<YAML
+listen: 127.0.0.1:$SPEND_PORT
+master_key: os.environ/TOLLGATE_MASTER_KEY
+kafka: {brokers: "$TG_KAFKA_BROKERS", topic: tollgate.events.v1,
+        control_topic: tollgate.control.v1, group_id: spend-svc}
+postgres: {dsn: os.environ/DATABASE_URL}
+redis: {url: "$TG_REDIS_URL"}
+batch: {max_events: 5000, max_wait_ms: 200}
+alerting:
+  default_webhook_url: os.environ/SLACK_WEBHOOK_URL
+  rate_per_second: 1
+  burst: 3
+  dedupe_window_s: 600
+YAML
+
+start_router() {
+    "$BIN/router-svc/router-svc" --config "$STATE/router.yaml" >>"$STATE/router.out" 2>>"$STATE/router.log" &
+    ROUTER_PID=$!
+    wait_http "http://127.0.0.1:$ROUTER_PORT/health/readiness" 30 || fail "router-svc not ready"
+}
+start_spend() {
+    "$BIN/spend-svc/spend-svc" --config "$STATE/spend.yaml" >>"$STATE/spend.out" 2>>"$STATE/spend.log" &
+    SPEND_PID=$!
+    wait_http "http://127.0.0.1:$SPEND_PORT/health/liveness" 30 || fail "spend-svc not live"
+}
+wait_http() {
+    local url=$1 secs=$2
+    for _ in $(seq 1 $((secs * 10))); do
+        curl -fsS -o /dev/null --max-time 1 "$url" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+# proc_sample PID -> "rss_kb cpu_ns" (CPU time of every thread, nanoseconds, from schedstat)
+proc_sample() {
+    local pid=$1 rss ns
+    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+    ns=$(cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }')
+    echo "${rss:-0} ${ns:-0}"
+}
+log_bytes() { cat "$STATE/router.log" "$STATE/spend.log" 2>/dev/null | wc -c; }
+
+start_spend
+start_router
+# Warm up: one request end to end so the consumer group has joined before the baseline.
+curl -fsS -o /dev/null -H "Authorization: Bearer $CHAOS_KEY" -H 'Content-Type: application/json' \
+    -d '{"model":"gpt-main","messages":[{"role":"user","content":"warm"}]}' \
+    "http://127.0.0.1:$ROUTER_PORT/v1/chat/completions" || fail "warm-up request failed"
+sleep 4
+
+read -r RSS_S CPU_S < <(proc_sample "$ROUTER_PID")
+"$BIN/tests/chaos/loadgen" --url "http://127.0.0.1:$ROUTER_PORT" --key "$CHAOS_KEY" \
+    --model gpt-main --rate "$RATE" --duration "$TOTAL_S" --stream-ratio 0.5 \
+    --out "$STATE/records.tsv" >"$STATE/load.json" 2>"$STATE/load.err" &
+LOAD_PID=$!
+
+sleep "$BASE_S"
+LOG_F0=$(log_bytes)
+read -r RSS_F0 CPU_F0 < <(proc_sample "$ROUTER_PID")
+T_FAULT=$(date +%s.%N)
+case "$NAME" in
+c1 | c8) tg_redis_hang; sleep "$FAULT_S"; tg_redis_resume ;;
+c1b) tg_redis_stop_hard 2>/dev/null || tg_redis_restart; sleep "$FAULT_S"; tg_redis_restart ;;
+c2) tg_pg_pause; sleep "$FAULT_S"; tg_pg_resume ;;
+c3) kill -KILL "$ROUTER_PID"; wait "$ROUTER_PID" 2>/dev/null || true; start_router; sleep "$FAULT_S" ;;
+c4) kill -TERM "$ROUTER_PID"; wait "$ROUTER_PID" || fail "router-svc exited non-zero on SIGTERM"
+    start_router; sleep "$FAULT_S" ;;
+c5) kill -KILL "$SPEND_PID"; wait "$SPEND_PID" 2>/dev/null || true; start_spend; sleep "$FAULT_S" ;;
+c6) tg_kafka_down; sleep "$FAULT_S"; tg_kafka_up ;;
+c7) curl -fsS -o /dev/null -d '{"mode":"429","retry_after":5}' "$TG_FAKE_LLM_URL/_control/slack"
+    sleep $((FAULT_S / 2))
+    curl -fsS -o /dev/null -d '{"mode":"500"}' "$TG_FAKE_LLM_URL/_control/slack"
+    sleep $((FAULT_S - FAULT_S / 2))
+    curl -fsS -o /dev/null -d '{"mode":"ok"}' "$TG_FAKE_LLM_URL/_control/slack" ;;
+esac
+read -r RSS_F1 CPU_F1 < <(proc_sample "$ROUTER_PID")
+LOG_F1=$(log_bytes)
+wait "$LOAD_PID" || fail "load driver failed: $(cat "$STATE/load.err")"
+LOAD_PID=""
+
+# Phase statistics from the per-request records (sched_ms is relative to the load start).
+phase_stats() { # from_ms to_ms -> "n ok failed transport p50 p90 p99"
+    awk -F'\t' -v a="$1" -v b="$2" 'NR > 1 && $4 >= a && $4 < b {
+        n++; if ($7 == 1) ok++; else { bad++; if ($9 != "-" && $9 != "incomplete body") tr++ }
+        print $5 > "/dev/stderr" } END { printf "%d %d %d %d\n", n, ok, bad, tr }' \
+        "$STATE/records.tsv" 2>"$STATE/lat.$1" | tr -d '\n'
+    sort -n "$STATE/lat.$1" | awk '{ v[NR] = $1 } END { if (NR == 0) { print " 0 0 0"; exit }
+        printf " %.2f %.2f %.2f\n", v[int(NR*0.5+0.5)>0?int(NR*0.5+0.5):1],
+        v[int(NR*0.9+0.5)>0?int(NR*0.9+0.5):1], v[int(NR*0.99+0.5)>0?int(NR*0.99+0.5):1] }'
+}
+read -r NB OKB BADB TRB P50B P90B P99B < <(phase_stats 0 $((BASE_S * 1000)))
+read -r NF OKF BADF TRF P50F P90F P99F < <(phase_stats $((BASE_S * 1000)) $(((BASE_S + FAULT_S) * 1000)))
+read -r NA OKA BADA TRA P50A P90A P99A < <(phase_stats 0 $((TOTAL_S * 1000 + 1)))
+echo "chaos $NAME: load $(cat "$STATE/load.json")"
+
+# Spend: every 200's call id has exactly one row; wait for the pipeline to drain.
+awk -F'\t' 'NR > 1 && $7 == 1 && $8 != "-" { print $8 }' "$STATE/records.tsv" | sort -u >"$STATE/ok_ids"
+OK_IDS=$(wc -l <"$STATE/ok_ids")
+psql_q() { psql "$TG_PG_DSN" -X -q -t -A -v ON_ERROR_STOP=1 "$@"; }
+psql_q -c "CREATE TABLE IF NOT EXISTS chaos_ok(call_id uuid primary key)" -c "TRUNCATE chaos_ok"
+psql_q -c "\\copy chaos_ok FROM '$STATE/ok_ids'"
+MISSING=-1
+for _ in $(seq 1 120); do
+    MISSING=$(psql_q -c "SELECT count(*) FROM chaos_ok o WHERE NOT EXISTS
+                         (SELECT 1 FROM spend_logs s WHERE s.call_id = o.call_id)")
+    [ "$MISSING" = 0 ] && break
+    sleep 1
+done
+DUPS=$(psql_q -c "SELECT count(*) FROM (SELECT call_id FROM spend_logs GROUP BY call_id
+                  HAVING count(*) > 1) d")
+AGG_DIFF=$(psql_q -c "SELECT (SELECT coalesce(sum(requests),0) FROM spend_daily) -
+                             (SELECT count(*) FROM spend_logs)")
+
+# Redis counters against PostgreSQL (spend-svc's documented check endpoint does the same sum).
+REDIS_OK=skip
+if [ -x "$SRC/tests/chaos/redis_vs_pg.sh" ]; then
+    REDIS_OK=no
+    for _ in $(seq 1 30); do
+        if bash "$SRC/tests/chaos/redis_vs_pg.sh" >"$STATE/redis_vs_pg.out" 2>&1; then
+            REDIS_OK=yes
+            break
+        fi
+        sleep 1
+    done
+fi
+
+# Slack messages: count and largest text.
+curl -fsS "$TG_FAKE_LLM_URL/_slack" >"$STATE/slack.json"
+ALERTS=$(jq '.count' "$STATE/slack.json")
+MAX_TEXT=$(jq '[.messages[].body | fromjson? | .text // "" | utf8bytelength] | max // 0' "$STATE/slack.json")
+
+cpu_us() { # ns requests
+    awk -v t="$1" -v n="$2" 'BEGIN { if (n == 0) print 0; else printf "%.0f", t / 1000 / n }'
+}
+CPU_BASE_US=$(cpu_us "$((CPU_F0 - CPU_S))" "$NB")
+CPU_FAULT_US=$(cpu_us "$((CPU_F1 - CPU_F0))" "$NF")
+LOG_PER_REQ=$(awk -v b="$((LOG_F1 - LOG_F0))" -v n="$NF" 'BEGIN { if (n == 0) print 0; else printf "%.0f", b / n }')
+
+ROW="| $NAME | $NA | $OKA | $BADA | $TRA | $MISSING | $DUPS | $AGG_DIFF | $P50B/$P99B | $P50F/$P90F/$P99F | $((RSS_F0 / 1024))→$((RSS_F1 / 1024)) MB | $CPU_BASE_US→$CPU_FAULT_US | $LOG_PER_REQ | $ALERTS (max $MAX_TEXT B) | $REDIS_OK |"
+if [ ! -s "$RESULTS" ]; then
+    mkdir -p "$(dirname "$RESULTS")"
+    echo "| scenario | requests | ok | failed | transport | missing | duplicated | agg diff | base p50/p99 ms | fault p50/p90/p99 ms | router RSS | CPU µs/req base→fault | log B/req | slack msgs | redis=pg |" >"$RESULTS"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" >>"$RESULTS"
+fi
+echo "$ROW" >>"$RESULTS"
+echo "$ROW"
+
+# Assertions.
+if [ "$NAME" = c3 ]; then
+    [ "$BADA" = "$TRA" ] || fail "$BADA failed requests, only $TRA of them transport errors of the kill"
+    echo "chaos c3: $TRA requests in flight at the kill ended with a transport error"
+else
+    [ "$BADA" = 0 ] || fail "$BADA of $NA requests failed"
+fi
+[ "$MISSING" = 0 ] || fail "$MISSING call ids with a 200 have no spend_logs row"
+[ "$DUPS" = 0 ] || fail "$DUPS call ids have more than one spend_logs row"
+[ "$AGG_DIFF" = 0 ] || fail "spend_daily counts $AGG_DIFF requests more than spend_logs holds"
+[ "$REDIS_OK" != no ] || fail "Redis counters differ from PostgreSQL: $(cat "$STATE/redis_vs_pg.out")"
+[ "${MAX_TEXT:-0}" -le 3500 ] || fail "a Slack message has $MAX_TEXT bytes of text (> 3,500)"
+awk -v l="$LOG_PER_REQ" 'BEGIN { exit !(l <= 512) }' || fail "log bytes per request $LOG_PER_REQ > 512"
+case "$NAME" in
+c3 | c4) ;; # a new process: its RSS, CPU and the wait for it are not comparable
+*)
+    awk -v b="$RSS_F0" -v f="$RSS_F1" 'BEGIN { exit !(f <= b * 1.25) }' ||
+        fail "router-svc RSS grew from $RSS_F0 kB to $RSS_F1 kB during the fault (> 1.25x)"
+    awk -v b="$CPU_BASE_US" -v f="$CPU_FAULT_US" 'BEGIN { exit !(f <= b * 1.25 + 50) }' ||
+        fail "router-svc CPU per request $CPU_FAULT_US µs during the fault vs $CPU_BASE_US µs baseline"
+    awk -v b="$P99B" -v f="$P99F" 'BEGIN { exit !(f <= b * 1.2 + 2) }' ||
+        fail "p99 $P99F ms during the fault vs $P99B ms baseline (> 1.2x + 2 ms)"
+    ;;
+esac
+echo "chaos $NAME: passed"
