@@ -1,0 +1,1355 @@
+#include "alerter.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "alert_bucket.h"
+#include "alert_dedupe.h"
+#include "alert_text.h"
+#include "proto_event.h"
+#include "tg_err.h"
+#include "tg_log.h"
+#include "tg_metrics.h"
+#include "tg_time.h"
+
+/* libcurl timeouts for one POST to a webhook. */
+#define SP_ALERTER_CONNECT_TIMEOUT_MS 2000
+#define SP_ALERTER_TOTAL_TIMEOUT_MS 5000
+/* Webhooks: at most one per type plus the default. */
+#define SP_ALERTER_ROUTES_MAX (SP_ALERT_TYPE_COUNT + 1)
+/* Dependencies watched by sp_alerter_dependency_state(), plus the consumer-lag state. */
+#define SP_ALERTER_DEPS 4
+#define SP_ALERTER_LAG_STATE SP_ALERTER_DEPS
+
+static const char *const type_names[SP_ALERT_TYPE_COUNT] = {
+    "budget", "deployment_failures", "slow_requests", "spend_tracking_degraded",
+    "consumer_lag", "daily_report"};
+
+static const char *const outcome_names[SP_ALERT_OUTCOME_COUNT] = {"raised", "sent", "suppressed",
+                                                                  "dropped", "failed"};
+
+static const char *const dep_names[SP_ALERTER_DEPS] = {"postgres", "redis", "kafka",
+                                                       "dead_letters"};
+
+/* One queued alert. */
+struct alert_item {
+    struct sp_alert alert; /* sanitized copy */
+    uint64_t suppressed;   /* similar alerts suppressed before this one */
+    uint32_t route;        /* index into routes */
+    uint32_t tries;        /* POSTs made so far */
+};
+
+/* One webhook URL and its delivery state. Guarded by qmu. */
+struct route {
+    char url[SP_ALERTER_URL_CAP]; /* secret: never logged, "webhook#N" instead */
+    struct sp_token_bucket tb;
+    uint64_t blocked_until_ms; /* monotonic; nothing is sent before (429 or backoff) */
+    uint32_t backoff_ms;       /* current backoff after 5xx/transport errors, 0 = none */
+};
+
+/* A windowed detector entry: a deployment (failures) or a model group (slow requests). */
+struct det_entry {
+    uint64_t hash; /* 0 = empty slot */
+    char key[PROTO_MODEL_CAP];
+    char group[PROTO_MODEL_CAP]; /* deployments: model group last seen */
+    uint64_t window_start_ms;
+    uint32_t total; /* attempts / requests in the window */
+    uint32_t hits;  /* failures / slow requests in the window */
+    int alerted;    /* alert raised in this window */
+    int64_t worst_ms;
+    int32_t last_status;
+    char last_error_class[PROTO_ERROR_CLASS_CAP];
+    char last_message[PROTO_MESSAGE_CAP];
+};
+
+/* Open-addressing table with a fixed capacity. Entries are never removed one by one: when it
+ * is full, expired entries are dropped by rebuilding into the spare array (at most once per
+ * window); if it is still full the new key is not tracked and full is counted. */
+struct det_table {
+    struct det_entry *slots;
+    struct det_entry *spare;
+    size_t nslots; /* power of two, >= 2 x capacity */
+    size_t count;
+    size_t capacity;
+    uint64_t window_ms;
+    uint64_t last_rebuild_ms;
+    int rebuilt_once;
+};
+
+/* Degraded-state machine of a dependency (or of consumer lag). Guarded by dmu. */
+struct dep_state {
+    int unhealthy;
+    uint64_t down_since_ms;
+    uint64_t last_notice_ms;
+};
+
+struct sp_alerter {
+    struct sp_alerter_config cfg;
+    struct route routes[SP_ALERTER_ROUTES_MAX];
+    uint32_t nroutes;
+    int type_route[SP_ALERT_TYPE_COUNT];     /* -1 = disabled */
+    const char *secrets[SP_ALERTER_ROUTES_MAX]; /* route URLs, for masking */
+
+    /* Queue and delivery: qmu. */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    struct alert_item *queue;
+    size_t qcap, qhead, qlen;
+    struct sp_dedupe *dedupe;
+    pthread_t thread;
+    int thread_started;
+    _Atomic int stopping;
+    _Atomic uint64_t stop_deadline_ms;
+
+    /* Detectors: dmu. Lock order: dmu before qmu, never the reverse. */
+    pthread_mutex_t dmu;
+    struct det_table deployments;
+    struct det_table groups;
+    struct dep_state deps[SP_ALERTER_DEPS + 1];
+    int64_t last_report_day; /* days since epoch of the last daily report, -1 none */
+
+    _Atomic uint64_t counts[SP_ALERT_TYPE_COUNT][SP_ALERT_OUTCOME_COUNT];
+    _Atomic uint64_t posts, http_429, retries, dedupe_full, deployments_full, groups_full;
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Alert values */
+
+const char *sp_alert_type_name(int type)
+{
+    if (type < 0 || type >= SP_ALERT_TYPE_COUNT)
+        return "unknown";
+    return type_names[type];
+}
+
+int sp_alert_type_parse(const char *name)
+{
+    if (name == NULL)
+        return -1;
+    for (int i = 0; i < SP_ALERT_TYPE_COUNT; i++) {
+        if (strcmp(name, type_names[i]) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Copy src into a fixed field, cut at a UTF-8 boundary. */
+static void field_set(char *dst, size_t cap, const char *src)
+{
+    size_t len;
+
+    if (src == NULL) {
+        dst[0] = '\0';
+        return;
+    }
+    len = strnlen(src, cap);
+    len = sp_utf8_boundary(src, len, cap - 1);
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+void sp_alert_init(struct sp_alert *a, enum sp_alert_type type, enum sp_alert_severity severity,
+                   const char *subject, const char *summary)
+{
+    memset(a, 0, sizeof(*a));
+    a->type = type;
+    a->severity = severity;
+    field_set(a->subject, sizeof(a->subject), subject);
+    field_set(a->summary, sizeof(a->summary), summary);
+}
+
+int sp_alert_add_field(struct sp_alert *a, const char *name, const char *value)
+{
+    if (a->nfields >= SP_ALERT_FIELDS_MAX)
+        return TG_EFULL;
+    field_set(a->fields[a->nfields].name, SP_ALERT_FIELD_NAME_CAP, name);
+    field_set(a->fields[a->nfields].value, SP_ALERT_FIELD_VALUE_CAP, value);
+    a->nfields++;
+    return 0;
+}
+
+int sp_alert_add_fieldf(struct sp_alert *a, const char *name, const char *fmt, ...)
+{
+    char buf[SP_ALERT_FIELD_VALUE_CAP];
+    va_list ap;
+
+    if (a->nfields >= SP_ALERT_FIELDS_MAX)
+        return TG_EFULL;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    return sp_alert_add_field(a, name, buf);
+}
+
+/* printf into a fixed field (subject, summary), cut at a UTF-8 boundary. */
+static void field_printf(char *dst, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void field_printf(char *dst, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(dst, cap, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n >= cap) {
+        size_t keep = sp_utf8_boundary(dst, cap - 1, cap - 1);
+
+        dst[keep] = '\0';
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Counters */
+
+static void count(struct sp_alerter *al, int type, int outcome)
+{
+    if (type < 0 || type >= SP_ALERT_TYPE_COUNT)
+        return;
+    atomic_fetch_add_explicit(&al->counts[type][outcome], 1, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Queue (qmu held) */
+
+static struct alert_item *q_at(struct sp_alerter *al, size_t k)
+{
+    return &al->queue[(al->qhead + k) % al->qcap];
+}
+
+/* Remove entry k, keeping the order of the others. */
+static void q_remove(struct sp_alerter *al, size_t k)
+{
+    for (size_t i = k; i + 1 < al->qlen; i++)
+        *q_at(al, i) = *q_at(al, i + 1);
+    al->qlen--;
+}
+
+/* Drop the oldest alert to make room (counted). */
+static void q_drop_oldest(struct sp_alerter *al)
+{
+    struct alert_item *old = q_at(al, 0);
+
+    count(al, (int)old->alert.type, SP_ALERT_DROPPED);
+    TG_WARN_RL("msg=alert_dropped reason=queue_full type=%s capacity=%zu",
+               sp_alert_type_name((int)old->alert.type), al->qcap);
+    al->qhead = (al->qhead + 1) % al->qcap;
+    al->qlen--;
+}
+
+static void q_push_back(struct sp_alerter *al, const struct alert_item *it)
+{
+    if (al->qlen == al->qcap)
+        q_drop_oldest(al);
+    *q_at(al, al->qlen) = *it;
+    al->qlen++;
+}
+
+/* Put an alert back at the head for another try. A full queue means it is the oldest: it is
+ * the one dropped. */
+static void q_push_front(struct sp_alerter *al, const struct alert_item *it)
+{
+    if (al->qlen == al->qcap) {
+        count(al, (int)it->alert.type, SP_ALERT_DROPPED);
+        TG_WARN_RL("msg=alert_dropped reason=queue_full type=%s capacity=%zu",
+                   sp_alert_type_name((int)it->alert.type), al->qcap);
+        return;
+    }
+    al->qhead = (al->qhead + al->qcap - 1) % al->qcap;
+    al->queue[al->qhead] = *it;
+    al->qlen++;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Raising */
+
+/* Sanitize a copy of *alert, apply the type filter and (when dedupe) the window, then queue.
+ * Returns 0 queued, 1 not queued by design. */
+static int alerter_enqueue(struct sp_alerter *al, const struct sp_alert *alert, int dedupe)
+{
+    struct alert_item it;
+    uint64_t suppressed = 0;
+    uint64_t now = tg_now_mono_ms();
+    int type;
+
+    memcpy(&it.alert, alert, sizeof(it.alert));
+    sp_alert_sanitize(&it.alert, al->secrets, al->nroutes);
+    type = (int)it.alert.type;
+    if ((al->cfg.enabled_types & (1u << type)) == 0 || al->type_route[type] < 0)
+        return 1;
+    count(al, type, SP_ALERT_RAISED);
+    it.route = (uint32_t)al->type_route[type];
+    it.tries = 0;
+
+    pthread_mutex_lock(&al->qmu);
+    if (dedupe) {
+        uint64_t ev_before = sp_dedupe_evictions(al->dedupe);
+        int pass = sp_dedupe_check(al->dedupe, type, it.alert.subject, now,
+                                   (uint64_t)al->cfg.dedupe_window_s * 1000u, &suppressed);
+
+        if (sp_dedupe_evictions(al->dedupe) != ev_before)
+            atomic_fetch_add_explicit(&al->dedupe_full, 1, memory_order_relaxed);
+        if (!pass) {
+            pthread_mutex_unlock(&al->qmu);
+            count(al, type, SP_ALERT_SUPPRESSED);
+            return 1;
+        }
+    }
+    it.suppressed = suppressed;
+    if (atomic_load(&al->stopping)) {
+        pthread_mutex_unlock(&al->qmu);
+        count(al, type, SP_ALERT_DROPPED);
+        return 1;
+    }
+    q_push_back(al, &it);
+    pthread_cond_signal(&al->qcv);
+    pthread_mutex_unlock(&al->qmu);
+    return 0;
+}
+
+int sp_alerter_raise(struct sp_alerter *al, const struct sp_alert *alert)
+{
+    if (al == NULL || alert == NULL)
+        return 1;
+    return alerter_enqueue(al, alert, 1);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Sending (sender thread) */
+
+struct post_state {
+    struct sp_alerter *al;
+    long retry_after_s; /* -1 = none */
+};
+
+static size_t post_on_header(char *buf, size_t size, size_t n, void *ud)
+{
+    struct post_state *ps = ud;
+    size_t len = size * n;
+    static const char name[] = "retry-after:";
+    char val[64];
+    size_t vl = 0;
+    size_t i = sizeof(name) - 1;
+
+    if (len <= sizeof(name) - 1 || strncasecmp(buf, name, sizeof(name) - 1) != 0)
+        return len;
+    while (i < len && (buf[i] == ' ' || buf[i] == '\t'))
+        i++;
+    while (i < len && vl + 1 < sizeof(val) && buf[i] != '\r' && buf[i] != '\n')
+        val[vl++] = buf[i++];
+    val[vl] = '\0';
+    if (vl > 0 && isdigit((unsigned char)val[0])) {
+        char *end = NULL;
+        unsigned long v = strtoul(val, &end, 10);
+
+        if (end != NULL && *end == '\0')
+            ps->retry_after_s = v > 86400 ? 86400 : (long)v;
+    } else if (vl > 0) {
+        time_t when = curl_getdate(val, NULL);
+        time_t now = time(NULL);
+
+        if (when != (time_t)-1)
+            ps->retry_after_s = when > now ? (long)(when - now) : 0;
+    }
+    return len;
+}
+
+static size_t post_on_body(char *buf, size_t size, size_t n, void *ud)
+{
+    (void)buf;
+    (void)ud;
+    return size * n;
+}
+
+/* Abort an in-flight POST once shutdown has used up its time. */
+static int post_on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                            curl_off_t ulnow)
+{
+    struct post_state *ps = ud;
+
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    if (atomic_load(&ps->al->stopping) &&
+        tg_now_mono_ms() >= atomic_load(&ps->al->stop_deadline_ms))
+        return 1;
+    return 0;
+}
+
+/* One POST with a fresh easy handle. Returns the CURLcode; *status is the HTTP status (0 when
+ * none). */
+static CURLcode post_payload(struct sp_alerter *al, const char *url, const char *body,
+                             size_t len, long *status, long *retry_after_s)
+{
+    CURL *h = NULL;
+    struct curl_slist *hdrs = NULL;
+    struct curl_slist *tmp;
+    struct post_state ps = {al, -1};
+    CURLcode cc = CURLE_OUT_OF_MEMORY;
+
+    *status = 0;
+    h = curl_easy_init();
+    if (h == NULL)
+        goto out;
+    tmp = curl_slist_append(hdrs, "Content-Type: application/json; charset=utf-8");
+    if (tmp == NULL)
+        goto out;
+    hdrs = tmp;
+    tmp = curl_slist_append(hdrs, "Expect:");
+    if (tmp == NULL)
+        goto out;
+    hdrs = tmp;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)SP_ALERTER_CONNECT_TIMEOUT_MS);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)SP_ALERTER_TOTAL_TIMEOUT_MS);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "tollgate-spend-svc");
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, post_on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &ps);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, post_on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &ps);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, post_on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &ps);
+    cc = curl_easy_perform(h);
+    if (cc == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+out:
+    *retry_after_s = ps.retry_after_s;
+    curl_slist_free_all(hdrs);
+    if (h != NULL)
+        curl_easy_cleanup(h);
+    return cc;
+}
+
+/* The answer to one POST, applied under qmu. */
+static void sender_settle(struct sp_alerter *al, struct alert_item *cur, CURLcode cc, long status,
+                          long retry_after_s)
+{
+    struct route *r = &al->routes[cur->route];
+    uint64_t now = tg_now_mono_ms();
+    int type = (int)cur->alert.type;
+    int retry = 0;
+
+    if (cc == CURLE_OK && status >= 200 && status < 300) {
+        r->backoff_ms = 0;
+        count(al, type, SP_ALERT_SENT);
+        TG_DEBUG("msg=alert_sent webhook=#%" PRIu32 " type=%s tries=%" PRIu32, cur->route,
+                 sp_alert_type_name(type), cur->tries);
+        return;
+    }
+    if (cc == CURLE_OK && status == 429) {
+        uint64_t wait_s = retry_after_s >= 0 ? (uint64_t)retry_after_s : 1;
+
+        atomic_fetch_add_explicit(&al->http_429, 1, memory_order_relaxed);
+        if (wait_s > al->cfg.retry_after_max_s)
+            wait_s = al->cfg.retry_after_max_s;
+        /* Nothing goes to this webhook before Retry-After has passed. The bucket restarts
+         * with one token at that moment rather than with what it would have saved up, so a
+         * burst does not land the instant the block ends. */
+        r->blocked_until_ms = now + wait_s * 1000u;
+        r->tb.tokens = 1.0;
+        r->tb.last_ms = r->blocked_until_ms;
+        TG_WARN_RL("msg=alert_webhook_throttled webhook=#%" PRIu32 " retry_after_s=%" PRIu64,
+                   cur->route, wait_s);
+        retry = 1;
+    } else if (cc != CURLE_OK || status >= 500 || status == 408) {
+        r->backoff_ms = r->backoff_ms == 0 ? al->cfg.retry_base_ms : r->backoff_ms * 2;
+        if (r->backoff_ms > al->cfg.retry_max_ms)
+            r->backoff_ms = al->cfg.retry_max_ms;
+        r->blocked_until_ms = now + r->backoff_ms;
+        TG_WARN_RL("msg=alert_send_failed webhook=#%" PRIu32 " type=%s status=%ld error=\"%s\" "
+                   "tries=%" PRIu32 " backoff_ms=%" PRIu32,
+                   cur->route, sp_alert_type_name(type), status,
+                   cc != CURLE_OK ? curl_easy_strerror(cc) : "http", cur->tries, r->backoff_ms);
+        retry = 1;
+    }
+    if (retry && cur->tries < al->cfg.max_tries && !atomic_load(&al->stopping)) {
+        atomic_fetch_add_explicit(&al->retries, 1, memory_order_relaxed);
+        q_push_front(al, cur);
+        return;
+    }
+    count(al, type, SP_ALERT_FAILED);
+    TG_WARN_RL("msg=alert_given_up webhook=#%" PRIu32 " type=%s status=%ld tries=%" PRIu32,
+               cur->route, sp_alert_type_name(type), status, cur->tries);
+}
+
+static void abs_deadline(struct timespec *ts, uint64_t wait_ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += (time_t)(wait_ms / 1000u);
+    ts->tv_nsec += (long)(wait_ms % 1000u) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static void *sender_main(void *arg)
+{
+    struct sp_alerter *al = arg;
+    char text[TG_ALERT_TEXT_MAX_BYTES + 1];
+    char payload[TG_ALERT_PAYLOAD_MAX_BYTES + 1];
+
+    pthread_mutex_lock(&al->qmu);
+    for (;;) {
+        uint64_t now = tg_now_mono_ms();
+        uint64_t wait = UINT64_MAX;
+        size_t pick = SIZE_MAX;
+        struct alert_item cur;
+        struct route *r;
+        size_t tlen, plen;
+        long status = 0, retry_after_s = -1;
+        CURLcode cc;
+
+        if (atomic_load(&al->stopping) &&
+            (al->qlen == 0 || now >= atomic_load(&al->stop_deadline_ms)))
+            break;
+        if (al->qlen == 0) {
+            pthread_cond_wait(&al->qcv, &al->qmu);
+            continue;
+        }
+        for (size_t k = 0; k < al->qlen; k++) {
+            struct route *rk = &al->routes[q_at(al, k)->route];
+            uint64_t w;
+
+            if (now < rk->blocked_until_ms) {
+                w = rk->blocked_until_ms - now;
+            } else {
+                w = sp_token_bucket_wait_ms(&rk->tb, now);
+                if (w == 0) {
+                    pick = k;
+                    break;
+                }
+            }
+            if (w < wait)
+                wait = w;
+        }
+        if (pick == SIZE_MAX) {
+            struct timespec ts;
+
+            if (atomic_load(&al->stopping)) {
+                uint64_t left = atomic_load(&al->stop_deadline_ms) - now;
+
+                if (left < wait)
+                    wait = left;
+            }
+            abs_deadline(&ts, wait);
+            pthread_cond_timedwait(&al->qcv, &al->qmu, &ts);
+            continue;
+        }
+        cur = *q_at(al, pick);
+        q_remove(al, pick);
+        r = &al->routes[cur.route];
+        sp_token_bucket_take(&r->tb, now);
+        cur.tries++;
+        pthread_mutex_unlock(&al->qmu);
+
+        /* Build and send without any lock held. */
+        tlen = sp_alert_render_text(&cur.alert, cur.suppressed, al->cfg.dedupe_window_s, text,
+                                    sizeof(text));
+        plen = sp_alert_build_payload(text, tlen, payload, sizeof(payload));
+        atomic_fetch_add_explicit(&al->posts, 1, memory_order_relaxed);
+        cc = post_payload(al, r->url, payload, plen, &status, &retry_after_s);
+
+        pthread_mutex_lock(&al->qmu);
+        sender_settle(al, &cur, cc, status, retry_after_s);
+    }
+    /* Shutdown: whatever is left was not sent in time. */
+    while (al->qlen > 0) {
+        count(al, (int)q_at(al, 0)->alert.type, SP_ALERT_DROPPED);
+        al->qhead = (al->qhead + 1) % al->qcap;
+        al->qlen--;
+    }
+    pthread_mutex_unlock(&al->qmu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Detector tables (dmu held) */
+
+static uint64_t str_hash(const char *s, size_t cap)
+{
+    uint64_t h = 1469598103934665603ULL;
+
+    for (size_t i = 0; i < cap && s[i] != '\0'; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h == 0 ? 1 : h;
+}
+
+static int det_table_init(struct det_table *t, size_t capacity, uint64_t window_ms)
+{
+    size_t n = 4;
+
+    while (n < capacity * 2)
+        n *= 2;
+    t->slots = calloc(n, sizeof(*t->slots));
+    t->spare = calloc(n, sizeof(*t->spare));
+    if (t->slots == NULL || t->spare == NULL)
+        return TG_ENOMEM;
+    t->nslots = n;
+    t->capacity = capacity;
+    t->window_ms = window_ms;
+    return 0;
+}
+
+static void det_table_fini(struct det_table *t)
+{
+    free(t->slots);
+    free(t->spare);
+    t->slots = NULL;
+    t->spare = NULL;
+}
+
+static struct det_entry *det_probe(struct det_entry *slots, size_t nslots, uint64_t h,
+                                   const char *key)
+{
+    size_t mask = nslots - 1;
+
+    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+        struct det_entry *e = &slots[i];
+
+        if (e->hash == 0)
+            return e;
+        if (e->hash == h && strcmp(e->key, key) == 0)
+            return e;
+    }
+}
+
+/* Drop entries whose window ended long enough ago to carry no information. */
+static void det_rebuild(struct det_table *t, uint64_t now)
+{
+    struct det_entry *old = t->slots;
+    size_t kept = 0;
+
+    memset(t->spare, 0, t->nslots * sizeof(*t->spare));
+    for (size_t i = 0; i < t->nslots; i++) {
+        struct det_entry *e = &old[i];
+
+        if (e->hash == 0)
+            continue;
+        if (now >= e->window_start_ms && now - e->window_start_ms >= t->window_ms)
+            continue;
+        *det_probe(t->spare, t->nslots, e->hash, e->key) = *e;
+        kept++;
+    }
+    t->slots = t->spare;
+    t->spare = old;
+    t->count = kept;
+    t->last_rebuild_ms = now;
+    t->rebuilt_once = 1;
+}
+
+/* The entry for key with its window rolled to now, or NULL when the table is full. */
+static struct det_entry *det_get(struct det_table *t, const char *key, uint64_t now)
+{
+    uint64_t h = str_hash(key, PROTO_MODEL_CAP);
+    struct det_entry *e = det_probe(t->slots, t->nslots, h, key);
+
+    if (e->hash == 0) {
+        if (t->count >= t->capacity) {
+            if (t->rebuilt_once && now - t->last_rebuild_ms < t->window_ms)
+                return NULL;
+            det_rebuild(t, now);
+            if (t->count >= t->capacity)
+                return NULL;
+            e = det_probe(t->slots, t->nslots, h, key);
+        }
+        memset(e, 0, sizeof(*e));
+        e->hash = h;
+        field_set(e->key, sizeof(e->key), key);
+        e->window_start_ms = now;
+        t->count++;
+    }
+    if (now < e->window_start_ms || now - e->window_start_ms >= t->window_ms) {
+        e->window_start_ms = now;
+        e->total = 0;
+        e->hits = 0;
+        e->alerted = 0;
+        e->worst_ms = 0;
+    }
+    return e;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Detectors */
+
+static int attempt_failed(int32_t status, const char *error_class)
+{
+    if (status == 429 || status >= 500)
+        return 1;
+    return status == 0 && error_class[0] != '\0';
+}
+
+/* A safe copy of a fixed field of an event that may not be NUL-terminated. */
+static void ev_copy(char *dst, size_t dstcap, const char *src, size_t srccap)
+{
+    size_t n = strnlen(src, srccap);
+
+    if (n >= dstcap)
+        n = dstcap - 1;
+    n = sp_utf8_boundary(src, strnlen(src, srccap), n);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+static void observe_attempt(struct sp_alerter *al, const char *deployment, const char *group,
+                            int32_t status, const char *error_class, const char *message,
+                            uint64_t now)
+{
+    const struct sp_alerter_config *c = &al->cfg;
+    struct det_entry *e;
+    struct sp_alert a;
+    int fire;
+
+    if (deployment[0] == '\0')
+        return;
+    e = det_get(&al->deployments, deployment, now);
+    if (e == NULL) {
+        atomic_fetch_add_explicit(&al->deployments_full, 1, memory_order_relaxed);
+        return;
+    }
+    if (group[0] != '\0')
+        field_set(e->group, sizeof(e->group), group);
+    if (e->total < UINT32_MAX)
+        e->total++;
+    if (attempt_failed(status, error_class)) {
+        if (e->hits < UINT32_MAX)
+            e->hits++;
+        e->last_status = status;
+        field_set(e->last_error_class, sizeof(e->last_error_class), error_class);
+        field_set(e->last_message, sizeof(e->last_message), message);
+    }
+    if (e->alerted || e->hits == 0)
+        return;
+    fire = e->hits >= c->failure_count ||
+           (e->total >= c->failure_min_requests &&
+            (double)e->hits >= c->failure_ratio * (double)e->total);
+    if (!fire)
+        return;
+    e->alerted = 1;
+    sp_alert_init(&a, SP_ALERT_DEPLOYMENT_FAILURES, SP_ALERT_WARNING, NULL, NULL);
+    field_printf(a.subject, sizeof(a.subject), "deployment %s failing", e->key);
+    field_printf(a.summary, sizeof(a.summary),
+                 "%" PRIu32 " of %" PRIu32 " attempts failed within %" PRIu32 " s", e->hits,
+                 e->total, c->failure_window_s);
+    sp_alert_add_field(&a, "deployment", e->key);
+    sp_alert_add_field(&a, "model_group", e->group);
+    sp_alert_add_fieldf(&a, "failures", "%" PRIu32, e->hits);
+    sp_alert_add_fieldf(&a, "attempts", "%" PRIu32, e->total);
+    sp_alert_add_fieldf(&a, "failure_ratio", "%.2f", (double)e->hits / (double)e->total);
+    sp_alert_add_fieldf(&a, "last_status", "%" PRId32, e->last_status);
+    sp_alert_add_field(&a, "last_error", e->last_error_class);
+    sp_alert_add_field(&a, "last_message", e->last_message);
+    alerter_enqueue(al, &a, 1);
+}
+
+static void observe_slow(struct sp_alerter *al, const char *group, int64_t latency_ms,
+                         uint64_t now)
+{
+    const struct sp_alerter_config *c = &al->cfg;
+    struct det_entry *e;
+    struct sp_alert a;
+
+    if (group[0] == '\0')
+        return;
+    e = det_get(&al->groups, group, now);
+    if (e == NULL) {
+        atomic_fetch_add_explicit(&al->groups_full, 1, memory_order_relaxed);
+        return;
+    }
+    if (e->total < UINT32_MAX)
+        e->total++;
+    if (latency_ms <= (int64_t)c->slow_request_threshold_ms)
+        return;
+    if (e->hits < UINT32_MAX)
+        e->hits++;
+    if (latency_ms > e->worst_ms)
+        e->worst_ms = latency_ms;
+    if (e->alerted || e->hits < c->slow_request_count)
+        return;
+    e->alerted = 1;
+    sp_alert_init(&a, SP_ALERT_SLOW_REQUESTS, SP_ALERT_WARNING, NULL, NULL);
+    field_printf(a.subject, sizeof(a.subject), "model group %s slow", e->key);
+    field_printf(a.summary, sizeof(a.summary),
+                 "%" PRIu32 " of %" PRIu32 " requests took longer than %" PRIu32
+                 " ms within %" PRIu32 " s",
+                 e->hits, e->total, c->slow_request_threshold_ms, c->slow_request_window_s);
+    sp_alert_add_field(&a, "model_group", e->key);
+    sp_alert_add_fieldf(&a, "slow_requests", "%" PRIu32, e->hits);
+    sp_alert_add_fieldf(&a, "requests", "%" PRIu32, e->total);
+    sp_alert_add_fieldf(&a, "threshold_ms", "%" PRIu32, c->slow_request_threshold_ms);
+    sp_alert_add_fieldf(&a, "slowest_ms", "%" PRId64, e->worst_ms);
+    alerter_enqueue(al, &a, 1);
+}
+
+void sp_alerter_observe_event_at(struct sp_alerter *al, const struct proto_event *ev,
+                                 uint64_t now_ms)
+{
+    char deployment[PROTO_NAME_CAP];
+    char group[PROTO_MODEL_CAP];
+    char error_class[PROTO_ERROR_CLASS_CAP];
+    char message[PROTO_MESSAGE_CAP];
+    uint32_t n;
+
+    if (al == NULL || ev == NULL)
+        return;
+    ev_copy(deployment, sizeof(deployment), ev->deployment_id, sizeof(ev->deployment_id));
+    ev_copy(group, sizeof(group), ev->model_group, sizeof(ev->model_group));
+    if (group[0] == '\0')
+        ev_copy(group, sizeof(group), ev->model_requested, sizeof(ev->model_requested));
+    ev_copy(error_class, sizeof(error_class), ev->error_class, sizeof(ev->error_class));
+    n = ev->trail_len > PROTO_TRAIL_MAX ? PROTO_TRAIL_MAX : ev->trail_len;
+
+    pthread_mutex_lock(&al->dmu);
+    if (ev->kind == PROTO_KIND_COOLDOWN) {
+        struct sp_alert a;
+
+        message[0] = '\0';
+        if (n > 0)
+            ev_copy(message, sizeof(message), ev->trail[n - 1].message,
+                    sizeof(ev->trail[n - 1].message));
+        sp_alert_init(&a, SP_ALERT_DEPLOYMENT_FAILURES, SP_ALERT_WARNING, NULL, NULL);
+        field_printf(a.subject, sizeof(a.subject), "deployment %s cooled down", deployment);
+        field_printf(a.summary, sizeof(a.summary),
+                     "the router took deployment %s of model group %s out of rotation",
+                     deployment, group);
+        sp_alert_add_field(&a, "deployment", deployment);
+        sp_alert_add_field(&a, "model_group", group);
+        sp_alert_add_fieldf(&a, "status", "%" PRId32, ev->status);
+        sp_alert_add_field(&a, "error", error_class);
+        sp_alert_add_field(&a, "last_message", message);
+        alerter_enqueue(al, &a, 1);
+        pthread_mutex_unlock(&al->dmu);
+        return;
+    }
+    if (n == 0) {
+        observe_attempt(al, deployment, group, ev->status, error_class, "", now_ms);
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            const struct proto_attempt *at = &ev->trail[i];
+            char adep[PROTO_NAME_CAP];
+            char agroup[PROTO_MODEL_CAP];
+            char aclass[PROTO_ERROR_CLASS_CAP];
+
+            ev_copy(adep, sizeof(adep), at->deployment_id, sizeof(at->deployment_id));
+            ev_copy(agroup, sizeof(agroup), at->group, sizeof(at->group));
+            ev_copy(aclass, sizeof(aclass), at->error_class, sizeof(at->error_class));
+            ev_copy(message, sizeof(message), at->message, sizeof(at->message));
+            observe_attempt(al, adep, agroup, at->http_status, aclass, message, now_ms);
+        }
+    }
+    observe_slow(al, group, ev->latency_ms, now_ms);
+    pthread_mutex_unlock(&al->dmu);
+}
+
+void sp_alerter_observe_event(struct sp_alerter *al, const struct proto_event *ev)
+{
+    sp_alerter_observe_event_at(al, ev, tg_now_mono_ms());
+}
+
+/* The degraded-state machine shared by dependencies and consumer lag (dmu held). Transition
+ * and recovery alerts bypass de-duplication on purpose: the state machine already makes them
+ * once per transition, and a second outage shortly after a recovery must not be hidden. */
+static void state_update(struct sp_alerter *al, struct dep_state *st, int type,
+                         const char *what, const char *down_text, int healthy, uint64_t now,
+                         const char *detail)
+{
+    uint64_t reminder_ms = (uint64_t)al->cfg.reminder_interval_s * 1000u;
+    struct sp_alert a;
+
+    if (!healthy && !st->unhealthy) {
+        st->unhealthy = 1;
+        st->down_since_ms = now;
+        st->last_notice_ms = now;
+        sp_alert_init(&a, (enum sp_alert_type)type, SP_ALERT_CRITICAL, NULL, NULL);
+        field_printf(a.subject, sizeof(a.subject), "%s %s", what, down_text);
+        field_printf(a.summary, sizeof(a.summary),
+                     "%s %s; spend tracking continues and catches up on recovery", what,
+                     down_text);
+        sp_alert_add_field(&a, "dependency", what);
+        sp_alert_add_field(&a, "state", "degraded");
+        if (detail != NULL)
+            sp_alert_add_field(&a, "detail", detail);
+        TG_WARN("msg=spend_tracking_degraded what=%s", what);
+        alerter_enqueue(al, &a, 0);
+    } else if (!healthy && st->unhealthy) {
+        if (now < st->last_notice_ms || now - st->last_notice_ms < reminder_ms)
+            return;
+        st->last_notice_ms = now;
+        sp_alert_init(&a, (enum sp_alert_type)type, SP_ALERT_CRITICAL, NULL, NULL);
+        field_printf(a.subject, sizeof(a.subject), "%s %s", what, down_text);
+        field_printf(a.summary, sizeof(a.summary), "reminder: %s still %s after %" PRIu64 " s",
+                     what, down_text, (now - st->down_since_ms) / 1000u);
+        sp_alert_add_field(&a, "dependency", what);
+        sp_alert_add_field(&a, "state", "still degraded");
+        sp_alert_add_fieldf(&a, "down_for_s", "%" PRIu64, (now - st->down_since_ms) / 1000u);
+        if (detail != NULL)
+            sp_alert_add_field(&a, "detail", detail);
+        alerter_enqueue(al, &a, 0);
+    } else if (healthy && st->unhealthy) {
+        uint64_t down_s = now >= st->down_since_ms ? (now - st->down_since_ms) / 1000u : 0;
+
+        st->unhealthy = 0;
+        sp_alert_init(&a, (enum sp_alert_type)type, SP_ALERT_INFO, NULL, NULL);
+        field_printf(a.subject, sizeof(a.subject), "%s recovered", what);
+        field_printf(a.summary, sizeof(a.summary), "%s recovered after %" PRIu64 " s", what,
+                     down_s);
+        sp_alert_add_field(&a, "dependency", what);
+        sp_alert_add_field(&a, "state", "recovered");
+        sp_alert_add_fieldf(&a, "down_for_s", "%" PRIu64, down_s);
+        if (detail != NULL)
+            sp_alert_add_field(&a, "detail", detail);
+        TG_INFO("msg=spend_tracking_recovered what=%s down_s=%" PRIu64, what, down_s);
+        alerter_enqueue(al, &a, 0);
+    }
+}
+
+int sp_alerter_dependency_state(struct sp_alerter *al, const char *dependency, int healthy,
+                                uint64_t now_ms)
+{
+    int idx = -1;
+
+    if (al == NULL || dependency == NULL)
+        return TG_EINVAL;
+    for (int i = 0; i < SP_ALERTER_DEPS; i++) {
+        if (strcmp(dependency, dep_names[i]) == 0)
+            idx = i;
+    }
+    if (idx < 0)
+        return TG_EINVAL;
+    pthread_mutex_lock(&al->dmu);
+    state_update(al, &al->deps[idx], SP_ALERT_SPEND_TRACKING_DEGRADED, dep_names[idx],
+                 idx == 3 ? "receiving dead letters" : "unreachable", healthy != 0, now_ms,
+                 NULL);
+    pthread_mutex_unlock(&al->dmu);
+    return 0;
+}
+
+void sp_alerter_consumer_lag(struct sp_alerter *al, int64_t total_lag, uint64_t now_ms)
+{
+    char detail[64];
+    int healthy;
+
+    if (al == NULL)
+        return;
+    healthy = total_lag <= 0 || (uint64_t)total_lag <= al->cfg.consumer_lag_threshold;
+    snprintf(detail, sizeof(detail), "lag %" PRId64 " messages, threshold %" PRIu64, total_lag,
+             al->cfg.consumer_lag_threshold);
+    pthread_mutex_lock(&al->dmu);
+    state_update(al, &al->deps[SP_ALERTER_LAG_STATE], SP_ALERT_CONSUMER_LAG, "consumer lag",
+                 "above threshold", healthy, now_ms, detail);
+    pthread_mutex_unlock(&al->dmu);
+}
+
+uint32_t sp_alerter_budget(struct sp_alerter *al, const char *scope, const char *name,
+                           int64_t prev_spend_nusd, int64_t spend_nusd, int64_t max_budget_nusd)
+{
+    uint32_t crossed = 0;
+    struct sp_alert a;
+    char spend[48], budget[48];
+
+    if (al == NULL || max_budget_nusd <= 0)
+        return 0;
+    for (uint32_t i = 0; i < al->cfg.nbudget_thresholds; i++) {
+        __int128 mark = (__int128)max_budget_nusd * al->cfg.budget_thresholds[i];
+
+        if ((__int128)prev_spend_nusd * 100 < mark && (__int128)spend_nusd * 100 >= mark)
+            crossed = al->cfg.budget_thresholds[i];
+    }
+    if (crossed == 0)
+        return 0;
+    if (scope == NULL || (strcmp(scope, "key") != 0 && strcmp(scope, "team") != 0))
+        scope = "key";
+    sp_alert_format_usd(spend_nusd, spend, sizeof(spend));
+    sp_alert_format_usd(max_budget_nusd, budget, sizeof(budget));
+    sp_alert_init(&a, SP_ALERT_BUDGET,
+                  crossed >= 100 ? SP_ALERT_CRITICAL
+                                 : (crossed >= 80 ? SP_ALERT_WARNING : SP_ALERT_INFO),
+                  NULL, NULL);
+    field_printf(a.subject, sizeof(a.subject), "%s %s reached %" PRIu32 "%% of budget", scope,
+                 name != NULL ? name : "", crossed);
+    field_printf(a.summary, sizeof(a.summary), "%s %s has spent %s of its %s budget%s", scope,
+                 name != NULL ? name : "", spend, budget,
+                 crossed >= 100 ? "; requests are now refused" : "");
+    sp_alert_add_field(&a, "scope", scope);
+    sp_alert_add_field(&a, "name", name);
+    sp_alert_add_field(&a, "spend", spend);
+    sp_alert_add_field(&a, "max_budget", budget);
+    sp_alert_add_fieldf(&a, "threshold", "%" PRIu32 "%%", crossed);
+    alerter_enqueue(al, &a, 1);
+    return crossed;
+}
+
+static void format_day(int64_t day, char out[11])
+{
+    time_t t = (time_t)(day * 86400);
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    snprintf(out, 11, "%04u-%02u-%02u", (unsigned)(tm.tm_year + 1900) % 10000u,
+             (unsigned)(tm.tm_mon + 1) % 100u, (unsigned)tm.tm_mday % 100u);
+}
+
+int sp_alerter_daily_report_due(struct sp_alerter *al, uint64_t now_epoch_ms, char day[11])
+{
+    int64_t today = (int64_t)(now_epoch_ms / 86400000u);
+    int hour = (int)((now_epoch_ms % 86400000u) / 3600000u);
+    int due = 0;
+
+    if (al == NULL || al->cfg.daily_report_hour < 0 ||
+        (al->cfg.enabled_types & (1u << SP_ALERT_DAILY_REPORT)) == 0 ||
+        al->type_route[SP_ALERT_DAILY_REPORT] < 0)
+        return 0;
+    pthread_mutex_lock(&al->dmu);
+    if (hour >= al->cfg.daily_report_hour && al->last_report_day != today) {
+        al->last_report_day = today;
+        format_day(today - 1, day);
+        due = 1;
+    }
+    pthread_mutex_unlock(&al->dmu);
+    return due;
+}
+
+void sp_alerter_daily_report(struct sp_alerter *al, const char *day, int64_t total_cost_nusd,
+                             int64_t total_requests, const struct sp_report_row *rows,
+                             size_t nrows)
+{
+    static const char *const dims[] = {"key", "team", "model"};
+    static const char *const labels[] = {"top keys", "top teams", "top models"};
+    struct sp_alert a;
+    char total[48];
+    char dayc[11];
+
+    if (al == NULL)
+        return;
+    if (nrows > SP_ALERTER_REPORT_ROWS_MAX)
+        nrows = SP_ALERTER_REPORT_ROWS_MAX;
+    if (rows == NULL)
+        nrows = 0;
+    field_set(dayc, sizeof(dayc), day != NULL ? day : "");
+    sp_alert_format_usd(total_cost_nusd, total, sizeof(total));
+    sp_alert_init(&a, SP_ALERT_DAILY_REPORT, SP_ALERT_INFO, NULL, NULL);
+    field_printf(a.subject, sizeof(a.subject), "daily spend report %s", dayc);
+    field_printf(a.summary, sizeof(a.summary), "Spend on %s: %s over %" PRId64 " requests",
+                 dayc, total, total_requests);
+    /* One field per dimension, rows appended while they fit; a dimension that overflows its
+     * field continues in the next one while fields remain. */
+    for (size_t d = 0; d < sizeof(dims) / sizeof(dims[0]); d++) {
+        char value[SP_ALERT_FIELD_VALUE_CAP];
+        size_t vlen = 0;
+
+        value[0] = '\0';
+        for (size_t i = 0; i < nrows; i++) {
+            char item[SP_ALERT_FIELD_VALUE_CAP];
+            char cost[48];
+            char rname[sizeof(rows[i].name)];
+            char rdim[sizeof(rows[i].dimension)];
+            int n;
+
+            ev_copy(rdim, sizeof(rdim), rows[i].dimension, sizeof(rows[i].dimension));
+            if (strcmp(rdim, dims[d]) != 0)
+                continue;
+            ev_copy(rname, sizeof(rname), rows[i].name, sizeof(rows[i].name));
+            sp_alert_format_usd(rows[i].cost_nusd, cost, sizeof(cost));
+            n = snprintf(item, sizeof(item), "%s%s %s (%" PRId64 " req)", vlen > 0 ? ", " : "",
+                         rname, cost, rows[i].requests);
+            if (n < 0)
+                continue;
+            if (vlen + (size_t)n >= sizeof(value) && vlen > 0) {
+                if (sp_alert_add_field(&a, labels[d], value) != 0)
+                    break;
+                vlen = 0;
+                n = snprintf(item, sizeof(item), "%s %s (%" PRId64 " req)", rname, cost,
+                             rows[i].requests);
+                if (n < 0)
+                    continue;
+            }
+            if ((size_t)n >= sizeof(value))
+                n = (int)sp_utf8_boundary(item, strlen(item), sizeof(value) - 1);
+            memcpy(value + vlen, item, (size_t)n);
+            vlen += (size_t)n;
+            value[vlen] = '\0';
+        }
+        if (vlen > 0)
+            sp_alert_add_field(&a, labels[d], value);
+    }
+    alerter_enqueue(al, &a, 1);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Metrics */
+
+void sp_alerter_write_metrics(struct sp_alerter *al, struct tg_buf *b)
+{
+    static const char *const tables[] = {"dedupe", "deployments", "model_groups"};
+    uint64_t hits[3];
+    size_t depth;
+
+    if (al == NULL || b == NULL)
+        return;
+    tg_prom_header(b, "tollgate_spend_alerts_total", "counter",
+                   "Alerts by type and outcome (raised, sent, suppressed, dropped, failed).");
+    for (int t = 0; t < SP_ALERT_TYPE_COUNT; t++) {
+        for (int o = 0; o < SP_ALERT_OUTCOME_COUNT; o++) {
+            struct tg_label l[2] = {{"type", type_names[t]}, {"outcome", outcome_names[o]}};
+
+            tg_prom_sample_u64(b, "tollgate_spend_alerts_total", l, 2,
+                               atomic_load_explicit(&al->counts[t][o], memory_order_relaxed));
+        }
+    }
+    pthread_mutex_lock(&al->qmu);
+    depth = al->qlen;
+    pthread_mutex_unlock(&al->qmu);
+    tg_prom_gauge(b, "tollgate_spend_alert_queue_depth", "Alerts waiting to be sent.",
+                  (double)depth);
+    hits[0] = atomic_load(&al->dedupe_full);
+    hits[1] = atomic_load(&al->deployments_full);
+    hits[2] = atomic_load(&al->groups_full);
+    tg_prom_header(b, "tollgate_spend_alert_capacity_hits_total", "counter",
+                   "Alerter tables found full (dedupe: oldest evicted; detectors: not tracked).");
+    for (int i = 0; i < 3; i++) {
+        struct tg_label l = {"table", tables[i]};
+
+        tg_prom_sample_u64(b, "tollgate_spend_alert_capacity_hits_total", &l, 1, hits[i]);
+    }
+}
+
+void sp_alerter_get_stats(struct sp_alerter *al, struct sp_alerter_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (al == NULL)
+        return;
+    for (int t = 0; t < SP_ALERT_TYPE_COUNT; t++) {
+        for (int o = 0; o < SP_ALERT_OUTCOME_COUNT; o++)
+            out->alerts[t][o] = atomic_load(&al->counts[t][o]);
+    }
+    pthread_mutex_lock(&al->qmu);
+    out->queue_depth = al->qlen;
+    pthread_mutex_unlock(&al->qmu);
+    out->posts = atomic_load(&al->posts);
+    out->http_429 = atomic_load(&al->http_429);
+    out->retries = atomic_load(&al->retries);
+    out->dedupe_full = atomic_load(&al->dedupe_full);
+    out->deployments_full = atomic_load(&al->deployments_full);
+    out->groups_full = atomic_load(&al->groups_full);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Life cycle */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc = CURLE_OK;
+
+static void curl_init_once(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static int url_plausible(const char *url)
+{
+    return strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0;
+}
+
+static int config_check(const struct sp_alerter_config *c, char *err, size_t errlen)
+{
+    const char *what = NULL;
+
+    if (!(c->rate_per_second > 0) || c->rate_per_second > 100)
+        what = "rate_per_second must be > 0 and <= 100";
+    else if (c->burst < 1)
+        what = "burst must be >= 1";
+    else if (c->queue_capacity < 1)
+        what = "queue_capacity must be >= 1";
+    else if (c->max_tries < 1)
+        what = "max_tries must be >= 1";
+    else if (c->dedupe_capacity < 1)
+        what = "dedupe_capacity must be >= 1";
+    else if (c->deployments_capacity < 1 || c->model_groups_capacity < 1)
+        what = "detector capacities must be >= 1";
+    else if (c->reminder_interval_s < 1)
+        what = "reminder_interval_s must be >= 1";
+    else if (c->failure_window_s < 1 || c->slow_request_window_s < 1)
+        what = "windows must be >= 1 s";
+    else if (!(c->failure_ratio > 0) || c->failure_ratio > 1)
+        what = "failure_ratio must be > 0 and <= 1";
+    else if (c->failure_count < 1 || c->failure_min_requests < 1 || c->slow_request_count < 1)
+        what = "failure_count, failure_min_requests and slow_request_count must be >= 1";
+    else if (c->nbudget_thresholds < 1 || c->nbudget_thresholds > SP_ALERTER_BUDGET_THRESHOLDS_MAX)
+        what = "budget_thresholds needs 1 to 8 entries";
+    else if (c->daily_report_hour < -1 || c->daily_report_hour > 23)
+        what = "daily_report_hour must be -1..23";
+    else if (c->retry_base_ms < 1 || c->retry_max_ms < c->retry_base_ms)
+        what = "retry_base_ms must be >= 1 and <= retry_max_ms";
+    else if (c->retry_after_max_s < 1)
+        what = "retry_after_max_s must be >= 1";
+    else if (c->default_webhook_url[0] != '\0' && !url_plausible(c->default_webhook_url))
+        what = "default_webhook_url is not an http(s) URL";
+    for (int t = 0; what == NULL && t < SP_ALERT_TYPE_COUNT; t++) {
+        if (c->type_webhook_url[t][0] != '\0' && !url_plausible(c->type_webhook_url[t]))
+            what = "a webhook URL in alert_to_webhook_url is not an http(s) URL";
+    }
+    if (what != NULL) {
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "alerting: %s", what);
+        return TG_ECONFIG;
+    }
+    return 0;
+}
+
+struct sp_alerter *sp_alerter_create(const struct sp_alerter_config *cfg, char *err,
+                                     size_t errlen)
+{
+    struct sp_alerter *al = NULL;
+    pthread_condattr_t ca;
+    int sync_ready = 0;
+    uint64_t now = tg_now_mono_ms();
+    char routes_desc[256];
+    size_t rdl = 0;
+    const char *why = "out of memory";
+
+    if (cfg == NULL) {
+        why = "no configuration";
+        goto fail;
+    }
+    if (config_check(cfg, err, errlen) != 0)
+        return NULL;
+    pthread_once(&curl_once, curl_init_once);
+    if (curl_init_rc != CURLE_OK) {
+        why = "libcurl initialisation failed";
+        goto fail;
+    }
+    al = calloc(1, sizeof(*al));
+    if (al == NULL)
+        goto fail;
+    al->cfg = *cfg;
+    /* The configuration copy must end every string, whatever the caller left in it. */
+    al->cfg.default_webhook_url[SP_ALERTER_URL_CAP - 1] = '\0';
+    al->last_report_day = -1;
+    routes_desc[0] = '\0';
+    for (int t = 0; t < SP_ALERT_TYPE_COUNT; t++) {
+        const char *url;
+        uint32_t r;
+
+        al->cfg.type_webhook_url[t][SP_ALERTER_URL_CAP - 1] = '\0';
+        url = al->cfg.type_webhook_url[t][0] != '\0' ? al->cfg.type_webhook_url[t]
+                                                     : al->cfg.default_webhook_url;
+        al->type_route[t] = -1;
+        if (url[0] == '\0' || (al->cfg.enabled_types & (1u << t)) == 0)
+            continue;
+        for (r = 0; r < al->nroutes; r++) {
+            if (strcmp(al->routes[r].url, url) == 0)
+                break;
+        }
+        if (r == al->nroutes) {
+            memcpy(al->routes[r].url, url, strlen(url) + 1);
+            sp_token_bucket_init(&al->routes[r].tb, al->cfg.rate_per_second, al->cfg.burst,
+                                 now);
+            al->secrets[r] = al->routes[r].url;
+            al->nroutes++;
+        }
+        al->type_route[t] = (int)r;
+        if (rdl < sizeof(routes_desc)) {
+            int n = snprintf(routes_desc + rdl, sizeof(routes_desc) - rdl, "%s%s:webhook#%u",
+                             rdl > 0 ? "," : "", type_names[t], r);
+
+            if (n > 0)
+                rdl += (size_t)n;
+        }
+    }
+    al->qcap = al->cfg.queue_capacity;
+    al->queue = calloc(al->qcap, sizeof(*al->queue));
+    if (al->queue == NULL)
+        goto fail;
+    al->dedupe = sp_dedupe_create(al->cfg.dedupe_capacity);
+    if (al->dedupe == NULL)
+        goto fail;
+    if (det_table_init(&al->deployments, al->cfg.deployments_capacity,
+                       (uint64_t)al->cfg.failure_window_s * 1000u) != 0)
+        goto fail;
+    if (det_table_init(&al->groups, al->cfg.model_groups_capacity,
+                       (uint64_t)al->cfg.slow_request_window_s * 1000u) != 0)
+        goto fail;
+    pthread_mutex_init(&al->qmu, NULL);
+    pthread_mutex_init(&al->dmu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&al->qcv, &ca);
+    pthread_condattr_destroy(&ca);
+    sync_ready = 1;
+    if (pthread_create(&al->thread, NULL, sender_main, al) != 0) {
+        why = "cannot start the sender thread";
+        goto fail;
+    }
+    al->thread_started = 1;
+    TG_INFO("msg=alerter_started webhooks=%" PRIu32 " routes=%s rate_per_s=%.3g burst=%" PRIu32
+            " dedupe_window_s=%" PRIu32 " queue_capacity=%" PRIu32,
+            al->nroutes, rdl > 0 ? routes_desc : "none", al->cfg.rate_per_second,
+            al->cfg.burst, al->cfg.dedupe_window_s, al->cfg.queue_capacity);
+    return al;
+
+fail:
+    if (err != NULL && errlen > 0)
+        snprintf(err, errlen, "alerting: %s", why);
+    if (al != NULL) {
+        if (sync_ready) {
+            pthread_cond_destroy(&al->qcv);
+            pthread_mutex_destroy(&al->dmu);
+            pthread_mutex_destroy(&al->qmu);
+        }
+        det_table_fini(&al->groups);
+        det_table_fini(&al->deployments);
+        sp_dedupe_destroy(&al->dedupe);
+        free(al->queue);
+        free(al);
+    }
+    return NULL;
+}
+
+void sp_alerter_destroy(struct sp_alerter **alp)
+{
+    struct sp_alerter *al;
+    struct sp_alerter_stats st;
+
+    if (alp == NULL || *alp == NULL)
+        return;
+    al = *alp;
+    *alp = NULL;
+    pthread_mutex_lock(&al->qmu);
+    atomic_store(&al->stop_deadline_ms, tg_now_mono_ms() + al->cfg.shutdown_wait_ms);
+    atomic_store(&al->stopping, 1);
+    pthread_cond_broadcast(&al->qcv);
+    pthread_mutex_unlock(&al->qmu);
+    if (al->thread_started)
+        pthread_join(al->thread, NULL);
+    sp_alerter_get_stats(al, &st);
+    TG_INFO("msg=alerter_stopped posts=%" PRIu64 " http_429=%" PRIu64 " retries=%" PRIu64,
+            st.posts, st.http_429, st.retries);
+    pthread_cond_destroy(&al->qcv);
+    pthread_mutex_destroy(&al->dmu);
+    pthread_mutex_destroy(&al->qmu);
+    det_table_fini(&al->groups);
+    det_table_fini(&al->deployments);
+    sp_dedupe_destroy(&al->dedupe);
+    free(al->queue);
+    free(al);
+}
