@@ -68,8 +68,8 @@ trap 'exit 130' INT TERM
 
 fail() {
     echo "FAIL chaos $NAME: $*" >&2
-    echo "--- router-svc log tail"; tail -n 20 "$STATE/router.log" >&2 || true
-    echo "--- spend-svc log tail"; tail -n 20 "$STATE/spend.log" >&2 || true
+    echo "--- router-svc log tail" >&2; tail -n 20 "${TG_STACK_DIR:-$STATE}/router.log" >&2 || true
+    echo "--- spend-svc log tail" >&2; tail -n 20 "${TG_STACK_DIR:-$STATE}/spend.log" >&2 || true
     exit 1
 }
 
@@ -77,91 +77,26 @@ tg_redis_start
 tg_pg_start
 tg_kafka_start 1 "tollgate.events.v1:6,tollgate.control.v1:1"
 
-FAKE_CFG="$STATE/fake.json"
+. "$SRC/tests/lib/stack.sh"
+tg_stack_init "$STATE/stack"
 primary_b_fail=0.3
 [ "$NAME" = c8 ] && primary_b_fail=1.0
-cat >"$FAKE_CFG" <<JSON
+# Every request fails on main-a (order 1) and is retried on main-b, which fails part of the time
+# (c8: always) and then falls back to gpt-fallback.
+cat >"$STATE/fake.json" <<JSON
 {"default": {"prompt_tokens": 12, "completion_tokens": 8, "chunks": 4},
  "models": {"fake-primary-a": {"fail_rate": 1.0, "status": 503},
             "fake-primary-b": {"fail_rate": $primary_b_fail, "status": 500},
             "fake-fallback": {"fail_rate": 0.0}}}
 JSON
-tg_fakellm_start "$FAKE_CFG"
-
-export CHAOS_PROVIDER_KEY="sk-chaos-provider-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-export CHAOS_KEY="sk-chaos-virtual-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-export TOLLGATE_MASTER_KEY="sk-chaos-master-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-export DATABASE_URL="$TG_PG_DSN"
-export SLACK_WEBHOOK_URL="$TG_FAKE_LLM_URL/slack/chaos-$NAME"
-ROUTER_PORT=$(tg_free_port)
-SPEND_PORT=$(tg_free_port)
-
-cat >"$STATE/router.yaml" <<YAML
-model_list:
-  - model_name: gpt-main
-    litellm_params: {model: openai/fake-primary-a, api_base: $TG_FAKE_LLM_URL/v1,
-                     api_key: os.environ/CHAOS_PROVIDER_KEY, order: 1, timeout: 10,
-                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
-    model_info: {id: main-a}
-  - model_name: gpt-main
-    litellm_params: {model: openai/fake-primary-b, api_base: $TG_FAKE_LLM_URL/v1,
-                     api_key: os.environ/CHAOS_PROVIDER_KEY, order: 2, timeout: 10,
-                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
-    model_info: {id: main-b}
-  - model_name: gpt-fallback
-    litellm_params: {model: openai/fake-fallback, api_base: $TG_FAKE_LLM_URL/v1,
-                     api_key: os.environ/CHAOS_PROVIDER_KEY, timeout: 10,
-                     input_cost_per_token: 0.000001, output_cost_per_token: 0.000002}
-    model_info: {id: fallback-1}
-router_settings:
-  num_retries: 1
-  allowed_fails: 1000000
-  cooldown_time: 1
-  fallbacks: [{gpt-main: [gpt-fallback]}]
-general_settings:
-  master_key: os.environ/TOLLGATE_MASTER_KEY
-tollgate:
-  listen: 127.0.0.1:$ROUTER_PORT
-  kafka: {brokers: "$TG_KAFKA_BROKERS", events_topic: tollgate.events.v1,
-          control_topic: tollgate.control.v1}
-  spool: {dir: $STATE/spool, max_bytes: 268435456}
-  keys:
-    - {key: os.environ/CHAOS_KEY, key_alias: chaos, team_id: chaos-team}
-YAML
-
-cat >"$STATE/spend.yaml" <<YAML
-listen: 127.0.0.1:$SPEND_PORT
-master_key: os.environ/TOLLGATE_MASTER_KEY
-kafka: {brokers: "$TG_KAFKA_BROKERS", topic: tollgate.events.v1,
-        control_topic: tollgate.control.v1, group_id: spend-svc}
-postgres: {dsn: os.environ/DATABASE_URL}
-redis: {url: "$TG_REDIS_URL"}
-batch: {max_events: 5000, max_wait_ms: 200}
-alerting:
-  default_webhook_url: os.environ/SLACK_WEBHOOK_URL
-  rate_per_second: 1
-  burst: 3
-  dedupe_window_s: 600
-YAML
-
-start_router() {
-    "$BIN/router-svc/router-svc" --config "$STATE/router.yaml" >>"$STATE/router.out" 2>>"$STATE/router.log" &
-    ROUTER_PID=$!
-    wait_http "http://127.0.0.1:$ROUTER_PORT/health/readiness" 30 || fail "router-svc not ready"
-}
-start_spend() {
-    "$BIN/spend-svc/spend-svc" --config "$STATE/spend.yaml" >>"$STATE/spend.out" 2>>"$STATE/spend.log" &
-    SPEND_PID=$!
-    wait_http "http://127.0.0.1:$SPEND_PORT/health/liveness" 30 || fail "spend-svc not live"
-}
-wait_http() {
-    local url=$1 secs=$2
-    for _ in $(seq 1 $((secs * 10))); do
-        curl -fsS -o /dev/null --max-time 1 "$url" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
+tg_stack_fake_config "$STATE/fake.json"
+tg_stack_start || fail "stack did not start"
+ROUTER_PID=$TG_ROUTER_PID
+SPEND_PID=$TG_SPEND_PID
+CHAOS_KEY=$TG_STACK_KEY
+ROUTER_PORT=$TG_ROUTER_PORT
+start_router() { tg_stack_start_router || fail "router-svc did not restart"; ROUTER_PID=$TG_ROUTER_PID; }
+start_spend() { tg_stack_start_spend || fail "spend-svc did not restart"; SPEND_PID=$TG_SPEND_PID; }
 # proc_sample PID -> "rss_kb cpu_ns" (CPU time of every thread, nanoseconds, from schedstat)
 proc_sample() {
     local pid=$1 rss ns
@@ -169,10 +104,8 @@ proc_sample() {
     ns=$(cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }')
     echo "${rss:-0} ${ns:-0}"
 }
-log_bytes() { cat "$STATE/router.log" "$STATE/spend.log" 2>/dev/null | wc -c; }
+log_bytes() { cat "$TG_STACK_DIR/router.log" "$TG_STACK_DIR/spend.log" 2>/dev/null | wc -c; }
 
-start_spend
-start_router
 # Warm up: one request end to end so the consumer group has joined before the baseline.
 curl -fsS -o /dev/null -H "Authorization: Bearer $CHAOS_KEY" -H 'Content-Type: application/json' \
     -d '{"model":"gpt-main","messages":[{"role":"user","content":"warm"}]}' \
@@ -191,7 +124,7 @@ read -r RSS_F0 CPU_F0 < <(proc_sample "$ROUTER_PID")
 T_FAULT=$(date +%s.%N)
 case "$NAME" in
 c1 | c8) tg_redis_hang; sleep "$FAULT_S"; tg_redis_resume ;;
-c1b) tg_redis_stop_hard 2>/dev/null || tg_redis_restart; sleep "$FAULT_S"; tg_redis_restart ;;
+c1b) tg_redis_stop; sleep "$FAULT_S"; tg_redis_start_same_port ;;
 c2) tg_pg_pause; sleep "$FAULT_S"; tg_pg_resume ;;
 c3) kill -KILL "$ROUTER_PID"; wait "$ROUTER_PID" 2>/dev/null || true; start_router; sleep "$FAULT_S" ;;
 c4) kill -TERM "$ROUTER_PID"; wait "$ROUTER_PID" || fail "router-svc exited non-zero on SIGTERM"
