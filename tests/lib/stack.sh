@@ -13,7 +13,7 @@
 #
 # Model groups: gpt-main (deployments main-a, order 1, and main-b, order 2) falls back to
 # gpt-fallback; claude-main is an Anthropic deployment; alias-main -> gpt-main; embed-main for
-# embeddings. Prices are per-deployment so that costs can be checked exactly.
+# embeddings; gpt-ex (rpm 1) falls back to gpt-ex-fb (rpm 1) for the rate-limit cases. Prices are per-deployment so that costs can be checked exactly.
 
 tg_stack_bin() { echo "${TG_REL_BUILD_DIR:-${TG_BUILD_DIR:?TG_BUILD_DIR unset}}"; }
 
@@ -79,11 +79,21 @@ model_list:
                      api_key: os.environ/TG_STACK_PROVIDER_KEY, timeout: 10,
                      input_cost_per_token: 0.0000001, output_cost_per_token: 0}
     model_info: {id: embed-1}
+  - model_name: gpt-ex
+    litellm_params: {model: openai/fake-ex, api_base: $fake/v1, rpm: 1,
+                     api_key: os.environ/TG_STACK_PROVIDER_KEY, timeout: 10,
+                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
+    model_info: {id: ex-1}
+  - model_name: gpt-ex-fb
+    litellm_params: {model: openai/fake-ex-fb, api_base: $fake/v1, rpm: 1,
+                     api_key: os.environ/TG_STACK_PROVIDER_KEY, timeout: 10,
+                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
+    model_info: {id: ex-fb-1}
 router_settings:
   num_retries: 1
   allowed_fails: 1000000
   cooldown_time: 1
-  fallbacks: [{gpt-main: [gpt-fallback]}]
+  fallbacks: [{gpt-main: [gpt-fallback]}, {gpt-ex: [gpt-ex-fb]}]
   model_group_alias: {alias-main: gpt-main}
 general_settings:
   master_key: os.environ/TG_STACK_MASTER_KEY
