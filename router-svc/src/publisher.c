@@ -354,7 +354,7 @@ fail:
 
 int rt_publisher_admit(struct rt_publisher *pub)
 {
-    if (pub->cfg.full_policy != RT_SPOOL_FULL_REJECT)
+    if (!pub->cfg.reject_when_full)
         return 0;
     if (rt_spool_has_room(pub->spool, PUB_PAYLOAD_MAX))
         return 0;
@@ -380,7 +380,7 @@ int rt_publisher_submit(struct rt_publisher *pub, const struct proto_event *ev)
     if (rc == TG_EFULL) {
         atomic_fetch_add(&pub->dropped, 1);
         TG_ERROR_RL("event=spend_event_dropped reason=spool_full policy=%s",
-                    pub->cfg.full_policy == RT_SPOOL_FULL_REJECT ? "reject" : "drop");
+                    pub->cfg.reject_when_full ? "reject" : "drop");
     } else if (rc != 0) {
         atomic_fetch_add(&pub->submit_errors, 1);
         atomic_fetch_add(&pub->dropped, 1);

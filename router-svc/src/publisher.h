@@ -26,8 +26,6 @@
 #define RT_PUBLISHER_CHECKPOINT_MS 100      /* checkpoint written at most this often */
 #define RT_PUBLISHER_REASONS_MAX 16         /* distinct delivery error reasons counted */
 
-enum rt_spool_full_policy { RT_SPOOL_FULL_DROP = 0, RT_SPOOL_FULL_REJECT = 1 };
-
 struct rt_publisher;
 
 struct rt_publisher_config {
@@ -36,7 +34,7 @@ struct rt_publisher_config {
     const char *spool_dir;        /* spool directory */
     uint64_t spool_max_bytes;     /* > 0 */
     uint64_t spool_segment_bytes; /* 0: default (64 MiB, or max_bytes / 8 when smaller) */
-    enum rt_spool_full_policy full_policy;
+    int reject_when_full;         /* 1: full_policy reject (503), 0: drop (counted) */
     uint32_t fsync_interval_ms;   /* 0: page cache only */
 };
 

@@ -167,7 +167,7 @@ static struct rt_publisher *make_pub(const char *dir, const char *topic)
 {
     struct rt_publisher_config cfg = {.brokers = brokers, .topic = topic, .spool_dir = dir,
                                       .spool_max_bytes = 64u << 20, .spool_segment_bytes = 1u << 20,
-                                      .full_policy = RT_SPOOL_FULL_DROP, .fsync_interval_ms = 0};
+                                      .reject_when_full = 0, .fsync_interval_ms = 0};
     char err[512];
     struct rt_publisher *pub = rt_publisher_create(&cfg, err, sizeof(err));
 
