@@ -183,6 +183,8 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
     while (n < 10000 && pub->expect - pub->base < RT_PUBLISHER_WINDOW) {
         int rc = rt_spool_read_next(pub->spool, &rec, buf, RT_SPOOL_RECORD_MAX_BYTES);
         uint32_t keylen;
+        void *keyp, *valp;
+        size_t vallen;
         rd_kafka_resp_err_t err;
 
         if (rc <= 0)
@@ -195,15 +197,18 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
         /* Records missing from the spool (skipped as corrupt) will never be acknowledged. */
         for (; pub->expect < rec.seq; pub->expect++)
             pub->state[pub->expect % RT_PUBLISHER_WINDOW] = SLOT_ACKED;
-        if (rec.len < 1 || (keylen = buf[0]) > PUB_KEY_MAX || 1 + keylen > rec.len) {
+        keylen = rec.len > 0 ? buf[0] : 0;
+        if (rec.len < 1 || keylen > PUB_KEY_MAX || 1 + keylen > rec.len) {
             count_reason(pub, "corrupt_record");
             pub->state[rec.seq % RT_PUBLISHER_WINDOW] = SLOT_ACKED;
             pub->expect = rec.seq + 1;
             continue;
         }
-        err = rd_kafka_producev(pub->rk, RD_KAFKA_V_RKT(pub->rkt),
-                                RD_KAFKA_V_KEY(keylen > 0 ? buf + 1 : NULL, keylen),
-                                RD_KAFKA_V_VALUE(buf + 1 + keylen, rec.len - 1 - keylen),
+        keyp = keylen > 0 ? buf + 1 : NULL;
+        valp = buf + 1 + keylen;
+        vallen = rec.len - 1 - keylen;
+        err = rd_kafka_producev(pub->rk, RD_KAFKA_V_RKT(pub->rkt), RD_KAFKA_V_KEY(keyp, keylen),
+                                RD_KAFKA_V_VALUE(valp, vallen),
                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                                 RD_KAFKA_V_OPAQUE((void *)(uintptr_t)rec.seq), RD_KAFKA_V_END);
         if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
