@@ -152,42 +152,60 @@ void tg_log_get_stats(struct tg_log_stats *out)
     out->suppressed = atomic_load(&stat_suppressed);
 }
 
-char *tg_log_escape(char *dst, size_t dstcap, const char *src, size_t srclen)
+/* Escaped form of one byte into tmp (at most 4 bytes); returns its length. */
+static size_t log_escape_byte(unsigned char c, char tmp[4])
 {
     static const char hex[] = "0123456789abcdef";
+
+    if (c == '"' || c == '\\') {
+        tmp[0] = '\\';
+        tmp[1] = (char)c;
+        return 2;
+    }
+    if (c < 0x20 || c >= 0x7f) {
+        tmp[0] = '\\';
+        tmp[1] = 'x';
+        tmp[2] = hex[c >> 4];
+        tmp[3] = hex[c & 15];
+        return 4;
+    }
+    tmp[0] = (char)c;
+    return 1;
+}
+
+char *tg_log_escape(char *dst, size_t dstcap, const char *src, size_t srclen)
+{
+    size_t room;
+    size_t total = 0;
     size_t o = 0;
     size_t i;
+    char tmp[4];
 
     if (dstcap == 0)
         return dst;
-    for (i = 0; i < srclen; i++) {
-        unsigned char c = (unsigned char)src[i];
-        char tmp[4];
-        size_t n;
-
-        if (c == '"' || c == '\\') {
-            tmp[0] = '\\';
-            tmp[1] = (char)c;
-            n = 2;
-        } else if (c < 0x20 || c >= 0x7f) {
-            tmp[0] = '\\';
-            tmp[1] = 'x';
-            tmp[2] = hex[c >> 4];
-            tmp[3] = hex[c & 15];
-            n = 4;
-        } else {
-            tmp[0] = (char)c;
-            n = 1;
+    room = dstcap - 1; /* bytes before the NUL */
+    for (i = 0; i < srclen && total <= room; i++)
+        total += log_escape_byte((unsigned char)src[i], tmp);
+    /* When everything fits it is written whole; otherwise room is kept for the marker. */
+    if (total > room) {
+        if (room < 3) {
+            dst[0] = '\0';
+            return dst;
         }
-        if (o + n + 4 > dstcap)
+        room -= 3;
+    }
+    for (i = 0; i < srclen; i++) {
+        size_t n = log_escape_byte((unsigned char)src[i], tmp);
+
+        if (o + n > room)
             break;
         memcpy(dst + o, tmp, n);
         o += n;
     }
-    if (i < srclen && o + 4 <= dstcap) {
+    if (i < srclen) {
         memcpy(dst + o, "...", 3);
         o += 3;
     }
-    dst[o < dstcap ? o : dstcap - 1] = '\0';
+    dst[o] = '\0';
     return dst;
 }
