@@ -176,7 +176,7 @@ static int cfg_url(struct parse_ctx *c, const yaml_node_t *node, const char *key
         if (*p <= 0x20 || *p == 0x7f)
             return cfg_fail(c, node, key, "URL contains a space or control character");
     }
-    if (strchr(buf + 8, '/') == NULL)
+    if (strchr(strstr(buf, "://") + 3, '/') == NULL)
         return cfg_fail(c, node, key, "URL has no path");
     memcpy(out, buf, strlen(buf) + 1);
     return 0;

@@ -193,6 +193,11 @@ int sp_alert_mask_str(char *s, size_t cap, const char *const *secrets, size_t ns
                 j++;
                 while (s[j] == ' ' || s[j] == '"')
                     j++;
+                /* "Authorization: Bearer <token>": the token is the secret, not the scheme. */
+                if (strncasecmp(s + j, "bearer ", 7) == 0)
+                    j += 7;
+                else if (strncasecmp(s + j, "basic ", 6) == 0)
+                    j += 6;
                 start = j;
                 end = start;
                 while (!is_space_or_end((unsigned char)s[end]))
@@ -351,11 +356,11 @@ size_t sp_alert_render_text(const struct sp_alert *a, uint64_t suppressed, uint3
     return w.len;
 }
 
-/* JSON escape of one input unit starting at s: writes up to 6 bytes to e, returns the escaped
- * length and sets *consumed to the input bytes it stands for. */
+/* JSON escape of one input unit starting at s: writes up to 4 bytes to e, returns the escaped
+ * length and sets *consumed to the input bytes it stands for. Quotes, backslashes, newlines
+ * and tabs are escaped; other control bytes become spaces; invalid UTF-8 becomes '?'. */
 static size_t json_esc_unit(const char *s, size_t avail, char e[6], size_t *consumed)
 {
-    static const char hex[] = "0123456789abcdef";
     unsigned char c = (unsigned char)s[0];
     size_t n;
 
@@ -379,11 +384,11 @@ static size_t json_esc_unit(const char *s, size_t avail, char e[6], size_t *cons
     default:
         break;
     }
-    if (c < 0x20) {
-        memcpy(e, "\\u00", 4);
-        e[4] = hex[c >> 4];
-        e[5] = hex[c & 15];
-        return 6;
+    if (c < 0x20 || c == 0x7f) {
+        /* Control bytes have no place in a Slack message: a space keeps the length bound at
+         * 2x and the text free of NULs. */
+        e[0] = ' ';
+        return 1;
     }
     n = utf8_seq_len((const unsigned char *)s, avail);
     if (n == 0) {

@@ -62,7 +62,8 @@ size_t sp_alert_render_text(const struct sp_alert *a, uint64_t suppressed, uint3
  * separated by "\n\n") into out (outcap >= TG_ALERT_PAYLOAD_MAX_BYTES + 1), NUL-terminated.
  * The result is valid JSON of at most TG_ALERT_PAYLOAD_MAX_BYTES bytes whatever the text holds
  * (quotes, backslashes, control bytes, multibyte characters): each string is escaped into the
- * room left for it and cut at a character boundary with SP_ALERT_CUT_MARK. "text" is the first
+ * room left for it and cut at a character boundary with SP_ALERT_CUT_MARK. Control bytes other
+ * than newline and tab become spaces, invalid UTF-8 becomes '?'. "text" is the first
  * line, at most SP_ALERT_HEADLINE_MAX_BYTES before escaping; one section block per non-empty
  * part (split further at SP_ALERT_SECTION_MAX_BYTES), at most SP_ALERT_BLOCKS_MAX. Returns the
  * length, or 0 when outcap is too small. Pure. */
