@@ -97,9 +97,9 @@ void rt_limiter_key_tokens(struct rt_limiter *lim, const char *key_hash, const c
                            uint64_t tokens, uint64_t now_ms);
 
 /* rt_limiter_key_parallel_acquire: take one in-flight slot for key_hash when fewer than max
- * (RT_LIMIT_NONE: always) are held. Returns 0 (the caller must release exactly once),
- * TG_ELIMIT (st->kind = RT_LIMIT_KIND_PARALLEL, retry_after_s = 1), or TG_EFULL (no slot:
- * admitted, nothing to release). */
+ * are held. Returns 0 (the caller must release exactly once), TG_ELIMIT (st->kind =
+ * RT_LIMIT_KIND_PARALLEL, retry_after_s = 1), or TG_EFULL: admitted, nothing held, nothing to
+ * release (max is RT_LIMIT_NONE, or no slot was free: then stats.slots_full is counted). */
 int rt_limiter_key_parallel_acquire(struct rt_limiter *lim, const char *key_hash, int64_t max,
                                     struct rt_limit_status *st);
 

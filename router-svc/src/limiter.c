@@ -1,0 +1,382 @@
+#include "limiter.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "tg_err.h"
+#include "tg_log.h"
+
+/* One second of a window. A bucket belongs to second `sec`; a bucket holding an older second
+ * is stale and counts nothing. */
+struct bucket {
+    uint32_t sec;    /* whole seconds of the monotonic clock */
+    uint32_t reqs;   /* requests admitted in that second */
+    uint64_t tokens; /* tokens added in that second */
+};
+
+struct window {
+    struct bucket b[RT_LIMITER_WINDOW_S];
+};
+
+struct dep_slot {
+    int64_t rpm;
+    int64_t tpm;
+    struct window w;
+};
+
+struct key_slot {
+    int used;                         /* 1 once a subject was placed here (never emptied) */
+    char hash[TG_SHA256_HEX_LEN + 1]; /* key hash */
+    char group[RT_NAME_CAP];          /* "" = the key itself */
+    uint32_t last_sec;                /* last second something was counted */
+    uint32_t in_flight;               /* parallel requests held (key subjects only) */
+    struct window w;
+};
+
+struct rt_limiter {
+    uint32_t n_deps;
+    struct dep_slot *deps;
+    uint32_t cap;
+    struct key_slot *keys;
+    uint32_t now_sec;   /* latest second seen in any call: the reference for slot reuse */
+    struct rt_limiter_stats stats;
+};
+
+static uint32_t sec_of(uint64_t now_ms)
+{
+    return (uint32_t)(now_ms / 1000u);
+}
+
+static int bucket_live(const struct bucket *b, uint32_t now_sec)
+{
+    return (b->reqs != 0 || b->tokens != 0) && b->sec <= now_sec &&
+           now_sec - b->sec < RT_LIMITER_WINDOW_S;
+}
+
+static void window_sum(const struct window *w, uint32_t now_sec, uint64_t *reqs, uint64_t *tokens)
+{
+    uint64_t r = 0, t = 0;
+
+    for (int i = 0; i < RT_LIMITER_WINDOW_S; i++) {
+        if (bucket_live(&w->b[i], now_sec)) {
+            r += w->b[i].reqs;
+            t += w->b[i].tokens;
+        }
+    }
+    *reqs = r;
+    *tokens = t;
+}
+
+static void window_add(struct window *w, uint32_t now_sec, uint32_t reqs, uint64_t tokens)
+{
+    struct bucket *b = &w->b[now_sec % RT_LIMITER_WINDOW_S];
+
+    if (b->sec != now_sec) {
+        b->sec = now_sec;
+        b->reqs = 0;
+        b->tokens = 0;
+    }
+    b->reqs += reqs;
+    b->tokens += tokens;
+}
+
+/* Whole seconds until at least `need` requests (use_tokens = 0) or tokens (1) have left the
+ * window: the bucket of second s leaves at the start of second s + WINDOW. */
+static uint32_t window_retry_after(const struct window *w, uint32_t now_sec, uint64_t need,
+                                   int use_tokens)
+{
+    uint64_t gone = 0;
+
+    for (uint32_t age = RT_LIMITER_WINDOW_S - 1;; age--) {
+        uint32_t s;
+        const struct bucket *b;
+
+        if (age <= now_sec) {
+            s = now_sec - age;
+            b = &w->b[s % RT_LIMITER_WINDOW_S];
+            if (b->sec == s && bucket_live(b, now_sec)) {
+                gone += use_tokens ? b->tokens : b->reqs;
+                if (gone >= need)
+                    return RT_LIMITER_WINDOW_S - age;
+            }
+        }
+        if (age == 0)
+            break;
+    }
+    return RT_LIMITER_WINDOW_S; /* limit 0: nothing ever passes; a window is the honest wait */
+}
+
+/* Shared check of one window against rpm/tpm. */
+static int window_check(struct rt_limiter *lim, const struct window *w, int64_t rpm, int64_t tpm,
+                        uint32_t now_sec, struct rt_limit_status *st)
+{
+    uint64_t reqs = 0, tokens = 0;
+    struct rt_limit_status local;
+
+    if (st == NULL)
+        st = &local;
+    if (rpm < 0 && tpm < 0)
+        return 0;
+    if (w != NULL)
+        window_sum(w, now_sec, &reqs, &tokens);
+    if (rpm >= 0 && reqs >= (uint64_t)rpm) {
+        st->kind = RT_LIMIT_KIND_RPM;
+        st->limit = rpm;
+        st->remaining = 0;
+        st->retry_after_s = w == NULL ? RT_LIMITER_WINDOW_S
+                                      : window_retry_after(w, now_sec, reqs - (uint64_t)rpm + 1, 0);
+        lim->stats.limited++;
+        return TG_ELIMIT;
+    }
+    if (tpm >= 0 && tokens >= (uint64_t)tpm) {
+        st->kind = RT_LIMIT_KIND_TPM;
+        st->limit = tpm;
+        st->remaining = 0;
+        st->retry_after_s =
+            w == NULL ? RT_LIMITER_WINDOW_S
+                      : window_retry_after(w, now_sec, tokens - (uint64_t)tpm + 1, 1);
+        lim->stats.limited++;
+        return TG_ELIMIT;
+    }
+    return 0;
+}
+
+struct rt_limiter *rt_limiter_create(uint32_t n_deployments, uint32_t key_slots, char *err,
+                                     size_t errlen)
+{
+    struct rt_limiter *lim = NULL;
+
+    if (key_slots == 0) {
+        snprintf(err, errlen, "limiter key slots must be >= 1");
+        return NULL;
+    }
+    lim = calloc(1, sizeof(*lim));
+    if (lim == NULL)
+        goto nomem;
+    lim->n_deps = n_deployments;
+    if (n_deployments > 0) {
+        lim->deps = calloc(n_deployments, sizeof(*lim->deps));
+        if (lim->deps == NULL)
+            goto nomem;
+    }
+    for (uint32_t i = 0; i < n_deployments; i++) {
+        lim->deps[i].rpm = RT_LIMIT_NONE;
+        lim->deps[i].tpm = RT_LIMIT_NONE;
+    }
+    lim->cap = key_slots;
+    lim->keys = calloc(key_slots, sizeof(*lim->keys));
+    if (lim->keys == NULL)
+        goto nomem;
+    lim->stats.slots_cap = key_slots;
+    return lim;
+nomem:
+    snprintf(err, errlen, "out of memory for the limiter");
+    rt_limiter_destroy(&lim);
+    return NULL;
+}
+
+void rt_limiter_destroy(struct rt_limiter **lim)
+{
+    if (lim == NULL || *lim == NULL)
+        return;
+    free((*lim)->deps);
+    free((*lim)->keys);
+    free(*lim);
+    *lim = NULL;
+}
+
+static void see_time(struct rt_limiter *lim, uint64_t now_ms)
+{
+    uint32_t s = sec_of(now_ms);
+
+    if (s > lim->now_sec)
+        lim->now_sec = s;
+}
+
+int rt_limiter_set_deployment(struct rt_limiter *lim, uint32_t idx, int64_t rpm, int64_t tpm)
+{
+    if (idx >= lim->n_deps)
+        return TG_EINVAL;
+    lim->deps[idx].rpm = rpm < 0 ? RT_LIMIT_NONE : rpm;
+    lim->deps[idx].tpm = tpm < 0 ? RT_LIMIT_NONE : tpm;
+    return 0;
+}
+
+int rt_limiter_deployment_check(struct rt_limiter *lim, uint32_t idx, uint64_t now_ms,
+                                struct rt_limit_status *st)
+{
+    if (idx >= lim->n_deps)
+        return 0;
+    see_time(lim, now_ms);
+    return window_check(lim, &lim->deps[idx].w, lim->deps[idx].rpm, lim->deps[idx].tpm,
+                        sec_of(now_ms), st);
+}
+
+void rt_limiter_deployment_admit(struct rt_limiter *lim, uint32_t idx, uint64_t now_ms)
+{
+    if (idx >= lim->n_deps)
+        return;
+    see_time(lim, now_ms);
+    window_add(&lim->deps[idx].w, sec_of(now_ms), 1, 0);
+}
+
+void rt_limiter_deployment_tokens(struct rt_limiter *lim, uint32_t idx, uint64_t tokens,
+                                  uint64_t now_ms)
+{
+    if (idx >= lim->n_deps || tokens == 0)
+        return;
+    see_time(lim, now_ms);
+    window_add(&lim->deps[idx].w, sec_of(now_ms), 0, tokens);
+}
+
+static uint64_t subject_hash(const char *hash, const char *group)
+{
+    uint64_t h = 1469598103934665603ull;
+
+    for (const char *p = hash; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h = (h ^ 0xFFu) * 1099511628211ull;
+    for (const char *p = group; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
+static int slot_stale(const struct rt_limiter *lim, const struct key_slot *k)
+{
+    return k->in_flight == 0 &&
+           (k->last_sec > lim->now_sec || lim->now_sec - k->last_sec >= RT_LIMITER_WINDOW_S);
+}
+
+/* The slot of (hash, group): found, or (insert) placed in an empty or stale slot. NULL when
+ * absent (lookup) or no slot is free (insert). Linear probing; slots are never emptied, so
+ * probe chains never break; a stale slot is reused in place only after the whole chain was
+ * searched for the subject. */
+static struct key_slot *slot_get(struct rt_limiter *lim, const char *hash, const char *group,
+                                 int insert)
+{
+    uint64_t h;
+    struct key_slot *reuse = NULL;
+
+    if (hash == NULL || strlen(hash) > TG_SHA256_HEX_LEN)
+        return NULL;
+    if (group == NULL)
+        group = "";
+    if (strlen(group) >= RT_NAME_CAP)
+        return NULL;
+    h = subject_hash(hash, group);
+    for (uint32_t n = 0; n < lim->cap; n++) {
+        struct key_slot *k = &lim->keys[(h + n) % lim->cap];
+
+        if (!k->used) {
+            if (reuse == NULL)
+                reuse = k;
+            break;
+        }
+        if (strcmp(k->hash, hash) == 0 && strcmp(k->group, group) == 0)
+            return k;
+        if (reuse == NULL && slot_stale(lim, k))
+            reuse = k;
+    }
+    if (!insert || reuse == NULL)
+        return NULL;
+    if (!reuse->used)
+        lim->stats.slots_used++;
+    memset(reuse, 0, sizeof(*reuse));
+    reuse->used = 1;
+    strcpy(reuse->hash, hash);
+    strcpy(reuse->group, group);
+    reuse->last_sec = lim->now_sec;
+    return reuse;
+}
+
+int rt_limiter_key_check(struct rt_limiter *lim, const char *key_hash, const char *group,
+                         int64_t rpm, int64_t tpm, uint64_t now_ms, struct rt_limit_status *st)
+{
+    struct key_slot *k;
+
+    if (rpm < 0 && tpm < 0)
+        return 0;
+    see_time(lim, now_ms);
+    k = slot_get(lim, key_hash, group, 0);
+    return window_check(lim, k == NULL ? NULL : &k->w, rpm, tpm, sec_of(now_ms), st);
+}
+
+int rt_limiter_key_admit(struct rt_limiter *lim, const char *key_hash, const char *group,
+                         uint64_t now_ms)
+{
+    struct key_slot *k;
+
+    see_time(lim, now_ms);
+    k = slot_get(lim, key_hash, group, 1);
+    if (k == NULL) {
+        lim->stats.slots_full++;
+        TG_WARN_RL("msg=\"limiter slots full, request admitted without its key limit\" cap=%u",
+                   lim->cap);
+        return TG_EFULL;
+    }
+    window_add(&k->w, sec_of(now_ms), 1, 0);
+    k->last_sec = sec_of(now_ms);
+    return 0;
+}
+
+void rt_limiter_key_tokens(struct rt_limiter *lim, const char *key_hash, const char *group,
+                           uint64_t tokens, uint64_t now_ms)
+{
+    struct key_slot *k;
+
+    if (tokens == 0)
+        return;
+    see_time(lim, now_ms);
+    k = slot_get(lim, key_hash, group, 0);
+    if (k == NULL)
+        return;
+    window_add(&k->w, sec_of(now_ms), 0, tokens);
+    k->last_sec = sec_of(now_ms);
+}
+
+int rt_limiter_key_parallel_acquire(struct rt_limiter *lim, const char *key_hash, int64_t max,
+                                    struct rt_limit_status *st)
+{
+    struct key_slot *k;
+
+    if (max < 0)
+        return TG_EFULL; /* nothing to hold: no limit */
+    k = slot_get(lim, key_hash, "", 1);
+    if (k == NULL) {
+        lim->stats.slots_full++;
+        TG_WARN_RL("msg=\"limiter slots full, request admitted without max_parallel_requests\" "
+                   "cap=%u",
+                   lim->cap);
+        return TG_EFULL;
+    }
+    if ((int64_t)k->in_flight >= max) {
+        if (st != NULL) {
+            st->kind = RT_LIMIT_KIND_PARALLEL;
+            st->limit = max;
+            st->remaining = 0;
+            st->retry_after_s = 1;
+        }
+        lim->stats.limited++;
+        return TG_ELIMIT;
+    }
+    k->in_flight++;
+    k->last_sec = lim->now_sec;
+    return 0;
+}
+
+void rt_limiter_key_parallel_release(struct rt_limiter *lim, const char *key_hash)
+{
+    struct key_slot *k = slot_get(lim, key_hash, "", 0);
+
+    if (k != NULL && k->in_flight > 0) {
+        k->in_flight--;
+        k->last_sec = lim->now_sec;
+    }
+}
+
+void rt_limiter_get_stats(const struct rt_limiter *lim, struct rt_limiter_stats *out)
+{
+    *out = lim->stats;
+}

@@ -1,0 +1,335 @@
+#include "mask.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct rt_mask {
+    size_t n;       /* secrets kept */
+    char **secrets; /* owned copies, each >= RT_MASK_SECRET_MIN bytes */
+    size_t *lens;
+};
+
+/* Names whose value (after ':' or '=') is a secret. Compared case-insensitively with a whole
+ * token, or with the end of a token after '_' or '-' ("openai_api_key"). */
+static const char *const secret_names[] = {
+    "x-api-key",    "api_key",       "api-key",     "apikey",        "authorization",
+    "proxy-authorization", "password", "passwd",    "secret",        "client_secret",
+    "access_token", "refresh_token", "token",       "master_key",    "private_key",
+    "x-goog-api-key", "api_token",   "auth_token",  "secret_key",    "session_token",
+};
+
+static const char *const value_schemes[] = {"bearer", "basic"};
+
+struct rt_mask *rt_mask_create(const char *const *secrets, size_t n, char *err, size_t errlen)
+{
+    struct rt_mask *m = NULL;
+
+    if (n > RT_MASK_SECRETS_MAX) {
+        snprintf(err, errlen, "too many secrets to mask: %zu (max %d)", n, RT_MASK_SECRETS_MAX);
+        return NULL;
+    }
+    m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        goto nomem;
+    if (n > 0) {
+        m->secrets = calloc(n, sizeof(*m->secrets));
+        m->lens = calloc(n, sizeof(*m->lens));
+        if (m->secrets == NULL || m->lens == NULL)
+            goto nomem;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+
+        if (secrets[i] == NULL)
+            continue;
+        len = strlen(secrets[i]);
+        if (len < RT_MASK_SECRET_MIN)
+            continue;
+        m->secrets[m->n] = strdup(secrets[i]);
+        if (m->secrets[m->n] == NULL)
+            goto nomem;
+        m->lens[m->n] = len;
+        m->n++;
+    }
+    return m;
+nomem:
+    snprintf(err, errlen, "out of memory");
+    rt_mask_destroy(&m);
+    return NULL;
+}
+
+void rt_mask_destroy(struct rt_mask **mask)
+{
+    struct rt_mask *m;
+
+    if (mask == NULL || *mask == NULL)
+        return;
+    m = *mask;
+    for (size_t i = 0; i < m->n; i++)
+        free(m->secrets[i]);
+    free(m->secrets);
+    free(m->lens);
+    free(m);
+    *mask = NULL;
+}
+
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 when invalid/incomplete. */
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t cp;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+static int is_tok(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+}
+
+static int is_value_end(unsigned char c)
+{
+    return c == ' ' || c == '"' || c == '\'' || c == ',' || c == ';' || c == '&' || c == '}' ||
+           c == ')' || c == ']' || c == '>' || c == '<';
+}
+
+static void mark(unsigned char *hide, size_t from, size_t to)
+{
+    memset(hide + from, 1, to - from);
+}
+
+/* 1 when run[0..len) is a secret name (whole, or as a suffix after '_'/'-'). */
+static int is_secret_name(const char *run, size_t len)
+{
+    for (size_t i = 0; i < sizeof(secret_names) / sizeof(secret_names[0]); i++) {
+        size_t nl = strlen(secret_names[i]);
+
+        if (len == nl && strncasecmp(run, secret_names[i], nl) == 0)
+            return 1;
+        if (len > nl && strncasecmp(run + len - nl, secret_names[i], nl) == 0 &&
+            (run[len - nl - 1] == '_' || run[len - nl - 1] == '-'))
+            return 1;
+    }
+    return 0;
+}
+
+static int is_scheme(const char *run, size_t len)
+{
+    for (size_t i = 0; i < sizeof(value_schemes) / sizeof(value_schemes[0]); i++) {
+        if (len == strlen(value_schemes[i]) && strncasecmp(run, value_schemes[i], len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Mark the value starting at or after pos (spaces skipped, optional quote): up to a value end.
+ * Returns the index after the value. */
+static size_t mark_value(const char *buf, size_t len, size_t pos, unsigned char *hide)
+{
+    size_t start;
+
+    while (pos < len && buf[pos] == ' ')
+        pos++;
+    if (pos < len && (buf[pos] == '"' || buf[pos] == '\''))
+        pos++;
+    start = pos;
+    while (pos < len && !is_value_end((unsigned char)buf[pos]))
+        pos++;
+    if (pos > start)
+        mark(hide, start, pos);
+    return pos;
+}
+
+/* A token that looks like a key by its prefix or its shape. */
+static int token_is_secret(const char *run, size_t len)
+{
+    size_t seg = 0, longest = 0;
+
+    if (len >= 7 && (strncmp(run, "sk-", 3) == 0 || strncmp(run, "sk_", 3) == 0))
+        return 1;
+    if ((len >= 4 + 16 && strncmp(run, "key-", 4) == 0) ||
+        (len >= 3 + 16 && (strncmp(run, "pk-", 3) == 0 || strncmp(run, "rk-", 3) == 0)))
+        return 1;
+    if (len < 24)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        if (run[i] == '-' || run[i] == '_') {
+            seg = 0;
+            continue;
+        }
+        seg++;
+        if (seg > longest)
+            longest = seg;
+    }
+    return longest >= 16;
+}
+
+static void find_spans(const struct rt_mask *m, const char *buf, size_t len, unsigned char *hide)
+{
+    size_t i = 0;
+
+    if (m != NULL) {
+        for (size_t s = 0; s < m->n; s++) {
+            const char *p = buf;
+            size_t left = len;
+            const char *hit;
+
+            while (left >= m->lens[s] && (hit = memmem(p, left, m->secrets[s], m->lens[s]))) {
+                size_t off = (size_t)(hit - buf);
+
+                mark(hide, off, off + m->lens[s]);
+                p = hit + 1;
+                left = len - (off + 1);
+            }
+        }
+    }
+    while (i < len) {
+        size_t start, end, j;
+
+        if (!is_tok((unsigned char)buf[i])) {
+            i++;
+            continue;
+        }
+        start = i;
+        while (i < len && is_tok((unsigned char)buf[i]))
+            i++;
+        end = i;
+        if (token_is_secret(buf + start, end - start)) {
+            mark(hide, start, end);
+            continue;
+        }
+        if (is_scheme(buf + start, end - start)) {
+            if (end < len && buf[end] == ' ')
+                i = mark_value(buf, len, end, hide);
+            continue;
+        }
+        if (is_secret_name(buf + start, end - start)) {
+            j = end;
+            if (j < len && (buf[j] == '"' || buf[j] == '\''))
+                j++;
+            while (j < len && buf[j] == ' ')
+                j++;
+            if (j < len && (buf[j] == ':' || buf[j] == '=')) {
+                size_t vstart = j + 1, vend;
+
+                while (vstart < len && buf[vstart] == ' ')
+                    vstart++;
+                if (vstart < len && (buf[vstart] == '"' || buf[vstart] == '\''))
+                    vstart++;
+                vend = vstart;
+                while (vend < len && is_tok((unsigned char)buf[vend]))
+                    vend++;
+                /* "Authorization: Bearer xyz": the scheme word stays, its value is hidden. */
+                if (is_scheme(buf + vstart, vend - vstart) && vend < len && buf[vend] == ' ')
+                    i = mark_value(buf, len, vend, hide);
+                else
+                    i = mark_value(buf, len, j + 1, hide);
+            }
+        }
+    }
+}
+
+size_t rt_mask_apply(const struct rt_mask *mask, const char *in, size_t inlen, char *out,
+                     size_t outcap)
+{
+    char buf[RT_MASK_INPUT_MAX];
+    unsigned char hide[RT_MASK_INPUT_MAX];
+    size_t n = 0, o = 0, i = 0, take;
+    int cut = 0;
+
+    if (outcap == 0)
+        return 0;
+    out[0] = '\0';
+    if (in == NULL || inlen == 0)
+        return 0;
+    take = inlen;
+    if (take > RT_MASK_INPUT_MAX) {
+        take = RT_MASK_INPUT_MAX;
+        cut = 1;
+    }
+    /* Clean copy: valid UTF-8 only, control characters dropped, whitespace folded to ' '. */
+    while (i < take) {
+        unsigned char c = (unsigned char)in[i];
+        size_t sl;
+
+        if (c == '\t' || c == '\n' || c == '\r') {
+            buf[n++] = ' ';
+            i++;
+            continue;
+        }
+        if (c < 0x20 || c == 0x7F) {
+            i++;
+            continue;
+        }
+        sl = utf8_seq_len((const unsigned char *)in + i, take - i);
+        if (sl == 0) {
+            i++;
+            continue;
+        }
+        memcpy(buf + n, in + i, sl);
+        n += sl;
+        i += sl;
+    }
+    /* A token cut by the inspection limit may be part of a secret: drop it whole. */
+    if (cut) {
+        while (n > 0 && buf[n - 1] != ' ')
+            n--;
+    }
+    memset(hide, 0, n);
+    find_spans(mask, buf, n, hide);
+
+    i = 0;
+    while (i < n) {
+        size_t unit;
+
+        if (hide[i]) {
+            while (i < n && hide[i])
+                i++;
+            unit = sizeof(RT_MASK_REPLACEMENT) - 1;
+            if (o + unit > outcap - 1)
+                break;
+            memcpy(out + o, RT_MASK_REPLACEMENT, unit);
+            o += unit;
+            continue;
+        }
+        unit = utf8_seq_len((const unsigned char *)buf + i, n - i);
+        if (unit == 0)
+            unit = 1; /* cannot happen: buf holds valid UTF-8 only */
+        if (o + unit > outcap - 1)
+            break;
+        memcpy(out + o, buf + i, unit);
+        o += unit;
+        i += unit;
+    }
+    out[o] = '\0';
+    return o;
+}
