@@ -1,0 +1,85 @@
+/* config: spend-svc configuration from YAML (libyaml document API).
+ *
+ * Values of the form "os.environ/NAME" are read from the environment. Every problem is reported
+ * as "FILE:LINE: key: problem" (LINE is 1-based, 0 when the file itself is the problem). The
+ * `alerting:` section is handed, unparsed, to a hook supplied by the caller (the alerter owns its
+ * format). Every string lives in a fixed array: a value longer than its field is an error, never
+ * a silent cut. */
+#ifndef SP_CONFIG_H
+#define SP_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SP_CONFIG_STR_MAX 256      /* bytes incl. NUL for names, hosts, topics */
+#define SP_CONFIG_DSN_MAX 1024     /* bytes incl. NUL for the Postgres DSN and broker lists */
+#define SP_CONFIG_THRESHOLDS_MAX 8 /* budget thresholds, percent */
+#define SP_CONFIG_TEAMS_MAX 256    /* team budgets declared in the config */
+#define SP_CONFIG_NAME_MAX 130     /* bytes incl. NUL of a team id (as SP_PG_SUBJECT_MAX) */
+
+/* A team budget declared in the config (key budgets come from the control topic). */
+struct sp_config_team {
+    char team_id[SP_CONFIG_NAME_MAX];
+    int64_t max_budget_nusd;   /* budget in nano-USD */
+    int64_t budget_period_s;   /* budget_duration in seconds */
+};
+
+struct sp_config {
+    char file[SP_CONFIG_STR_MAX];            /* path it was loaded from */
+    char listen_host[SP_CONFIG_STR_MAX];     /* admin HTTP bind address */
+    int listen_port;                         /* admin HTTP port */
+    char master_key[SP_CONFIG_STR_MAX];      /* "" disables the /spend endpoints (401) */
+
+    char kafka_brokers[SP_CONFIG_DSN_MAX];
+    char kafka_topic[SP_CONFIG_STR_MAX];     /* events topic */
+    char kafka_control_topic[SP_CONFIG_STR_MAX];
+    char kafka_group_id[SP_CONFIG_STR_MAX];
+    int kafka_session_timeout_ms;
+
+    char pg_dsn[SP_CONFIG_DSN_MAX];
+    int pg_query_timeout_ms;                 /* deadline of every query */
+    int pg_retry_max_ms;                     /* cap of the exponential retry backoff */
+
+    char redis_host[SP_CONFIG_STR_MAX];
+    int redis_port;
+    int redis_db;
+    int redis_timeout_ms;                    /* connect and command timeout */
+    int redis_pending_max;                   /* distinct counters kept while Redis is down */
+    int redis_day_ttl_s;                     /* expiry of per-day counters */
+
+    int batch_max_events;                    /* events per transaction */
+    int batch_max_wait_ms;                   /* oldest event waits at most this long */
+    int batch_max_bytes;                     /* encoded bytes per transaction */
+
+    int budget_thresholds[SP_CONFIG_THRESHOLDS_MAX]; /* ascending percent, last is usually 100 */
+    int budget_thresholds_n;
+    int budget_check_interval_ms;            /* period roll-over check when idle */
+    struct sp_config_team teams[SP_CONFIG_TEAMS_MAX];
+    int teams_n;
+    int keys_max;                            /* capacity of the api_keys mirror in memory */
+};
+
+/* Hook for the `alerting:` section. doc is a yaml_document_t *, node a yaml_node_t * (both
+ * borrowed for the call). Returns 0 or a negative tg_err after writing "FILE:LINE: key: problem"
+ * into err. */
+typedef int (*sp_config_section_fn)(void *ctx, void *doc, void *node, const char *file, char *err,
+                                    size_t errlen);
+
+/* sp_config_defaults: fill cfg with the documented defaults. Caller storage. */
+void sp_config_defaults(struct sp_config *cfg);
+
+/* sp_config_load: read and validate path into cfg (defaults first). When alerting_fn is not NULL
+ * it is called with the `alerting:` node (or not at all when the section is absent).
+ * Returns 0, or TG_ECONFIG / TG_EIO with the "FILE:LINE: key: problem" text in err.
+ * Main thread, before any other thread starts. */
+int sp_config_load(const char *path, struct sp_config *cfg, sp_config_section_fn alerting_fn,
+                   void *alerting_ctx, char *err, size_t errlen);
+
+/* sp_config_parse_duration: "30d", "1d", "12h", "15m", "45s" (or a bare number of seconds) to
+ * seconds. Returns 0 and *out_s, or TG_EINVAL. */
+int sp_config_parse_duration(const char *s, int64_t *out_s);
+
+/* sp_config_parse_usd: "12.5" (USD, up to 9 decimals) to nano-USD. Returns 0 or TG_EINVAL. */
+int sp_config_parse_usd(const char *s, int64_t *out_nusd);
+
+#endif

@@ -1,0 +1,666 @@
+/* spend-svc: consumes tollgate.events.v1 into Postgres exactly once per call id, keeps live
+ * counters in Redis, checks budgets and serves the admin endpoints.
+ *
+ *   spend-svc --config FILE [--check]
+ *
+ * The main thread runs the consumer loop: poll, decode, batch (size or time), commit the batch
+ * in one Postgres transaction, hand the increments to the Redis thread, commit offsets to
+ * Kafka, check budgets. Postgres unavailable: the batch is kept, partitions are paused (polling
+ * continues so that the group membership survives), the commit is retried with a bounded
+ * exponential backoff, readiness reports it; nothing is lost or counted twice.
+ * SIGTERM/SIGINT: the current batch is committed, the consumer leaves its group, exit 0. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "admin_http.h"
+#include "budgets.h"
+#include "config.h"
+#include "consumer.h"
+#include "pg_sink.h"
+#include "proto_event.h"
+#include "redis_sink.h"
+#include "tg_err.h"
+#include "tg_log.h"
+#include "tg_metrics.h"
+#include "tg_time.h"
+
+#ifdef SP_HAVE_ALERTER
+#include "alerter.h"
+#endif
+
+#define SP_POLL_MAX_MS 100           /* longest single poll, so signals and timers are served */
+#define SP_RETRY_MIN_MS 100          /* first retry after a failed commit */
+#define SP_SHUTDOWN_FLUSH_MS 10000   /* time allowed to commit the last batch at SIGTERM */
+#define SP_CONTROL_PER_LOOP 256      /* control records handled per loop turn */
+#define SP_PUBLISH_TIMEOUT_MS 5000   /* acks=all wait for a block record */
+#define SP_LAG_EVERY_MS 1000
+
+/* Dead-letter reasons as metric labels: a small fixed set (the precise text is in the row). */
+enum dl_class { DL_INVALID = 0, DL_TOO_LARGE = 1, DL_REJECTED = 2, DL_NCLASSES = 3 };
+static const char *const dl_class_name[DL_NCLASSES] = {"invalid", "too_large", "rejected"};
+
+struct app {
+    struct sp_config cfg;
+    struct sp_pg *pg;                 /* consumer thread's connection */
+    struct sp_pg_batch *batch;
+    struct sp_consumer *consumer;
+    struct sp_redis_sink *redis;
+    struct sp_budgets *budgets;
+    struct sp_admin_http *admin;
+#ifdef SP_HAVE_ALERTER
+    struct sp_alerter *alerter;
+    struct sp_alerter_config alert_cfg;
+#endif
+    struct proto_event ev;            /* decode scratch (large: not on the stack) */
+
+    uint64_t batch_started_ms;        /* monotonic time of the batch's first message */
+    uint64_t retry_at_ms;             /* next commit attempt while failing */
+    uint64_t backoff_ms;
+    int failing;                      /* last commit failed: consumption held */
+    int pending_dl_class[SP_PG_DEAD_PER_BATCH_MAX];
+
+    _Atomic int pg_ready;             /* schema ready and the last commit went through */
+    _Atomic uint64_t consumed;
+    _Atomic uint64_t inserted;
+    _Atomic uint64_t duplicates;
+    _Atomic uint64_t dead[DL_NCLASSES];
+    _Atomic uint64_t batches;
+    _Atomic uint64_t commit_failures;
+    _Atomic uint64_t control_records;
+    struct tg_histogram batch_size;
+    struct tg_histogram batch_seconds;
+};
+
+static volatile sig_atomic_t sp_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    sp_stop = 1;
+}
+
+/* Alert seam ------------------------------------------------------------------------------------ */
+
+static void on_crossing(void *ctx, const struct sp_budget_crossing *c)
+{
+    struct app *a = ctx;
+#ifdef SP_HAVE_ALERTER
+    struct sp_alert al;
+    char subject[SP_ALERT_SUBJECT_CAP];
+    char summary[SP_ALERT_SUMMARY_CAP];
+
+    snprintf(subject, sizeof(subject), "%s %.64s budget %d%%", c->kind, c->name,
+             c->threshold_pct);
+    snprintf(summary, sizeof(summary), "%s %.64s reached %d%% of its budget", c->kind, c->name,
+             c->threshold_pct);
+    sp_alert_init(&al, SP_ALERT_BUDGET,
+                  c->threshold_pct >= 100 ? SP_ALERT_CRITICAL : SP_ALERT_WARNING, subject,
+                  summary);
+    sp_alert_add_field(&al, "scope", c->kind);
+    sp_alert_add_field(&al, "name", c->name);
+    sp_alert_add_fieldf(&al, "threshold", "%d%%", c->threshold_pct);
+    sp_alert_add_fieldf(&al, "spend_usd", "%.6f", (double)c->spend_nusd / 1e9);
+    sp_alert_add_fieldf(&al, "max_budget_usd", "%.6f", (double)c->max_budget_nusd / 1e9);
+    sp_alert_add_fieldf(&al, "period_start_ms", "%" PRId64, c->period_start_ms);
+    sp_alert_add_fieldf(&al, "period_end_ms", "%" PRId64, c->period_end_ms);
+    if (a->alerter)
+        sp_alerter_raise(a->alerter, &al);
+#else
+    (void)a;
+#endif
+    TG_INFO("msg=\"budget threshold reached\" scope=%s threshold_pct=%d spend_nusd=%" PRId64
+            " max_budget_nusd=%" PRId64,
+            c->kind, c->threshold_pct, c->spend_nusd, c->max_budget_nusd);
+}
+
+static void report_dependencies(struct app *a)
+{
+#ifdef SP_HAVE_ALERTER
+    uint64_t now = tg_now_mono_ms();
+    if (!a->alerter)
+        return;
+    sp_alerter_dependency_state(a->alerter, "postgres", atomic_load(&a->pg_ready), now);
+    if (a->redis)
+        sp_alerter_dependency_state(a->alerter, "redis", sp_redis_sink_is_up(a->redis), now);
+    if (a->consumer) {
+        sp_alerter_dependency_state(a->alerter, "kafka", sp_consumer_kafka_up(a->consumer), now);
+        sp_alerter_consumer_lag(a->alerter, sp_consumer_total_lag(a->consumer), now);
+    }
+#else
+    (void)a;
+#endif
+}
+
+static int publish_hook(void *ctx, const char *record_key, const char *value, size_t len)
+{
+    struct app *a = ctx;
+    return sp_consumer_publish_control(a->consumer, record_key, value, len,
+                                       SP_PUBLISH_TIMEOUT_MS);
+}
+
+/* Batches --------------------------------------------------------------------------------------- */
+
+/* commit_batch: one transaction, then Redis hand-over, Kafka commit and budgets.
+ * Returns 0 or the Postgres error (the batch is kept). */
+static int commit_batch(struct app *a)
+{
+    struct sp_pg_flush_result res;
+    int32_t parts[SP_PG_PARTITIONS_MAX];
+    int64_t next[SP_PG_PARTITIONS_MAX];
+    uint64_t t0 = tg_now_mono_us();
+    int nmsg = sp_pg_batch_messages(a->batch);
+    int noff;
+    int rc;
+
+    if (nmsg == 0)
+        return 0;
+    if (a->redis)
+        sp_redis_sink_gate_lock(a->redis);
+    rc = sp_pg_batch_flush(a->pg, a->batch, a->cfg.kafka_topic, &res);
+    if (rc == 0 && a->redis)
+        sp_redis_sink_add(a->redis, res.incr, res.nincr);
+    if (a->redis)
+        sp_redis_sink_gate_unlock(a->redis);
+    if (rc < 0) {
+        atomic_fetch_add(&a->commit_failures, 1);
+        atomic_store(&a->pg_ready, 0);
+        return rc;
+    }
+    atomic_store(&a->pg_ready, 1);
+    noff = sp_pg_batch_offsets(a->batch, parts, next, SP_PG_PARTITIONS_MAX);
+    sp_consumer_commit(a->consumer, parts, next, noff);
+
+    atomic_fetch_add(&a->inserted, (uint64_t)res.inserted);
+    atomic_fetch_add(&a->duplicates, (uint64_t)res.duplicates);
+    for (int i = 0; i < sp_pg_batch_dead(a->batch); i++)
+        atomic_fetch_add(&a->dead[a->pending_dl_class[i]], 1);
+    atomic_fetch_add(&a->dead[DL_REJECTED], (uint64_t)res.rejected);
+    atomic_fetch_add(&a->batches, 1);
+    tg_histogram_observe(&a->batch_size, (double)nmsg);
+    tg_histogram_observe(&a->batch_seconds, (double)(tg_now_mono_us() - t0) / 1e6);
+#ifdef SP_HAVE_ALERTER
+    if (a->alerter)
+        sp_alerter_dependency_state(a->alerter, "dead_letters", sp_pg_batch_dead(a->batch) == 0,
+                                    tg_now_mono_ms());
+#endif
+    TG_DEBUG("msg=\"batch committed\" messages=%d inserted=%" PRId64 " duplicates=%" PRId64
+             " dead=%d",
+             nmsg, res.inserted, res.duplicates, sp_pg_batch_dead(a->batch));
+    if (a->budgets && res.nincr > 0) {
+        int brc = sp_budgets_after_batch(a->budgets, a->pg, res.incr, res.nincr,
+                                         (int64_t)tg_now_epoch_ms());
+        if (brc < 0)
+            TG_WARN_RL("msg=\"budget check failed\" err=%s", tg_errname(brc));
+    }
+    sp_pg_batch_reset(a->batch);
+    return 0;
+}
+
+/* try_commit: commit; on failure hold consumption and schedule a retry. */
+static int try_commit(struct app *a)
+{
+    int rc = commit_batch(a);
+    uint64_t now = tg_now_mono_ms();
+
+    if (rc == 0) {
+        if (a->failing) {
+            TG_INFO("msg=\"postgres commit recovered\"");
+            a->failing = 0;
+            sp_consumer_release(a->consumer);
+        }
+        a->backoff_ms = SP_RETRY_MIN_MS;
+        return 0;
+    }
+    if (!a->failing) {
+        TG_WARN("msg=\"postgres commit failed, holding the batch\" err=%s messages=%d",
+                tg_errname(rc), sp_pg_batch_messages(a->batch));
+        a->failing = 1;
+        sp_consumer_hold(a->consumer);
+        a->backoff_ms = SP_RETRY_MIN_MS;
+    } else {
+        a->backoff_ms = a->backoff_ms * 2;
+        if (a->backoff_ms > (uint64_t)a->cfg.pg_retry_max_ms)
+            a->backoff_ms = (uint64_t)a->cfg.pg_retry_max_ms;
+    }
+    a->retry_at_ms = now + a->backoff_ms;
+    return rc;
+}
+
+/* take_message: decode and add one message to the batch. The batch has room (checked first). */
+static void take_message(struct app *a, const struct sp_consumer_msg *m)
+{
+    char reason[SP_PG_DEAD_REASON_MAX];
+    int rc;
+
+    atomic_fetch_add(&a->consumed, 1);
+    if (sp_pg_batch_messages(a->batch) == 0)
+        a->batch_started_ms = tg_now_mono_ms();
+    reason[0] = '\0';
+    rc = proto_event_decode(m->payload, m->len, &a->ev, reason, sizeof(reason));
+    if (rc == 0) {
+        rc = sp_pg_batch_add_event(a->batch, &a->ev, m->partition, m->offset, m->len);
+        if (rc == 0) {
+#ifdef SP_HAVE_ALERTER
+            if (a->alerter)
+                sp_alerter_observe_event(a->alerter, &a->ev);
+#endif
+            return;
+        }
+    } else {
+        int idx = sp_pg_batch_dead(a->batch);
+        if (reason[0] == '\0')
+            snprintf(reason, sizeof(reason), "%s", tg_strerror(rc));
+        rc = sp_pg_batch_add_dead(a->batch, reason, m->payload, m->len, m->partition, m->offset);
+        if (rc == 0) {
+            a->pending_dl_class[idx] =
+                m->len > TG_EVENT_MAX_BYTES ? DL_TOO_LARGE : DL_INVALID;
+            return;
+        }
+    }
+    /* cannot happen after the room check; keep the message for later rather than lose it */
+    TG_ERROR("msg=\"batch refused a message\" err=%s", tg_errname(rc));
+    sp_consumer_unread(a->consumer, m->partition, m->offset);
+    sp_consumer_hold(a->consumer);
+    a->failing = 1;
+    a->retry_at_ms = tg_now_mono_ms();
+}
+
+/* Consumer hooks ---------------------------------------------------------------------------------- */
+
+static int offsets_hook(void *ctx, const int32_t *parts, int n, int64_t *next)
+{
+    struct app *a = ctx;
+    return sp_pg_offsets_load(a->pg, a->cfg.kafka_topic, parts, n, next);
+}
+
+static void revoking_hook(void *ctx, const int32_t *parts, int n)
+{
+    struct app *a = ctx;
+
+    if (sp_pg_batch_messages(a->batch) == 0)
+        return;
+    if (commit_batch(a) == 0)
+        return;
+    /* could not commit: the next owner reads these partitions again from Postgres offsets */
+    for (int i = 0; i < n; i++)
+        sp_pg_batch_drop_partition(a->batch, parts[i]);
+}
+
+/* Control topic: key:<hash> records mirror api_keys and the budgets. */
+static int json_str_field(json_t *o, const char *name, char *out, size_t cap)
+{
+    json_t *v = json_object_get(o, name);
+    out[0] = '\0';
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return TG_EINVAL;
+    snprintf(out, cap, "%s", json_string_value(v));
+    return 0;
+}
+
+static int parse_key_record(const char *hash, const void *value, size_t len, struct sp_pg_key *k,
+                            char **metadata)
+{
+    json_error_t jerr;
+    json_t *o = json_loadb(value, len, 0, &jerr);
+    json_t *v;
+    int rc = TG_EINVAL;
+
+    memset(k, 0, sizeof(*k));
+    *metadata = NULL;
+    if (!o || !json_is_object(o))
+        goto out;
+    snprintf(k->key_hash, sizeof(k->key_hash), "%s", hash);
+    if (json_str_field(o, "key_alias", k->key_alias, sizeof(k->key_alias)) < 0 ||
+        json_str_field(o, "team_id", k->team_id, sizeof(k->team_id)) < 0 ||
+        json_str_field(o, "user_id", k->user_id, sizeof(k->user_id)) < 0)
+        goto out;
+    k->max_budget_nusd = -1;
+    v = json_object_get(o, "max_budget_nusd");
+    if (json_is_integer(v))
+        k->max_budget_nusd = (int64_t)json_integer_value(v);
+    v = json_object_get(o, "max_budget");
+    if (k->max_budget_nusd < 0 && json_is_number(v) && json_number_value(v) >= 0)
+        k->max_budget_nusd = (int64_t)(json_number_value(v) * 1e9 + 0.5);
+    v = json_object_get(o, "budget_duration_s");
+    if (json_is_integer(v) && json_integer_value(v) > 0)
+        k->budget_period_s = (int64_t)json_integer_value(v);
+    v = json_object_get(o, "budget_duration");
+    if (k->budget_period_s == 0 && json_is_string(v) &&
+        sp_config_parse_duration(json_string_value(v), &k->budget_period_s) < 0)
+        k->budget_period_s = 0;
+    v = json_object_get(o, "metadata");
+    if (json_is_object(v))
+        *metadata = json_dumps(v, JSON_COMPACT);
+    k->metadata_json = *metadata;
+    rc = 0;
+out:
+    if (o)
+        json_decref(o);
+    return rc;
+}
+
+static int control_record(void *ctx, const char *key, size_t keylen, const void *value,
+                          size_t vlen)
+{
+    struct app *a = ctx;
+    char hash[SP_PG_SUBJECT_MAX];
+    struct sp_pg_key k;
+    char *metadata = NULL;
+    int rc;
+
+    if (!key || keylen <= 4 || keylen - 4 >= sizeof(hash) || memcmp(key, "key:", 4) != 0)
+        return 0; /* block: records and anything else are not ours to mirror */
+    memcpy(hash, key + 4, keylen - 4);
+    hash[keylen - 4] = '\0';
+    atomic_fetch_add(&a->control_records, 1);
+    if (!value) {
+        sp_budgets_key_delete(a->budgets, hash);
+        return sp_pg_api_key_delete(a->pg, hash) < 0 ? -1 : 0;
+    }
+    if (parse_key_record(hash, value, vlen, &k, &metadata) < 0) {
+        TG_WARN_RL("msg=\"control record ignored: not a key object\" len=%zu", vlen);
+        return 0;
+    }
+    sp_budgets_key_set(a->budgets, &k);
+    rc = sp_pg_api_key_upsert(a->pg, &k);
+    free(metadata);
+    return rc < 0 ? -1 : 0;
+}
+
+/* Admin hooks ----------------------------------------------------------------------------------------- */
+
+static void status_hook(void *ctx, struct sp_admin_status *out)
+{
+    struct app *a = ctx;
+    out->postgres_up = atomic_load(&a->pg_ready);
+    out->kafka_up = a->consumer ? sp_consumer_kafka_up(a->consumer) : 0;
+    out->redis_up = a->redis ? sp_redis_sink_is_up(a->redis) : 0;
+    out->control_caught_up = a->consumer ? sp_consumer_control_caught_up(a->consumer) : 0;
+}
+
+static void metrics_hook(void *ctx, struct tg_buf *b)
+{
+    struct app *a = ctx;
+
+    tg_prom_counter(b, "tollgate_spend_events_consumed_total", "Messages read from the topic",
+                    atomic_load(&a->consumed));
+    tg_prom_counter(b, "tollgate_spend_rows_inserted_total", "spend_logs rows inserted",
+                    atomic_load(&a->inserted));
+    tg_prom_counter(b, "tollgate_spend_duplicates_skipped_total",
+                    "Events whose call_id was already stored", atomic_load(&a->duplicates));
+    tg_prom_header(b, "tollgate_spend_dead_letters_total", "counter",
+                   "Invalid messages written to dead_letters, by reason class");
+    for (int i = 0; i < DL_NCLASSES; i++) {
+        struct tg_label l = {"reason", dl_class_name[i]};
+        tg_prom_sample_u64(b, "tollgate_spend_dead_letters_total", &l, 1,
+                           atomic_load(&a->dead[i]));
+    }
+    tg_prom_header(b, "tollgate_spend_batch_size", "histogram", "Messages per committed batch");
+    tg_prom_histogram(b, "tollgate_spend_batch_size", NULL, 0, &a->batch_size);
+    tg_prom_header(b, "tollgate_spend_batch_duration_seconds", "histogram",
+                   "Time to commit one batch in Postgres");
+    tg_prom_histogram(b, "tollgate_spend_batch_duration_seconds", NULL, 0, &a->batch_seconds);
+    tg_prom_gauge(b, "tollgate_spend_postgres_up", "1 when the last Postgres commit succeeded",
+                  atomic_load(&a->pg_ready) ? 1.0 : 0.0);
+    tg_prom_counter(b, "tollgate_spend_batches_total", "Batches committed",
+                    atomic_load(&a->batches));
+    tg_prom_counter(b, "tollgate_spend_commit_failures_total",
+                    "Batch commits that failed and were retried", atomic_load(&a->commit_failures));
+    tg_prom_counter(b, "tollgate_spend_control_records_total", "key: records applied",
+                    atomic_load(&a->control_records));
+    if (a->consumer)
+        sp_consumer_write_metrics(a->consumer, b);
+    if (a->redis)
+        sp_redis_sink_write_metrics(a->redis, b);
+    if (a->budgets)
+        sp_budgets_write_metrics(a->budgets, b);
+#ifdef SP_HAVE_ALERTER
+    if (a->alerter)
+        sp_alerter_write_metrics(a->alerter, b);
+#endif
+}
+
+/* Main ------------------------------------------------------------------------------------------------ */
+
+#ifdef SP_HAVE_ALERTER
+static int alerting_section(void *ctx, void *doc, void *node, const char *file, char *err,
+                            size_t errlen)
+{
+    return sp_alerter_config_parse(doc, node, file, ctx, err, errlen);
+}
+#endif
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: spend-svc --config FILE [--check]\n");
+}
+
+/* run_loop: the consumer loop until a signal. */
+static void run_loop(struct app *a)
+{
+    uint64_t next_tick = 0;
+    uint64_t next_lag = 0;
+    struct sp_consumer_msg m;
+
+    while (!sp_stop) {
+        uint64_t now = tg_now_mono_ms();
+        int wait;
+        int rc;
+
+        if (now >= next_lag) {
+            sp_consumer_update_lag(a->consumer);
+            report_dependencies(a);
+            next_lag = now + SP_LAG_EVERY_MS;
+        }
+        if (a->failing) {
+            if (now >= a->retry_at_ms)
+                try_commit(a);
+            /* keep polling (paused partitions deliver nothing) so the group keeps us */
+            sp_consumer_poll(a->consumer, SP_POLL_MAX_MS / 2, &m);
+            continue;
+        }
+        sp_consumer_control_poll(a->consumer, SP_CONTROL_PER_LOOP, control_record, a);
+        if (now >= next_tick) {
+            int brc = sp_budgets_tick(a->budgets, a->pg, (int64_t)tg_now_epoch_ms());
+            if (brc < 0)
+                TG_WARN_RL("msg=\"budget tick failed\" err=%s", tg_errname(brc));
+            next_tick = now + (uint64_t)a->cfg.budget_check_interval_ms;
+        }
+        wait = SP_POLL_MAX_MS;
+        if (sp_pg_batch_messages(a->batch) > 0) {
+            uint64_t due = a->batch_started_ms + (uint64_t)a->cfg.batch_max_wait_ms;
+            if (now >= due) {
+                try_commit(a);
+                continue;
+            }
+            if (due - now < (uint64_t)wait)
+                wait = (int)(due - now);
+        }
+        rc = sp_consumer_poll(a->consumer, wait, &m);
+        if (rc != 1)
+            continue;
+        if (sp_pg_batch_full(a->batch) && try_commit(a) < 0) {
+            sp_consumer_unread(a->consumer, m.partition, m.offset);
+            continue;
+        }
+        take_message(a, &m);
+        if (sp_pg_batch_full(a->batch))
+            try_commit(a);
+    }
+}
+
+/* shutdown_flush: commit what is held, retrying until the shutdown deadline. */
+static void shutdown_flush(struct app *a)
+{
+    uint64_t deadline = tg_now_mono_ms() + SP_SHUTDOWN_FLUSH_MS;
+
+    while (sp_pg_batch_messages(a->batch) > 0 && tg_now_mono_ms() < deadline) {
+        if (commit_batch(a) == 0)
+            break;
+        tg_sleep_ms(200);
+    }
+    if (sp_pg_batch_messages(a->batch) > 0)
+        TG_WARN("msg=\"shutdown: batch not committed; it is read again at the next start\" "
+                "messages=%d",
+                sp_pg_batch_messages(a->batch));
+}
+
+int main(int argc, char **argv)
+{
+    static struct app app; /* large; zero-initialised */
+    struct app *a = &app;
+    const char *config_path = NULL;
+    int check = 0;
+    char err[1024];
+    int exit_code = 1;
+    struct sigaction sa;
+    sp_config_section_fn alerting_fn = NULL;
+    void *alerting_ctx = NULL;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            config_path = argv[++i];
+        } else if (strcmp(argv[i], "--check") == 0) {
+            check = 1;
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    if (!config_path) {
+        usage();
+        return 2;
+    }
+    tg_log_init("spend-svc");
+#ifdef SP_HAVE_ALERTER
+    sp_alerter_config_defaults(&a->alert_cfg);
+    alerting_fn = alerting_section;
+    alerting_ctx = &a->alert_cfg;
+#endif
+    if (sp_config_load(config_path, &a->cfg, alerting_fn, alerting_ctx, err, sizeof(err)) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    if (check) {
+        fprintf(stderr, "%s: ok\n", config_path);
+        return 0;
+    }
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    {
+        static const double size_bounds[] = {1, 10, 50, 100, 500, 1000, 2000, 5000, 10000, 50000};
+        tg_histogram_init(&a->batch_size, size_bounds, sizeof(size_bounds) / sizeof(size_bounds[0]));
+        tg_histogram_init(&a->batch_seconds, tg_latency_bounds_s, tg_latency_bounds_n);
+    }
+    a->backoff_ms = SP_RETRY_MIN_MS;
+    a->pg = sp_pg_create(a->cfg.pg_dsn, a->cfg.pg_query_timeout_ms, err, sizeof(err));
+    if (!a->pg)
+        goto fail;
+    a->batch = sp_pg_batch_create(a->cfg.batch_max_events, a->cfg.batch_max_bytes);
+    if (!a->batch) {
+        snprintf(err, sizeof(err), "out of memory for the batch");
+        goto fail;
+    }
+    {
+        struct sp_admin_hooks ah = {.status = status_hook, .metrics = metrics_hook, .ctx = a};
+        a->admin = sp_admin_http_start(a->cfg.listen_host, a->cfg.listen_port, a->cfg.master_key,
+                                       a->cfg.pg_dsn, a->cfg.pg_query_timeout_ms, &ah, err,
+                                       sizeof(err));
+        if (!a->admin)
+            goto fail;
+    }
+#ifdef SP_HAVE_ALERTER
+    a->alerter = sp_alerter_create(&a->alert_cfg, err, sizeof(err));
+    if (!a->alerter)
+        goto fail;
+#endif
+    /* schema first: retried until it works or we are asked to stop */
+    for (uint64_t backoff = SP_RETRY_MIN_MS;;) {
+        int rc = sp_pg_migrate(a->pg);
+        if (rc == 0)
+            break;
+        TG_WARN_RL("msg=\"migrations not applied yet, retrying\" err=%s", tg_errname(rc));
+        if (sp_stop) {
+            exit_code = 0;
+            goto out;
+        }
+        tg_sleep_ms(backoff);
+        backoff = backoff * 2 > (uint64_t)a->cfg.pg_retry_max_ms
+                      ? (uint64_t)a->cfg.pg_retry_max_ms
+                      : backoff * 2;
+    }
+    atomic_store(&a->pg_ready, 1);
+    {
+        struct sp_budgets_hooks bh = {.crossing = on_crossing, .publish = publish_hook, .ctx = a};
+        a->budgets = sp_budgets_create(&a->cfg, &bh, err, sizeof(err));
+        if (!a->budgets)
+            goto fail;
+        if (sp_budgets_load_blocked(a->budgets, a->pg) < 0)
+            TG_WARN("msg=\"could not load published blocks\"");
+    }
+    {
+        struct sp_redis_sink_config rc = {
+            .host = a->cfg.redis_host,
+            .port = a->cfg.redis_port,
+            .db = a->cfg.redis_db,
+            .timeout_ms = a->cfg.redis_timeout_ms,
+            .pending_max = a->cfg.redis_pending_max,
+            .day_ttl_s = a->cfg.redis_day_ttl_s,
+            .pg_dsn = a->cfg.pg_dsn,
+            .pg_timeout_ms = a->cfg.pg_query_timeout_ms,
+            .periods = {.period_of = sp_budgets_period_of, .list = sp_budgets_list,
+                        .ctx = a->budgets},
+        };
+        a->redis = sp_redis_sink_create(&rc, err, sizeof(err));
+        if (!a->redis)
+            goto fail;
+    }
+    {
+        struct sp_consumer_hooks ch = {.offsets_load = offsets_hook,
+                                       .revoking = revoking_hook,
+                                       .ctx = a};
+        a->consumer = sp_consumer_create(&a->cfg, &ch, err, sizeof(err));
+        if (!a->consumer)
+            goto fail;
+    }
+    TG_INFO("msg=\"spend-svc started\" port=%d batch_max_events=%d batch_max_wait_ms=%d",
+            a->cfg.listen_port, a->cfg.batch_max_events, a->cfg.batch_max_wait_ms);
+
+    run_loop(a);
+
+    TG_INFO("msg=\"shutting down\"");
+    shutdown_flush(a);
+    sp_consumer_close(a->consumer);
+    shutdown_flush(a); /* anything the revocation could not commit */
+    exit_code = 0;
+    goto out;
+fail:
+    fprintf(stderr, "spend-svc: %s\n", err);
+    TG_ERROR("msg=\"start failed\"");
+out:
+    sp_consumer_destroy(&a->consumer);
+    sp_redis_sink_destroy(&a->redis);
+    sp_admin_http_stop(&a->admin);
+#ifdef SP_HAVE_ALERTER
+    sp_alerter_destroy(&a->alerter);
+#endif
+    sp_budgets_destroy(&a->budgets);
+    sp_pg_batch_destroy(&a->batch);
+    sp_pg_destroy(&a->pg);
+    return exit_code;
+}

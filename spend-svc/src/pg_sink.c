@@ -1,0 +1,1499 @@
+#include "pg_sink.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "tg_err.h"
+#include "tg_log.h"
+#include "tg_time.h"
+
+#define SP_PG_ADVISORY_LOCK_ID 7270016001LL /* migrations lock, any replica */
+#define SP_PG_MIGRATE_TIMEOUT_MS 60000
+#define SP_PG_NCOLS 30 /* spend_logs parameter arrays */
+
+struct sp_pg {
+    char *dsn;           /* owned copy */
+    int timeout_ms;      /* per connect and per query */
+    PGconn *conn;        /* NULL when not connected */
+    _Atomic int up;      /* 1 after a successful connect or query */
+    char sqlstate[6];    /* of the last failed query */
+};
+
+/* Only one cancel request in flight at a time: PQcancel blocks while the server is stopped,
+ * so it runs on a detached thread and a second timeout does not start another. */
+static _Atomic int pg_cancel_busy;
+
+/* Growable text used for query parameters; bounded by the batch's byte cap times the escape
+ * factor, released with the batch. */
+struct dstr {
+    char *p;
+    size_t len;
+    size_t cap;
+};
+
+struct batch_event {
+    struct proto_event ev;
+    int32_t partition;
+    int64_t offset;
+};
+
+struct batch_dead {
+    char reason[SP_PG_DEAD_REASON_MAX];
+    char *payload;       /* owned, <= SP_PG_DEAD_PAYLOAD_MAX_BYTES */
+    size_t len;
+    int32_t partition;
+    int64_t offset;
+};
+
+struct sp_pg_batch {
+    int max_events;
+    size_t max_bytes;
+    struct batch_event *ev; /* [max_events] */
+    int nev;
+    size_t bytes;           /* encoded bytes of held events */
+    struct batch_dead dead[SP_PG_DEAD_PER_BATCH_MAX];
+    int ndead;
+    int32_t part[SP_PG_PARTITIONS_MAX];
+    int64_t next[SP_PG_PARTITIONS_MAX];
+    int npart;
+    struct sp_pg_incr *incr; /* [max_events] results of the last flush */
+    int nincr;
+    struct dstr col[SP_PG_NCOLS + 8];
+};
+
+/* dstr ------------------------------------------------------------------------------------- */
+
+static int dstr_reserve(struct dstr *d, size_t extra)
+{
+    size_t need = d->len + extra + 1;
+    size_t ncap;
+    char *np;
+
+    if (need <= d->cap)
+        return 0;
+    ncap = d->cap ? d->cap : 4096;
+    while (ncap < need)
+        ncap *= 2;
+    np = realloc(d->p, ncap);
+    if (!np)
+        return TG_ENOMEM;
+    d->p = np;
+    d->cap = ncap;
+    return 0;
+}
+
+static int dstr_putc(struct dstr *d, char c)
+{
+    if (dstr_reserve(d, 1) < 0)
+        return TG_ENOMEM;
+    d->p[d->len++] = c;
+    d->p[d->len] = '\0';
+    return 0;
+}
+
+static int dstr_put(struct dstr *d, const char *s, size_t n)
+{
+    if (dstr_reserve(d, n) < 0)
+        return TG_ENOMEM;
+    memcpy(d->p + d->len, s, n);
+    d->len += n;
+    d->p[d->len] = '\0';
+    return 0;
+}
+
+static int dstr_printf(struct dstr *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int dstr_printf(struct dstr *d, const char *fmt, ...)
+{
+    char tmp[64];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(tmp))
+        return TG_EINVAL;
+    return dstr_put(d, tmp, (size_t)n);
+}
+
+static void dstr_reset(struct dstr *d)
+{
+    d->len = 0;
+    if (d->p)
+        d->p[0] = '\0';
+}
+
+/* utf8_seq: length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    size_t len;
+    unsigned int cp;
+
+    if (s[0] < 0x80)
+        return 1;
+    if ((s[0] & 0xE0) == 0xC0) {
+        len = 2;
+        cp = s[0] & 0x1F;
+    } else if ((s[0] & 0xF0) == 0xE0) {
+        len = 3;
+        cp = s[0] & 0x0F;
+    } else if ((s[0] & 0xF8) == 0xF0) {
+        len = 4;
+        cp = s[0] & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+/* arr_str: append s as a quoted array element (text[] literal); invalid UTF-8 bytes become '?'
+ * so that one bad byte can never make Postgres refuse a whole batch. */
+static int arr_str(struct dstr *d, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    size_t i = 0;
+
+    if (dstr_reserve(d, n * 2 + 3) < 0)
+        return TG_ENOMEM;
+    d->p[d->len++] = '"';
+    while (i < n) {
+        size_t k = utf8_seq(p + i, n - i);
+        if (k == 0) {
+            d->p[d->len++] = '?';
+            i++;
+            continue;
+        }
+        if (p[i] == '"' || p[i] == '\\')
+            d->p[d->len++] = '\\';
+        memcpy(d->p + d->len, p + i, k);
+        d->len += k;
+        i += k;
+    }
+    d->p[d->len++] = '"';
+    d->p[d->len] = '\0';
+    return 0;
+}
+
+/* json_str: append s as a JSON string (quotes, backslashes, control bytes escaped; invalid
+ * UTF-8 replaced by '?'). */
+static int json_str(struct dstr *d, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    size_t i = 0;
+
+    if (dstr_reserve(d, n * 6 + 3) < 0)
+        return TG_ENOMEM;
+    d->p[d->len++] = '"';
+    while (i < n) {
+        size_t k = utf8_seq(p + i, n - i);
+        if (k == 0) {
+            d->p[d->len++] = '?';
+            i++;
+            continue;
+        }
+        if (p[i] == '"' || p[i] == '\\') {
+            d->p[d->len++] = '\\';
+            d->p[d->len++] = (char)p[i];
+        } else if (p[i] < 0x20) {
+            d->len += (size_t)snprintf(d->p + d->len, 7, "\\u%04x", p[i]);
+        } else {
+            memcpy(d->p + d->len, p + i, k);
+            d->len += k;
+        }
+        i += k;
+    }
+    d->p[d->len++] = '"';
+    d->p[d->len] = '\0';
+    return 0;
+}
+
+/* Connection -------------------------------------------------------------------------------- */
+
+struct sp_pg *sp_pg_create(const char *dsn, int timeout_ms, char *err, size_t errlen)
+{
+    struct sp_pg *pg = calloc(1, sizeof(*pg));
+    if (!pg) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pg->dsn = strdup(dsn);
+    if (!pg->dsn) {
+        free(pg);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pg->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
+    return pg;
+}
+
+static void pg_close(struct sp_pg *pg)
+{
+    if (pg->conn) {
+        PQfinish(pg->conn);
+        pg->conn = NULL;
+    }
+    atomic_store(&pg->up, 0);
+}
+
+void sp_pg_destroy(struct sp_pg **pgp)
+{
+    struct sp_pg *pg;
+
+    if (!pgp || !*pgp)
+        return;
+    pg = *pgp;
+    pg_close(pg);
+    free(pg->dsn);
+    free(pg);
+    *pgp = NULL;
+}
+
+int sp_pg_is_up(const struct sp_pg *pg)
+{
+    return atomic_load(&pg->up);
+}
+
+/* pg_wait: poll the socket for events until deadline (monotonic ms). 0, or TG_ETIMEOUT/EIO. */
+static int pg_wait(PGconn *conn, short events, uint64_t deadline_ms)
+{
+    struct pollfd pfd;
+    uint64_t now;
+    int rc;
+
+    pfd.fd = PQsocket(conn);
+    if (pfd.fd < 0)
+        return TG_EIO;
+    pfd.events = events;
+    for (;;) {
+        now = tg_now_mono_ms();
+        if (now >= deadline_ms)
+            return TG_ETIMEOUT;
+        pfd.revents = 0;
+        rc = poll(&pfd, 1, (int)(deadline_ms - now));
+        if (rc > 0)
+            return 0;
+        if (rc == 0)
+            return TG_ETIMEOUT;
+        if (errno != EINTR)
+            return TG_EIO;
+    }
+}
+
+int sp_pg_connect(struct sp_pg *pg)
+{
+    uint64_t deadline;
+    PostgresPollingStatusType st;
+
+    if (pg->conn && PQstatus(pg->conn) == CONNECTION_OK)
+        return 0;
+    pg_close(pg);
+    deadline = tg_now_mono_ms() + (uint64_t)pg->timeout_ms;
+    pg->conn = PQconnectStart(pg->dsn);
+    if (!pg->conn)
+        return TG_ENOMEM;
+    if (PQstatus(pg->conn) == CONNECTION_BAD)
+        goto fail;
+    st = PGRES_POLLING_WRITING;
+    for (;;) {
+        int rc;
+        if (st == PGRES_POLLING_OK)
+            break;
+        if (st == PGRES_POLLING_FAILED)
+            goto fail;
+        rc = pg_wait(pg->conn, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline);
+        if (rc < 0)
+            goto fail;
+        st = PQconnectPoll(pg->conn);
+    }
+    if (PQsetnonblocking(pg->conn, 1) != 0)
+        goto fail;
+    atomic_store(&pg->up, 1);
+    return 0;
+fail:
+    TG_WARN_RL("msg=\"postgres connect failed\" status=%d", (int)PQstatus(pg->conn));
+    pg_close(pg);
+    return TG_EUNAVAIL;
+}
+
+static void *pg_cancel_thread(void *arg)
+{
+    PGcancel *c = arg;
+    char buf[256];
+
+    PQcancel(c, buf, sizeof(buf));
+    PQfreeCancel(c);
+    atomic_store(&pg_cancel_busy, 0);
+    return NULL;
+}
+
+/* pg_abandon: the query ran out of time: ask the server to cancel it (in the background) and
+ * drop the connection. Whatever the statement did is either committed or not; the flush is
+ * idempotent, so a retry cannot double count. */
+static void pg_abandon(struct sp_pg *pg)
+{
+    int expected = 0;
+
+    if (pg->conn && atomic_compare_exchange_strong(&pg_cancel_busy, &expected, 1)) {
+        PGcancel *c = PQgetCancel(pg->conn);
+        pthread_t th;
+        pthread_attr_t attr;
+        int started = 0;
+        if (c && pthread_attr_init(&attr) == 0) {
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            started = pthread_create(&th, &attr, pg_cancel_thread, c) == 0;
+            pthread_attr_destroy(&attr);
+        }
+        if (!started) {
+            if (c)
+                PQfreeCancel(c);
+            atomic_store(&pg_cancel_busy, 0);
+        }
+    }
+    pg_close(pg);
+}
+
+/* pg_classify: map a failed result to a tg_err. Connection-class problems (08, 57, 53, 40)
+ * mean "retry later"; data problems (22, 23) mean "this data will never go in". */
+static int pg_classify(struct sp_pg *pg, PGresult *res)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+    snprintf(pg->sqlstate, sizeof(pg->sqlstate), "%s", state ? state : "");
+    if (!pg->conn || PQstatus(pg->conn) != CONNECTION_OK || !state)
+        return TG_EUNAVAIL;
+    if (strncmp(state, "08", 2) == 0 || strncmp(state, "57", 2) == 0)
+        return TG_EUNAVAIL;
+    if (strncmp(state, "53", 2) == 0 || strncmp(state, "40", 2) == 0)
+        return TG_EAGAIN;
+    if (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0)
+        return TG_EPROTO;
+    return TG_EIO;
+}
+
+/* pg_run: send one query (extended protocol with text parameters when simple is 0, the simple
+ * protocol otherwise) and wait for all of its results until the deadline.
+ * On success returns 0 and *out (new, PQclear) is the last result. */
+static int pg_run(struct sp_pg *pg, const char *sql, int nparams, const char *const *values,
+                  int simple, int timeout_ms, PGresult **out)
+{
+    uint64_t deadline = tg_now_mono_ms() + (uint64_t)timeout_ms;
+    PGresult *last = NULL;
+    PGresult *r;
+    int rc;
+    int ok;
+
+    *out = NULL;
+    rc = sp_pg_connect(pg);
+    if (rc < 0)
+        return rc;
+    if (simple)
+        ok = PQsendQuery(pg->conn, sql);
+    else
+        ok = PQsendQueryParams(pg->conn, sql, nparams, NULL, values, NULL, NULL, 0);
+    if (!ok) {
+        pg_close(pg);
+        return TG_EUNAVAIL;
+    }
+    for (;;) {
+        int f = PQflush(pg->conn);
+        if (f == 0)
+            break;
+        if (f < 0)
+            goto broken;
+        rc = pg_wait(pg->conn, POLLOUT | POLLIN, deadline);
+        if (rc < 0)
+            goto timeout;
+        if (!PQconsumeInput(pg->conn))
+            goto broken;
+    }
+    for (;;) {
+        while (PQisBusy(pg->conn)) {
+            rc = pg_wait(pg->conn, POLLIN, deadline);
+            if (rc < 0)
+                goto timeout;
+            if (!PQconsumeInput(pg->conn))
+                goto broken;
+        }
+        r = PQgetResult(pg->conn);
+        if (!r)
+            break;
+        if (last) {
+            ExecStatusType prev = PQresultStatus(last);
+            /* keep the first error: later results only repeat the abort */
+            if (prev == PGRES_FATAL_ERROR) {
+                PQclear(r);
+                continue;
+            }
+            PQclear(last);
+        }
+        last = r;
+    }
+    if (!last)
+        goto broken;
+    if (PQresultStatus(last) != PGRES_TUPLES_OK && PQresultStatus(last) != PGRES_COMMAND_OK) {
+        rc = pg_classify(pg, last);
+        TG_WARN_RL("msg=\"postgres query failed\" sqlstate=%s err=%s", pg->sqlstate,
+                   tg_errname(rc));
+        PQclear(last);
+        if (rc == TG_EUNAVAIL)
+            pg_close(pg);
+        return rc;
+    }
+    atomic_store(&pg->up, 1);
+    *out = last;
+    return 0;
+timeout:
+    if (last)
+        PQclear(last);
+    TG_WARN_RL("msg=\"postgres query timed out\" timeout_ms=%d", timeout_ms);
+    pg_abandon(pg);
+    return TG_ETIMEOUT;
+broken:
+    if (last)
+        PQclear(last);
+    pg_close(pg);
+    return TG_EUNAVAIL;
+}
+
+static int pg_exec(struct sp_pg *pg, const char *sql, int nparams, const char *const *values,
+                   PGresult **out)
+{
+    return pg_run(pg, sql, nparams, values, 0, pg->timeout_ms, out);
+}
+
+/* Migrations ----------------------------------------------------------------------------------- */
+
+struct migration {
+    int version;
+    const char *sql;
+};
+
+static const struct migration pg_migrations[] = {
+    {1,
+     "CREATE TABLE spend_logs ("
+     " call_id uuid PRIMARY KEY,"
+     " kind text NOT NULL,"
+     " ts_start_ms bigint NOT NULL,"
+     " ts_end_ms bigint NOT NULL,"
+     " endpoint text NOT NULL,"
+     " stream boolean NOT NULL,"
+     " key_hash text NOT NULL,"
+     " key_alias text NOT NULL,"
+     " team_id text NOT NULL,"
+     " user_id text NOT NULL,"
+     " end_user text NOT NULL,"
+     " model_requested text NOT NULL,"
+     " model_group text NOT NULL,"
+     " deployment_id text NOT NULL,"
+     " provider text NOT NULL,"
+     " model text NOT NULL,"
+     " status integer NOT NULL,"
+     " error_class text NOT NULL,"
+     " prompt_tokens bigint NOT NULL,"
+     " completion_tokens bigint NOT NULL,"
+     " cost_nusd bigint NOT NULL,"
+     " latency_ms bigint NOT NULL,"
+     " ttft_ms bigint NOT NULL,"
+     " attempts integer NOT NULL,"
+     " fallbacks integer NOT NULL,"
+     " trail jsonb NOT NULL,"
+     " tags text[] NOT NULL,"
+     " trace_id text NOT NULL,"
+     " kafka_partition integer NOT NULL,"
+     " kafka_offset bigint NOT NULL,"
+     " inserted_at timestamptz NOT NULL DEFAULT now());"
+     "CREATE INDEX spend_logs_key_ts ON spend_logs (key_hash, ts_end_ms);"
+     "CREATE INDEX spend_logs_team_ts ON spend_logs (team_id, ts_end_ms);"
+     "CREATE TABLE spend_daily ("
+     " day date NOT NULL,"
+     " key_hash text NOT NULL,"
+     " team_id text NOT NULL,"
+     " model_group text NOT NULL,"
+     " deployment_id text NOT NULL,"
+     " requests bigint NOT NULL DEFAULT 0,"
+     " failures bigint NOT NULL DEFAULT 0,"
+     " prompt_tokens bigint NOT NULL DEFAULT 0,"
+     " completion_tokens bigint NOT NULL DEFAULT 0,"
+     " cost_nusd bigint NOT NULL DEFAULT 0,"
+     " PRIMARY KEY (day, key_hash, team_id, model_group, deployment_id));"
+     "CREATE INDEX spend_daily_key_day ON spend_daily (key_hash, day);"
+     "CREATE INDEX spend_daily_team_day ON spend_daily (team_id, day);"
+     "CREATE TABLE consumer_offsets ("
+     " topic text NOT NULL,"
+     " partition integer NOT NULL,"
+     " next_offset bigint NOT NULL,"
+     " updated_at timestamptz NOT NULL DEFAULT now(),"
+     " PRIMARY KEY (topic, partition));"
+     "CREATE TABLE dead_letters ("
+     " id bigserial PRIMARY KEY,"
+     " source text NOT NULL,"
+     " reason text NOT NULL,"
+     " payload bytea NOT NULL,"
+     " payload_bytes integer NOT NULL,"
+     " kafka_partition integer NOT NULL,"
+     " kafka_offset bigint NOT NULL,"
+     " created_at timestamptz NOT NULL DEFAULT now(),"
+     " UNIQUE (source, kafka_partition, kafka_offset));"
+     "CREATE TABLE api_keys ("
+     " key_hash text PRIMARY KEY,"
+     " key_alias text NOT NULL DEFAULT '',"
+     " team_id text NOT NULL DEFAULT '',"
+     " user_id text NOT NULL DEFAULT '',"
+     " max_budget_nusd bigint,"
+     " budget_duration_s bigint,"
+     " metadata jsonb NOT NULL DEFAULT '{}',"
+     " updated_at timestamptz NOT NULL DEFAULT now());"
+     "CREATE TABLE budget_state ("
+     " kind text NOT NULL,"
+     " subject text NOT NULL,"
+     " period_start_ms bigint NOT NULL,"
+     " level_pct integer NOT NULL DEFAULT 0,"
+     " blocked_period_ms bigint,"
+     " updated_at timestamptz NOT NULL DEFAULT now(),"
+     " PRIMARY KEY (kind, subject));"},
+};
+
+int sp_pg_migrate(struct sp_pg *pg)
+{
+    char lock_sql[128];
+    char unlock_sql[128];
+    char check_sql[128];
+    PGresult *res = NULL;
+    struct dstr q = {0};
+    int locked = 0;
+    int applied = 0;
+    int rc;
+
+    snprintf(lock_sql, sizeof(lock_sql), "SELECT pg_advisory_lock(%lld)",
+             (long long)SP_PG_ADVISORY_LOCK_ID);
+    snprintf(unlock_sql, sizeof(unlock_sql), "SELECT pg_advisory_unlock(%lld)",
+             (long long)SP_PG_ADVISORY_LOCK_ID);
+    rc = pg_run(pg, lock_sql, 0, NULL, 1, SP_PG_MIGRATE_TIMEOUT_MS, &res);
+    if (rc < 0)
+        goto out;
+    PQclear(res);
+    res = NULL;
+    locked = 1;
+    rc = pg_run(pg,
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY,"
+                " applied_at timestamptz NOT NULL DEFAULT now())",
+                0, NULL, 1, SP_PG_MIGRATE_TIMEOUT_MS, &res);
+    if (rc < 0)
+        goto out;
+    PQclear(res);
+    res = NULL;
+    for (size_t i = 0; i < sizeof(pg_migrations) / sizeof(pg_migrations[0]); i++) {
+        const struct migration *m = &pg_migrations[i];
+        int have;
+        snprintf(check_sql, sizeof(check_sql),
+                 "SELECT 1 FROM schema_migrations WHERE version = %d", m->version);
+        rc = pg_run(pg, check_sql, 0, NULL, 1, SP_PG_MIGRATE_TIMEOUT_MS, &res);
+        if (rc < 0)
+            goto out;
+        have = PQntuples(res) > 0;
+        PQclear(res);
+        res = NULL;
+        if (have)
+            continue;
+        dstr_reset(&q);
+        if (dstr_put(&q, "BEGIN;", 6) < 0 || dstr_put(&q, m->sql, strlen(m->sql)) < 0 ||
+            dstr_printf(&q, ";INSERT INTO schema_migrations (version) VALUES (%d);", m->version) <
+                0 ||
+            dstr_put(&q, "COMMIT;", 7) < 0) {
+            rc = TG_ENOMEM;
+            goto out;
+        }
+        rc = pg_run(pg, q.p, 0, NULL, 1, SP_PG_MIGRATE_TIMEOUT_MS, &res);
+        if (rc < 0) {
+            TG_ERROR("msg=\"migration failed\" version=%d sqlstate=%s", m->version, pg->sqlstate);
+            goto out;
+        }
+        PQclear(res);
+        res = NULL;
+        applied++;
+        TG_INFO("msg=\"migration applied\" version=%d", m->version);
+    }
+    rc = 0;
+out:
+    if (res)
+        PQclear(res);
+    if (locked && pg->conn) {
+        PGresult *u = NULL;
+        if (pg_run(pg, unlock_sql, 0, NULL, 1, SP_PG_MIGRATE_TIMEOUT_MS, &u) == 0)
+            PQclear(u);
+    }
+    free(q.p);
+    if (rc == 0)
+        TG_INFO("msg=\"schema ready\" applied=%d", applied);
+    return rc;
+}
+
+/* Batch ------------------------------------------------------------------------------------------ */
+
+struct sp_pg_batch *sp_pg_batch_create(int max_events, int max_bytes)
+{
+    struct sp_pg_batch *b;
+
+    if (max_events <= 0 || max_bytes <= 0)
+        return NULL;
+    b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->max_events = max_events;
+    b->max_bytes = (size_t)max_bytes;
+    b->ev = calloc((size_t)max_events, sizeof(*b->ev));
+    b->incr = calloc((size_t)max_events, sizeof(*b->incr));
+    if (!b->ev || !b->incr) {
+        sp_pg_batch_destroy(&b);
+        return NULL;
+    }
+    return b;
+}
+
+void sp_pg_batch_reset(struct sp_pg_batch *b)
+{
+    for (int i = 0; i < b->ndead; i++) {
+        free(b->dead[i].payload);
+        b->dead[i].payload = NULL;
+    }
+    b->ndead = 0;
+    b->nev = 0;
+    b->bytes = 0;
+    b->npart = 0;
+    b->nincr = 0;
+}
+
+void sp_pg_batch_destroy(struct sp_pg_batch **bp)
+{
+    struct sp_pg_batch *b;
+
+    if (!bp || !*bp)
+        return;
+    b = *bp;
+    sp_pg_batch_reset(b);
+    for (size_t i = 0; i < sizeof(b->col) / sizeof(b->col[0]); i++)
+        free(b->col[i].p);
+    free(b->ev);
+    free(b->incr);
+    free(b);
+    *bp = NULL;
+}
+
+/* batch_note_offset: record that partition has been read up to offset (inclusive). */
+static int batch_note_offset(struct sp_pg_batch *b, int32_t partition, int64_t offset)
+{
+    for (int i = 0; i < b->npart; i++) {
+        if (b->part[i] == partition) {
+            if (offset + 1 > b->next[i])
+                b->next[i] = offset + 1;
+            return 0;
+        }
+    }
+    if (b->npart >= SP_PG_PARTITIONS_MAX)
+        return TG_EFULL;
+    b->part[b->npart] = partition;
+    b->next[b->npart] = offset + 1;
+    b->npart++;
+    return 0;
+}
+
+static int batch_has_partition(const struct sp_pg_batch *b, int32_t partition)
+{
+    for (int i = 0; i < b->npart; i++)
+        if (b->part[i] == partition)
+            return 1;
+    return 0;
+}
+
+int sp_pg_batch_add_event(struct sp_pg_batch *b, const struct proto_event *ev, int32_t partition,
+                          int64_t offset, size_t encoded_len)
+{
+    if (b->nev >= b->max_events || b->bytes + encoded_len > b->max_bytes)
+        return TG_EFULL;
+    if (!batch_has_partition(b, partition) && b->npart >= SP_PG_PARTITIONS_MAX)
+        return TG_EFULL;
+    b->ev[b->nev].ev = *ev;
+    b->ev[b->nev].partition = partition;
+    b->ev[b->nev].offset = offset;
+    b->nev++;
+    b->bytes += encoded_len;
+    return batch_note_offset(b, partition, offset);
+}
+
+int sp_pg_batch_add_dead(struct sp_pg_batch *b, const char *reason, const void *payload,
+                         size_t len, int32_t partition, int64_t offset)
+{
+    struct batch_dead *d;
+
+    if (b->ndead >= SP_PG_DEAD_PER_BATCH_MAX)
+        return TG_EFULL;
+    if (!batch_has_partition(b, partition) && b->npart >= SP_PG_PARTITIONS_MAX)
+        return TG_EFULL;
+    d = &b->dead[b->ndead];
+    if (len > SP_PG_DEAD_PAYLOAD_MAX_BYTES)
+        len = SP_PG_DEAD_PAYLOAD_MAX_BYTES;
+    d->payload = malloc(len ? len : 1);
+    if (!d->payload)
+        return TG_ENOMEM;
+    if (len)
+        memcpy(d->payload, payload, len);
+    d->len = len;
+    snprintf(d->reason, sizeof(d->reason), "%s", reason ? reason : "invalid");
+    d->partition = partition;
+    d->offset = offset;
+    b->ndead++;
+    return batch_note_offset(b, partition, offset);
+}
+
+void sp_pg_batch_drop_partition(struct sp_pg_batch *b, int32_t partition)
+{
+    int j = 0;
+
+    for (int i = 0; i < b->nev; i++) {
+        if (b->ev[i].partition == partition)
+            continue; /* bytes stays as counted: it only makes the batch close early */
+        if (i != j)
+            b->ev[j] = b->ev[i];
+        j++;
+    }
+    b->nev = j;
+    j = 0;
+    for (int i = 0; i < b->ndead; i++) {
+        if (b->dead[i].partition == partition) {
+            free(b->dead[i].payload);
+            b->dead[i].payload = NULL;
+            continue;
+        }
+        if (i != j) {
+            b->dead[j] = b->dead[i];
+            b->dead[i].payload = NULL;
+        }
+        j++;
+    }
+    b->ndead = j;
+    j = 0;
+    for (int i = 0; i < b->npart; i++) {
+        if (b->part[i] == partition)
+            continue;
+        b->part[j] = b->part[i];
+        b->next[j] = b->next[i];
+        j++;
+    }
+    b->npart = j;
+}
+
+int sp_pg_batch_full(const struct sp_pg_batch *b)
+{
+    return b->nev >= b->max_events || b->bytes + TG_EVENT_MAX_BYTES > b->max_bytes ||
+           b->ndead >= SP_PG_DEAD_PER_BATCH_MAX || b->npart >= SP_PG_PARTITIONS_MAX;
+}
+
+int sp_pg_batch_events(const struct sp_pg_batch *b)
+{
+    return b->nev;
+}
+
+int sp_pg_batch_dead(const struct sp_pg_batch *b)
+{
+    return b->ndead;
+}
+
+int sp_pg_batch_messages(const struct sp_pg_batch *b)
+{
+    return b->nev + b->ndead;
+}
+
+int64_t sp_pg_batch_next_offset(const struct sp_pg_batch *b, int32_t partition)
+{
+    for (int i = 0; i < b->npart; i++)
+        if (b->part[i] == partition)
+            return b->next[i];
+    return -1;
+}
+
+int sp_pg_batch_offsets(const struct sp_pg_batch *b, int32_t *parts, int64_t *next, int cap)
+{
+    int n = b->npart < cap ? b->npart : cap;
+    for (int i = 0; i < n; i++) {
+        parts[i] = b->part[i];
+        next[i] = b->next[i];
+    }
+    return n;
+}
+
+/* Flush ------------------------------------------------------------------------------------------ */
+
+/* One statement, one transaction. Parameters:
+ *   $1..$30  spend_logs columns as arrays (see pg_build_events)
+ *   $31..$34 dead letters: reason text[], payload bytea[], partition int[], offset bigint[]
+ *   $35      topic
+ *   $36..$37 consumer offsets: partition int[], next_offset bigint[]
+ * Result: rows with t = 0 are the aggregates of inserted request rows (per minute, key, team,
+ * model group); the single row with t = 1 carries the inserted and dead-letter counts. */
+static const char pg_flush_sql[] =
+    "WITH u AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::bigint[],"
+    " $5::text[], $6::boolean[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],"
+    " $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::integer[],"
+    " $18::text[], $19::bigint[], $20::bigint[], $21::bigint[], $22::bigint[], $23::bigint[],"
+    " $24::integer[], $25::integer[], $26::jsonb[], $27::jsonb[], $28::text[], $29::integer[],"
+    " $30::bigint[]) AS x(call_id, kind, ts_start_ms, ts_end_ms, endpoint, stream, key_hash,"
+    " key_alias, team_id, user_id, end_user, model_requested, model_group, deployment_id,"
+    " provider, model, status, error_class, prompt_tokens, completion_tokens, cost_nusd,"
+    " latency_ms, ttft_ms, attempts, fallbacks, trail, tags, trace_id, kafka_partition,"
+    " kafka_offset)),"
+    " ins AS (INSERT INTO spend_logs (call_id, kind, ts_start_ms, ts_end_ms, endpoint, stream,"
+    " key_hash, key_alias, team_id, user_id, end_user, model_requested, model_group,"
+    " deployment_id, provider, model, status, error_class, prompt_tokens, completion_tokens,"
+    " cost_nusd, latency_ms, ttft_ms, attempts, fallbacks, trail, tags, trace_id,"
+    " kafka_partition, kafka_offset)"
+    " SELECT call_id, kind, ts_start_ms, ts_end_ms, endpoint, stream, key_hash, key_alias,"
+    " team_id, user_id, end_user, model_requested, model_group, deployment_id, provider, model,"
+    " status, error_class, prompt_tokens, completion_tokens, cost_nusd, latency_ms, ttft_ms,"
+    " attempts, fallbacks, trail, ARRAY(SELECT jsonb_array_elements_text(u.tags)), trace_id,"
+    " kafka_partition, kafka_offset FROM u"
+    " ON CONFLICT (call_id) DO NOTHING"
+    " RETURNING kind, ts_end_ms, key_hash, team_id, model_group, deployment_id, status,"
+    " prompt_tokens, completion_tokens, cost_nusd),"
+    " agg AS (SELECT date '1970-01-01' + (ts_end_ms / 86400000)::integer AS day,"
+    " (ts_end_ms / 60000) * 60000 AS minute_ms, key_hash, team_id, model_group, deployment_id,"
+    " count(*)::bigint AS requests, count(*) FILTER (WHERE status >= 400)::bigint AS failures,"
+    " sum(prompt_tokens)::bigint AS prompt_tokens,"
+    " sum(completion_tokens)::bigint AS completion_tokens, sum(cost_nusd)::bigint AS cost_nusd"
+    " FROM ins WHERE kind = 'request' GROUP BY 1, 2, 3, 4, 5, 6),"
+    " daily AS (INSERT INTO spend_daily AS d (day, key_hash, team_id, model_group,"
+    " deployment_id, requests, failures, prompt_tokens, completion_tokens, cost_nusd)"
+    " SELECT day, key_hash, team_id, model_group, deployment_id, sum(requests), sum(failures),"
+    " sum(prompt_tokens), sum(completion_tokens), sum(cost_nusd) FROM agg"
+    " GROUP BY day, key_hash, team_id, model_group, deployment_id"
+    " ON CONFLICT (day, key_hash, team_id, model_group, deployment_id) DO UPDATE SET"
+    " requests = d.requests + EXCLUDED.requests, failures = d.failures + EXCLUDED.failures,"
+    " prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,"
+    " completion_tokens = d.completion_tokens + EXCLUDED.completion_tokens,"
+    " cost_nusd = d.cost_nusd + EXCLUDED.cost_nusd RETURNING 1),"
+    " dl AS (INSERT INTO dead_letters (source, reason, payload, payload_bytes, kafka_partition,"
+    " kafka_offset) SELECT $35::text, r, p, length(p), pa, o FROM unnest($31::text[],"
+    " $32::bytea[], $33::integer[], $34::bigint[]) AS y(r, p, pa, o)"
+    " ON CONFLICT (source, kafka_partition, kafka_offset) DO NOTHING RETURNING 1),"
+    " offs AS (INSERT INTO consumer_offsets AS c (topic, partition, next_offset)"
+    " SELECT $35::text, p, n FROM unnest($36::integer[], $37::bigint[]) AS z(p, n)"
+    " ON CONFLICT (topic, partition) DO UPDATE SET"
+    " next_offset = GREATEST(c.next_offset, EXCLUDED.next_offset), updated_at = now()"
+    " RETURNING 1)"
+    " SELECT 0, minute_ms, key_hash, team_id, model_group, sum(requests)::bigint,"
+    " sum(failures)::bigint, sum(prompt_tokens)::bigint, sum(completion_tokens)::bigint,"
+    " sum(cost_nusd)::bigint FROM agg GROUP BY minute_ms, key_hash, team_id, model_group"
+    " UNION ALL SELECT 1, (SELECT count(*) FROM ins), NULL, NULL, NULL, (SELECT count(*) FROM dl),"
+    " (SELECT count(*) FROM daily), (SELECT count(*) FROM offs), NULL, NULL";
+
+/* Column indexes of the spend_logs arrays. */
+enum {
+    C_CALL_ID, C_KIND, C_TS_START, C_TS_END, C_ENDPOINT, C_STREAM, C_KEY_HASH, C_KEY_ALIAS,
+    C_TEAM, C_USER, C_END_USER, C_MODEL_REQ, C_MODEL_GROUP, C_DEPLOYMENT, C_PROVIDER, C_MODEL,
+    C_STATUS, C_ERROR_CLASS, C_PROMPT, C_COMPLETION, C_COST, C_LATENCY, C_TTFT, C_ATTEMPTS,
+    C_FALLBACKS, C_TRAIL, C_TAGS, C_TRACE, C_PART, C_OFFSET,
+    C_DL_REASON, C_DL_PAYLOAD, C_DL_PART, C_DL_OFFSET, C_OFF_PART, C_OFF_NEXT, C_TMP
+};
+
+static int col_sep(struct dstr *d, int first)
+{
+    return first ? 0 : dstr_putc(d, ',');
+}
+
+/* build_trail: the trail as a JSON array into tmp. */
+static int build_trail(struct dstr *tmp, const struct proto_event *ev)
+{
+    uint32_t n = ev->trail_len > PROTO_TRAIL_MAX ? PROTO_TRAIL_MAX : ev->trail_len;
+    int rc = 0;
+
+    dstr_reset(tmp);
+    rc |= dstr_putc(tmp, '[');
+    for (uint32_t i = 0; i < n; i++) {
+        const struct proto_attempt *a = &ev->trail[i];
+        if (i)
+            rc |= dstr_putc(tmp, ',');
+        rc |= dstr_put(tmp, "{\"group\":", 9);
+        rc |= json_str(tmp, a->group);
+        rc |= dstr_put(tmp, ",\"deployment_id\":", 17);
+        rc |= json_str(tmp, a->deployment_id);
+        rc |= dstr_printf(tmp, ",\"http_status\":%" PRId32 ",\"error_class\":", a->http_status);
+        rc |= json_str(tmp, a->error_class);
+        rc |= dstr_printf(tmp, ",\"latency_ms\":%" PRIu32 ",\"message\":", a->latency_ms);
+        rc |= json_str(tmp, a->message);
+        rc |= dstr_putc(tmp, '}');
+    }
+    rc |= dstr_putc(tmp, ']');
+    return rc ? TG_ENOMEM : 0;
+}
+
+static int build_tags(struct dstr *tmp, const struct proto_event *ev)
+{
+    uint32_t n = ev->tags_len > PROTO_TAGS_MAX ? PROTO_TAGS_MAX : ev->tags_len;
+    int rc = 0;
+
+    dstr_reset(tmp);
+    rc |= dstr_putc(tmp, '[');
+    for (uint32_t i = 0; i < n; i++) {
+        if (i)
+            rc |= dstr_putc(tmp, ',');
+        rc |= json_str(tmp, ev->tags[i]);
+    }
+    rc |= dstr_putc(tmp, ']');
+    return rc ? TG_ENOMEM : 0;
+}
+
+/* pg_build: fill the parameter arrays from events [ev_from, ev_to), dead letters
+ * [dl_from, dl_to) and the offsets given. */
+static int pg_build(struct sp_pg_batch *b, int ev_from, int ev_to, int dl_from, int dl_to,
+                    const int32_t *opart, const int64_t *onext, int noff)
+{
+    struct dstr *c = b->col;
+    struct dstr *tmp = &b->col[C_TMP];
+    int rc = 0;
+
+    for (int k = 0; k < C_TMP; k++) {
+        dstr_reset(&c[k]);
+        rc |= dstr_putc(&c[k], '{');
+    }
+    for (int i = ev_from; i < ev_to; i++) {
+        const struct proto_event *ev = &b->ev[i].ev;
+        int first = i == ev_from;
+        for (int k = 0; k <= C_OFFSET; k++)
+            rc |= col_sep(&c[k], first);
+        rc |= dstr_put(&c[C_CALL_ID], ev->call_id, strlen(ev->call_id));
+        rc |= dstr_put(&c[C_KIND], ev->kind == PROTO_KIND_COOLDOWN ? "cooldown" : "request",
+                       ev->kind == PROTO_KIND_COOLDOWN ? 8 : 7);
+        rc |= dstr_printf(&c[C_TS_START], "%" PRId64, ev->ts_start_ms);
+        rc |= dstr_printf(&c[C_TS_END], "%" PRId64, ev->ts_end_ms);
+        rc |= arr_str(&c[C_ENDPOINT], ev->endpoint);
+        rc |= dstr_putc(&c[C_STREAM], ev->stream ? 't' : 'f');
+        rc |= arr_str(&c[C_KEY_HASH], ev->key_hash);
+        rc |= arr_str(&c[C_KEY_ALIAS], ev->key_alias);
+        rc |= arr_str(&c[C_TEAM], ev->team_id);
+        rc |= arr_str(&c[C_USER], ev->user_id);
+        rc |= arr_str(&c[C_END_USER], ev->end_user);
+        rc |= arr_str(&c[C_MODEL_REQ], ev->model_requested);
+        rc |= arr_str(&c[C_MODEL_GROUP], ev->model_group);
+        rc |= arr_str(&c[C_DEPLOYMENT], ev->deployment_id);
+        rc |= arr_str(&c[C_PROVIDER], ev->provider);
+        rc |= arr_str(&c[C_MODEL], ev->model);
+        rc |= dstr_printf(&c[C_STATUS], "%" PRId32, ev->status);
+        rc |= arr_str(&c[C_ERROR_CLASS], ev->error_class);
+        rc |= dstr_printf(&c[C_PROMPT], "%" PRId64, ev->prompt_tokens);
+        rc |= dstr_printf(&c[C_COMPLETION], "%" PRId64, ev->completion_tokens);
+        rc |= dstr_printf(&c[C_COST], "%" PRId64, ev->cost_nusd);
+        rc |= dstr_printf(&c[C_LATENCY], "%" PRId64, ev->latency_ms);
+        rc |= dstr_printf(&c[C_TTFT], "%" PRId64, ev->ttft_ms);
+        rc |= dstr_printf(&c[C_ATTEMPTS], "%" PRId32, ev->attempts);
+        rc |= dstr_printf(&c[C_FALLBACKS], "%" PRId32, ev->fallbacks);
+        rc |= build_trail(tmp, ev);
+        rc |= arr_str(&c[C_TRAIL], tmp->p);
+        rc |= build_tags(tmp, ev);
+        rc |= arr_str(&c[C_TAGS], tmp->p);
+        rc |= arr_str(&c[C_TRACE], ev->trace_id);
+        rc |= dstr_printf(&c[C_PART], "%" PRId32, b->ev[i].partition);
+        rc |= dstr_printf(&c[C_OFFSET], "%" PRId64, b->ev[i].offset);
+    }
+    for (int i = dl_from; i < dl_to; i++) {
+        const struct batch_dead *d = &b->dead[i];
+        static const char hex[] = "0123456789abcdef";
+        int first = i == dl_from;
+        rc |= col_sep(&c[C_DL_REASON], first);
+        rc |= col_sep(&c[C_DL_PAYLOAD], first);
+        rc |= col_sep(&c[C_DL_PART], first);
+        rc |= col_sep(&c[C_DL_OFFSET], first);
+        rc |= arr_str(&c[C_DL_REASON], d->reason);
+        /* bytea hex form inside an array element: "\\x..." */
+        rc |= dstr_put(&c[C_DL_PAYLOAD], "\"\\\\x", 4);
+        if (dstr_reserve(&c[C_DL_PAYLOAD], d->len * 2 + 2) < 0) {
+            rc |= TG_ENOMEM;
+        } else {
+            for (size_t k = 0; k < d->len; k++) {
+                unsigned char ch = (unsigned char)d->payload[k];
+                c[C_DL_PAYLOAD].p[c[C_DL_PAYLOAD].len++] = hex[ch >> 4];
+                c[C_DL_PAYLOAD].p[c[C_DL_PAYLOAD].len++] = hex[ch & 15];
+            }
+            c[C_DL_PAYLOAD].p[c[C_DL_PAYLOAD].len] = '\0';
+        }
+        rc |= dstr_putc(&c[C_DL_PAYLOAD], '"');
+        rc |= dstr_printf(&c[C_DL_PART], "%" PRId32, d->partition);
+        rc |= dstr_printf(&c[C_DL_OFFSET], "%" PRId64, d->offset);
+    }
+    for (int i = 0; i < noff; i++) {
+        rc |= col_sep(&c[C_OFF_PART], i == 0);
+        rc |= col_sep(&c[C_OFF_NEXT], i == 0);
+        rc |= dstr_printf(&c[C_OFF_PART], "%" PRId32, opart[i]);
+        rc |= dstr_printf(&c[C_OFF_NEXT], "%" PRId64, onext[i]);
+    }
+    for (int k = 0; k < C_TMP; k++)
+        rc |= dstr_putc(&c[k], '}');
+    return rc ? TG_ENOMEM : 0;
+}
+
+static int64_t res_i64(const PGresult *res, int row, int col)
+{
+    if (PQgetisnull(res, row, col))
+        return 0;
+    return strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+/* pg_flush_range: one statement for the given ranges; adds to res and to b->incr. */
+static int pg_flush_range(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic, int ev_from,
+                          int ev_to, int dl_from, int dl_to, const int32_t *opart,
+                          const int64_t *onext, int noff, struct sp_pg_flush_result *res)
+{
+    const char *values[37];
+    PGresult *r = NULL;
+    int rc;
+
+    rc = pg_build(b, ev_from, ev_to, dl_from, dl_to, opart, onext, noff);
+    if (rc < 0)
+        return rc;
+    for (int k = 0; k <= C_OFFSET; k++)
+        values[k] = b->col[k].p;
+    values[30] = b->col[C_DL_REASON].p;
+    values[31] = b->col[C_DL_PAYLOAD].p;
+    values[32] = b->col[C_DL_PART].p;
+    values[33] = b->col[C_DL_OFFSET].p;
+    values[34] = topic;
+    values[35] = b->col[C_OFF_PART].p;
+    values[36] = b->col[C_OFF_NEXT].p;
+    rc = pg_exec(pg, pg_flush_sql, 37, values, &r);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        if (res_i64(r, i, 0) == 1) {
+            int64_t ins = res_i64(r, i, 1);
+            res->inserted += ins;
+            res->duplicates += (ev_to - ev_from) - ins;
+            res->dead += res_i64(r, i, 5);
+            continue;
+        }
+        if (b->nincr >= b->max_events)
+            continue; /* cannot happen: at most one aggregate per inserted row */
+        struct sp_pg_incr *in = &b->incr[b->nincr++];
+        in->minute_ms = res_i64(r, i, 1);
+        snprintf(in->key_hash, sizeof(in->key_hash), "%s", PQgetvalue(r, i, 2));
+        snprintf(in->team_id, sizeof(in->team_id), "%s", PQgetvalue(r, i, 3));
+        snprintf(in->model_group, sizeof(in->model_group), "%s", PQgetvalue(r, i, 4));
+        in->requests = res_i64(r, i, 5);
+        in->failures = res_i64(r, i, 6);
+        in->prompt_tokens = res_i64(r, i, 7);
+        in->completion_tokens = res_i64(r, i, 8);
+        in->cost_nusd = res_i64(r, i, 9);
+    }
+    PQclear(r);
+    return 0;
+}
+
+/* pg_flush_one_by_one: Postgres refused the batch's data. Write each event alone; an event it
+ * refuses becomes a dead letter (reason names the SQLSTATE); then the batch's own dead letters
+ * and offsets. Still idempotent: every statement is. */
+static int pg_flush_one_by_one(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic,
+                               struct sp_pg_flush_result *res)
+{
+    int rc;
+
+    for (int i = 0; i < b->nev; i++) {
+        int32_t p = b->ev[i].partition;
+        int64_t n = b->ev[i].offset + 1;
+        rc = pg_flush_range(pg, b, topic, i, i + 1, 0, 0, &p, &n, 1, res);
+        if (rc == TG_EPROTO || rc == TG_EIO) {
+            /* a rejected event: keep its text for inspection as a dead letter */
+            char reason[SP_PG_DEAD_REASON_MAX];
+            char payload[SP_PG_DEAD_PAYLOAD_MAX_BYTES];
+            size_t len;
+            struct sp_pg_batch one;
+            snprintf(reason, sizeof(reason), "postgres rejected the event: sqlstate %s",
+                     pg->sqlstate);
+            len = (size_t)snprintf(payload, sizeof(payload), "{\"call_id\":\"%s\"}",
+                                   b->ev[i].ev.call_id);
+            memset(&one, 0, sizeof(one));
+            one.max_events = 0;
+            snprintf(one.dead[0].reason, sizeof(one.dead[0].reason), "%s", reason);
+            one.dead[0].payload = payload;
+            one.dead[0].len = len;
+            one.dead[0].partition = p;
+            one.dead[0].offset = b->ev[i].offset;
+            one.ndead = 1;
+            one.incr = NULL;
+            rc = pg_flush_range(pg, &one, topic, 0, 0, 0, 1, &p, &n, 1, res);
+            for (size_t k = 0; k < sizeof(one.col) / sizeof(one.col[0]); k++)
+                free(one.col[k].p);
+            if (rc == 0)
+                res->rejected++;
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return pg_flush_range(pg, b, topic, 0, 0, 0, b->ndead, b->part, b->next, b->npart, res);
+}
+
+int sp_pg_batch_flush(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic,
+                      struct sp_pg_flush_result *res)
+{
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    b->nincr = 0;
+    rc = pg_flush_range(pg, b, topic, 0, b->nev, 0, b->ndead, b->part, b->next, b->npart, res);
+    if (rc == TG_EPROTO) {
+        TG_WARN("msg=\"batch refused by postgres, writing events one by one\" sqlstate=%s "
+                "events=%d",
+                pg->sqlstate, b->nev);
+        memset(res, 0, sizeof(*res));
+        b->nincr = 0;
+        rc = pg_flush_one_by_one(pg, b, topic, res);
+    }
+    if (rc < 0) {
+        memset(res, 0, sizeof(*res));
+        b->nincr = 0;
+        return rc;
+    }
+    res->incr = b->incr;
+    res->nincr = b->nincr;
+    return 0;
+}
+
+/* Queries ------------------------------------------------------------------------------------------ */
+
+int sp_pg_offsets_load(struct sp_pg *pg, const char *topic, const int32_t *parts, int n,
+                       int64_t *next)
+{
+    struct dstr arr = {0};
+    const char *values[2];
+    PGresult *r = NULL;
+    int rc = 0;
+
+    for (int i = 0; i < n; i++)
+        next[i] = -1;
+    rc |= dstr_putc(&arr, '{');
+    for (int i = 0; i < n; i++) {
+        rc |= col_sep(&arr, i == 0);
+        rc |= dstr_printf(&arr, "%" PRId32, parts[i]);
+    }
+    rc |= dstr_putc(&arr, '}');
+    if (rc) {
+        rc = TG_ENOMEM;
+        goto out;
+    }
+    values[0] = topic;
+    values[1] = arr.p;
+    rc = pg_exec(pg,
+                 "SELECT partition, next_offset FROM consumer_offsets WHERE topic = $1 AND"
+                 " partition = ANY($2::integer[])",
+                 2, values, &r);
+    if (rc < 0)
+        goto out;
+    for (int row = 0; row < PQntuples(r); row++) {
+        int32_t p = (int32_t)res_i64(r, row, 0);
+        for (int i = 0; i < n; i++)
+            if (parts[i] == p)
+                next[i] = res_i64(r, row, 1);
+    }
+    PQclear(r);
+out:
+    free(arr.p);
+    return rc;
+}
+
+int sp_pg_api_key_upsert(struct sp_pg *pg, const struct sp_pg_key *k)
+{
+    char budget[32];
+    char period[32];
+    const char *values[7];
+    PGresult *r = NULL;
+    int rc;
+
+    snprintf(budget, sizeof(budget), "%" PRId64, k->max_budget_nusd);
+    snprintf(period, sizeof(period), "%" PRId64, k->budget_period_s);
+    values[0] = k->key_hash;
+    values[1] = k->key_alias;
+    values[2] = k->team_id;
+    values[3] = k->user_id;
+    values[4] = k->max_budget_nusd >= 0 ? budget : NULL;
+    values[5] = k->budget_period_s > 0 ? period : NULL;
+    values[6] = k->metadata_json ? k->metadata_json : "{}";
+    rc = pg_exec(pg,
+                 "INSERT INTO api_keys (key_hash, key_alias, team_id, user_id, max_budget_nusd,"
+                 " budget_duration_s, metadata) VALUES ($1, $2, $3, $4, $5::bigint, $6::bigint,"
+                 " $7::jsonb) ON CONFLICT (key_hash) DO UPDATE SET key_alias = EXCLUDED.key_alias,"
+                 " team_id = EXCLUDED.team_id, user_id = EXCLUDED.user_id,"
+                 " max_budget_nusd = EXCLUDED.max_budget_nusd,"
+                 " budget_duration_s = EXCLUDED.budget_duration_s, metadata = EXCLUDED.metadata,"
+                 " updated_at = now()",
+                 7, values, &r);
+    if (rc == 0)
+        PQclear(r);
+    return rc;
+}
+
+int sp_pg_api_key_delete(struct sp_pg *pg, const char *key_hash)
+{
+    const char *values[1] = {key_hash};
+    PGresult *r = NULL;
+    int rc = pg_exec(pg, "DELETE FROM api_keys WHERE key_hash = $1", 1, values, &r);
+    if (rc == 0)
+        PQclear(r);
+    return rc;
+}
+
+/* Totals per subject since a time. A period that starts at midnight UTC is summed from
+ * spend_daily (cheap); any other start from spend_logs (indexed by subject and ts_end_ms). */
+static const char pg_totals_key_sql[] =
+    "SELECT u.i, coalesce(sum(t.requests), 0)::bigint, coalesce(sum(t.failures), 0)::bigint,"
+    " coalesce(sum(t.prompt_tokens), 0)::bigint, coalesce(sum(t.completion_tokens), 0)::bigint,"
+    " coalesce(sum(t.cost_nusd), 0)::bigint"
+    " FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(subject, since, i)"
+    " LEFT JOIN LATERAL ("
+    "  SELECT d.requests, d.failures, d.prompt_tokens, d.completion_tokens, d.cost_nusd"
+    "  FROM spend_daily d WHERE u.since % 86400000 = 0 AND d.key_hash = u.subject"
+    "  AND d.day >= date '1970-01-01' + (u.since / 86400000)::integer"
+    "  UNION ALL"
+    "  SELECT 1, (s.status >= 400)::integer, s.prompt_tokens, s.completion_tokens, s.cost_nusd"
+    "  FROM spend_logs s WHERE u.since % 86400000 <> 0 AND s.key_hash = u.subject"
+    "  AND s.ts_end_ms >= u.since AND s.kind = 'request') t ON true"
+    " GROUP BY u.i ORDER BY u.i";
+
+static const char pg_totals_team_sql[] =
+    "SELECT u.i, coalesce(sum(t.requests), 0)::bigint, coalesce(sum(t.failures), 0)::bigint,"
+    " coalesce(sum(t.prompt_tokens), 0)::bigint, coalesce(sum(t.completion_tokens), 0)::bigint,"
+    " coalesce(sum(t.cost_nusd), 0)::bigint"
+    " FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(subject, since, i)"
+    " LEFT JOIN LATERAL ("
+    "  SELECT d.requests, d.failures, d.prompt_tokens, d.completion_tokens, d.cost_nusd"
+    "  FROM spend_daily d WHERE u.since % 86400000 = 0 AND d.team_id = u.subject"
+    "  AND d.day >= date '1970-01-01' + (u.since / 86400000)::integer"
+    "  UNION ALL"
+    "  SELECT 1, (s.status >= 400)::integer, s.prompt_tokens, s.completion_tokens, s.cost_nusd"
+    "  FROM spend_logs s WHERE u.since % 86400000 <> 0 AND s.team_id = u.subject"
+    "  AND s.ts_end_ms >= u.since AND s.kind = 'request') t ON true"
+    " GROUP BY u.i ORDER BY u.i";
+
+int sp_pg_totals_since(struct sp_pg *pg, int by_team, const char *const *subject,
+                       const int64_t *since_ms, int n, struct sp_pg_totals *out)
+{
+    struct dstr subj = {0};
+    struct dstr since = {0};
+    const char *values[2];
+    PGresult *r = NULL;
+    int rc = 0;
+
+    memset(out, 0, sizeof(*out) * (size_t)n);
+    if (n == 0)
+        return 0;
+    rc |= dstr_putc(&subj, '{');
+    rc |= dstr_putc(&since, '{');
+    for (int i = 0; i < n; i++) {
+        rc |= col_sep(&subj, i == 0);
+        rc |= col_sep(&since, i == 0);
+        rc |= arr_str(&subj, subject[i]);
+        rc |= dstr_printf(&since, "%" PRId64, since_ms[i]);
+    }
+    rc |= dstr_putc(&subj, '}');
+    rc |= dstr_putc(&since, '}');
+    if (rc) {
+        rc = TG_ENOMEM;
+        goto out;
+    }
+    values[0] = subj.p;
+    values[1] = since.p;
+    rc = pg_exec(pg, by_team ? pg_totals_team_sql : pg_totals_key_sql, 2, values, &r);
+    if (rc < 0)
+        goto out;
+    for (int row = 0; row < PQntuples(r); row++) {
+        int64_t i = res_i64(r, row, 0) - 1;
+        if (i < 0 || i >= n)
+            continue;
+        out[i].requests = res_i64(r, row, 1);
+        out[i].failures = res_i64(r, row, 2);
+        out[i].prompt_tokens = res_i64(r, row, 3);
+        out[i].completion_tokens = res_i64(r, row, 4);
+        out[i].cost_nusd = res_i64(r, row, 5);
+    }
+    PQclear(r);
+out:
+    free(subj.p);
+    free(since.p);
+    return rc;
+}
+
+int sp_pg_day_totals(struct sp_pg *pg, const char *day, sp_pg_totals_fn fn, void *ctx)
+{
+    const char *values[1] = {day};
+    PGresult *r = NULL;
+    int rc;
+
+    rc = pg_exec(pg,
+                 "SELECT 'key', key_hash, sum(requests)::bigint, sum(failures)::bigint,"
+                 " sum(prompt_tokens)::bigint, sum(completion_tokens)::bigint,"
+                 " sum(cost_nusd)::bigint FROM spend_daily WHERE day = $1::date AND key_hash <> ''"
+                 " GROUP BY key_hash"
+                 " UNION ALL SELECT 'team', team_id, sum(requests)::bigint, sum(failures)::bigint,"
+                 " sum(prompt_tokens)::bigint, sum(completion_tokens)::bigint,"
+                 " sum(cost_nusd)::bigint FROM spend_daily WHERE day = $1::date AND team_id <> ''"
+                 " GROUP BY team_id"
+                 " UNION ALL SELECT 'model', model_group, sum(requests)::bigint,"
+                 " sum(failures)::bigint, sum(prompt_tokens)::bigint,"
+                 " sum(completion_tokens)::bigint, sum(cost_nusd)::bigint FROM spend_daily"
+                 " WHERE day = $1::date AND model_group <> '' GROUP BY model_group",
+                 1, values, &r);
+    if (rc < 0)
+        return rc;
+    for (int row = 0; row < PQntuples(r); row++) {
+        struct sp_pg_totals t;
+        t.requests = res_i64(r, row, 2);
+        t.failures = res_i64(r, row, 3);
+        t.prompt_tokens = res_i64(r, row, 4);
+        t.completion_tokens = res_i64(r, row, 5);
+        t.cost_nusd = res_i64(r, row, 6);
+        fn(ctx, PQgetvalue(r, row, 0), PQgetvalue(r, row, 1), &t);
+    }
+    PQclear(r);
+    return 0;
+}
+
+int sp_pg_budget_raise(struct sp_pg *pg, const char *kind, const char *subject,
+                       int64_t period_start_ms, int level, int *raised)
+{
+    char period[32];
+    char lvl[16];
+    const char *values[4];
+    PGresult *r = NULL;
+    int rc;
+
+    *raised = 0;
+    snprintf(period, sizeof(period), "%" PRId64, period_start_ms);
+    snprintf(lvl, sizeof(lvl), "%d", level);
+    values[0] = kind;
+    values[1] = subject;
+    values[2] = period;
+    values[3] = lvl;
+    rc = pg_exec(pg,
+                 "INSERT INTO budget_state AS b (kind, subject, period_start_ms, level_pct)"
+                 " VALUES ($1, $2, $3::bigint, $4::integer) ON CONFLICT (kind, subject) DO UPDATE"
+                 " SET period_start_ms = EXCLUDED.period_start_ms,"
+                 " level_pct = EXCLUDED.level_pct, updated_at = now()"
+                 " WHERE b.period_start_ms < EXCLUDED.period_start_ms OR"
+                 " (b.period_start_ms = EXCLUDED.period_start_ms AND"
+                 " b.level_pct < EXCLUDED.level_pct) RETURNING 1",
+                 4, values, &r);
+    if (rc < 0)
+        return rc;
+    *raised = PQntuples(r) > 0;
+    PQclear(r);
+    return 0;
+}
+
+int sp_pg_budget_set_blocked(struct sp_pg *pg, const char *kind, const char *subject,
+                             int64_t period_start_ms, int blocked)
+{
+    char period[32];
+    const char *values[4];
+    PGresult *r = NULL;
+    int rc;
+
+    snprintf(period, sizeof(period), "%" PRId64, period_start_ms);
+    values[0] = kind;
+    values[1] = subject;
+    values[2] = period;
+    values[3] = blocked ? "t" : "f";
+    rc = pg_exec(pg,
+                 "INSERT INTO budget_state AS b (kind, subject, period_start_ms, level_pct,"
+                 " blocked_period_ms) VALUES ($1, $2, $3::bigint, 0,"
+                 " CASE WHEN $4::boolean THEN $3::bigint END) ON CONFLICT (kind, subject) DO"
+                 " UPDATE SET blocked_period_ms = CASE WHEN $4::boolean THEN $3::bigint END,"
+                 " updated_at = now()",
+                 4, values, &r);
+    if (rc == 0)
+        PQclear(r);
+    return rc;
+}
+
+int sp_pg_budget_blocked(struct sp_pg *pg, sp_pg_blocked_fn fn, void *ctx)
+{
+    PGresult *r = NULL;
+    int rc;
+
+    rc = pg_exec(pg,
+                 "SELECT kind, subject, blocked_period_ms FROM budget_state"
+                 " WHERE blocked_period_ms IS NOT NULL",
+                 0, NULL, &r);
+    if (rc < 0)
+        return rc;
+    for (int row = 0; row < PQntuples(r); row++)
+        fn(ctx, PQgetvalue(r, row, 0), PQgetvalue(r, row, 1), res_i64(r, row, 2));
+    PQclear(r);
+    return 0;
+}
+
+int sp_pg_spend_log_json(struct sp_pg *pg, const char *call_id, struct tg_buf *out)
+{
+    const char *values[1] = {call_id};
+    PGresult *r = NULL;
+    int rc;
+
+    rc = pg_exec(pg, "SELECT row_to_json(s)::text FROM spend_logs s WHERE call_id = $1::uuid", 1,
+                 values, &r);
+    if (rc < 0)
+        return rc;
+    if (PQntuples(r) == 0) {
+        PQclear(r);
+        return TG_ENOTFOUND;
+    }
+    tg_buf_puts(out, PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return 0;
+}
+
+int sp_pg_spend_report_json(struct sp_pg *pg, const char *group_by, const char *from,
+                            const char *to, int row_cap, struct tg_buf *out)
+{
+    char cap[16];
+    const char *values[4];
+    PGresult *r = NULL;
+    int rc;
+
+    snprintf(cap, sizeof(cap), "%d", row_cap);
+    values[0] = group_by;
+    values[1] = from;
+    values[2] = to;
+    values[3] = cap;
+    rc = pg_exec(
+        pg,
+        "WITH g AS (SELECT CASE $1::text WHEN 'key' THEN key_hash WHEN 'team' THEN team_id"
+        " ELSE model_group END AS subject, sum(requests)::bigint AS requests,"
+        " sum(failures)::bigint AS failures, sum(prompt_tokens)::bigint AS prompt_tokens,"
+        " sum(completion_tokens)::bigint AS completion_tokens, sum(cost_nusd)::bigint AS"
+        " cost_nusd FROM spend_daily WHERE day BETWEEN $2::date AND $3::date GROUP BY 1),"
+        " t AS (SELECT * FROM g ORDER BY cost_nusd DESC, subject LIMIT $4::integer)"
+        " SELECT json_build_object('group_by', $1::text, 'from', $2::text, 'to', $3::text,"
+        " 'rows', coalesce((SELECT json_agg(t ORDER BY t.cost_nusd DESC, t.subject) FROM t),"
+        " '[]'::json), 'truncated', (SELECT count(*) FROM g) > $4::integer)::text",
+        4, values, &r);
+    if (rc < 0)
+        return rc;
+    tg_buf_puts(out, PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "{}");
+    PQclear(r);
+    return 0;
+}

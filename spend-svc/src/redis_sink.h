@@ -1,0 +1,96 @@
+/* redis_sink: live spend counters in Redis, derived from Postgres and rebuilt from it.
+ *
+ * Counters (Redis hashes, integer values, fields requests, failures, prompt_tokens,
+ * completion_tokens, cost_nusd):
+ *   tg:spend:day:{YYYY-MM-DD}:key:{key_hash}       per UTC day and key
+ *   tg:spend:day:{YYYY-MM-DD}:team:{team_id}       per UTC day and team
+ *   tg:spend:day:{YYYY-MM-DD}:model:{model_group}  per UTC day and model group
+ *   tg:spend:period:{period_s}:{start_s}:key:{key_hash}   per budget period of a key
+ *   tg:spend:period:{period_s}:{start_s}:team:{team_id}   per budget period of a team
+ *   tg:spend:sentinel   set by every rebuild; its absence means Redis lost its data
+ * Budget periods are aligned on multiples of period_s since the Unix epoch (UTC). Empty subjects
+ * (no key, no team) have no counter.
+ *
+ * Flow: the consumer thread calls sp_redis_sink_add() after each Postgres commit, under the
+ * commit gate (sp_redis_sink_gate_lock): that only merges the increments into a bounded map
+ * keyed by counter (capacity pending_max counters, whatever the number of events) and wakes
+ * the Redis thread. The Redis thread swaps the map out and sends it as one pipelined
+ * MULTI/HINCRBY.../EXEC. Redis unreachable: the map keeps merging. A flush whose outcome is
+ * unknown (connection lost after the commands went out), a full map, the start of the service
+ * and a missing sentinel all lead to a rebuild: under the commit gate the pending map is
+ * cleared and the current day's and current budget periods' totals are read from Postgres;
+ * then they are written with DEL + HSET (not INCR) inside MULTI/EXEC. Increments committed
+ * after that snapshot are in the map again, so nothing is counted twice or lost. */
+#ifndef SP_REDIS_SINK_H
+#define SP_REDIS_SINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pg_sink.h"
+#include "tg_buf.h"
+
+#define SP_REDIS_KEY_MAX 224 /* bytes incl. NUL of a counter name */
+
+/* Budget periods of keys and teams, supplied by the budgets module. */
+struct sp_redis_periods {
+    /* period_of: budget period in seconds of a key (by_team 0) or team (1), 0 when none.
+     * Called on the consumer thread inside sp_redis_sink_add. */
+    int64_t (*period_of)(void *ctx, int by_team, const char *subject);
+    /* list: copy up to cap subjects with a budget into subject[i] (SP_PG_SUBJECT_MAX bytes
+     * each) and period_s[i]; returns the count. Called on the Redis thread for rebuilds. */
+    int (*list)(void *ctx, int by_team, char (*subject)[SP_PG_SUBJECT_MAX], int64_t *period_s,
+                int cap);
+    void *ctx;
+};
+
+struct sp_redis_sink_config {
+    const char *host;        /* borrowed for create */
+    int port;
+    int db;
+    int timeout_ms;          /* connect and command timeout */
+    int pending_max;         /* distinct counters held while Redis is away */
+    int day_ttl_s;           /* expiry of the per-day counters */
+    const char *pg_dsn;      /* rebuild source; borrowed for create */
+    int pg_timeout_ms;
+    struct sp_redis_periods periods;
+};
+
+struct sp_redis_sink;
+
+/* sp_redis_sink_create: allocate the maps and start the Redis thread (which connects and
+ * rebuilds on its own). Returns new (sp_redis_sink_destroy) or NULL with err. */
+struct sp_redis_sink *sp_redis_sink_create(const struct sp_redis_sink_config *cfg, char *err,
+                                           size_t errlen);
+
+/* sp_redis_sink_destroy: stop the thread after one last flush attempt (bounded by the
+ * timeout), free; *s set to NULL; accepts NULL. Main thread. */
+void sp_redis_sink_destroy(struct sp_redis_sink **s);
+
+/* The commit gate: held by the consumer around "commit in Postgres, then sp_redis_sink_add",
+ * and by a rebuild around its Postgres snapshot. */
+void sp_redis_sink_gate_lock(struct sp_redis_sink *s);
+void sp_redis_sink_gate_unlock(struct sp_redis_sink *s);
+
+/* sp_redis_sink_add: merge n increments (borrowed) into the pending map. Never blocks on
+ * Redis. When the map is full it is cleared and a rebuild is scheduled (counted).
+ * Consumer thread, gate held. */
+void sp_redis_sink_add(struct sp_redis_sink *s, const struct sp_pg_incr *incr, int n);
+
+/* sp_redis_sink_is_up: 1 when the last Redis exchange succeeded. Any thread. */
+int sp_redis_sink_is_up(const struct sp_redis_sink *s);
+
+/* sp_redis_sink_synced: 1 when nothing is pending and no rebuild is due (tests, readiness
+ * detail). Any thread. */
+int sp_redis_sink_synced(struct sp_redis_sink *s);
+
+/* sp_redis_sink_write_metrics: tollgate_spend_redis_up, tollgate_spend_redis_pending_increments
+ * and the sink's own counters. Any thread. */
+void sp_redis_sink_write_metrics(struct sp_redis_sink *s, struct tg_buf *b);
+
+/* sp_redis_sink_counter_name: counter name for a day ("YYYY-MM-DD") or, when period_s > 0, for
+ * the period containing ts_s. kind is "key", "team" or "model". Returns 0 or TG_ETOOBIG. */
+int sp_redis_sink_counter_name(char *out, size_t cap, const char *kind, const char *subject,
+                               const char *day, int64_t period_s, int64_t ts_s);
+
+#endif
