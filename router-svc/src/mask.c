@@ -169,20 +169,35 @@ static size_t mark_value(const char *buf, size_t len, size_t pos, unsigned char 
     return pos;
 }
 
-/* A token that looks like a key by its prefix or its shape. */
+/* A token that looks like a key by its prefix. */
 static int token_is_secret(const char *run, size_t len)
 {
-    size_t seg = 0, longest = 0;
-
     if (len >= 7 && (strncmp(run, "sk-", 3) == 0 || strncmp(run, "sk_", 3) == 0))
         return 1;
     if ((len >= 4 + 16 && strncmp(run, "key-", 4) == 0) ||
         (len >= 3 + 16 && (strncmp(run, "pk-", 3) == 0 || strncmp(run, "rk-", 3) == 0)))
         return 1;
+    /* AWS access key ids. */
+    if (len == 20 && (strncmp(run, "AKIA", 4) == 0 || strncmp(run, "ASIA", 4) == 0))
+        return 1;
+    return 0;
+}
+
+/* Characters of base64/base64url/hex/JWT-like material. */
+static int is_dense(unsigned char c)
+{
+    return is_tok(c) || c == '+' || c == '/' || c == '=' || c == '.';
+}
+
+/* A dense run of >= 24 characters with a segment (between - _ . /) of >= 16 characters. */
+static int run_is_high_entropy(const char *run, size_t len)
+{
+    size_t seg = 0, longest = 0;
+
     if (len < 24)
         return 0;
     for (size_t i = 0; i < len; i++) {
-        if (run[i] == '-' || run[i] == '_') {
+        if (run[i] == '-' || run[i] == '_' || run[i] == '.' || run[i] == '/') {
             seg = 0;
             continue;
         }
@@ -212,6 +227,21 @@ static void find_spans(const struct rt_mask *m, const char *buf, size_t len, uns
             }
         }
     }
+    /* Dense runs (wider than tokens: base64 with + / =, JWTs with dots). */
+    while (i < len) {
+        size_t start;
+
+        if (!is_dense((unsigned char)buf[i])) {
+            i++;
+            continue;
+        }
+        start = i;
+        while (i < len && is_dense((unsigned char)buf[i]))
+            i++;
+        if (run_is_high_entropy(buf + start, i - start))
+            mark(hide, start, i);
+    }
+    i = 0;
     while (i < len) {
         size_t start, end, j;
 

@@ -10,9 +10,11 @@
  *   followed by ':' or '=' (with optional quotes and spaces): x-api-key, api_key, api-key,
  *   apikey, authorization, proxy-authorization, password, passwd, secret, client_secret,
  *   access_token, refresh_token, token, master_key, private_key;
- * - long high-entropy tokens: a run of >= 24 characters of [A-Za-z0-9_-] in which some segment
- *   between '-'/'_' separators is >= 16 characters long (so "claude-3-5-sonnet-20241022" and
- *   UUIDs stay readable while base64/hex secrets are masked).
+ * - AWS access key ids (AKIA/ASIA + 16);
+ * - long high-entropy tokens: a run of >= 24 characters of [A-Za-z0-9_-+/=.] in which some
+ *   segment between '-', '_', '.', '/' separators is >= 16 characters long (so
+ *   "claude-3-5-sonnet-20241022", URLs and UUIDs stay readable while base64, hex, JWT and
+ *   similar secrets are masked).
  *
  * Fail closed: invalid UTF-8 and control characters are dropped (tab/newline become a space);
  * only the first RT_MASK_INPUT_MAX bytes are inspected and the rest is dropped; a token cut by
