@@ -1,0 +1,208 @@
+/* limiter: sliding window edges, exact retry-after, counting on admission, bounded slots. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "limiter.h"
+#include "tg_err.h"
+
+#define KEY_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define KEY_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define KEY_C "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+
+static struct rt_limiter *mk(uint32_t deps, uint32_t slots)
+{
+    char err[128];
+    struct rt_limiter *l = rt_limiter_create(deps, slots, err, sizeof(err));
+
+    assert_non_null(l);
+    return l;
+}
+
+static void test_rpm_window_edges(void **state)
+{
+    struct rt_limiter *l = mk(1, 4);
+    struct rt_limit_status st;
+
+    (void)state;
+    assert_int_equal(rt_limiter_set_deployment(l, 0, 2, RT_LIMIT_NONE), 0);
+    assert_int_equal(rt_limiter_set_deployment(l, 1, 2, RT_LIMIT_NONE), TG_EINVAL);
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 1000, &st), 0);
+    rt_limiter_deployment_admit(l, 0, 1000);
+    rt_limiter_deployment_admit(l, 0, 1500);
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 1999, &st), TG_ELIMIT);
+    assert_int_equal(st.kind, RT_LIMIT_KIND_RPM);
+    assert_int_equal(st.limit, 2);
+    assert_int_equal(st.remaining, 0);
+    assert_int_equal(st.retry_after_s, 60);
+    /* Last millisecond of the window: still limited, one second to go. */
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 60999, &st), TG_ELIMIT);
+    assert_int_equal(st.retry_after_s, 1);
+    /* First millisecond after: both requests have left. */
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 61000, &st), 0);
+    rt_limiter_destroy(&l);
+    assert_null(l);
+}
+
+static void test_exact_retry_after(void **state)
+{
+    struct rt_limiter *l = mk(1, 4);
+    struct rt_limit_status st;
+
+    (void)state;
+    rt_limiter_set_deployment(l, 0, 3, RT_LIMIT_NONE);
+    rt_limiter_deployment_admit(l, 0, 10000);
+    rt_limiter_deployment_admit(l, 0, 20400);
+    rt_limiter_deployment_admit(l, 0, 30900);
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 40000, &st), TG_ELIMIT);
+    assert_int_equal(st.retry_after_s, 30); /* the request of second 10 leaves at 70 */
+    /* Retrying exactly retry_after_s later is admitted. */
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 40000 + 30 * 1000, &st), 0);
+    rt_limiter_deployment_admit(l, 0, 70000);
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 70000, &st), TG_ELIMIT);
+    assert_int_equal(st.retry_after_s, 10); /* second 20 leaves at 80 */
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 79999, &st), TG_ELIMIT);
+    assert_int_equal(st.retry_after_s, 1);
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 80000, &st), 0);
+    rt_limiter_destroy(&l);
+}
+
+static void test_counting_on_admission_only(void **state)
+{
+    struct rt_limiter *l = mk(1, 4);
+    struct rt_limiter_stats stats;
+
+    (void)state;
+    rt_limiter_set_deployment(l, 0, 1, RT_LIMIT_NONE);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(rt_limiter_deployment_check(l, 0, 5000 + (uint64_t)i, NULL), 0);
+    rt_limiter_deployment_admit(l, 0, 5100);
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 5100, NULL), TG_ELIMIT);
+    rt_limiter_get_stats(l, &stats);
+    assert_int_equal(stats.limited, 1);
+    rt_limiter_destroy(&l);
+}
+
+static void test_tpm(void **state)
+{
+    struct rt_limiter *l = mk(1, 4);
+    struct rt_limit_status st;
+
+    (void)state;
+    rt_limiter_set_deployment(l, 0, RT_LIMIT_NONE, 100);
+    rt_limiter_deployment_tokens(l, 0, 60, 5000);
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 5000, &st), 0);
+    rt_limiter_deployment_tokens(l, 0, 50, 6000);
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 7000, &st), TG_ELIMIT);
+    assert_int_equal(st.kind, RT_LIMIT_KIND_TPM);
+    assert_int_equal(st.limit, 100);
+    assert_int_equal(st.retry_after_s, 58); /* 60 tokens of second 5 leave at 65 */
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 65000, &st), 0);
+    rt_limiter_destroy(&l);
+}
+
+static void test_zero_and_none(void **state)
+{
+    struct rt_limiter *l = mk(2, 4);
+    struct rt_limit_status st;
+
+    (void)state;
+    rt_limiter_set_deployment(l, 0, 0, RT_LIMIT_NONE);
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 1000, &st), TG_ELIMIT);
+    assert_int_equal(st.retry_after_s, 60);
+    for (int i = 0; i < 1000; i++)
+        rt_limiter_deployment_admit(l, 1, 1000);
+    assert_int_equal(rt_limiter_deployment_check(l, 1, 1000, &st), 0);
+    rt_limiter_destroy(&l);
+}
+
+static void test_key_subjects(void **state)
+{
+    struct rt_limiter *l = mk(0, 8);
+    struct rt_limit_status st;
+
+    (void)state;
+    assert_int_equal(rt_limiter_key_check(l, KEY_A, NULL, 1, RT_LIMIT_NONE, 1000, &st), 0);
+    assert_int_equal(rt_limiter_key_admit(l, KEY_A, NULL, 1000), 0);
+    assert_int_equal(rt_limiter_key_check(l, KEY_A, NULL, 1, RT_LIMIT_NONE, 2000, &st),
+                     TG_ELIMIT);
+    assert_int_equal(st.retry_after_s, 59); /* admitted in second 1, now second 2 */
+    /* Other key, and the same key on a model group, are separate windows. */
+    assert_int_equal(rt_limiter_key_check(l, KEY_B, NULL, 1, RT_LIMIT_NONE, 2000, &st), 0);
+    assert_int_equal(rt_limiter_key_check(l, KEY_A, "gpt-main", 1, RT_LIMIT_NONE, 2000, &st), 0);
+    assert_int_equal(rt_limiter_key_admit(l, KEY_A, "gpt-main", 2000), 0);
+    assert_int_equal(rt_limiter_key_check(l, KEY_A, "gpt-main", 1, RT_LIMIT_NONE, 2500, &st),
+                     TG_ELIMIT);
+    assert_int_equal(st.retry_after_s, 60);
+    assert_int_equal(rt_limiter_key_check(l, KEY_A, "gpt-other", 1, RT_LIMIT_NONE, 2500, &st),
+                     0);
+    /* Key tpm: tokens added after the call. */
+    rt_limiter_key_tokens(l, KEY_A, NULL, 500, 3000);
+    assert_int_equal(rt_limiter_key_check(l, KEY_A, NULL, RT_LIMIT_NONE, 400, 3000, &st),
+                     TG_ELIMIT);
+    assert_int_equal(st.kind, RT_LIMIT_KIND_TPM);
+    rt_limiter_destroy(&l);
+}
+
+static void test_slots_bounded_and_reused(void **state)
+{
+    struct rt_limiter *l = mk(0, 2);
+    struct rt_limiter_stats stats;
+
+    (void)state;
+    assert_int_equal(rt_limiter_key_admit(l, KEY_A, NULL, 1000), 0);
+    assert_int_equal(rt_limiter_key_admit(l, KEY_B, NULL, 1000), 0);
+    assert_int_equal(rt_limiter_key_admit(l, KEY_C, NULL, 1000), TG_EFULL);
+    rt_limiter_get_stats(l, &stats);
+    assert_int_equal(stats.slots_full, 1);
+    assert_int_equal(stats.slots_cap, 2);
+    assert_int_equal(stats.slots_used, 2);
+    /* Fail open: the uncounted key is not limited. */
+    assert_int_equal(rt_limiter_key_check(l, KEY_C, NULL, 1, RT_LIMIT_NONE, 1000, NULL), 0);
+    /* Once a window has emptied, its slot is reused. */
+    assert_int_equal(rt_limiter_key_admit(l, KEY_C, NULL, 62000), 0);
+    assert_int_equal(rt_limiter_key_check(l, KEY_C, NULL, 1, RT_LIMIT_NONE, 62000, NULL),
+                     TG_ELIMIT);
+    /* A still-busy subject keeps its window. */
+    assert_int_equal(rt_limiter_key_admit(l, KEY_A, NULL, 62000), 0);
+    assert_int_equal(rt_limiter_key_check(l, KEY_A, NULL, 1, RT_LIMIT_NONE, 62500, NULL),
+                     TG_ELIMIT);
+    rt_limiter_destroy(&l);
+}
+
+static void test_parallel(void **state)
+{
+    struct rt_limiter *l = mk(0, 4);
+    struct rt_limit_status st;
+
+    (void)state;
+    assert_int_equal(rt_limiter_key_parallel_acquire(l, KEY_A, 2, &st), 0);
+    assert_int_equal(rt_limiter_key_parallel_acquire(l, KEY_A, 2, &st), 0);
+    assert_int_equal(rt_limiter_key_parallel_acquire(l, KEY_A, 2, &st), TG_ELIMIT);
+    assert_int_equal(st.kind, RT_LIMIT_KIND_PARALLEL);
+    assert_int_equal(st.retry_after_s, 1);
+    rt_limiter_key_parallel_release(l, KEY_A);
+    assert_int_equal(rt_limiter_key_parallel_acquire(l, KEY_A, 2, &st), 0);
+    assert_int_equal(rt_limiter_key_parallel_acquire(l, KEY_B, RT_LIMIT_NONE, &st), TG_EFULL);
+    rt_limiter_destroy(&l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rpm_window_edges),
+        cmocka_unit_test(test_exact_retry_after),
+        cmocka_unit_test(test_counting_on_admission_only),
+        cmocka_unit_test(test_tpm),
+        cmocka_unit_test(test_zero_and_none),
+        cmocka_unit_test(test_key_subjects),
+        cmocka_unit_test(test_slots_bounded_and_reused),
+        cmocka_unit_test(test_parallel),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
