@@ -299,8 +299,7 @@ static int is_uuid(const char *s)
         if (i == 8 || i == 13 || i == 18 || i == 23) {
             if (c != '-')
                 return 0;
-        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
-                     (c >= 'A' && c <= 'F'))) {
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
             return 0;
         }
     }
@@ -566,10 +565,10 @@ struct jp {
     const unsigned char *start;
     const unsigned char *p;
     const unsigned char *end;
-    char *reason;     /* caller's buffer for a syntax error, may be NULL */
+    char *reason; /* caller's buffer for a syntax error, may be NULL */
     size_t reasoncap;
-    int rank;         /* rank of the schema error in err, JP_RANK_NONE when none */
-    char err[200];    /* the lowest-ranked schema error so far */
+    int rank;      /* rank of the schema error in err, JP_RANK_NONE when none */
+    char err[200]; /* the lowest-ranked schema error so far */
 };
 
 static void jp_syntax(struct jp *j, const char *what)
@@ -985,8 +984,13 @@ struct field {
 };
 
 #define F_STR(n, s, f, req)                                                                        \
-    {n, sizeof(n) - 1, FK_STR, req, offsetof(s, f), sizeof(((s *)0)->f), 0}
-#define F_INT(n, k, s, f, req, mx) {n, sizeof(n) - 1, k, req, offsetof(s, f), 0, mx}
+    {                                                                                              \
+        n, sizeof(n) - 1, FK_STR, req, offsetof(s, f), sizeof(((s *)0)->f), 0                      \
+    }
+#define F_INT(n, k, s, f, req, mx)                                                                 \
+    {                                                                                              \
+        n, sizeof(n) - 1, k, req, offsetof(s, f), 0, mx                                            \
+    }
 
 /* Schema order: the rank of a field is its index here. */
 static const struct field event_fields[] = {
@@ -1087,7 +1091,8 @@ static void jp_ferr(struct jp *j, int rank, const struct jlabel *L, const char *
 
 /* One scalar field value at j->p into base + f->off; schema problems are ranked, syntax
  * problems returned as -1. L names the field in reasons. */
-static int jp_scalar(struct jp *j, const struct field *f, void *base, int rank, const struct jlabel *L)
+static int jp_scalar(struct jp *j, const struct field *f, void *base, int rank,
+                     const struct jlabel *L)
 {
     unsigned char *dst = (unsigned char *)base + f->off;
     int flags;

@@ -24,8 +24,7 @@ static int replay_file(const char *path)
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return 0;
     if (st.st_size > REPLAY_FILE_MAX_BYTES) {
-        fprintf(stderr, "replay: %s: larger than %d bytes, skipped\n", path,
-                REPLAY_FILE_MAX_BYTES);
+        fprintf(stderr, "replay: %s: larger than %d bytes, skipped\n", path, REPLAY_FILE_MAX_BYTES);
         return 0;
     }
     /* exact size, no terminator: an over-read is visible to ASan */

@@ -43,8 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check(reason[0] != '\0', "rejected without a reason", NULL);
         return 0;
     }
-    check(ev.trail_len <= PROTO_TRAIL_MAX && ev.tags_len <= PROTO_TAGS_MAX, "array over cap",
-          NULL);
+    check(ev.trail_len <= PROTO_TRAIL_MAX && ev.tags_len <= PROTO_TAGS_MAX, "array over cap", NULL);
     rc = proto_event_encode(&ev, out, sizeof(out), &outlen);
     check(rc == 0, "accepted event does not encode", NULL);
     check(outlen <= TG_EVENT_MAX_BYTES && strlen(out) == outlen, "encoding over the bound", out);

@@ -34,16 +34,16 @@ static void test_counter_and_gauge_exact(void **state)
                     42);
     tg_prom_gauge(&b, "tollgate_router_in_flight", "Requests in flight.", 3);
     tg_prom_gauge(&b, "tollgate_spend_postgres_up", "1 when Postgres answers.", 0.5);
-    assert_string_equal(b.data,
-                        "# HELP tollgate_router_events_appended_total Events appended to the spool.\n"
-                        "# TYPE tollgate_router_events_appended_total counter\n"
-                        "tollgate_router_events_appended_total 42\n"
-                        "# HELP tollgate_router_in_flight Requests in flight.\n"
-                        "# TYPE tollgate_router_in_flight gauge\n"
-                        "tollgate_router_in_flight 3\n"
-                        "# HELP tollgate_spend_postgres_up 1 when Postgres answers.\n"
-                        "# TYPE tollgate_spend_postgres_up gauge\n"
-                        "tollgate_spend_postgres_up 0.5\n");
+    assert_string_equal(
+        b.data, "# HELP tollgate_router_events_appended_total Events appended to the spool.\n"
+                "# TYPE tollgate_router_events_appended_total counter\n"
+                "tollgate_router_events_appended_total 42\n"
+                "# HELP tollgate_router_in_flight Requests in flight.\n"
+                "# TYPE tollgate_router_in_flight gauge\n"
+                "tollgate_router_in_flight 3\n"
+                "# HELP tollgate_spend_postgres_up 1 when Postgres answers.\n"
+                "# TYPE tollgate_spend_postgres_up gauge\n"
+                "tollgate_spend_postgres_up 0.5\n");
     assert_false(b.truncated);
     assert_string_equal(TG_PROM_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -68,8 +68,9 @@ static void test_labels_escaped(void **state)
     (void)state;
     tg_buf_reset(&b);
     tg_prom_sample_u64(&b, "tollgate_router_requests_total", labels, 3, 7);
-    assert_string_equal(b.data, "tollgate_router_requests_total{model_group=\"gpt-\\\"main\\\"\\\\x\\ny\","
-                                "status=\"200\",empty=\"\"} 7\n");
+    assert_string_equal(b.data,
+                        "tollgate_router_requests_total{model_group=\"gpt-\\\"main\\\"\\\\x\\ny\","
+                        "status=\"200\",empty=\"\"} 7\n");
     tg_buf_reset(&b);
     tg_prom_sample_u64(&b, "big", NULL, 0, UINT64_MAX);
     assert_string_equal(b.data, "big 18446744073709551615\n");
@@ -102,13 +103,13 @@ static void test_histogram_cumulative_and_count_is_inf(void **state)
     tg_histogram_observe(&h, 50);
     tg_buf_reset(&b);
     tg_prom_histogram(&b, "tollgate_router_request_duration_seconds", labels, 1, &h);
-    assert_string_equal(b.data,
-                        "tollgate_router_request_duration_seconds_bucket{model_group=\"g\",le=\"0.1\"} 2\n"
-                        "tollgate_router_request_duration_seconds_bucket{model_group=\"g\",le=\"1\"} 3\n"
-                        "tollgate_router_request_duration_seconds_bucket{model_group=\"g\",le=\"10\"} 4\n"
-                        "tollgate_router_request_duration_seconds_bucket{model_group=\"g\",le=\"+Inf\"} 5\n"
-                        "tollgate_router_request_duration_seconds_sum{model_group=\"g\"} 55.65\n"
-                        "tollgate_router_request_duration_seconds_count{model_group=\"g\"} 5\n");
+    assert_string_equal(
+        b.data, "tollgate_router_request_duration_seconds_bucket{model_group=\"g\",le=\"0.1\"} 2\n"
+                "tollgate_router_request_duration_seconds_bucket{model_group=\"g\",le=\"1\"} 3\n"
+                "tollgate_router_request_duration_seconds_bucket{model_group=\"g\",le=\"10\"} 4\n"
+                "tollgate_router_request_duration_seconds_bucket{model_group=\"g\",le=\"+Inf\"} 5\n"
+                "tollgate_router_request_duration_seconds_sum{model_group=\"g\"} 55.65\n"
+                "tollgate_router_request_duration_seconds_count{model_group=\"g\"} 5\n");
 
     /* unlabelled: le is the only label */
     tg_buf_reset(&b);

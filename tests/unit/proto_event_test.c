@@ -382,14 +382,14 @@ static void test_acceptance_1mb_strings_1000_attempts(void **state)
 static void test_adversarial_fill_stays_in_bound(void **state)
 {
     static const char *const patterns[] = {
-        "\x01",         /* \u0001: 6 bytes each */
-        "\"",           /* \" */
-        "\\",           /* \\ */
-        "\x1f\"\\\n",   /* mixed */
-        "\xc3\xa9",     /* e acute, 2-byte */
+        "\x01",             /* \u0001: 6 bytes each */
+        "\"",               /* \" */
+        "\\",               /* \\ */
+        "\x1f\"\\\n",       /* mixed */
+        "\xc3\xa9",         /* e acute, 2-byte */
         "\xf0\x9f\x98\x80", /* 4-byte emoji */
-        "\xff",         /* invalid: becomes U+FFFD (3 bytes) */
-        "\xe2\x82",     /* truncated sequence */
+        "\xff",             /* invalid: becomes U+FFFD (3 bytes) */
+        "\xe2\x82",         /* truncated sequence */
         "a\x01\xf0\x9f\x98\x80\"",
     };
     char *big = malloc(BIG_BYTES + 1);
@@ -451,6 +451,46 @@ static void test_random_events_round_trip(void **state)
         assert_true(dec.tags_len <= PROTO_TAGS_MAX);
         assert_true(dec.prompt_tokens >= 0 && dec.cost_nusd >= 0);
     }
+}
+
+/* The proof that the bound always holds: the encoder may shorten every free-text field down to
+ * nothing, so it always fits if the part it never shortens fits. Build that part at its worst
+ * (endpoint of control characters, every number at its longest, 4 trail entries, 8 tags,
+ * key_hash and trace_id present) with all shortenable strings empty: it must fit with room. */
+static void test_unshortenable_part_worst_case_fits(void **state)
+{
+    struct proto_event ev;
+    struct proto_event dec;
+    char out[TG_EVENT_MAX_BYTES + 1];
+    size_t outlen = 0;
+
+    (void)state;
+    base_event(&ev);
+    memset(ev.endpoint, '\x01', PROTO_ENDPOINT_CAP - 1);
+    memset(ev.key_hash, 'f', 64);
+    memset(ev.trace_id, 'a', 32);
+    ev.ts_start_ms = INT64_MAX;
+    ev.ts_end_ms = INT64_MAX;
+    ev.stream = 0; /* "false" is longer than "true" */
+    ev.status = 999;
+    ev.prompt_tokens = INT64_MAX;
+    ev.completion_tokens = INT64_MAX;
+    ev.cost_nusd = INT64_MAX;
+    ev.latency_ms = INT64_MAX;
+    ev.ttft_ms = INT64_MAX;
+    ev.attempts = INT32_MAX;
+    ev.fallbacks = INT32_MAX;
+    ev.kind = PROTO_KIND_COOLDOWN; /* "cooldown" is longer than "request" */
+    ev.trail_len = PROTO_TRAIL_MAX;
+    for (int i = 0; i < PROTO_TRAIL_MAX; i++) {
+        ev.trail[i].http_status = 999;
+        ev.trail[i].latency_ms = UINT32_MAX;
+    }
+    ev.tags_len = PROTO_TAGS_MAX;
+    round_trip(&ev, &dec, out, &outlen);
+    print_message("unshortenable part at its worst: %zu bytes of %d\n", outlen,
+                  TG_EVENT_MAX_BYTES);
+    assert_true(outlen < TG_EVENT_MAX_BYTES / 2);
 }
 
 static void test_shorten_order_trail_messages_oldest_first(void **state)
@@ -584,8 +624,7 @@ static void test_decode_edges(void **state)
     memset(exact, ' ', TG_EVENT_MAX_BYTES + 1);
     memcpy(exact, out, outlen);
     assert_int_equal(proto_event_decode(exact, TG_EVENT_MAX_BYTES, &ev, NULL, 0), 0);
-    assert_int_equal(proto_event_decode(exact, TG_EVENT_MAX_BYTES + 1, &ev, NULL, 0),
-                     TG_ETOOBIG);
+    assert_int_equal(proto_event_decode(exact, TG_EVENT_MAX_BYTES + 1, &ev, NULL, 0), TG_ETOOBIG);
     free(exact);
     /* the decoder never reads past len (the buffer has no NUL: ASan would see it) */
     exact = malloc(outlen);
@@ -600,10 +639,34 @@ static void test_decode_edges(void **state)
 /* ---- mutation loop --------------------------------------------------------------------- */
 
 static const char *const dictionary[] = {
-    "\"", "\\", "\\u0000", "\\ud800", "\\udc00", "\\ud83d\\ude00", "{", "}", "[", "]", ",", ":",
-    "-", "0", "1e5", "9223372036854775808", "-9223372036854775809", "null", "true", "\xff",
-    "\xc3", "\"v\":2", "\"trail\":[{},{},{},{},{}]", "\"tags\":[1]", "\"status\":200",
-    "\"call_id\":\"x\"", "\x01", "1.5",
+    "\"",
+    "\\",
+    "\\u0000",
+    "\\ud800",
+    "\\udc00",
+    "\\ud83d\\ude00",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "-",
+    "0",
+    "1e5",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "null",
+    "true",
+    "\xff",
+    "\xc3",
+    "\"v\":2",
+    "\"trail\":[{},{},{},{},{}]",
+    "\"tags\":[1]",
+    "\"status\":200",
+    "\"call_id\":\"x\"",
+    "\x01",
+    "1.5",
 };
 
 static size_t mutate(unsigned char *buf, size_t len, size_t cap)
@@ -663,8 +726,8 @@ static size_t mutate(unsigned char *buf, size_t len, size_t cap)
 
 static void test_mutations_never_crash(void **state)
 {
-    static const char *const seeds[] = {"full", "unicode", "max_caps", "minimal", "unknown_field",
-                                        "stream", "cooldown"};
+    static const char *const seeds[] = {"full",          "unicode", "max_caps", "minimal",
+                                        "unknown_field", "stream",  "cooldown"};
     char *seed_data[sizeof(seeds) / sizeof(seeds[0])];
     size_t seed_len[sizeof(seeds) / sizeof(seeds[0])];
     const size_t cap = 2 * TG_EVENT_MAX_BYTES;
@@ -737,6 +800,7 @@ int main(void)
         cmocka_unit_test(test_acceptance_1mb_strings_1000_attempts),
         cmocka_unit_test(test_adversarial_fill_stays_in_bound),
         cmocka_unit_test(test_random_events_round_trip),
+        cmocka_unit_test(test_unshortenable_part_worst_case_fits),
         cmocka_unit_test(test_shorten_order_trail_messages_oldest_first),
         cmocka_unit_test(test_str_set_cuts_at_character),
         cmocka_unit_test(test_add_attempt_ring_keeps_newest),
