@@ -37,7 +37,7 @@ struct rt_metrics {
     void *writer_ud;
 };
 
-const char *rt_outcome_name(enum rt_outcome o)
+const char *rt_attempt_outcome_name(enum rt_attempt_outcome o)
 {
     if ((unsigned)o >= RT_OUTCOME_COUNT)
         return "unknown";
@@ -151,7 +151,7 @@ void rt_metrics_request(struct rt_metrics *m, const char *group, int status, dou
     tg_histogram_observe(&m->duration[row], seconds);
 }
 
-void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt_outcome o)
+void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt_attempt_outcome o)
 {
     int d = dep_index(m, deployment_id);
 

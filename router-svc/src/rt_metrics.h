@@ -17,7 +17,7 @@
 struct rt_metrics;
 
 /* Attempt outcomes (label "outcome"). */
-enum rt_outcome {
+enum rt_attempt_outcome {
     RT_OUTCOME_SUCCESS = 0,
     RT_OUTCOME_RATE_LIMITED,
     RT_OUTCOME_SERVER_ERROR,
@@ -54,7 +54,7 @@ void rt_metrics_destroy(struct rt_metrics **m);
 int rt_metrics_group_index(const struct rt_metrics *m, const char *group);
 
 void rt_metrics_request(struct rt_metrics *m, const char *group, int status, double seconds);
-void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt_outcome o);
+void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt_attempt_outcome o);
 void rt_metrics_retry(struct rt_metrics *m, const char *group);
 void rt_metrics_fallback(struct rt_metrics *m, const char *from, const char *to);
 void rt_metrics_cooldown(struct rt_metrics *m, const char *deployment_id);
@@ -72,6 +72,6 @@ void rt_metrics_set_writer(struct rt_metrics *m, rt_metrics_writer_fn fn, void *
 /* rt_metrics_write: the whole exposition into b (fixed capacity; cut when full). */
 void rt_metrics_write(struct rt_metrics *m, struct tg_buf *b);
 
-const char *rt_outcome_name(enum rt_outcome o);
+const char *rt_attempt_outcome_name(enum rt_attempt_outcome o);
 
 #endif

@@ -19,6 +19,7 @@ struct slot {
     uint32_t gen;        /* bumped when the slot is freed; guarded by up->lock */
     unsigned cmds;       /* pending CMD_* bits; guarded by up->lock */
     int queued;          /* index is in the command ring; guarded by up->lock */
+    int submitted;       /* CMD_SUBMIT posted, slot not yet released; guarded by up->lock */
     int state;           /* SLOT_*; loop thread after submit */
     CURL *easy;          /* reused across transfers */
     struct curl_slist *hdrs;
@@ -42,6 +43,7 @@ struct rt_upstream {
     pthread_t thread;
     int thread_started;
     _Atomic int stop;
+    int closed;           /* guarded by lock: submit refuses */
     pthread_mutex_t lock; /* guards the free stack, the command ring and slot gen/cmds/queued */
     size_t cap;           /* slots */
     struct slot *slots;
@@ -161,6 +163,7 @@ static void slot_release(struct rt_upstream *up, uint32_t idx)
     pthread_mutex_lock(&up->lock);
     s->gen++;
     s->cmds = 0;
+    s->submitted = 0;
     up->free_stack[up->free_len++] = idx;
     pthread_mutex_unlock(&up->lock);
     atomic_fetch_sub(&up->st_active, 1);
@@ -239,7 +242,7 @@ static void loop_commands(struct rt_upstream *up)
         unsigned cmds = up->batch_cmds[i];
         struct slot *s = &up->slots[idx];
 
-        if ((cmds & CMD_SUBMIT) && !(cmds & CMD_CANCEL))
+        if ((cmds & CMD_SUBMIT) && !(cmds & CMD_CANCEL) && s->state == SLOT_QUEUED)
             slot_start(up, idx);
         if (cmds & CMD_CANCEL) {
             if (s->state != SLOT_FREE)
@@ -377,6 +380,12 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
         return TG_EINVAL;
     }
     pthread_mutex_lock(&up->lock);
+    if (up->closed) {
+        pthread_mutex_unlock(&up->lock);
+        free(req->body);
+        req->body = NULL;
+        return TG_ECLOSED;
+    }
     if (up->free_len == 0) {
         pthread_mutex_unlock(&up->lock);
         atomic_fetch_add(&up->st_full, 1);
@@ -447,6 +456,7 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
     }
 
     pthread_mutex_lock(&up->lock);
+    s->submitted = 1;
     cmd_post_locked(up, idx, CMD_SUBMIT);
     pthread_mutex_unlock(&up->lock);
     atomic_fetch_add(&up->st_submitted, 1);
@@ -472,6 +482,18 @@ static void post_for_handle(struct rt_upstream *up, uint64_t handle, unsigned cm
     pthread_mutex_unlock(&up->lock);
     if (posted)
         curl_multi_wakeup(up->multi);
+}
+
+void rt_upstream_shutdown(struct rt_upstream *up)
+{
+    pthread_mutex_lock(&up->lock);
+    up->closed = 1;
+    for (size_t i = 0; i < up->cap; i++) {
+        if (up->slots[i].submitted)
+            cmd_post_locked(up, (uint32_t)i, CMD_CANCEL);
+    }
+    pthread_mutex_unlock(&up->lock);
+    curl_multi_wakeup(up->multi);
 }
 
 void rt_upstream_cancel(struct rt_upstream *up, uint64_t handle)

@@ -69,6 +69,11 @@ struct rt_upstream_request {
 struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, char *err,
                                        size_t errlen);
 
+/* rt_upstream_shutdown: refuse new transfers (submit returns TG_ECLOSED) and cancel every
+ * transfer in progress (each gets on_done with TG_ECLOSED). The loop keeps running until
+ * rt_upstream_destroy. Any thread; idempotent. */
+void rt_upstream_shutdown(struct rt_upstream *up);
+
 /* rt_upstream_destroy: cancel every transfer (each gets on_done with TG_ECLOSED), stop and join
  * the loop, free. Accepts NULL; sets *up to NULL. Main thread, after the HTTP front stopped. */
 void rt_upstream_destroy(struct rt_upstream **up);

@@ -1,0 +1,1676 @@
+#include "http_front.h"
+
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "health.h"
+#include "keys.h"
+#include "mask.h"
+#include "router.h"
+#include "rt_metrics.h"
+#include "tg_err.h"
+#include "tg_ids.h"
+#include "tg_log.h"
+#include "tg_metrics.h"
+#include "tg_time.h"
+#include "translate.h"
+#include "upstream.h"
+#include "usage.h"
+
+/* Bytes of the SSE usage parser's line buffer per stream (with the two stream buffers this
+ * keeps a stream at 32 KiB). */
+#define RT_STREAM_USAGE_LINE_BYTES (RT_STREAM_IN_MAX_BYTES / 2)
+/* curl receive buffer for streams: every delivery fits the input buffer once it has drained. */
+#define RT_STREAM_CURL_BUFFER_BYTES (RT_STREAM_IN_MAX_BYTES / 2)
+/* Idle client connections are closed after this many seconds (suspended ones never are). */
+#define RT_FRONT_CONN_TIMEOUT_S 300
+/* Upstream response size when the config gives none. */
+#define RT_MESSAGE_MAX 512
+
+enum phase {
+    PH_BODY = 0,     /* reading the request body */
+    PH_WAIT,         /* an attempt is in flight (connection suspended) */
+    PH_ATTEMPT_DONE, /* the attempt finished; result in call->res_* */
+    PH_STREAM_READY, /* 2xx stream bytes arrived: start the client stream */
+    PH_STREAMING,    /* client stream queued; the reader drives */
+    PH_FINAL         /* a response was queued */
+};
+
+struct rt_front {
+    struct MHD_Daemon *daemon;
+    struct rt_front_deps d;
+    uint16_t port;
+    _Atomic int64_t in_flight;
+    _Atomic int stopping;
+    _Atomic int quiesced;
+};
+
+struct call {
+    struct rt_front *f;
+    struct MHD_Connection *conn;
+    _Atomic int refs;
+    pthread_mutex_t mu;        /* guards the fields marked (mu) */
+
+    enum rt_api api;           /* client API */
+    const char *endpoint;      /* path for the event */
+    int anthropic_shape;       /* errors in Anthropic's shape */
+    int counted;               /* counted in in_flight */
+
+    char *body;                /* request body, up to max_body_bytes */
+    size_t body_len, body_alloc;
+    int too_large;
+
+    json_t *req;               /* immutable parsed request */
+    int stream;
+    char model_requested[RT_NAME_CAP];
+    char traceparent[64];      /* validated W3C traceparent, "" when none */
+
+    struct rt_keys_table *keys; /* held while the request lives */
+    const struct rt_key *key;  /* borrowed from keys, NULL for the master key */
+
+    struct rt_plan plan;
+    int plan_begun;
+    struct rt_target target;
+    int have_target;
+    char prev_group[RT_NAME_CAP];
+    enum rt_api up_api;        /* API spoken to the current deployment */
+    enum rt_translate_dir tr_dir;
+    int strip_usage_chunk;     /* usage was asked for by us, not the client: drop that chunk */
+    uint64_t attempt_start_us;
+    uint64_t upstream_us;      /* time spent waiting on providers, all attempts */
+
+    /* (mu) */
+    int phase;
+    int suspended;             /* connection suspended by us, waiting for a resume */
+    uint64_t handle;
+    int xfer_active;
+    int res_err;
+    long res_status;
+    char *res_body;
+    size_t res_body_len;
+    long res_retry_after_s;
+    uint64_t res_ttfb_us;
+    char res_detail[128];
+    /* stream (mu) */
+    char *in;                  /* RT_STREAM_IN_MAX_BYTES raw upstream bytes */
+    size_t in_len;
+    int paused;
+    int upstream_done;
+    int client_gone;
+
+    /* stream, reader thread only */
+    struct tg_buf out;
+    size_t out_off;
+    struct rt_sse_usage sse;
+    int sse_init;
+    struct rt_translate_stream tr;
+    int saw_terminator;
+    int stream_finalized;
+    struct MHD_Response *resp; /* the stream's response, for the cost trailer */
+
+    /* outcome */
+    struct rt_usage usage;
+    int64_t cost_nusd;
+    struct proto_event ev;
+    int event_done;
+    uint64_t t_start_us;
+    int64_t ts_start_ms;
+    int64_t ttft_ms;
+    char call_id[TG_UUID_STR_LEN + 1];
+};
+
+static const struct rt_upstream_ops call_ops;
+
+/* ------------------------------------------------------------------ call lifetime */
+
+static void call_unref(struct call *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    json_decref(c->req);
+    rt_keys_release(&c->keys);
+    free(c->body);
+    free(c->res_body);
+    free(c->in);
+    if (c->out.data != NULL)
+        tg_buf_fini(&c->out);
+    if (c->sse_init)
+        rt_sse_usage_fini(&c->sse);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+static struct call *call_new(struct rt_front *f, struct MHD_Connection *conn)
+{
+    struct call *c = calloc(1, sizeof(*c));
+
+    if (c == NULL)
+        return NULL;
+    c->f = f;
+    c->conn = conn;
+    atomic_init(&c->refs, 1);
+    pthread_mutex_init(&c->mu, NULL);
+    c->t_start_us = tg_now_mono_us();
+    c->ts_start_ms = (int64_t)tg_now_epoch_ms();
+    if (tg_uuid_v7((uint64_t)c->ts_start_ms, c->call_id) != 0)
+        snprintf(c->call_id, sizeof(c->call_id), "00000000-0000-7000-8000-000000000000");
+    proto_event_init(&c->ev);
+    c->handle = 0;
+    return c;
+}
+
+/* ------------------------------------------------------------------ responses */
+
+static const char *error_type_for(int status, int anthropic)
+{
+    switch (status) {
+    case 400:
+    case 422:
+        return "invalid_request_error";
+    case 401:
+        return "authentication_error";
+    case 403:
+        return "permission_error";
+    case 404:
+        return anthropic ? "not_found_error" : "invalid_request_error";
+    case 408:
+        return anthropic ? "timeout_error" : "timeout";
+    case 413:
+        return anthropic ? "request_too_large" : "invalid_request_error";
+    case 429:
+        return anthropic ? "rate_limit_error" : "rate_limit_error";
+    case 503:
+        return anthropic ? "overloaded_error" : "service_unavailable";
+    default:
+        return "api_error";
+    }
+}
+
+/* Error body in the API's own shape; message is masked here (fail closed). Returns new
+ * malloc'd string. */
+static char *error_body(const struct rt_front *f, int anthropic, int status, const char *code,
+                        const char *message)
+{
+    char masked[RT_MESSAGE_MAX];
+    json_t *j;
+    char *s;
+
+    rt_mask_apply(f->d.mask, message, message != NULL ? strlen(message) : 0, masked,
+                  sizeof(masked));
+    if (anthropic)
+        j = json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type",
+                      error_type_for(status, 1), "message", masked);
+    else
+        j = json_pack("{s:{s:s,s:s,s:n,s:s?}}", "error", "message", masked, "type",
+                      error_type_for(status, 0), "param", "code",
+                      (code != NULL && code[0] != '\0') ? code : NULL);
+    s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return s != NULL ? s : strdup("{\"error\":{\"message\":\"internal error\"}}");
+}
+
+static void add_cost_header(struct MHD_Response *r, int64_t nusd)
+{
+    char v[40];
+
+    if (nusd < 0)
+        nusd = 0;
+    snprintf(v, sizeof(v), "%lld.%09lld", (long long)(nusd / 1000000000),
+             (long long)(nusd % 1000000000));
+    MHD_add_response_header(r, "x-tollgate-response-cost", v);
+}
+
+static void add_headers(struct call *c, struct MHD_Response *r, const struct rt_outcome *o,
+                        int with_cost)
+{
+    char v[64];
+    uint64_t now = tg_now_mono_us();
+    uint64_t total = now - c->t_start_us;
+    uint64_t over = total > c->upstream_us ? total - c->upstream_us : 0;
+
+    MHD_add_response_header(r, "x-tollgate-call-id", c->call_id);
+    if (o != NULL && o->model_group[0] != '\0')
+        MHD_add_response_header(r, "x-tollgate-model-group", o->model_group);
+    snprintf(v, sizeof(v), "%u", c->plan_begun ? rt_router_attempts(&c->plan) : 0u);
+    MHD_add_response_header(r, "x-tollgate-attempts", v);
+    snprintf(v, sizeof(v), "%u", c->plan_begun ? rt_router_fallbacks(&c->plan) : 0u);
+    MHD_add_response_header(r, "x-tollgate-fallbacks", v);
+    if (with_cost)
+        add_cost_header(r, c->cost_nusd);
+    snprintf(v, sizeof(v), "%.3f", (double)over / 1000.0);
+    MHD_add_response_header(r, "x-tollgate-overhead-ms", v);
+    rt_metrics_overhead(c->f->d.metrics, (double)over / 1e6);
+    if (o != NULL && o->retry_after_s > 0) {
+        snprintf(v, sizeof(v), "%u", o->retry_after_s);
+        MHD_add_response_header(r, "retry-after", v);
+    }
+}
+
+static enum MHD_Result queue_body_len(struct MHD_Connection *conn, int status, char *body,
+                                      size_t len, const char *ctype, struct call *c,
+                                      const struct rt_outcome *o, int with_cost)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+
+    /* takes body */
+    r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (r == NULL) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    if (c != NULL)
+        add_headers(c, r, o, with_cost);
+    ret = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result queue_body(struct MHD_Connection *conn, int status, char *body,
+                                  const char *ctype, struct call *c, const struct rt_outcome *o,
+                                  int with_cost)
+{
+    return queue_body_len(conn, status, body, strlen(body), ctype, c, o, with_cost);
+}
+
+/* ------------------------------------------------------------------ completion */
+
+static int64_t elapsed_ms(const struct call *c)
+{
+    return (int64_t)((tg_now_mono_us() - c->t_start_us) / 1000);
+}
+
+/* Fill the event and hand it to on_complete; once per request. status/err_class override the
+ * plan's when given (requests refused before routing, client gone). */
+static void call_complete(struct call *c, int status, const char *err_class)
+{
+    struct rt_front *f = c->f;
+    struct proto_event *ev = &c->ev;
+    const struct rt_outcome *o = c->plan_begun ? rt_router_outcome(&c->plan) : NULL;
+    json_t *user;
+
+    if (c->event_done)
+        return;
+    c->event_done = 1;
+    if (c->plan_begun) {
+        rt_router_finish(f->d.router, &c->plan,
+                         (uint64_t)(c->usage.prompt_tokens + c->usage.completion_tokens),
+                         tg_now_mono_ms());
+        rt_router_fill_event(f->d.router, &c->plan, ev);
+    } else if (c->key != NULL) {
+        proto_str_set(ev->key_hash, sizeof(ev->key_hash), c->key->hash);
+        proto_str_set(ev->key_alias, sizeof(ev->key_alias), c->key->key_alias);
+        proto_str_set(ev->team_id, sizeof(ev->team_id), c->key->team_id);
+        proto_str_set(ev->user_id, sizeof(ev->user_id), c->key->user_id);
+    }
+    proto_str_set(ev->call_id, sizeof(ev->call_id), c->call_id);
+    proto_str_set(ev->endpoint, sizeof(ev->endpoint), c->endpoint);
+    if (ev->model_requested[0] == '\0')
+        proto_str_set(ev->model_requested, sizeof(ev->model_requested), c->model_requested);
+    ev->kind = PROTO_KIND_REQUEST;
+    ev->stream = c->stream;
+    ev->ts_start_ms = c->ts_start_ms;
+    ev->ts_end_ms = (int64_t)tg_now_epoch_ms();
+    ev->latency_ms = elapsed_ms(c);
+    ev->ttft_ms = c->ttft_ms;
+    ev->prompt_tokens = c->usage.prompt_tokens;
+    ev->completion_tokens = c->usage.completion_tokens;
+    ev->cost_nusd = c->cost_nusd;
+    if (status > 0)
+        ev->status = status;
+    else if (o != NULL && ev->status == 0)
+        ev->status = o->status;
+    if (err_class != NULL)
+        proto_str_set(ev->error_class, sizeof(ev->error_class), err_class);
+    user = c->req != NULL ? json_object_get(c->req, "user") : NULL;
+    if (!json_is_string(user) && c->req != NULL)
+        user = json_object_get(json_object_get(c->req, "metadata"), "user_id");
+    if (json_is_string(user))
+        proto_str_set(ev->end_user, sizeof(ev->end_user), json_string_value(user));
+    if (c->traceparent[0] != '\0') {
+        char tid[33];
+
+        memcpy(tid, c->traceparent + 3, 32);
+        tid[32] = '\0';
+        proto_str_set(ev->trace_id, sizeof(ev->trace_id), tid);
+    }
+    rt_metrics_request(f->d.metrics, ev->model_group, ev->status,
+                       (double)(tg_now_mono_us() - c->t_start_us) / 1e6);
+    rt_metrics_completed_hook(f->d.metrics);
+    if (f->d.on_complete != NULL)
+        f->d.on_complete(ev, f->d.on_complete_ud);
+}
+
+/* Router-made or pre-routing error: queue it and complete the call. */
+static enum MHD_Result answer_error(struct call *c, int status, const char *code,
+                                    const char *message, const struct rt_outcome *o)
+{
+    char *body = error_body(c->f, c->anthropic_shape, status, code, message);
+    enum MHD_Result ret;
+
+    c->phase = PH_FINAL;
+    call_complete(c, status, code);
+    ret = queue_body(c->conn, status, body, "application/json", c, o, 1);
+    return ret;
+}
+
+/* ------------------------------------------------------------------ upstream callbacks */
+
+static void resume_if_suspended_locked(struct call *c, int *do_resume)
+{
+    if (c->suspended) {
+        c->suspended = 0;
+        *do_resume = 1;
+    }
+}
+
+static size_t call_on_data(void *ud, const char *p, size_t n)
+{
+    struct call *c = ud;
+    int do_resume = 0;
+    size_t ret = n;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->client_gone) {
+        ret = 0; /* aborts the transfer */
+    } else if (c->in == NULL || c->in_len + n > RT_STREAM_IN_MAX_BYTES) {
+        c->paused = 1;
+        ret = RT_UPSTREAM_PAUSE;
+    } else {
+        memcpy(c->in + c->in_len, p, n);
+        c->in_len += n;
+        if (c->phase == PH_WAIT) {
+            c->phase = PH_STREAM_READY;
+            c->res_ttfb_us = tg_now_mono_us() - c->attempt_start_us;
+        }
+        resume_if_suspended_locked(c, &do_resume);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (do_resume)
+        MHD_resume_connection(c->conn);
+    return ret;
+}
+
+static void call_on_done(void *ud, struct rt_upstream_result *res)
+{
+    struct call *c = ud;
+    int do_resume = 0;
+
+    pthread_mutex_lock(&c->mu);
+    c->xfer_active = 0;
+    c->res_err = res->err;
+    c->res_status = res->status;
+    c->res_retry_after_s = res->retry_after_s;
+    if (c->res_ttfb_us == 0)
+        c->res_ttfb_us = res->ttfb_us;
+    snprintf(c->res_detail, sizeof(c->res_detail), "%s", res->detail);
+    free(c->res_body);
+    c->res_body = res->body; /* taken */
+    c->res_body_len = res->body_len;
+    res->body = NULL;
+    if (c->phase == PH_WAIT)
+        c->phase = PH_ATTEMPT_DONE;
+    else
+        c->upstream_done = 1;
+    resume_if_suspended_locked(c, &do_resume);
+    pthread_mutex_unlock(&c->mu);
+    if (do_resume)
+        MHD_resume_connection(c->conn);
+    call_unref(c);
+}
+
+static const struct rt_upstream_ops call_ops = {call_on_data, call_on_done};
+
+/* ------------------------------------------------------------------ attempts */
+
+static enum rt_attempt_outcome outcome_of(enum rt_error_class e)
+{
+    switch (e) {
+    case RT_ERR_NONE:
+        return RT_OUTCOME_SUCCESS;
+    case RT_ERR_RATE_LIMIT:
+        return RT_OUTCOME_RATE_LIMITED;
+    case RT_ERR_SERVER:
+        return RT_OUTCOME_SERVER_ERROR;
+    case RT_ERR_TIMEOUT:
+        return RT_OUTCOME_TIMEOUT;
+    case RT_ERR_CONNECT:
+        return RT_OUTCOME_CONNECT_ERROR;
+    case RT_ERR_CONTEXT_WINDOW:
+        return RT_OUTCOME_CONTEXT_WINDOW;
+    case RT_ERR_CONTENT_POLICY:
+        return RT_OUTCOME_CONTENT_POLICY;
+    case RT_ERR_BAD_REQUEST:
+        return RT_OUTCOME_CLIENT_ERROR;
+    case RT_ERR_INVALID_RESPONSE:
+        return RT_OUTCOME_INVALID_RESPONSE;
+    }
+    return RT_OUTCOME_SERVER_ERROR;
+}
+
+static void build_url(const struct rt_deployment_conf *dep, enum rt_api api, char *out, size_t cap)
+{
+    const char *base = dep->api_base;
+    size_t bl;
+    const char *path;
+
+    if (base[0] == '\0')
+        base = dep->kind == RT_PROVIDER_ANTHROPIC ? "https://api.anthropic.com"
+                                                  : "https://api.openai.com/v1";
+    bl = strlen(base);
+    while (bl > 0 && base[bl - 1] == '/')
+        bl--;
+    if (dep->kind == RT_PROVIDER_ANTHROPIC) {
+        path = (bl >= 3 && strncmp(base + bl - 3, "/v1", 3) == 0) ? "/messages" : "/v1/messages";
+    } else {
+        switch (api) {
+        case RT_API_EMBEDDINGS:
+            path = "/embeddings";
+            break;
+        case RT_API_RESPONSES:
+            path = "/responses";
+            break;
+        default:
+            path = "/chat/completions";
+            break;
+        }
+    }
+    snprintf(out, cap, "%.*s%s", (int)bl, base, path);
+}
+
+/* Body for one attempt from the pristine request: a shallow copy with only "model" swapped, or
+ * the translation for the other provider's API. Returns new malloc'd JSON or NULL with msg. */
+static char *attempt_body(struct call *c, const struct rt_deployment_conf *dep, char *msg,
+                          size_t msgcap)
+{
+    json_t *j = NULL;
+    char *s;
+
+    c->tr_dir = RT_TRANSLATE_NONE;
+    if (dep->kind == RT_PROVIDER_ANTHROPIC) {
+        c->up_api = RT_API_MESSAGES;
+        if (c->api == RT_API_MESSAGES) {
+            j = json_copy(c->req);
+        } else if (c->api == RT_API_CHAT) {
+            j = rt_translate_chat_to_messages(c->req, dep->model, msg, msgcap);
+            c->tr_dir = RT_TRANSLATE_MESSAGES_TO_CHAT;
+        } else {
+            snprintf(msg, msgcap, "deployment %s (anthropic) does not serve %s", dep->id,
+                     c->endpoint);
+            return NULL;
+        }
+    } else {
+        if (c->api == RT_API_MESSAGES) {
+            c->up_api = RT_API_CHAT;
+            j = rt_translate_messages_to_chat(c->req, dep->model, msg, msgcap);
+            c->tr_dir = RT_TRANSLATE_CHAT_TO_MESSAGES;
+        } else {
+            c->up_api = c->api;
+            j = json_copy(c->req);
+        }
+    }
+    if (j == NULL)
+        return NULL;
+    /* the copy is shallow: setting "model" replaces one member of the copy only */
+    json_object_set_new(j, "model", json_string(dep->model));
+    c->strip_usage_chunk = 0;
+    if (c->stream && c->up_api == RT_API_CHAT && c->tr_dir == RT_TRANSLATE_NONE &&
+        !json_is_true(json_object_get(json_object_get(c->req, "stream_options"),
+                                      "include_usage"))) {
+        /* the one addition to the client's body: without it an OpenAI stream carries no usage
+         * and the call could not be billed; the extra usage chunk is not forwarded */
+        json_object_set_new(j, "stream_options", json_pack("{s:b}", "include_usage", 1));
+        c->strip_usage_chunk = 1;
+    }
+    s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (s == NULL)
+        snprintf(msg, msgcap, "cannot encode the upstream request");
+    return s;
+}
+
+/* Start the attempt for c->target. Returns 0 (submitted), or a negative code with msg. */
+static int attempt_start(struct call *c, char *msg, size_t msgcap)
+{
+    const struct rt_deployment_conf *dep = c->target.dep;
+    struct rt_upstream_request req;
+    char url[RT_URL_CAP + 32];
+    char auth[RT_SECRET_CAP + 32];
+    char tp[96];
+    int nh = 0;
+    int rc;
+
+    memset(&req, 0, sizeof(req));
+    req.body = attempt_body(c, dep, msg, msgcap);
+    if (req.body == NULL)
+        return TG_EINVAL;
+    req.body_len = strlen(req.body);
+    build_url(dep, c->up_api, url, sizeof(url));
+    req.url = url;
+    if (dep->kind == RT_PROVIDER_ANTHROPIC) {
+        if (dep->api_key[0] != '\0') {
+            snprintf(auth, sizeof(auth), "x-api-key: %s", dep->api_key);
+            req.headers[nh++] = auth;
+        }
+        req.headers[nh++] = "anthropic-version: 2023-06-01";
+    } else if (dep->api_key[0] != '\0') {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", dep->api_key);
+        req.headers[nh++] = auth;
+    }
+    if (c->stream)
+        req.headers[nh++] = "Accept: text/event-stream";
+    if (c->traceparent[0] != '\0') {
+        snprintf(tp, sizeof(tp), "traceparent: %s", c->traceparent);
+        req.headers[nh++] = tp;
+    }
+    req.stream = c->stream;
+    req.timeout_ms = c->stream ? dep->stream_timeout_ms : dep->timeout_ms;
+    req.idle_timeout_ms = dep->stream_timeout_ms;
+    req.max_response_bytes = c->f->d.cfg->max_response_bytes > 0
+                                 ? (size_t)c->f->d.cfg->max_response_bytes
+                                 : (size_t)RT_DEFAULT_MAX_RESPONSE_BYTES;
+    if (c->stream && c->in == NULL) {
+        c->in = malloc(RT_STREAM_IN_MAX_BYTES);
+        if (c->in == NULL) {
+            free(req.body);
+            snprintf(msg, msgcap, "out of memory");
+            return TG_ENOMEM;
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    c->phase = PH_WAIT;
+    c->res_err = 0;
+    c->res_status = 0;
+    free(c->res_body);
+    c->res_body = NULL;
+    c->res_body_len = 0;
+    c->res_retry_after_s = -1;
+    c->res_ttfb_us = 0;
+    c->res_detail[0] = '\0';
+    c->in_len = 0;
+    c->upstream_done = 0;
+    c->paused = 0;
+    c->xfer_active = 1;
+    atomic_fetch_add(&c->refs, 1); /* the transfer's reference, dropped in on_done */
+    c->attempt_start_us = tg_now_mono_us();
+    rc = rt_upstream_submit(c->f->d.upstream, &req, &call_ops, c, &c->handle);
+    if (rc != 0) {
+        c->xfer_active = 0;
+        c->phase = PH_BODY;
+        atomic_fetch_sub(&c->refs, 1);
+        snprintf(msg, msgcap, "%s", rc == TG_EFULL ? "upstream capacity reached"
+                                                   : "router is shutting down");
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* Upstream error text for the trail: the provider's error.message when it sent one, else a
+ * generic line. Masked later by the router/trail and by error_body. */
+static void upstream_message(const struct call *c, char *out, size_t cap)
+{
+    json_t *j;
+    json_t *m;
+
+    if (c->res_err != 0) {
+        snprintf(out, cap, "%s", c->res_detail);
+        return;
+    }
+    if (c->res_body != NULL && c->res_body_len > 0) {
+        j = json_loadb(c->res_body, c->res_body_len, 0, NULL);
+        m = json_object_get(json_object_get(j, "error"), "message");
+        if (json_is_string(m)) {
+            snprintf(out, cap, "%s", json_string_value(m));
+            json_decref(j);
+            return;
+        }
+        json_decref(j);
+    }
+    snprintf(out, cap, "upstream returned HTTP %ld", c->res_status);
+}
+
+/* Final response for a served non-stream call: the provider's body (translated when needed). */
+static enum MHD_Result answer_success(struct call *c, const struct rt_outcome *o)
+{
+    char *body = c->res_body;
+    size_t len = c->res_body_len;
+    json_t *j = NULL;
+    json_t *t = NULL;
+
+    c->res_body = NULL;
+    if (c->tr_dir != RT_TRANSLATE_NONE) {
+        j = json_loadb(body, c->res_body_len, 0, NULL);
+        if (c->tr_dir == RT_TRANSLATE_CHAT_TO_MESSAGES)
+            t = rt_translate_chat_resp_to_messages(j, c->model_requested);
+        else
+            t = rt_translate_messages_resp_to_chat(j, c->model_requested);
+        free(body);
+        body = t != NULL ? json_dumps(t, JSON_COMPACT) : NULL;
+        json_decref(t);
+        json_decref(j);
+        if (body == NULL)
+            body = strdup("{}");
+        len = strlen(body);
+    }
+    c->phase = PH_FINAL;
+    call_complete(c, 200, NULL);
+    return queue_body_len(c->conn, 200, body, len, "application/json", c, o, 1);
+}
+
+static enum MHD_Result answer_outcome(struct call *c)
+{
+    const struct rt_outcome *o = rt_router_outcome(&c->plan);
+    int status = o->status;
+    const char *cls = o->error_class;
+
+    if (o->served)
+        return answer_success(c, o);
+    if (status < 400) {
+        /* an attempt failed without an HTTP error status of its own */
+        if (strcmp(cls, "timeout") == 0)
+            status = 504;
+        else
+            status = 502;
+    }
+    if (strcmp(cls, "invalid_response") == 0 || strcmp(cls, "connect") == 0)
+        status = 502;
+    return answer_error(c, status, cls, o->message[0] ? o->message : "upstream error", o);
+}
+
+static void stream_begin_state(struct call *c)
+{
+    if (c->out.data == NULL)
+        tg_buf_init(&c->out, RT_STREAM_OUT_MAX_BYTES);
+    tg_buf_reset(&c->out);
+    c->out.truncated = 0;
+    c->out_off = 0;
+    if (!c->sse_init) {
+        if (rt_sse_usage_init(&c->sse, c->up_api, RT_STREAM_USAGE_LINE_BYTES) == 0)
+            c->sse_init = 1;
+    }
+    rt_translate_stream_init(&c->tr, c->tr_dir, c->model_requested, (int64_t)time(NULL));
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max);
+static void stream_free(void *cls);
+
+/* Resumes the attempt loop. Called from the access handler (MHD thread) with no lock held.
+ * Returns what the handler returns. */
+static enum MHD_Result drive(struct call *c)
+{
+    struct rt_front *f = c->f;
+    char msg[RT_MESSAGE_MAX];
+
+    for (;;) {
+        int phase;
+
+        pthread_mutex_lock(&c->mu);
+        phase = c->phase;
+        pthread_mutex_unlock(&c->mu);
+
+        if (phase == PH_WAIT) {
+            pthread_mutex_lock(&c->mu);
+            if (c->phase == PH_WAIT) {
+                c->suspended = 1;
+                MHD_suspend_connection(c->conn);
+                pthread_mutex_unlock(&c->mu);
+                return MHD_YES;
+            }
+            pthread_mutex_unlock(&c->mu);
+            continue;
+        }
+        if (phase == PH_STREAM_READY) {
+            struct MHD_Response *r;
+            const struct rt_outcome *o = rt_router_outcome(&c->plan);
+            struct rt_outcome view = *o;
+
+            c->upstream_us += c->res_ttfb_us;
+            c->ttft_ms = elapsed_ms(c);
+            snprintf(view.model_group, sizeof(view.model_group), "%s", c->target.group);
+            rt_metrics_attempt(f->d.metrics, c->target.dep->id, RT_OUTCOME_SUCCESS);
+            stream_begin_state(c);
+            pthread_mutex_lock(&c->mu);
+            c->phase = PH_STREAMING;
+            pthread_mutex_unlock(&c->mu);
+            atomic_fetch_add(&c->refs, 1); /* the response's reference */
+            r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, c,
+                                                  stream_free);
+            if (r == NULL) {
+                call_unref(c);
+                return MHD_NO;
+            }
+            MHD_add_response_header(r, "Content-Type", "text/event-stream");
+            MHD_add_response_header(r, "Cache-Control", "no-cache");
+            add_headers(c, r, &view, 0);
+            MHD_add_response_header(r, "Trailer", "x-tollgate-response-cost");
+            c->resp = r;
+            MHD_queue_response(c->conn, 200, r);
+            MHD_destroy_response(r);
+            return MHD_YES;
+        }
+        if (phase == PH_ATTEMPT_DONE) {
+            struct rt_result res;
+            enum rt_error_class ec;
+            enum rt_step step;
+            int cooled = 0;
+            uint64_t dur = tg_now_mono_us() - c->attempt_start_us;
+
+            c->upstream_us += dur;
+            memset(&res, 0, sizeof(res));
+            if (c->res_err == TG_ETIMEOUT)
+                ec = RT_ERR_TIMEOUT;
+            else if (c->res_err == TG_ETOOBIG)
+                ec = RT_ERR_INVALID_RESPONSE;
+            else if (c->res_err != 0)
+                ec = RT_ERR_CONNECT;
+            else
+                ec = rt_router_classify((int)c->res_status, c->res_body, c->res_body_len);
+            if (ec == RT_ERR_NONE && !c->stream) {
+                if (rt_usage_from_json(c->up_api, c->res_body, c->res_body_len, &c->usage) != 0) {
+                    ec = RT_ERR_INVALID_RESPONSE;
+                    snprintf(msg, sizeof(msg),
+                             "upstream returned a body that is not JSON (%zu bytes)",
+                             c->res_body_len);
+                } else {
+                    c->cost_nusd = rt_usage_cost_nusd(c->target.dep, &c->usage);
+                }
+            } else if (ec == RT_ERR_NONE && c->stream) {
+                /* 2xx stream that ended before any byte */
+                ec = RT_ERR_INVALID_RESPONSE;
+                snprintf(msg, sizeof(msg), "upstream stream ended without data");
+            } else {
+                upstream_message(c, msg, sizeof(msg));
+            }
+            res.http_status = (int32_t)c->res_status;
+            res.error_class = ec;
+            res.latency_ms = (uint32_t)(dur / 1000);
+            res.message = ec == RT_ERR_NONE ? NULL : msg;
+            res.message_len = ec == RT_ERR_NONE ? 0 : strlen(msg);
+            res.retry_after_s = c->res_retry_after_s > 0 ? (uint32_t)c->res_retry_after_s : 0;
+            rt_metrics_attempt(f->d.metrics, c->target.dep->id, outcome_of(ec));
+            if (ec != RT_ERR_NONE)
+                TG_DEBUG("msg=attempt_failed call_id=%s deployment=%s status=%ld class=%s "
+                         "latency_ms=%u",
+                         c->call_id, c->target.dep->id, c->res_status, rt_error_class_name(ec),
+                         res.latency_ms);
+            step = rt_router_report(f->d.router, &c->plan, &c->target, &res, tg_now_mono_ms(),
+                                    &cooled);
+            c->have_target = 0;
+            if (cooled) {
+                rt_metrics_cooldown(f->d.metrics, c->target.dep->id);
+                TG_INFO("msg=deployment_cooldown deployment=%s group=%s", c->target.dep->id,
+                        c->target.group);
+            }
+            if (step == RT_STEP_DONE)
+                return answer_outcome(c);
+            pthread_mutex_lock(&c->mu);
+            c->phase = PH_BODY;
+            pthread_mutex_unlock(&c->mu);
+        }
+        /* next attempt */
+        if (atomic_load(&f->stopping))
+            return answer_error(c, 503, "shutting_down", "router is shutting down", NULL);
+        if (!rt_router_next(f->d.router, &c->plan, tg_now_mono_ms(), &c->target))
+            return answer_outcome(c);
+        c->have_target = 1;
+        if (c->target.is_retry)
+            rt_metrics_retry(f->d.metrics, c->target.group);
+        if (c->prev_group[0] != '\0' && strcmp(c->prev_group, c->target.group) != 0)
+            rt_metrics_fallback(f->d.metrics, c->prev_group, c->target.group);
+        snprintf(c->prev_group, sizeof(c->prev_group), "%s", c->target.group);
+        msg[0] = '\0';
+        {
+            int rc = attempt_start(c, msg, sizeof(msg));
+
+            if (rc == TG_EINVAL) {
+                /* this deployment cannot take the request: a final client error */
+                struct rt_result res;
+
+                memset(&res, 0, sizeof(res));
+                res.http_status = 400;
+                res.error_class = RT_ERR_BAD_REQUEST;
+                res.message = msg;
+                res.message_len = strlen(msg);
+                rt_router_report(f->d.router, &c->plan, &c->target, &res, tg_now_mono_ms(),
+                                 NULL);
+                c->have_target = 0;
+                return answer_error(c, 400, "bad_request", msg, rt_router_outcome(&c->plan));
+            }
+            if (rc != 0) {
+                rt_metrics_reject(f->d.metrics, RT_REJECT_UPSTREAM_FULL);
+                return answer_error(c, 503, "unavailable", msg, rt_router_outcome(&c->plan));
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ streaming */
+
+/* Finish the routing side of a stream once, before its terminating event is sent. */
+static void stream_finalize(struct call *c, enum rt_error_class ec, const char *msg)
+{
+    struct rt_result res;
+
+    if (c->stream_finalized)
+        return;
+    c->stream_finalized = 1;
+    if (c->sse_init)
+        rt_sse_usage_get(&c->sse, &c->usage);
+    if (c->tr_dir != RT_TRANSLATE_NONE && !c->usage.found) {
+        c->usage.prompt_tokens = c->tr.prompt_tokens;
+        c->usage.completion_tokens = c->tr.completion_tokens;
+    }
+    c->cost_nusd = rt_usage_cost_nusd(c->target.dep, &c->usage);
+    if (c->have_target) {
+        memset(&res, 0, sizeof(res));
+        res.http_status = 200;
+        res.error_class = ec;
+        res.latency_ms = (uint32_t)((tg_now_mono_us() - c->attempt_start_us) / 1000);
+        res.message = msg;
+        res.message_len = msg != NULL ? strlen(msg) : 0;
+        res.committed = 1;
+        rt_router_report(c->f->d.router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL);
+        c->have_target = 0;
+        if (ec != RT_ERR_NONE)
+            rt_metrics_attempt(c->f->d.metrics, c->target.dep->id, outcome_of(ec));
+    }
+    call_complete(c, 200, ec == RT_ERR_NONE ? NULL : rt_error_class_name(ec));
+}
+
+/* In-band error for a stream that already started. */
+static void stream_error_event(struct call *c, const char *msg)
+{
+    char masked[RT_MESSAGE_MAX];
+    json_t *j;
+    char *s;
+
+    rt_mask_apply(c->f->d.mask, msg, strlen(msg), masked, sizeof(masked));
+    if (c->api == RT_API_MESSAGES)
+        j = json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type", "api_error",
+                      "message", masked);
+    else
+        j = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", masked, "type", "api_error",
+                      "code", "stream_error");
+    s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (s == NULL)
+        return;
+    if (c->api == RT_API_MESSAGES)
+        tg_buf_printf(&c->out, "event: error\ndata: %s\n\n", s);
+    else
+        tg_buf_printf(&c->out, "data: %s\n\n", s);
+    free(s);
+}
+
+/* Is this upstream event the stream's terminating event? */
+static int is_terminator(const struct call *c, const char *event, const char *data, size_t dlen)
+{
+    if (c->up_api == RT_API_MESSAGES)
+        return (event != NULL && strcmp(event, "message_stop") == 0) ||
+               (dlen > 0 && strstr(data, "\"message_stop\"") != NULL);
+    if (c->up_api == RT_API_RESPONSES)
+        return event != NULL && (strcmp(event, "response.completed") == 0 ||
+                                 strcmp(event, "response.failed") == 0 ||
+                                 strcmp(event, "response.incomplete") == 0);
+    return dlen == 6 && memcmp(data, "[DONE]", 6) == 0;
+}
+
+/* An OpenAI chunk with no choices and a usage object (the include_usage chunk). */
+static int is_usage_only_chunk(const char *data, size_t dlen)
+{
+    json_t *j;
+    int yes;
+
+    if (dlen < 2 || data[0] != '{' || strstr(data, "\"usage\"") == NULL)
+        return 0;
+    j = json_loadb(data, dlen, 0, NULL);
+    yes = json_is_object(json_object_get(j, "usage")) &&
+          json_array_size(json_object_get(j, "choices")) == 0;
+    json_decref(j);
+    return yes;
+}
+
+/* Find the end of the first complete SSE event in p[0..n): returns its length including the
+ * blank line, or 0 when incomplete. */
+static size_t sse_event_len(const char *p, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (p[i] == '\n' && p[i + 1] == '\n')
+            return i + 2;
+        if (i + 3 < n && p[i] == '\r' && p[i + 1] == '\n' && p[i + 2] == '\r' && p[i + 3] == '\n')
+            return i + 4;
+    }
+    return 0;
+}
+
+/* Parse one event: event name and joined data into fixed buffers (NUL-terminated). */
+static void sse_parse(const char *p, size_t n, char *event, size_t ecap, char *data, size_t dcap,
+                      size_t *dlen)
+{
+    size_t i = 0;
+
+    event[0] = '\0';
+    *dlen = 0;
+    data[0] = '\0';
+    while (i < n) {
+        size_t j = i;
+        size_t ll;
+
+        while (j < n && p[j] != '\n')
+            j++;
+        ll = j - i;
+        if (ll > 0 && p[i + ll - 1] == '\r')
+            ll--;
+        if (ll >= 5 && memcmp(p + i, "data:", 5) == 0) {
+            size_t off = (ll > 5 && p[i + 5] == ' ') ? 6 : 5;
+            size_t vl = ll - off;
+
+            if (*dlen > 0 && *dlen + 1 < dcap)
+                data[(*dlen)++] = '\n';
+            if (*dlen + vl >= dcap)
+                vl = dcap - 1 - *dlen;
+            memcpy(data + *dlen, p + i + off, vl);
+            *dlen += vl;
+            data[*dlen] = '\0';
+        } else if (ll >= 6 && memcmp(p + i, "event:", 6) == 0) {
+            size_t off = (ll > 6 && p[i + 6] == ' ') ? 7 : 6;
+            size_t vl = ll - off;
+
+            if (vl >= ecap)
+                vl = ecap - 1;
+            memcpy(event, p + i + off, vl);
+            event[vl] = '\0';
+        }
+        i = j + 1;
+    }
+}
+
+/* Move complete events from c->in to c->out. Reader thread; takes c->mu briefly.
+ * Returns 1 when something was produced or the stream state changed. */
+static int stream_pump(struct call *c)
+{
+    char raw[RT_STREAM_IN_MAX_BYTES];
+    size_t rl;
+    int done;
+    int err;
+    int produced = 0;
+
+    for (;;) {
+        int unpause = 0;
+
+        pthread_mutex_lock(&c->mu);
+        rl = sse_event_len(c->in, c->in_len);
+        if (rl > 0) {
+            memcpy(raw, c->in, rl);
+            memmove(c->in, c->in + rl, c->in_len - rl);
+            c->in_len -= rl;
+            if (c->paused) {
+                c->paused = 0;
+                unpause = 1;
+            }
+        }
+        done = c->upstream_done;
+        err = c->res_err;
+        if (rl == 0 && c->in_len >= RT_STREAM_IN_MAX_BYTES)
+            err = TG_ETOOBIG;
+        pthread_mutex_unlock(&c->mu);
+        if (unpause)
+            rt_upstream_unpause(c->f->d.upstream, c->handle);
+
+        if (rl > 0) {
+            char event[64];
+            char *data = malloc(rl + 1);
+            size_t dlen = 0;
+
+            if (data == NULL)
+                return produced;
+            if (c->sse_init)
+                rt_sse_usage_feed(&c->sse, raw, rl);
+            sse_parse(raw, rl, event, sizeof(event), data, rl + 1, &dlen);
+            if (is_terminator(c, event, data, dlen)) {
+                c->saw_terminator = 1;
+                if (c->tr_dir != RT_TRANSLATE_NONE) {
+                    /* translator emits its own closing events after the usage is known */
+                    if (c->tr_dir == RT_TRANSLATE_MESSAGES_TO_CHAT)
+                        rt_translate_stream_event(&c->tr, event, data, dlen, &c->out);
+                    else
+                        rt_translate_stream_event(&c->tr, event, data, dlen, &c->out);
+                    stream_finalize(c, RT_ERR_NONE, NULL);
+                } else {
+                    stream_finalize(c, RT_ERR_NONE, NULL);
+                    tg_buf_append(&c->out, raw, rl);
+                }
+                free(data);
+                return 1;
+            }
+            if (c->tr_dir != RT_TRANSLATE_NONE) {
+                if (dlen > 0 &&
+                    rt_translate_stream_event(&c->tr, event, data, dlen, &c->out) == TG_EPROTO) {
+                    free(data);
+                    stream_finalize(c, RT_ERR_INVALID_RESPONSE, "upstream sent an invalid event");
+                    stream_error_event(c, "upstream sent an invalid stream event");
+                    return 1;
+                }
+            } else if (!(c->strip_usage_chunk && is_usage_only_chunk(data, dlen))) {
+                tg_buf_append(&c->out, raw, rl);
+            }
+            free(data);
+            produced = 1;
+            if (c->out.len > RT_STREAM_OUT_MAX_BYTES / 2)
+                return produced;
+            continue;
+        }
+        if (err == TG_ETOOBIG) {
+            stream_finalize(c, RT_ERR_INVALID_RESPONSE, "upstream stream event too large");
+            stream_error_event(c, "upstream stream event too large");
+            pthread_mutex_lock(&c->mu);
+            c->client_gone = 1; /* stop taking bytes; the transfer is cancelled below */
+            pthread_mutex_unlock(&c->mu);
+            rt_upstream_cancel(c->f->d.upstream, c->handle);
+            return 1;
+        }
+        if (done) {
+            if (err != 0 || !c->saw_terminator) {
+                enum rt_error_class ec =
+                    err == TG_ETIMEOUT ? RT_ERR_TIMEOUT : RT_ERR_INVALID_RESPONSE;
+                const char *m = err == TG_ETIMEOUT ? "upstream stream timed out"
+                                                   : "upstream stream ended early";
+
+                stream_finalize(c, ec, m);
+                stream_error_event(c, m);
+            }
+            return 1;
+        }
+        return produced;
+    }
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct call *c = cls;
+
+    (void)pos;
+    for (;;) {
+        if (c->out_off < c->out.len) {
+            size_t n = c->out.len - c->out_off;
+
+            if (n > max)
+                n = max;
+            memcpy(buf, c->out.data + c->out_off, n);
+            c->out_off += n;
+            if (c->out_off == c->out.len) {
+                tg_buf_reset(&c->out);
+                c->out_off = 0;
+            }
+            return (ssize_t)n;
+        }
+        if (c->stream_finalized) {
+            /* the cost is known only now: send it as a trailer */
+            if (c->resp != NULL) {
+                char v[40];
+
+                snprintf(v, sizeof(v), "%lld.%09lld", (long long)(c->cost_nusd / 1000000000),
+                         (long long)(c->cost_nusd % 1000000000));
+                MHD_add_response_footer(c->resp, "x-tollgate-response-cost", v);
+                c->resp = NULL;
+            }
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (stream_pump(c))
+            continue;
+        /* nothing ready: park the connection until upstream bytes arrive */
+        pthread_mutex_lock(&c->mu);
+        if (c->in_len > 0 && sse_event_len(c->in, c->in_len) > 0) {
+            pthread_mutex_unlock(&c->mu);
+            continue;
+        }
+        if (c->upstream_done) {
+            pthread_mutex_unlock(&c->mu);
+            continue;
+        }
+        c->suspended = 1;
+        MHD_suspend_connection(c->conn);
+        pthread_mutex_unlock(&c->mu);
+        return 0;
+    }
+}
+
+static void stream_free(void *cls)
+{
+    call_unref(cls);
+}
+
+/* ------------------------------------------------------------------ request handling */
+
+static int endpoint_of(const char *url, enum rt_api *api, const char **name, int *anthropic)
+{
+    *anthropic = 0;
+    if (strcmp(url, "/v1/chat/completions") == 0 || strcmp(url, "/chat/completions") == 0) {
+        *api = RT_API_CHAT;
+        *name = "/v1/chat/completions";
+    } else if (strcmp(url, "/v1/embeddings") == 0 || strcmp(url, "/embeddings") == 0) {
+        *api = RT_API_EMBEDDINGS;
+        *name = "/v1/embeddings";
+    } else if (strcmp(url, "/v1/responses") == 0 || strcmp(url, "/responses") == 0) {
+        *api = RT_API_RESPONSES;
+        *name = "/v1/responses";
+    } else if (strcmp(url, "/v1/messages") == 0) {
+        *api = RT_API_MESSAGES;
+        *name = "/v1/messages";
+        *anthropic = 1;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+static int const_eq(const char *a, size_t alen, const char *b)
+{
+    size_t blen = strlen(b);
+    unsigned diff = (unsigned)(alen ^ blen);
+
+    for (size_t i = 0; i < alen; i++)
+        diff |= (unsigned)(unsigned char)a[i] ^ (unsigned char)b[i < blen ? i : 0];
+    return diff == 0 && blen > 0;
+}
+
+/* Authenticate from Authorization: Bearer or x-api-key. Fills c->keys/c->key. Returns 0, or
+ * TG_EAUTH with msg. */
+static int authenticate(struct call *c, char *msg, size_t cap)
+{
+    struct rt_front *f = c->f;
+    const char *h = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Authorization");
+    const char *tok = NULL;
+    size_t tlen;
+
+    if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0)
+        tok = h + 7;
+    if (tok == NULL)
+        tok = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "x-api-key");
+    if (tok == NULL) {
+        if (f->d.cfg->master_key[0] == '\0' && f->d.cfg->n_keys == 0)
+            return 0; /* open mode: no master key and no keys configured */
+        snprintf(msg, cap, "No API key provided. Send Authorization: Bearer <key> or x-api-key.");
+        return TG_EAUTH;
+    }
+    while (*tok == ' ')
+        tok++;
+    tlen = strlen(tok);
+    while (tlen > 0 && tok[tlen - 1] == ' ')
+        tlen--;
+    if (f->d.cfg->master_key[0] != '\0' && const_eq(tok, tlen, f->d.cfg->master_key))
+        return 0;
+    c->keys = rt_keys_acquire(f->d.keys);
+    c->key = rt_keys_lookup(c->keys, tok, tlen);
+    if (c->key == NULL) {
+        snprintf(msg, cap, "Invalid API key.");
+        return TG_EAUTH;
+    }
+    if (c->key->expires_epoch_ms > 0 && (int64_t)tg_now_epoch_ms() >= c->key->expires_epoch_ms) {
+        c->key = NULL;
+        snprintf(msg, cap, "API key expired.");
+        return TG_EAUTH;
+    }
+    return 0;
+}
+
+static void read_traceparent(struct call *c)
+{
+    const char *tp = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "traceparent");
+    size_t n;
+
+    if (tp == NULL)
+        return;
+    n = strlen(tp);
+    /* version(2)-trace_id(32)-parent_id(16)-flags(2) */
+    if (n != 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-')
+        return;
+    for (size_t i = 0; i < n; i++) {
+        char ch = tp[i];
+
+        if (i == 2 || i == 35 || i == 52)
+            continue;
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')))
+            return;
+    }
+    if (strncmp(tp + 3, "00000000000000000000000000000000", 32) == 0)
+        return;
+    memcpy(c->traceparent, tp, n + 1);
+}
+
+/* Body complete: parse, authenticate, plan, first attempt. */
+static enum MHD_Result request_start(struct call *c)
+{
+    struct rt_front *f = c->f;
+    json_error_t jerr;
+    json_t *model;
+    char msg[RT_MESSAGE_MAX];
+    uint64_t rnd = 0;
+    int rc;
+
+    c->req = json_loadb(c->body != NULL ? c->body : "", c->body_len, 0, &jerr);
+    free(c->body);
+    c->body = NULL;
+    if (c->req == NULL || !json_is_object(c->req)) {
+        rt_metrics_reject(f->d.metrics, RT_REJECT_BAD_JSON);
+        if (c->req == NULL)
+            snprintf(msg, sizeof(msg), "Malformed JSON at line %d, column %d (byte %d): %s",
+                     jerr.line, jerr.column, jerr.position, jerr.text);
+        else
+            snprintf(msg, sizeof(msg), "Request body must be a JSON object");
+        return answer_error(c, 400, "invalid_json", msg, NULL);
+    }
+    model = json_object_get(c->req, "model");
+    if (json_is_string(model))
+        snprintf(c->model_requested, sizeof(c->model_requested), "%s", json_string_value(model));
+    c->stream = c->api != RT_API_EMBEDDINGS && json_is_true(json_object_get(c->req, "stream"));
+    read_traceparent(c);
+    if (authenticate(c, msg, sizeof(msg)) != 0) {
+        rt_metrics_reject(f->d.metrics, RT_REJECT_AUTH);
+        return answer_error(c, 401, "invalid_api_key", msg, NULL);
+    }
+    if (!json_is_string(model) || json_string_length(model) == 0)
+        return answer_error(c, 400, "invalid_model", "model: a non-empty string is required",
+                            NULL);
+    if (json_string_length(model) >= RT_NAME_CAP)
+        return answer_error(c, 400, "invalid_model", "model: name too long", NULL);
+    tg_random_bytes(&rnd, sizeof(rnd));
+    rc = rt_router_begin(f->d.router, c->key, c->model_requested,
+                         json_is_true(json_object_get(c->req, "disable_fallbacks")), rnd,
+                         tg_now_mono_ms(), &c->plan);
+    c->plan_begun = 1;
+    if (rc != 0) {
+        const struct rt_outcome *o = rt_router_outcome(&c->plan);
+
+        return answer_error(c, o->status > 0 ? o->status : 400, o->error_class, o->message, o);
+    }
+    return drive(c);
+}
+
+/* ------------------------------------------------------------------ GET endpoints */
+
+static enum MHD_Result answer_text(struct MHD_Connection *conn, int status, const char *ctype,
+                                   char *body)
+{
+    return queue_body(conn, status, body, ctype, NULL, NULL, 0);
+}
+
+static enum MHD_Result serve_models(struct rt_front *f, struct MHD_Connection *conn)
+{
+    struct call tmp;
+    char msg[RT_MESSAGE_MAX];
+    json_t *data = json_array();
+    json_t *out;
+    char *s;
+    const struct rt_config *cfg = f->d.cfg;
+
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.f = f;
+    tmp.conn = conn;
+    if (authenticate(&tmp, msg, sizeof(msg)) != 0) {
+        rt_keys_release(&tmp.keys);
+        json_decref(data);
+        return answer_text(conn, 401, "application/json",
+                           error_body(f, 0, 401, "invalid_api_key", msg));
+    }
+    for (uint32_t i = 0; i < cfg->n_deployments; i++) {
+        const char *g = cfg->deployments[i].group;
+        int seen = 0;
+
+        for (uint32_t j = 0; j < i; j++) {
+            if (strcmp(cfg->deployments[j].group, g) == 0) {
+                seen = 1;
+                break;
+            }
+        }
+        if (!seen && rt_key_allows(tmp.key, g))
+            json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", g, "object",
+                                                  "model", "created", 0, "owned_by", "tollgate"));
+    }
+    for (uint32_t i = 0; i < cfg->n_aliases; i++) {
+        if (cfg->aliases[i].hidden || !rt_key_allows(tmp.key, cfg->aliases[i].alias))
+            continue;
+        json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", cfg->aliases[i].alias,
+                                              "object", "model", "created", 0, "owned_by",
+                                              "tollgate"));
+    }
+    if (tmp.key != NULL) {
+        for (uint32_t i = 0; i < tmp.key->n_aliases; i++) {
+            if (!rt_key_allows(tmp.key, tmp.key->aliases[i].alias))
+                continue;
+            json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id",
+                                                  tmp.key->aliases[i].alias, "object", "model",
+                                                  "created", 0, "owned_by", "tollgate"));
+        }
+    }
+    rt_keys_release(&tmp.keys);
+    out = json_pack("{s:s,s:o}", "object", "list", "data", data);
+    s = out != NULL ? json_dumps(out, JSON_COMPACT) : NULL;
+    json_decref(out);
+    if (s == NULL)
+        s = strdup("{\"object\":\"list\",\"data\":[]}");
+    return answer_text(conn, 200, "application/json", s);
+}
+
+static enum MHD_Result serve_metrics(struct rt_front *f, struct MHD_Connection *conn)
+{
+    struct tg_buf b;
+    struct rt_upstream_stats us;
+
+    if (tg_buf_init(&b, TG_METRICS_BODY_MAX_BYTES) != 0)
+        return MHD_NO;
+    rt_metrics_write(f->d.metrics, &b);
+    rt_upstream_get_stats(f->d.upstream, &us);
+    tg_prom_counter(&b, "tollgate_router_upstream_transfers_total",
+                    "Upstream transfers started.", us.submitted);
+    tg_prom_counter(&b, "tollgate_router_upstream_cancelled_total",
+                    "Upstream transfers aborted (client gone, shutdown).", us.cancelled);
+    tg_prom_counter(&b, "tollgate_router_upstream_timeouts_total", "Upstream transfers timed out.",
+                    us.timeouts);
+    tg_prom_counter(&b, "tollgate_router_upstream_too_big_total",
+                    "Upstream responses over max_response_bytes.", us.too_big);
+    tg_prom_counter(&b, "tollgate_router_upstream_full_total",
+                    "Transfers refused because every upstream slot was in use.", us.full);
+    tg_prom_gauge(&b, "tollgate_router_upstream_active", "Upstream transfers in progress.",
+                  (double)us.active);
+    return answer_text(conn, 200, TG_PROM_CONTENT_TYPE, b.data); /* takes b.data */
+}
+
+static enum MHD_Result serve_get(struct rt_front *f, struct MHD_Connection *conn, const char *url)
+{
+    if (strcmp(url, "/health/liveness") == 0)
+        return answer_text(conn, 200, "application/json", strdup("{\"status\":\"alive\"}"));
+    if (strcmp(url, "/health/readiness") == 0) {
+        struct tg_buf b;
+
+        if (tg_buf_init(&b, 1024) != 0)
+            return MHD_NO;
+        rt_health_readiness_json(f->d.health, &b);
+        return answer_text(conn, rt_health_ready(f->d.health) ? 200 : 503, "application/json",
+                           b.data);
+    }
+    if (strcmp(url, "/metrics") == 0)
+        return serve_metrics(f, conn);
+    if (strcmp(url, "/v1/models") == 0 || strcmp(url, "/models") == 0)
+        return serve_models(f, conn);
+    return answer_text(conn, 404, "application/json",
+                       error_body(f, 0, 404, "not_found", "Unknown path"));
+}
+
+/* ------------------------------------------------------------------ MHD callbacks */
+
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **con_cls)
+{
+    struct rt_front *f = cls;
+    struct call *c = *con_cls;
+
+    (void)version;
+    if (c == NULL) {
+        enum rt_api api;
+        const char *name;
+        int anthropic;
+        const char *cl;
+
+        if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+            return serve_get(f, conn, url);
+        if (strcmp(method, "POST") != 0 || endpoint_of(url, &api, &name, &anthropic) != 0)
+            return answer_text(conn, 404, "application/json",
+                               error_body(f, 0, 404, "not_found", "Unknown path or method"));
+        c = call_new(f, conn);
+        if (c == NULL)
+            return MHD_NO;
+        *con_cls = c;
+        c->api = api;
+        c->endpoint = name;
+        c->anthropic_shape = anthropic;
+        if (atomic_load(&f->stopping) || atomic_load(&f->quiesced)) {
+            rt_metrics_reject(f->d.metrics, RT_REJECT_SHUTTING_DOWN);
+            return answer_error(c, 503, "shutting_down", "router is shutting down", NULL);
+        }
+        if (atomic_fetch_add(&f->in_flight, 1) >= (int64_t)f->d.cfg->max_in_flight) {
+            atomic_fetch_sub(&f->in_flight, 1);
+            rt_metrics_reject(f->d.metrics, RT_REJECT_IN_FLIGHT_FULL);
+            return answer_error(c, 503, "in_flight_full",
+                                "router is at its in-flight request limit", NULL);
+        }
+        c->counted = 1;
+        rt_metrics_in_flight_add(f->d.metrics, 1);
+        cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl != NULL) {
+            unsigned long long n = strtoull(cl, NULL, 10);
+
+            if (n > f->d.cfg->max_body_bytes) {
+                char msg[160];
+
+                rt_metrics_reject(f->d.metrics, RT_REJECT_BODY_TOO_LARGE);
+                snprintf(msg, sizeof(msg), "Request body too large: limit is %llu bytes",
+                         (unsigned long long)f->d.cfg->max_body_bytes);
+                return answer_error(c, 413, "request_too_large", msg, NULL);
+            }
+            if (n > 0) {
+                c->body = malloc((size_t)n + 1);
+                if (c->body == NULL)
+                    return MHD_NO;
+                c->body_alloc = (size_t)n + 1;
+            }
+        }
+        return MHD_YES;
+    }
+    if (c->phase == PH_FINAL) {
+        *upload_size = 0; /* discard the rest of the body */
+        return MHD_YES;
+    }
+    if (c->too_large) {
+        char msg[160];
+
+        if (*upload_size > 0) {
+            *upload_size = 0; /* discard the rest of the body */
+            return MHD_YES;
+        }
+        rt_metrics_reject(f->d.metrics, RT_REJECT_BODY_TOO_LARGE);
+        snprintf(msg, sizeof(msg), "Request body too large: limit is %llu bytes",
+                 (unsigned long long)f->d.cfg->max_body_bytes);
+        return answer_error(c, 413, "request_too_large", msg, NULL);
+    }
+    if (c->phase == PH_BODY && !c->plan_begun && *upload_size > 0) {
+        size_t n = *upload_size;
+
+        if (c->body_len + n > f->d.cfg->max_body_bytes) {
+            /* no Content-Length (chunked): the cap is hit while reading. The rest of the body
+             * is read and dropped, then 413 (a response cannot be queued mid-upload). */
+            *upload_size = 0;
+            c->too_large = 1;
+            free(c->body);
+            c->body = NULL;
+            c->body_len = 0;
+            c->body_alloc = 0;
+            return MHD_YES;
+        }
+        if (c->body_len + n + 1 > c->body_alloc) {
+            size_t want = c->body_alloc ? c->body_alloc * 2 : 16384;
+            char *nb;
+
+            while (want < c->body_len + n + 1)
+                want *= 2;
+            if (want > f->d.cfg->max_body_bytes + 1)
+                want = f->d.cfg->max_body_bytes + 1;
+            nb = realloc(c->body, want);
+            if (nb == NULL)
+                return MHD_NO;
+            c->body = nb;
+            c->body_alloc = want;
+        }
+        memcpy(c->body + c->body_len, upload, n);
+        c->body_len += n;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (!c->plan_begun && c->phase == PH_BODY)
+        return request_start(c);
+    return drive(c);
+}
+
+static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct rt_front *f = cls;
+    struct call *c = *con_cls;
+    int cancel = 0;
+
+    (void)conn;
+    if (c == NULL)
+        return;
+    *con_cls = NULL;
+    pthread_mutex_lock(&c->mu);
+    c->client_gone = 1;
+    if (c->xfer_active)
+        cancel = 1;
+    pthread_mutex_unlock(&c->mu);
+    if (cancel)
+        rt_upstream_cancel(f->d.upstream, c->handle);
+    if (!c->event_done && c->plan_begun) {
+        /* the client went away before the outcome was final */
+        if (c->sse_init)
+            rt_sse_usage_get(&c->sse, &c->usage);
+        if (c->have_target && c->target.dep != NULL)
+            c->cost_nusd = rt_usage_cost_nusd(c->target.dep, &c->usage);
+        TG_DEBUG("msg=client_gone call_id=%s toe=%d", c->call_id, (int)toe);
+        call_complete(c, 499, "client_closed");
+    }
+    if (c->counted) {
+        atomic_fetch_sub(&f->in_flight, 1);
+        rt_metrics_in_flight_add(f->d.metrics, -1);
+    }
+    call_unref(c);
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+/* libmicrohttpd's own messages (client resets, protocol errors): debug level, escaped, cut. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char raw[256];
+    char esc[300];
+    int n;
+
+    (void)cls;
+    if (TG_LOG_DEBUG < atomic_load_explicit(&tg_log_level, memory_order_relaxed))
+        return;
+    n = vsnprintf(raw, sizeof(raw), fmt, ap);
+    if (n < 0)
+        return;
+    tg_log_escape(esc, sizeof(esc), raw, strnlen(raw, sizeof(raw)));
+    TG_DEBUG("msg=http_server_note text=\"%s\"", esc);
+}
+
+static int parse_listen(const char *s, struct sockaddr_in *sa, char *err, size_t errlen)
+{
+    char host[64];
+    const char *colon = strrchr(s, ':');
+    long port;
+    char *end;
+
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    if (colon == NULL || (size_t)(colon - s) >= sizeof(host)) {
+        snprintf(err, errlen, "listen: expected host:port");
+        return TG_EINVAL;
+    }
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 0 || port > 65535) {
+        snprintf(err, errlen, "listen: bad port");
+        return TG_EINVAL;
+    }
+    if (host[0] == '\0' || strcmp(host, "*") == 0)
+        snprintf(host, sizeof(host), "0.0.0.0");
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof(host), "127.0.0.1");
+    if (inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
+        snprintf(err, errlen, "listen: host must be an IPv4 address");
+        return TG_EINVAL;
+    }
+    sa->sin_port = htons((uint16_t)port);
+    return 0;
+}
+
+struct rt_front *rt_front_start(const struct rt_front_deps *deps, char *err, size_t errlen)
+{
+    struct rt_front *f = calloc(1, sizeof(*f));
+    struct sockaddr_in sa;
+    const union MHD_DaemonInfo *info;
+    unsigned threads;
+
+    if (f == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    f->d = *deps;
+    if (parse_listen(deps->cfg->listen, &sa, err, errlen) != 0) {
+        free(f);
+        return NULL;
+    }
+    threads = deps->cfg->threads > 0 ? deps->cfg->threads : 1;
+    f->daemon = MHD_start_daemon(
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+        ntohs(sa.sin_port), NULL, NULL, access_cb, f, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)deps->cfg->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)RT_FRONT_CONN_TIMEOUT_S,
+        MHD_OPTION_NOTIFY_COMPLETED, completed_cb, f, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_END);
+    if (f->daemon == NULL) {
+        snprintf(err, errlen, "cannot listen on %s", deps->cfg->listen);
+        free(f);
+        return NULL;
+    }
+    info = MHD_get_daemon_info(f->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    f->port = info != NULL ? info->port : ntohs(sa.sin_port);
+    return f;
+}
+
+uint16_t rt_front_port(const struct rt_front *f)
+{
+    return f->port;
+}
+
+void rt_front_quiesce(struct rt_front *f)
+{
+    atomic_store(&f->quiesced, 1);
+    /* new connections are refused; keep-alive connections get 503 for new requests */
+    MHD_quiesce_daemon(f->daemon);
+}
+
+int64_t rt_front_in_flight(const struct rt_front *f)
+{
+    return atomic_load(&((struct rt_front *)f)->in_flight);
+}
+
+void rt_front_stop(struct rt_front **fp)
+{
+    struct rt_front *f;
+
+    if (fp == NULL || *fp == NULL)
+        return;
+    f = *fp;
+    *fp = NULL;
+    atomic_store(&f->stopping, 1);
+    MHD_stop_daemon(f->daemon);
+    free(f);
+}

@@ -1,0 +1,241 @@
+/* router-svc: the Tollgate LLM gateway.
+ *
+ *   router-svc --config FILE          serve (FILE may also come from TOLLGATE_CONFIG)
+ *   router-svc --config FILE --check  validate, print warnings, exit 0; or print
+ *                                     FILE:LINE: key: problem and exit 2
+ *
+ * SIGTERM/SIGINT: readiness turns false, new connections are refused, requests in flight get
+ * up to TOLLGATE_SHUTDOWN_GRACE_S seconds (default 25) to finish, then whatever is left is
+ * cancelled and the process exits 0. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "health.h"
+#include "http_front.h"
+#include "keys.h"
+#include "mask.h"
+#include "router.h"
+#include "rt_metrics.h"
+#include "tg_log.h"
+#include "tg_time.h"
+#include "upstream.h"
+
+#define RT_SHUTDOWN_GRACE_S_DEFAULT 25
+#define RT_CANCEL_WAIT_MS 3000
+#define RT_UPSTREAM_EXTRA_SLOTS 64
+#define RT_MASK_CONFIG_SECRETS_MAX 1024
+
+static struct rt_config_diag diag; /* ~17 KB: static, not on the stack */
+
+struct hook_state {
+    struct rt_metrics *metrics;
+};
+
+/* The completion hook until the event publisher is plugged in: one debug line. */
+static void on_complete_log(const struct proto_event *ev, void *ud)
+{
+    (void)ud;
+    TG_DEBUG("msg=request_complete call_id=%s endpoint=%s status=%d model_group=%s "
+             "deployment=%s attempts=%d fallbacks=%d prompt_tokens=%" PRId64
+             " completion_tokens=%" PRId64 " cost_nusd=%" PRId64 " latency_ms=%" PRId64
+             " error_class=%s",
+             ev->call_id, ev->endpoint, ev->status, ev->model_group, ev->deployment_id,
+             ev->attempts, ev->fallbacks, ev->prompt_tokens, ev->completion_tokens,
+             ev->cost_nusd, ev->latency_ms, ev->error_class);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: router-svc --config FILE [--check]\n"
+                 "  FILE may also be given in TOLLGATE_CONFIG\n");
+}
+
+static int grace_seconds(void)
+{
+    const char *s = getenv("TOLLGATE_SHUTDOWN_GRACE_S");
+    long v;
+
+    if (s == NULL || *s == '\0')
+        return RT_SHUTDOWN_GRACE_S_DEFAULT;
+    v = strtol(s, NULL, 10);
+    if (v < 0 || v > 3600)
+        return RT_SHUTDOWN_GRACE_S_DEFAULT;
+    return (int)v;
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = getenv("TOLLGATE_CONFIG");
+    int check = 0;
+    int rc = 1;
+    char err[512];
+    struct rt_config *cfg = NULL;
+    struct rt_mask *mask = NULL;
+    struct rt_keys *keys = NULL;
+    struct rt_router *router = NULL;
+    struct rt_metrics *metrics = NULL;
+    struct rt_health *health = NULL;
+    struct rt_upstream *upstream = NULL;
+    struct rt_front *front = NULL;
+    const char **secrets = NULL;
+    size_t nsecrets;
+    sigset_t set;
+    int sig = 0;
+
+    tg_log_init("router-svc");
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            path = argv[++i];
+        } else if (strcmp(argv[i], "--check") == 0) {
+            check = 1;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (path == NULL || *path == '\0') {
+        usage(stderr);
+        return 2;
+    }
+    if (check)
+        tg_log_set_level(TG_LOG_ERROR); /* the warnings are printed below, once */
+    cfg = rt_config_load_file(path, &diag);
+    if (check) {
+        for (uint32_t i = 0; i < diag.n_warnings; i++)
+            fprintf(stderr, "%s\n", diag.warnings[i]);
+        if (diag.warnings_dropped > 0)
+            fprintf(stderr, "%s: %u more warnings not shown\n", path, diag.warnings_dropped);
+        if (cfg == NULL) {
+            fprintf(stderr, "%s\n", diag.error);
+            return 2;
+        }
+        printf("%s: ok (%u deployments, %u static keys)\n", path, cfg->n_deployments,
+               cfg->n_keys);
+        rt_config_destroy(&cfg);
+        return 0;
+    }
+    if (cfg == NULL) {
+        fprintf(stderr, "%s\n", diag.error);
+        return 2;
+    }
+
+    /* Signals are taken by sigwait in main; every thread created below inherits the mask. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+
+    secrets = calloc(RT_MASK_CONFIG_SECRETS_MAX, sizeof(*secrets));
+    if (secrets == NULL)
+        goto out;
+    nsecrets = rt_config_secrets(cfg, secrets, RT_MASK_CONFIG_SECRETS_MAX);
+    if (nsecrets > RT_MASK_CONFIG_SECRETS_MAX)
+        nsecrets = RT_MASK_CONFIG_SECRETS_MAX;
+    mask = rt_mask_create(secrets, nsecrets, err, sizeof(err));
+    if (mask == NULL) {
+        TG_ERROR("msg=start_failed part=mask reason=\"%s\"", err);
+        goto out;
+    }
+    keys = rt_keys_create(cfg->keys, cfg->n_keys, cfg->max_keys, err, sizeof(err));
+    if (keys == NULL) {
+        TG_ERROR("msg=start_failed part=keys reason=\"%s\"", err);
+        goto out;
+    }
+    router = rt_router_create(cfg, mask, err, sizeof(err));
+    if (router == NULL) {
+        TG_ERROR("msg=start_failed part=router reason=\"%s\"", err);
+        goto out;
+    }
+    metrics = rt_metrics_create(cfg);
+    health = rt_health_create();
+    if (metrics == NULL || health == NULL) {
+        TG_ERROR("msg=start_failed reason=out_of_memory");
+        goto out;
+    }
+    {
+        struct rt_upstream_config ucfg;
+
+        ucfg.max_transfers = (size_t)cfg->max_in_flight + RT_UPSTREAM_EXTRA_SLOTS;
+        ucfg.max_host_connections = (long)cfg->max_in_flight;
+        ucfg.max_total_connections = (long)cfg->max_in_flight + RT_UPSTREAM_EXTRA_SLOTS;
+        upstream = rt_upstream_create(&ucfg, err, sizeof(err));
+        if (upstream == NULL) {
+            TG_ERROR("msg=start_failed part=upstream reason=\"%s\"", err);
+            goto out;
+        }
+    }
+    {
+        struct rt_front_deps deps;
+
+        memset(&deps, 0, sizeof(deps));
+        deps.cfg = cfg;
+        deps.keys = keys;
+        deps.mask = mask;
+        deps.metrics = metrics;
+        deps.upstream = upstream;
+        deps.health = health;
+        deps.router = router;
+        deps.on_complete = on_complete_log;
+        deps.on_complete_ud = NULL;
+        front = rt_front_start(&deps, err, sizeof(err));
+        if (front == NULL) {
+            TG_ERROR("msg=start_failed part=http reason=\"%s\"", err);
+            goto out;
+        }
+    }
+    rt_health_set_ready(health, 1);
+    TG_INFO("msg=listening listen=%s port=%u deployments=%u keys=%u threads=%u", cfg->listen,
+            (unsigned)rt_front_port(front), cfg->n_deployments, cfg->n_keys, cfg->threads);
+
+    while (sigwait(&set, &sig) != 0)
+        ;
+    TG_INFO("msg=shutdown_begin signal=%d in_flight=%lld", sig,
+            (long long)rt_front_in_flight(front));
+    rt_health_set_shutting_down(health);
+    rt_front_quiesce(front);
+    {
+        uint64_t deadline = tg_now_mono_ms() + (uint64_t)grace_seconds() * 1000u;
+
+        while (rt_front_in_flight(front) > 0 && tg_now_mono_ms() < deadline)
+            tg_sleep_ms(20);
+    }
+    if (rt_front_in_flight(front) > 0)
+        TG_WARN("msg=shutdown_grace_expired in_flight=%lld",
+                (long long)rt_front_in_flight(front));
+    /* whatever is still waiting on a provider is cancelled; its connection resumes and gets
+     * an answer (or its stream ends with an error event) */
+    rt_upstream_shutdown(upstream);
+    {
+        uint64_t deadline = tg_now_mono_ms() + RT_CANCEL_WAIT_MS;
+
+        while (rt_front_in_flight(front) > 0 && tg_now_mono_ms() < deadline)
+            tg_sleep_ms(10);
+    }
+    TG_INFO("msg=shutdown_done completed=%llu",
+            (unsigned long long)rt_metrics_completed(metrics));
+    rc = 0;
+out:
+    rt_front_stop(&front);
+    rt_upstream_destroy(&upstream);
+    rt_health_destroy(&health);
+    rt_metrics_destroy(&metrics);
+    rt_router_destroy(&router);
+    rt_keys_destroy(&keys);
+    rt_mask_destroy(&mask);
+    free(secrets);
+    rt_config_destroy(&cfg);
+    curl_global_cleanup();
+    return rc;
+}

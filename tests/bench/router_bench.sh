@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# router-svc overhead: the same load against fake-llm directly, through nginx proxy_pass and
+# through router-svc, in one run on one machine.
+#   1. throughput at fixed concurrency (wrk, closed loop; curl driver when wrk is missing)
+#   2. p50/p99 at half of the direct throughput (loadgen, open loop, same rate for all three)
+#   3. CPU microseconds per request of the proxy process(es) (/proc/PID/stat utime+stime)
+#   4. RSS of the proxy after the run
+# Prints a markdown table with ratios. Numbers depend on the machine: compare ratios only.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../integration/router_lib.sh"
+
+rt_init router-bench
+CONC=${RT_BENCH_CONC:-64}
+DUR=${RT_BENCH_SECONDS:-8}
+LOADGEN="$TG_BUILD_DIR/tests/chaos/loadgen"
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+WRK=$(command -v wrk || true)
+NGINX_PORT=$(rt_free_port)
+TICK=$(getconf CLK_TCK)
+
+cat >"$RT_DIR/fake.json" <<'JSON'
+{"default": {"prompt_tokens": 12, "completion_tokens": 8, "chunks": 4}}
+JSON
+rt_fake_start "$RT_DIR/fake.json"
+
+cat >"$RT_DIR/router.yaml" <<YAML
+model_list:
+  - model_name: gpt-main
+    litellm_params: {model: openai/gpt-main, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 30,
+                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
+    model_info: {id: main-1}
+general_settings:
+  master_key: os.environ/RT_MASTER_KEY
+tollgate:
+  listen: 127.0.0.1:$RT_ROUTER_PORT
+  threads: 2
+  limits: {max_in_flight: 4096, max_connections: 10000}
+  keys:
+    - {key: os.environ/RT_KEY, key_alias: bench}
+YAML
+export TG_LOG_LEVEL=warn
+rt_router_start "$RT_DIR/router.yaml"
+
+mkdir -p "$RT_DIR/nginx"
+cat >"$RT_DIR/nginx/nginx.conf" <<NGINX
+worker_processes 2;
+pid $RT_DIR/nginx/nginx.pid;
+error_log $RT_DIR/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $RT_DIR/nginx/body;
+    proxy_temp_path $RT_DIR/nginx/proxy;
+    fastcgi_temp_path $RT_DIR/nginx/fastcgi;
+    uwsgi_temp_path $RT_DIR/nginx/uwsgi;
+    scgi_temp_path $RT_DIR/nginx/scgi;
+    upstream fake { server 127.0.0.1:$RT_FAKE_PORT; keepalive 256; }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / {
+            proxy_pass http://fake;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }
+    }
+}
+NGINX
+"$NGINX" -c "$RT_DIR/nginx/nginx.conf" -p "$RT_DIR/nginx" -g 'daemon off;' 2>>"$RT_DIR/nginx/stderr" &
+NGINX_PID=$!
+RT_PIDS+=("$NGINX_PID")
+rt_wait_http "http://127.0.0.1:$NGINX_PORT/_stats" 10 || rt_die "nginx did not start"
+
+BODY='{"model":"gpt-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}'
+cat >"$RT_DIR/post.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '$BODY'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $RT_KEY"
+LUA
+
+pids_of() { # target -> PIDs whose CPU is the proxy's cost
+    case $1 in
+    direct) echo "$RT_FAKE_PID" ;;
+    nginx) echo "$NGINX_PID $(pgrep -P "$NGINX_PID" | tr '\n' ' ')" ;;
+    router) echo "$RT_ROUTER_PID" ;;
+    esac
+}
+cpu_ticks() { # PIDs...
+    local t=0 p
+    for p in "$@"; do
+        t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+    done
+    echo "$t"
+}
+rss_kb() { # PIDs...
+    local t=0 p
+    for p in "$@"; do
+        t=$((t + $(awk '/^VmRSS:/ {print $2}' "/proc/$p/status")))
+    done
+    echo "$t"
+}
+url_of() {
+    case $1 in
+    direct) echo "$RT_FAKE" ;;
+    nginx) echo "http://127.0.0.1:$NGINX_PORT" ;;
+    router) echo "$RT_URL" ;;
+    esac
+}
+
+# throughput: closed loop at CONC connections for DUR seconds
+declare -A RPS CPU_US RSS P50 P99 FAILS
+for t in direct nginx router; do
+    url=$(url_of $t)
+    pids=$(pids_of $t)
+    # warm-up
+    if [ -n "$WRK" ]; then
+        "$WRK" -t2 -c"$CONC" -d2s -s "$RT_DIR/post.lua" "$url/v1/chat/completions" >/dev/null 2>&1
+    fi
+    c0=$(cpu_ticks $pids)
+    if [ -n "$WRK" ]; then
+        "$WRK" -t2 -c"$CONC" -d"${DUR}s" -s "$RT_DIR/post.lua" "$url/v1/chat/completions" >"$RT_DIR/wrk.$t" 2>&1
+        rps=$(awk '/^Requests\/sec:/ {print $2}' "$RT_DIR/wrk.$t")
+        reqs=$(awk '/requests in/ {print $1}' "$RT_DIR/wrk.$t")
+        non2xx=$(awk '/Non-2xx/ {print $5}' "$RT_DIR/wrk.$t")
+    else
+        "$LOADGEN" --url "$url" --key "$RT_KEY" --rate 100000 --duration "$DUR" --mix chat \
+            --stream-ratio 0 --max-inflight "$CONC" >"$RT_DIR/wrk.$t" 2>&1
+        reqs=$(tail -1 "$RT_DIR/wrk.$t" | jq '.ok')
+        rps=$(echo "$reqs $DUR" | awk '{printf "%.0f", $1 / $2}')
+        non2xx=0
+    fi
+    c1=$(cpu_ticks $pids)
+    RPS[$t]=${rps%.*}
+    FAILS[$t]=${non2xx:-0}
+    CPU_US[$t]=$(echo "$c0 $c1 $TICK $reqs" | awk '{printf "%.1f", ($2 - $1) * 1e6 / $3 / $4}')
+    RSS[$t]=$(rss_kb $pids)
+done
+
+# latency at half load: open loop at half of the direct throughput, same rate everywhere
+RATE=$((RPS[direct] / 2))
+[ "$RATE" -gt 20000 ] && RATE=20000
+for t in direct nginx router; do
+    "$LOADGEN" --url "$(url_of $t)" --key "$RT_KEY" --rate "$RATE" --duration "$DUR" \
+        --mix chat --stream-ratio 0 --max-inflight 4096 >"$RT_DIR/lat.$t" 2>&1
+    summary=$(grep '^{' "$RT_DIR/lat.$t" | tail -1)
+    P50[$t]=$(jq -r '.p50_ms // .latency_ms.p50 // empty' <<<"$summary")
+    P99[$t]=$(jq -r '.p99_ms // .latency_ms.p99 // empty' <<<"$summary")
+done
+
+ratio() { echo "$1 $2" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else print "n/a" }'; }
+added() { echo "$1 $2" | awk '{ printf "%.3f", $1 - $2 }'; }
+{
+    echo
+    echo "### router-svc bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, concurrency $CONC, ${DUR}s per run, open-loop rate $RATE/s)"
+    echo
+    echo "| target | req/s | non-2xx | CPU µs/req (proxy) | RSS kB (proxy) | p50 ms @ $RATE/s | p99 ms @ $RATE/s |"
+    echo "|---|---|---|---|---|---|---|"
+    for t in direct nginx router; do
+        echo "| $t | ${RPS[$t]} | ${FAILS[$t]} | ${CPU_US[$t]} | ${RSS[$t]} | ${P50[$t]} | ${P99[$t]} |"
+    done
+    echo
+    echo "| ratio | value |"
+    echo "|---|---|"
+    echo "| router / nginx throughput | $(ratio "${RPS[router]}" "${RPS[nginx]}") |"
+    echo "| router / direct throughput | $(ratio "${RPS[router]}" "${RPS[direct]}") |"
+    echo "| router / nginx CPU per request | $(ratio "${CPU_US[router]}" "${CPU_US[nginx]}") |"
+    echo "| router added p99 vs direct (ms) | $(added "${P99[router]}" "${P99[direct]}") |"
+    echo "| nginx added p99 vs direct (ms) | $(added "${P99[nginx]}" "${P99[direct]}") |"
+} | tee "$RT_DIR/bench.md"
+rt_true "router answered during the bench" test "${RPS[router]:-0}" -gt 0
+rt_eq "router gave no non-2xx" "${FAILS[router]}" 0
+rt_finish

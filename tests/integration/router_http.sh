@@ -1,0 +1,348 @@
+#!/usr/bin/env bash
+# router-svc against fake-llm: every endpoint, streaming and not; retries, fallbacks, aliases,
+# context-window fallback, timeout, cooldown, garbage upstream, body cap, malformed JSON,
+# unknown model, auth, client disconnect, pristine fallback body, metrics, graceful stop.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/router_lib.sh"
+
+rt_init router-http
+SSE_CHECK="$TG_BUILD_DIR/tests/tools/sse_check"
+[ -x "$SSE_CHECK" ] || rt_die "sse_check not built ($SSE_CHECK)"
+
+cat >"$RT_DIR/fake.json" <<'JSON'
+{"default": {"prompt_tokens": 12, "completion_tokens": 8, "chunks": 4},
+ "models": {"fake-slow": {"latency_ms": 3000},
+            "fake-cw": {"fail_rate": 1.0, "error": "context_window"},
+            "fake-garbage": {"error": "garbage", "fail_rate": 1.0},
+            "fake-cool-a": {"fail_rate": 1.0, "status": 503},
+            "fake-inflight": {"latency_ms": 1500},
+            "fake-longstream": {"chunks": 40, "ttft_ms": 50, "latency_ms": 8000}}}
+JSON
+rt_fake_start "$RT_DIR/fake.json"
+
+cat >"$RT_DIR/router.yaml" <<YAML
+model_list:
+  - model_name: gpt-main
+    litellm_params: {model: openai/fake-primary-a, api_base: $RT_FAKE/v1, order: 1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10,
+                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
+    model_info: {id: main-a}
+  - model_name: gpt-main
+    litellm_params: {model: openai/fake-primary-b, api_base: $RT_FAKE/v1, order: 2,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10,
+                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
+    model_info: {id: main-b}
+  - model_name: gpt-fallback
+    litellm_params: {model: openai/fake-fallback, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10,
+                     input_cost_per_token: 0.000001, output_cost_per_token: 0.000002}
+    model_info: {id: fallback-1}
+  - model_name: claude-main
+    litellm_params: {model: anthropic/fake-claude, api_base: $RT_FAKE,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10,
+                     input_cost_per_token: 0.000003, output_cost_per_token: 0.000015}
+    model_info: {id: claude-1}
+  - model_name: embed-main
+    litellm_params: {model: openai/fake-embed, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10,
+                     input_cost_per_token: 0.0000001}
+    model_info: {id: embed-1}
+  - model_name: gpt-cw
+    litellm_params: {model: openai/fake-cw, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: cw-1}
+  - model_name: gpt-big
+    litellm_params: {model: openai/fake-big, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: big-1}
+  - model_name: gpt-slow
+    litellm_params: {model: openai/fake-slow, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 1}
+    model_info: {id: slow-1}
+  - model_name: gpt-slow-only
+    litellm_params: {model: openai/fake-slow, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 1}
+    model_info: {id: slow-only-1}
+  - model_name: gpt-garbage
+    litellm_params: {model: openai/fake-garbage, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: garbage-1}
+  - model_name: gpt-cool
+    litellm_params: {model: openai/fake-cool-a, api_base: $RT_FAKE/v1, order: 1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: cool-a}
+  - model_name: gpt-cool
+    litellm_params: {model: openai/fake-cool-b, api_base: $RT_FAKE/v1, order: 2,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: cool-b}
+  - model_name: gpt-inflight
+    litellm_params: {model: openai/fake-inflight, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: inflight-1}
+  - model_name: gpt-longstream
+    litellm_params: {model: openai/fake-longstream, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 30}
+    model_info: {id: longstream-1}
+router_settings:
+  num_retries: 2
+  allowed_fails: 2
+  cooldown_time: 120
+  fallbacks: [{gpt-main: [gpt-fallback]}, {gpt-slow: [gpt-fallback]}]
+  context_window_fallbacks: [{gpt-cw: [gpt-big]}]
+  model_group_alias: {alias-main: gpt-main}
+general_settings:
+  master_key: os.environ/RT_MASTER_KEY
+tollgate:
+  listen: 127.0.0.1:$RT_ROUTER_PORT
+  limits: {max_body_bytes: 10485760, max_connections: 1000, max_in_flight: 256}
+  threads: 2
+  keys:
+    - {key: os.environ/RT_KEY, key_alias: itest, team_id: team-a}
+YAML
+export TG_LOG_LEVEL=debug
+rt_router_start "$RT_DIR/router.yaml"
+
+CHAT='{"model":"gpt-main","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}],"max_tokens":50,"temperature":0.2,"user":"end-user-1"}'
+CHAT_S='{"model":"gpt-main","stream":true,"messages":[{"role":"user","content":"hello"}]}'
+MSG='{"model":"claude-main","max_tokens":64,"system":"be brief","messages":[{"role":"user","content":"hello"}]}'
+RESP='{"model":"gpt-main","input":"hello"}'
+EMB='{"model":"embed-main","input":"hello"}'
+
+uuid_re='^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'
+
+# -------------------------------------------------------------- health, models
+rt_req live GET /health/liveness
+rt_eq "liveness 200" "$RT_STATUS" 200
+rt_req ready GET /health/readiness
+rt_eq "readiness 200" "$RT_STATUS" 200
+rt_eq "readiness says ready" "$(jq -r .status "$RT_DIR/ready.body")" ready
+rt_req models GET /v1/models -H "Authorization: Bearer $RT_KEY"
+rt_eq "models 200" "$RT_STATUS" 200
+rt_eq "models lists gpt-main and alias-main" \
+    "$(jq -r '[.data[].id] | (index("gpt-main") != null) and (index("alias-main") != null)' "$RT_DIR/models.body")" true
+rt_req models_noauth GET /v1/models
+rt_eq "models without key 401" "$RT_STATUS" 401
+
+# -------------------------------------------------------------- success, every endpoint
+rt_post chat /v1/chat/completions "$CHAT"
+rt_eq "chat 200" "$RT_STATUS" 200
+rt_true "chat call id is a uuid v7" grep -Eq "$uuid_re" <<<"$(rt_hdr chat x-tollgate-call-id)"
+rt_eq "chat model group" "$(rt_hdr chat x-tollgate-model-group)" gpt-main
+rt_eq "chat attempts" "$(rt_hdr chat x-tollgate-attempts)" 1
+rt_eq "chat fallbacks" "$(rt_hdr chat x-tollgate-fallbacks)" 0
+# 12 * 0.0000005 + 8 * 0.0000015 = 0.000018
+rt_eq "chat cost" "$(rt_hdr chat x-tollgate-response-cost)" 0.000018000
+rt_true "chat overhead header" grep -Eq '^[0-9]+\.[0-9]{3}$' <<<"$(rt_hdr chat x-tollgate-overhead-ms)"
+rt_eq "chat usage" "$(jq -c '[.usage.prompt_tokens,.usage.completion_tokens]' "$RT_DIR/chat.body")" "[12,8]"
+
+rt_post chat_alt /chat/completions "$CHAT"
+rt_eq "/chat/completions 200" "$RT_STATUS" 200
+
+rt_post chat_s /v1/chat/completions "$CHAT_S" -N
+rt_eq "chat stream 200" "$RT_STATUS" 200
+rt_true "chat stream is event-stream" grep -q '^content-type: text/event-stream' "$RT_DIR/chat_s.hdrl"
+rt_true "chat stream ends with [DONE]" grep -q '^data: \[DONE\]' "$RT_DIR/chat_s.body"
+rt_true "chat stream: usage chunk the client did not ask for is not forwarded" \
+    bash -c "! grep -q '\"usage\":{' '$RT_DIR/chat_s.body'"
+rt_eq "chat stream cost trailer" "$(rt_hdr chat_s x-tollgate-response-cost)" 0.000018000
+rt_true "chat stream passes sse_check" "$SSE_CHECK" --dialect openai-chat "$RT_DIR/chat_s.body"
+rt_post chat_su /v1/chat/completions \
+    '{"model":"gpt-main","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}' -N
+rt_eq "chat stream with include_usage carries usage" \
+    "$(grep '"usage":{' "$RT_DIR/chat_su.body" | sed 's/^data: //' | jq -c '[.usage.prompt_tokens,.usage.completion_tokens]')" "[12,8]"
+rt_true "chat stream with usage passes sse_check --require-usage" \
+    "$SSE_CHECK" --dialect openai-chat --require-usage "$RT_DIR/chat_su.body"
+
+rt_post emb /v1/embeddings "$EMB"
+rt_eq "embeddings 200" "$RT_STATUS" 200
+rt_eq "embeddings cost" "$(rt_hdr emb x-tollgate-response-cost)" 0.000001200
+rt_eq "embeddings model group" "$(rt_hdr emb x-tollgate-model-group)" embed-main
+
+rt_post resp /v1/responses "$RESP"
+rt_eq "responses 200" "$RT_STATUS" 200
+rt_eq "responses cost" "$(rt_hdr resp x-tollgate-response-cost)" 0.000018000
+rt_post resp_s /v1/responses '{"model":"gpt-main","input":"hello","stream":true}' -N
+rt_eq "responses stream 200" "$RT_STATUS" 200
+rt_true "responses stream has response.completed" grep -q 'response.completed' "$RT_DIR/resp_s.body"
+rt_eq "responses stream cost trailer" "$(rt_hdr resp_s x-tollgate-response-cost)" 0.000018000
+rt_true "responses stream passes sse_check" "$SSE_CHECK" --dialect openai-responses "$RT_DIR/resp_s.body"
+
+rt_post msg /v1/messages "$MSG"
+rt_eq "messages 200" "$RT_STATUS" 200
+rt_eq "messages shape" "$(jq -r .type "$RT_DIR/msg.body")" message
+# 12 * 0.000003 + 8 * 0.000015 = 0.000156
+rt_eq "messages cost" "$(rt_hdr msg x-tollgate-response-cost)" 0.000156000
+rt_post msg_s /v1/messages "$(jq -c '.stream=true' <<<"$MSG")" -N
+rt_eq "messages stream 200" "$RT_STATUS" 200
+rt_true "messages stream has message_stop" grep -q '^event: message_stop' "$RT_DIR/msg_s.body"
+rt_eq "messages stream cost trailer" "$(rt_hdr msg_s x-tollgate-response-cost)" 0.000156000
+rt_true "messages stream passes sse_check" "$SSE_CHECK" --dialect anthropic --require-usage "$RT_DIR/msg_s.body"
+
+# -------------------------------------------------------------- translation
+rt_post tr1 /v1/messages "$(jq -c '.model="gpt-main"' <<<"$MSG")"
+rt_eq "messages -> openai deployment 200" "$RT_STATUS" 200
+rt_eq "messages -> openai: Anthropic shape with usage" \
+    "$(jq -c '[.type,.role,.content[0].type,.usage.input_tokens,.usage.output_tokens]' "$RT_DIR/tr1.body")" \
+    '["message","assistant","text",12,8]'
+rt_eq "messages -> openai: upstream got a chat body" \
+    "$(curl -fsS "$RT_FAKE/_requests?model=fake-primary-a&limit=1" | jq -r '.requests[-1].path')" \
+    /v1/chat/completions
+rt_post tr2 /v1/chat/completions "$(jq -c '.model="claude-main"' <<<"$CHAT")"
+rt_eq "chat -> anthropic deployment 200" "$RT_STATUS" 200
+rt_eq "chat -> anthropic: OpenAI shape with usage" \
+    "$(jq -c '[.object,.choices[0].message.role,.usage.prompt_tokens,.usage.completion_tokens]' "$RT_DIR/tr2.body")" \
+    '["chat.completion","assistant",12,8]'
+rt_eq "chat -> anthropic: system moved to the top level" \
+    "$(curl -fsS "$RT_FAKE/_requests?model=fake-claude&limit=1" | jq -r '.requests[-1].body | fromjson | .system')" \
+    "be brief"
+rt_post tr3 /v1/messages "$(jq -c '.model="gpt-main" | .stream=true' <<<"$MSG")" -N
+rt_eq "messages stream -> openai 200" "$RT_STATUS" 200
+rt_true "messages stream -> openai: message_start .. message_stop" \
+    bash -c "grep -q '^event: message_start' '$RT_DIR/tr3.body' && grep -q '^event: content_block_delta' '$RT_DIR/tr3.body' && grep -q '^event: message_stop' '$RT_DIR/tr3.body'"
+rt_true "messages stream -> openai passes sse_check" "$SSE_CHECK" --dialect anthropic --require-usage "$RT_DIR/tr3.body"
+rt_eq "messages stream -> openai: usage mapped" \
+    "$(grep '"message_delta"' "$RT_DIR/tr3.body" | sed 's/^data: //' | jq -c '.usage.output_tokens')" 8
+rt_post tr4 /v1/chat/completions "$(jq -c '.model="claude-main" | .stream=true' <<<"$CHAT")" -N
+rt_eq "chat stream -> anthropic 200" "$RT_STATUS" 200
+rt_true "chat stream -> anthropic: chunks and [DONE]" \
+    bash -c "grep -q 'chat.completion.chunk' '$RT_DIR/tr4.body' && grep -q '^data: \[DONE\]' '$RT_DIR/tr4.body'"
+rt_eq "chat stream -> anthropic: cost from the stream" "$(rt_hdr tr4 x-tollgate-response-cost)" 0.000156000
+rt_true "chat stream -> anthropic passes sse_check" "$SSE_CHECK" --dialect openai-chat "$RT_DIR/tr4.body"
+
+# -------------------------------------------------------------- client errors
+rt_post bad /v1/chat/completions '{"model": "gpt-main", "messages": [}'
+rt_eq "malformed JSON 400" "$RT_STATUS" 400
+rt_true "malformed JSON names the position" grep -q 'line 1, column' "$RT_DIR/bad.body"
+rt_eq "malformed JSON OpenAI error shape" "$(jq -r '.error.type' "$RT_DIR/bad.body")" invalid_request_error
+rt_post bad_m /v1/messages '{"model": '
+rt_eq "malformed JSON on /v1/messages: Anthropic shape" \
+    "$(jq -r '[.type,.error.type] | join(",")' "$RT_DIR/bad_m.body")" "error,invalid_request_error"
+rt_post unk /v1/chat/completions '{"model":"no-such-model","messages":[{"role":"user","content":"x"}]}'
+rt_eq "unknown model 400" "$RT_STATUS" 400
+rt_req noauth POST /v1/chat/completions --data-binary "$CHAT"
+rt_eq "no key 401" "$RT_STATUS" 401
+rt_req badkey POST /v1/messages -H "x-api-key: sk-not-a-real-key-0123456789abcdef" --data-binary "$MSG"
+rt_eq "bad key 401 on /v1/messages" "$RT_STATUS" 401
+rt_eq "bad key error in Anthropic shape" "$(jq -r .error.type "$RT_DIR/badkey.body")" authentication_error
+rt_req master POST /v1/chat/completions -H "Authorization: Bearer $RT_MASTER_KEY" --data-binary "$CHAT"
+rt_eq "master key accepted" "$RT_STATUS" 200
+
+head -c $((11 * 1024 * 1024)) /dev/zero | tr '\0' 'a' >"$RT_DIR/big.txt"
+printf '{"model":"gpt-main","messages":[{"role":"user","content":"' >"$RT_DIR/big.json"
+cat "$RT_DIR/big.txt" >>"$RT_DIR/big.json"
+printf '"}]}' >>"$RT_DIR/big.json"
+rt_req big POST /v1/chat/completions -H "Authorization: Bearer $RT_KEY" --data-binary "@$RT_DIR/big.json"
+rt_eq "11 MB body 413" "$RT_STATUS" 413
+rt_true "413 names the limit" grep -q '10485760' "$RT_DIR/big.body"
+rt_req big_chunked POST /v1/chat/completions -H "Authorization: Bearer $RT_KEY" \
+    -H 'Transfer-Encoding: chunked' --data-binary "@$RT_DIR/big.json"
+rt_eq "11 MB chunked body (no Content-Length) 413" "$RT_STATUS" 413
+
+# -------------------------------------------------------------- retry and fallback
+curl -fsS -o /dev/null -X POST "$RT_FAKE/_control/reset"
+rt_fake_control fake-primary-a '{"fail_rate":1.0,"status":500}'
+rt_fake_control fake-primary-b '{"fail_rate":1.0,"status":500}'
+rt_post fb /v1/chat/completions "$CHAT"
+rt_eq "primary failing -> 200" "$RT_STATUS" 200
+rt_eq "served by the fallback group" "$(rt_hdr fb x-tollgate-model-group)" gpt-fallback
+rt_eq "fallbacks header" "$(rt_hdr fb x-tollgate-fallbacks)" 1
+rt_true "attempts header counts the retries" test "$(rt_hdr fb x-tollgate-attempts)" -ge 3
+rt_true "both primaries were tried" \
+    test "$(rt_fake_stat fake-primary-a requests)" -ge 1 -a "$(rt_fake_stat fake-primary-b requests)" -ge 1
+# 12 * 0.000001 + 8 * 0.000002 = 0.000028
+rt_eq "fallback cost at the fallback's prices" "$(rt_hdr fb x-tollgate-response-cost)" 0.000028000
+# the fallback sees the client's body with only "model" changed
+got=$(curl -fsS "$RT_FAKE/_requests?model=fake-fallback&limit=1" | jq -S '.requests[-1].body | fromjson')
+want=$(jq -S '.model="fake-fallback"' <<<"$CHAT")
+rt_eq "fallback body is the client body with only model swapped" "$got" "$want"
+for ep in stream responses messages alias; do
+    case $ep in
+    stream) rt_post fb_$ep /v1/chat/completions "$CHAT_S" -N ;;
+    responses) rt_post fb_$ep /v1/responses "$RESP" ;;
+    messages) rt_post fb_$ep /v1/messages "$(jq -c '.model="gpt-main"' <<<"$MSG")" ;;
+    alias) rt_post fb_$ep /v1/chat/completions "$(jq -c '.model="alias-main"' <<<"$CHAT")" ;;
+    esac
+    rt_eq "fallback ($ep) 200" "$RT_STATUS" 200
+    rt_eq "fallback ($ep) served by gpt-fallback" "$(rt_hdr fb_$ep x-tollgate-model-group)" gpt-fallback
+done
+rt_true "fallback stream complete" grep -q '^data: \[DONE\]' "$RT_DIR/fb_stream.body"
+rt_fake_control fake-primary-a '{"fail_rate":0.0}'
+rt_fake_control fake-primary-b '{"fail_rate":0.0}'
+
+# -------------------------------------------------------------- context window, timeout
+rt_post cw /v1/chat/completions "$(jq -c '.model="gpt-cw"' <<<"$CHAT")"
+rt_eq "context window -> 200" "$RT_STATUS" 200
+rt_eq "context window fallback group" "$(rt_hdr cw x-tollgate-model-group)" gpt-big
+rt_post slow /v1/chat/completions "$(jq -c '.model="gpt-slow"' <<<"$CHAT")"
+rt_eq "timeout -> fallback 200" "$RT_STATUS" 200
+rt_eq "timeout fallback group" "$(rt_hdr slow x-tollgate-model-group)" gpt-fallback
+t0=$(date +%s%N)
+rt_post slow2 /v1/chat/completions "$(jq -c '.model="gpt-slow-only"' <<<"$CHAT")"
+t1=$(date +%s%N)
+rt_true "timeout without fallback -> 504/408" test "$RT_STATUS" = 504 -o "$RT_STATUS" = 408
+rt_eq "timeout error class" "$(jq -r .error.code "$RT_DIR/slow2.body")" timeout
+n_att=$(rt_hdr slow2 x-tollgate-attempts)
+ms=$(((t1 - t0) / 1000000))
+rt_true "deployment timeout (1 s) honoured, not the provider's 3 s ($n_att attempts in $ms ms)" \
+    test "$ms" -ge $((n_att * 1000 - 100)) -a "$ms" -lt $((n_att * 1000 + 1500))
+
+# -------------------------------------------------------------- cooldown
+for i in $(seq 1 12); do
+    rt_post cool_$i /v1/chat/completions "$(jq -c '.model="gpt-cool"' <<<"$CHAT")"
+    [ "$RT_STATUS" = 200 ] || rt_fail "cooldown request $i status $RT_STATUS"
+done
+a1=$(rt_fake_stat fake-cool-a requests)
+for i in $(seq 1 10); do
+    rt_post coolb_$i /v1/chat/completions "$(jq -c '.model="gpt-cool"' <<<"$CHAT")"
+done
+a2=$(rt_fake_stat fake-cool-a requests)
+rt_true "cooldown: failing deployment got at most allowed_fails+1 requests ($a1)" test "$a1" -le 3
+rt_eq "cooldown: no traffic to the cooled deployment afterwards" "$a2" "$a1"
+rt_true "cooldown: healthy deployment served" test "$(rt_fake_stat fake-cool-b requests)" -ge 22
+
+# -------------------------------------------------------------- garbage upstream
+rt_post garb /v1/chat/completions "$(jq -c '.model="gpt-garbage"' <<<"$CHAT")"
+rt_eq "garbage upstream 502" "$RT_STATUS" 502
+rt_eq "garbage error class" "$(jq -r .error.code "$RT_DIR/garb.body")" invalid_response
+rt_true "garbage error body has no provider key" bash -c "! grep -qF '$RT_PROVIDER_KEY' '$RT_DIR/garb.body'"
+
+# -------------------------------------------------------------- client disconnect mid-stream
+curl -sS -N --max-time 1 -o "$RT_DIR/disc.body" -H "Authorization: Bearer $RT_KEY" \
+    --data-binary '{"model":"gpt-longstream","stream":true,"messages":[{"role":"user","content":"x"}]}' \
+    "$RT_URL/v1/chat/completions" 2>/dev/null
+aborted=0
+for i in $(seq 1 50); do
+    aborted=$(rt_fake_stat fake-longstream aborted)
+    [ "$aborted" -ge 1 ] && break
+    sleep 0.1
+done
+rt_true "client got the first chunks before disconnecting" grep -q '^data: {' "$RT_DIR/disc.body"
+rt_true "client disconnect aborted the upstream transfer (aborted=$aborted)" test "$aborted" -ge 1
+
+# -------------------------------------------------------------- metrics
+rt_req metrics GET /metrics
+rt_eq "metrics 200" "$RT_STATUS" 200
+for m in tollgate_router_requests_total tollgate_router_attempts_total tollgate_router_retries_total \
+    tollgate_router_fallbacks_total tollgate_router_cooldowns_total \
+    tollgate_router_request_duration_seconds_bucket tollgate_router_overhead_seconds_bucket \
+    tollgate_router_in_flight; do
+    rt_true "metric $m" grep -q "^$m" "$RT_DIR/metrics.body"
+done
+rt_true "fallback counted gpt-main -> gpt-fallback" \
+    grep -q '^tollgate_router_fallbacks_total{from="gpt-main",to="gpt-fallback"} [1-9]' "$RT_DIR/metrics.body"
+rt_true "cooldown counted for cool-a" \
+    grep -q '^tollgate_router_cooldowns_total{deployment="cool-a"} [1-9]' "$RT_DIR/metrics.body"
+
+# -------------------------------------------------------------- graceful stop
+curl -sS -o "$RT_DIR/inflight.body" -w '%{http_code}' -H "Authorization: Bearer $RT_KEY" \
+    --data-binary "$(jq -c '.model="gpt-inflight"' <<<"$CHAT")" "$RT_URL/v1/chat/completions" \
+    >"$RT_DIR/inflight.status" &
+curl_pid=$!
+sleep 0.3
+rt_router_stop
+rc=$?
+wait "$curl_pid"
+rt_eq "SIGTERM exit status" "$rc" 0
+rt_eq "request in flight at SIGTERM was served" "$(cat "$RT_DIR/inflight.status")" 200
+
+rt_finish
