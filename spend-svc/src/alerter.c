@@ -464,7 +464,8 @@ static void sender_settle(struct sp_alerter *al, struct alert_item *cur, CURLcod
         /* Nothing goes to this webhook before Retry-After has passed. The bucket restarts
          * with one token at that moment rather than with what it would have saved up, so a
          * burst does not land the instant the block ends. */
-        r->blocked_until_ms = now + wait_s * 1000u;
+        /* + 1: now is truncated to the millisecond; never a moment early. */
+        r->blocked_until_ms = now + wait_s * 1000u + 1u;
         r->tb.tokens = 1.0;
         r->tb.last_ms = r->blocked_until_ms;
         TG_WARN_RL("msg=alert_webhook_throttled webhook=#%" PRIu32 " retry_after_s=%" PRIu64,
