@@ -880,10 +880,27 @@ static int parse_aliases(struct ld *ld, yaml_node_t *n, const char *path,
     return 0;
 }
 
+/* Room for the rules of list n ({g: [...]} pairs over all items), at most
+ * RT_CONFIG_FALLBACK_RULES_MAX; *cap receives the count allocated. */
 static int alloc_rules(struct ld *ld, yaml_node_t *n, const char *path,
-                       struct rt_fallback_rule **rules)
+                       struct rt_fallback_rule **rules, uint32_t *cap)
 {
-    *rules = calloc(RT_CONFIG_FALLBACK_RULES_MAX, sizeof(**rules));
+    size_t pairs = 0;
+
+    if (expect_type(ld, n, path, YAML_SEQUENCE_NODE) != 0)
+        return TG_ECONFIG;
+    FOR_ITEMS(n, item)
+    {
+        yaml_node_t *e = node_at(ld, *item);
+
+        if (e != NULL && e->type == YAML_MAPPING_NODE)
+            pairs += (size_t)(e->data.mapping.pairs.top - e->data.mapping.pairs.start);
+    }
+    if (pairs > RT_CONFIG_FALLBACK_RULES_MAX)
+        return fail(ld, n, path, "too many fallback rules (%zu, max %d)", pairs,
+                    RT_CONFIG_FALLBACK_RULES_MAX);
+    *cap = (uint32_t)pairs;
+    *rules = calloc(pairs > 0 ? pairs : 1, sizeof(**rules));
     if (*rules == NULL)
         return fail(ld, n, path, "out of memory");
     return 0;
@@ -903,6 +920,7 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n)
         const char *k = pair_key(ld, pair, "router_settings");
         yaml_node_t *v = node_at(ld, pair->value);
         int rc = 0;
+        uint32_t cap = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
@@ -942,24 +960,23 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n)
         } else if (strcmp(k, "fallbacks") == 0) {
             if (is_null(v))
                 continue;
-            rc = alloc_rules(ld, v, p, &cfg->fallbacks);
+            rc = alloc_rules(ld, v, p, &cfg->fallbacks, &cap);
             if (rc == 0)
-                rc = parse_fallback_rules(ld, v, p, cfg->fallbacks, RT_CONFIG_FALLBACK_RULES_MAX,
-                                          &cfg->n_fallbacks);
+                rc = parse_fallback_rules(ld, v, p, cfg->fallbacks, cap, &cfg->n_fallbacks);
         } else if (strcmp(k, "context_window_fallbacks") == 0) {
             if (is_null(v))
                 continue;
-            rc = alloc_rules(ld, v, p, &cfg->cw_fallbacks);
+            rc = alloc_rules(ld, v, p, &cfg->cw_fallbacks, &cap);
             if (rc == 0)
-                rc = parse_fallback_rules(ld, v, p, cfg->cw_fallbacks,
-                                          RT_CONFIG_FALLBACK_RULES_MAX, &cfg->n_cw_fallbacks);
+                rc = parse_fallback_rules(ld, v, p, cfg->cw_fallbacks, cap,
+                                          &cfg->n_cw_fallbacks);
         } else if (strcmp(k, "content_policy_fallbacks") == 0) {
             if (is_null(v))
                 continue;
-            rc = alloc_rules(ld, v, p, &cfg->cp_fallbacks);
+            rc = alloc_rules(ld, v, p, &cfg->cp_fallbacks, &cap);
             if (rc == 0)
-                rc = parse_fallback_rules(ld, v, p, cfg->cp_fallbacks,
-                                          RT_CONFIG_FALLBACK_RULES_MAX, &cfg->n_cp_fallbacks);
+                rc = parse_fallback_rules(ld, v, p, cfg->cp_fallbacks, cap,
+                                          &cfg->n_cp_fallbacks);
         } else if (strcmp(k, "default_fallbacks") == 0) {
             if (is_null(v))
                 continue;
@@ -968,7 +985,7 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n)
         } else if (strcmp(k, "model_group_alias") == 0) {
             if (is_null(v))
                 continue;
-            cfg->aliases = calloc(RT_CONFIG_ALIASES_MAX, sizeof(*cfg->aliases));
+            cfg->aliases = calloc(RT_CONFIG_ALIASES_MAX, sizeof(*cfg->aliases)); /* 66 KB */
             if (cfg->aliases == NULL)
                 return fail(ld, v, p, "out of memory");
             rc = parse_aliases(ld, v, p, cfg->aliases, RT_CONFIG_ALIASES_MAX, &cfg->n_aliases);

@@ -1,0 +1,367 @@
+/* config: LiteLLM-shaped YAML, os.environ values, exact diagnostics with file:line. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "tg_err.h"
+#include "tg_log.h"
+
+static struct rt_config_diag diag;
+
+static struct rt_config *load(const char *text)
+{
+    return rt_config_load_buffer("router.yaml", text, strlen(text), &diag);
+}
+
+/* The load must fail with exactly this message. */
+static void expect_error(const char *text, const char *message)
+{
+    struct rt_config *cfg = load(text);
+
+    if (cfg != NULL) {
+        rt_config_destroy(&cfg);
+        fail_msg("config loaded, expected: %s", message);
+    }
+    if (strcmp(diag.error, message) != 0)
+        fail_msg("got      \"%s\"\nexpected \"%s\"", diag.error, message);
+}
+
+#define HEAD "model_list:\n  - model_name: a\n    litellm_params:\n      model: openai/x\n"
+
+static int setup(void **state)
+{
+    (void)state;
+    tg_log_set_level(TG_LOG_OFF);
+    setenv("RT_TEST_OPENAI_KEY", "sk-test-openai-0001", 1);
+    setenv("RT_TEST_ANTHROPIC_KEY", "sk-ant-test-0002", 1);
+    setenv("RT_TEST_MASTER_KEY", "sk-master-0003", 1);
+    setenv("RT_TEST_DEMO_KEY", "sk-demo-key-0004", 1);
+    unsetenv("RT_TEST_MISSING_VAR");
+    return 0;
+}
+
+static void test_full_file(void **state)
+{
+    char path[1024];
+    const char *src = getenv("TG_SOURCE_DIR");
+    struct rt_config *cfg;
+    const struct rt_deployment_conf *d;
+    const struct rt_key_spec *k;
+    char hex[TG_SHA256_HEX_LEN + 1];
+    const char *secrets[8];
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/tests/unit/data/router/full.yaml",
+             src != NULL ? src : "../..");
+    cfg = rt_config_load_file(path, &diag);
+    if (cfg == NULL)
+        fail_msg("load failed: %s", diag.error);
+    assert_int_equal(cfg->n_deployments, 4);
+    d = &cfg->deployments[0];
+    assert_string_equal(d->id, "main-1");
+    assert_string_equal(d->group, "gpt-main");
+    assert_string_equal(d->provider, "openai");
+    assert_int_equal(d->kind, RT_PROVIDER_OPENAI);
+    assert_string_equal(d->model, "gpt-5.4-nano");
+    assert_string_equal(d->api_base, "http://127.0.0.1:9100/v1");
+    assert_string_equal(d->api_key, "sk-test-openai-0001");
+    assert_int_equal(d->rpm, 1);
+    assert_int_equal(d->tpm, 100000);
+    assert_int_equal(d->timeout_ms, 30000);
+    assert_int_equal(d->stream_timeout_ms, 12500);
+    assert_int_equal(d->weight, 3);
+    assert_int_equal(d->order, 1);
+    assert_int_equal(d->in_fusd_per_token, 50000000);
+    assert_int_equal(d->out_fusd_per_token, 400000000);
+    /* Second deployment: generated id, router_settings.timeout as default. */
+    d = &cfg->deployments[1];
+    assert_string_equal(d->id, "gpt-main-1");
+    assert_int_equal(d->rpm, RT_LIMIT_NONE);
+    assert_int_equal(d->timeout_ms, 45000);
+    assert_int_equal(d->stream_timeout_ms, 45000);
+    assert_int_equal(d->weight, 1);
+    assert_int_equal(cfg->deployments[2].kind, RT_PROVIDER_ANTHROPIC);
+    assert_string_equal(cfg->deployments[2].provider, "anthropic");
+    assert_string_equal(cfg->deployments[3].provider, "azure");
+    assert_int_equal(cfg->deployments[3].kind, RT_PROVIDER_OPENAI);
+    assert_int_equal(rt_config_find_deployment(cfg, "big-1"), 3);
+    assert_int_equal(rt_config_find_deployment(cfg, "nope"), -1);
+    assert_true(rt_config_has_group(cfg, "gpt-big"));
+
+    assert_int_equal(cfg->routing_strategy, RT_STRATEGY_LEAST_BUSY);
+    assert_int_equal(cfg->num_retries, 3);
+    assert_int_equal(cfg->retry_after_s, 2);
+    assert_int_equal(cfg->allowed_fails, 2);
+    assert_int_equal(cfg->cooldown_s, 30);
+    assert_int_equal(cfg->timeout_ms, 45000);
+    assert_int_equal(cfg->enforce_fallback_model_access, 0);
+    assert_int_equal(cfg->n_fallbacks, 1);
+    assert_string_equal(cfg->fallbacks[0].group, "gpt-main");
+    assert_int_equal(cfg->fallbacks[0].n_targets, 2);
+    assert_string_equal(cfg->fallbacks[0].targets[1], "gpt-big");
+    assert_int_equal(cfg->n_cw_fallbacks, 1);
+    assert_string_equal(cfg->cw_fallbacks[0].targets[0], "gpt-big");
+    assert_int_equal(cfg->n_cp_fallbacks, 1);
+    assert_int_equal(cfg->n_default_fallbacks, 1);
+    assert_string_equal(cfg->default_fallbacks[0], "gpt-fallback");
+    assert_int_equal(cfg->n_aliases, 2);
+    assert_string_equal(cfg->aliases[1].alias, "hidden-main");
+    assert_string_equal(cfg->aliases[1].group, "gpt-main");
+    assert_int_equal(cfg->aliases[1].hidden, 1);
+    assert_int_equal(cfg->aliases[0].hidden, 0);
+    assert_string_equal(cfg->master_key, "sk-master-0003");
+
+    assert_string_equal(cfg->listen, "127.0.0.1:4100");
+    assert_int_equal(cfg->threads, 4);
+    assert_string_equal(cfg->kafka_brokers, "127.0.0.1:19092");
+    assert_string_equal(cfg->events_topic, "ev.v1");
+    assert_string_equal(cfg->control_topic, "ctl.v1");
+    assert_string_equal(cfg->spool_dir, "/tmp/tollgate-spool");
+    assert_int_equal(cfg->spool_max_bytes, 2097152);
+    assert_int_equal(cfg->spool_full_policy, RT_SPOOL_FULL_REJECT);
+    assert_int_equal(cfg->spool_fsync, RT_SPOOL_FSYNC_INTERVAL);
+    assert_int_equal(cfg->spool_fsync_interval_ms, 50);
+    assert_int_equal(cfg->max_body_bytes, 1048576);
+    assert_int_equal(cfg->max_connections, 100);
+    assert_int_equal(cfg->max_in_flight, 64);
+    assert_int_equal(cfg->max_response_bytes, 2097152);
+    assert_int_equal(cfg->max_keys, 10);
+    assert_int_equal(cfg->limiter_keys, 32);
+
+    assert_int_equal(cfg->n_keys, 2);
+    k = &cfg->keys[0];
+    tg_sha256_hex("sk-demo-key-0004", strlen("sk-demo-key-0004"), hex);
+    assert_string_equal(k->key_hash, hex);
+    assert_string_equal(k->key_alias, "demo");
+    assert_string_equal(k->team_id, "team-a");
+    assert_string_equal(k->user_id, "user-1");
+    assert_int_equal(k->n_models, 2);
+    assert_string_equal(k->models[1], "alias-main");
+    assert_int_equal(k->max_budget_nusd, 12500000000LL);
+    assert_int_equal(k->budget_duration_s, 30 * 86400);
+    assert_int_equal(k->rpm_limit, 100);
+    assert_int_equal(k->tpm_limit, 5000);
+    assert_int_equal(k->max_parallel_requests, 4);
+    assert_int_equal(k->n_model_limits, 2);
+    assert_string_equal(k->model_limits[0].group, "gpt-main");
+    assert_int_equal(k->model_limits[0].rpm, 60);
+    assert_int_equal(k->model_limits[0].tpm, 1000);
+    assert_int_equal(k->model_limits[1].rpm, RT_LIMIT_NONE);
+    assert_int_equal(k->model_limits[1].tpm, 2000);
+    assert_int_equal(k->disable_fallbacks, 1);
+    assert_int_equal(k->n_tags, 2);
+    assert_string_equal(k->tags[1], "web");
+    assert_int_equal(k->has_fallbacks, 1);
+    assert_int_equal(k->n_fallbacks, 0);
+    assert_int_equal(k->n_aliases, 1);
+    assert_string_equal(k->aliases[0].alias, "m");
+    assert_int_equal(k->num_retries, 0);
+    /* fallbacks: null falls through to the global list. */
+    assert_int_equal(cfg->keys[1].has_fallbacks, 0);
+    assert_int_equal(cfg->keys[1].num_retries, -1);
+    assert_int_equal(cfg->keys[1].rpm_limit, RT_LIMIT_NONE);
+
+    /* Unknown LiteLLM keys: one warning each, with file:line. */
+    assert_int_equal(diag.n_warnings, 5);
+    assert_non_null(strstr(diag.warnings[0], "full.yaml:50: litellm_settings: unknown key, "
+                                             "ignored"));
+    assert_non_null(strstr(diag.warnings[1], "full.yaml:16: "
+                                             "model_list[0].litellm_params.api_version: unknown "
+                                             "key, ignored"));
+    assert_non_null(strstr(diag.warnings[2], "full.yaml:19: model_list[0].model_info.mode: "));
+    assert_non_null(strstr(diag.warnings[3], "full.yaml:46: router_settings.redis_host: unknown "
+                                             "key"));
+    assert_non_null(strstr(diag.warnings[4], "full.yaml:49: general_settings.database_url: "
+                                             "unknown key"));
+    assert_string_equal(diag.error, "");
+
+    assert_int_equal(rt_config_secrets(cfg, secrets, 8), 3);
+    assert_string_equal(secrets[0], "sk-master-0003");
+    assert_int_equal(rt_config_secrets(cfg, secrets, 1), 3);
+    rt_config_destroy(&cfg);
+    assert_null(cfg);
+    rt_config_destroy(&cfg);
+}
+
+static void test_defaults(void **state)
+{
+    char path[1024];
+    const char *src = getenv("TG_SOURCE_DIR");
+    struct rt_config *cfg;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/tests/unit/data/router/minimal.yaml",
+             src != NULL ? src : "../..");
+    cfg = rt_config_load_file(path, &diag);
+    if (cfg == NULL)
+        fail_msg("load failed: %s", diag.error);
+    assert_string_equal(cfg->deployments[0].provider, "openai");
+    assert_string_equal(cfg->deployments[0].model, "gpt-4o-mini");
+    assert_string_equal(cfg->deployments[0].id, "m-0");
+    assert_int_equal(cfg->deployments[0].timeout_ms, RT_DEFAULT_TIMEOUT_MS);
+    assert_int_equal(cfg->routing_strategy, RT_STRATEGY_SIMPLE_SHUFFLE);
+    assert_int_equal(cfg->num_retries, RT_DEFAULT_NUM_RETRIES);
+    assert_int_equal(cfg->allowed_fails, RT_DEFAULT_ALLOWED_FAILS);
+    assert_int_equal(cfg->cooldown_s, RT_DEFAULT_COOLDOWN_S);
+    assert_int_equal(cfg->enforce_fallback_model_access, 1);
+    assert_string_equal(cfg->listen, "0.0.0.0:4000");
+    assert_int_equal(cfg->spool_max_bytes, 1024ull * 1024 * 1024);
+    assert_int_equal(cfg->max_body_bytes, 10ull * 1024 * 1024);
+    assert_int_equal(cfg->max_connections, 10000);
+    assert_int_equal(cfg->max_in_flight, 4096);
+    assert_int_equal(cfg->max_response_bytes, 64ull * 1024 * 1024);
+    assert_int_equal(cfg->threads, 2);
+    assert_int_equal(cfg->max_keys, 100000);
+    assert_string_equal(cfg->events_topic, "tollgate.events.v1");
+    assert_int_equal(diag.n_warnings, 0);
+    rt_config_destroy(&cfg);
+
+    cfg = rt_config_load_file("/nonexistent/router.yaml", &diag);
+    assert_null(cfg);
+    assert_non_null(strstr(diag.error, "/nonexistent/router.yaml:0: cannot open"));
+}
+
+static void test_errors(void **state)
+{
+    char longname[200];
+    char text[1024];
+
+    (void)state;
+    expect_error(HEAD "      rpm: -1\n",
+                 "router.yaml:5: model_list[0].litellm_params.rpm: expected a non-negative "
+                 "integer");
+    expect_error(HEAD "  - model_name: b\n    litellm_params:\n      model: openai/y\n"
+                      "      tpm: lots\n",
+                 "router.yaml:8: model_list[1].litellm_params.tpm: expected a non-negative "
+                 "integer");
+    expect_error(HEAD "      api_key: os.environ/RT_TEST_MISSING_VAR\n",
+                 "router.yaml:5: model_list[0].litellm_params.api_key: environment variable "
+                 "RT_TEST_MISSING_VAR is not set");
+    expect_error(HEAD "tollgate:\n  bogus: 1\n", "router.yaml:6: tollgate.bogus: unknown key");
+    expect_error(HEAD "tollgate:\n  limits:\n    max_body: 1\n",
+                 "router.yaml:7: tollgate.limits.max_body: unknown key");
+    expect_error(HEAD "tollgate:\n  listen: nowhere\n",
+                 "router.yaml:6: tollgate.listen: expected host:port");
+    expect_error(HEAD "router_settings:\n  fallbacks: [{a: [nope]}]\n",
+                 "router.yaml:6: router_settings.fallbacks[0].a[0]: unknown model group \"nope\" "
+                 "(no model_list entry has it)");
+    expect_error(HEAD "router_settings:\n  fallbacks: [{zz: [a]}]\n",
+                 "router.yaml:6: router_settings.fallbacks[0].zz: unknown model group \"zz\" "
+                 "(no model_list entry has it)");
+    expect_error(HEAD "router_settings:\n  model_group_alias: {x: nope}\n",
+                 "router.yaml:6: router_settings.model_group_alias.x: unknown model group "
+                 "\"nope\" (no model_list entry has it)");
+    expect_error(HEAD "router_settings:\n  routing_strategy: usage-based-routing\n",
+                 "router.yaml:6: router_settings.routing_strategy: unsupported strategy "
+                 "\"usage-based-routing\" (expected simple-shuffle, least-busy or "
+                 "latency-based-routing)");
+    expect_error(HEAD "router_settings:\n  enforce_fallback_model_access: maybe\n",
+                 "router.yaml:6: router_settings.enforce_fallback_model_access: expected true or "
+                 "false");
+    expect_error(HEAD "    model_info: {id: x}\n  - model_name: b\n    litellm_params: {model: "
+                      "y}\n    model_info: {id: x}\n",
+                 "router.yaml:6: model_list[1].model_info.id: duplicate id \"x\" (also at line "
+                 "2)");
+    expect_error(HEAD "      input_cost_per_token: cheap\n",
+                 "router.yaml:5: model_list[0].litellm_params.input_cost_per_token: expected a "
+                 "non-negative decimal number (USD)");
+    expect_error("model_list:\n  - litellm_params: {model: x}\n",
+                 "router.yaml:2: model_list[0].model_name: missing");
+    expect_error("model_list:\n  - model_name: a\n",
+                 "router.yaml:2: model_list[0].litellm_params: missing");
+    expect_error("router_settings: {}\n", "router.yaml:1: model_list: missing (at least one "
+                                          "deployment is needed)");
+    expect_error("model_list: [\n", "router.yaml:2: YAML syntax error: did not find expected "
+                                    "node content");
+    expect_error(HEAD "tollgate:\n  keys:\n    - {key: sk-abcdefgh, colour: red}\n",
+                 "router.yaml:7: tollgate.keys[0].colour: unknown key");
+    expect_error(HEAD "tollgate:\n  keys:\n    - {key: sk-abcdefgh, models: [zz]}\n",
+                 "router.yaml:7: tollgate.keys[0].models[0]: unknown model group or alias "
+                 "\"zz\"");
+    expect_error(HEAD "tollgate:\n  keys:\n    - {key: sk-abcdefgh}\n    - {key: sk-abcdefgh}\n",
+                 "router.yaml:8: tollgate.keys[1]: duplicate key (same value as tollgate.keys[0])");
+    expect_error(HEAD "tollgate:\n  keys:\n    - {key: short}\n",
+                 "router.yaml:7: tollgate.keys[0].key: key must be 8..511 bytes");
+    expect_error(HEAD "tollgate:\n  keys:\n    - {key: sk-abcdefgh, router_settings: {fallbacks: "
+                      "[{a: [zz]}]}}\n",
+                 "router.yaml:7: tollgate.keys[0].router_settings.fallbacks[0].a[0]: unknown "
+                 "model group \"zz\" (no model_list entry has it)");
+    expect_error(HEAD "tollgate:\n  limits: {max_keys: 1}\n  keys:\n    - {key: sk-abcdefgh}\n"
+                      "    - {key: sk-abcdefgi}\n",
+                 "router.yaml:6: tollgate.keys: more static keys (2) than limits.max_keys (1)");
+    /* Over-cap strings are errors, never truncated. */
+    memset(longname, 'n', 199);
+    longname[199] = '\0';
+    snprintf(text, sizeof(text), "model_list:\n  - model_name: %s\n    litellm_params: {model: x}\n",
+             longname);
+    expect_error(text, "router.yaml:2: model_list[0].model_name: value too long (199 bytes, max "
+                       "128)");
+}
+
+static void test_warnings_are_not_errors(void **state)
+{
+    struct rt_config *cfg = load(HEAD "    extra: 1\nrouter_settings:\n  cache: true\n");
+
+    (void)state;
+    assert_non_null(cfg);
+    assert_int_equal(diag.n_warnings, 2);
+    assert_string_equal(diag.warnings[0], "router.yaml:5: model_list[0].extra: unknown key, "
+                                          "ignored");
+    assert_string_equal(diag.warnings[1], "router.yaml:7: router_settings.cache: unknown key, "
+                                          "ignored");
+    rt_config_destroy(&cfg);
+}
+
+static void test_money_and_durations(void **state)
+{
+    int64_t v = -1;
+
+    (void)state;
+    assert_int_equal(rt_config_parse_usd_fusd("0.00000005", &v), 0);
+    assert_int_equal(v, 50000000);
+    assert_int_equal(rt_config_parse_usd_fusd("4e-7", &v), 0);
+    assert_int_equal(v, 400000000);
+    assert_int_equal(rt_config_parse_usd_fusd("1.5E-06", &v), 0);
+    assert_int_equal(v, 1500000000);
+    assert_int_equal(rt_config_parse_usd_fusd("3", &v), 0);
+    assert_int_equal(v, 3000000000000000LL);
+    assert_int_equal(rt_config_parse_usd_fusd("0.0000000000000005", &v), 0);
+    assert_int_equal(v, 1); /* half-up at the 15th decimal */
+    assert_int_equal(rt_config_parse_usd_fusd("0.0000000000000004", &v), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(rt_config_parse_usd_fusd("0.000000000000000049999", &v), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(rt_config_parse_usd_fusd("-1", &v), TG_EINVAL);
+    assert_int_equal(rt_config_parse_usd_fusd("1e30", &v), TG_ERANGE);
+    assert_int_equal(rt_config_parse_usd_fusd("1e", &v), TG_EINVAL);
+    assert_int_equal(rt_config_parse_usd_fusd(".", &v), TG_EINVAL);
+    assert_int_equal(rt_config_parse_duration_s("30d", &v), 0);
+    assert_int_equal(v, 2592000);
+    assert_int_equal(rt_config_parse_duration_s("10m", &v), 0);
+    assert_int_equal(v, 600);
+    assert_int_equal(rt_config_parse_duration_s("1mo", &v), 0);
+    assert_int_equal(v, 2592000);
+    assert_int_equal(rt_config_parse_duration_s("45", &v), 0);
+    assert_int_equal(v, 45);
+    assert_int_equal(rt_config_parse_duration_s("1y", &v), TG_EINVAL);
+    assert_int_equal(rt_config_parse_duration_s("h", &v), TG_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_file),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_warnings_are_not_errors),
+        cmocka_unit_test(test_money_and_durations),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
