@@ -70,6 +70,9 @@ static size_t log_prefix(char *buf, size_t cap, int level)
 }
 
 static void log_vemit(int level, uint64_t suppressed, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
+static void log_vemit(int level, uint64_t suppressed, const char *fmt, va_list ap)
 {
     char line[TG_LOG_LINE_MAX];
     size_t len = log_prefix(line, sizeof(line) - 1, level);
