@@ -24,6 +24,7 @@ void sp_alerter_config_defaults(struct sp_alerter_config *cfg)
     cfg->burst = 3;
     cfg->dedupe_window_s = 600;
     cfg->reminder_interval_s = 1800;
+    cfg->recovery_hold_s = 5;
     cfg->queue_capacity = 256;
     cfg->max_tries = 5;
     cfg->dedupe_capacity = 1024;
@@ -303,6 +304,7 @@ static const struct u32_key u32_keys[] = {
     U32_KEY(burst, 1, 1000),
     U32_KEY(dedupe_window_s, 0, 7 * 86400),
     U32_KEY(reminder_interval_s, 1, 7 * 86400),
+    U32_KEY(recovery_hold_s, 0, 3600),
     U32_KEY(queue_capacity, 1, 65536),
     U32_KEY(max_tries, 1, 20),
     U32_KEY(dedupe_capacity, 1, 1000000),

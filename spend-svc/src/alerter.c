@@ -88,9 +88,11 @@ struct det_table {
 
 /* Degraded-state machine of a dependency (or of consumer lag). Guarded by dmu. */
 struct dep_state {
-    int unhealthy;
+    int unhealthy;             /* between the degraded alert and the recovery alert */
+    int recovering;            /* unhealthy, but reported healthy since healthy_since_ms */
     uint64_t down_since_ms;
-    uint64_t last_notice_ms;
+    uint64_t last_notice_ms;   /* degraded alert or last reminder */
+    uint64_t healthy_since_ms;
 };
 
 struct sp_alerter {
@@ -868,18 +870,31 @@ void sp_alerter_observe_event(struct sp_alerter *al, const struct proto_event *e
     sp_alerter_observe_event_at(al, ev, tg_now_mono_ms());
 }
 
-/* The degraded-state machine shared by dependencies and consumer lag (dmu held). Transition
- * and recovery alerts bypass de-duplication on purpose: the state machine already makes them
- * once per transition, and a second outage shortly after a recovery must not be hidden. */
+/* The degraded-state machine shared by dependencies and consumer lag (dmu held).
+ *
+ *   healthy --unhealthy--> down (alert)            down --due--> down (reminder)
+ *   down --healthy--> recovering                   recovering --unhealthy--> down (silent)
+ *   recovering --healthy for recovery_hold_s--> healthy (recovery alert)
+ *
+ * A report of "healthy" in the middle of an outage (one reconnect that works, one clean batch)
+ * therefore does not end it: the outage gives one alert and one recovery. Transitions of
+ * postgres, redis, kafka and consumer lag bypass de-duplication on purpose: the machine already
+ * makes them once per outage, and a second outage soon after a recovery must not be hidden.
+ * Dead letters come and go with batches, so theirs are de-duplicated like other alerts. */
 static void state_update(struct sp_alerter *al, struct dep_state *st, int type,
                          const char *what, const char *down_text, int healthy, uint64_t now,
-                         const char *detail)
+                         const char *detail, int dedupe)
 {
     uint64_t reminder_ms = (uint64_t)al->cfg.reminder_interval_s * 1000u;
+    uint64_t hold_ms = (uint64_t)al->cfg.recovery_hold_s * 1000u;
+    uint64_t down_s;
     struct sp_alert a;
 
-    if (!healthy && !st->unhealthy) {
+    if (!st->unhealthy) {
+        if (healthy)
+            return;
         st->unhealthy = 1;
+        st->recovering = 0;
         st->down_since_ms = now;
         st->last_notice_ms = now;
         sp_alert_init(&a, (enum sp_alert_type)type, SP_ALERT_CRITICAL, NULL, NULL);
@@ -891,38 +906,49 @@ static void state_update(struct sp_alerter *al, struct dep_state *st, int type,
         sp_alert_add_field(&a, "state", "degraded");
         if (detail != NULL)
             sp_alert_add_field(&a, "detail", detail);
-        TG_WARN("msg=spend_tracking_degraded what=%s", what);
-        alerter_enqueue(al, &a, 0);
-    } else if (!healthy && st->unhealthy) {
+        TG_WARN("msg=spend_tracking_degraded what=\"%s\"", what);
+        alerter_enqueue(al, &a, dedupe);
+        return;
+    }
+    if (!healthy) {
+        st->recovering = 0;
         if (now < st->last_notice_ms || now - st->last_notice_ms < reminder_ms)
             return;
         st->last_notice_ms = now;
+        down_s = now >= st->down_since_ms ? (now - st->down_since_ms) / 1000u : 0;
         sp_alert_init(&a, (enum sp_alert_type)type, SP_ALERT_CRITICAL, NULL, NULL);
         field_printf(a.subject, sizeof(a.subject), "%s %s", what, down_text);
         field_printf(a.summary, sizeof(a.summary), "reminder: %s still %s after %" PRIu64 " s",
-                     what, down_text, (now - st->down_since_ms) / 1000u);
+                     what, down_text, down_s);
         sp_alert_add_field(&a, "dependency", what);
         sp_alert_add_field(&a, "state", "still degraded");
-        sp_alert_add_fieldf(&a, "down_for_s", "%" PRIu64, (now - st->down_since_ms) / 1000u);
-        if (detail != NULL)
-            sp_alert_add_field(&a, "detail", detail);
-        alerter_enqueue(al, &a, 0);
-    } else if (healthy && st->unhealthy) {
-        uint64_t down_s = now >= st->down_since_ms ? (now - st->down_since_ms) / 1000u : 0;
-
-        st->unhealthy = 0;
-        sp_alert_init(&a, (enum sp_alert_type)type, SP_ALERT_INFO, NULL, NULL);
-        field_printf(a.subject, sizeof(a.subject), "%s recovered", what);
-        field_printf(a.summary, sizeof(a.summary), "%s recovered after %" PRIu64 " s", what,
-                     down_s);
-        sp_alert_add_field(&a, "dependency", what);
-        sp_alert_add_field(&a, "state", "recovered");
         sp_alert_add_fieldf(&a, "down_for_s", "%" PRIu64, down_s);
         if (detail != NULL)
             sp_alert_add_field(&a, "detail", detail);
-        TG_INFO("msg=spend_tracking_recovered what=%s down_s=%" PRIu64, what, down_s);
         alerter_enqueue(al, &a, 0);
+        return;
     }
+    if (!st->recovering) {
+        st->recovering = 1;
+        st->healthy_since_ms = now;
+    }
+    if (now < st->healthy_since_ms || now - st->healthy_since_ms < hold_ms)
+        return;
+    st->unhealthy = 0;
+    st->recovering = 0;
+    down_s = st->healthy_since_ms >= st->down_since_ms
+                 ? (st->healthy_since_ms - st->down_since_ms) / 1000u
+                 : 0;
+    sp_alert_init(&a, (enum sp_alert_type)type, SP_ALERT_INFO, NULL, NULL);
+    field_printf(a.subject, sizeof(a.subject), "%s recovered", what);
+    field_printf(a.summary, sizeof(a.summary), "%s recovered after %" PRIu64 " s", what, down_s);
+    sp_alert_add_field(&a, "dependency", what);
+    sp_alert_add_field(&a, "state", "recovered");
+    sp_alert_add_fieldf(&a, "down_for_s", "%" PRIu64, down_s);
+    if (detail != NULL)
+        sp_alert_add_field(&a, "detail", detail);
+    TG_INFO("msg=spend_tracking_recovered what=\"%s\" down_s=%" PRIu64, what, down_s);
+    alerter_enqueue(al, &a, dedupe);
 }
 
 int sp_alerter_dependency_state(struct sp_alerter *al, const char *dependency, int healthy,
@@ -941,7 +967,7 @@ int sp_alerter_dependency_state(struct sp_alerter *al, const char *dependency, i
     pthread_mutex_lock(&al->dmu);
     state_update(al, &al->deps[idx], SP_ALERT_SPEND_TRACKING_DEGRADED, dep_names[idx],
                  idx == 3 ? "receiving dead letters" : "unreachable", healthy != 0, now_ms,
-                 NULL);
+                 NULL, idx == 3);
     pthread_mutex_unlock(&al->dmu);
     return 0;
 }
@@ -958,7 +984,7 @@ void sp_alerter_consumer_lag(struct sp_alerter *al, int64_t total_lag, uint64_t 
              al->cfg.consumer_lag_threshold);
     pthread_mutex_lock(&al->dmu);
     state_update(al, &al->deps[SP_ALERTER_LAG_STATE], SP_ALERT_CONSUMER_LAG, "consumer lag",
-                 "above threshold", healthy, now_ms, detail);
+                 "above threshold", healthy, now_ms, detail, 0);
     pthread_mutex_unlock(&al->dmu);
 }
 

@@ -158,6 +158,10 @@ struct sp_alerter_config {
 
     /* Daily report hour, UTC, 0..23; -1 = no daily report. Default 9. */
     int daily_report_hour;
+
+    /* A degraded dependency (or lag) counts as recovered once reported healthy continuously
+     * for this long; a relapse inside it continues the same outage. 0 = at once. Default 5. */
+    uint32_t recovery_hold_s;
 };
 
 /* sp_alerter_config_defaults: fill *cfg with the defaults above (no webhook URL, all types
@@ -171,8 +175,8 @@ void sp_alerter_config_defaults(struct sp_alerter_config *cfg);
  * queue_capacity, max_tries, dedupe_capacity, budget_thresholds [pct, ...], failure_window_s,
  * failure_ratio, failure_min_requests, failure_count, deployments_capacity,
  * slow_request_threshold_ms, slow_request_window_s, slow_request_count, model_groups_capacity,
- * consumer_lag_threshold, daily_report_hour. Any scalar may be `os.environ/NAME` (the variable
- * must be set and non-empty). Unknown keys, bad types and out-of-range values are errors.
+ * consumer_lag_threshold, daily_report_hour, recovery_hold_s. Any scalar may be
+ * `os.environ/NAME` (the variable must be set and non-empty). Unknown keys, bad types and out-of-range values are errors.
  * Returns 0, or TG_ECONFIG with err = "FILE:LINE: alerting.key: problem" (never a value).
  * Thread: configuration time, single-threaded. */
 int sp_alerter_config_parse(yaml_document_t *doc, yaml_node_t *alerting_node, const char *file,
@@ -220,16 +224,19 @@ void sp_alerter_observe_event_at(struct sp_alerter *al, const struct proto_event
 /* sp_alerter_dependency_state: report the health of "postgres", "redis", "kafka" or
  * "dead_letters" (healthy = 0 while dead letters keep appearing). Call it as often as wanted
  * (per batch, per poll): it raises a spend_tracking_degraded alert on the transition to
- * unhealthy, a reminder every reminder_interval_s while unhealthy, and one recovery alert on
- * the transition back; never one per call. Every dependency starts healthy. now_ms is
- * monotonic. Returns 0, or TG_EINVAL for an unknown dependency name. Any thread. */
+ * unhealthy, a reminder every reminder_interval_s while unhealthy, and one recovery alert once
+ * the dependency has been reported healthy for recovery_hold_s without a relapse (so keep
+ * calling after it recovers); never one per call. Every dependency starts healthy. The
+ * dead_letters transitions are also de-duplicated by subject (they come and go per batch);
+ * the others never are, so a second outage is always reported. now_ms is monotonic. Returns
+ * 0, or TG_EINVAL for an unknown dependency name. Any thread. */
 int sp_alerter_dependency_state(struct sp_alerter *al, const char *dependency, int healthy,
                                 uint64_t now_ms);
 
 /* sp_alerter_consumer_lag: report the total consumer lag (messages, all partitions). Raises a
  * consumer_lag alert when it rises above consumer_lag_threshold, a reminder every
- * reminder_interval_s while above, and one recovery alert when it falls back to or below the
- * threshold. now_ms is monotonic. Any thread. */
+ * reminder_interval_s while above, and one recovery alert once it has stayed at or below the
+ * threshold for recovery_hold_s. now_ms is monotonic. Any thread. */
 void sp_alerter_consumer_lag(struct sp_alerter *al, int64_t total_lag, uint64_t now_ms);
 
 /* sp_alerter_budget: report committed spend of a key or team after a batch. Compares

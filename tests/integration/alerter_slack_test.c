@@ -762,10 +762,20 @@ int main(int argc, char **argv)
         fake_stop();
         return 1;
     }
-    /* Alerter log lines at info and above are what production writes. */
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     fake_stop();
     curl_global_cleanup();
-    printf("state and captured logs: %s\n", state_dir);
+    if (rc == 0) {
+        char path[600];
+
+        snprintf(path, sizeof(path), "%s/fake.port", state_dir);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/fake.log", state_dir);
+        unlink(path);
+        unlink(capture_path);
+        rmdir(state_dir);
+    } else {
+        printf("state and captured logs kept in %s\n", state_dir);
+    }
     return rc;
 }

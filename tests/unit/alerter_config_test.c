@@ -65,6 +65,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.budget_thresholds[1], 80);
     assert_int_equal(c.budget_thresholds[2], 100);
     assert_int_equal(c.daily_report_hour, 9);
+    assert_int_equal(c.recovery_hold_s, 5);
 }
 
 static void test_full_section(void **state)
@@ -91,7 +92,8 @@ static void test_full_section(void **state)
                     "  slow_request_window_s: 20\n"
                     "  slow_request_count: 2\n"
                     "  consumer_lag_threshold: 5000\n"
-                    "  daily_report_hour: 'off'\n";
+                    "  daily_report_hour: 'off'\n"
+                    "  recovery_hold_s: 0\n";
 
     (void)state;
     setenv("TG_TEST_SLACK_URL", "http://127.0.0.1:9/slack/T/B/c", 1);
@@ -119,6 +121,7 @@ static void test_full_section(void **state)
     assert_int_equal(c.slow_request_count, 2);
     assert_int_equal(c.consumer_lag_threshold, 5000);
     assert_int_equal(c.daily_report_hour, -1);
+    assert_int_equal(c.recovery_hold_s, 0);
     unsetenv("TG_TEST_SLACK_URL");
 }
 

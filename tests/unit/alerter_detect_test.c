@@ -232,9 +232,12 @@ static void test_dependency_state(void **state)
     assert_int_equal(raised(al, type), 2);
     sp_alerter_dependency_state(al, "postgres", 0, T0 + 100 + 200000);
     assert_int_equal(raised(al, type), 3);
-    /* Recovery once. */
-    for (int i = 0; i < 100; i++)
-        sp_alerter_dependency_state(al, "postgres", 1, T0 + 300000 + (uint64_t)i);
+    /* Recovery once, after recovery_hold_s (5 s) of reports of health. */
+    for (int i = 0; i < 50; i++)
+        sp_alerter_dependency_state(al, "postgres", 1, T0 + 300000 + (uint64_t)i * 100);
+    assert_int_equal(raised(al, type), 3);
+    for (int i = 50; i < 100; i++)
+        sp_alerter_dependency_state(al, "postgres", 1, T0 + 300000 + (uint64_t)i * 100);
     assert_int_equal(raised(al, type), 4);
     /* Each dependency has its own state. */
     sp_alerter_dependency_state(al, "redis", 0, T0 + 400000);
@@ -243,8 +246,51 @@ static void test_dependency_state(void **state)
     sp_alerter_dependency_state(al, "redis", 0, T0 + 400001);
     assert_int_equal(raised(al, type), 7);
     /* A second outage right after a recovery is reported, not hidden. */
-    sp_alerter_dependency_state(al, "postgres", 0, T0 + 300200);
+    sp_alerter_dependency_state(al, "postgres", 0, T0 + 310000);
     assert_int_equal(raised(al, type), 8);
+    sp_alerter_destroy(&al);
+}
+
+/* A dependency that flaps during an outage (a reconnect that works for a second) is one
+ * outage: one degraded alert and, once it stays healthy, one recovery. */
+static void test_dependency_flapping(void **state)
+{
+    struct sp_alerter *al = make(NULL);
+    int type = SP_ALERT_SPEND_TRACKING_DEGRADED;
+    uint64_t t = T0;
+
+    (void)state;
+    for (int cycle = 0; cycle < 30; cycle++) {
+        for (int i = 0; i < 10; i++, t += 100)
+            sp_alerter_dependency_state(al, "redis", 0, t);
+        for (int i = 0; i < 10; i++, t += 100)
+            sp_alerter_dependency_state(al, "redis", 1, t);
+    }
+    assert_int_equal(raised(al, type), 1);
+    for (int i = 0; i < 60; i++, t += 100)
+        sp_alerter_dependency_state(al, "redis", 1, t);
+    assert_int_equal(raised(al, type), 2);
+    sp_alerter_destroy(&al);
+}
+
+/* Dead letters come and go per batch: their transitions are de-duplicated by subject. */
+static void test_dead_letters_dedupe(void **state)
+{
+    struct sp_alerter *al = make(NULL);
+    struct sp_alerter_stats st;
+    int type = SP_ALERT_SPEND_TRACKING_DEGRADED;
+    uint64_t t = T0;
+
+    (void)state;
+    for (int cycle = 0; cycle < 5; cycle++) {
+        sp_alerter_dependency_state(al, "dead_letters", 0, t);
+        t += 1000;
+        for (int i = 0; i < 10; i++, t += 1000)
+            sp_alerter_dependency_state(al, "dead_letters", 1, t);
+    }
+    sp_alerter_get_stats(al, &st);
+    assert_int_equal(st.alerts[type][SP_ALERT_RAISED], 10);
+    assert_int_equal(st.alerts[type][SP_ALERT_SUPPRESSED], 8);
     sp_alerter_destroy(&al);
 }
 
@@ -262,6 +308,8 @@ static void test_consumer_lag(void **state)
     assert_int_equal(raised(al, SP_ALERT_CONSUMER_LAG), 2);
     sp_alerter_consumer_lag(al, 10, T0 + 100003);
     sp_alerter_consumer_lag(al, 0, T0 + 100004);
+    assert_int_equal(raised(al, SP_ALERT_CONSUMER_LAG), 2);
+    sp_alerter_consumer_lag(al, 0, T0 + 105003);
     assert_int_equal(raised(al, SP_ALERT_CONSUMER_LAG), 3);
     sp_alerter_destroy(&al);
 }
@@ -427,6 +475,8 @@ int main(void)
         cmocka_unit_test(test_cooldown_event),
         cmocka_unit_test(test_slow_requests),
         cmocka_unit_test(test_dependency_state),
+        cmocka_unit_test(test_dependency_flapping),
+        cmocka_unit_test(test_dead_letters_dedupe),
         cmocka_unit_test(test_consumer_lag),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_detector_capacity),
