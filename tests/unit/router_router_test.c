@@ -1,0 +1,783 @@
+/* router: retries, cooldowns, fallbacks (global, key-level, alias, allowlist, disabled,
+ * context-window, content-policy), final 4xx, rate-limited 429 with retry-after. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "keys.h"
+#include "mask.h"
+#include "proto_event.h"
+#include "router.h"
+#include "tg_err.h"
+#include "tg_log.h"
+
+/* One scripted upstream answer per group (the first matching entry). */
+struct script {
+    const char *group;
+    int status;
+    enum rt_error_class cls;
+    const char *message;
+};
+
+struct env {
+    struct rt_config_diag diag;
+    struct rt_config *cfg;
+    struct rt_mask *mask;
+    struct rt_router *router;
+    struct rt_keys *keys;
+    struct rt_keys_table *table;
+};
+
+static struct env *env_new(const char *yaml)
+{
+    struct env *e = calloc(1, sizeof(*e));
+    char err[256];
+    const char *secrets[16];
+    size_t n;
+
+    assert_non_null(e);
+    e->cfg = rt_config_load_buffer("router.yaml", yaml, strlen(yaml), &e->diag);
+    if (e->cfg == NULL)
+        fail_msg("config: %s", e->diag.error);
+    n = rt_config_secrets(e->cfg, secrets, 16);
+    e->mask = rt_mask_create(secrets, n, err, sizeof(err));
+    assert_non_null(e->mask);
+    e->router = rt_router_create(e->cfg, e->mask, err, sizeof(err));
+    if (e->router == NULL)
+        fail_msg("router: %s", err);
+    e->keys = rt_keys_create(e->cfg->keys, e->cfg->n_keys, e->cfg->max_keys, err, sizeof(err));
+    assert_non_null(e->keys);
+    e->table = rt_keys_acquire(e->keys);
+    return e;
+}
+
+static void env_free(struct env *e)
+{
+    rt_keys_release(&e->table);
+    rt_keys_destroy(&e->keys);
+    rt_router_destroy(&e->router);
+    rt_mask_destroy(&e->mask);
+    rt_config_destroy(&e->cfg);
+    free(e);
+}
+
+static const struct rt_key *key_of(struct env *e, const char *token)
+{
+    const struct rt_key *k = rt_keys_lookup(e->table, token, strlen(token));
+
+    assert_non_null(k);
+    return k;
+}
+
+/* Run a whole request; returns the groups tried ("a,b,c") in trace and the plan's outcome. */
+static const struct rt_outcome *run(struct env *e, struct rt_plan *plan, const struct rt_key *key,
+                                    const char *model, int body_disable, uint64_t now,
+                                    const struct script *sc, size_t n_sc, char *trace,
+                                    size_t tracecap)
+{
+    struct rt_target t;
+    int rc;
+
+    trace[0] = '\0';
+    rc = rt_router_begin(e->router, key, model, body_disable, 42, now, plan);
+    if (rc == 0) {
+        while (rt_router_next(e->router, plan, now, &t)) {
+            struct rt_result res;
+            size_t i;
+
+            if (trace[0] != '\0')
+                strncat(trace, ",", tracecap - strlen(trace) - 1);
+            strncat(trace, t.group, tracecap - strlen(trace) - 1);
+            memset(&res, 0, sizeof(res));
+            res.http_status = 200;
+            res.latency_ms = 5;
+            for (i = 0; i < n_sc; i++) {
+                if (strcmp(sc[i].group, t.group) == 0 || strcmp(sc[i].group, t.dep->id) == 0) {
+                    res.http_status = sc[i].status;
+                    res.error_class = sc[i].cls;
+                    res.message = sc[i].message;
+                    res.message_len = sc[i].message != NULL ? strlen(sc[i].message) : 0;
+                    break;
+                }
+            }
+            if (rt_router_report(e->router, plan, &t, &res, now, NULL) == RT_STEP_DONE)
+                break;
+        }
+    }
+    rt_router_finish(e->router, plan, 0, now);
+    return rt_router_outcome(plan);
+}
+
+#define FAIL500(g) {g, 500, RT_ERR_SERVER, "internal error"}
+
+static const char *base_yaml =
+    "model_list:\n"
+    "  - {model_name: gpt-main, litellm_params: {model: openai/m1, api_key: sk-provider-secret-1}, "
+    "model_info: {id: main-1}}\n"
+    "  - {model_name: gpt-main, litellm_params: {model: openai/m2}, model_info: {id: main-2}}\n"
+    "  - {model_name: fb1, litellm_params: {model: openai/f1}, model_info: {id: fb1-1}}\n"
+    "  - {model_name: fb2, litellm_params: {model: anthropic/f2}, model_info: {id: fb2-1}}\n"
+    "  - {model_name: big, litellm_params: {model: openai/big}, model_info: {id: big-1}}\n"
+    "  - {model_name: safe, litellm_params: {model: openai/safe}, model_info: {id: safe-1}}\n"
+    "router_settings:\n"
+    "  num_retries: 1\n"
+    "  allowed_fails: 1000\n"
+    "  cooldown_time: 10\n"
+    "  fallbacks: [{gpt-main: [fb1, fb2]}]\n"
+    "  context_window_fallbacks: [{gpt-main: [big]}]\n"
+    "  content_policy_fallbacks: [{gpt-main: [safe]}]\n"
+    "  model_group_alias: {alias-main: gpt-main}\n"
+    "tollgate:\n"
+    "  keys:\n"
+    "    - {key: sk-key-empty-list, router_settings: {fallbacks: []}}\n"
+    "    - {key: sk-key-null-list, router_settings: {fallbacks: null}}\n"
+    "    - {key: sk-key-absent-list}\n"
+    "    - {key: sk-key-own-list, router_settings: {fallbacks: [{gpt-main: [fb2]}]}}\n"
+    "    - {key: sk-key-allowlist, models: [gpt-main, alias-main, fb2]}\n"
+    "    - {key: sk-key-no-fallbacks, metadata: {disable_fallbacks: true}}\n"
+    "    - {key: sk-key-alias, router_settings: {model_group_alias: {my-main: gpt-main}}}\n"
+    "    - {key: sk-key-only-fb1, models: [fb1]}\n"
+    "    - {key: sk-key-rpm, rpm_limit: 1, key_alias: rpm-key, team_id: t1, user_id: u1, "
+    "metadata: {tags: [a, b]}}\n"
+    "    - {key: sk-key-retries0, router_settings: {num_retries: 0}}\n";
+
+static int setup(void **state)
+{
+    (void)state;
+    tg_log_set_level(TG_LOG_OFF);
+    return 0;
+}
+
+static void test_unknown_and_not_allowed(void **state)
+{
+    struct env *e = env_new(base_yaml);
+    struct rt_plan plan;
+    const struct rt_outcome *o;
+    char trace[256];
+
+    (void)state;
+    assert_int_equal(rt_router_begin(e->router, NULL, "nope", 0, 1, 1000, &plan), TG_ENOTFOUND);
+    o = rt_router_outcome(&plan);
+    assert_int_equal(o->status, 400);
+    assert_string_equal(o->message, "Invalid model name passed in model=nope");
+    assert_string_equal(o->error_class, "invalid_model");
+    rt_router_finish(e->router, &plan, 0, 1000);
+    /* A model name carrying a secret is masked in the error body. */
+    rt_router_begin(e->router, NULL, "sk-proj-abcdefghijklmnop", 0, 1, 1000, &plan);
+    assert_null(strstr(rt_router_outcome(&plan)->message, "abcdefgh"));
+    rt_router_finish(e->router, &plan, 0, 1000);
+    o = run(e, &plan, key_of(e, "sk-key-only-fb1"), "gpt-main", 0, 1000, NULL, 0, trace,
+            sizeof(trace));
+    assert_int_equal(o->status, 401);
+    assert_string_equal(o->error_class, "model_not_allowed");
+    assert_string_equal(trace, "");
+    env_free(e);
+}
+
+static void test_retry_moves_to_another_deployment(void **state)
+{
+    struct env *e = env_new(base_yaml);
+    struct rt_plan plan;
+    struct rt_target t1, t2;
+    struct rt_result res = {500, RT_ERR_SERVER, 9, "boom", 4, 0, 0};
+
+    (void)state;
+    for (uint64_t rnd = 1; rnd < 40; rnd++) {
+        assert_int_equal(rt_router_begin(e->router, NULL, "gpt-main", 0, rnd, 1000 + rnd * 100000,
+                                         &plan),
+                         0);
+        assert_int_equal(rt_router_next(e->router, &plan, 1000, &t1), 1);
+        assert_string_equal(t1.group, "gpt-main");
+        assert_int_equal(t1.is_retry, 0);
+        assert_int_equal(rt_router_report(e->router, &plan, &t1, &res, 1000 + rnd * 100000, NULL),
+                         RT_STEP_NEXT);
+        assert_int_equal(rt_router_next(e->router, &plan, 1000, &t2), 1);
+        assert_string_equal(t2.group, "gpt-main");
+        assert_int_equal(t2.is_retry, 1);
+        assert_int_equal(t2.attempt, 2);
+        assert_true(t1.dep_index != t2.dep_index);
+        res.http_status = 200;
+        res.error_class = RT_ERR_NONE;
+        assert_int_equal(rt_router_report(e->router, &plan, &t2, &res, 1000 + rnd * 100000, NULL),
+                         RT_STEP_DONE);
+        assert_int_equal(rt_router_outcome(&plan)->status, 200);
+        assert_int_equal(rt_router_outcome(&plan)->served, 1);
+        assert_int_equal(rt_router_next(e->router, &plan, 1000, &t2), 0);
+        rt_router_finish(e->router, &plan, 10, 1000);
+        res.http_status = 500;
+        res.error_class = RT_ERR_SERVER;
+    }
+    env_free(e);
+}
+
+static const char *cooldown_yaml =
+    "model_list:\n"
+    "  - {model_name: g, litellm_params: {model: a}, model_info: {id: A}}\n"
+    "  - {model_name: g, litellm_params: {model: b}, model_info: {id: B}}\n"
+    "router_settings: {num_retries: 0, allowed_fails: 1, cooldown_time: 10}\n";
+
+/* Fail deployment id on one request at now; returns the cooled flag. */
+static int fail_once(struct env *e, const char *id, uint64_t now)
+{
+    struct rt_plan plan;
+    struct rt_target t;
+    struct rt_result res = {503, RT_ERR_SERVER, 1, "unavailable", 11, 0, 0};
+    int cooled = 0;
+
+    for (uint64_t rnd = 0; rnd < 1000; rnd++) {
+        assert_int_equal(rt_router_begin(e->router, NULL, "g", 0, rnd, now, &plan), 0);
+        assert_int_equal(rt_router_next(e->router, &plan, now, &t), 1);
+        if (strcmp(t.dep->id, id) == 0) {
+            rt_router_report(e->router, &plan, &t, &res, now, &cooled);
+            rt_router_finish(e->router, &plan, 0, now);
+            return cooled;
+        }
+        rt_router_finish(e->router, &plan, 0, now); /* not reported: released */
+    }
+    fail_msg("deployment %s never chosen", id);
+    return 0;
+}
+
+static void test_cooldown(void **state)
+{
+    struct env *e = env_new(cooldown_yaml);
+    struct rt_deployment_state st;
+    struct rt_plan plan;
+    struct rt_target t;
+    int a = rt_config_find_deployment(e->cfg, "A");
+
+    (void)state;
+    /* allowed_fails: 1 -> the second failure within a minute cools A down for 10 s. */
+    assert_int_equal(fail_once(e, "A", 100000), 0);
+    assert_int_equal(fail_once(e, "A", 150000), 1);
+    rt_router_deployment_state(e->router, (uint32_t)a, 150000, &st);
+    assert_int_equal(st.cooldown_until_ms, 160000);
+    assert_int_equal(st.cooldowns, 1);
+    assert_int_equal(st.in_flight, 0);
+    for (uint64_t rnd = 0; rnd < 50; rnd++) {
+        rt_router_begin(e->router, NULL, "g", 0, rnd, 159999, &plan);
+        assert_int_equal(rt_router_next(e->router, &plan, 159999, &t), 1);
+        assert_string_equal(t.dep->id, "B");
+        rt_router_finish(e->router, &plan, 0, 159999);
+    }
+    /* Expired: A is routed again, with a fresh count (one failure does not cool it). */
+    assert_int_equal(fail_once(e, "A", 160000), 0);
+    rt_router_deployment_state(e->router, (uint32_t)a, 160000, &st);
+    assert_int_equal(st.cooldown_until_ms, 0);
+    assert_int_equal(st.fails_in_window, 1);
+    /* Failures more than a minute apart never add up. */
+    assert_int_equal(fail_once(e, "B", 200000), 0);
+    assert_int_equal(fail_once(e, "B", 260000), 0);
+    assert_int_equal(fail_once(e, "B", 320001), 0);
+    /* 4xx client errors do not count. */
+    env_free(e);
+}
+
+static void test_cooldown_all_then_429(void **state)
+{
+    struct env *e = env_new(cooldown_yaml);
+    struct rt_plan plan;
+    struct rt_target t;
+    const struct rt_outcome *o;
+
+    (void)state;
+    fail_once(e, "A", 1000);
+    fail_once(e, "A", 1001);
+    fail_once(e, "B", 1002);
+    fail_once(e, "B", 1003);
+    assert_int_equal(rt_router_begin(e->router, NULL, "g", 0, 3, 5000, &plan), 0);
+    assert_int_equal(rt_router_next(e->router, &plan, 5000, &t), 0);
+    o = rt_router_outcome(&plan);
+    assert_int_equal(o->status, 429);
+    assert_int_equal(o->retry_after_s, 7); /* A is back at 11001 */
+    assert_string_equal(o->message, "No deployments available for g: every deployment is "
+                                    "cooling down");
+    rt_router_finish(e->router, &plan, 0, 5000);
+    env_free(e);
+}
+
+static void test_fallback_order_and_event(void **state)
+{
+    struct env *e = env_new(base_yaml);
+    struct rt_plan plan;
+    const struct rt_outcome *o;
+    char trace[256];
+    struct script sc[] = {FAIL500("gpt-main"), FAIL500("fb1")};
+    static struct proto_event ev;
+
+    (void)state;
+    o = run(e, &plan, NULL, "gpt-main", 0, 1000, sc, 2, trace, sizeof(trace));
+    /* num_retries 1: two attempts in gpt-main (both deployments), then fb1 twice, then fb2. */
+    assert_string_equal(trace, "gpt-main,gpt-main,fb1,fb1,fb2");
+    assert_int_equal(o->status, 200);
+    assert_string_equal(o->model_group, "fb2");
+    assert_int_equal(rt_router_attempts(&plan), 5);
+    assert_int_equal(rt_router_fallbacks(&plan), 2);
+    assert_int_equal(rt_trail_len(rt_router_trail(&plan)), 4);
+    assert_int_equal(rt_trail_total(rt_router_trail(&plan)), 5);
+    proto_event_init(&ev);
+    rt_router_fill_event(e->router, &plan, &ev);
+    assert_string_equal(ev.model_requested, "gpt-main");
+    assert_string_equal(ev.model_group, "fb2");
+    assert_string_equal(ev.deployment_id, "fb2-1");
+    assert_string_equal(ev.provider, "anthropic");
+    assert_string_equal(ev.model, "f2");
+    assert_int_equal(ev.status, 200);
+    assert_string_equal(ev.error_class, "");
+    assert_int_equal(ev.attempts, 5);
+    assert_int_equal(ev.fallbacks, 2);
+    assert_int_equal(ev.trail_len, 4);
+    assert_string_equal(ev.trail[0].group, "gpt-main");
+    assert_string_equal(ev.trail[1].group, "fb1");
+    assert_string_equal(ev.trail[1].error_class, "server_error");
+    assert_int_equal(ev.trail[1].http_status, 500);
+    assert_string_equal(ev.trail[3].group, "fb2");
+    assert_string_equal(ev.key_hash, "");
+    env_free(e);
+}
+
+static void test_alias_then_fallback(void **state)
+{
+    struct env *e = env_new(base_yaml);
+    struct rt_plan plan;
+    const struct rt_outcome *o;
+    char trace[256];
+    struct script sc[] = {FAIL500("gpt-main")};
+    static struct proto_event ev;
+
+    (void)state;
+    o = run(e, &plan, NULL, "alias-main", 0, 1000, sc, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-main,gpt-main,fb1");
+    assert_int_equal(o->status, 200);
+    proto_event_init(&ev);
+    rt_router_fill_event(e->router, &plan, &ev);
+    assert_string_equal(ev.model_requested, "alias-main");
+    assert_string_equal(ev.model_group, "fb1");
+    /* Key-level alias. */
+    o = run(e, &plan, key_of(e, "sk-key-alias"), "my-main", 0, 1000, sc, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-main,gpt-main,fb1");
+    o = run(e, &plan, NULL, "my-main", 0, 1000, sc, 1, trace, sizeof(trace));
+    assert_int_equal(o->status, 400);
+    env_free(e);
+}
+
+static void test_key_level_fallbacks(void **state)
+{
+    struct env *e = env_new(base_yaml);
+    struct rt_plan plan;
+    const struct rt_outcome *o;
+    char trace[256];
+    struct script sc[] = {FAIL500("gpt-main")};
+
+    (void)state;
+    /* fallbacks: [] -> none: the last upstream error is the answer. */
+    o = run(e, &plan, key_of(e, "sk-key-empty-list"), "gpt-main", 0, 1000, sc, 1, trace,
+            sizeof(trace));
+    assert_string_equal(trace, "gpt-main,gpt-main");
+    assert_int_equal(o->status, 500);
+    assert_int_equal(o->from_upstream, 1);
+    assert_string_equal(o->error_class, "server_error");
+    assert_string_equal(o->message, "internal error");
+    /* null and absent -> the global list. */
+    run(e, &plan, key_of(e, "sk-key-null-list"), "gpt-main", 0, 1000, sc, 1, trace,
+        sizeof(trace));
+    assert_string_equal(trace, "gpt-main,gpt-main,fb1");
+    run(e, &plan, key_of(e, "sk-key-absent-list"), "gpt-main", 0, 1000, sc, 1, trace,
+        sizeof(trace));
+    assert_string_equal(trace, "gpt-main,gpt-main,fb1");
+    /* The key's own list replaces the global one. */
+    run(e, &plan, key_of(e, "sk-key-own-list"), "gpt-main", 0, 1000, sc, 1, trace,
+        sizeof(trace));
+    assert_string_equal(trace, "gpt-main,gpt-main,fb2");
+    /* Key num_retries overrides the global one. */
+    run(e, &plan, key_of(e, "sk-key-retries0"), "gpt-main", 0, 1000, sc, 1, trace,
+        sizeof(trace));
+    assert_string_equal(trace, "gpt-main,fb1");
+    env_free(e);
+}
+
+static void test_allowlist_skip(void **state)
+{
+    struct env *e = env_new(base_yaml);
+    struct rt_plan plan;
+    char trace[256];
+    struct script sc[] = {FAIL500("gpt-main"), FAIL500("fb2")};
+    const struct rt_outcome *o;
+
+    (void)state;
+    /* fb1 is not in the key's models: skipped; fb2 is. */
+    o = run(e, &plan, key_of(e, "sk-key-allowlist"), "gpt-main", 0, 1000, sc, 1, trace,
+            sizeof(trace));
+    assert_string_equal(trace, "gpt-main,gpt-main,fb2");
+    assert_int_equal(o->status, 200);
+    /* Nothing allowed remains: the last error stands. */
+    o = run(e, &plan, key_of(e, "sk-key-allowlist"), "alias-main", 0, 1000, sc, 2, trace,
+            sizeof(trace));
+    assert_string_equal(trace, "gpt-main,gpt-main,fb2,fb2");
+    assert_int_equal(o->status, 500);
+    env_free(e);
+}
+
+static void test_allowlist_not_enforced(void **state)
+{
+    char yaml[4096];
+    struct env *e;
+    struct rt_plan plan;
+    char trace[256];
+    struct script sc[] = {FAIL500("gpt-main")};
+
+    (void)state;
+    snprintf(yaml, sizeof(yaml), "%s", base_yaml);
+    {
+        char *p = strstr(yaml, "  num_retries: 1\n");
+
+        memcpy(p, "  num_retries: 0\n", 17);
+    }
+    /* enforce_fallback_model_access: false (LiteLLM's behaviour): fb1 is used. */
+    strncat(yaml, "", 1);
+    {
+        char *p = strstr(yaml, "tollgate:\n");
+        char tail[2048];
+
+        snprintf(tail, sizeof(tail), "%s", p);
+        snprintf(p, sizeof(yaml) - (size_t)(p - yaml),
+                 "  enforce_fallback_model_access: false\n%s", tail);
+    }
+    e = env_new(yaml);
+    run(e, &plan, key_of(e, "sk-key-allowlist"), "gpt-main", 0, 1000, sc, 1, trace,
+        sizeof(trace));
+    assert_string_equal(trace, "gpt-main,fb1");
+    env_free(e);
+}
+
+static void test_disable_fallbacks(void **state)
+{
+    struct env *e = env_new(base_yaml);
+    struct rt_plan plan;
+    char trace[256];
+    struct script sc[] = {FAIL500("gpt-main")};
+    const struct rt_outcome *o;
+
+    (void)state;
+    o = run(e, &plan, key_of(e, "sk-key-no-fallbacks"), "gpt-main", 0, 1000, sc, 1, trace,
+            sizeof(trace));
+    assert_string_equal(trace, "gpt-main,gpt-main");
+    assert_int_equal(o->status, 500);
+    o = run(e, &plan, NULL, "gpt-main", 1, 1000, sc, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-main,gpt-main");
+    assert_int_equal(rt_router_fallbacks(&plan), 0);
+    env_free(e);
+}
+
+static void test_context_window_and_content_policy(void **state)
+{
+    struct env *e = env_new(base_yaml);
+    struct rt_plan plan;
+    char trace[256];
+    struct script cw[] = {{"gpt-main", 400, RT_ERR_CONTEXT_WINDOW, "context_length_exceeded"}};
+    struct script cp[] = {{"gpt-main", 400, RT_ERR_CONTENT_POLICY, "content_policy_violation"}};
+    struct script cw_fb[] = {{"fb1", 400, RT_ERR_CONTEXT_WINDOW, "too long"}};
+    const struct rt_outcome *o;
+
+    (void)state;
+    /* No retry in the same group; the context-window list, not the general one. */
+    o = run(e, &plan, NULL, "gpt-main", 0, 1000, cw, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-main,big");
+    assert_int_equal(o->status, 200);
+    assert_string_equal(o->model_group, "big");
+    o = run(e, &plan, NULL, "gpt-main", 0, 1000, cp, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-main,safe");
+    /* A group without a context-window list: the 400 is final. */
+    o = run(e, &plan, NULL, "fb1", 0, 1000, cw_fb, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "fb1");
+    assert_int_equal(o->status, 400);
+    assert_string_equal(o->error_class, "context_window");
+    assert_int_equal(o->from_upstream, 1);
+    /* disable_fallbacks covers these lists too. */
+    o = run(e, &plan, NULL, "gpt-main", 1, 1000, cw, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-main");
+    assert_int_equal(o->status, 400);
+    env_free(e);
+}
+
+static void test_4xx_final(void **state)
+{
+    struct env *e = env_new(base_yaml);
+    struct rt_plan plan;
+    char trace[256];
+    struct script sc[] = {{"gpt-main", 404, RT_ERR_BAD_REQUEST,
+                           "model not found, key sk-provider-secret-1 used"}};
+    const struct rt_outcome *o;
+
+    (void)state;
+    o = run(e, &plan, NULL, "gpt-main", 0, 1000, sc, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-main");
+    assert_int_equal(o->status, 404);
+    assert_int_equal(o->from_upstream, 1);
+    assert_string_equal(o->error_class, "bad_request");
+    /* The configured provider key never reaches the outcome or the trail. */
+    assert_null(strstr(o->message, "sk-provider-secret-1"));
+    assert_null(strstr(rt_trail_last(rt_router_trail(&plan))->message, "provider-secret"));
+    env_free(e);
+}
+
+static void test_classify(void **state)
+{
+    (void)state;
+    assert_int_equal(rt_router_classify(200, NULL, 0), RT_ERR_NONE);
+    assert_int_equal(rt_router_classify(429, NULL, 0), RT_ERR_RATE_LIMIT);
+    assert_int_equal(rt_router_classify(503, NULL, 0), RT_ERR_SERVER);
+    const char *cw = "{\"error\":{\"code\":\"context_length_exceeded\"}}";
+    const char *cp = "{\"error\":{\"code\":\"content_policy_violation\"}}";
+    assert_int_equal(rt_router_classify(400, cw, strlen(cw)), RT_ERR_CONTEXT_WINDOW);
+    assert_int_equal(rt_router_classify(400, cp, strlen(cp)), RT_ERR_CONTENT_POLICY);
+    assert_int_equal(rt_router_classify(400, "{}", 2), RT_ERR_BAD_REQUEST);
+    assert_int_equal(rt_router_classify(401, cw, strlen(cw)), RT_ERR_BAD_REQUEST);
+    assert_string_equal(rt_error_class_name(RT_ERR_TIMEOUT), "timeout");
+    assert_string_equal(rt_error_class_name(RT_ERR_INVALID_RESPONSE), "invalid_response");
+}
+
+static const char *limits_yaml =
+    "model_list:\n"
+    "  - {model_name: gpt-main, litellm_params: {model: m, rpm: 1}, model_info: {id: main-1}}\n"
+    "  - {model_name: gpt-fallback, litellm_params: {model: f}, model_info: {id: fb-1}}\n"
+    "  - {model_name: gpt-ex, litellm_params: {model: x, rpm: 1}, model_info: {id: ex-1}}\n"
+    "  - {model_name: gpt-ex-fb, litellm_params: {model: y, rpm: 1}, model_info: {id: exfb-1}}\n"
+    "  - {model_name: gpt-free, litellm_params: {model: z}, model_info: {id: free-1}}\n"
+    "router_settings:\n"
+    "  fallbacks: [{gpt-main: [gpt-fallback]}, {gpt-ex: [gpt-ex-fb]}, {gpt-free: [gpt-fallback]}]\n"
+    "  model_group_alias: {alias-ex: gpt-ex}\n"
+    "tollgate:\n"
+    "  keys:\n"
+    "    - {key: sk-key-model-rpm, model_rpm_limit: {gpt-fallback: 1}}\n"
+    "    - {key: sk-key-model-rpm-free, model_rpm_limit: {gpt-free: 1}}\n"
+    "    - {key: sk-key-no-fb, metadata: {disable_fallbacks: true}}\n"
+    "    - {key: sk-key-rpm, rpm_limit: 1}\n"
+    "    - {key: sk-key-parallel, max_parallel_requests: 1}\n"
+    "    - {key: sk-key-empty, router_settings: {fallbacks: []}}\n"
+    "    - {key: sk-key-main-only, models: [gpt-main]}\n";
+
+static void test_all_limited_429(void **state)
+{
+    struct env *e = env_new(limits_yaml);
+    struct rt_plan plan;
+    char trace[256];
+    const struct rt_outcome *o;
+
+    (void)state;
+    /* Warm request: served by gpt-ex at second 1. */
+    o = run(e, &plan, NULL, "gpt-ex", 0, 1000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-ex");
+    /* gpt-ex at its limit: unavailable, the fallback serves (second 2). */
+    o = run(e, &plan, NULL, "gpt-ex", 0, 2000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-ex-fb");
+    assert_int_equal(o->status, 200);
+    assert_string_equal(o->model_group, "gpt-ex-fb");
+    assert_int_equal(rt_router_fallbacks(&plan), 1);
+    /* Both saturated: 429 naming the requested model, retry-after = earliest free slot. */
+    o = run(e, &plan, NULL, "gpt-ex", 0, 3000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "");
+    assert_int_equal(o->status, 429);
+    assert_string_equal(o->error_class, "rate_limit");
+    assert_string_equal(o->message, "Model capacity reached for gpt-ex: rpm limit 1, remaining 0");
+    assert_int_equal(o->retry_after_s, 58);
+    assert_int_equal(o->from_upstream, 0);
+    assert_int_equal(rt_router_attempts(&plan), 0);
+    /* Through an alias the message names what the client asked for. */
+    o = run(e, &plan, NULL, "alias-ex", 0, 60999, NULL, 0, trace, sizeof(trace));
+    assert_int_equal(o->status, 429);
+    assert_string_equal(o->message,
+                        "Model capacity reached for alias-ex: rpm limit 1, remaining 0");
+    assert_int_equal(o->retry_after_s, 1);
+    /* Exactly retry-after later the primary is admitted again. */
+    o = run(e, &plan, NULL, "gpt-ex", 0, 61000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-ex");
+    env_free(e);
+}
+
+static void test_limited_with_key_rules(void **state)
+{
+    struct env *e = env_new(limits_yaml);
+    struct rt_plan plan;
+    char trace[256];
+    const struct rt_outcome *o;
+
+    (void)state;
+    run(e, &plan, NULL, "gpt-main", 0, 1000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-main");
+    /* disable_fallbacks (key metadata, or body): 429 for gpt-main, no attempt at all. */
+    o = run(e, &plan, key_of(e, "sk-key-no-fb"), "gpt-main", 0, 2000, NULL, 0, trace,
+            sizeof(trace));
+    assert_int_equal(o->status, 429);
+    assert_string_equal(trace, "");
+    assert_string_equal(o->message, "Model capacity reached for gpt-main: rpm limit 1, "
+                                    "remaining 0");
+    o = run(e, &plan, NULL, "gpt-main", 1, 2000, NULL, 0, trace, sizeof(trace));
+    assert_int_equal(o->status, 429);
+    /* Key fallbacks [] -> 429; the allowlist leaves nothing -> 429 for the requested model. */
+    o = run(e, &plan, key_of(e, "sk-key-empty"), "gpt-main", 0, 2000, NULL, 0, trace,
+            sizeof(trace));
+    assert_int_equal(o->status, 429);
+    o = run(e, &plan, key_of(e, "sk-key-main-only"), "gpt-main", 0, 2000, NULL, 0, trace,
+            sizeof(trace));
+    assert_int_equal(o->status, 429);
+    assert_string_equal(trace, "");
+    assert_string_equal(o->message, "Model capacity reached for gpt-main: rpm limit 1, "
+                                    "remaining 0");
+    /* Otherwise the fallback serves. */
+    o = run(e, &plan, NULL, "gpt-main", 0, 2000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-fallback");
+    env_free(e);
+}
+
+static void test_key_model_limit_falls_back(void **state)
+{
+    struct env *e = env_new(limits_yaml);
+    struct rt_plan plan;
+    char trace[256];
+    const struct rt_outcome *o;
+    const struct rt_key *k = key_of(e, "sk-key-model-rpm");
+
+    (void)state;
+    /* model_rpm_limit {gpt-fallback: 1}: the key may call gpt-fallback once a minute. */
+    o = run(e, &plan, k, "gpt-fallback", 0, 1000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-fallback");
+    o = run(e, &plan, k, "gpt-fallback", 0, 2000, NULL, 0, trace, sizeof(trace));
+    assert_int_equal(o->status, 429);
+    assert_string_equal(o->message,
+                        "Rate limit reached for gpt-fallback: model_rpm_limit 1, remaining 0");
+    assert_int_equal(o->retry_after_s, 59);
+    /* model_rpm_limit {gpt-free: 1} (the deployment itself has no limit): the second request
+     * in the minute falls back to a group the key still has room on (matrix row 1). */
+    k = key_of(e, "sk-key-model-rpm-free");
+    o = run(e, &plan, k, "gpt-free", 0, 200000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-free");
+    o = run(e, &plan, k, "gpt-free", 0, 201000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-fallback");
+    assert_int_equal(o->status, 200);
+    /* Without the key rule the same group still serves. */
+    o = run(e, &plan, NULL, "gpt-free", 0, 201500, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-free");
+    env_free(e);
+}
+
+static void test_key_limits_at_begin(void **state)
+{
+    struct env *e = env_new(limits_yaml);
+    struct rt_plan plan, plan2;
+    const struct rt_key *k = key_of(e, "sk-key-rpm");
+    const struct rt_key *kp = key_of(e, "sk-key-parallel");
+    char trace[256];
+
+    (void)state;
+    assert_int_equal(rt_router_begin(e->router, k, "gpt-fallback", 0, 1, 1000, &plan), 0);
+    rt_router_finish(e->router, &plan, 0, 1000);
+    assert_int_equal(rt_router_begin(e->router, k, "gpt-fallback", 0, 1, 1500, &plan), TG_ELIMIT);
+    assert_int_equal(rt_router_outcome(&plan)->status, 429);
+    assert_int_equal(rt_router_outcome(&plan)->retry_after_s, 60);
+    assert_string_equal(rt_router_outcome(&plan)->message,
+                        "Rate limit reached for this key: rpm limit 1, remaining 0");
+    rt_router_finish(e->router, &plan, 0, 1500);
+    /* max_parallel_requests: 1 -> a second concurrent request is refused until the first ends. */
+    assert_int_equal(rt_router_begin(e->router, kp, "gpt-fallback", 0, 1, 1000, &plan), 0);
+    assert_int_equal(rt_router_begin(e->router, kp, "gpt-fallback", 0, 1, 1000, &plan2),
+                     TG_ELIMIT);
+    rt_router_finish(e->router, &plan2, 0, 1000);
+    rt_router_finish(e->router, &plan, 0, 1000);
+    rt_router_finish(e->router, &plan, 0, 1000); /* idempotent */
+    run(e, &plan2, kp, "gpt-fallback", 0, 1000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-fallback");
+    env_free(e);
+}
+
+static void test_blocked_key_and_event_ids(void **state)
+{
+    struct env *e = env_new(base_yaml);
+    struct rt_plan plan;
+    char trace[256];
+    struct rt_key_change ch;
+    const struct rt_key *k;
+    static struct proto_event ev;
+
+    (void)state;
+    k = key_of(e, "sk-key-rpm");
+    run(e, &plan, k, "gpt-main", 0, 1000, NULL, 0, trace, sizeof(trace));
+    proto_event_init(&ev);
+    rt_router_fill_event(e->router, &plan, &ev);
+    assert_string_equal(ev.key_hash, k->hash);
+    assert_string_equal(ev.key_alias, "rpm-key");
+    assert_string_equal(ev.team_id, "t1");
+    assert_string_equal(ev.user_id, "u1");
+    assert_int_equal(ev.tags_len, 2);
+    assert_string_equal(ev.tags[1], "b");
+    memset(&ch, 0, sizeof(ch));
+    ch.op = RT_KEY_BLOCK;
+    memcpy(ch.hash, k->hash, sizeof(ch.hash));
+    assert_int_equal(rt_keys_apply(e->keys, &ch, 1), 0);
+    rt_keys_release(&e->table);
+    e->table = rt_keys_acquire(e->keys);
+    k = key_of(e, "sk-key-rpm");
+    assert_int_equal(k->blocked, 1);
+    assert_int_equal(rt_router_begin(e->router, k, "gpt-main", 0, 1, 200000, &plan), TG_ELIMIT);
+    assert_int_equal(rt_router_outcome(&plan)->status, 429);
+    assert_string_equal(rt_router_outcome(&plan)->error_class, "budget_exceeded");
+    rt_router_finish(e->router, &plan, 0, 200000);
+    env_free(e);
+}
+
+static void test_attempts_bounded(void **state)
+{
+    static const char *yaml =
+        "model_list:\n"
+        "  - {model_name: a, litellm_params: {model: a}}\n"
+        "  - {model_name: b, litellm_params: {model: b}}\n"
+        "  - {model_name: c, litellm_params: {model: c}}\n"
+        "router_settings: {num_retries: 16, allowed_fails: 100000,\n"
+        "                  fallbacks: [{a: [b, c]}]}\n";
+    struct env *e = env_new(yaml);
+    struct rt_plan plan;
+    char trace[1024];
+    struct script sc[] = {FAIL500("a"), FAIL500("b"), FAIL500("c")};
+    const struct rt_outcome *o;
+
+    (void)state;
+    o = run(e, &plan, NULL, "a", 0, 1000, sc, 3, trace, sizeof(trace));
+    assert_int_equal(rt_router_attempts(&plan), RT_PLAN_ATTEMPTS_MAX);
+    assert_int_equal(rt_trail_len(rt_router_trail(&plan)), TG_TRAIL_MAX_ENTRIES);
+    assert_int_equal(rt_trail_total(rt_router_trail(&plan)), RT_PLAN_ATTEMPTS_MAX);
+    assert_int_equal(o->status, 500);
+    env_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unknown_and_not_allowed),
+        cmocka_unit_test(test_retry_moves_to_another_deployment),
+        cmocka_unit_test(test_cooldown),
+        cmocka_unit_test(test_cooldown_all_then_429),
+        cmocka_unit_test(test_fallback_order_and_event),
+        cmocka_unit_test(test_alias_then_fallback),
+        cmocka_unit_test(test_key_level_fallbacks),
+        cmocka_unit_test(test_allowlist_skip),
+        cmocka_unit_test(test_allowlist_not_enforced),
+        cmocka_unit_test(test_disable_fallbacks),
+        cmocka_unit_test(test_context_window_and_content_policy),
+        cmocka_unit_test(test_4xx_final),
+        cmocka_unit_test(test_classify),
+        cmocka_unit_test(test_all_limited_429),
+        cmocka_unit_test(test_limited_with_key_rules),
+        cmocka_unit_test(test_key_model_limit_falls_back),
+        cmocka_unit_test(test_key_limits_at_begin),
+        cmocka_unit_test(test_blocked_key_and_event_ids),
+        cmocka_unit_test(test_attempts_bounded),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
