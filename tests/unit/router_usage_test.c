@@ -1,0 +1,185 @@
+/* usage: token usage from JSON bodies and SSE streams split anywhere; integer cost. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "tg_err.h"
+#include "usage.h"
+
+static void json_case(enum rt_api api, const char *body, int found, int64_t p, int64_t c)
+{
+    struct rt_usage u;
+
+    assert_int_equal(rt_usage_from_json(api, body, strlen(body), &u), 0);
+    assert_int_equal(u.found, found);
+    assert_int_equal(u.prompt_tokens, p);
+    assert_int_equal(u.completion_tokens, c);
+}
+
+static void test_json(void **state)
+{
+    struct rt_usage u;
+
+    (void)state;
+    json_case(RT_API_CHAT,
+              "{\"id\":\"c1\",\"choices\":[{\"message\":{\"content\":\"hi\"}}],"
+              "\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":8,\"total_tokens\":20}}",
+              1, 12, 8);
+    json_case(RT_API_EMBEDDINGS, "{\"data\":[],\"usage\":{\"prompt_tokens\":5,\"total_tokens\":5}}",
+              1, 5, 0);
+    json_case(RT_API_RESPONSES,
+              "{\"object\":\"response\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3}}", 1,
+              10, 3);
+    json_case(RT_API_MESSAGES,
+              "{\"type\":\"message\",\"usage\":{\"input_tokens\":7,\"cache_read_input_tokens\":3,"
+              "\"cache_creation_input_tokens\":1,\"output_tokens\":2}}",
+              1, 11, 2);
+    json_case(RT_API_CHAT, "{\"choices\":[]}", 0, 0, 0);
+    json_case(RT_API_CHAT, "{\"usage\":null}", 0, 0, 0);
+    json_case(RT_API_CHAT, "{\"usage\":{\"prompt_tokens\":-4,\"completion_tokens\":\"x\"}}", 0, 0,
+              0);
+    assert_int_equal(rt_usage_from_json(RT_API_CHAT, "not json", 8, &u), TG_EPROTO);
+    assert_int_equal(u.found, 0);
+    assert_int_equal(rt_usage_from_json(RT_API_CHAT, "[1]", 3, &u), TG_EPROTO);
+    assert_int_equal(rt_usage_from_json(RT_API_CHAT, NULL, 0, &u), TG_EPROTO);
+}
+
+static void test_cost(void **state)
+{
+    struct rt_deployment_conf d;
+    struct rt_usage u = {12, 8, 1};
+
+    (void)state;
+    memset(&d, 0, sizeof(d));
+    assert_int_equal(rt_config_parse_usd_fusd("0.00000005", &d.in_fusd_per_token), 0);
+    assert_int_equal(rt_config_parse_usd_fusd("0.0000004", &d.out_fusd_per_token), 0);
+    /* 12 * 5e-8 + 8 * 4e-7 = 3.8e-6 USD = 3800 nUSD exactly. */
+    assert_int_equal(rt_usage_cost_nusd(&d, &u), 3800);
+    /* Sub-nano amounts are floored, never rounded up. */
+    u.prompt_tokens = 1;
+    u.completion_tokens = 0;
+    d.in_fusd_per_token = 999999;
+    assert_int_equal(rt_usage_cost_nusd(&d, &u), 0);
+    u.prompt_tokens = 1000000;
+    assert_int_equal(rt_usage_cost_nusd(&d, &u), 999999);
+    /* Saturates instead of wrapping. */
+    u.prompt_tokens = INT64_MAX;
+    d.in_fusd_per_token = INT64_MAX;
+    assert_int_equal(rt_usage_cost_nusd(&d, &u), INT64_MAX);
+    assert_int_equal(rt_usage_cost_nusd(NULL, &u), 0);
+}
+
+static const char *chat_stream =
+    "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"Hel\"}}],\"usage\":null}\n\n"
+    "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"lo usage\"}}]}\n\n"
+    ": keep-alive comment\n\n"
+    "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":8,"
+    "\"total_tokens\":20}}\n\n"
+    "data: [DONE]\n\n";
+
+static const char *responses_stream =
+    "event: response.created\n"
+    "data: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"usage\":null}}\n\n"
+    "event: response.output_text.delta\n"
+    "data: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n"
+    "event: response.completed\n"
+    "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"output\":[],"
+    "\"usage\":{\"input_tokens\":9,\"output_tokens\":4,\"total_tokens\":13}}}\n\n";
+
+static const char *messages_stream =
+    "event: message_start\r\n"
+    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":25,"
+    "\"output_tokens\":1}}}\r\n\r\n"
+    "event: content_block_delta\r\n"
+    "data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"usage is fun\"}}\r\n\r\n"
+    "event: message_delta\r\n"
+    "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},"
+    "\"usage\":{\"output_tokens\":15}}\r\n\r\n"
+    "event: message_stop\r\n"
+    "data: {\"type\":\"message_stop\"}\r\n\r\n";
+
+/* Feed s split at every position, and byte by byte; the usage must always be the same. */
+static void stream_case(enum rt_api api, const char *s, int64_t p, int64_t c)
+{
+    size_t n = strlen(s);
+    struct rt_sse_usage sse;
+    struct rt_usage u;
+
+    for (size_t cut = 0; cut <= n; cut++) {
+        assert_int_equal(rt_sse_usage_init(&sse, api, 0), 0);
+        rt_sse_usage_feed(&sse, s, cut);
+        rt_sse_usage_feed(&sse, s + cut, n - cut);
+        rt_sse_usage_get(&sse, &u);
+        if (!u.found || u.prompt_tokens != p || u.completion_tokens != c)
+            fail_msg("split at %zu: found=%d %lld/%lld", cut, u.found, (long long)u.prompt_tokens,
+                     (long long)u.completion_tokens);
+        assert_int_equal(sse.events_bad, 0);
+        rt_sse_usage_fini(&sse);
+    }
+    assert_int_equal(rt_sse_usage_init(&sse, api, 0), 0);
+    for (size_t i = 0; i < n; i++)
+        rt_sse_usage_feed(&sse, s + i, 1);
+    rt_sse_usage_get(&sse, &u);
+    assert_int_equal(u.prompt_tokens, p);
+    assert_int_equal(u.completion_tokens, c);
+    rt_sse_usage_fini(&sse);
+    rt_sse_usage_fini(&sse); /* safe twice */
+}
+
+static void test_streams(void **state)
+{
+    (void)state;
+    stream_case(RT_API_CHAT, chat_stream, 12, 8);
+    stream_case(RT_API_RESPONSES, responses_stream, 9, 4);
+    stream_case(RT_API_MESSAGES, messages_stream, 25, 15);
+}
+
+static void test_stream_without_usage_and_long_lines(void **state)
+{
+    struct rt_sse_usage sse;
+    struct rt_usage u;
+    char longline[300];
+
+    (void)state;
+    /* Cut before the usage chunk: nothing found, never an error. */
+    assert_int_equal(rt_sse_usage_init(&sse, RT_API_CHAT, 0), 0);
+    rt_sse_usage_feed(&sse, chat_stream, 80);
+    rt_sse_usage_get(&sse, &u);
+    assert_int_equal(u.found, 0);
+    rt_sse_usage_fini(&sse);
+    /* A line longer than the buffer is skipped whole and counted; later lines still parse. */
+    assert_int_equal(rt_sse_usage_init(&sse, RT_API_CHAT, 128), 0);
+    memset(longline, 'x', sizeof(longline));
+    memcpy(longline, "data: {\"usage\":{\"prompt_tokens\":999,", 37);
+    rt_sse_usage_feed(&sse, longline, sizeof(longline));
+    rt_sse_usage_feed(&sse, "\n\n", 2);
+    rt_sse_usage_feed(&sse, "data: {\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}\n",
+                      58);
+    rt_sse_usage_get(&sse, &u);
+    assert_int_equal(sse.lines_skipped, 1);
+    assert_int_equal(u.prompt_tokens, 3);
+    assert_int_equal(u.completion_tokens, 4);
+    /* A malformed usage payload is counted, not fatal. */
+    rt_sse_usage_feed(&sse, "data: {\"usage\": broken\n", 23);
+    assert_int_equal(sse.events_bad, 1);
+    rt_sse_usage_get(&sse, &u);
+    assert_int_equal(u.prompt_tokens, 3);
+    rt_sse_usage_fini(&sse);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_cost),
+        cmocka_unit_test(test_streams),
+        cmocka_unit_test(test_stream_without_usage_and_long_lines),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
