@@ -77,7 +77,13 @@ rt_router_start() { # CONFIG.yaml
         2>>"$RT_DIR/router.log" &
     RT_ROUTER_PID=$!
     RT_PIDS+=("$RT_ROUTER_PID")
-    if ! rt_wait_http "$RT_URL/health/readiness" 30; then
+    local i
+    for i in $(seq 1 300); do
+        curl -fsS -o /dev/null --max-time 1 "$RT_URL/health/readiness" 2>/dev/null && return 0
+        kill -0 "$RT_ROUTER_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if true; then
         tail -n 30 "$RT_DIR/router.log" >&2
         rt_die "router-svc did not become ready"
     fi
