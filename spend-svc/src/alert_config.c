@@ -56,11 +56,11 @@ struct parse_ctx {
     size_t errlen;
 };
 
-static int cfg_fail(struct parse_ctx *c, const yaml_node_t *node, const char *key,
-                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int cfg_fail(struct parse_ctx *c, const yaml_node_t *node, const char *key, const char *fmt,
+                    ...) __attribute__((format(printf, 4, 5)));
 
-static int cfg_fail(struct parse_ctx *c, const yaml_node_t *node, const char *key,
-                    const char *fmt, ...)
+static int cfg_fail(struct parse_ctx *c, const yaml_node_t *node, const char *key, const char *fmt,
+                    ...)
 {
     va_list ap;
     int n;
@@ -68,8 +68,8 @@ static int cfg_fail(struct parse_ctx *c, const yaml_node_t *node, const char *ke
 
     if (c->err == NULL || c->errlen == 0)
         return TG_ECONFIG;
-    n = snprintf(c->err, c->errlen, "%s:%lu: alerting%s%s: ", c->file != NULL ? c->file : "-",
-                 line, key[0] != '\0' ? "." : "", key);
+    n = snprintf(c->err, c->errlen, "%s:%lu: alerting%s%s: ", c->file != NULL ? c->file : "-", line,
+                 key[0] != '\0' ? "." : "", key);
     if (n >= 0 && (size_t)n < c->errlen) {
         va_start(ap, fmt);
         vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
@@ -230,8 +230,8 @@ static int cfg_types(struct parse_ctx *c, yaml_node_t *node, struct sp_alerter_c
 
     if (node->type != YAML_SEQUENCE_NODE)
         return cfg_fail(c, node, key, "expected a list of alert types");
-    for (yaml_node_item_t *it = node->data.sequence.items.start;
-         it < node->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top;
+         it++) {
         int t = cfg_type_key(c, yaml_document_get_node(c->doc, *it), key);
 
         if (t < 0)
@@ -249,8 +249,8 @@ static int cfg_thresholds(struct parse_ctx *c, yaml_node_t *node, struct sp_aler
 
     if (node->type != YAML_SEQUENCE_NODE)
         return cfg_fail(c, node, key, "expected a list of percentages");
-    for (yaml_node_item_t *it = node->data.sequence.items.start;
-         it < node->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top;
+         it++) {
         yaml_node_t *v = yaml_document_get_node(c->doc, *it);
         uint32_t pct;
         int rc;
@@ -298,7 +298,10 @@ struct u32_key {
     uint32_t lo, hi;
 };
 
-#define U32_KEY(field, lo, hi) {#field, offsetof(struct sp_alerter_config, field), lo, hi}
+#define U32_KEY(field, lo, hi)                                                                     \
+    {                                                                                              \
+#field, offsetof(struct sp_alerter_config, field), lo, hi                                  \
+    }
 
 static const struct u32_key u32_keys[] = {
     U32_KEY(burst, 1, 1000),

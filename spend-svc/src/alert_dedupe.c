@@ -4,7 +4,7 @@
 #include <string.h>
 
 struct dedupe_entry {
-    uint64_t hash;         /* of type and subject; 0 = free slot */
+    uint64_t hash; /* of type and subject; 0 = free slot */
     int type;
     char subject[SP_ALERT_SUBJECT_CAP];
     uint64_t window_start_ms; /* when the last passing alert opened the window */

@@ -102,8 +102,8 @@ static void replace_span(char *s, size_t start, size_t end, const char *repl)
 
 static int is_token_char(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.' || c == '~' || c == '+' || c == '/' || c == '=';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.' || c == '~' || c == '+' || c == '/' || c == '=';
 }
 
 static int is_space_or_end(unsigned char c)
@@ -297,8 +297,8 @@ static void tw_md(struct text_writer *w, const char *s)
 }
 
 static const char *const severity_names[] = {"info", "warning", "critical"};
-static const char *const severity_emoji[] = {":information_source:", ":warning:",
-                                             ":rotating_light:"};
+static const char *const severity_emoji[] = {
+    ":information_source:", ":warning:", ":rotating_light:"};
 
 size_t sp_alert_render_text(const struct sp_alert *a, uint64_t suppressed, uint32_t window_s,
                             char *out, size_t outcap)
@@ -337,8 +337,9 @@ size_t sp_alert_render_text(const struct sp_alert *a, uint64_t suppressed, uint3
         tw_md(&w, a->summary);
     }
     if (suppressed > 0) {
-        snprintf(num, sizeof(num), "\n_%" PRIu64 " similar alert%s suppressed in the last %" PRIu32
-                 " s_", suppressed, suppressed == 1 ? "" : "s", window_s);
+        snprintf(num, sizeof(num),
+                 "\n_%" PRIu64 " similar alert%s suppressed in the last %" PRIu32 " s_", suppressed,
+                 suppressed == 1 ? "" : "s", window_s);
         tw_raw(&w, num);
     }
     for (uint32_t i = 0; i < nfields; i++) {
@@ -416,8 +417,9 @@ static size_t json_esc_budget(const char *s, size_t len, char *out, size_t budge
         total += json_esc_unit(s + i, len - i, e, &used);
         i += used;
     }
-    limit = total <= budget ? budget : (budget >= SP_ALERT_CUT_MARK_LEN
-                                            ? budget - SP_ALERT_CUT_MARK_LEN : 0);
+    limit = total <= budget
+                ? budget
+                : (budget >= SP_ALERT_CUT_MARK_LEN ? budget - SP_ALERT_CUT_MARK_LEN : 0);
     i = 0;
     while (i < len) {
         size_t el = json_esc_unit(s + i, len - i, e, &used);
@@ -443,7 +445,8 @@ struct piece {
 static const char payload_head[] = "{\"text\":\"";
 static const char payload_mid[] = "\",\"blocks\":[";
 static const char payload_end[] = "]}";
-static const char section_head[] = "{\"type\":\"section\",\"text\":{\"type\":\"mrkdwn\",\"text\":\"";
+static const char section_head[] =
+    "{\"type\":\"section\",\"text\":{\"type\":\"mrkdwn\",\"text\":\"";
 static const char section_end[] = "\"}}";
 #define LIT_LEN(x) (sizeof(x) - 1)
 /* Smallest room worth giving a section's text: below it the block is left out. */

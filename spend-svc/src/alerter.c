@@ -32,7 +32,7 @@
 #define SP_ALERTER_LAG_STATE SP_ALERTER_DEPS
 
 static const char *const type_names[SP_ALERT_TYPE_COUNT] = {
-    "budget", "deployment_failures", "slow_requests", "spend_tracking_degraded",
+    "budget",       "deployment_failures", "slow_requests", "spend_tracking_degraded",
     "consumer_lag", "daily_report"};
 
 static const char *const outcome_names[SP_ALERT_OUTCOME_COUNT] = {"raised", "sent", "suppressed",
@@ -88,10 +88,10 @@ struct det_table {
 
 /* Degraded-state machine of a dependency (or of consumer lag). Guarded by dmu. */
 struct dep_state {
-    int unhealthy;             /* between the degraded alert and the recovery alert */
-    int recovering;            /* unhealthy, but reported healthy since healthy_since_ms */
+    int unhealthy;  /* between the degraded alert and the recovery alert */
+    int recovering; /* unhealthy, but reported healthy since healthy_since_ms */
     uint64_t down_since_ms;
-    uint64_t last_notice_ms;   /* degraded alert or last reminder */
+    uint64_t last_notice_ms; /* degraded alert or last reminder */
     uint64_t healthy_since_ms;
 };
 
@@ -99,7 +99,7 @@ struct sp_alerter {
     struct sp_alerter_config cfg;
     struct route routes[SP_ALERTER_ROUTES_MAX];
     uint32_t nroutes;
-    int type_route[SP_ALERT_TYPE_COUNT];     /* -1 = disabled */
+    int type_route[SP_ALERT_TYPE_COUNT];        /* -1 = disabled */
     const char *secrets[SP_ALERTER_ROUTES_MAX]; /* route URLs, for masking */
 
     /* Queue and delivery: qmu. */
@@ -392,8 +392,8 @@ static int post_on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl
 
 /* One POST with a fresh easy handle. Returns the CURLcode; *status is the HTTP status (0 when
  * none). */
-static CURLcode post_payload(struct sp_alerter *al, const char *url, const char *body,
-                             size_t len, long *status, long *retry_after_s)
+static CURLcode post_payload(struct sp_alerter *al, const char *url, const char *body, size_t len,
+                             long *status, long *retry_after_s)
 {
     CURL *h = NULL;
     struct curl_slist *hdrs = NULL;
@@ -744,9 +744,8 @@ static void observe_attempt(struct sp_alerter *al, const char *deployment, const
     }
     if (e->alerted || e->hits == 0)
         return;
-    fire = e->hits >= c->failure_count ||
-           (e->total >= c->failure_min_requests &&
-            (double)e->hits >= c->failure_ratio * (double)e->total);
+    fire = e->hits >= c->failure_count || (e->total >= c->failure_min_requests &&
+                                           (double)e->hits >= c->failure_ratio * (double)e->total);
     if (!fire)
         return;
     e->alerted = 1;
@@ -766,8 +765,7 @@ static void observe_attempt(struct sp_alerter *al, const char *deployment, const
     alerter_enqueue(al, &a, 1);
 }
 
-static void observe_slow(struct sp_alerter *al, const char *group, int64_t latency_ms,
-                         uint64_t now)
+static void observe_slow(struct sp_alerter *al, const char *group, int64_t latency_ms, uint64_t now)
 {
     const struct sp_alerter_config *c = &al->cfg;
     struct det_entry *e;
@@ -834,8 +832,8 @@ void sp_alerter_observe_event_at(struct sp_alerter *al, const struct proto_event
         sp_alert_init(&a, SP_ALERT_DEPLOYMENT_FAILURES, SP_ALERT_WARNING, NULL, NULL);
         field_printf(a.subject, sizeof(a.subject), "deployment %s cooled down", deployment);
         field_printf(a.summary, sizeof(a.summary),
-                     "the router took deployment %s of model group %s out of rotation",
-                     deployment, group);
+                     "the router took deployment %s of model group %s out of rotation", deployment,
+                     group);
         sp_alert_add_field(&a, "deployment", deployment);
         sp_alert_add_field(&a, "model_group", group);
         sp_alert_add_fieldf(&a, "status", "%" PRId32, ev->status);
@@ -881,9 +879,9 @@ void sp_alerter_observe_event(struct sp_alerter *al, const struct proto_event *e
  * postgres, redis, kafka and consumer lag bypass de-duplication on purpose: the machine already
  * makes them once per outage, and a second outage soon after a recovery must not be hidden.
  * Dead letters come and go with batches, so theirs are de-duplicated like other alerts. */
-static void state_update(struct sp_alerter *al, struct dep_state *st, int type,
-                         const char *what, const char *down_text, int healthy, uint64_t now,
-                         const char *detail, int dedupe)
+static void state_update(struct sp_alerter *al, struct dep_state *st, int type, const char *what,
+                         const char *down_text, int healthy, uint64_t now, const char *detail,
+                         int dedupe)
 {
     uint64_t reminder_ms = (uint64_t)al->cfg.reminder_interval_s * 1000u;
     uint64_t hold_ms = (uint64_t)al->cfg.recovery_hold_s * 1000u;
@@ -900,8 +898,7 @@ static void state_update(struct sp_alerter *al, struct dep_state *st, int type,
         sp_alert_init(&a, (enum sp_alert_type)type, SP_ALERT_CRITICAL, NULL, NULL);
         field_printf(a.subject, sizeof(a.subject), "%s %s", what, down_text);
         field_printf(a.summary, sizeof(a.summary),
-                     "%s %s; spend tracking continues and catches up on recovery", what,
-                     down_text);
+                     "%s %s; spend tracking continues and catches up on recovery", what, down_text);
         sp_alert_add_field(&a, "dependency", what);
         sp_alert_add_field(&a, "state", "degraded");
         if (detail != NULL)
@@ -966,8 +963,8 @@ int sp_alerter_dependency_state(struct sp_alerter *al, const char *dependency, i
         return TG_EINVAL;
     pthread_mutex_lock(&al->dmu);
     state_update(al, &al->deps[idx], SP_ALERT_SPEND_TRACKING_DEGRADED, dep_names[idx],
-                 idx == 3 ? "receiving dead letters" : "unreachable", healthy != 0, now_ms,
-                 NULL, idx == 3);
+                 idx == 3 ? "receiving dead letters" : "unreachable", healthy != 0, now_ms, NULL,
+                 idx == 3);
     pthread_mutex_unlock(&al->dmu);
     return 0;
 }
@@ -1058,8 +1055,7 @@ int sp_alerter_daily_report_due(struct sp_alerter *al, uint64_t now_epoch_ms, ch
 }
 
 void sp_alerter_daily_report(struct sp_alerter *al, const char *day, int64_t total_cost_nusd,
-                             int64_t total_requests, const struct sp_report_row *rows,
-                             size_t nrows)
+                             int64_t total_requests, const struct sp_report_row *rows, size_t nrows)
 {
     static const char *const dims[] = {"key", "team", "model"};
     static const char *const labels[] = {"top keys", "top teams", "top models"};
@@ -1077,8 +1073,8 @@ void sp_alerter_daily_report(struct sp_alerter *al, const char *day, int64_t tot
     sp_alert_format_usd(total_cost_nusd, total, sizeof(total));
     sp_alert_init(&a, SP_ALERT_DAILY_REPORT, SP_ALERT_INFO, NULL, NULL);
     field_printf(a.subject, sizeof(a.subject), "daily spend report %s", dayc);
-    field_printf(a.summary, sizeof(a.summary), "Spend on %s: %s over %" PRId64 " requests",
-                 dayc, total, total_requests);
+    field_printf(a.summary, sizeof(a.summary), "Spend on %s: %s over %" PRId64 " requests", dayc,
+                 total, total_requests);
     /* One field per dimension, rows appended while they fit; a dimension that overflows its
      * field continues in the next one while fields remain. */
     for (size_t d = 0; d < sizeof(dims) / sizeof(dims[0]); d++) {
@@ -1243,8 +1239,7 @@ static int config_check(const struct sp_alerter_config *c, char *err, size_t err
     return 0;
 }
 
-struct sp_alerter *sp_alerter_create(const struct sp_alerter_config *cfg, char *err,
-                                     size_t errlen)
+struct sp_alerter *sp_alerter_create(const struct sp_alerter_config *cfg, char *err, size_t errlen)
 {
     struct sp_alerter *al = NULL;
     pthread_condattr_t ca;
@@ -1289,8 +1284,7 @@ struct sp_alerter *sp_alerter_create(const struct sp_alerter_config *cfg, char *
         }
         if (r == al->nroutes) {
             memcpy(al->routes[r].url, url, strlen(url) + 1);
-            sp_token_bucket_init(&al->routes[r].tb, al->cfg.rate_per_second, al->cfg.burst,
-                                 now);
+            sp_token_bucket_init(&al->routes[r].tb, al->cfg.rate_per_second, al->cfg.burst, now);
             al->secrets[r] = al->routes[r].url;
             al->nroutes++;
         }
@@ -1330,8 +1324,8 @@ struct sp_alerter *sp_alerter_create(const struct sp_alerter_config *cfg, char *
     al->thread_started = 1;
     TG_INFO("msg=alerter_started webhooks=%" PRIu32 " routes=%s rate_per_s=%.3g burst=%" PRIu32
             " dedupe_window_s=%" PRIu32 " queue_capacity=%" PRIu32,
-            al->nroutes, rdl > 0 ? routes_desc : "none", al->cfg.rate_per_second,
-            al->cfg.burst, al->cfg.dedupe_window_s, al->cfg.queue_capacity);
+            al->nroutes, rdl > 0 ? routes_desc : "none", al->cfg.rate_per_second, al->cfg.burst,
+            al->cfg.dedupe_window_s, al->cfg.queue_capacity);
     return al;
 
 fail:
@@ -1369,8 +1363,8 @@ void sp_alerter_destroy(struct sp_alerter **alp)
     if (al->thread_started)
         pthread_join(al->thread, NULL);
     sp_alerter_get_stats(al, &st);
-    TG_INFO("msg=alerter_stopped posts=%" PRIu64 " http_429=%" PRIu64 " retries=%" PRIu64,
-            st.posts, st.http_429, st.retries);
+    TG_INFO("msg=alerter_stopped posts=%" PRIu64 " http_429=%" PRIu64 " retries=%" PRIu64, st.posts,
+            st.http_429, st.retries);
     pthread_cond_destroy(&al->qcv);
     pthread_mutex_destroy(&al->dmu);
     pthread_mutex_destroy(&al->qmu);

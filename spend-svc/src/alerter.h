@@ -64,7 +64,7 @@ enum sp_alert_type {
 enum sp_alert_severity { SP_ALERT_INFO = 0, SP_ALERT_WARNING = 1, SP_ALERT_CRITICAL = 2 };
 
 /* Capacities in bytes, NUL included. */
-#define SP_ALERT_SUBJECT_CAP 128     /* de-duplication key together with the type */
+#define SP_ALERT_SUBJECT_CAP 128 /* de-duplication key together with the type */
 #define SP_ALERT_SUMMARY_CAP 256
 #define SP_ALERT_FIELD_NAME_CAP 32
 #define SP_ALERT_FIELD_VALUE_CAP 128
@@ -116,7 +116,7 @@ int sp_alert_type_parse(const char *name);
 struct sp_alerter_config {
     /* Webhooks. A type with no URL of its own uses default_webhook_url; a type left with no URL
      * at all is disabled. URLs are secrets: never logged, never in messages. */
-    char default_webhook_url[SP_ALERTER_URL_CAP];           /* "" = none */
+    char default_webhook_url[SP_ALERTER_URL_CAP];                   /* "" = none */
     char type_webhook_url[SP_ALERT_TYPE_COUNT][SP_ALERTER_URL_CAP]; /* alert_to_webhook_url */
     uint32_t enabled_types; /* bit (1u << type) per enabled type; alert_types, default all */
 
@@ -176,9 +176,9 @@ void sp_alerter_config_defaults(struct sp_alerter_config *cfg);
  * failure_ratio, failure_min_requests, failure_count, deployments_capacity,
  * slow_request_threshold_ms, slow_request_window_s, slow_request_count, model_groups_capacity,
  * consumer_lag_threshold, daily_report_hour, recovery_hold_s. Any scalar may be
- * `os.environ/NAME` (the variable must be set and non-empty). Unknown keys, bad types and out-of-range values are errors.
- * Returns 0, or TG_ECONFIG with err = "FILE:LINE: alerting.key: problem" (never a value).
- * Thread: configuration time, single-threaded. */
+ * `os.environ/NAME` (the variable must be set and non-empty). Unknown keys, bad types and
+ * out-of-range values are errors. Returns 0, or TG_ECONFIG with err = "FILE:LINE: alerting.key:
+ * problem" (never a value). Thread: configuration time, single-threaded. */
 int sp_alerter_config_parse(yaml_document_t *doc, yaml_node_t *alerting_node, const char *file,
                             struct sp_alerter_config *cfg, char *err, size_t errlen);
 
@@ -191,8 +191,7 @@ struct sp_alerter;
  * sender thread. Returns new (destroy with sp_alerter_destroy), or NULL with err filled.
  * Calls curl_global_init once per process: create the alerter before other threads use curl.
  * Thread: start-up. */
-struct sp_alerter *sp_alerter_create(const struct sp_alerter_config *cfg, char *err,
-                                     size_t errlen);
+struct sp_alerter *sp_alerter_create(const struct sp_alerter_config *cfg, char *err, size_t errlen);
 
 /* sp_alerter_destroy: stop the sender thread and free everything; *al is set to NULL; NULL or
  * *al == NULL is a no-op. Alerts still queued get up to shutdown_wait_ms to be sent (token
@@ -289,7 +288,7 @@ enum sp_alert_outcome {
 
 struct sp_alerter_stats {
     uint64_t alerts[SP_ALERT_TYPE_COUNT][SP_ALERT_OUTCOME_COUNT]; /* as the metric */
-    uint64_t queue_depth;      /* alerts waiting now */
+    uint64_t queue_depth;                                         /* alerts waiting now */
     uint64_t posts;            /* HTTP POSTs attempted (retries included) */
     uint64_t http_429;         /* answers 429 */
     uint64_t retries;          /* POSTs repeated after 429/5xx/transport error */

@@ -207,9 +207,8 @@ static size_t slack_wait(size_t want, uint64_t max_ms)
     return n;
 }
 
-static const char *const secret_needles[] = {HOOK_PATH, "T0SECRET", "B0SECRET",
-                                             "xoxSECRETTOKEN123", PROVIDER_KEY,
-                                             "abcdef0123456789"};
+static const char *const secret_needles[] = {HOOK_PATH,           "T0SECRET",   "B0SECRET",
+                                             "xoxSECRETTOKEN123", PROVIDER_KEY, "abcdef0123456789"};
 
 static void assert_clean(const char *where, const char *text)
 {
@@ -448,8 +447,8 @@ static void test_retry_after(void **state)
         assert_true(ts >= (json_int_t)(t0 + 5000));
     }
     /* The alert refused with 429 was delivered, first. */
-    assert_non_null(strstr(json_string_value(json_object_get(json_array_get(msgs, 0), "body")),
-                           "alias-a"));
+    assert_non_null(
+        strstr(json_string_value(json_object_get(json_array_get(msgs, 0), "body")), "alias-a"));
     json_decref(msgs);
 }
 
@@ -571,8 +570,8 @@ static void test_dependency_outage(void **state)
         if (strstr(body, "postgres recovered after 60 s") != NULL)
             recovered++;
     }
-    printf("dependency: messages=%zu degraded=%zu recovered=%zu\n", json_array_size(msgs),
-           degraded, recovered);
+    printf("dependency: messages=%zu degraded=%zu recovered=%zu\n", json_array_size(msgs), degraded,
+           recovered);
     assert_true(n >= 2);
     assert_int_equal(json_array_size(msgs), 2);
     assert_int_equal(degraded, 1);
@@ -634,8 +633,7 @@ static void test_server_errors(void **state)
     uint64_t t0;
 
     (void)state;
-    assert_int_equal(http("POST", "/_control/slack", "{\"mode\":\"500\",\"times\":2}", NULL),
-                     200);
+    assert_int_equal(http("POST", "/_control/slack", "{\"mode\":\"500\",\"times\":2}", NULL), 200);
     base_config(&c);
     c.retry_base_ms = 200;
     c.max_tries = 5;
@@ -658,8 +656,7 @@ static void test_server_errors(void **state)
     assert_int_equal(st.alerts[SP_ALERT_CONSUMER_LAG][SP_ALERT_FAILED], 0);
 
     /* Always 500, two tries allowed: one alert given up after exactly two POSTs. */
-    assert_int_equal(http("POST", "/_control/slack", "{\"mode\":\"500\",\"times\":0}", NULL),
-                     200);
+    assert_int_equal(http("POST", "/_control/slack", "{\"mode\":\"500\",\"times\":0}", NULL), 200);
     c.max_tries = 2;
     al = make(&c);
     sp_alerter_raise(al, &a);
@@ -685,8 +682,8 @@ static void test_shutdown_bounded(void **state)
     uint64_t t0, took;
 
     (void)state;
-    assert_int_equal(
-        http("POST", "/_control/slack", "{\"mode\":\"429\",\"retry_after\":60}", NULL), 200);
+    assert_int_equal(http("POST", "/_control/slack", "{\"mode\":\"429\",\"retry_after\":60}", NULL),
+                     200);
     base_config(&c);
     c.shutdown_wait_ms = 500;
     al = make(&c);

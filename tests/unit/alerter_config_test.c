@@ -100,7 +100,8 @@ static void test_full_section(void **state)
     assert_int_equal(parse(y, &c, err, sizeof(err)), 0);
     assert_string_equal(c.default_webhook_url, "http://127.0.0.1:9/slack/T/B/c");
     assert_string_equal(c.type_webhook_url[SP_ALERT_BUDGET], "https://hooks.example/b/1");
-    assert_string_equal(c.type_webhook_url[SP_ALERT_DAILY_REPORT], "http://127.0.0.1:9/slack/T/B/c");
+    assert_string_equal(c.type_webhook_url[SP_ALERT_DAILY_REPORT],
+                        "http://127.0.0.1:9/slack/T/B/c");
     assert_string_equal(c.type_webhook_url[SP_ALERT_CONSUMER_LAG], "");
     assert_int_equal(c.enabled_types, (1u << SP_ALERT_BUDGET) | (1u << SP_ALERT_DAILY_REPORT) |
                                           (1u << SP_ALERT_SPEND_TRACKING_DEGRADED));
@@ -209,10 +210,8 @@ static void test_create_validates(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_full_section),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_empty_section),
+        cmocka_unit_test(test_defaults),         cmocka_unit_test(test_full_section),
+        cmocka_unit_test(test_errors),           cmocka_unit_test(test_empty_section),
         cmocka_unit_test(test_create_validates),
     };
 

@@ -66,8 +66,7 @@ static void request_event(struct proto_event *ev, const char *dep, const char *g
     proto_str_set(ev->trail[0].group, sizeof(ev->trail[0].group), group);
     ev->trail[0].http_status = status;
     if (status >= 500)
-        proto_str_set(ev->trail[0].error_class, sizeof(ev->trail[0].error_class),
-                      "server_error");
+        proto_str_set(ev->trail[0].error_class, sizeof(ev->trail[0].error_class), "server_error");
 }
 
 static void test_failure_count(void **state)
@@ -391,8 +390,7 @@ static void test_queue_drop_oldest(void **state)
     assert_true(st.queue_depth <= 4);
     assert_true(st.alerts[SP_ALERT_DEPLOYMENT_FAILURES][SP_ALERT_DROPPED] >= 200 - 4 - 5);
     /* Same subject again: suppressed by the window. */
-    sp_alert_init(&a, SP_ALERT_DEPLOYMENT_FAILURES, SP_ALERT_WARNING, "deployment d7 failing",
-                  "x");
+    sp_alert_init(&a, SP_ALERT_DEPLOYMENT_FAILURES, SP_ALERT_WARNING, "deployment d7 failing", "x");
     assert_int_equal(sp_alerter_raise(al, &a), 1);
     sp_alerter_get_stats(al, &st);
     assert_int_equal(st.alerts[SP_ALERT_DEPLOYMENT_FAILURES][SP_ALERT_SUPPRESSED], 1);

@@ -123,8 +123,7 @@ static void test_dedupe_window(void **state)
     assert_int_equal(sp_dedupe_check(d, 1, "deployment a failing", T0, w, &n), 1);
     assert_int_equal(n, 0);
     for (int i = 1; i <= 5; i++)
-        assert_int_equal(sp_dedupe_check(d, 1, "deployment a failing", T0 + (uint64_t)i, w, &n),
-                         0);
+        assert_int_equal(sp_dedupe_check(d, 1, "deployment a failing", T0 + (uint64_t)i, w, &n), 0);
     assert_int_equal(sp_dedupe_check(d, 1, "deployment a failing", T0 + w - 1, w, &n), 0);
     /* First one after the window passes and reports the six suppressed. */
     assert_int_equal(sp_dedupe_check(d, 1, "deployment a failing", T0 + w, w, &n), 1);

@@ -105,7 +105,9 @@ static void alert_at_caps(struct sp_alert *a, const char *unit)
 
 static void test_utf8_boundary(void **state)
 {
-    const char *s = "ab\xc3\xa9" "c\xe2\x82\xac" "d\xf0\x9f\x98\x80";
+    const char *s = "ab\xc3\xa9"
+                    "c\xe2\x82\xac"
+                    "d\xf0\x9f\x98\x80";
     size_t len = strlen(s);
 
     (void)state;
@@ -127,7 +129,8 @@ static void test_clean_str(void **state)
     char s[32];
 
     (void)state;
-    strcpy(s, "a\tb\nc\x01\x7f" "d");
+    strcpy(s, "a\tb\nc\x01\x7f"
+              "d");
     sp_alert_clean_str(s, sizeof(s));
     assert_string_equal(s, "a b c  d");
     /* Overlong '/', lone continuation, surrogate, truncated sequence at the end. */
@@ -240,8 +243,8 @@ static void test_init_cuts_utf8(void **state)
  * ('"' -> "\""): text and payload stay within their bounds and end in the cut mark. */
 static void test_caps_worst_expansion(void **state)
 {
-    static const char *const units[] = {"&", "\"", "\\", "<", "\xe2\x82\xac", "a",
-                                        "\xf0\x9f\x98\x80"};
+    static const char *const units[] = {
+        "&", "\"", "\\", "<", "\xe2\x82\xac", "a", "\xf0\x9f\x98\x80"};
     char text[TG_ALERT_TEXT_MAX_BYTES + 1];
     char payload[TG_ALERT_PAYLOAD_MAX_BYTES + 1];
     struct sp_alert a;
@@ -380,8 +383,8 @@ static void test_capped_no_larger_than_bound(void **state)
     sp_alert_init(&tiny, SP_ALERT_DEPLOYMENT_FAILURES, SP_ALERT_CRITICAL, "x", "y");
     sp_alert_add_field(&tiny, "a", "b");
     sp_alert_sanitize(&tiny, NULL, 0);
-    tiny_len = sp_alert_build_payload(
-        text, sp_alert_render_text(&tiny, 0, 600, text, sizeof(text)), payload, sizeof(payload));
+    tiny_len = sp_alert_build_payload(text, sp_alert_render_text(&tiny, 0, 600, text, sizeof(text)),
+                                      payload, sizeof(payload));
     assert_true(tiny_len > 0);
     assert_true(big_len <= TG_ALERT_PAYLOAD_MAX_BYTES);
     assert_true(tiny_len <= TG_ALERT_PAYLOAD_MAX_BYTES);
