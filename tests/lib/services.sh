@@ -1,0 +1,568 @@
+# shellcheck shell=bash
+# tests/lib/services.sh: throwaway Redis, PostgreSQL 15, devkafka and fake-llm on loopback.
+#
+# Shared by deploy/local/up, tests/run and every integration/e2e/chaos test. Source it, then
+# call the functions from the shell itself (not from a $(...) subshell: they export variables
+# and record PIDs):
+#
+#   source tests/lib/services.sh
+#   tg_services_init DIR             state dir for pids, logs and data (created)
+#   trap tg_services_stop_all EXIT   stops everything started, by PID; safe to call twice
+#   tg_redis_start                   -> TG_REDIS_HOST TG_REDIS_PORT TG_REDIS_URL
+#   tg_pg_start                      -> TG_PG_PORT TG_PG_DSN (database "tollgate", user postgres)
+#   tg_kafka_start [BROKERS] [TOPICS]  TOPICS = "name:partitions,..." (default the two
+#                                    tollgate topics) -> TG_KAFKA_BROKERS TG_KAFKA_CTL
+#   tg_fakellm_start [CONFIG.json]   -> TG_FAKE_LLM_URL
+#
+# Fault helpers (chaos suite): tg_redis_hang / tg_redis_resume (SIGSTOP/SIGCONT),
+# tg_redis_restart (shutdown, start empty on the same port), tg_pg_pause / tg_pg_resume
+# (SIGSTOP/SIGCONT the postmaster and all its children), tg_kafka_down / tg_kafka_up (all
+# brokers, through devkafka's control channel), tg_kafka_ctl "COMMAND" (any control command).
+# tg_services_pids prints every PID started (for leftover checks).
+#
+# Ports are picked at random in 20000-31999, checked free with `ss` and reserved under
+# /tmp/tollgate-ports (so concurrent users do not collide); fixed ports can be requested with
+# TG_FIXED_REDIS_PORT, TG_FIXED_PG_PORT, TG_FIXED_KAFKA_PORTS (comma list, one per broker),
+# TG_FIXED_KAFKA_CTL_PORT, TG_FIXED_FAKELLM_PORT. Binaries: TG_BUILD_DIR (default build/local)
+# or TG_DEVKAFKA_BIN / TG_FAKE_LLM_BIN. Every start waits for readiness for at most
+# TG_START_TIMEOUT_S (default 60) seconds and fails loudly with the log tail.
+
+TG_SOURCE_DIR=${TG_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+TG_BUILD_DIR=${TG_BUILD_DIR:-$TG_SOURCE_DIR/build/local}
+TG_PG_BIN=${TG_PG_BIN:-/usr/lib/postgresql/15/bin}
+TG_PORTS_DIR=${TG_PORTS_DIR:-/tmp/tollgate-ports}
+TG_START_TIMEOUT_S=${TG_START_TIMEOUT_S:-60}
+export TG_SOURCE_DIR TG_BUILD_DIR
+
+_tg_log() {
+    printf 'tollgate-services: %s\n' "$*" >&2
+}
+
+_tg_now_ms() {
+    local t
+    t=$(date +%s%N)
+    printf '%s\n' "$((t / 1000000))"
+}
+
+# _tg_alive PID: 0 when the process exists and is not a zombie.
+_tg_alive() {
+    local pid=$1 state
+    [ -n "$pid" ] && [ -e "/proc/$pid" ] || return 1
+    state=$(awk '{ s = $0; sub(/.*\) /, "", s); split(s, f, " "); print f[1] }' \
+        "/proc/$pid/stat" 2>/dev/null) || return 1
+    [ -n "$state" ] && [ "$state" != "Z" ] && [ "$state" != "X" ]
+}
+
+_tg_log_tail() {
+    local log=$1
+    [ -f "$log" ] || return 0
+    _tg_log "last lines of $log:"
+    tail -n 30 "$log" | sed 's/^/  | /' >&2
+}
+
+_tg_need_init() {
+    if [ -z "${TG_STATE_DIR:-}" ] || [ ! -d "$TG_STATE_DIR" ]; then
+        _tg_log "call tg_services_init DIR first"
+        return 1
+    fi
+}
+
+# tg_services_init DIR: create the state dir and start a fresh registry.
+tg_services_init() {
+    local dir=${1:-}
+    if [ -z "$dir" ]; then
+        _tg_log "usage: tg_services_init DIR"
+        return 1
+    fi
+    mkdir -p "$dir" || return 1
+    TG_STATE_DIR=$(cd "$dir" && pwd)
+    export TG_STATE_DIR
+    : >"$TG_STATE_DIR/services.list"
+    : >"$TG_STATE_DIR/ports.list"
+    : >"$TG_STATE_DIR/dirs.list"
+    _TG_STOPPING=0
+}
+
+# _tg_register KIND PID / _tg_unregister KIND PID: the registry tg_services_stop_all reads.
+_tg_register() {
+    printf '%s %s\n' "$1" "$2" >>"$TG_STATE_DIR/services.list"
+}
+
+_tg_unregister() {
+    local f=$TG_STATE_DIR/services.list
+    [ -f "$f" ] || return 0
+    grep -v -x -- "$1 $2" "$f" >"$f.tmp" || true
+    mv -f "$f.tmp" "$f"
+}
+
+# _tg_port_busy PORT: 0 when any TCP socket uses PORT locally (listening or not).
+_tg_port_busy() {
+    local out
+    out=$(ss -tanH "( sport = :$1 )" 2>/dev/null) || return 0
+    [ -n "$out" ]
+}
+
+# _tg_port_reserve PORT: 0 when this state dir now holds the reservation of PORT.
+_tg_port_reserve() {
+    local port=$1 d owner
+    d=$TG_PORTS_DIR/$port
+    mkdir -p "$TG_PORTS_DIR" 2>/dev/null || true
+    chmod 1777 "$TG_PORTS_DIR" 2>/dev/null || true
+    if ! mkdir "$d" 2>/dev/null; then
+        # Reclaim a reservation whose owner shell is gone.
+        owner=$(cat "$d/owner" 2>/dev/null || true)
+        if [ -n "$owner" ] && ! _tg_alive "$owner"; then
+            rm -rf "$d"
+            mkdir "$d" 2>/dev/null || return 1
+        else
+            return 1
+        fi
+    fi
+    printf '%s\n' "$$" >"$d/owner"
+    printf '%s\n' "$port" >>"$TG_STATE_DIR/ports.list"
+}
+
+_tg_port_release() {
+    local port=$1 d
+    d=$TG_PORTS_DIR/$port
+    if [ "$(cat "$d/owner" 2>/dev/null || true)" = "$$" ]; then
+        rm -rf "$d"
+    fi
+}
+
+# tg_port_pick: print a free, reserved port in 20000-31999 (below the ephemeral range).
+tg_port_pick() {
+    local i port
+    _tg_need_init || return 1
+    for ((i = 0; i < 200; i++)); do
+        port=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
+        _tg_port_busy "$port" && continue
+        _tg_port_reserve "$port" || continue
+        if _tg_port_busy "$port"; then
+            _tg_port_release "$port"
+            continue
+        fi
+        printf '%s\n' "$port"
+        return 0
+    done
+    _tg_log "no free port found in 20000-31999"
+    return 1
+}
+
+# _tg_port_fixed PORT: reserve a port that was asked for explicitly; fail loudly if taken.
+_tg_port_fixed() {
+    local port=$1
+    if _tg_port_busy "$port"; then
+        _tg_log "port $port is already in use:"
+        ss -tanpH "( sport = :$port )" >&2 2>/dev/null || true
+        return 1
+    fi
+    _tg_port_reserve "$port" || true
+    printf '%s\n' "$port"
+}
+
+# _tg_spawn KIND LOG CMD...: start CMD in the background, register it; PID in _TG_PID.
+_tg_spawn() {
+    local kind=$1 log=$2
+    shift 2
+    "$@" >>"$log" 2>&1 </dev/null &
+    _TG_PID=$!
+    _tg_register "$kind" "$_TG_PID"
+}
+
+# _tg_wait_ready DESC PID LOG CMD...: poll CMD until it succeeds, PID dies, or the timeout.
+_tg_wait_ready() {
+    local desc=$1 pid=$2 log=$3 deadline
+    shift 3
+    deadline=$(($(_tg_now_ms) + TG_START_TIMEOUT_S * 1000))
+    while :; do
+        if "$@" >/dev/null 2>&1; then
+            return 0
+        fi
+        if [ -n "$pid" ] && ! _tg_alive "$pid"; then
+            _tg_log "$desc exited before becoming ready"
+            _tg_log_tail "$log"
+            return 1
+        fi
+        if [ "$(_tg_now_ms)" -ge "$deadline" ]; then
+            _tg_log "$desc not ready after ${TG_START_TIMEOUT_S}s"
+            _tg_log_tail "$log"
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+
+# _tg_stop_pid PID [GRACE_S]: SIGCONT + SIGTERM, wait, then SIGKILL. Only the given PID.
+_tg_stop_pid() {
+    local pid=$1 grace=${2:-10} deadline
+    _tg_alive "$pid" || return 0
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+    deadline=$(($(_tg_now_ms) + grace * 1000))
+    while _tg_alive "$pid"; do
+        if [ "$(_tg_now_ms)" -ge "$deadline" ]; then
+            _tg_log "pid $pid did not stop within ${grace}s, killing it"
+            kill -KILL "$pid" 2>/dev/null || true
+            sleep 0.2
+            break
+        fi
+        sleep 0.05
+    done
+    wait "$pid" 2>/dev/null || true
+    return 0
+}
+
+# ---------------------------------------------------------------------------------- Redis
+
+_tg_redis_ping() {
+    [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = "PONG" ]
+}
+
+_tg_redis_launch() {
+    local port=$1 dir=$TG_STATE_DIR/redis
+    mkdir -p "$dir" || return 1
+    _tg_spawn redis "$dir/redis.log" redis-server --port "$port" --bind 127.0.0.1 \
+        --save "" --appendonly no --daemonize no --dir "$dir" --logfile "" \
+        --protected-mode yes
+    _TG_REDIS_PID=$_TG_PID
+    _tg_wait_ready "redis on port $port" "$_TG_REDIS_PID" "$dir/redis.log" \
+        _tg_redis_ping "$port" || return 1
+    TG_REDIS_HOST=127.0.0.1
+    TG_REDIS_PORT=$port
+    TG_REDIS_URL=redis://127.0.0.1:$port/0
+    export TG_REDIS_HOST TG_REDIS_PORT TG_REDIS_URL
+}
+
+# tg_redis_start: Redis without persistence on 127.0.0.1.
+tg_redis_start() {
+    local port
+    _tg_need_init || return 1
+    if [ -n "${TG_FIXED_REDIS_PORT:-}" ]; then
+        port=$(_tg_port_fixed "$TG_FIXED_REDIS_PORT") || return 1
+    else
+        port=$(tg_port_pick) || return 1
+    fi
+    _tg_redis_launch "$port"
+}
+
+tg_redis_hang() {
+    kill -STOP "${_TG_REDIS_PID:?redis not started}"
+}
+
+tg_redis_resume() {
+    kill -CONT "${_TG_REDIS_PID:?redis not started}"
+}
+
+# tg_redis_restart: stop Redis (data is lost: it is a cache) and start it empty, same port.
+tg_redis_restart() {
+    local pid=${_TG_REDIS_PID:?redis not started}
+    _tg_stop_pid "$pid" 10
+    _tg_unregister redis "$pid"
+    _tg_redis_launch "$TG_REDIS_PORT"
+}
+
+# ----------------------------------------------------------------------------- PostgreSQL
+
+# _tg_pg_run CMD ARGS...: run a PostgreSQL server binary as the postgres user when root.
+_tg_pg_run() {
+    local cmd=$1
+    shift
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u postgres -- "$TG_PG_BIN/$cmd" "$@"
+    else
+        "$TG_PG_BIN/$cmd" "$@"
+    fi
+}
+
+_tg_pg_query() {
+    psql -X -q -A -t -h 127.0.0.1 -p "$1" -U postgres -d "$2" -c "$3"
+}
+
+# tg_pg_start: a throwaway PostgreSQL 15 cluster (fsync off) with database "tollgate".
+tg_pg_start() {
+    local port root data pid
+    _tg_need_init || return 1
+    if [ -n "${TG_FIXED_PG_PORT:-}" ]; then
+        port=$(_tg_port_fixed "$TG_FIXED_PG_PORT") || return 1
+    else
+        port=$(tg_port_pick) || return 1
+    fi
+    # Under /tmp and owned by postgres: the state dir may sit where postgres cannot go.
+    root=$(mktemp -d /tmp/tollgate-pg.XXXXXX) || return 1
+    printf '%s\n' "$root" >>"$TG_STATE_DIR/dirs.list"
+    chmod 700 "$root"
+    if [ "$(id -u)" -eq 0 ]; then
+        chown postgres:postgres "$root" || return 1
+    fi
+    data=$root/data
+    if ! _tg_pg_run initdb -D "$data" -U postgres -A trust -E UTF8 --locale=C --no-sync \
+        >"$root/initdb.log" 2>&1; then
+        _tg_log "initdb failed"
+        _tg_log_tail "$root/initdb.log"
+        return 1
+    fi
+    cat >>"$data/postgresql.conf" <<EOF
+# tollgate throwaway cluster: speed over durability
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$data'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+max_connections = 200
+EOF
+    cat >"$data/pg_hba.conf" <<EOF
+local all all trust
+host all all 127.0.0.1/32 trust
+EOF
+    ln -sf "$root/postgres.log" "$TG_STATE_DIR/postgres.log" 2>/dev/null || true
+    if ! _tg_pg_run pg_ctl -D "$data" -l "$root/postgres.log" -w -t "$TG_START_TIMEOUT_S" \
+        start >"$root/pg_ctl.log" 2>&1; then
+        _tg_log "pg_ctl start failed (port $port)"
+        _tg_log_tail "$root/pg_ctl.log"
+        _tg_log_tail "$root/postgres.log"
+        pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null || true)
+        [ -n "$pid" ] && _tg_register pg "$pid"
+        return 1
+    fi
+    pid=$(head -n 1 "$data/postmaster.pid")
+    _tg_register pg "$pid"
+    _TG_PG_PID=$pid
+    _TG_PG_DATA=$data
+    _tg_wait_ready "postgres on port $port" "$pid" "$root/postgres.log" \
+        _tg_pg_query "$port" postgres "SELECT 1" || return 1
+    if ! _tg_pg_query "$port" postgres "CREATE DATABASE tollgate" >"$root/createdb.log" 2>&1; then
+        _tg_log "CREATE DATABASE tollgate failed"
+        _tg_log_tail "$root/createdb.log"
+        return 1
+    fi
+    TG_PG_PORT=$port
+    TG_PG_DSN=postgresql://postgres@127.0.0.1:$port/tollgate
+    export TG_PG_PORT TG_PG_DSN
+}
+
+_tg_pg_family() {
+    local pm=$1
+    printf '%s\n' "$pm"
+    pgrep -P "$pm" 2>/dev/null || true
+}
+
+# tg_pg_pause: SIGSTOP the postmaster first (no new backends), then every child.
+tg_pg_pause() {
+    local pm=${_TG_PG_PID:?postgres not started} p
+    kill -STOP "$pm" || return 1
+    for p in $(pgrep -P "$pm" 2>/dev/null || true); do
+        kill -STOP "$p" 2>/dev/null || true
+    done
+}
+
+# tg_pg_resume: SIGCONT every child and the postmaster.
+tg_pg_resume() {
+    local pm=${_TG_PG_PID:?postgres not started} p
+    for p in $(pgrep -P "$pm" 2>/dev/null || true); do
+        kill -CONT "$p" 2>/dev/null || true
+    done
+    kill -CONT "$pm"
+}
+
+_tg_pg_stop() {
+    local pm=$1 data p deadline
+    data=$(readlink "/proc/$pm/cwd" 2>/dev/null || true)
+    _tg_alive "$pm" || return 0
+    for p in $(_tg_pg_family "$pm"); do
+        kill -CONT "$p" 2>/dev/null || true
+    done
+    if [ -n "$data" ] && [ -f "$data/postmaster.pid" ]; then
+        _tg_pg_run pg_ctl -D "$data" -m fast -w -t 20 stop >/dev/null 2>&1 || true
+    else
+        kill -INT "$pm" 2>/dev/null || true
+    fi
+    deadline=$(($(_tg_now_ms) + 20000))
+    while _tg_alive "$pm" && [ "$(_tg_now_ms)" -lt "$deadline" ]; do
+        sleep 0.1
+    done
+    if _tg_alive "$pm"; then
+        _tg_log "postgres $pm did not stop, killing it and its children"
+        for p in $(_tg_pg_family "$pm"); do
+            kill -KILL "$p" 2>/dev/null || true
+        done
+    fi
+    return 0
+}
+
+# ---------------------------------------------------------------------------------- Kafka
+
+_tg_kafka_ping() {
+    local file=$1
+    [ -s "$file" ] || return 1
+    TG_KAFKA_CTL=$2 tg_kafka_ctl ping >/dev/null
+}
+
+# tg_kafka_start [BROKERS] [TOPICS]: devkafka with BROKERS brokers (default 1) on fixed free
+# ports and a control port. TOPICS: "name:partitions,..." (default the tollgate topics).
+tg_kafka_start() {
+    local brokers=${1:-1} topics=${2:-tollgate.events.v1:6,tollgate.control.v1:1}
+    local bin=${TG_DEVKAFKA_BIN:-$TG_BUILD_DIR/deploy/local/devkafka/devkafka}
+    local dir attempt i ports ctl p t log bootfile
+    local -a args
+    _tg_need_init || return 1
+    if [ ! -x "$bin" ]; then
+        _tg_log "devkafka not built: $bin (build the devkafka target)"
+        return 1
+    fi
+    dir=$TG_STATE_DIR/kafka
+    mkdir -p "$dir" || return 1
+    log=$dir/devkafka.log
+    bootfile=$dir/bootstrap
+    for ((attempt = 1; attempt <= 3; attempt++)); do
+        rm -f "$bootfile"
+        if [ -n "${TG_FIXED_KAFKA_PORTS:-}" ]; then
+            ports=$TG_FIXED_KAFKA_PORTS
+            for p in ${ports//,/ }; do
+                _tg_port_fixed "$p" >/dev/null || return 1
+            done
+        else
+            ports=
+            for ((i = 0; i < brokers; i++)); do
+                p=$(tg_port_pick) || return 1
+                ports=${ports:+$ports,}$p
+            done
+        fi
+        if [ -n "${TG_FIXED_KAFKA_CTL_PORT:-}" ]; then
+            ctl=$(_tg_port_fixed "$TG_FIXED_KAFKA_CTL_PORT") || return 1
+        else
+            ctl=$(tg_port_pick) || return 1
+        fi
+        args=(--brokers "$brokers" --ports "$ports" --control "127.0.0.1:$ctl"
+            --bootstrap-file "$bootfile")
+        for t in ${topics//,/ }; do
+            args+=(--topic "$t")
+        done
+        _tg_spawn kafka "$log" "$bin" "${args[@]}"
+        _TG_KAFKA_PID=$_TG_PID
+        if _tg_wait_ready "devkafka (ports $ports, control $ctl)" "$_TG_KAFKA_PID" "$log" \
+            _tg_kafka_ping "$bootfile" "127.0.0.1:$ctl"; then
+            TG_KAFKA_BROKERS=$(tr -d '\n' <"$bootfile")
+            TG_KAFKA_CTL=127.0.0.1:$ctl
+            export TG_KAFKA_BROKERS TG_KAFKA_CTL
+            return 0
+        fi
+        _tg_stop_pid "$_TG_KAFKA_PID" 5
+        _tg_unregister kafka "$_TG_KAFKA_PID"
+        # A port taken between the check and devkafka's bind: try other ports.
+        if [ -z "${TG_FIXED_KAFKA_PORTS:-}${TG_FIXED_KAFKA_CTL_PORT:-}" ] &&
+            tail -n 5 "$log" | grep -q "Address already in use"; then
+            _tg_log "retrying devkafka on other ports"
+            continue
+        fi
+        return 1
+    done
+    return 1
+}
+
+# tg_kafka_ctl COMMAND...: send one line to devkafka's control channel (TG_KAFKA_CTL), print
+# the answer; 0 when it starts with "ok".
+tg_kafka_ctl() {
+    local addr=${TG_KAFKA_CTL:?TG_KAFKA_CTL not set} fd reply=
+    exec {fd}<>"/dev/tcp/${addr%:*}/${addr##*:}" || return 1
+    printf '%s\n' "$*" >&"$fd"
+    IFS= read -r -t 10 reply <&"$fd" || true
+    exec {fd}>&-
+    printf '%s\n' "$reply"
+    [ "${reply%% *}" = "ok" ]
+}
+
+tg_kafka_down() {
+    tg_kafka_ctl down all >/dev/null
+}
+
+tg_kafka_up() {
+    tg_kafka_ctl up all >/dev/null
+}
+
+# ------------------------------------------------------------------------------- fake-llm
+
+_tg_fakellm_ping() {
+    curl -fsS -m 2 -o /dev/null "http://127.0.0.1:$1/_stats"
+}
+
+# tg_fakellm_start [CONFIG]: the fake provider on 127.0.0.1.
+tg_fakellm_start() {
+    local config=${1:-} bin=${TG_FAKE_LLM_BIN:-$TG_BUILD_DIR/tests/fakes/fake-llm}
+    local port dir
+    local -a args
+    _tg_need_init || return 1
+    if [ ! -x "$bin" ]; then
+        _tg_log "fake-llm not built: $bin (build the fake-llm target)"
+        return 1
+    fi
+    if [ -n "${TG_FIXED_FAKELLM_PORT:-}" ]; then
+        port=$(_tg_port_fixed "$TG_FIXED_FAKELLM_PORT") || return 1
+    else
+        port=$(tg_port_pick) || return 1
+    fi
+    dir=$TG_STATE_DIR/fakellm
+    mkdir -p "$dir" || return 1
+    args=(--listen "127.0.0.1:$port")
+    [ -n "$config" ] && args+=(--config "$config")
+    _tg_spawn fakellm "$dir/fake-llm.log" "$bin" "${args[@]}"
+    _TG_FAKELLM_PID=$_TG_PID
+    _tg_wait_ready "fake-llm on port $port" "$_TG_FAKELLM_PID" "$dir/fake-llm.log" \
+        _tg_fakellm_ping "$port" || return 1
+    TG_FAKE_LLM_URL=http://127.0.0.1:$port
+    export TG_FAKE_LLM_URL
+}
+
+# ------------------------------------------------------------------------------ teardown
+
+# tg_services_pids: every PID started and still registered (postgres children included).
+tg_services_pids() {
+    local kind pid
+    [ -n "${TG_STATE_DIR:-}" ] && [ -f "$TG_STATE_DIR/services.list" ] || return 0
+    while read -r kind pid; do
+        [ -n "$pid" ] || continue
+        if [ "$kind" = pg ]; then
+            _tg_pg_family "$pid"
+        else
+            printf '%s\n' "$pid"
+        fi
+    done <"$TG_STATE_DIR/services.list"
+}
+
+# tg_services_stop_all: stop everything this state dir started, newest first, by PID; remove
+# the throwaway data and release reserved ports. Safe to call twice and from a trap.
+tg_services_stop_all() {
+    local kind pid d p
+    [ -n "${TG_STATE_DIR:-}" ] && [ -d "$TG_STATE_DIR" ] || return 0
+    [ "${_TG_STOPPING:-0}" = 1 ] && return 0
+    _TG_STOPPING=1
+    if [ -f "$TG_STATE_DIR/services.list" ]; then
+        while read -r kind pid; do
+            [ -n "$pid" ] || continue
+            case "$kind" in
+            pg) _tg_pg_stop "$pid" ;;
+            *) _tg_stop_pid "$pid" 10 ;;
+            esac
+        done < <(tac "$TG_STATE_DIR/services.list")
+        : >"$TG_STATE_DIR/services.list"
+    fi
+    if [ -f "$TG_STATE_DIR/dirs.list" ]; then
+        while read -r d; do
+            case "$d" in
+            /tmp/tollgate-pg.*) rm -rf "$d" ;;
+            esac
+        done <"$TG_STATE_DIR/dirs.list"
+        : >"$TG_STATE_DIR/dirs.list"
+    fi
+    if [ -f "$TG_STATE_DIR/ports.list" ]; then
+        while read -r p; do
+            [ -n "$p" ] && _tg_port_release "$p"
+        done <"$TG_STATE_DIR/ports.list"
+        : >"$TG_STATE_DIR/ports.list"
+    fi
+    unset TG_REDIS_HOST TG_REDIS_PORT TG_REDIS_URL TG_PG_PORT TG_PG_DSN TG_KAFKA_BROKERS \
+        TG_KAFKA_CTL TG_FAKE_LLM_URL _TG_REDIS_PID _TG_PG_PID _TG_KAFKA_PID _TG_FAKELLM_PID
+    _TG_STOPPING=0
+    return 0
+}
