@@ -27,7 +27,8 @@ struct ld {
 
 /* snprintf that cuts silently: every caller either checked the length before or wants a cut
  * diagnostic rather than none. Returns what vsnprintf returns. */
-static int fmt_cut(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fmt_cut(char *dst, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int fmt_cut(char *dst, size_t cap, const char *fmt, ...)
 {
@@ -501,8 +502,7 @@ static int has_alias(const struct rt_config *cfg, const char *name)
 static int require_group(struct ld *ld, const yaml_node_t *n, const char *path, const char *group)
 {
     if (!rt_config_has_group(ld->cfg, group))
-        return fail(ld, n, path, "unknown model group \"%s\" (no model_list entry has it)",
-                    group);
+        return fail(ld, n, path, "unknown model group \"%s\" (no model_list entry has it)", group);
     return 0;
 }
 
@@ -726,8 +726,8 @@ static int parse_model_list(struct ld *ld, yaml_node_t *n)
             groups += (uint32_t)first_of_group;
         }
         if (same + 1 > RT_GROUP_DEPLOYMENTS_MAX)
-            return fail(ld, e, p, "too many deployments in model group \"%s\" (max %d)",
-                        d->group, RT_GROUP_DEPLOYMENTS_MAX);
+            return fail(ld, e, p, "too many deployments in model group \"%s\" (max %d)", d->group,
+                        RT_GROUP_DEPLOYMENTS_MAX);
         if (same == 0 && groups + 1 > RT_CONFIG_GROUPS_MAX)
             return fail(ld, e, p, "too many model groups (max %d)", RT_CONFIG_GROUPS_MAX);
         cfg->n_deployments++;
@@ -799,11 +799,11 @@ static int parse_fallback_rules(struct ld *ld, yaml_node_t *n, const char *path,
                 return TG_ECONFIG;
             for (uint32_t j = 0; j < *n_out; j++) {
                 if (strcmp(rules[j].group, r->group) == 0)
-                    return fail(ld, node_at(ld, pair->key), q,
-                                "duplicate fallback rule for \"%s\"", r->group);
+                    return fail(ld, node_at(ld, pair->key), q, "duplicate fallback rule for \"%s\"",
+                                r->group);
             }
-            if (parse_group_list(ld, node_at(ld, pair->value), q, r->targets, &r->n_targets,
-                                 1) != 0)
+            if (parse_group_list(ld, node_at(ld, pair->value), q, r->targets, &r->n_targets, 1) !=
+                0)
                 return TG_ECONFIG;
             (*n_out)++;
         }
@@ -811,8 +811,8 @@ static int parse_fallback_rules(struct ld *ld, yaml_node_t *n, const char *path,
     return 0;
 }
 
-static int parse_aliases(struct ld *ld, yaml_node_t *n, const char *path,
-                         struct rt_alias_rule *out, uint32_t cap, uint32_t *n_out)
+static int parse_aliases(struct ld *ld, yaml_node_t *n, const char *path, struct rt_alias_rule *out,
+                         uint32_t cap, uint32_t *n_out)
 {
     char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
 
@@ -968,20 +968,17 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n)
                 continue;
             rc = alloc_rules(ld, v, p, &cfg->cw_fallbacks, &cap);
             if (rc == 0)
-                rc = parse_fallback_rules(ld, v, p, cfg->cw_fallbacks, cap,
-                                          &cfg->n_cw_fallbacks);
+                rc = parse_fallback_rules(ld, v, p, cfg->cw_fallbacks, cap, &cfg->n_cw_fallbacks);
         } else if (strcmp(k, "content_policy_fallbacks") == 0) {
             if (is_null(v))
                 continue;
             rc = alloc_rules(ld, v, p, &cfg->cp_fallbacks, &cap);
             if (rc == 0)
-                rc = parse_fallback_rules(ld, v, p, cfg->cp_fallbacks, cap,
-                                          &cfg->n_cp_fallbacks);
+                rc = parse_fallback_rules(ld, v, p, cfg->cp_fallbacks, cap, &cfg->n_cp_fallbacks);
         } else if (strcmp(k, "default_fallbacks") == 0) {
             if (is_null(v))
                 continue;
-            rc = parse_group_list(ld, v, p, cfg->default_fallbacks, &cfg->n_default_fallbacks,
-                                  1);
+            rc = parse_group_list(ld, v, p, cfg->default_fallbacks, &cfg->n_default_fallbacks, 1);
         } else if (strcmp(k, "model_group_alias") == 0) {
             if (is_null(v))
                 continue;
@@ -1117,8 +1114,8 @@ static int parse_key_metadata(struct ld *ld, yaml_node_t *n, const char *path,
             FOR_ITEMS(v, item)
             {
                 path_index(q, p, ks->n_tags);
-                if (get_nonempty_str(ld, node_at(ld, *item), q, ks->tags[ks->n_tags],
-                                     RT_TAG_CAP) != 0)
+                if (get_nonempty_str(ld, node_at(ld, *item), q, ks->tags[ks->n_tags], RT_TAG_CAP) !=
+                    0)
                     return TG_ECONFIG;
                 ks->n_tags++;
             }
@@ -1344,8 +1341,7 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                 rc = fail(ld, v, p, "expected at least 1");
         } else if (strcmp(k, "keys") == 0) {
             rc = parse_keys(ld, v, p);
-        } else if (strcmp(k, "kafka") == 0 || strcmp(k, "spool") == 0 ||
-                   strcmp(k, "limits") == 0) {
+        } else if (strcmp(k, "kafka") == 0 || strcmp(k, "spool") == 0 || strcmp(k, "limits") == 0) {
             if (is_null(v))
                 continue;
             if (expect_type(ld, v, p, YAML_MAPPING_NODE) != 0)
@@ -1361,11 +1357,10 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                 if (strcmp(k, "kafka") == 0 && strcmp(sk, "brokers") == 0) {
                     rc = get_str(ld, sv, q, cfg->kafka_brokers, sizeof(cfg->kafka_brokers));
                 } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "events_topic") == 0) {
-                    rc = get_nonempty_str(ld, sv, q, cfg->events_topic,
-                                          sizeof(cfg->events_topic));
+                    rc = get_nonempty_str(ld, sv, q, cfg->events_topic, sizeof(cfg->events_topic));
                 } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "control_topic") == 0) {
-                    rc = get_nonempty_str(ld, sv, q, cfg->control_topic,
-                                          sizeof(cfg->control_topic));
+                    rc =
+                        get_nonempty_str(ld, sv, q, cfg->control_topic, sizeof(cfg->control_topic));
                 } else if (strcmp(k, "spool") == 0 && strcmp(sk, "dir") == 0) {
                     rc = get_nonempty_str(ld, sv, q, cfg->spool_dir, sizeof(cfg->spool_dir));
                 } else if (strcmp(k, "spool") == 0 && strcmp(sk, "max_bytes") == 0) {
@@ -1548,8 +1543,8 @@ struct rt_config *rt_config_load_buffer(const char *name, const char *data, size
     yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
     if (!yaml_parser_load(&parser, &ld.doc)) {
         fmt_cut(diag->error, sizeof(diag->error), "%s:%lu: YAML syntax error: %s", ld.file,
-                 (unsigned long)parser.problem_mark.line + 1,
-                 parser.problem != NULL ? parser.problem : "unknown");
+                (unsigned long)parser.problem_mark.line + 1,
+                parser.problem != NULL ? parser.problem : "unknown");
         ld.failed = 1;
         goto out;
     }
@@ -1580,18 +1575,16 @@ struct rt_config *rt_config_load_file(const char *path, struct rt_config_diag *d
     memset(diag, 0, sizeof(*diag));
     f = fopen(path, "rb");
     if (f == NULL) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s:0: cannot open: %s", path,
-                 strerror(errno));
+        fmt_cut(diag->error, sizeof(diag->error), "%s:0: cannot open: %s", path, strerror(errno));
         goto out;
     }
     if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s:0: cannot read: %s", path,
-                 strerror(errno));
+        fmt_cut(diag->error, sizeof(diag->error), "%s:0: cannot read: %s", path, strerror(errno));
         goto out;
     }
     if ((unsigned long)size > CONFIG_FILE_MAX_BYTES) {
         fmt_cut(diag->error, sizeof(diag->error), "%s:0: file too large (max %u bytes)", path,
-                 CONFIG_FILE_MAX_BYTES);
+                CONFIG_FILE_MAX_BYTES);
         goto out;
     }
     data = malloc((size_t)size + 1);

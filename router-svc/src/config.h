@@ -34,37 +34,37 @@
 #include "tg_ids.h"
 
 /* String capacities, bytes including the NUL (the longest value is cap - 1). */
-#define RT_NAME_CAP PROTO_MODEL_CAP       /* model group names, aliases, provider model names */
-#define RT_ID_CAP PROTO_NAME_CAP          /* model_info.id, key_alias, team_id, user_id */
+#define RT_NAME_CAP PROTO_MODEL_CAP        /* model group names, aliases, provider model names */
+#define RT_ID_CAP PROTO_NAME_CAP           /* model_info.id, key_alias, team_id, user_id */
 #define RT_PROVIDER_CAP PROTO_PROVIDER_CAP /* "openai", "anthropic", "azure", ... */
-#define RT_TAG_CAP PROTO_TAG_CAP          /* key metadata tags */
-#define RT_URL_CAP 512                    /* api_base */
-#define RT_SECRET_CAP 512                 /* api_key, master_key, static key values */
-#define RT_PATH_CAP 512                   /* spool dir */
-#define RT_LISTEN_CAP 128                 /* "host:port" */
-#define RT_BROKERS_CAP 512                /* Kafka bootstrap list */
-#define RT_TOPIC_CAP 250                  /* Kafka topic names */
+#define RT_TAG_CAP PROTO_TAG_CAP           /* key metadata tags */
+#define RT_URL_CAP 512                     /* api_base */
+#define RT_SECRET_CAP 512                  /* api_key, master_key, static key values */
+#define RT_PATH_CAP 512                    /* spool dir */
+#define RT_LISTEN_CAP 128                  /* "host:port" */
+#define RT_BROKERS_CAP 512                 /* Kafka bootstrap list */
+#define RT_TOPIC_CAP 250                   /* Kafka topic names */
 
 /* List bounds (counts). More entries than this is a configuration error. */
-#define RT_CONFIG_DEPLOYMENTS_MAX 512     /* model_list entries */
-#define RT_GROUP_DEPLOYMENTS_MAX 64       /* deployments sharing one model_name */
-#define RT_CONFIG_GROUPS_MAX 256          /* distinct model_name values */
-#define RT_FALLBACK_TARGETS_MAX 8         /* groups in one fallback list ({g: [t1..t8]}) */
-#define RT_CONFIG_FALLBACK_RULES_MAX 256  /* entries in each of the fallbacks lists */
-#define RT_CONFIG_ALIASES_MAX 256         /* model_group_alias entries */
-#define RT_CONFIG_STATIC_KEYS_MAX 1024    /* tollgate.keys entries */
-#define RT_CONFIG_WARNINGS_MAX 32         /* warnings kept in rt_config_diag (rest counted) */
-#define RT_CONFIG_MSG_CAP 512             /* one diagnostic line, bytes incl. NUL */
+#define RT_CONFIG_DEPLOYMENTS_MAX 512    /* model_list entries */
+#define RT_GROUP_DEPLOYMENTS_MAX 64      /* deployments sharing one model_name */
+#define RT_CONFIG_GROUPS_MAX 256         /* distinct model_name values */
+#define RT_FALLBACK_TARGETS_MAX 8        /* groups in one fallback list ({g: [t1..t8]}) */
+#define RT_CONFIG_FALLBACK_RULES_MAX 256 /* entries in each of the fallbacks lists */
+#define RT_CONFIG_ALIASES_MAX 256        /* model_group_alias entries */
+#define RT_CONFIG_STATIC_KEYS_MAX 1024   /* tollgate.keys entries */
+#define RT_CONFIG_WARNINGS_MAX 32        /* warnings kept in rt_config_diag (rest counted) */
+#define RT_CONFIG_MSG_CAP 512            /* one diagnostic line, bytes incl. NUL */
 
 /* Static/API key field bounds (struct rt_key_spec). */
-#define RT_KEY_MODELS_MAX 32              /* entries in a key's models allowlist */
-#define RT_KEY_MODEL_LIMITS_MAX 16        /* groups in model_rpm_limit + model_tpm_limit */
-#define RT_KEY_FALLBACK_RULES_MAX 4       /* key router_settings.fallbacks entries */
-#define RT_KEY_ALIASES_MAX 8              /* key router_settings.model_group_alias entries */
-#define RT_KEY_TAGS_MAX PROTO_TAGS_MAX    /* metadata.tags */
+#define RT_KEY_MODELS_MAX 32           /* entries in a key's models allowlist */
+#define RT_KEY_MODEL_LIMITS_MAX 16     /* groups in model_rpm_limit + model_tpm_limit */
+#define RT_KEY_FALLBACK_RULES_MAX 4    /* key router_settings.fallbacks entries */
+#define RT_KEY_ALIASES_MAX 8           /* key router_settings.model_group_alias entries */
+#define RT_KEY_TAGS_MAX PROTO_TAGS_MAX /* metadata.tags */
 
 /* Defaults (LiteLLM's where LiteLLM has one). */
-#define RT_DEFAULT_TIMEOUT_MS 600000u     /* litellm_params.timeout / router_settings.timeout */
+#define RT_DEFAULT_TIMEOUT_MS 600000u /* litellm_params.timeout / router_settings.timeout */
 #define RT_DEFAULT_NUM_RETRIES 2
 #define RT_DEFAULT_ALLOWED_FAILS 3
 #define RT_DEFAULT_COOLDOWN_S 5
@@ -75,8 +75,8 @@
 #define RT_DEFAULT_MAX_IN_FLIGHT 4096u
 #define RT_DEFAULT_MAX_RESPONSE_BYTES (64ull * 1024ull * 1024ull)
 #define RT_DEFAULT_THREADS 2u
-#define RT_DEFAULT_MAX_KEYS 100000u       /* virtual keys table capacity */
-#define RT_DEFAULT_LIMITER_KEYS 10000u    /* limiter slots for keys / key+group pairs */
+#define RT_DEFAULT_MAX_KEYS 100000u    /* virtual keys table capacity */
+#define RT_DEFAULT_LIMITER_KEYS 10000u /* limiter slots for keys / key+group pairs */
 #define RT_DEFAULT_EVENTS_TOPIC "tollgate.events.v1"
 #define RT_DEFAULT_CONTROL_TOPIC "tollgate.control.v1"
 
@@ -96,27 +96,27 @@ enum rt_strategy {
 
 /* One model_list entry. */
 struct rt_deployment_conf {
-    char id[RT_ID_CAP];            /* model_info.id, or generated "<group>-<index>" (index in
-                                    * model_list, 0-based) when absent: stable across reloads of
-                                    * the same file */
-    char group[RT_NAME_CAP];       /* model_name */
+    char id[RT_ID_CAP];             /* model_info.id, or generated "<group>-<index>" (index in
+                                     * model_list, 0-based) when absent: stable across reloads of
+                                     * the same file */
+    char group[RT_NAME_CAP];        /* model_name */
     char provider[RT_PROVIDER_CAP]; /* prefix of litellm_params.model as written ("openai",
                                      * "anthropic", "azure", ...); "openai" when no prefix */
-    enum rt_provider_kind kind;    /* wire API spoken to this deployment */
-    char model[RT_NAME_CAP];       /* litellm_params.model after the prefix */
-    char api_base[RT_URL_CAP];     /* "" when absent (upstream uses the provider default) */
-    char api_key[RT_SECRET_CAP];   /* secret; "" when absent. Never log it. */
-    int64_t rpm;                   /* requests per minute, RT_LIMIT_NONE when absent */
-    int64_t tpm;                   /* tokens per minute, RT_LIMIT_NONE when absent */
-    uint32_t timeout_ms;           /* litellm_params.timeout (s, may be fractional), else
-                                    * router_settings.timeout, else RT_DEFAULT_TIMEOUT_MS */
-    uint32_t stream_timeout_ms;    /* litellm_params.stream_timeout, else timeout_ms */
-    uint32_t weight;               /* simple-shuffle weight, default 1 (0 = never chosen unless
-                                    * every healthy deployment has weight 0) */
-    int32_t order;                 /* litellm "order": lower is tried first; 0 = unset (last) */
-    int64_t in_fusd_per_token;     /* input_cost_per_token in femto-USD, 0 when absent */
-    int64_t out_fusd_per_token;    /* output_cost_per_token in femto-USD, 0 when absent */
-    uint32_t line;                 /* line of the entry in the file (for diagnostics) */
+    enum rt_provider_kind kind;     /* wire API spoken to this deployment */
+    char model[RT_NAME_CAP];        /* litellm_params.model after the prefix */
+    char api_base[RT_URL_CAP];      /* "" when absent (upstream uses the provider default) */
+    char api_key[RT_SECRET_CAP];    /* secret; "" when absent. Never log it. */
+    int64_t rpm;                    /* requests per minute, RT_LIMIT_NONE when absent */
+    int64_t tpm;                    /* tokens per minute, RT_LIMIT_NONE when absent */
+    uint32_t timeout_ms;            /* litellm_params.timeout (s, may be fractional), else
+                                     * router_settings.timeout, else RT_DEFAULT_TIMEOUT_MS */
+    uint32_t stream_timeout_ms;     /* litellm_params.stream_timeout, else timeout_ms */
+    uint32_t weight;                /* simple-shuffle weight, default 1 (0 = never chosen unless
+                                     * every healthy deployment has weight 0) */
+    int32_t order;                  /* litellm "order": lower is tried first; 0 = unset (last) */
+    int64_t in_fusd_per_token;      /* input_cost_per_token in femto-USD, 0 when absent */
+    int64_t out_fusd_per_token;     /* output_cost_per_token in femto-USD, 0 when absent */
+    uint32_t line;                  /* line of the entry in the file (for diagnostics) */
 };
 
 /* A fallback list entry: {group: [targets...]}. */
@@ -150,15 +150,15 @@ struct rt_key_spec {
     char user_id[RT_ID_CAP];              /* "" when none */
     uint32_t n_models;                    /* 0 = every model group and alias allowed */
     char models[RT_KEY_MODELS_MAX][RT_NAME_CAP];
-    int64_t max_budget_nusd;              /* max_budget (USD) in nano-USD, RT_LIMIT_NONE */
-    int64_t budget_duration_s;            /* "30d", "1h", "10m", "45s" -> seconds; 0 = none */
-    int64_t rpm_limit;                    /* RT_LIMIT_NONE when absent */
-    int64_t tpm_limit;                    /* RT_LIMIT_NONE when absent */
-    int64_t max_parallel_requests;        /* RT_LIMIT_NONE when absent */
+    int64_t max_budget_nusd;       /* max_budget (USD) in nano-USD, RT_LIMIT_NONE */
+    int64_t budget_duration_s;     /* "30d", "1h", "10m", "45s" -> seconds; 0 = none */
+    int64_t rpm_limit;             /* RT_LIMIT_NONE when absent */
+    int64_t tpm_limit;             /* RT_LIMIT_NONE when absent */
+    int64_t max_parallel_requests; /* RT_LIMIT_NONE when absent */
     uint32_t n_model_limits;
     struct rt_key_model_limit model_limits[RT_KEY_MODEL_LIMITS_MAX];
-    int disable_fallbacks;                /* metadata.disable_fallbacks */
-    uint32_t n_tags;                      /* metadata.tags */
+    int disable_fallbacks; /* metadata.disable_fallbacks */
+    uint32_t n_tags;       /* metadata.tags */
     char tags[RT_KEY_TAGS_MAX][RT_TAG_CAP];
     /* router_settings (key level). LiteLLM semantic for fallbacks: has_fallbacks = 0 when the
      * field is absent or null (the global list applies); has_fallbacks = 1 with n_fallbacks = 0
@@ -168,10 +168,10 @@ struct rt_key_spec {
     struct rt_fallback_rule fallbacks[RT_KEY_FALLBACK_RULES_MAX];
     uint32_t n_aliases;
     struct rt_alias_rule aliases[RT_KEY_ALIASES_MAX];
-    int32_t num_retries;                  /* -1 = the global num_retries */
-    int64_t expires_epoch_ms;             /* 0 = never (key API "duration"); checked by the
-                                           * caller of rt_keys_lookup, not by the table */
-    int blocked;                          /* 1: budget exceeded; requests get 429 */
+    int32_t num_retries;      /* -1 = the global num_retries */
+    int64_t expires_epoch_ms; /* 0 = never (key API "duration"); checked by the
+                               * caller of rt_keys_lookup, not by the table */
+    int blocked;              /* 1: budget exceeded; requests get 429 */
 };
 
 enum rt_spool_full_policy {
@@ -193,12 +193,12 @@ struct rt_config {
 
     /* router_settings */
     enum rt_strategy routing_strategy;
-    int32_t num_retries;              /* default RT_DEFAULT_NUM_RETRIES */
-    uint32_t retry_after_s;           /* minimum wait before a retry (LiteLLM retry_after);
-                                       * the router reports it, the I/O side may honour it */
-    uint32_t allowed_fails;           /* default RT_DEFAULT_ALLOWED_FAILS */
-    uint32_t cooldown_s;              /* cooldown_time, default RT_DEFAULT_COOLDOWN_S */
-    uint32_t timeout_ms;              /* router_settings.timeout, default RT_DEFAULT_TIMEOUT_MS */
+    int32_t num_retries;               /* default RT_DEFAULT_NUM_RETRIES */
+    uint32_t retry_after_s;            /* minimum wait before a retry (LiteLLM retry_after);
+                                        * the router reports it, the I/O side may honour it */
+    uint32_t allowed_fails;            /* default RT_DEFAULT_ALLOWED_FAILS */
+    uint32_t cooldown_s;               /* cooldown_time, default RT_DEFAULT_COOLDOWN_S */
+    uint32_t timeout_ms;               /* router_settings.timeout, default RT_DEFAULT_TIMEOUT_MS */
     int enforce_fallback_model_access; /* default 1 */
     uint32_t n_fallbacks;
     struct rt_fallback_rule *fallbacks; /* owned, n_fallbacks */
@@ -215,32 +215,32 @@ struct rt_config {
     char master_key[RT_SECRET_CAP]; /* "" when absent (admin API disabled). Secret. */
 
     /* tollgate: */
-    char listen[RT_LISTEN_CAP]; /* "host:port", default RT_DEFAULT_LISTEN */
-    char kafka_brokers[RT_BROKERS_CAP];  /* "" when absent (events stay in the spool) */
-    char events_topic[RT_TOPIC_CAP];     /* default RT_DEFAULT_EVENTS_TOPIC */
-    char control_topic[RT_TOPIC_CAP];    /* default RT_DEFAULT_CONTROL_TOPIC */
-    char spool_dir[RT_PATH_CAP];         /* "" when absent */
-    uint64_t spool_max_bytes;            /* default RT_DEFAULT_SPOOL_MAX_BYTES */
+    char listen[RT_LISTEN_CAP];                  /* "host:port", default RT_DEFAULT_LISTEN */
+    char kafka_brokers[RT_BROKERS_CAP];          /* "" when absent (events stay in the spool) */
+    char events_topic[RT_TOPIC_CAP];             /* default RT_DEFAULT_EVENTS_TOPIC */
+    char control_topic[RT_TOPIC_CAP];            /* default RT_DEFAULT_CONTROL_TOPIC */
+    char spool_dir[RT_PATH_CAP];                 /* "" when absent */
+    uint64_t spool_max_bytes;                    /* default RT_DEFAULT_SPOOL_MAX_BYTES */
     enum rt_spool_full_policy spool_full_policy; /* default drop */
-    enum rt_spool_fsync spool_fsync;     /* default none */
-    uint32_t spool_fsync_interval_ms;    /* when spool_fsync == RT_SPOOL_FSYNC_INTERVAL */
-    uint64_t max_body_bytes;             /* limits.max_body_bytes */
-    uint32_t max_connections;            /* limits.max_connections */
-    uint32_t max_in_flight;              /* limits.max_in_flight */
-    uint64_t max_response_bytes;         /* limits.max_response_bytes */
-    uint32_t max_keys;                   /* limits.max_keys: virtual keys table capacity */
-    uint32_t limiter_keys;               /* limits.limiter_keys: limiter slots for keys and
-                                          * key+group pairs (default RT_DEFAULT_LIMITER_KEYS) */
-    uint32_t threads;                    /* default RT_DEFAULT_THREADS */
+    enum rt_spool_fsync spool_fsync;             /* default none */
+    uint32_t spool_fsync_interval_ms;            /* when spool_fsync == RT_SPOOL_FSYNC_INTERVAL */
+    uint64_t max_body_bytes;                     /* limits.max_body_bytes */
+    uint32_t max_connections;                    /* limits.max_connections */
+    uint32_t max_in_flight;                      /* limits.max_in_flight */
+    uint64_t max_response_bytes;                 /* limits.max_response_bytes */
+    uint32_t max_keys;                           /* limits.max_keys: virtual keys table capacity */
+    uint32_t limiter_keys;                       /* limits.limiter_keys: limiter slots for keys and
+                                                  * key+group pairs (default RT_DEFAULT_LIMITER_KEYS) */
+    uint32_t threads;                            /* default RT_DEFAULT_THREADS */
     uint32_t n_keys;
-    struct rt_key_spec *keys;            /* static keys, owned, n_keys */
+    struct rt_key_spec *keys; /* static keys, owned, n_keys */
 };
 
 /* Diagnostics of one load. Caller storage (about 17 KB). */
 struct rt_config_diag {
-    char error[RT_CONFIG_MSG_CAP];     /* first error, "" when the load succeeded */
-    uint32_t n_warnings;               /* entries used in warnings[] */
-    uint32_t warnings_dropped;         /* warnings beyond RT_CONFIG_WARNINGS_MAX (counted only) */
+    char error[RT_CONFIG_MSG_CAP]; /* first error, "" when the load succeeded */
+    uint32_t n_warnings;           /* entries used in warnings[] */
+    uint32_t warnings_dropped;     /* warnings beyond RT_CONFIG_WARNINGS_MAX (counted only) */
     char warnings[RT_CONFIG_WARNINGS_MAX][RT_CONFIG_MSG_CAP];
 };
 

@@ -14,8 +14,8 @@
  * "mark only" record (present = 0) carries a block mark for a hash without a key. */
 struct rec {
     _Atomic uint32_t refs;
-    int present;       /* 0: block mark only, never returned by lookups */
-    size_t size;       /* bytes of the allocation */
+    int present; /* 0: block mark only, never returned by lookups */
+    size_t size; /* bytes of the allocation */
     struct rt_key key;
 };
 
@@ -26,7 +26,7 @@ struct slot {
 
 struct rt_keys_table {
     _Atomic uint32_t refs;
-    size_t n_slots;  /* power of two */
+    size_t n_slots; /* power of two */
     struct slot *slots;
     size_t n_records; /* present records */
     size_t n_marks;   /* entries with a block mark (present or not) */

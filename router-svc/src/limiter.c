@@ -40,7 +40,7 @@ struct rt_limiter {
     struct dep_slot *deps;
     uint32_t cap;
     struct key_slot *keys;
-    uint32_t now_sec;   /* latest second seen in any call: the reference for slot reuse */
+    uint32_t now_sec; /* latest second seen in any call: the reference for slot reuse */
     struct rt_limiter_stats stats;
 };
 
@@ -134,9 +134,9 @@ static int window_check(struct rt_limiter *lim, const struct window *w, int64_t 
         st->kind = RT_LIMIT_KIND_TPM;
         st->limit = tpm;
         st->remaining = 0;
-        st->retry_after_s =
-            w == NULL ? RT_LIMITER_WINDOW_S
-                      : window_retry_after(w, now_sec, tokens - (uint64_t)tpm + 1, 1);
+        st->retry_after_s = w == NULL
+                                ? RT_LIMITER_WINDOW_S
+                                : window_retry_after(w, now_sec, tokens - (uint64_t)tpm + 1, 1);
         lim->stats.limited++;
         return TG_ELIMIT;
     }

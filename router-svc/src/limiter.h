@@ -48,10 +48,10 @@ struct rt_limit_status {
 };
 
 struct rt_limiter_stats {
-    uint64_t slots_used;   /* key and key+group slots holding a window */
-    uint64_t slots_cap;    /* key_slots */
-    uint64_t slots_full;   /* admissions made without a slot (table full) */
-    uint64_t limited;      /* checks that returned TG_ELIMIT */
+    uint64_t slots_used; /* key and key+group slots holding a window */
+    uint64_t slots_cap;  /* key_slots */
+    uint64_t slots_full; /* admissions made without a slot (table full) */
+    uint64_t limited;    /* checks that returned TG_ELIMIT */
 };
 
 struct rt_limiter;

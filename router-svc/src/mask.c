@@ -15,10 +15,10 @@ struct rt_mask {
 /* Names whose value (after ':' or '=') is a secret. Compared case-insensitively with a whole
  * token, or with the end of a token after '_' or '-' ("openai_api_key"). */
 static const char *const secret_names[] = {
-    "x-api-key",    "api_key",       "api-key",     "apikey",        "authorization",
-    "proxy-authorization", "password", "passwd",    "secret",        "client_secret",
-    "access_token", "refresh_token", "token",       "master_key",    "private_key",
-    "x-goog-api-key", "api_token",   "auth_token",  "secret_key",    "session_token",
+    "x-api-key",           "api_key",       "api-key",    "apikey",     "authorization",
+    "proxy-authorization", "password",      "passwd",     "secret",     "client_secret",
+    "access_token",        "refresh_token", "token",      "master_key", "private_key",
+    "x-goog-api-key",      "api_token",     "auth_token", "secret_key", "session_token",
 };
 
 static const char *const value_schemes[] = {"bearer", "basic"};
@@ -112,8 +112,8 @@ static size_t utf8_seq_len(const unsigned char *s, size_t n)
 
 static int is_tok(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
 }
 
 static int is_value_end(unsigned char c)

@@ -28,9 +28,9 @@
 
 #include <stddef.h>
 
-#define RT_MASK_SECRET_MIN 6      /* configured secrets shorter than this are not matched */
-#define RT_MASK_SECRETS_MAX 1024  /* configured secrets kept (more: create fails) */
-#define RT_MASK_INPUT_MAX 4096    /* bytes of input inspected per call */
+#define RT_MASK_SECRET_MIN 6     /* configured secrets shorter than this are not matched */
+#define RT_MASK_SECRETS_MAX 1024 /* configured secrets kept (more: create fails) */
+#define RT_MASK_INPUT_MAX 4096   /* bytes of input inspected per call */
 #define RT_MASK_REPLACEMENT "***"
 
 struct rt_mask;

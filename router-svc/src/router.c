@@ -430,8 +430,7 @@ static int pick(struct rt_router *r, struct rt_plan *p, int g, uint64_t now_ms)
     for (uint32_t i = 0; i < grp->n; i++) {
         uint32_t di = grp->deps[i];
 
-        if (!dep_available(r, p, di, now_ms, is_requested, &first_blocked, &first_st,
-                           &limit_sum))
+        if (!dep_available(r, p, di, now_ms, is_requested, &first_blocked, &first_st, &limit_sum))
             continue;
         cand[n] = di;
         pos[n] = i;
@@ -444,8 +443,8 @@ static int pick(struct rt_router *r, struct rt_plan *p, int g, uint64_t now_ms)
             p->requested_limited = 1;
             if (first_blocked)
                 snprintf(p->limited_msg, sizeof(p->limited_msg),
-                         "Model capacity reached for %s: %s limit %lld, remaining 0",
-                         p->requested, limit_kind_name(first_st.kind), (long long)limit_sum);
+                         "Model capacity reached for %s: %s limit %lld, remaining 0", p->requested,
+                         limit_kind_name(first_st.kind), (long long)limit_sum);
             else
                 snprintf(p->limited_msg, sizeof(p->limited_msg),
                          "No deployments available for %s: every deployment is cooling down",
@@ -593,8 +592,8 @@ int rt_router_begin(struct rt_router *router, const struct rt_key *key, const ch
                                  &st) != 0) {
             rc = TG_ELIMIT;
         } else {
-            int pr = rt_limiter_key_parallel_acquire(r->lim, key->hash, key->max_parallel_requests,
-                                                     &st);
+            int pr =
+                rt_limiter_key_parallel_acquire(r->lim, key->hash, key->max_parallel_requests, &st);
 
             if (pr == TG_ELIMIT)
                 rc = TG_ELIMIT;
@@ -731,8 +730,8 @@ enum rt_step rt_router_report(struct rt_router *router, struct rt_plan *plan,
         di >= r->cfg->n_deployments)
         return RT_STEP_DONE; /* programmer error: nothing was handed out for this target */
     d = &r->cfg->deployments[di];
-    rt_trail_add(&p->trail, r->mask, target->group, d->id, res->http_status,
-                 rt_error_class_name(c), res->latency_ms, res->message, res->message_len);
+    rt_trail_add(&p->trail, r->mask, target->group, d->id, res->http_status, rt_error_class_name(c),
+                 res->latency_ms, res->message, res->message_len);
 
     pthread_mutex_lock(&r->lock);
     ds = &r->deps[di];
@@ -742,10 +741,10 @@ enum rt_step rt_router_report(struct rt_router *router, struct rt_plan *plan,
     p->last_dep = (int32_t)di;
     p->last_group = p->cur_group >= 0 ? p->cur_group : group_index(r, target->group);
     if (c == RT_ERR_NONE) {
-        ds->latency_ewma_ms = ds->latency_ewma_ms == 0
-                                  ? (res->latency_ms > 0 ? res->latency_ms : 1)
-                                  : (uint32_t)((3ull * res->latency_ms +
-                                                7ull * ds->latency_ewma_ms) / 10);
+        ds->latency_ewma_ms =
+            ds->latency_ewma_ms == 0
+                ? (res->latency_ms > 0 ? res->latency_ms : 1)
+                : (uint32_t)((3ull * res->latency_ms + 7ull * ds->latency_ewma_ms) / 10);
     } else if (is_retryable(c)) {
         if (ds->fail_window_start_ms == 0 || now_ms < ds->fail_window_start_ms ||
             now_ms - ds->fail_window_start_ms >= RT_COOLDOWN_WINDOW_MS) {
@@ -778,8 +777,7 @@ enum rt_step rt_router_report(struct rt_router *router, struct rt_plan *plan,
         status = 502;
     }
     p->outcome.status = status;
-    snprintf(p->outcome.error_class, sizeof(p->outcome.error_class), "%s",
-             rt_error_class_name(c));
+    snprintf(p->outcome.error_class, sizeof(p->outcome.error_class), "%s", rt_error_class_name(c));
     rt_mask_apply(r->mask, res->message, res->message != NULL ? res->message_len : 0,
                   p->outcome.message, sizeof(p->outcome.message));
     p->outcome.retry_after_s = c == RT_ERR_RATE_LIMIT ? res->retry_after_s : 0;
@@ -902,10 +900,10 @@ int rt_router_deployment_state(struct rt_router *router, uint32_t idx, uint64_t 
     out->in_flight = ds->in_flight;
     out->cooldown_until_ms =
         ds->cooldown_until_ms != 0 && now_ms < ds->cooldown_until_ms ? ds->cooldown_until_ms : 0;
-    out->fails_in_window = ds->fail_window_start_ms != 0 &&
-                                   now_ms - ds->fail_window_start_ms < RT_COOLDOWN_WINDOW_MS
-                               ? ds->fails
-                               : 0;
+    out->fails_in_window =
+        ds->fail_window_start_ms != 0 && now_ms - ds->fail_window_start_ms < RT_COOLDOWN_WINDOW_MS
+            ? ds->fails
+            : 0;
     out->latency_ewma_ms = ds->latency_ewma_ms;
     out->cooldowns = ds->cooldowns;
     pthread_mutex_unlock(&router->lock);

@@ -87,15 +87,15 @@ struct rt_mask;
 
 /* Classification of one attempt, from the I/O side (rt_router_classify helps). */
 enum rt_error_class {
-    RT_ERR_NONE = 0,          /* success */
-    RT_ERR_RATE_LIMIT,        /* "rate_limit": upstream 429 */
-    RT_ERR_SERVER,            /* "server_error": upstream 5xx */
-    RT_ERR_TIMEOUT,           /* "timeout" */
-    RT_ERR_CONNECT,           /* "connect": could not connect / connection reset before reply */
-    RT_ERR_CONTEXT_WINDOW,    /* "context_window": context length exceeded (400) */
-    RT_ERR_CONTENT_POLICY,    /* "content_policy": content policy violation (400) */
-    RT_ERR_BAD_REQUEST,       /* "bad_request": other 4xx */
-    RT_ERR_INVALID_RESPONSE,  /* "invalid_response": 2xx with an unusable body, cut stream */
+    RT_ERR_NONE = 0,         /* success */
+    RT_ERR_RATE_LIMIT,       /* "rate_limit": upstream 429 */
+    RT_ERR_SERVER,           /* "server_error": upstream 5xx */
+    RT_ERR_TIMEOUT,          /* "timeout" */
+    RT_ERR_CONNECT,          /* "connect": could not connect / connection reset before reply */
+    RT_ERR_CONTEXT_WINDOW,   /* "context_window": context length exceeded (400) */
+    RT_ERR_CONTENT_POLICY,   /* "content_policy": content policy violation (400) */
+    RT_ERR_BAD_REQUEST,      /* "bad_request": other 4xx */
+    RT_ERR_INVALID_RESPONSE, /* "invalid_response": 2xx with an unusable body, cut stream */
 };
 
 /* rt_error_class_name: the event/trail string of a class ("" for RT_ERR_NONE). Static. */
@@ -113,11 +113,11 @@ enum rt_error_class rt_router_classify(int http_status, const char *body, size_t
 struct rt_target {
     const struct rt_deployment_conf *dep; /* provider, kind, model, api_base, api_key,
                                            * timeout_ms, stream_timeout_ms, prices */
-    const char *group;      /* model group of this attempt */
-    uint32_t dep_index;     /* index in cfg->deployments */
-    uint32_t attempt;       /* 1-based attempt number in the request */
-    int is_retry;           /* 1: not the first attempt in this group */
-    int is_fallback;        /* 1: group differs from the resolved requested group */
+    const char *group;                    /* model group of this attempt */
+    uint32_t dep_index;                   /* index in cfg->deployments */
+    uint32_t attempt;                     /* 1-based attempt number in the request */
+    int is_retry;                         /* 1: not the first attempt in this group */
+    int is_fallback;                      /* 1: group differs from the resolved requested group */
 };
 
 /* One attempt's result, from the I/O side. */
@@ -127,25 +127,25 @@ struct rt_result {
     uint32_t latency_ms;             /* attempt duration */
     const char *message;             /* raw error text (masked by the router), may be NULL */
     size_t message_len;
-    uint32_t retry_after_s;          /* provider's retry-after, 0 = none */
-    int committed;                   /* 1: response already started to the client (a stream):
-                                      * no further attempt is possible, whatever the class */
+    uint32_t retry_after_s; /* provider's retry-after, 0 = none */
+    int committed;          /* 1: response already started to the client (a stream):
+                             * no further attempt is possible, whatever the class */
 };
 
 /* The final answer of a request. */
 struct rt_outcome {
-    int32_t status;                        /* HTTP status for the client (200 on success) */
+    int32_t status;                          /* HTTP status for the client (200 on success) */
     char error_class[PROTO_ERROR_CLASS_CAP]; /* "" on success; rt_error_class_name() values
-                                            * plus "invalid_model", "model_not_allowed",
-                                            * "budget_exceeded" */
-    char message[RT_OUTCOME_MESSAGE_CAP];  /* masked; for router-made errors the message to
-                                            * put in the API's error shape */
-    uint32_t retry_after_s;                /* > 0: send retry-after */
-    int from_upstream;                     /* 1: status (and body) are the provider's answer
-                                            * to the last attempt; 0: router-made */
-    int served;                            /* 1 when an attempt succeeded */
-    int32_t dep_index;                     /* deployment of the last attempt, -1 when none */
-    char model_group[RT_NAME_CAP];         /* group of the last attempt ("" when none) */
+                                              * plus "invalid_model", "model_not_allowed",
+                                              * "budget_exceeded" */
+    char message[RT_OUTCOME_MESSAGE_CAP];    /* masked; for router-made errors the message to
+                                              * put in the API's error shape */
+    uint32_t retry_after_s;                  /* > 0: send retry-after */
+    int from_upstream;                       /* 1: status (and body) are the provider's answer
+                                              * to the last attempt; 0: router-made */
+    int served;                              /* 1 when an attempt succeeded */
+    int32_t dep_index;                       /* deployment of the last attempt, -1 when none */
+    char model_group[RT_NAME_CAP];           /* group of the last attempt ("" when none) */
 };
 
 enum rt_step {
@@ -161,40 +161,40 @@ struct rt_plan {
     int finished;             /* rt_router_finish ran */
     const struct rt_key *key; /* borrowed, may be NULL */
     char requested[RT_NAME_CAP];
-    int32_t req_group;        /* resolved group index, -1 when unresolved */
-    int32_t cur_group;        /* group being tried, -1 when none */
+    int32_t req_group; /* resolved group index, -1 when unresolved */
+    int32_t cur_group; /* group being tried, -1 when none */
     int32_t num_retries;
     int disable_fallbacks;
-    uint32_t group_attempts;  /* attempts handed out in cur_group */
-    uint64_t tried_mask;      /* deployments (by position in the group) tried in cur_group */
+    uint32_t group_attempts; /* attempts handed out in cur_group */
+    uint64_t tried_mask;     /* deployments (by position in the group) tried in cur_group */
     int32_t groups_done[RT_PLAN_GROUPS_MAX];
     uint32_t n_groups_done;
     int32_t list[RT_PLAN_GROUPS_MAX]; /* pending fallback groups */
     uint32_t n_list;
     uint32_t list_pos;
-    int list_kind;            /* which fallback list is loaded */
+    int list_kind; /* which fallback list is loaded */
     uint32_t attempts;
     uint32_t fallbacks;
-    int32_t in_flight_dep;    /* deployment handed out and not yet reported, -1 */
+    int32_t in_flight_dep; /* deployment handed out and not yet reported, -1 */
     int key_parallel_held;
-    int32_t last_dep;         /* deployment of the last attempt, -1 */
+    int32_t last_dep; /* deployment of the last attempt, -1 */
     int32_t last_group;
-    uint64_t rng;             /* per-request random state */
-    int limited;              /* some option was skipped for limits/cooldown */
+    uint64_t rng; /* per-request random state */
+    int limited;  /* some option was skipped for limits/cooldown */
     uint32_t limited_retry_after_s;
     char limited_msg[RT_OUTCOME_MESSAGE_CAP];
-    int requested_limited;    /* limited_msg describes the requested group */
+    int requested_limited; /* limited_msg describes the requested group */
     struct rt_outcome outcome;
     struct rt_trail trail;
 };
 
 /* Health view of one deployment (for /metrics, /health and tests). */
 struct rt_deployment_state {
-    uint32_t in_flight;       /* attempts handed out and not reported */
+    uint32_t in_flight;         /* attempts handed out and not reported */
     uint64_t cooldown_until_ms; /* 0 when not cooled down (monotonic ms) */
-    uint32_t fails_in_window; /* retryable failures counted toward allowed_fails */
-    uint32_t latency_ewma_ms; /* 0 until a success */
-    uint64_t cooldowns;       /* cooldowns started since create */
+    uint32_t fails_in_window;   /* retryable failures counted toward allowed_fails */
+    uint32_t latency_ewma_ms;   /* 0 until a success */
+    uint64_t cooldowns;         /* cooldowns started since create */
 };
 
 struct rt_router;

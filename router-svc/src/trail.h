@@ -21,8 +21,8 @@ struct rt_mask;
 
 struct rt_trail {
     struct proto_attempt ring[TG_TRAIL_MAX_ENTRIES]; /* entries, ring order */
-    uint32_t head;  /* index of the oldest entry */
-    uint32_t len;   /* entries held, <= TG_TRAIL_MAX_ENTRIES */
+    uint32_t head;                                   /* index of the oldest entry */
+    uint32_t len;                                    /* entries held, <= TG_TRAIL_MAX_ENTRIES */
     uint64_t total; /* attempts added since init (may exceed len) */
 };
 

@@ -53,15 +53,15 @@ int64_t rt_usage_cost_nusd(const struct rt_deployment_conf *dep, const struct rt
  * functions below. */
 struct rt_sse_usage {
     enum rt_api api;
-    char *line;              /* owned line buffer of line_cap bytes */
+    char *line; /* owned line buffer of line_cap bytes */
     size_t line_cap;
     size_t line_len;
-    int skipping;            /* 1 while discarding the rest of an over-long line */
-    int last_cr;             /* previous byte was '\r' (CRLF handled as one end of line) */
-    uint64_t lines;          /* complete lines seen */
-    uint64_t lines_skipped;  /* lines longer than line_cap, discarded */
-    uint64_t events_bad;     /* data lines that looked like usage but did not parse */
-    struct rt_usage usage;   /* best usage known so far */
+    int skipping;           /* 1 while discarding the rest of an over-long line */
+    int last_cr;            /* previous byte was '\r' (CRLF handled as one end of line) */
+    uint64_t lines;         /* complete lines seen */
+    uint64_t lines_skipped; /* lines longer than line_cap, discarded */
+    uint64_t events_bad;    /* data lines that looked like usage but did not parse */
+    struct rt_usage usage;  /* best usage known so far */
 };
 
 /* rt_sse_usage_init: prepare a parser for api with a line buffer of line_cap bytes

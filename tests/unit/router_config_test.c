@@ -299,8 +299,8 @@ static void test_errors(void **state)
     /* Over-cap strings are errors, never truncated. */
     memset(longname, 'n', 199);
     longname[199] = '\0';
-    snprintf(text, sizeof(text), "model_list:\n  - model_name: %s\n    litellm_params: {model: x}\n",
-             longname);
+    snprintf(text, sizeof(text),
+             "model_list:\n  - model_name: %s\n    litellm_params: {model: x}\n", longname);
     expect_error(text, "router.yaml:2: model_list[0].model_name: value too long (199 bytes, max "
                        "128)");
 }

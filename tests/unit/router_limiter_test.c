@@ -129,8 +129,7 @@ static void test_key_subjects(void **state)
     (void)state;
     assert_int_equal(rt_limiter_key_check(l, KEY_A, NULL, 1, RT_LIMIT_NONE, 1000, &st), 0);
     assert_int_equal(rt_limiter_key_admit(l, KEY_A, NULL, 1000), 0);
-    assert_int_equal(rt_limiter_key_check(l, KEY_A, NULL, 1, RT_LIMIT_NONE, 2000, &st),
-                     TG_ELIMIT);
+    assert_int_equal(rt_limiter_key_check(l, KEY_A, NULL, 1, RT_LIMIT_NONE, 2000, &st), TG_ELIMIT);
     assert_int_equal(st.retry_after_s, 59); /* admitted in second 1, now second 2 */
     /* Other key, and the same key on a model group, are separate windows. */
     assert_int_equal(rt_limiter_key_check(l, KEY_B, NULL, 1, RT_LIMIT_NONE, 2000, &st), 0);
@@ -139,8 +138,7 @@ static void test_key_subjects(void **state)
     assert_int_equal(rt_limiter_key_check(l, KEY_A, "gpt-main", 1, RT_LIMIT_NONE, 2500, &st),
                      TG_ELIMIT);
     assert_int_equal(st.retry_after_s, 60);
-    assert_int_equal(rt_limiter_key_check(l, KEY_A, "gpt-other", 1, RT_LIMIT_NONE, 2500, &st),
-                     0);
+    assert_int_equal(rt_limiter_key_check(l, KEY_A, "gpt-other", 1, RT_LIMIT_NONE, 2500, &st), 0);
     /* Key tpm: tokens added after the call. */
     rt_limiter_key_tokens(l, KEY_A, NULL, 500, 3000);
     assert_int_equal(rt_limiter_key_check(l, KEY_A, NULL, RT_LIMIT_NONE, 400, 3000, &st),

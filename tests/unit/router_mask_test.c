@@ -12,12 +12,14 @@
 
 static const char *const secrets_corpus[] = {
     "sk-proj-T3BlbkFJa9b8c7d6e5f4g3h2i1j0kLmNoPqRsTuVwXyZ0123456789abcd",
-    "sk-ant-api03-Xy9zAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX-AA",
+    "sk-ant-api03-Xy9zAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-"
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX-AA",
     "sk-1234",
     "sk_live_51HqLyjWDarjtT1zdp7dcBGBd",
     "AKIAIOSFODNN7EXAMPLE",
     "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_"
+    "XgL0n3I9PlFUP0THsR8U",
     "AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY",
     "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
     "xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy",
@@ -117,7 +119,11 @@ static void test_fail_closed(void **state)
 
     (void)state;
     /* Invalid UTF-8 and control bytes are dropped; valid multi-byte characters kept. */
-    rt_mask_apply(NULL, "a\xff\xfe" "b\x01" "c \xc3\xa9t\xc3", 12, out, sizeof(out));
+    rt_mask_apply(NULL,
+                  "a\xff\xfe"
+                  "b\x01"
+                  "c \xc3\xa9t\xc3",
+                  12, out, sizeof(out));
     assert_string_equal(out, "abc \xc3\xa9t");
     /* Overlong encoding and surrogates are invalid. */
     rt_mask_apply(NULL, "x\xc0\xafy\xed\xa0\x80z", 8, out, sizeof(out));

@@ -115,7 +115,10 @@ static const struct rt_outcome *run(struct env *e, struct rt_plan *plan, const s
     return rt_router_outcome(plan);
 }
 
-#define FAIL500(g) {g, 500, RT_ERR_SERVER, "internal error"}
+#define FAIL500(g)                                                                                 \
+    {                                                                                              \
+        g, 500, RT_ERR_SERVER, "internal error"                                                    \
+    }
 
 static const char *base_yaml =
     "model_list:\n"
@@ -190,9 +193,8 @@ static void test_retry_moves_to_another_deployment(void **state)
 
     (void)state;
     for (uint64_t rnd = 1; rnd < 40; rnd++) {
-        assert_int_equal(rt_router_begin(e->router, NULL, "gpt-main", 0, rnd, 1000 + rnd * 100000,
-                                         &plan),
-                         0);
+        assert_int_equal(
+            rt_router_begin(e->router, NULL, "gpt-main", 0, rnd, 1000 + rnd * 100000, &plan), 0);
         assert_int_equal(rt_router_next(e->router, &plan, 1000, &t1), 1);
         assert_string_equal(t1.group, "gpt-main");
         assert_int_equal(t1.is_retry, 0);
@@ -386,19 +388,16 @@ static void test_key_level_fallbacks(void **state)
     assert_string_equal(o->error_class, "server_error");
     assert_string_equal(o->message, "internal error");
     /* null and absent -> the global list. */
-    run(e, &plan, key_of(e, "sk-key-null-list"), "gpt-main", 0, 1000, sc, 1, trace,
-        sizeof(trace));
+    run(e, &plan, key_of(e, "sk-key-null-list"), "gpt-main", 0, 1000, sc, 1, trace, sizeof(trace));
     assert_string_equal(trace, "gpt-main,gpt-main,fb1");
     run(e, &plan, key_of(e, "sk-key-absent-list"), "gpt-main", 0, 1000, sc, 1, trace,
         sizeof(trace));
     assert_string_equal(trace, "gpt-main,gpt-main,fb1");
     /* The key's own list replaces the global one. */
-    run(e, &plan, key_of(e, "sk-key-own-list"), "gpt-main", 0, 1000, sc, 1, trace,
-        sizeof(trace));
+    run(e, &plan, key_of(e, "sk-key-own-list"), "gpt-main", 0, 1000, sc, 1, trace, sizeof(trace));
     assert_string_equal(trace, "gpt-main,gpt-main,fb2");
     /* Key num_retries overrides the global one. */
-    run(e, &plan, key_of(e, "sk-key-retries0"), "gpt-main", 0, 1000, sc, 1, trace,
-        sizeof(trace));
+    run(e, &plan, key_of(e, "sk-key-retries0"), "gpt-main", 0, 1000, sc, 1, trace, sizeof(trace));
     assert_string_equal(trace, "gpt-main,fb1");
     env_free(e);
 }
@@ -447,12 +446,11 @@ static void test_allowlist_not_enforced(void **state)
         char tail[2048];
 
         snprintf(tail, sizeof(tail), "%s", p);
-        snprintf(p, sizeof(yaml) - (size_t)(p - yaml),
-                 "  enforce_fallback_model_access: false\n%s", tail);
+        snprintf(p, sizeof(yaml) - (size_t)(p - yaml), "  enforce_fallback_model_access: false\n%s",
+                 tail);
     }
     e = env_new(yaml);
-    run(e, &plan, key_of(e, "sk-key-allowlist"), "gpt-main", 0, 1000, sc, 1, trace,
-        sizeof(trace));
+    run(e, &plan, key_of(e, "sk-key-allowlist"), "gpt-main", 0, 1000, sc, 1, trace, sizeof(trace));
     assert_string_equal(trace, "gpt-main,fb1");
     env_free(e);
 }
@@ -512,8 +510,8 @@ static void test_4xx_final(void **state)
     struct env *e = env_new(base_yaml);
     struct rt_plan plan;
     char trace[256];
-    struct script sc[] = {{"gpt-main", 404, RT_ERR_BAD_REQUEST,
-                           "model not found, key sk-provider-secret-1 used"}};
+    struct script sc[] = {
+        {"gpt-main", 404, RT_ERR_BAD_REQUEST, "model not found, key sk-provider-secret-1 used"}};
     const struct rt_outcome *o;
 
     (void)state;
@@ -687,8 +685,7 @@ static void test_key_limits_at_begin(void **state)
     rt_router_finish(e->router, &plan, 0, 1500);
     /* max_parallel_requests: 1 -> a second concurrent request is refused until the first ends. */
     assert_int_equal(rt_router_begin(e->router, kp, "gpt-fallback", 0, 1, 1000, &plan), 0);
-    assert_int_equal(rt_router_begin(e->router, kp, "gpt-fallback", 0, 1, 1000, &plan2),
-                     TG_ELIMIT);
+    assert_int_equal(rt_router_begin(e->router, kp, "gpt-fallback", 0, 1, 1000, &plan2), TG_ELIMIT);
     rt_router_finish(e->router, &plan2, 0, 1000);
     rt_router_finish(e->router, &plan, 0, 1000);
     rt_router_finish(e->router, &plan, 0, 1000); /* idempotent */
@@ -734,13 +731,12 @@ static void test_blocked_key_and_event_ids(void **state)
 
 static void test_attempts_bounded(void **state)
 {
-    static const char *yaml =
-        "model_list:\n"
-        "  - {model_name: a, litellm_params: {model: a}}\n"
-        "  - {model_name: b, litellm_params: {model: b}}\n"
-        "  - {model_name: c, litellm_params: {model: c}}\n"
-        "router_settings: {num_retries: 16, allowed_fails: 100000,\n"
-        "                  fallbacks: [{a: [b, c]}]}\n";
+    static const char *yaml = "model_list:\n"
+                              "  - {model_name: a, litellm_params: {model: a}}\n"
+                              "  - {model_name: b, litellm_params: {model: b}}\n"
+                              "  - {model_name: c, litellm_params: {model: c}}\n"
+                              "router_settings: {num_retries: 16, allowed_fails: 100000,\n"
+                              "                  fallbacks: [{a: [b, c]}]}\n";
     struct env *e = env_new(yaml);
     struct rt_plan plan;
     char trace[1024];
