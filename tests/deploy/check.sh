@@ -17,6 +17,7 @@ root="${TG_SOURCE_DIR:-$(cd "$here/../.." && pwd)}"
 chart="$root/deploy/helm/tollgate"
 cache="$here/.cache"
 out="$cache/rendered"
+build_dir="${TG_BUILD_DIR:-$root/build}"
 passed=0
 failed=0
 
@@ -115,7 +116,7 @@ for svc in router-svc spend-svc; do
     [ "$svc" = router-svc ] && { grep -q 'install -d -o 10001 -g 10001 -m 0750 /var/lib/tollgate /var/lib/tollgate/spool' "$df" || problems+=" spool-dir"; }
     [ -f "$df.dockerignore" ] && grep -qx '.git' "$df.dockerignore" || problems+=" dockerignore"
     # The runtime stage must carry the package of every library the binary links directly.
-    bin="${TG_BUILD_DIR:-$root/build}/$svc/$svc"
+    bin="$build_dir/$svc/$svc"
     if [ -x "$bin" ] && command -v objdump >/dev/null && command -v dpkg >/dev/null; then
         for lib in $(objdump -p "$bin" | awk '/NEEDED/ { print $2 }'); do
             libpath="$(ldd "$bin" | awk -v l="$lib" '$1 == l { print $3 }')"
@@ -161,6 +162,28 @@ render_set() {
     else
         bad "schemas and chart invariants ($name):"
         sed 's/^/       /' "$log"
+    fi
+    # The services themselves must accept the configurations the chart renders.
+    local cfgdir="$out/$name.configs" svc bin cfg
+    rm -rf "$cfgdir"
+    if node "$here/extract-configs.cjs" "$file" "$cfgdir" >"$log" 2>&1; then
+        for svc in router spend; do
+            cfg="$cfgdir/$svc.yaml"
+            [ -f "$cfg" ] || continue
+            bin="$build_dir/$svc-svc/$svc-svc"
+            if [ ! -x "$bin" ]; then
+                echo "skip $svc-svc --check ($name): no binary at $bin"
+                continue
+            fi
+            if (set -a; . "$cfgdir/$svc.env"; set +a; timeout 20 "$bin" --config "$cfg" --check) >"$log" 2>&1; then
+                ok "$svc-svc --check accepts the rendered $svc.yaml ($name)"
+            else
+                bad "$svc-svc --check refuses the rendered $svc.yaml ($name):"
+                sed 's/^/       /' "$log" | head -10
+            fi
+        done
+    else
+        bad "extracting configurations ($name): $(cat "$log")"
     fi
     if yamllint -f parsable -c "$here/yamllint.yaml" "$file" >"$log" 2>&1; then
         ok "yamllint ($name)"

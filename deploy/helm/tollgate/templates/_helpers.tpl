@@ -72,13 +72,6 @@ app.kubernetes.io/component: {{ .component }}
 {{- default .ctx.Values.existingSecret .svc.existingSecret -}}
 {{- end -}}
 
-{{/* The kafka section shared by both configurations (brokers, properties). */}}
-{{- define "tollgate.kafkaProperties" -}}
-{{- if .Values.kafka.properties }}
-properties:
-{{- toYaml .Values.kafka.properties | nindent 2 }}
-{{- end }}
-{{- end -}}
 
 {{/*
 router-svc configuration: the LiteLLM sections as given, plus the tollgate: section built from
@@ -91,23 +84,21 @@ values. Rendered as a YAML document, then re-serialised by the ConfigMap.
 {{- $_ := set $general "master_key" .Values.masterKey -}}
 {{- end -}}
 {{- $kafka := dict "brokers" .Values.kafka.brokers "events_topic" .Values.kafka.eventsTopic "control_topic" .Values.kafka.controlTopic -}}
-{{- if .Values.kafka.properties -}}
-{{- $_ := set $kafka "properties" .Values.kafka.properties -}}
-{{- end -}}
 {{- $spool := dict "dir" $r.spool.dir "max_bytes" ($r.spool.maxBytes | int64) "full_policy" $r.spool.fullPolicy -}}
 {{- if $r.spool.fsync -}}
-{{- $_ := set $spool "fsync" $r.spool.fsync -}}
+{{- $_ := set $spool "fsync" (toString $r.spool.fsync) -}}
 {{- end -}}
-{{- if $r.spool.fsyncIntervalMs -}}
-{{- $_ := set $spool "fsync_interval_ms" ($r.spool.fsyncIntervalMs | int64) -}}
-{{- end -}}
+{{- $limits := dict "max_body_bytes" ($r.limits.maxBodyBytes | int64) "max_connections" ($r.limits.maxConnections | int64) -}}
+{{- $limits = mergeOverwrite $limits (deepCopy (default (dict) $r.limits.extra)) -}}
 {{- $tg := dict
       "listen" (printf "0.0.0.0:%d" ($r.port | int))
       "kafka" $kafka
       "spool" $spool
-      "limits" (dict "max_body_bytes" ($r.limits.maxBodyBytes | int64) "max_connections" ($r.limits.maxConnections | int64))
-      "shutdown" (dict "drain_seconds" ($r.shutdown.drainSeconds | int) "flush_timeout_ms" ($r.shutdown.flushTimeoutMs | int))
+      "limits" $limits
 -}}
+{{- if $r.threads -}}
+{{- $_ := set $tg "threads" ($r.threads | int) -}}
+{{- end -}}
 {{- if $r.keys -}}
 {{- $_ := set $tg "keys" $r.keys -}}
 {{- end -}}
@@ -126,9 +117,6 @@ tollgate:
 {{- define "tollgate.spend.config" -}}
 {{- $s := .Values.spend -}}
 {{- $kafka := dict "brokers" .Values.kafka.brokers "topic" .Values.kafka.eventsTopic "control_topic" .Values.kafka.controlTopic "group_id" $s.groupId -}}
-{{- if .Values.kafka.properties -}}
-{{- $_ := set $kafka "properties" .Values.kafka.properties -}}
-{{- end -}}
 {{- $cfg := dict
       "listen" (printf "0.0.0.0:%d" ($s.port | int))
       "master_key" .Values.masterKey
@@ -152,8 +140,7 @@ tollgate:
 {{- define "tollgate.router.grace" -}}
 {{- $r := .Values.router -}}
 {{- if kindIs "invalid" $r.terminationGracePeriodSeconds -}}
-{{- $flush := div (add ($r.shutdown.flushTimeoutMs | int) 999) 1000 -}}
-{{- add ($r.shutdown.preStopSleepSeconds | int) ($r.shutdown.drainSeconds | int) $flush ($r.shutdown.graceMarginSeconds | int) -}}
+{{- add ($r.shutdown.preStopSleepSeconds | int) ($r.shutdown.drainSeconds | int) ($r.shutdown.flushReserveSeconds | int) ($r.shutdown.graceMarginSeconds | int) -}}
 {{- else -}}
 {{- $r.terminationGracePeriodSeconds | int -}}
 {{- end -}}
