@@ -56,7 +56,12 @@
  *   the trail keeps the newest TG_TRAIL_MAX_ENTRIES attempts (trail.h).
  * - Limits are counted on admission: key rpm at begin, key+group rpm when a group's first
  *   attempt is handed out, deployment rpm for every attempt handed out by rt_router_next. Tokens
- *   are added at rt_router_finish.
+ *   are added at rt_router_finish. (A request admitted by the key's own rpm_limit counts against
+ *   it even when it then ends in a 429 because every deployment was at capacity.)
+ * - Final answer when attempts were made: the last attempt's (provider status and message, or
+ *   502 for connect/invalid_response and 504 for timeout without a status), also when the
+ *   remaining fallbacks were skipped for limits. The router-made 429 is for requests where no
+ *   attempt could be made at all.
  *
  * Threads: struct rt_router is shared by every request thread. Its state (cooldowns, in-flight
  * counts, latency EWMAs, limiter windows, random state) is protected by one mutex held only
@@ -65,7 +70,7 @@
  * call could wait on; never hold anything of the router across upstream I/O except the plan and
  * the borrowed target pointers (valid while the config lives). A plan belongs to one request and
  * is used by one thread at a time. The key record passed to begin must stay valid (its keys
- * snapshot held) until rt_router_finish returns. */
+ * snapshot held) until rt_router_finish and rt_router_fill_event have returned. */
 #ifndef RT_ROUTER_H
 #define RT_ROUTER_H
 
@@ -227,7 +232,8 @@ int rt_router_next(struct rt_router *router, struct rt_plan *plan, uint64_t now_
 
 /* rt_router_report: the result of the attempt handed out last (target: borrowed, from next).
  * Adds a trail entry (message masked), updates cooldowns / in-flight / latency, and decides:
- * RT_STEP_NEXT (call rt_router_next) or RT_STEP_DONE. *cooled_down (may be NULL) is set to 1
+ * RT_STEP_NEXT (call rt_router_next, which may still return 0 when no option is left: the
+ * outcome is then this attempt's) or RT_STEP_DONE. *cooled_down (may be NULL) is set to 1
  * when this failure started a cooldown of the target's deployment (for the cooldown event and
  * tollgate_router_cooldowns_total), else 0. Takes the mutex. */
 enum rt_step rt_router_report(struct rt_router *router, struct rt_plan *plan,
