@@ -1,6 +1,5 @@
 #include "proto_event.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -168,22 +167,17 @@ int proto_event_add_tag(struct proto_event *ev, const char *tag)
  * Encoder
  * ------------------------------------------------------------------------------------------- */
 
-/* Output bytes per input byte inside a JSON string (input is well-formed UTF-8 by then). */
-static unsigned char esc_width[256];
+/* Output bytes per input byte inside a JSON string (input is well-formed UTF-8 by then):
+ * \u00XX for control characters, a two-byte escape for the short forms, the byte otherwise. */
+static const unsigned char esc_width[256] = {
+    [0x00 ... 0x07] = 6, [0x08 ... 0x0a] = 2, /* \b \t \n */
+    [0x0b] = 6,          [0x0c ... 0x0d] = 2, /* \f \r */
+    [0x0e ... 0x1f] = 6, [0x20 ... 0x21] = 1, [0x22] = 2, /* " */
+    [0x23 ... 0x5b] = 1, [0x5c] = 2,                      /* \\ */
+    [0x5d ... 0xff] = 1,
+};
 static const char esc_short[256] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r',
                                     ['\t'] = 't', ['"'] = '"',  ['\\'] = '\\'};
-
-static void esc_table_init(void)
-{
-    for (int c = 0; c < 256; c++) {
-        if (esc_short[c] != 0)
-            esc_width[c] = 2;
-        else if (c < 0x20)
-            esc_width[c] = 6;
-        else
-            esc_width[c] = 1;
-    }
-}
 
 /* Writer into a fixed buffer; keeps counting past the end so the caller learns the full size. */
 struct jw {
@@ -306,6 +300,15 @@ static int is_uuid(const char *s)
     return s[36] == '\0';
 }
 
+/* Canonical UUID text is lowercase; input may be either case (RFC 9562). */
+static void uuid_lower(char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s >= 'A' && *s <= 'F')
+            *s = (char)(*s - 'A' + 'a');
+    }
+}
+
 static int64_t nonneg(int64_t v)
 {
     return v < 0 ? 0 : v;
@@ -322,6 +325,7 @@ static void encode_prepare(struct proto_event *w, const struct proto_event *ev)
     w->v = PROTO_EVENT_VERSION;
     w->kind = ev->kind;
     field_copy(w->call_id, ev->call_id, sizeof(w->call_id));
+    uuid_lower(w->call_id);
     w->ts_start_ms = nonneg(ev->ts_start_ms);
     w->ts_end_ms = nonneg(ev->ts_end_ms);
     field_copy(w->endpoint, ev->endpoint, sizeof(w->endpoint));
@@ -500,7 +504,6 @@ static size_t encode_shorten(struct proto_event *e, size_t excess)
 
 int proto_event_encode(const struct proto_event *ev, char *out, size_t outcap, size_t *outlen)
 {
-    static pthread_once_t esc_once = PTHREAD_ONCE_INIT;
     struct proto_event work;
     struct jw w;
 
@@ -508,7 +511,6 @@ int proto_event_encode(const struct proto_event *ev, char *out, size_t outcap, s
         return TG_EINVAL;
     if (ev->kind != PROTO_KIND_REQUEST && ev->kind != PROTO_KIND_COOLDOWN)
         return TG_EINVAL;
-    pthread_once(&esc_once, esc_table_init);
     memset(&work, 0, sizeof(work));
     encode_prepare(&work, ev);
     if (!is_uuid(work.call_id))
@@ -1114,6 +1116,8 @@ static int jp_scalar(struct jp *j, const struct field *f, void *base, int rank,
             return -1;
         if (f->kind == FK_UUID && (flags != 0 || !is_uuid((char *)dst)))
             jp_ferr(j, rank, L, "not a UUID");
+        else if (f->kind == FK_UUID)
+            uuid_lower((char *)dst);
         else if (flags & JP_STR_NUL)
             jp_ferr(j, rank, L, "contains a NUL character");
         else if (flags & JP_STR_OVERCAP)

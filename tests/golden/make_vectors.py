@@ -42,6 +42,8 @@ def canonical(ev):
                       for k in ATTEMPT_ORDER} for a in value]
         if name == "trace_id" and value == "":
             continue
+        if name == "call_id":
+            value = value.lower()
         out[name] = value
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
 
