@@ -124,7 +124,9 @@ read -r RSS_F0 CPU_F0 < <(proc_sample "$ROUTER_PID")
 T_FAULT=$(date +%s.%N)
 case "$NAME" in
 c1 | c8) tg_redis_hang; sleep "$FAULT_S"; tg_redis_resume ;;
-c1b) tg_redis_stop; sleep "$FAULT_S"; tg_redis_start_same_port ;;
+c1b) # Shut down for the whole fault phase, then back on the same port with no data.
+    _tg_stop_pid "$_TG_REDIS_PID" 10; _tg_unregister redis "$_TG_REDIS_PID"
+    sleep "$FAULT_S"; _tg_redis_launch "$TG_REDIS_PORT" ;;
 c2) tg_pg_pause; sleep "$FAULT_S"; tg_pg_resume ;;
 c3) kill -KILL "$ROUTER_PID"; wait "$ROUTER_PID" 2>/dev/null || true; start_router; sleep "$FAULT_S" ;;
 c4) kill -TERM "$ROUTER_PID"; wait "$ROUTER_PID" || fail "router-svc exited non-zero on SIGTERM"

@@ -35,8 +35,8 @@ tg_stack_init() {
     export TG_STACK_PROVIDER_KEY=${TG_STACK_PROVIDER_KEY:-$(tg_stack_randkey provider)}
     export TG_STACK_KEY=${TG_STACK_KEY:-$(tg_stack_randkey virtual)}
     export TG_STACK_MASTER_KEY=${TG_STACK_MASTER_KEY:-$(tg_stack_randkey master)}
-    export TG_ROUTER_PORT=${TG_ROUTER_PORT:-$(tg_free_port)}
-    export TG_SPEND_PORT=${TG_SPEND_PORT:-$(tg_free_port)}
+    export TG_ROUTER_PORT=${TG_ROUTER_PORT:-$(tg_port_pick)}
+    export TG_SPEND_PORT=${TG_SPEND_PORT:-$(tg_port_pick)}
     export TG_ROUTER_URL="http://127.0.0.1:$TG_ROUTER_PORT"
     export TG_SPEND_URL="http://127.0.0.1:$TG_SPEND_PORT"
     TG_STACK_FAKE_CFG="$TG_STACK_DIR/fake.json"
