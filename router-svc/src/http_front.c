@@ -28,11 +28,6 @@
 #include "upstream.h"
 #include "usage.h"
 
-/* Bytes of the SSE usage parser's line buffer per stream (with the two stream buffers this
- * keeps a stream at 32 KiB). */
-#define RT_STREAM_USAGE_LINE_BYTES (RT_STREAM_IN_MAX_BYTES / 2)
-/* curl receive buffer for streams: every delivery fits the input buffer once it has drained. */
-#define RT_STREAM_CURL_BUFFER_BYTES (RT_STREAM_IN_MAX_BYTES / 2)
 /* Idle client connections are closed after this many seconds (suspended ones never are). */
 #define RT_FRONT_CONN_TIMEOUT_S 300
 /* Upstream response size when the config gives none. */
@@ -106,6 +101,7 @@ struct call {
     char *in;                  /* RT_STREAM_IN_MAX_BYTES raw upstream bytes */
     size_t in_len;
     int paused;
+    int discard;               /* stream failed: refuse further upstream bytes */
     int upstream_done;
     int client_gone;
 
@@ -383,7 +379,7 @@ static size_t call_on_data(void *ud, const char *p, size_t n)
     size_t ret = n;
 
     pthread_mutex_lock(&c->mu);
-    if (c->client_gone) {
+    if (c->client_gone || c->discard) {
         ret = 0; /* aborts the transfer */
     } else if (c->in == NULL || c->in_len + n > RT_STREAM_IN_MAX_BYTES) {
         c->paused = 1;
@@ -576,6 +572,7 @@ static int attempt_start(struct call *c, char *msg, size_t msgcap)
         req.headers[nh++] = tp;
     }
     req.stream = c->stream;
+    req.recv_buffer_bytes = c->stream ? RT_STREAM_RECV_BYTES : 0;
     req.timeout_ms = c->stream ? dep->stream_timeout_ms : dep->timeout_ms;
     req.idle_timeout_ms = dep->stream_timeout_ms;
     req.max_response_bytes = c->f->d.cfg->max_response_bytes > 0
@@ -583,6 +580,7 @@ static int attempt_start(struct call *c, char *msg, size_t msgcap)
                                  : (size_t)RT_DEFAULT_MAX_RESPONSE_BYTES;
     if (c->stream && c->in == NULL) {
         c->in = malloc(RT_STREAM_IN_MAX_BYTES);
+        c->discard = 0;
         if (c->in == NULL) {
             free(req.body);
             snprintf(msg, msgcap, "out of memory");
@@ -997,21 +995,67 @@ static void sse_parse(const char *p, size_t n, char *event, size_t ecap, char *d
     }
 }
 
-/* Move complete events from c->in to c->out. Reader thread; takes c->mu briefly.
- * Returns 1 when something was produced or the stream state changed. */
+/* Usage of a /v1/responses stream from its response.completed event (whose one line can be
+ * longer than the usage parser's line buffer). */
+static void responses_usage_from_event(struct call *c, const char *data, size_t dlen)
+{
+    json_t *j = json_loadb(data, dlen, 0, NULL);
+    json_t *u = json_object_get(json_object_get(j, "response"), "usage");
+    json_t *in = json_object_get(u, "input_tokens");
+    json_t *out = json_object_get(u, "output_tokens");
+
+    if (json_is_integer(in) && json_is_integer(out) && json_integer_value(in) >= 0 &&
+        json_integer_value(out) >= 0) {
+        c->usage.prompt_tokens = json_integer_value(in);
+        c->usage.completion_tokens = json_integer_value(out);
+        c->usage.found = 1;
+    }
+    json_decref(j);
+}
+
+/* Stream failed after it started: finish the routing side, say so in-band, stop the transfer. */
+static void stream_fail(struct call *c, enum rt_error_class ec, const char *msg, int cancel)
+{
+    stream_finalize(c, ec, msg);
+    stream_error_event(c, msg);
+    if (cancel) {
+        pthread_mutex_lock(&c->mu);
+        c->discard = 1; /* on_data refuses further bytes, which ends the transfer */
+        pthread_mutex_unlock(&c->mu);
+        rt_upstream_cancel(c->f->d.upstream, c->handle);
+    }
+}
+
+/* Move complete events from c->in to c->out, as many as fit. Reader thread; takes c->mu
+ * briefly. Returns 1 when something was produced or the stream state changed. */
 static int stream_pump(struct call *c)
 {
-    char raw[RT_STREAM_IN_MAX_BYTES];
-    size_t rl;
-    int done;
-    int err;
+    char raw[RT_STREAM_EVENT_MAX_BYTES];
+    char data[RT_STREAM_EVENT_MAX_BYTES + 1];
+    char event[64];
+    size_t rl, dlen;
+    int done, err, unpause;
     int produced = 0;
 
     for (;;) {
-        int unpause = 0;
-
+        unpause = 0;
         pthread_mutex_lock(&c->mu);
         rl = sse_event_len(c->in, c->in_len);
+        done = c->upstream_done;
+        err = c->res_err;
+        if (rl > RT_STREAM_EVENT_MAX_BYTES ||
+            (rl == 0 && c->in_len >= RT_STREAM_EVENT_MAX_BYTES)) {
+            pthread_mutex_unlock(&c->mu);
+            stream_fail(c, RT_ERR_INVALID_RESPONSE, "upstream stream event too large", 1);
+            return 1;
+        }
+        /* take the event only when its output surely fits: passthrough needs rl bytes, a
+         * translation starts from an empty output buffer */
+        if (rl > 0 && ((c->tr_dir == RT_TRANSLATE_NONE && c->out.len + rl > c->out.cap) ||
+                       (c->tr_dir != RT_TRANSLATE_NONE && c->out.len > 0))) {
+            pthread_mutex_unlock(&c->mu);
+            return produced;
+        }
         if (rl > 0) {
             memcpy(raw, c->in, rl);
             memmove(c->in, c->in + rl, c->in_len - rl);
@@ -1021,79 +1065,57 @@ static int stream_pump(struct call *c)
                 unpause = 1;
             }
         }
-        done = c->upstream_done;
-        err = c->res_err;
-        if (rl == 0 && c->in_len >= RT_STREAM_IN_MAX_BYTES)
-            err = TG_ETOOBIG;
         pthread_mutex_unlock(&c->mu);
         if (unpause)
             rt_upstream_unpause(c->f->d.upstream, c->handle);
 
-        if (rl > 0) {
-            char event[64];
-            char *data = malloc(rl + 1);
-            size_t dlen = 0;
-
-            if (data == NULL)
+        if (rl == 0) {
+            if (!done)
                 return produced;
-            if (c->sse_init)
-                rt_sse_usage_feed(&c->sse, raw, rl);
-            sse_parse(raw, rl, event, sizeof(event), data, rl + 1, &dlen);
-            if (is_terminator(c, event, data, dlen)) {
-                c->saw_terminator = 1;
-                if (c->tr_dir != RT_TRANSLATE_NONE) {
-                    /* translator emits its own closing events after the usage is known */
-                    if (c->tr_dir == RT_TRANSLATE_MESSAGES_TO_CHAT)
-                        rt_translate_stream_event(&c->tr, event, data, dlen, &c->out);
-                    else
-                        rt_translate_stream_event(&c->tr, event, data, dlen, &c->out);
-                    stream_finalize(c, RT_ERR_NONE, NULL);
-                } else {
-                    stream_finalize(c, RT_ERR_NONE, NULL);
-                    tg_buf_append(&c->out, raw, rl);
-                }
-                free(data);
+            if (err != 0 || !c->saw_terminator) {
+                int timeout = err == TG_ETIMEOUT;
+
+                stream_fail(c, timeout ? RT_ERR_TIMEOUT : RT_ERR_INVALID_RESPONSE,
+                            timeout ? "upstream stream timed out" : "upstream stream ended early",
+                            0);
+            }
+            return 1;
+        }
+        if (c->sse_init)
+            rt_sse_usage_feed(&c->sse, raw, rl);
+        sse_parse(raw, rl, event, sizeof(event), data, sizeof(data), &dlen);
+        produced = 1;
+        if (is_terminator(c, event, data, dlen)) {
+            c->saw_terminator = 1;
+            if (c->up_api == RT_API_RESPONSES)
+                responses_usage_from_event(c, data, dlen);
+            /* the translator writes its closing events (usage is known by now) */
+            if (c->tr_dir != RT_TRANSLATE_NONE)
+                rt_translate_stream_event(&c->tr, event, data, dlen, &c->out);
+            /* routing outcome and completion hook before the terminating event leaves */
+            stream_finalize(c, RT_ERR_NONE, NULL);
+            if (c->tr_dir == RT_TRANSLATE_NONE)
+                tg_buf_append(&c->out, raw, rl);
+            return 1;
+        }
+        if (c->tr_dir != RT_TRANSLATE_NONE) {
+            int rc = dlen > 0 ? rt_translate_stream_event(&c->tr, event, data, dlen, &c->out) : 0;
+
+            if (rc == TG_EPROTO || rc == TG_EFULL || c->out.truncated) {
+                tg_buf_reset(&c->out);
+                c->out.truncated = 0;
+                stream_fail(c, RT_ERR_INVALID_RESPONSE,
+                            "upstream sent a stream event that cannot be translated", 1);
                 return 1;
             }
-            if (c->tr_dir != RT_TRANSLATE_NONE) {
-                if (dlen > 0 &&
-                    rt_translate_stream_event(&c->tr, event, data, dlen, &c->out) == TG_EPROTO) {
-                    free(data);
-                    stream_finalize(c, RT_ERR_INVALID_RESPONSE, "upstream sent an invalid event");
-                    stream_error_event(c, "upstream sent an invalid stream event");
-                    return 1;
-                }
-            } else if (!(c->strip_usage_chunk && is_usage_only_chunk(data, dlen))) {
-                tg_buf_append(&c->out, raw, rl);
+            if (c->tr.finished) {
+                /* an in-band upstream error ended the translated stream */
+                stream_finalize(c, RT_ERR_INVALID_RESPONSE, "upstream stream error event");
+                return 1;
             }
-            free(data);
-            produced = 1;
-            if (c->out.len > RT_STREAM_OUT_MAX_BYTES / 2)
-                return produced;
-            continue;
+        } else if (!(c->strip_usage_chunk && is_usage_only_chunk(data, dlen))) {
+            tg_buf_append(&c->out, raw, rl);
         }
-        if (err == TG_ETOOBIG) {
-            stream_finalize(c, RT_ERR_INVALID_RESPONSE, "upstream stream event too large");
-            stream_error_event(c, "upstream stream event too large");
-            pthread_mutex_lock(&c->mu);
-            c->client_gone = 1; /* stop taking bytes; the transfer is cancelled below */
-            pthread_mutex_unlock(&c->mu);
-            rt_upstream_cancel(c->f->d.upstream, c->handle);
-            return 1;
-        }
-        if (done) {
-            if (err != 0 || !c->saw_terminator) {
-                enum rt_error_class ec =
-                    err == TG_ETIMEOUT ? RT_ERR_TIMEOUT : RT_ERR_INVALID_RESPONSE;
-                const char *m = err == TG_ETIMEOUT ? "upstream stream timed out"
-                                                   : "upstream stream ended early";
-
-                stream_finalize(c, ec, m);
-                stream_error_event(c, m);
-            }
-            return 1;
-        }
-        return produced;
     }
 }
 

@@ -32,11 +32,18 @@ struct rt_health;
  * call. Must not block (the spool append is the heaviest thing allowed). */
 typedef void (*rt_on_complete_fn)(const struct proto_event *ev, void *ud);
 
-/* Per-stream buffering: bytes of raw upstream SSE held before the transfer is paused, and
- * bytes of client-bound output held per stream. Together <= 32 KiB per in-flight stream. */
-#define RT_STREAM_IN_MAX_BYTES (16u * 1024u)
-#define RT_STREAM_OUT_MAX_BYTES (16u * 1024u)
-/* A single SSE event larger than the input buffer ends the stream with invalid_response. */
+/* Per-stream buffering, together 32 KiB per in-flight stream:
+ * - one upstream SSE event is at most RT_STREAM_EVENT_MAX_BYTES (a larger one ends the stream
+ *   with an in-band error, class invalid_response);
+ * - raw upstream bytes: the event cap plus one curl delivery (RT_STREAM_RECV_BYTES); when full
+ *   the transfer is paused (CURL_WRITEFUNC_PAUSE) and resumed once the client has drained;
+ * - client-bound output: RT_STREAM_OUT_MAX_BYTES;
+ * - the usage parser's line buffer: RT_STREAM_USAGE_LINE_BYTES. */
+#define RT_STREAM_EVENT_MAX_BYTES (12u * 1024u)
+#define RT_STREAM_RECV_BYTES (4u * 1024u)
+#define RT_STREAM_IN_MAX_BYTES (RT_STREAM_EVENT_MAX_BYTES + RT_STREAM_RECV_BYTES)
+#define RT_STREAM_OUT_MAX_BYTES (12u * 1024u)
+#define RT_STREAM_USAGE_LINE_BYTES (4u * 1024u)
 
 struct rt_front_deps {
     const struct rt_config *cfg;  /* borrowed, outlives the front */

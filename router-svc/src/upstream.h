@@ -62,6 +62,8 @@ struct rt_upstream_request {
     long idle_timeout_ms;     /* streams: abort after this long without a byte (0 = timeout_ms) */
     size_t max_response_bytes; /* non-stream body cap (> 0); over it -> TG_ETOOBIG */
     int stream;               /* 1: deliver 2xx bytes through on_data */
+    long recv_buffer_bytes;   /* largest single on_data delivery (curl receive buffer), 0 =
+                                 curl's default (16 KiB) */
 };
 
 /* rt_upstream_create: start the loop thread. Returns new (destroy with rt_upstream_destroy) or
