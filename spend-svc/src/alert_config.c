@@ -162,13 +162,20 @@ static int cfg_double(struct parse_ctx *c, const yaml_node_t *node, const char *
     return 0;
 }
 
-/* A webhook URL: http(s)://, no spaces or control bytes, fits. Never echoed in messages. */
+/* A webhook URL: http(s)://, no spaces or control bytes, fits. Never echoed in messages. An
+ * empty literal ("" or no value) means no webhook; an os.environ/NAME that is unset or empty
+ * is an error like everywhere else. */
 static int cfg_url(struct parse_ctx *c, const yaml_node_t *node, const char *key,
                    char out[SP_ALERTER_URL_CAP])
 {
     char buf[SCALAR_MAX_BYTES + 1];
-    int rc = cfg_scalar(c, node, key, buf);
+    int rc;
 
+    if (node != NULL && node->type == YAML_SCALAR_NODE && node->data.scalar.length == 0) {
+        out[0] = '\0';
+        return 0;
+    }
+    rc = cfg_scalar(c, node, key, buf);
     if (rc != 0)
         return rc;
     if (strncmp(buf, "http://", 7) != 0 && strncmp(buf, "https://", 8) != 0)

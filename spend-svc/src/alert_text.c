@@ -157,7 +157,13 @@ int sp_alert_mask_str(char *s, size_t cap, const char *const *secrets, size_t ns
     while (s[i] != '\0') {
         size_t start = 0, end;
         int hit = 0;
+        unsigned char lc = (unsigned char)s[i] | 0x20; /* ASCII lower case, for a quick gate */
 
+        if (lc != 's' && lc != 'b' && lc != 'h' && lc != 'k' && lc != 't' && lc != 'p' &&
+            lc != 'a') {
+            i++;
+            continue;
+        }
         if ((s[i] == 's' || s[i] == 'S') && (s[i + 1] == 'k' || s[i + 1] == 'K') &&
             (s[i + 2] == '-' || s[i + 2] == '_') &&
             (i == 0 || !is_token_char((unsigned char)s[i - 1]) || s[i - 1] == '/')) {
@@ -360,32 +366,27 @@ size_t sp_alert_render_text(const struct sp_alert *a, uint64_t suppressed, uint3
 /* JSON escape of one input unit starting at s: writes up to 4 bytes to e, returns the escaped
  * length and sets *consumed to the input bytes it stands for. Quotes, backslashes, newlines
  * and tabs are escaped; other control bytes become spaces; invalid UTF-8 becomes '?'. */
-static size_t json_esc_unit(const char *s, size_t avail, char e[6], size_t *consumed)
+static inline size_t json_esc_unit(const char *s, size_t avail, char e[4], size_t *consumed)
 {
     unsigned char c = (unsigned char)s[0];
     size_t n;
 
     *consumed = 1;
-    switch (c) {
-    case '"':
-        memcpy(e, "\\\"", 2);
-        return 2;
-    case '\\':
-        memcpy(e, "\\\\", 2);
-        return 2;
-    case '\n':
-        memcpy(e, "\\n", 2);
-        return 2;
-    case '\r':
-        memcpy(e, "\\r", 2);
-        return 2;
-    case '\t':
-        memcpy(e, "\\t", 2);
-        return 2;
-    default:
-        break;
+    if (c >= 0x20 && c < 0x7f) {
+        if (c == '"' || c == '\\') {
+            e[0] = '\\';
+            e[1] = (char)c;
+            return 2;
+        }
+        e[0] = (char)c;
+        return 1;
     }
-    if (c < 0x20 || c == 0x7f) {
+    if (c == '\n' || c == '\t') {
+        e[0] = '\\';
+        e[1] = c == '\n' ? 'n' : 't';
+        return 2;
+    }
+    if (c < 0x80) {
         /* Control bytes have no place in a Slack message: a space keeps the length bound at
          * 2x and the text free of NULs. */
         e[0] = ' ';
@@ -396,7 +397,8 @@ static size_t json_esc_unit(const char *s, size_t avail, char e[6], size_t *cons
         e[0] = '?';
         return 1;
     }
-    memcpy(e, s, n);
+    for (size_t k = 0; k < n; k++)
+        e[k] = s[k];
     *consumed = n;
     return n;
 }
@@ -410,7 +412,7 @@ static size_t json_esc_budget(const char *s, size_t len, char *out, size_t budge
     size_t i = 0;
     size_t w = 0;
     size_t limit;
-    char e[6];
+    char e[4];
     size_t used;
 
     while (i < len) {
@@ -426,7 +428,8 @@ static size_t json_esc_budget(const char *s, size_t len, char *out, size_t budge
 
         if (w + el > limit)
             break;
-        memcpy(out + w, e, el);
+        for (size_t k = 0; k < el; k++)
+            out[w + k] = e[k];
         w += el;
         i += used;
     }

@@ -484,6 +484,11 @@ static void sender_settle(struct sp_alerter *al, struct alert_item *cur, CURLcod
                    cc != CURLE_OK ? curl_easy_strerror(cc) : "http", cur->tries, r->backoff_ms);
         retry = 1;
     }
+    if (cc == CURLE_ABORTED_BY_CALLBACK) {
+        /* Cut off by the shutdown deadline: not the webhook's doing. */
+        count(al, type, SP_ALERT_DROPPED);
+        return;
+    }
     if (retry && cur->tries < al->cfg.max_tries && !atomic_load(&al->stopping)) {
         atomic_fetch_add_explicit(&al->retries, 1, memory_order_relaxed);
         q_push_front(al, cur);

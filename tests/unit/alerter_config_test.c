@@ -177,6 +177,21 @@ static void test_errors(void **state)
     expect_error("alerting:\n  burst: [1]\n", "alerting.burst: expected a single value", NULL);
 }
 
+/* An empty literal URL means no webhook (the type falls back or is disabled). */
+static void test_empty_url(void **state)
+{
+    struct sp_alerter_config c;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(parse("alerting:\n  default_webhook_url: \"\"\n"
+                           "  alert_to_webhook_url: {budget: }\n",
+                           &c, err, sizeof(err)),
+                     0);
+    assert_string_equal(c.default_webhook_url, "");
+    assert_string_equal(c.type_webhook_url[SP_ALERT_BUDGET], "");
+}
+
 /* An empty section or none at all keeps the defaults. */
 static void test_empty_section(void **state)
 {
@@ -210,9 +225,9 @@ static void test_create_validates(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),         cmocka_unit_test(test_full_section),
-        cmocka_unit_test(test_errors),           cmocka_unit_test(test_empty_section),
-        cmocka_unit_test(test_create_validates),
+        cmocka_unit_test(test_defaults),  cmocka_unit_test(test_full_section),
+        cmocka_unit_test(test_errors),    cmocka_unit_test(test_empty_section),
+        cmocka_unit_test(test_empty_url), cmocka_unit_test(test_create_validates),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
