@@ -23,7 +23,7 @@ rt_core_module(mask)
 rt_core_module(trail DEPS rt_mask)
 rt_core_module(limiter)
 rt_core_module(config DEPS PkgConfig::YAML)
-rt_core_module(keys DEPS rt_config Threads::Threads)
+rt_core_module(keys DEPS rt_config PkgConfig::JANSSON Threads::Threads)
 rt_core_module(usage DEPS rt_config PkgConfig::JANSSON)
 rt_core_module(router DEPS rt_config rt_keys rt_limiter rt_trail rt_mask Threads::Threads)
 

@@ -1,10 +1,13 @@
 #include "keys.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "tg_err.h"
 #include "tg_log.h"
@@ -245,10 +248,8 @@ static struct rec *rec_new(const struct rt_key_spec *s, int present)
 }
 
 /* The spec a record was built from (for re-building it with a different block mark). */
-static void rec_to_spec(const struct rec *r, struct rt_key_spec *s)
+static void key_to_spec(const struct rt_key *k, struct rt_key_spec *s)
 {
-    const struct rt_key *k = &r->key;
-
     memset(s, 0, sizeof(*s));
     memcpy(s->key_hash, k->hash, sizeof(s->key_hash));
     snprintf(s->key_alias, sizeof(s->key_alias), "%s", k->key_alias);
@@ -490,7 +491,7 @@ static int apply_one(struct work *w, const struct rt_key_change *c, struct rt_ke
                 w->gone[idx] = 1;
                 return 0;
             }
-            rec_to_spec(old, scratch);
+            key_to_spec(&old->key, scratch);
             scratch->blocked = want;
             r = rec_new(scratch, 1);
         }
@@ -747,4 +748,571 @@ int rt_key_allows(const struct rt_key *key, const char *name)
             return 1;
     }
     return 0;
+}
+
+/* ---- JSON ---- */
+
+/* Field paths quote input names: cut silently when an input name is absurdly long. */
+static void fpath(char *dst, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void fpath(char *dst, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(dst, cap, fmt, ap);
+    va_end(ap);
+}
+
+void rt_key_spec_init(struct rt_key_spec *spec)
+{
+    memset(spec, 0, sizeof(*spec));
+    spec->max_budget_nusd = RT_LIMIT_NONE;
+    spec->rpm_limit = RT_LIMIT_NONE;
+    spec->tpm_limit = RT_LIMIT_NONE;
+    spec->max_parallel_requests = RT_LIMIT_NONE;
+    spec->num_retries = -1;
+}
+
+void rt_key_get_spec(const struct rt_key *key, struct rt_key_spec *spec)
+{
+    key_to_spec(key, spec);
+}
+
+struct jctx {
+    const struct rt_config *cfg;
+    char *err;
+    size_t errlen;
+};
+
+static int jfail(struct jctx *j, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int jfail(struct jctx *j, const char *field, const char *fmt, ...)
+{
+    char problem[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(problem, sizeof(problem), fmt, ap);
+    va_end(ap);
+    snprintf(j->err, j->errlen, "%s: %s", field, problem);
+    return TG_EINVAL;
+}
+
+static int j_str(struct jctx *j, const json_t *v, const char *field, char *dst, size_t cap,
+                 int allow_null)
+{
+    size_t n;
+
+    if (json_is_null(v) && allow_null) {
+        dst[0] = '\0';
+        return 0;
+    }
+    if (!json_is_string(v))
+        return jfail(j, field, "expected a string");
+    n = json_string_length(v);
+    if (n >= cap)
+        return jfail(j, field, "too long (%zu bytes, max %zu)", n, cap - 1);
+    if (memchr(json_string_value(v), '\0', n) != NULL)
+        return jfail(j, field, "contains a NUL byte");
+    memcpy(dst, json_string_value(v), n + 1);
+    return 0;
+}
+
+/* A model group or alias name that must exist (when a config is given). */
+static int j_model(struct jctx *j, const json_t *v, const char *field, char *dst)
+{
+    if (j_str(j, v, field, dst, RT_NAME_CAP, 0) != 0)
+        return TG_EINVAL;
+    if (dst[0] == '\0')
+        return jfail(j, field, "expected a non-empty string");
+    if (j->cfg != NULL && !rt_config_has_group(j->cfg, dst)) {
+        int alias = 0;
+
+        for (uint32_t i = 0; i < j->cfg->n_aliases; i++)
+            alias |= strcmp(j->cfg->aliases[i].alias, dst) == 0;
+        if (!alias)
+            return jfail(j, field, "unknown model group or alias \"%s\"", dst);
+    }
+    return 0;
+}
+
+static int j_limit(struct jctx *j, const json_t *v, const char *field, int64_t *out)
+{
+    if (json_is_null(v)) {
+        *out = RT_LIMIT_NONE;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return jfail(j, field, "expected a non-negative integer or null");
+    *out = (int64_t)json_integer_value(v);
+    return 0;
+}
+
+static int j_bool(struct jctx *j, const json_t *v, const char *field, int *out)
+{
+    if (json_is_null(v)) {
+        *out = 0;
+        return 0;
+    }
+    if (!json_is_boolean(v))
+        return jfail(j, field, "expected true or false");
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int j_model_limits(struct jctx *j, const json_t *v, const char *field, struct rt_key_spec *s,
+                          int is_tpm)
+{
+    const char *g;
+    json_t *n;
+    char f[300];
+
+    for (uint32_t i = 0; i < s->n_model_limits; i++) {
+        if (is_tpm)
+            s->model_limits[i].tpm = RT_LIMIT_NONE;
+        else
+            s->model_limits[i].rpm = RT_LIMIT_NONE;
+    }
+    if (json_is_null(v))
+        goto compact;
+    if (!json_is_object(v))
+        return jfail(j, field, "expected an object {model_group: limit}");
+    json_object_foreach((json_t *)v, g, n)
+    {
+        struct rt_key_model_limit *l = NULL;
+        char name[RT_NAME_CAP];
+        json_t *gs = json_string(g);
+        int rc;
+        int64_t val;
+
+        fpath(f, sizeof(f), "%s.%s", field, g);
+        rc = gs == NULL ? TG_ENOMEM : j_model(j, gs, f, name);
+        json_decref(gs);
+        if (rc != 0)
+            return rc == TG_ENOMEM ? jfail(j, f, "out of memory") : rc;
+        if (j_limit(j, n, f, &val) != 0)
+            return TG_EINVAL;
+        for (uint32_t i = 0; i < s->n_model_limits; i++) {
+            if (strcmp(s->model_limits[i].group, name) == 0)
+                l = &s->model_limits[i];
+        }
+        if (l == NULL) {
+            if (s->n_model_limits >= RT_KEY_MODEL_LIMITS_MAX)
+                return jfail(j, field, "too many model groups (max %d)", RT_KEY_MODEL_LIMITS_MAX);
+            l = &s->model_limits[s->n_model_limits++];
+            snprintf(l->group, sizeof(l->group), "%s", name);
+            l->rpm = RT_LIMIT_NONE;
+            l->tpm = RT_LIMIT_NONE;
+        }
+        if (is_tpm)
+            l->tpm = val;
+        else
+            l->rpm = val;
+    }
+compact:
+    /* Drop groups left without any limit. */
+    {
+        uint32_t w = 0;
+
+        for (uint32_t i = 0; i < s->n_model_limits; i++) {
+            if (s->model_limits[i].rpm < 0 && s->model_limits[i].tpm < 0)
+                continue;
+            if (w != i)
+                s->model_limits[w] = s->model_limits[i];
+            w++;
+        }
+        s->n_model_limits = w;
+    }
+    return 0;
+}
+
+static int j_fallbacks(struct jctx *j, const json_t *v, const char *field, struct rt_key_spec *s)
+{
+    size_t i;
+    json_t *item;
+    char f[300];
+
+    s->n_fallbacks = 0;
+    if (json_is_null(v)) {
+        s->has_fallbacks = 0;
+        return 0;
+    }
+    if (!json_is_array(v))
+        return jfail(j, field, "expected a list like [{\"group\": [\"fallback\"]}] or null");
+    s->has_fallbacks = 1;
+    json_array_foreach((json_t *)v, i, item)
+    {
+        const char *g;
+        json_t *targets;
+
+        fpath(f, sizeof(f), "%s[%zu]", field, i);
+        if (!json_is_object(item))
+            return jfail(j, f, "expected an object {group: [fallbacks]}");
+        json_object_foreach(item, g, targets)
+        {
+            struct rt_fallback_rule *r;
+            json_t *gs;
+            size_t t;
+            json_t *tv;
+            char tf[340];
+            int rc;
+
+            if (s->n_fallbacks >= RT_KEY_FALLBACK_RULES_MAX)
+                return jfail(j, field, "too many rules (max %d)", RT_KEY_FALLBACK_RULES_MAX);
+            r = &s->fallbacks[s->n_fallbacks];
+            memset(r, 0, sizeof(*r));
+            fpath(tf, sizeof(tf), "%s.%s", f, g);
+            gs = json_string(g);
+            rc = gs == NULL ? TG_EINVAL : j_model(j, gs, tf, r->group);
+            json_decref(gs);
+            if (rc != 0)
+                return TG_EINVAL;
+            if (!json_is_array(targets))
+                return jfail(j, tf, "expected a list of model groups");
+            if (json_array_size(targets) > RT_FALLBACK_TARGETS_MAX)
+                return jfail(j, tf, "too many fallbacks (max %d)", RT_FALLBACK_TARGETS_MAX);
+            json_array_foreach(targets, t, tv)
+            {
+                char ef[360];
+
+                fpath(ef, sizeof(ef), "%s[%zu]", tf, t);
+                if (j_model(j, tv, ef, r->targets[r->n_targets]) != 0)
+                    return TG_EINVAL;
+                r->n_targets++;
+            }
+            s->n_fallbacks++;
+        }
+    }
+    return 0;
+}
+
+static int j_aliases(struct jctx *j, const json_t *v, const char *field, struct rt_key_spec *s)
+{
+    const char *a;
+    json_t *g;
+    char f[300];
+
+    s->n_aliases = 0;
+    if (json_is_null(v))
+        return 0;
+    if (!json_is_object(v))
+        return jfail(j, field, "expected an object {alias: model_group}");
+    json_object_foreach((json_t *)v, a, g)
+    {
+        struct rt_alias_rule *r;
+
+        fpath(f, sizeof(f), "%s.%s", field, a);
+        if (s->n_aliases >= RT_KEY_ALIASES_MAX)
+            return jfail(j, field, "too many aliases (max %d)", RT_KEY_ALIASES_MAX);
+        r = &s->aliases[s->n_aliases];
+        memset(r, 0, sizeof(*r));
+        if (a[0] == '\0' || strlen(a) >= sizeof(r->alias))
+            return jfail(j, f, "alias must be 1..%d bytes", RT_NAME_CAP - 1);
+        snprintf(r->alias, sizeof(r->alias), "%s", a);
+        if (json_is_object(g))
+            g = json_object_get(g, "model"); /* LiteLLM's {model: group, hidden: bool} form */
+        if (j_model(j, g, f, r->group) != 0)
+            return TG_EINVAL;
+        if (j->cfg != NULL && !rt_config_has_group(j->cfg, r->group))
+            return jfail(j, f, "unknown model group \"%s\"", r->group);
+        s->n_aliases++;
+    }
+    return 0;
+}
+
+static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form form, const char *k,
+                   json_t *v)
+{
+    char f[300];
+
+    if (strcmp(k, "key_alias") == 0)
+        return j_str(j, v, k, s->key_alias, sizeof(s->key_alias), 1);
+    if (strcmp(k, "team_id") == 0)
+        return j_str(j, v, k, s->team_id, sizeof(s->team_id), 1);
+    if (strcmp(k, "user_id") == 0)
+        return j_str(j, v, k, s->user_id, sizeof(s->user_id), 1);
+    if (strcmp(k, "models") == 0) {
+        size_t i;
+        json_t *m;
+
+        s->n_models = 0;
+        if (json_is_null(v))
+            return 0;
+        if (!json_is_array(v))
+            return jfail(j, k, "expected a list of model groups");
+        if (json_array_size(v) > RT_KEY_MODELS_MAX)
+            return jfail(j, k, "too many models (max %d)", RT_KEY_MODELS_MAX);
+        json_array_foreach(v, i, m)
+        {
+            fpath(f, sizeof(f), "models[%zu]", i);
+            if (j_model(j, m, f, s->models[s->n_models]) != 0)
+                return TG_EINVAL;
+            s->n_models++;
+        }
+        return 0;
+    }
+    if (strcmp(k, "rpm_limit") == 0)
+        return j_limit(j, v, k, &s->rpm_limit);
+    if (strcmp(k, "tpm_limit") == 0)
+        return j_limit(j, v, k, &s->tpm_limit);
+    if (strcmp(k, "max_parallel_requests") == 0)
+        return j_limit(j, v, k, &s->max_parallel_requests);
+    if (strcmp(k, "model_rpm_limit") == 0)
+        return j_model_limits(j, v, k, s, 0);
+    if (strcmp(k, "model_tpm_limit") == 0)
+        return j_model_limits(j, v, k, s, 1);
+    if (strcmp(k, "metadata") == 0) {
+        const char *mk;
+        json_t *mv;
+
+        if (json_is_null(v)) {
+            s->disable_fallbacks = 0;
+            s->n_tags = 0;
+            return 0;
+        }
+        if (!json_is_object(v))
+            return jfail(j, k, "expected an object");
+        json_object_foreach(v, mk, mv)
+        {
+            if (strcmp(mk, "disable_fallbacks") == 0) {
+                if (j_bool(j, mv, "metadata.disable_fallbacks", &s->disable_fallbacks) != 0)
+                    return TG_EINVAL;
+            } else if (strcmp(mk, "tags") == 0) {
+                size_t i;
+                json_t *t;
+
+                s->n_tags = 0;
+                if (json_is_null(mv))
+                    continue;
+                if (!json_is_array(mv))
+                    return jfail(j, "metadata.tags", "expected a list of strings");
+                if (json_array_size(mv) > RT_KEY_TAGS_MAX)
+                    return jfail(j, "metadata.tags", "too many tags (max %d)", RT_KEY_TAGS_MAX);
+                json_array_foreach(mv, i, t)
+                {
+                    fpath(f, sizeof(f), "metadata.tags[%zu]", i);
+                    if (j_str(j, t, f, s->tags[s->n_tags], RT_TAG_CAP, 0) != 0)
+                        return TG_EINVAL;
+                    s->n_tags++;
+                }
+            }
+            /* Other metadata is the user's own and never enters the router. */
+        }
+        return 0;
+    }
+    if (strcmp(k, "router_settings") == 0) {
+        const char *rk;
+        json_t *rv;
+
+        if (json_is_null(v)) {
+            s->has_fallbacks = 0;
+            s->n_fallbacks = 0;
+            s->n_aliases = 0;
+            s->num_retries = -1;
+            return 0;
+        }
+        if (!json_is_object(v))
+            return jfail(j, k, "expected an object");
+        json_object_foreach(v, rk, rv)
+        {
+            int rc;
+
+            fpath(f, sizeof(f), "router_settings.%s", rk);
+            if (strcmp(rk, "fallbacks") == 0) {
+                rc = j_fallbacks(j, rv, f, s);
+            } else if (strcmp(rk, "model_group_alias") == 0) {
+                rc = j_aliases(j, rv, f, s);
+            } else if (strcmp(rk, "num_retries") == 0) {
+                int64_t n;
+
+                rc = j_limit(j, rv, f, &n);
+                if (rc == 0 && n > 16)
+                    rc = jfail(j, f, "at most 16");
+                if (rc == 0)
+                    s->num_retries = n < 0 ? -1 : (int32_t)n;
+            } else {
+                rc = jfail(j, f, "unknown field");
+            }
+            if (rc != 0)
+                return rc;
+        }
+        return 0;
+    }
+    if (form == RT_KEY_JSON_API) {
+        if (strcmp(k, "max_budget") == 0) {
+            char num[64];
+            int64_t fusd;
+
+            if (json_is_null(v)) {
+                s->max_budget_nusd = RT_LIMIT_NONE;
+                return 0;
+            }
+            if (!json_is_number(v) || json_number_value(v) < 0)
+                return jfail(j, k, "expected a non-negative number (USD) or null");
+            snprintf(num, sizeof(num), "%.15g", json_number_value(v));
+            if (rt_config_parse_usd_fusd(num, &fusd) != 0)
+                return jfail(j, k, "out of range");
+            s->max_budget_nusd = fusd / 1000000;
+            return 0;
+        }
+        if (strcmp(k, "budget_duration") == 0) {
+            if (json_is_null(v)) {
+                s->budget_duration_s = 0;
+                return 0;
+            }
+            if (!json_is_string(v) ||
+                rt_config_parse_duration_s(json_string_value(v), &s->budget_duration_s) != 0)
+                return jfail(j, k, "expected a duration like 30s, 10m, 1h, 7d or 1mo");
+            return 0;
+        }
+        if (strcmp(k, "key") == 0 || strcmp(k, "duration") == 0 || strcmp(k, "key_hash") == 0)
+            return 0; /* the caller's */
+    } else {
+        if (strcmp(k, "key_hash") == 0) {
+            if (!json_is_string(v) || json_string_length(v) != TG_SHA256_HEX_LEN ||
+                !hash_valid(json_string_value(v)))
+                return jfail(j, k, "expected 64 lowercase hex characters");
+            memcpy(s->key_hash, json_string_value(v), TG_SHA256_HEX_LEN + 1);
+            return 0;
+        }
+        if (strcmp(k, "max_budget_nusd") == 0)
+            return j_limit(j, v, k, &s->max_budget_nusd);
+        if (strcmp(k, "budget_duration_s") == 0 || strcmp(k, "expires_epoch_ms") == 0) {
+            int64_t n;
+
+            if (j_limit(j, v, k, &n) != 0)
+                return TG_EINVAL;
+            if (strcmp(k, "budget_duration_s") == 0)
+                s->budget_duration_s = n < 0 ? 0 : n;
+            else
+                s->expires_epoch_ms = n < 0 ? 0 : n;
+            return 0;
+        }
+        if (strcmp(k, "blocked") == 0)
+            return j_bool(j, v, k, &s->blocked);
+    }
+    return jfail(j, k, "unknown field");
+}
+
+int rt_key_spec_from_json(struct rt_key_spec *spec, enum rt_key_json_form form, const char *json,
+                          size_t len, const struct rt_config *cfg, char *err, size_t errlen)
+{
+    json_t *root;
+    json_error_t jerr;
+    struct jctx j = {cfg, err, errlen};
+    const char *k;
+    json_t *v;
+    int rc = 0;
+
+    if (json == NULL || len == 0)
+        return jfail(&j, "body", "expected a JSON object");
+    root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL)
+        return jfail(&j, "body", "invalid JSON at line %d column %d", jerr.line, jerr.column);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return jfail(&j, "body", "expected a JSON object");
+    }
+    json_object_foreach(root, k, v)
+    {
+        rc = j_field(&j, spec, form, k, v);
+        if (rc != 0)
+            break;
+    }
+    json_decref(root);
+    return rc;
+}
+
+static json_t *j_limit_value(int64_t v)
+{
+    return v < 0 ? json_null() : json_integer(v);
+}
+
+int rt_key_spec_to_json(const struct rt_key_spec *s, char *out, size_t cap, size_t *outlen)
+{
+    json_t *o = json_object();
+    json_t *models = json_array(), *mrpm = json_object(), *mtpm = json_object();
+    json_t *meta = json_object(), *tags = json_array(), *rs = json_object();
+    json_t *aliases = json_object();
+    size_t need;
+    int rc = TG_ENOMEM;
+
+    if (o == NULL || models == NULL || mrpm == NULL || mtpm == NULL || meta == NULL ||
+        tags == NULL || rs == NULL || aliases == NULL)
+        goto out;
+    json_object_set_new(o, "key_hash", json_string(s->key_hash));
+    json_object_set_new(o, "key_alias", json_string(s->key_alias));
+    json_object_set_new(o, "team_id", json_string(s->team_id));
+    json_object_set_new(o, "user_id", json_string(s->user_id));
+    for (uint32_t i = 0; i < s->n_models; i++)
+        json_array_append_new(models, json_string(s->models[i]));
+    json_object_set(o, "models", models);
+    json_object_set_new(o, "max_budget_nusd", j_limit_value(s->max_budget_nusd));
+    json_object_set_new(o, "budget_duration_s", json_integer(s->budget_duration_s));
+    json_object_set_new(o, "rpm_limit", j_limit_value(s->rpm_limit));
+    json_object_set_new(o, "tpm_limit", j_limit_value(s->tpm_limit));
+    json_object_set_new(o, "max_parallel_requests", j_limit_value(s->max_parallel_requests));
+    for (uint32_t i = 0; i < s->n_model_limits; i++) {
+        if (s->model_limits[i].rpm >= 0)
+            json_object_set_new(mrpm, s->model_limits[i].group,
+                                json_integer(s->model_limits[i].rpm));
+        if (s->model_limits[i].tpm >= 0)
+            json_object_set_new(mtpm, s->model_limits[i].group,
+                                json_integer(s->model_limits[i].tpm));
+    }
+    json_object_set(o, "model_rpm_limit", mrpm);
+    json_object_set(o, "model_tpm_limit", mtpm);
+    json_object_set_new(meta, "disable_fallbacks", json_boolean(s->disable_fallbacks));
+    for (uint32_t i = 0; i < s->n_tags; i++)
+        json_array_append_new(tags, json_string(s->tags[i]));
+    json_object_set(meta, "tags", tags);
+    json_object_set(o, "metadata", meta);
+    if (s->has_fallbacks) {
+        json_t *fb = json_array();
+
+        for (uint32_t i = 0; fb != NULL && i < s->n_fallbacks; i++) {
+            json_t *rule = json_object(), *t = json_array();
+
+            for (uint32_t k = 0; t != NULL && k < s->fallbacks[i].n_targets; k++)
+                json_array_append_new(t, json_string(s->fallbacks[i].targets[k]));
+            json_object_set_new(rule, s->fallbacks[i].group, t);
+            json_array_append_new(fb, rule);
+        }
+        json_object_set_new(rs, "fallbacks", fb);
+    } else {
+        json_object_set_new(rs, "fallbacks", json_null());
+    }
+    for (uint32_t i = 0; i < s->n_aliases; i++)
+        json_object_set_new(aliases, s->aliases[i].alias, json_string(s->aliases[i].group));
+    json_object_set(rs, "model_group_alias", aliases);
+    json_object_set_new(rs, "num_retries",
+                        s->num_retries < 0 ? json_null() : json_integer(s->num_retries));
+    json_object_set(o, "router_settings", rs);
+    json_object_set_new(o, "expires_epoch_ms", json_integer(s->expires_epoch_ms));
+    json_object_set_new(o, "blocked", json_boolean(s->blocked));
+    need = json_dumpb(o, NULL, 0, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (need == 0)
+        goto out;
+    if (need + 1 > cap) {
+        rc = TG_ETOOBIG;
+        goto out;
+    }
+    if (json_dumpb(o, out, cap, JSON_COMPACT | JSON_PRESERVE_ORDER) != need)
+        goto out;
+    out[need] = '\0';
+    *outlen = need;
+    rc = 0;
+out:
+    json_decref(aliases);
+    json_decref(rs);
+    json_decref(tags);
+    json_decref(meta);
+    json_decref(mtpm);
+    json_decref(mrpm);
+    json_decref(models);
+    json_decref(o);
+    return rc;
 }

@@ -149,6 +149,45 @@ int rt_keys_apply(struct rt_keys *keys, const struct rt_key_change *changes, siz
 /* rt_keys_get_stats: counters snapshot. Any thread. */
 void rt_keys_get_stats(struct rt_keys *keys, struct rt_keys_stats *out);
 
+/* ---- key specs as JSON (key API bodies, control topic values, snapshot lines) ---- */
+
+#define RT_KEY_JSON_MAX 65536 /* a spec's stored JSON never exceeds this many bytes */
+
+enum rt_key_json_form {
+    /* Key API body (/key/generate, /key/update): key_alias, models, team_id, user_id,
+     * max_budget (USD number), budget_duration ("30d"), rpm_limit, tpm_limit,
+     * max_parallel_requests, model_rpm_limit {group: n}, model_tpm_limit {group: n},
+     * metadata {disable_fallbacks, tags, other keys ignored}, router_settings
+     * {model_group_alias, fallbacks, num_retries}. "key", "duration" and "key_hash" are the
+     * caller's business (hashing, expiry, lookup) and are skipped here. */
+    RT_KEY_JSON_API = 0,
+    /* Stored form written by rt_key_spec_to_json: the fields above with exact integers
+     * (max_budget_nusd, budget_duration_s) plus key_hash, expires_epoch_ms and blocked. */
+    RT_KEY_JSON_STORED = 1,
+};
+
+/* rt_key_spec_init: a spec with no limits, no lists, num_retries -1 (caller storage). */
+void rt_key_spec_init(struct rt_key_spec *spec);
+
+/* rt_key_get_spec: the spec a record was built from (for /key/info and /key/update merges).
+ * key borrowed; spec is caller storage (about 14 KB). */
+void rt_key_get_spec(const struct rt_key *key, struct rt_key_spec *spec);
+
+/* rt_key_spec_from_json: apply the fields present in a JSON object to spec (absent fields keep
+ * their value, so an update merges into the current spec; null resets a field to its default,
+ * e.g. router_settings.fallbacks: null -> the global list). cfg (borrowed, may be NULL) checks
+ * that every model group / alias named exists. Returns 0, or TG_EINVAL with err naming the
+ * field ("models[2]: unknown model group or alias \"x\"", "rpm_limit: expected a non-negative
+ * integer or null", "colour: unknown field"); spec may then be partly updated (parse into a copy
+ * when that matters). Any thread. */
+int rt_key_spec_from_json(struct rt_key_spec *spec, enum rt_key_json_form form, const char *json,
+                          size_t len, const struct rt_config *cfg, char *err, size_t errlen);
+
+/* rt_key_spec_to_json: the stored form (RT_KEY_JSON_STORED) of spec into out (cap bytes,
+ * NUL-terminated), length in *outlen. Never contains a raw key (specs hold hashes only).
+ * Returns 0, TG_ETOOBIG (cap too small) or TG_ENOMEM. Any thread. */
+int rt_key_spec_to_json(const struct rt_key_spec *spec, char *out, size_t cap, size_t *outlen);
+
 /* rt_key_allows: 1 when the record (NULL = no key: everything allowed) allows the model name
  * (a group or an alias as requested), i.e. its models list is empty or contains name. */
 int rt_key_allows(const struct rt_key *key, const char *name);
