@@ -105,9 +105,12 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         atomic_store(&pub->kafka_up, 1);
         return;
     }
-    count_reason(pub, rd_kafka_err2name(m->err));
-    TG_WARN_RL("event=kafka_delivery_failed reason=%s action=retry_from_spool",
-               rd_kafka_err2name(m->err));
+    /* A purge at shutdown is not a delivery error: the record stays in the spool. */
+    if (m->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE && m->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+        count_reason(pub, rd_kafka_err2name(m->err));
+        TG_WARN_RL("event=kafka_delivery_failed reason=%s action=retry_from_spool",
+                   rd_kafka_err2name(m->err));
+    }
     if (pub->state[seq % RT_PUBLISHER_WINDOW] == SLOT_PRODUCED) {
         pub->state[seq % RT_PUBLISHER_WINDOW] = SLOT_EMPTY;
         if (seq < pub->rewind_to)

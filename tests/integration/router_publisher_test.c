@@ -84,15 +84,6 @@ struct seen {
     size_t n, cap;
 };
 
-static int seen_has(const struct seen *s, const char *id)
-{
-    for (size_t i = 0; i < s->n; i++) {
-        if (strcmp(s->ids[i], id) == 0)
-            return 1;
-    }
-    return 0;
-}
-
 static size_t consume_topic(const char *topic, const struct seen *want, uint32_t timeout_ms)
 {
     char err[512], group[64];
