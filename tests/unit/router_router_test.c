@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 
 #include <cmocka.h>
 
@@ -752,6 +753,80 @@ static void test_attempts_bounded(void **state)
     env_free(e);
 }
 
+struct worker {
+    struct env *e;
+    const struct rt_key *key;
+    uint64_t seed;
+    int served;
+    int answered;
+};
+
+static void *worker_main(void *p)
+{
+    struct worker *w = p;
+    uint64_t x = w->seed;
+
+    for (int i = 0; i < 2000; i++) {
+        struct rt_plan plan;
+        struct rt_target t;
+        uint64_t now = 1000 + (uint64_t)i * 7;
+
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if (rt_router_begin(w->e->router, w->key, (x & 1) ? "gpt-main" : "alias-main", 0, x, now,
+                            &plan) == 0) {
+            while (rt_router_next(w->e->router, &plan, now, &t)) {
+                struct rt_result res;
+
+                memset(&res, 0, sizeof(res));
+                res.http_status = (x % 3 == 0) ? 200 : 503;
+                res.error_class = res.http_status == 200 ? RT_ERR_NONE : RT_ERR_SERVER;
+                res.latency_ms = (uint32_t)(x % 50);
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                if (x % 17 == 0)
+                    break; /* abandoned attempt: finish must release it */
+                if (rt_router_report(w->e->router, &plan, &t, &res, now, NULL) == RT_STEP_DONE)
+                    break;
+            }
+        }
+        rt_router_finish(w->e->router, &plan, 10, now);
+        w->answered++;
+        w->served += rt_router_outcome(&plan)->served;
+    }
+    return NULL;
+}
+
+/* Request threads share one router: no lost in-flight counts, every request answered. */
+static void test_concurrent_requests(void **state)
+{
+    struct env *e = env_new(base_yaml);
+    pthread_t th[4];
+    struct worker w[4];
+    struct rt_deployment_state st;
+
+    (void)state;
+    for (int i = 0; i < 4; i++) {
+        w[i].e = e;
+        w[i].key = i % 2 ? key_of(e, "sk-key-absent-list") : NULL;
+        w[i].seed = 0x1234567ull * (uint64_t)(i + 1);
+        w[i].served = 0;
+        w[i].answered = 0;
+        assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].answered, 2000);
+        assert_true(w[i].served > 0);
+    }
+    for (uint32_t d = 0; d < e->cfg->n_deployments; d++) {
+        assert_int_equal(rt_router_deployment_state(e->router, d, 100000, &st), 0);
+        assert_int_equal(st.in_flight, 0);
+    }
+    assert_int_equal(rt_router_deployment_state(e->router, 999, 0, &st), TG_EINVAL);
+    env_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -774,6 +849,7 @@ int main(void)
         cmocka_unit_test(test_key_limits_at_begin),
         cmocka_unit_test(test_blocked_key_and_event_ids),
         cmocka_unit_test(test_attempts_bounded),
+        cmocka_unit_test(test_concurrent_requests),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
