@@ -142,9 +142,10 @@ static void test_long_line_truncated_with_marker(void **state)
     capture_begin();
     TG_INFO("msg=small");
     n = capture_end();
+    tg_log_get_stats(&before);
     assert_true(n < TG_LOG_LINE_MAX);
     assert_null(strstr(captured, "..."));
-    assert_int_equal(after.truncated - before.truncated, 1);
+    assert_int_equal(before.truncated, after.truncated);
     free(big);
 }
 
