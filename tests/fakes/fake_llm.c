@@ -107,6 +107,7 @@ struct request {
     size_t cap;      /* allocated bytes, <= FL_BODY_MAX_BYTES + 1 */
     int too_large;   /* body went over the cap */
     int waited;      /* the delay was already served */
+    int answered;    /* a response was queued before the body was read */
     int decided;     /* counted in the table; slot below is meaningful */
     int slot;        /* model table slot, -1 for totals only */
     int drop;        /* the response is cut on purpose (not an abort) */
@@ -270,6 +271,18 @@ static uint64_t segment_due(const struct stream *s, size_t i)
     return s->start_ms + s->ttft_ms + (uint64_t)s->gap_ms * i;
 }
 
+/* End the response abruptly: shut the socket down so the client sees the cut now (MHD alone
+ * may leave the socket open until its event loop next wakes), then report the error. */
+static ssize_t stream_cut(struct stream *s)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(s->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+    if (ci != NULL)
+        shutdown(ci->connect_fd, SHUT_RDWR);
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
 /* Content reader for streams and cut bodies. Runs on the connection's MHD thread. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 {
@@ -279,7 +292,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
     (void)pos;
     if (s->plain) {
         if (s->off >= s->drop_bytes)
-            return MHD_CONTENT_READER_END_WITH_ERROR;
+            return stream_cut(s);
         n = s->drop_bytes - s->off;
         if (n > max)
             n = max;
@@ -290,7 +303,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
     if (s->next >= s->seg.n)
         return MHD_CONTENT_READER_END_OF_STREAM;
     if (s->next == s->drop_before)
-        return MHD_CONTENT_READER_END_WITH_ERROR;
+        return stream_cut(s);
     if (s->off == 0 && !atomic_load(&s->app->stopping)) {
         uint64_t due = segment_due(s, s->next);
         if (tg_now_mono_ms() < due) {
@@ -824,6 +837,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             if (want > FL_BODY_MAX_BYTES) {
                 /* Refuse before reading (also answers Expect: 100-continue). */
                 req->too_large = 1;
+                req->answered = 1;
                 atomic_fetch_add(&app->body_too_large, 1);
                 if (req->route == ROUTE_API) {
                     fl_table_count_unnamed(app->models, 0);
@@ -840,6 +854,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 req->cap = want + 1;
             }
         }
+        return MHD_YES;
+    }
+    if (req->answered) {
+        *upload_data_size = 0;
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
@@ -921,7 +939,8 @@ static void usage(FILE *f)
                "[--seed N] [--port-file FILE]\n"
                "A fake OpenAI/Anthropic provider and Slack webhook, for tests and development "
                "only.\n"
-               "PORT 0 picks a free port; --port-file receives the port actually bound.\n");
+               "PORT 0 picks a free port; --port-file receives the port actually bound.\n"
+               "--seed (default 1, or FAKE_LLM_SEED) fixes the fail_rate draws.\n");
 }
 
 int main(int argc, char **argv)
@@ -939,6 +958,8 @@ int main(int argc, char **argv)
 
     memset(&app, 0, sizeof(app));
     tg_log_init("fake-llm");
+    if (getenv("FAKE_LLM_SEED") != NULL)
+        seed = strtoull(getenv("FAKE_LLM_SEED"), NULL, 10);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
