@@ -233,6 +233,39 @@ else
     bad "values.yaml: values without a comment: $uncommented"
 fi
 
+# NOTES.txt renders for every value set and names what is still missing.
+notes_ok=1
+for v in "" "$here"/values/*.yaml; do
+    set_name="$(basename "${v:-defaults}" .yaml)"
+    if ! "$helm" install tg "$chart" --dry-run=client --namespace tollgate ${v:+-f "$v"} >"$out/notes-$set_name.txt" 2>&1 \
+        || ! grep -q '^NOTES:' "$out/notes-$set_name.txt" || ! grep -q 'helm test tg -n tollgate' "$out/notes-$set_name.txt"; then
+        bad "NOTES.txt ($set_name): $(head -3 "$out/notes-$set_name.txt" | tr '\n' ' ')"
+        notes_ok=0
+    fi
+done
+# router-only sets TOLLGATE_MASTER_KEY through extraEnv but nothing provides OPENAI_API_KEY.
+if grep -q 'besides router.extraEnv): OPENAI_API_KEY$' "$out/notes-router-only.txt" \
+    && grep -q 'router-svc will refuse its configuration' "$out/notes-router-only.txt"; then
+    [ "$notes_ok" = 1 ] && ok "NOTES.txt renders for every value set and names unset environment"
+else
+    bad "NOTES.txt (router-only) does not name OPENAI_API_KEY as unset"
+fi
+
+if TG_DEPLOY_NPM_DIR="$npm_dir" node "$here/values-table.cjs" "$chart" >"$out/values-table.log" 2>&1; then
+    ok "README values table: $(cat "$out/values-table.log")"
+else
+    bad "$(cat "$out/values-table.log")"
+fi
+
+# The chart refuses clusters older than it supports (preStop sleep needs 1.30).
+if "$helm" template tg "$chart" --kube-version 1.29.0 >"$out/kube129.log" 2>&1; then
+    bad "chart renders for Kubernetes 1.29, which lacks the preStop sleep action"
+elif grep -q 'kubeVersion' "$out/kube129.log"; then
+    ok "chart refuses Kubernetes 1.29 (kubeVersion >= 1.30)"
+else
+    bad "chart fails on Kubernetes 1.29 for another reason: $(head -2 "$out/kube129.log")"
+fi
+
 if "$helm" package "$chart" --destination "$cache" >"$out/package.log" 2>&1; then
     ok "helm package: $(basename "$(awk '/Successfully packaged/ { print $NF }' "$out/package.log")")"
 else

@@ -146,11 +146,21 @@ tollgate:
 {{- end -}}
 {{- end -}}
 
-{{/* Names of the os.environ/NAME references in a rendered configuration. */}}
+{{/*
+Names of the os.environ/NAME references in a rendered configuration, less those set by the
+service's extraEnv; call with (dict "config" TEXT "extraEnv" LIST).
+*/}}
 {{- define "tollgate.envRefs" -}}
+{{- $set := list -}}
+{{- range .extraEnv -}}
+{{- $set = append $set .name -}}
+{{- end -}}
 {{- $refs := list -}}
-{{- range (regexFindAll "os\\.environ/[A-Za-z_][A-Za-z0-9_]*" . -1) -}}
-{{- $refs = append $refs (trimPrefix "os.environ/" .) -}}
+{{- range (regexFindAll "os\\.environ/[A-Za-z_][A-Za-z0-9_]*" .config -1) -}}
+{{- $name := trimPrefix "os.environ/" . -}}
+{{- if not (has $name $set) -}}
+{{- $refs = append $refs $name -}}
+{{- end -}}
 {{- end -}}
 {{- $refs | uniq | sortAlpha | join ", " -}}
 {{- end -}}
