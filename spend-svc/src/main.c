@@ -64,6 +64,7 @@ struct app {
     uint64_t retry_at_ms;             /* next commit attempt while failing */
     uint64_t backoff_ms;
     int failing;                      /* last commit failed: consumption held */
+    int kafka_seen;                   /* Kafka was reachable at least once */
     int pending_dl_class[SP_PG_DEAD_PER_BATCH_MAX];
 
     _Atomic int pg_ready;             /* schema ready and the last commit went through */
@@ -130,7 +131,12 @@ static void report_dependencies(struct app *a)
     if (a->redis)
         sp_alerter_dependency_state(a->alerter, "redis", sp_redis_sink_is_up(a->redis), now);
     if (a->consumer) {
-        sp_alerter_dependency_state(a->alerter, "kafka", sp_consumer_kafka_up(a->consumer), now);
+        /* Kafka counts as down only once it has been up: not while the first connection and
+         * group join are still in progress */
+        int up = sp_consumer_kafka_up(a->consumer);
+        a->kafka_seen |= up;
+        if (a->kafka_seen)
+            sp_alerter_dependency_state(a->alerter, "kafka", up, now);
         sp_alerter_consumer_lag(a->alerter, sp_consumer_total_lag(a->consumer), now);
     }
 #else

@@ -1,0 +1,406 @@
+# tests/integration/spend_lib.sh: helpers for spend-svc's integration tests and bench.
+#
+# Each test owns its dependencies (Redis, PostgreSQL, devkafka) because several of them inject
+# faults (SIGSTOP of PostgreSQL, Redis hang/restart) that must not reach other tests. They are
+# started through tests/lib/services.sh when it is present (tg_* functions), otherwise through
+# the small starters below, with the same fault semantics. Everything is on 127.0.0.1, every
+# wait is bounded, and every process started here is stopped by PID on exit.
+#
+#   . spend_lib.sh
+#   sp_init NAME                   state dir, trap for cleanup
+#   sp_services                    Redis, PostgreSQL, devkafka (exports TG_* addresses)
+#   sp_topic NAME PARTITIONS       create an events topic in devkafka
+#   sp_db NAME                     create a database, sets SP_DSN
+#   sp_config FILE TOPIC [EXTRA]   spend-svc config for SP_DSN and TOPIC (EXTRA: YAML lines)
+#   sp_start FILE                  start spend-svc, wait for liveness; PID in SP_PID
+#   sp_produce ARGS...             run spend_produce against the brokers
+#   sp_wait_rows N SECONDS         wait until spend_logs has N rows
+#   sp_check_totals PRODUCER_OUT   exact totals vs the producer's report, aggregates vs rows
+#   sp_redis_matches               0 when today's Redis counters equal spend_daily
+#   sp_check DESC CMD... / sp_finish
+
+set -u
+
+SP_FAILS=0
+SP_PASSES=0
+SP_PIDS=()
+SP_OWN=1
+
+sp_log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+sp_die() {
+    echo "FATAL: $*" >&2
+    if [ -n "${SP_LAST_LOG:-}" ] && [ -f "$SP_LAST_LOG" ]; then
+        echo "--- spend-svc log tail" >&2
+        tail -n 30 "$SP_LAST_LOG" >&2
+    fi
+    exit 1
+}
+
+sp_free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+sp_cleanup() {
+    local p
+    for p in "${SP_PIDS[@]}"; do
+        kill -TERM "$p" 2>/dev/null
+    done
+    for p in "${SP_PIDS[@]}"; do
+        for _ in $(seq 1 50); do
+            kill -0 "$p" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -CONT "$p" 2>/dev/null
+        kill -KILL "$p" 2>/dev/null
+    done
+    if [ "$SP_OWN" = 0 ]; then
+        tg_services_stop_all >/dev/null 2>&1
+    else
+        sp_own_stop
+    fi
+    if [ "${SP_KEEP:-0}" != 1 ]; then
+        rm -rf "$SP_DIR"
+    fi
+}
+
+sp_init() {
+    : "${TG_BUILD_DIR:?TG_BUILD_DIR unset}"
+    : "${TG_SOURCE_DIR:?TG_SOURCE_DIR unset}"
+    SP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-$1.XXXXXX")
+    chmod 755 "$SP_DIR"
+    export SP_DIR
+    SP_BIN="$TG_BUILD_DIR/spend-svc/spend-svc"
+    SP_PRODUCE="$TG_BUILD_DIR/tests/integration/spend_produce"
+    [ -x "$SP_BIN" ] || sp_die "missing $SP_BIN"
+    [ -x "$SP_PRODUCE" ] || sp_die "missing $SP_PRODUCE"
+    export TG_SPEND_TEST_MASTER_KEY="mk-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    trap sp_cleanup EXIT
+}
+
+# Own starters (used when tests/lib/services.sh is not there) ------------------------------------
+
+sp_pg_bin() {
+    local d
+    for d in /usr/lib/postgresql/*/bin; do
+        [ -x "$d/initdb" ] && { echo "$d"; return; }
+    done
+    dirname "$(command -v initdb)"
+}
+
+sp_as_pg() {
+    if [ "$(id -u)" = 0 ]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+sp_own_start() {
+    local bin port
+    # Redis
+    TG_REDIS_PORT=$(sp_free_port)
+    redis-server --port "$TG_REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$SP_DIR" >"$SP_DIR/redis.log" 2>&1 &
+    SP_REDIS_PID=$!
+    export TG_REDIS_HOST=127.0.0.1 TG_REDIS_PORT
+    export TG_REDIS_URL="redis://127.0.0.1:$TG_REDIS_PORT/0"
+    # PostgreSQL
+    bin=$(sp_pg_bin)
+    TG_PG_PORT=$(sp_free_port)
+    mkdir -p "$SP_DIR/pg"
+    [ "$(id -u)" = 0 ] && chown postgres "$SP_DIR/pg"
+    sp_as_pg "$bin/initdb" -D "$SP_DIR/pg" -A trust -U postgres >"$SP_DIR/initdb.log" 2>&1 ||
+        sp_die "initdb failed"
+    sp_as_pg "$bin/pg_ctl" -D "$SP_DIR/pg" -l "$SP_DIR/pg.log" -w -t 30 \
+        -o "-p $TG_PG_PORT -k $SP_DIR -c listen_addresses=127.0.0.1 -c fsync=off \
+            -c synchronous_commit=off -c full_page_writes=off -c max_connections=60" \
+        start >/dev/null || sp_die "postgres did not start"
+    SP_PG_DATA="$SP_DIR/pg"
+    export TG_PG_PORT
+    export TG_PG_DSN="postgresql://postgres@127.0.0.1:$TG_PG_PORT/postgres"
+    # devkafka
+    "$TG_BUILD_DIR/deploy/local/devkafka/devkafka" --topic tollgate.control.v1:1 \
+        --bootstrap-file "$SP_DIR/bootstrap" --control 127.0.0.1:0 \
+        --control-file "$SP_DIR/kafka_ctl" >"$SP_DIR/devkafka.log" 2>&1 &
+    SP_KAFKA_PID=$!
+    for _ in $(seq 1 100); do
+        [ -s "$SP_DIR/bootstrap" ] && [ -s "$SP_DIR/kafka_ctl" ] && break
+        sleep 0.1
+    done
+    [ -s "$SP_DIR/bootstrap" ] || sp_die "devkafka did not start"
+    TG_KAFKA_BROKERS=$(cat "$SP_DIR/bootstrap")
+    TG_KAFKA_CTL=$(cat "$SP_DIR/kafka_ctl")
+    export TG_KAFKA_BROKERS TG_KAFKA_CTL
+    for _ in $(seq 1 50); do
+        redis-cli -p "$TG_REDIS_PORT" ping >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+}
+
+sp_own_stop() {
+    [ -n "${SP_REDIS_PID:-}" ] && { kill -CONT "$SP_REDIS_PID"; kill -TERM "$SP_REDIS_PID"; } 2>/dev/null
+    [ -n "${SP_KAFKA_PID:-}" ] && kill -TERM "$SP_KAFKA_PID" 2>/dev/null
+    if [ -n "${SP_PG_DATA:-}" ]; then
+        sp_pg_resume
+        sp_as_pg "$(sp_pg_bin)/pg_ctl" -D "$SP_PG_DATA" -m immediate -w -t 20 stop >/dev/null 2>&1
+    fi
+    [ -n "${SP_REDIS_PID:-}" ] && wait "$SP_REDIS_PID" 2>/dev/null
+    [ -n "${SP_KAFKA_PID:-}" ] && wait "$SP_KAFKA_PID" 2>/dev/null
+}
+
+# sp_pg_pids: the postmaster and all its children.
+sp_pg_pids() {
+    local pm
+    pm=$(head -n 1 "$SP_PG_DATA/postmaster.pid" 2>/dev/null) || return
+    echo "$pm $(pgrep -P "$pm" | tr '\n' ' ')"
+}
+
+sp_services() {
+    if [ -f "$TG_SOURCE_DIR/tests/lib/services.sh" ] && [ "${SP_FORCE_OWN:-0}" != 1 ]; then
+        # shellcheck disable=SC1091
+        . "$TG_SOURCE_DIR/tests/lib/services.sh"
+        if declare -F tg_services_init >/dev/null && declare -F tg_pg_pause >/dev/null; then
+            SP_OWN=0
+            tg_services_init "$SP_DIR/services" >/dev/null || sp_die "tg_services_init failed"
+            tg_redis_start >/dev/null || sp_die "redis did not start"
+            tg_pg_start >/dev/null || sp_die "postgres did not start"
+            tg_kafka_start >/dev/null || sp_die "devkafka did not start"
+        fi
+    fi
+    if [ "$SP_OWN" = 1 ]; then
+        sp_own_start
+    fi
+    sp_log "services: redis=$TG_REDIS_PORT postgres=$TG_PG_PORT kafka=$TG_KAFKA_BROKERS"
+}
+
+sp_pg_pause() {
+    if [ "$SP_OWN" = 0 ]; then tg_pg_pause; else kill -STOP $(sp_pg_pids) 2>/dev/null; fi
+}
+sp_pg_resume() {
+    if [ "$SP_OWN" = 0 ]; then tg_pg_resume; else kill -CONT $(sp_pg_pids) 2>/dev/null; fi
+}
+sp_redis_hang() {
+    if [ "$SP_OWN" = 0 ]; then tg_redis_hang; else kill -STOP "$SP_REDIS_PID"; fi
+}
+sp_redis_resume() {
+    if [ "$SP_OWN" = 0 ]; then tg_redis_resume; else kill -CONT "$SP_REDIS_PID"; fi
+}
+sp_redis_restart() {
+    if [ "$SP_OWN" = 0 ]; then
+        tg_redis_restart
+    else
+        kill -TERM "$SP_REDIS_PID"
+        wait "$SP_REDIS_PID" 2>/dev/null
+        redis-server --port "$TG_REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+            --dir "$SP_DIR" >>"$SP_DIR/redis.log" 2>&1 &
+        SP_REDIS_PID=$!
+        for _ in $(seq 1 50); do
+            redis-cli -p "$TG_REDIS_PORT" ping >/dev/null 2>&1 && break
+            sleep 0.1
+        done
+    fi
+}
+
+# Kafka and Postgres ------------------------------------------------------------------------------
+
+sp_kafka_ctl() { # COMMAND...
+    python3 - "$TG_KAFKA_CTL" "$*" <<'PY'
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=5)
+s.sendall((sys.argv[2] + "\n").encode())
+data = b""
+while not data.endswith(b"\n"):
+    chunk = s.recv(1024)
+    if not chunk:
+        break
+    data += chunk
+print(data.decode().strip())
+sys.exit(0 if data.startswith(b"ok") else 1)
+PY
+}
+
+sp_topic() { # NAME PARTITIONS
+    sp_kafka_ctl topic "$1" "$2" >/dev/null || sp_die "cannot create topic $1"
+}
+
+sp_db() { # NAME
+    local base=${TG_PG_DSN%/*}
+    psql "$base/postgres" -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $1" >/dev/null ||
+        sp_die "cannot create database $1"
+    SP_DSN="$base/$1"
+    export SP_DSN
+}
+
+sp_sql() { psql "$SP_DSN" -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }
+
+# sp_config FILE TOPIC [EXTRA_YAML]: port in SP_PORT_<n> chosen here; prints nothing.
+sp_config() {
+    local file=$1 topic=$2 extra=${3:-} port
+    port=$(sp_free_port)
+    cat >"$file" <<YAML
+listen: 127.0.0.1:$port
+master_key: os.environ/TG_SPEND_TEST_MASTER_KEY
+kafka: {brokers: "$TG_KAFKA_BROKERS", topic: $topic, control_topic: tollgate.control.v1,
+        group_id: spend-$topic, session_timeout_ms: 6000}
+postgres: {dsn: "$SP_DSN", query_timeout_ms: 2000, retry_max_ms: 1000}
+redis: {url: "$TG_REDIS_URL", timeout_ms: 300}
+batch: {max_events: 5000, max_wait_ms: 100}
+$extra
+YAML
+    echo "$port" >"$file.port"
+}
+
+sp_url() { echo "http://127.0.0.1:$(cat "$1.port")"; }
+
+# sp_start CONFIG [NAME]: start spend-svc; PID in SP_PID; log in $SP_DIR/NAME.log.
+sp_start() {
+    local cfg=$1 name=${2:-spend} url
+    url=$(sp_url "$cfg")
+    SP_LAST_LOG="$SP_DIR/$name.log"
+    "$SP_BIN" --config "$cfg" >>"$SP_DIR/$name.out" 2>>"$SP_LAST_LOG" &
+    SP_PID=$!
+    SP_PIDS+=("$SP_PID")
+    for _ in $(seq 1 100); do
+        curl -fsS -m 1 "$url/health/liveness" >/dev/null 2>&1 && return 0
+        kill -0 "$SP_PID" 2>/dev/null || sp_die "spend-svc exited at start"
+        sleep 0.1
+    done
+    sp_die "spend-svc did not answer liveness"
+}
+
+sp_wait_ready() { # CONFIG SECONDS
+    local url
+    url=$(sp_url "$1")
+    for _ in $(seq 1 $(($2 * 10))); do
+        curl -fsS -m 1 "$url/health/readiness" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+sp_stop() { # PID: SIGTERM and wait (bounded); returns the exit status
+    local pid=$1 rc
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 1 150); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid"
+        wait "$pid" 2>/dev/null
+        return 99
+    fi
+    wait "$pid"
+    rc=$?
+    return $rc
+}
+
+sp_produce() { "$SP_PRODUCE" --brokers "$TG_KAFKA_BROKERS" "$@"; }
+
+sp_field() { # FILE NAME: value of NAME=... in a producer report
+    tr ' ' '\n' <"$1" | sed -n "s/^$2=//p"
+}
+
+sp_wait_rows() { # N SECONDS
+    local n
+    for _ in $(seq 1 $(($2 * 5))); do
+        n=$(sp_sql "SELECT count(*) FROM spend_logs" 2>/dev/null)
+        [ "$n" = "$1" ] && return 0
+        sleep 0.2
+    done
+    echo "spend_logs has ${n:-?} rows, expected $1" >&2
+    return 1
+}
+
+# sp_check_totals OUT: rows = distinct call ids, exact sums, aggregates = rows, no duplicate.
+sp_check_totals() {
+    local out=$1 got want
+    want="$(sp_field "$out" distinct)|$(sp_field "$out" failures)|$(sp_field "$out" prompt_tokens)|$(sp_field "$out" completion_tokens)|$(sp_field "$out" cost_nusd)"
+    got=$(sp_sql "SELECT count(*), count(*) FILTER (WHERE status >= 400), sum(prompt_tokens),
+                  sum(completion_tokens), sum(cost_nusd) FROM spend_logs WHERE kind = 'request'")
+    sp_check "spend_logs totals equal the distinct events produced ($want)" [ "$got" = "$want" ]
+    got=$(sp_sql "SELECT sum(requests), sum(failures), sum(prompt_tokens), sum(completion_tokens),
+                  sum(cost_nusd) FROM spend_daily")
+    want=$(sp_sql "SELECT count(*), count(*) FILTER (WHERE status >= 400), sum(prompt_tokens),
+                   sum(completion_tokens), sum(cost_nusd) FROM spend_logs WHERE kind = 'request'")
+    sp_check "spend_daily sums equal spend_logs sums ($got)" [ "$got" = "$want" ]
+    got=$(sp_sql "SELECT sum(next_offset) FROM consumer_offsets")
+    sp_check "consumer_offsets cover every message produced ($(sp_field "$out" produced))" \
+        [ "$got" = "$(sp_field "$out" produced)" ]
+}
+
+# sp_redis_matches: every per-day counter of today (key, team, model) equals spend_daily, and
+# Redis holds no other counter for today. Prints the first difference.
+sp_redis_matches() {
+    local day expected got n_pg n_redis
+    day=$(date -u +%F)
+    expected=$(sp_sql "
+        SELECT 'tg:spend:day:$day:key:' || key_hash, sum(requests), sum(failures),
+               sum(prompt_tokens), sum(completion_tokens), sum(cost_nusd)
+          FROM spend_daily WHERE day = '$day' AND key_hash <> '' GROUP BY key_hash
+        UNION ALL
+        SELECT 'tg:spend:day:$day:team:' || team_id, sum(requests), sum(failures),
+               sum(prompt_tokens), sum(completion_tokens), sum(cost_nusd)
+          FROM spend_daily WHERE day = '$day' AND team_id <> '' GROUP BY team_id
+        UNION ALL
+        SELECT 'tg:spend:day:$day:model:' || model_group, sum(requests), sum(failures),
+               sum(prompt_tokens), sum(completion_tokens), sum(cost_nusd)
+          FROM spend_daily WHERE day = '$day' AND model_group <> '' GROUP BY model_group
+        ORDER BY 1") || return 1
+    n_pg=$(printf '%s\n' "$expected" | grep -c . )
+    n_redis=$(redis-cli -p "$TG_REDIS_PORT" --scan --pattern "tg:spend:day:$day:*" 2>/dev/null | wc -l)
+    if [ "$n_pg" != "$n_redis" ]; then
+        echo "redis has $n_redis counters for $day, postgres $n_pg" >&2
+        return 1
+    fi
+    got=$(printf '%s\n' "$expected" | cut -d'|' -f1 | while read -r k; do
+        echo "HMGET $k requests failures prompt_tokens completion_tokens cost_nusd"
+    done | redis-cli -p "$TG_REDIS_PORT" 2>/dev/null | paste -d'|' - - - - - )
+    got=$(paste -d'|' <(printf '%s\n' "$expected" | cut -d'|' -f1) <(printf '%s\n' "$got"))
+    if [ "$got" != "$expected" ]; then
+        diff <(printf '%s\n' "$expected") <(printf '%s\n' "$got") | head -n 4 >&2
+        return 1
+    fi
+    return 0
+}
+
+sp_wait_redis() { # SECONDS: until Redis equals Postgres; prints the seconds it took
+    local t0 i
+    t0=$(date +%s.%N)
+    for i in $(seq 1 $(($1 * 5))); do
+        if sp_redis_matches 2>/dev/null; then
+            awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }'
+            return 0
+        fi
+        sleep 0.2
+    done
+    sp_redis_matches
+    return 1
+}
+
+sp_metric() { # CONFIG NAME_WITH_LABELS
+    curl -fsS -m 2 "$(sp_url "$1")/metrics" | awk -v n="$2" '$1 == n { print $2 }'
+}
+
+sp_check() { # DESC CMD...
+    local desc=$1
+    shift
+    if "$@"; then
+        SP_PASSES=$((SP_PASSES + 1))
+        echo "ok   - $desc"
+    else
+        SP_FAILS=$((SP_FAILS + 1))
+        echo "FAIL - $desc"
+    fi
+}
+
+sp_finish() {
+    echo "# $SP_PASSES passed, $SP_FAILS failed"
+    if [ "$SP_FAILS" -ne 0 ]; then
+        [ -n "${SP_LAST_LOG:-}" ] && { echo "--- spend-svc log tail"; tail -n 30 "$SP_LAST_LOG"; }
+        exit 1
+    fi
+    exit 0
+}

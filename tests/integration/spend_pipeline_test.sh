@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# spend-svc integration tests against real Redis, PostgreSQL and devkafka.
+#
+#   spend_pipeline_test.sh exactly_once   50,000 events, 10 % duplicated call ids, a restart and
+#                                         a second consumer joining mid-stream
+#   spend_pipeline_test.sh pg_pause       PostgreSQL SIGSTOPped 15 s mid-stream
+#   spend_pipeline_test.sh redis_outage   Redis hung mid-stream, then restarted empty
+#   spend_pipeline_test.sh sigkill        spend-svc SIGKILLed mid-batch and restarted
+#   spend_pipeline_test.sh dead_letters   malformed and oversized events; admin endpoints
+#   spend_pipeline_test.sh budget         budget crossing -> block record, period roll-over
+#
+# Every check compares exact numbers: rows = distinct call ids, sums = what was produced,
+# spend_daily = spend_logs, Redis = Postgres. Topics have 24 partitions and events are spread
+# over 240 keys so that no partition holds more than ~3 MiB (devkafka keeps ~5 MiB each).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck disable=SC1091
+. "$HERE/spend_lib.sh"
+
+SCENARIO=${1:?scenario}
+sp_init "spend-$SCENARIO"
+sp_services
+TOPIC="spend.$SCENARIO.v1"
+sp_topic "$TOPIC" 24
+sp_db "spend_$SCENARIO"
+# sp_is_400_naming BODY_AND_STATUS PARAM: curl output with -w '%{http_code}' appended.
+sp_is_400_naming() {
+    [ "${1: -3}" = 400 ] && printf '%s' "${1%???}" | jq -e --arg p "$2" '.error.param == $p' >/dev/null
+}
+RUN=$(printf '%08x' $((RANDOM * 32768 + RANDOM)))
+
+case "$SCENARIO" in
+exactly_once)
+    sp_config "$SP_DIR/a.yaml" "$TOPIC"
+    sp_config "$SP_DIR/b.yaml" "$TOPIC"
+    sp_start "$SP_DIR/a.yaml" a
+    A=$SP_PID
+    sp_wait_ready "$SP_DIR/a.yaml" 30 || sp_die "not ready"
+    sp_log "producing 50,000 events (+10 % duplicates) at 8,000/s"
+    sp_produce --topic "$TOPIC" --count 50000 --dup-pct 10 --keys 240 --run "$RUN" \
+        --rate 8000 >"$SP_DIR/produce.out" &
+    PROD=$!
+    sleep 2
+    sp_log "restarting consumer a (SIGTERM)"
+    sp_stop "$A"
+    sp_check "spend-svc exits 0 on SIGTERM" [ $? = 0 ]
+    sp_start "$SP_DIR/a.yaml" a
+    A=$SP_PID
+    sleep 1.5
+    sp_log "second consumer b joins"
+    sp_start "$SP_DIR/b.yaml" b
+    B=$SP_PID
+    wait "$PROD" || sp_die "producer failed"
+    cat "$SP_DIR/produce.out"
+    sp_check "every distinct event stored once" sp_wait_rows "$(sp_field "$SP_DIR/produce.out" distinct)" 90
+    sleep 1 # last offsets
+    sp_check_totals "$SP_DIR/produce.out"
+    sp_check "no call id stored twice" [ "$(sp_sql "SELECT count(*) - count(DISTINCT call_id) FROM spend_logs")" = 0 ]
+    INS_A=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_rows_inserted_total)
+    INS_B=$(sp_metric "$SP_DIR/b.yaml" tollgate_spend_rows_inserted_total)
+    sp_log "rows inserted after restart: a=$INS_A b=$INS_B"
+    sp_check "the joining consumer took part (b inserted rows)" [ "${INS_B:-0}" -gt 0 ]
+    T=$(sp_wait_redis 15)
+    sp_check "Redis counters equal Postgres totals (after ${T:-?} s)" [ -n "$T" ]
+    sp_stop "$A"
+    sp_stop "$B"
+    ;;
+
+pg_pause)
+    sp_config "$SP_DIR/a.yaml" "$TOPIC"
+    sp_start "$SP_DIR/a.yaml" a
+    A=$SP_PID
+    sp_wait_ready "$SP_DIR/a.yaml" 30 || sp_die "not ready"
+    sp_produce --topic "$TOPIC" --count 20000 --dup-pct 10 --keys 240 --run "$RUN" \
+        --rate 1000 >"$SP_DIR/produce.out" &
+    PROD=$!
+    sleep 2
+    sp_log "pausing PostgreSQL (every process SIGSTOPped) for 15 s"
+    sp_pg_pause
+    sleep 5
+    R=$(curl -s -m 2 -o /dev/null -w '%{http_code}' "$(sp_url "$SP_DIR/a.yaml")/health/readiness")
+    sp_check "readiness answers 503 while PostgreSQL is paused (got $R)" [ "$R" = 503 ]
+    L=$(curl -s -m 2 -o /dev/null -w '%{http_code}' "$(sp_url "$SP_DIR/a.yaml")/health/liveness")
+    sp_check "liveness stays 200 while PostgreSQL is paused" [ "$L" = 200 ]
+    sleep 10
+    sp_pg_resume
+    sp_log "PostgreSQL resumed"
+    wait "$PROD" || sp_die "producer failed"
+    cat "$SP_DIR/produce.out"
+    sp_check "catch-up: every distinct event stored once" sp_wait_rows "$(sp_field "$SP_DIR/produce.out" distinct)" 60
+    sleep 1
+    sp_check_totals "$SP_DIR/produce.out"
+    sp_check "readiness back to 200" sp_wait_ready "$SP_DIR/a.yaml" 10
+    F=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_commit_failures_total)
+    sp_check "the outage was seen (commit failures: ${F:-0})" [ "${F:-0}" -gt 0 ]
+    T=$(sp_wait_redis 15)
+    sp_check "Redis counters equal Postgres totals (after ${T:-?} s)" [ -n "$T" ]
+    sp_stop "$A"
+    sp_check "spend-svc exits 0 on SIGTERM" [ $? = 0 ]
+    ;;
+
+redis_outage)
+    sp_config "$SP_DIR/a.yaml" "$TOPIC"
+    sp_start "$SP_DIR/a.yaml" a
+    A=$SP_PID
+    sp_wait_ready "$SP_DIR/a.yaml" 30 || sp_die "not ready"
+    sp_produce --topic "$TOPIC" --count 12000 --keys 240 --run "$RUN" --rate 2000 \
+        >"$SP_DIR/produce.out" &
+    PROD=$!
+    sleep 1
+    sp_log "Redis hangs (SIGSTOP) for 8 s"
+    sp_redis_hang
+    sleep 4
+    P=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_redis_pending_increments)
+    UP=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_redis_up)
+    sp_check "increments are held while Redis hangs (pending ${P:-?}, redis_up ${UP:-?})" \
+        [ "${P:-0}" -gt 0 -a "${UP:-1}" = 0 ]
+    R=$(curl -s -m 2 -o /dev/null -w '%{http_code}' "$(sp_url "$SP_DIR/a.yaml")/health/readiness")
+    sp_check "readiness does not fail on Redis (got $R)" [ "$R" = 200 ]
+    sleep 4
+    sp_redis_resume
+    sp_log "Redis resumed"
+    wait "$PROD" || sp_die "producer failed"
+    cat "$SP_DIR/produce.out"
+    sp_check "every distinct event stored once" sp_wait_rows "$(sp_field "$SP_DIR/produce.out" distinct)" 30
+    T=$(sp_wait_redis 5)
+    sp_check "Redis equals Postgres within 5 s of its return (${T:-no} s)" [ -n "$T" ]
+    sp_log "Redis restarted empty"
+    sp_redis_restart
+    T=$(sp_wait_redis 10)
+    sp_check "counters rebuilt after an empty restart (${T:-no} s)" [ -n "$T" ]
+    RB=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_redis_rebuilds_total)
+    sp_check "a rebuild from Postgres happened (rebuilds ${RB:-0})" [ "${RB:-0}" -ge 2 ]
+    sp_check_totals "$SP_DIR/produce.out"
+    sp_stop "$A"
+    ;;
+
+sigkill)
+    sp_config "$SP_DIR/a.yaml" "$TOPIC"
+    sp_start "$SP_DIR/a.yaml" a
+    A=$SP_PID
+    sp_wait_ready "$SP_DIR/a.yaml" 30 || sp_die "not ready"
+    sp_produce --topic "$TOPIC" --count 30000 --dup-pct 5 --keys 240 --run "$RUN" --rate 10000 \
+        >"$SP_DIR/produce.out" &
+    PROD=$!
+    N=0
+    for k in 1 2; do
+        # kill while batches are flowing: wait until this instance has committed rows
+        for _ in $(seq 1 100); do
+            M=$(sp_sql "SELECT count(*) FROM spend_logs")
+            [ "$M" -gt "$N" ] && break
+            sleep 0.2
+        done
+        sleep 0.3
+        N=$(sp_sql "SELECT count(*) FROM spend_logs")
+        sp_log "SIGKILL spend-svc mid-stream ($N rows so far)"
+        kill -KILL "$A"
+        wait "$A" 2>/dev/null
+        sp_start "$SP_DIR/a.yaml" a
+        A=$SP_PID
+    done
+    wait "$PROD" || sp_die "producer failed"
+    cat "$SP_DIR/produce.out"
+    sp_check "every distinct event stored once" sp_wait_rows "$(sp_field "$SP_DIR/produce.out" distinct)" 60
+    sleep 1
+    sp_check_totals "$SP_DIR/produce.out"
+    T=$(sp_wait_redis 15)
+    sp_check "Redis counters equal Postgres totals (after ${T:-?} s)" [ -n "$T" ]
+    sp_stop "$A"
+    ;;
+
+dead_letters)
+    sp_config "$SP_DIR/a.yaml" "$TOPIC"
+    sp_start "$SP_DIR/a.yaml" a
+    A=$SP_PID
+    sp_wait_ready "$SP_DIR/a.yaml" 30 || sp_die "not ready"
+    sp_produce --topic "$TOPIC" --count 200 --keys 10 --run "$RUN" --malformed 5 --oversized 3 \
+        >"$SP_DIR/produce.out" || sp_die "producer failed"
+    cat "$SP_DIR/produce.out"
+    sp_check "valid events stored" sp_wait_rows 200 30
+    for _ in $(seq 1 50); do
+        [ "$(sp_sql "SELECT count(*) FROM dead_letters")" = 8 ] && break
+        sleep 0.2
+    done
+    sp_check "8 dead letters" [ "$(sp_sql "SELECT count(*) FROM dead_letters")" = 8 ]
+    sp_check "malformed events carry the decoder's reason" \
+        [ "$(sp_sql "SELECT count(*) FROM dead_letters WHERE reason LIKE 'invalid JSON%'")" = 5 ]
+    sp_check "oversized events carry the size reason" \
+        [ "$(sp_sql "SELECT count(*) FROM dead_letters WHERE reason LIKE 'event too large%'")" = 3 ]
+    sp_check "dead letter payloads are capped at 8 KiB" \
+        [ "$(sp_sql "SELECT max(length(payload)) <= 8192 FROM dead_letters")" = t ]
+    sleep 0.5
+    sp_check_totals "$SP_DIR/produce.out"
+    M=$(sp_metric "$SP_DIR/a.yaml" 'tollgate_spend_dead_letters_total{reason="too_large"}')
+    sp_check "dead letter metric by reason (too_large=${M:-?})" [ "${M:-0}" = 3 ]
+    # admin endpoints
+    U=$(sp_url "$SP_DIR/a.yaml")
+    AUTH="Authorization: Bearer $TG_SPEND_TEST_MASTER_KEY"
+    CID=$(sp_sql "SELECT call_id FROM spend_logs ORDER BY call_id LIMIT 1")
+    C=$(curl -s -o /dev/null -w '%{http_code}' "$U/spend/logs?call_id=$CID")
+    sp_check "/spend/logs without the master key: 401" [ "$C" = 401 ]
+    C=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer wrong" "$U/spend/logs?call_id=$CID")
+    sp_check "/spend/logs with a wrong key: 401" [ "$C" = 401 ]
+    B=$(curl -s -H "$AUTH" "$U/spend/logs?call_id=$CID")
+    sp_check "/spend/logs returns the row" [ "$(echo "$B" | jq -r .call_id)" = "$CID" ]
+    B=$(curl -s -w '%{http_code}' -H "$AUTH" "$U/spend/logs?call_id=not-a-uuid")
+    sp_check "/spend/logs bad call_id: 400 naming it" sp_is_400_naming "$B" call_id
+    C=$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" "$U/spend/logs?call_id=00000000-0000-4000-8000-000000000000")
+    sp_check "/spend/logs unknown call_id: 404" [ "$C" = 404 ]
+    D=$(date -u +%F)
+    B=$(curl -s -H "$AUTH" "$U/spend/report?group_by=team&from=$D&to=$D")
+    S=$(echo "$B" | jq '[.rows[].cost_nusd] | add')
+    sp_check "/spend/report by team sums to the day's cost ($S)" [ "$S" = "$(sp_field "$SP_DIR/produce.out" cost_nusd)" ]
+    B=$(curl -s -w '%{http_code}' -H "$AUTH" "$U/spend/report?group_by=colour&from=$D&to=$D")
+    sp_check "/spend/report bad group_by: 400 naming it" sp_is_400_naming "$B" group_by
+    B=$(curl -s -w '%{http_code}' -H "$AUTH" "$U/spend/report?group_by=key&from=2026-02-30&to=$D")
+    sp_check "/spend/report bad from: 400 naming it" sp_is_400_naming "$B" from
+    B=$(curl -s "$U/health/readiness")
+    sp_check "readiness reports each dependency" [ "$(echo "$B" | jq -r '.kafka + .postgres + .redis')" = upupup ]
+    sp_stop "$A"
+    ;;
+
+budget)
+    HASH=$(printf 'budget-%s' "$RUN" | sha256sum | cut -d' ' -f1)
+    sp_config "$SP_DIR/a.yaml" "$TOPIC" "budgets: {thresholds: [50, 80, 100], check_interval_ms: 500}"
+    sp_start "$SP_DIR/a.yaml" a
+    A=$SP_PID
+    sp_wait_ready "$SP_DIR/a.yaml" 30 || sp_die "not ready"
+    sp_produce --topic tollgate.control.v1 --key-record "$HASH" --max-budget-nusd 100000 \
+        --budget-duration 1m --alias budget-test --team team-b || sp_die "key record failed"
+    for _ in $(seq 1 50); do
+        [ "$(sp_sql "SELECT count(*) FROM api_keys WHERE key_hash = '$HASH'")" = 1 ] && break
+        sleep 0.2
+    done
+    sp_check "api_keys mirrors the key: record (never the key)" \
+        [ "$(sp_sql "SELECT key_alias || ' ' || max_budget_nusd || ' ' || budget_duration_s FROM api_keys WHERE key_hash = '$HASH'")" = "budget-test 100000 60" ]
+    # Stay clear of a minute boundary so that the spend lands in one budget period.
+    while [ "$(date -u +%S | sed 's/^0//')" -gt 45 ]; do sleep 1; done
+    sp_produce --topic "$TOPIC" --count 6 --key-hash "$HASH" --cost-nusd 10000 --run "$RUN" \
+        >"$SP_DIR/p1.out" || sp_die "producer failed"
+    sp_wait_rows 6 20
+    sleep 1
+    L=$(sp_sql "SELECT level_pct FROM budget_state WHERE kind = 'key' AND subject = '$HASH'")
+    sp_check "60 % of the budget: the 50 % threshold is recorded ($L)" [ "$L" = 50 ]
+    sp_produce --topic "$TOPIC" --count 5 --start 6 --key-hash "$HASH" --cost-nusd 10000 \
+        --run "$RUN" >"$SP_DIR/p2.out" || sp_die "producer failed"
+    sp_check "block:<hash> published to the control topic" \
+        sp_produce --topic tollgate.control.v1 --expect-block "$HASH" --timeout-s 20
+    L=$(sp_sql "SELECT level_pct FROM budget_state WHERE kind = 'key' AND subject = '$HASH'")
+    sp_check "100 % recorded once for the period ($L)" [ "$L" = 100 ]
+    X=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_budget_crossings_total)
+    sp_check "two crossings announced (50 %, then 100 %): ${X:-0}" [ "${X:-0}" = 2 ]
+    sp_check "block lifted (tombstone) when the 1-minute period rolls over" \
+        sp_produce --topic tollgate.control.v1 --expect-block "$HASH" --unblocked --timeout-s 75
+    sp_stop "$A"
+    ;;
+
+*)
+    sp_die "unknown scenario $SCENARIO"
+    ;;
+esac
+sp_finish
