@@ -1316,3 +1316,50 @@ out:
     json_decref(o);
     return rc;
 }
+
+int rt_keys_control_decode(const char *rkey, size_t rklen, const char *value, size_t len,
+                           const struct rt_config *cfg, struct rt_key_change *change,
+                           struct rt_key_spec *spec, char *err, size_t errlen)
+{
+    size_t kp = strlen(RT_KEYS_CONTROL_KEY_PREFIX), bp = strlen(RT_KEYS_CONTROL_BLOCK_PREFIX);
+    const char *hash;
+    int is_block;
+
+    memset(change, 0, sizeof(*change));
+    if (rkey == NULL)
+        return TG_ENOTFOUND;
+    if (rklen == kp + TG_SHA256_HEX_LEN && memcmp(rkey, RT_KEYS_CONTROL_KEY_PREFIX, kp) == 0) {
+        hash = rkey + kp;
+        is_block = 0;
+    } else if (rklen == bp + TG_SHA256_HEX_LEN &&
+               memcmp(rkey, RT_KEYS_CONTROL_BLOCK_PREFIX, bp) == 0) {
+        hash = rkey + bp;
+        is_block = 1;
+    } else {
+        return TG_ENOTFOUND;
+    }
+    memcpy(change->hash, hash, TG_SHA256_HEX_LEN);
+    change->hash[TG_SHA256_HEX_LEN] = '\0';
+    if (!hash_valid(change->hash)) {
+        snprintf(err, errlen, "record key: not a SHA-256 hex hash");
+        return TG_EINVAL;
+    }
+    if (is_block) {
+        change->op = value != NULL ? RT_KEY_BLOCK : RT_KEY_UNBLOCK;
+        return 0;
+    }
+    if (value == NULL) {
+        change->op = RT_KEY_DELETE;
+        return 0;
+    }
+    rt_key_spec_init(spec);
+    if (rt_key_spec_from_json(spec, RT_KEY_JSON_STORED, value, len, cfg, err, errlen) != 0)
+        return TG_EINVAL;
+    if (strcmp(spec->key_hash, change->hash) != 0) {
+        snprintf(err, errlen, "key_hash: does not match the record key");
+        return TG_EINVAL;
+    }
+    change->op = RT_KEY_PUT;
+    change->spec = spec;
+    return 0;
+}

@@ -465,6 +465,69 @@ static void test_json_stored_round_trip(void **state)
     rt_config_destroy(&cfg);
 }
 
+static void test_control_records(void **state)
+{
+    struct rt_key_spec *a = spec_for("sk-control-key-1", "ctl");
+    struct rt_key_spec *spec = calloc(1, sizeof(*spec));
+    struct rt_keys *keys;
+    struct rt_keys_table *t;
+    struct rt_key_change ch;
+    static char value[RT_KEY_JSON_MAX];
+    char rkey[80], err[256];
+    size_t len;
+
+    (void)state;
+    keys = rt_keys_create(NULL, 0, 4, err, sizeof(err));
+    assert_non_null(keys);
+    assert_int_equal(rt_key_spec_to_json(a, value, sizeof(value), &len), 0);
+    snprintf(rkey, sizeof(rkey), "key:%s", a->key_hash);
+    assert_int_equal(
+        rt_keys_control_decode(rkey, strlen(rkey), value, len, NULL, &ch, spec, err, sizeof(err)),
+        0);
+    assert_int_equal(ch.op, RT_KEY_PUT);
+    assert_ptr_equal(ch.spec, spec);
+    assert_int_equal(rt_keys_apply(keys, &ch, 1), 0);
+    snprintf(rkey, sizeof(rkey), "block:%s", a->key_hash);
+    assert_int_equal(rt_keys_control_decode(rkey, strlen(rkey), "{\"reason\":\"budget\"}", 19, NULL,
+                                            &ch, spec, err, sizeof(err)),
+                     0);
+    assert_int_equal(ch.op, RT_KEY_BLOCK);
+    assert_int_equal(rt_keys_apply(keys, &ch, 1), 0);
+    t = rt_keys_acquire(keys);
+    assert_string_equal(rt_keys_lookup(t, "sk-control-key-1", 16)->key_alias, "ctl");
+    assert_int_equal(rt_keys_lookup(t, "sk-control-key-1", 16)->blocked, 1);
+    rt_keys_release(&t);
+    /* Tombstones: unblock, delete. */
+    assert_int_equal(
+        rt_keys_control_decode(rkey, strlen(rkey), NULL, 0, NULL, &ch, spec, err, sizeof(err)), 0);
+    assert_int_equal(ch.op, RT_KEY_UNBLOCK);
+    snprintf(rkey, sizeof(rkey), "key:%s", a->key_hash);
+    assert_int_equal(
+        rt_keys_control_decode(rkey, strlen(rkey), NULL, 0, NULL, &ch, spec, err, sizeof(err)), 0);
+    assert_int_equal(ch.op, RT_KEY_DELETE);
+    assert_int_equal(rt_keys_apply(keys, &ch, 1), 0);
+    t = rt_keys_acquire(keys);
+    assert_null(rt_keys_lookup(t, "sk-control-key-1", 16));
+    rt_keys_release(&t);
+    /* A value whose hash differs from the record key is refused; other records are skipped. */
+    snprintf(rkey, sizeof(rkey), "key:%064d", 0);
+    assert_int_equal(
+        rt_keys_control_decode(rkey, strlen(rkey), value, len, NULL, &ch, spec, err, sizeof(err)),
+        TG_EINVAL);
+    assert_string_equal(err, "key_hash: does not match the record key");
+    assert_int_equal(
+        rt_keys_control_decode("team:x", 6, "{}", 2, NULL, &ch, spec, err, sizeof(err)),
+        TG_ENOTFOUND);
+    snprintf(rkey, sizeof(rkey), "key:%064d", 0);
+    rkey[10] = 'Z';
+    assert_int_equal(
+        rt_keys_control_decode(rkey, strlen(rkey), NULL, 0, NULL, &ch, spec, err, sizeof(err)),
+        TG_EINVAL);
+    rt_keys_destroy(&keys);
+    free(a);
+    free(spec);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -475,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_json_api_body),
         cmocka_unit_test(test_json_errors_name_the_field),
         cmocka_unit_test(test_json_stored_round_trip),
+        cmocka_unit_test(test_control_records),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
