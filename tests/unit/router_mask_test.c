@@ -149,13 +149,66 @@ static void test_fail_closed(void **state)
     rt_mask_destroy(&m);
 }
 
+static int utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        size_t len = s[i] < 0x80 ? 1 : (s[i] >> 5) == 6 ? 2 : (s[i] >> 4) == 14 ? 3 : 4;
+
+        if (s[i] >= 0x80 && (s[i] < 0xC2 || s[i] > 0xF4))
+            return 0;
+        if (i + len > n)
+            return 0;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+        }
+        i += len;
+    }
+    return 1;
+}
+
+/* Random bytes of random lengths: output always NUL-terminated, within the cap, valid UTF-8,
+ * free of control characters. Bounded: 20,000 inputs. */
+static void test_random_inputs(void **state)
+{
+    static unsigned char in[RT_MASK_INPUT_MAX + 512];
+    char out[200];
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+
+    (void)state;
+    for (int iter = 0; iter < 20000; iter++) {
+        size_t n, o;
+
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        n = (size_t)(x % sizeof(in));
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            /* Mostly printable ASCII with some high bytes and key-like prefixes. */
+            in[i] = (unsigned char)((x & 7) == 0 ? (x >> 8) : 32 + (x >> 8) % 95);
+        }
+        if (n > 10 && (x & 1))
+            memcpy(in + n / 2 - 5, "sk-", 3);
+        o = rt_mask_apply(NULL, (const char *)in, n, out, sizeof(out));
+        assert_true(o < sizeof(out));
+        assert_int_equal(strlen(out), o);
+        assert_true(utf8_valid((const unsigned char *)out, o));
+        for (size_t i = 0; i < o; i++)
+            assert_true((unsigned char)out[i] >= 0x20 && out[i] != 0x7F);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_corpus_in_contexts),
-        cmocka_unit_test(test_configured_secrets),
-        cmocka_unit_test(test_ordinary_text_survives),
-        cmocka_unit_test(test_fail_closed),
+        cmocka_unit_test(test_corpus_in_contexts),     cmocka_unit_test(test_configured_secrets),
+        cmocka_unit_test(test_ordinary_text_survives), cmocka_unit_test(test_fail_closed),
+        cmocka_unit_test(test_random_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -173,6 +173,45 @@ static void test_stream_without_usage_and_long_lines(void **state)
     rt_sse_usage_fini(&sse);
 }
 
+/* Random chunking of random SSE-ish bytes never crashes; counts stay non-negative. Bounded. */
+static void test_random_streams(void **state)
+{
+    static char data[4096];
+    uint64_t x = 0x123456789ABCDEFull;
+    static const char alphabet[] = "data: {}\"usage\":prompt_tokens,1\r\n[DONE]event";
+
+    (void)state;
+    for (int iter = 0; iter < 2000; iter++) {
+        struct rt_sse_usage sse;
+        struct rt_usage u;
+        size_t n, off = 0;
+
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        n = (size_t)(x % sizeof(data));
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            data[i] = alphabet[x % (sizeof(alphabet) - 1)];
+        }
+        assert_int_equal(rt_sse_usage_init(&sse, (enum rt_api)(iter % 4), 64 + (size_t)(x % 512)),
+                         0);
+        while (off < n) {
+            size_t step = 1 + (size_t)((x >> (off % 32)) % 97);
+
+            if (step > n - off)
+                step = n - off;
+            rt_sse_usage_feed(&sse, data + off, step);
+            off += step;
+        }
+        rt_sse_usage_get(&sse, &u);
+        assert_true(u.prompt_tokens >= 0 && u.completion_tokens >= 0);
+        rt_sse_usage_fini(&sse);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -180,6 +219,7 @@ int main(void)
         cmocka_unit_test(test_cost),
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_stream_without_usage_and_long_lines),
+        cmocka_unit_test(test_random_streams),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
