@@ -1,0 +1,173 @@
+/* spend-svc pure parts: the batch's bounds and offsets, Redis counter names, budget periods of
+ * the key mirror, and the admin date validator. No network. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "admin_http.h"
+#include "budgets.h"
+#include "config.h"
+#include "pg_sink.h"
+#include "proto_event.h"
+#include "redis_sink.h"
+#include "tg_err.h"
+
+static struct proto_event ev;
+
+static void test_batch_bounds_and_offsets(void **state)
+{
+    struct sp_pg_batch *b = sp_pg_batch_create(3, 1 << 20);
+    int32_t parts[8];
+    int64_t next[8];
+    (void)state;
+
+    assert_non_null(b);
+    proto_event_init(&ev);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 10, 100), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 12, 100), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 1, 5, 100), 0);
+    assert_true(sp_pg_batch_full(b));
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 1, 6, 100), TG_EFULL);
+    assert_int_equal(sp_pg_batch_add_dead(b, "invalid JSON", "xx", 2, 2, 7), 0);
+    assert_int_equal(sp_pg_batch_messages(b), 4);
+    assert_int_equal(sp_pg_batch_next_offset(b, 0), 13);
+    assert_int_equal(sp_pg_batch_next_offset(b, 1), 6);
+    assert_int_equal(sp_pg_batch_next_offset(b, 2), 8);
+    assert_int_equal(sp_pg_batch_next_offset(b, 3), -1);
+    assert_int_equal(sp_pg_batch_offsets(b, parts, next, 8), 3);
+
+    sp_pg_batch_drop_partition(b, 0);
+    assert_int_equal(sp_pg_batch_events(b), 1);
+    assert_int_equal(sp_pg_batch_next_offset(b, 0), -1);
+    assert_int_equal(sp_pg_batch_next_offset(b, 1), 6);
+    sp_pg_batch_drop_partition(b, 2);
+    assert_int_equal(sp_pg_batch_dead(b), 0);
+
+    sp_pg_batch_reset(b);
+    assert_int_equal(sp_pg_batch_messages(b), 0);
+    assert_false(sp_pg_batch_full(b));
+    sp_pg_batch_destroy(&b);
+    assert_null(b);
+    sp_pg_batch_destroy(&b);
+}
+
+static void test_batch_byte_cap(void **state)
+{
+    struct sp_pg_batch *b = sp_pg_batch_create(1000, 8000);
+    (void)state;
+    proto_event_init(&ev);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 1, 4000), 0);
+    assert_true(sp_pg_batch_full(b)); /* another 4 KiB event might not fit */
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 2, 4000), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 3, 4000), TG_EFULL);
+    sp_pg_batch_destroy(&b);
+}
+
+static void test_dead_payload_capped(void **state)
+{
+    static char big[SP_PG_DEAD_PAYLOAD_MAX_BYTES * 3];
+    struct sp_pg_batch *b = sp_pg_batch_create(10, 1 << 20);
+    (void)state;
+    memset(big, 'x', sizeof(big));
+    for (int i = 0; i < SP_PG_DEAD_PER_BATCH_MAX; i++)
+        assert_int_equal(sp_pg_batch_add_dead(b, "too large", big, sizeof(big), 0, i), 0);
+    assert_int_equal(sp_pg_batch_add_dead(b, "too large", big, sizeof(big), 0, 9999), TG_EFULL);
+    assert_true(sp_pg_batch_full(b));
+    sp_pg_batch_destroy(&b);
+}
+
+static void test_counter_names(void **state)
+{
+    char n[SP_REDIS_KEY_MAX];
+    char longname[300];
+    (void)state;
+    assert_int_equal(sp_redis_sink_counter_name(n, sizeof(n), "key", "abc", "2026-11-30", 0, 0),
+                     0);
+    assert_string_equal(n, "tg:spend:day:2026-11-30:key:abc");
+    assert_int_equal(sp_redis_sink_counter_name(n, sizeof(n), "team", "t1", "", 86400,
+                                                1796023325),
+                     0);
+    assert_string_equal(n, "tg:spend:period:86400:1795996800:team:t1");
+    memset(longname, 'a', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    assert_int_equal(sp_redis_sink_counter_name(n, sizeof(n), "model", longname, "2026-11-30", 0,
+                                                0),
+                     TG_ETOOBIG);
+}
+
+static void test_budget_mirror(void **state)
+{
+    struct sp_config cfg;
+    struct sp_budgets *b;
+    struct sp_pg_key k;
+    char err[256];
+    char subj[4][SP_PG_SUBJECT_MAX];
+    int64_t period[4];
+    (void)state;
+
+    sp_config_defaults(&cfg);
+    cfg.keys_max = 2;
+    cfg.teams_n = 1;
+    snprintf(cfg.teams[0].team_id, sizeof(cfg.teams[0].team_id), "t1");
+    cfg.teams[0].max_budget_nusd = 5;
+    cfg.teams[0].budget_period_s = 90; /* rounded up to whole minutes */
+    b = sp_budgets_create(&cfg, NULL, err, sizeof(err));
+    assert_non_null(b);
+
+    memset(&k, 0, sizeof(k));
+    snprintf(k.key_hash, sizeof(k.key_hash), "h1");
+    k.max_budget_nusd = 100;
+    k.budget_period_s = 86400;
+    assert_int_equal(sp_budgets_key_set(b, &k), 0);
+    snprintf(k.key_hash, sizeof(k.key_hash), "h2");
+    k.max_budget_nusd = -1;
+    assert_int_equal(sp_budgets_key_set(b, &k), 0);
+    snprintf(k.key_hash, sizeof(k.key_hash), "h3");
+    assert_int_equal(sp_budgets_key_set(b, &k), TG_EFULL); /* keys_max = 2 */
+
+    assert_int_equal(sp_budgets_period_of(b, 0, "h1"), 86400);
+    assert_int_equal(sp_budgets_period_of(b, 0, "h2"), 0); /* no budget */
+    assert_int_equal(sp_budgets_period_of(b, 0, "nope"), 0);
+    assert_int_equal(sp_budgets_period_of(b, 1, "t1"), 120);
+    assert_int_equal(sp_budgets_list(b, 0, subj, period, 4), 1);
+    assert_string_equal(subj[0], "h1");
+    assert_int_equal(sp_budgets_list(b, 1, subj, period, 4), 1);
+
+    sp_budgets_key_delete(b, "h1");
+    assert_int_equal(sp_budgets_period_of(b, 0, "h1"), 0);
+    snprintf(k.key_hash, sizeof(k.key_hash), "h3");
+    assert_int_equal(sp_budgets_key_set(b, &k), 0); /* room again */
+    sp_budgets_destroy(&b);
+    assert_null(b);
+}
+
+static void test_valid_day(void **state)
+{
+    (void)state;
+    assert_true(sp_admin_http_valid_day("2026-11-30"));
+    assert_true(sp_admin_http_valid_day("2024-02-29"));
+    assert_false(sp_admin_http_valid_day("2026-02-29"));
+    assert_false(sp_admin_http_valid_day("2026-13-01"));
+    assert_false(sp_admin_http_valid_day("2026-11-31"));
+    assert_false(sp_admin_http_valid_day("2026-1-30"));
+    assert_false(sp_admin_http_valid_day("2026-11-30'; --"));
+    assert_false(sp_admin_http_valid_day(NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_bounds_and_offsets),
+        cmocka_unit_test(test_batch_byte_cap),
+        cmocka_unit_test(test_dead_payload_capped),
+        cmocka_unit_test(test_counter_names),
+        cmocka_unit_test(test_budget_mirror),
+        cmocka_unit_test(test_valid_day),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

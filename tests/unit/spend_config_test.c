@@ -1,0 +1,198 @@
+/* spend-svc config: defaults, os.environ/ values, FILE:LINE: key: problem errors, durations and
+ * USD amounts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "tg_err.h"
+
+static char tmp_path[256];
+
+/* write_cfg: the YAML text into a fresh temporary file; returns its path (static). */
+static const char *write_cfg(const char *text)
+{
+    FILE *f;
+    int fd;
+
+    snprintf(tmp_path, sizeof(tmp_path), "/tmp/spend_config_test.XXXXXX");
+    fd = mkstemp(tmp_path);
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return tmp_path;
+}
+
+static struct sp_config cfg;
+static char err[1024];
+
+static int load(const char *text)
+{
+    int rc = sp_config_load(write_cfg(text), &cfg, NULL, NULL, err, sizeof(err));
+    unlink(tmp_path);
+    return rc;
+}
+
+static void test_full_config(void **state)
+{
+    (void)state;
+    setenv("SPEND_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/tollgate", 1);
+    setenv("SPEND_TEST_MASTER", "mk-1", 1);
+    assert_int_equal(load("listen: 127.0.0.1:4101\n"
+                          "master_key: os.environ/SPEND_TEST_MASTER\n"
+                          "kafka: {brokers: \"127.0.0.1:1,127.0.0.1:2\", topic: ev,\n"
+                          "        control_topic: ctl, group_id: g}\n"
+                          "postgres: {dsn: os.environ/SPEND_TEST_DSN}\n"
+                          "redis: {url: redis://127.0.0.1:6380/3}\n"
+                          "batch: {max_events: 100, max_wait_ms: 50}\n"
+                          "budgets:\n"
+                          "  thresholds: [25, 75, 100]\n"
+                          "  teams:\n"
+                          "    - {team_id: t1, max_budget: 12.5, budget_duration: 1d}\n"
+                          "alerting: {anything: goes}\n"),
+                     0);
+    assert_string_equal(cfg.listen_host, "127.0.0.1");
+    assert_int_equal(cfg.listen_port, 4101);
+    assert_string_equal(cfg.master_key, "mk-1");
+    assert_string_equal(cfg.kafka_brokers, "127.0.0.1:1,127.0.0.1:2");
+    assert_string_equal(cfg.kafka_topic, "ev");
+    assert_string_equal(cfg.kafka_control_topic, "ctl");
+    assert_string_equal(cfg.kafka_group_id, "g");
+    assert_string_equal(cfg.pg_dsn, "postgresql://postgres@127.0.0.1:5432/tollgate");
+    assert_string_equal(cfg.redis_host, "127.0.0.1");
+    assert_int_equal(cfg.redis_port, 6380);
+    assert_int_equal(cfg.redis_db, 3);
+    assert_int_equal(cfg.batch_max_events, 100);
+    assert_int_equal(cfg.batch_max_wait_ms, 50);
+    assert_int_equal(cfg.budget_thresholds_n, 3);
+    assert_int_equal(cfg.budget_thresholds[0], 25);
+    assert_int_equal(cfg.teams_n, 1);
+    assert_string_equal(cfg.teams[0].team_id, "t1");
+    assert_int_equal(cfg.teams[0].max_budget_nusd, 12500000000LL);
+    assert_int_equal(cfg.teams[0].budget_period_s, 86400);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    assert_int_equal(load("postgres: {dsn: \"host=127.0.0.1\"}\n"), 0);
+    assert_int_equal(cfg.listen_port, 4001);
+    assert_string_equal(cfg.listen_host, "0.0.0.0");
+    assert_string_equal(cfg.kafka_topic, "tollgate.events.v1");
+    assert_string_equal(cfg.kafka_control_topic, "tollgate.control.v1");
+    assert_int_equal(cfg.batch_max_events, 5000);
+    assert_int_equal(cfg.batch_max_wait_ms, 200);
+    assert_int_equal(cfg.budget_thresholds_n, 3);
+    assert_int_equal(cfg.budget_thresholds[2], 100);
+    assert_true(cfg.redis_pending_max > 0);
+}
+
+static void test_errors_name_file_line_key(void **state)
+{
+    (void)state;
+    unsetenv("SPEND_TEST_UNSET");
+    assert_int_equal(load("postgres:\n  dsn: os.environ/SPEND_TEST_UNSET\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, ":2: postgres.dsn: environment variable SPEND_TEST_UNSET"));
+    assert_int_equal(strncmp(err, "/tmp/spend_config_test.", 23), 0);
+
+    assert_int_equal(load("postgres: {dsn: x}\nbatch:\n  max_events: 0\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, ":3: batch.max_events: must be between"));
+
+    assert_int_equal(load("postgres: {dsn: x}\nkafak: {}\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, ":2: kafak: unknown key"));
+
+    assert_int_equal(load("postgres: {dsn: x}\nredis: {url: http://x}\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, "redis.url"));
+
+    assert_int_equal(load("postgres: {dsn: x}\nlisten: nowhere\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, ":2: listen:"));
+
+    assert_int_equal(load("kafka: {topic: t}\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, "postgres.dsn: missing"));
+
+    assert_int_equal(load("postgres: {dsn: x}\nbudgets: {thresholds: [80, 50]}\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, "budgets.thresholds: must be ascending"));
+
+    assert_int_equal(load("postgres: {dsn: x}\nbudgets:\n  teams:\n    - {team_id: a, "
+                          "max_budget: lots}\n"),
+                     TG_ECONFIG);
+    assert_non_null(strstr(err, ":4: budgets.teams.max_budget"));
+
+    assert_int_equal(load("postgres: [unclosed\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, "yaml"));
+
+    assert_int_equal(sp_config_load("/nonexistent/spend.yaml", &cfg, NULL, NULL, err,
+                                    sizeof(err)),
+                     TG_EIO);
+    assert_non_null(strstr(err, "/nonexistent/spend.yaml:0: file:"));
+}
+
+static int alerting_seen;
+static int alerting_hook(void *ctx, void *doc, void *node, const char *file, char *e, size_t n)
+{
+    (void)doc;
+    (void)node;
+    (void)file;
+    (void)e;
+    (void)n;
+    alerting_seen = *(int *)ctx;
+    return 0;
+}
+
+static void test_alerting_hook(void **state)
+{
+    int ctx = 7;
+    (void)state;
+    alerting_seen = 0;
+    assert_int_equal(sp_config_load(write_cfg("postgres: {dsn: x}\nalerting: {a: 1}\n"), &cfg,
+                                    alerting_hook, &ctx, err, sizeof(err)),
+                     0);
+    unlink(tmp_path);
+    assert_int_equal(alerting_seen, 7);
+}
+
+static void test_durations_and_usd(void **state)
+{
+    int64_t v;
+    (void)state;
+    assert_int_equal(sp_config_parse_duration("30d", &v), 0);
+    assert_int_equal(v, 30 * 86400);
+    assert_int_equal(sp_config_parse_duration("12h", &v), 0);
+    assert_int_equal(v, 43200);
+    assert_int_equal(sp_config_parse_duration("15m", &v), 0);
+    assert_int_equal(v, 900);
+    assert_int_equal(sp_config_parse_duration("45", &v), 0);
+    assert_int_equal(v, 45);
+    assert_int_equal(sp_config_parse_duration("1w", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_duration("-1d", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_duration("", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_usd("0.000000001", &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(sp_config_parse_usd("100", &v), 0);
+    assert_int_equal(v, 100000000000LL);
+    assert_int_equal(sp_config_parse_usd("1.5", &v), 0);
+    assert_int_equal(v, 1500000000LL);
+    assert_int_equal(sp_config_parse_usd("1e3", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_usd("-2", &v), TG_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_config),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_errors_name_file_line_key),
+        cmocka_unit_test(test_alerting_hook),
+        cmocka_unit_test(test_durations_and_usd),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
