@@ -388,11 +388,12 @@ static void test_flood(void **state)
     assert_true(n >= FLOOD_SECONDS - 2);
     assert_true(st.posts <= (t_end - t_start) / 1000u * 1u + 3u);
     /* Every raised alert is accounted for: suppressed, dropped, sent, failed, or still queued
-     * or in flight at the snapshot. */
+     * or in flight at the snapshot (the snapshot is not atomic across counters while the
+     * sender runs: one POST may finish and the next start between two reads, hence + 2). */
     accounted = st.alerts[t][SP_ALERT_SUPPRESSED] + st.alerts[t][SP_ALERT_DROPPED] +
                 st.alerts[t][SP_ALERT_SENT] + st.alerts[t][SP_ALERT_FAILED];
     assert_true(st.alerts[t][SP_ALERT_RAISED] >= accounted);
-    assert_true(st.alerts[t][SP_ALERT_RAISED] - accounted <= st.queue_depth + 1);
+    assert_true(st.alerts[t][SP_ALERT_RAISED] - accounted <= st.queue_depth + 2);
     assert_true(st.alerts[t][SP_ALERT_RAISED] >= 100);
     assert_true(st.alerts[t][SP_ALERT_SUPPRESSED] > 0);
     assert_true(st.alerts[t][SP_ALERT_DROPPED] > 0);
