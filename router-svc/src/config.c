@@ -114,7 +114,7 @@ static yaml_node_t *node_at(struct ld *ld, int id)
 
 static int is_null(const yaml_node_t *n)
 {
-    const char *v;
+    const char *v = NULL;
 
     if (n == NULL)
         return 1;
@@ -128,7 +128,7 @@ static int is_null(const yaml_node_t *n)
 /* The text of a scalar with os.environ/NAME resolved. Borrowed (document or environment). */
 static int scalar(struct ld *ld, const yaml_node_t *n, const char *path, const char **out)
 {
-    const char *v;
+    const char *v = NULL;
 
     if (n == NULL || n->type != YAML_SCALAR_NODE)
         return fail(ld, n, path, "expected a scalar value");
@@ -150,7 +150,7 @@ static int scalar(struct ld *ld, const yaml_node_t *n, const char *path, const c
 
 static int get_str(struct ld *ld, const yaml_node_t *n, const char *path, char *dst, size_t cap)
 {
-    const char *v;
+    const char *v = NULL;
     size_t len;
 
     if (scalar(ld, n, path, &v) != 0)
@@ -194,8 +194,8 @@ static int parse_u64_text(const char *v, uint64_t *out)
 static int get_u64(struct ld *ld, const yaml_node_t *n, const char *path, uint64_t max,
                    uint64_t *out)
 {
-    const char *v;
-    uint64_t r;
+    const char *v = NULL;
+    uint64_t r = 0;
 
     if (scalar(ld, n, path, &v) != 0)
         return TG_ECONFIG;
@@ -211,7 +211,7 @@ static int get_u64(struct ld *ld, const yaml_node_t *n, const char *path, uint64
 static int get_u32(struct ld *ld, const yaml_node_t *n, const char *path, uint32_t max,
                    uint32_t *out)
 {
-    uint64_t r;
+    uint64_t r = 0;
 
     if (get_u64(ld, n, path, max, &r) != 0)
         return TG_ECONFIG;
@@ -221,7 +221,7 @@ static int get_u32(struct ld *ld, const yaml_node_t *n, const char *path, uint32
 
 static int get_limit(struct ld *ld, const yaml_node_t *n, const char *path, int64_t *out)
 {
-    uint64_t r;
+    uint64_t r = 0;
 
     if (is_null(n)) {
         *out = RT_LIMIT_NONE;
@@ -235,7 +235,7 @@ static int get_limit(struct ld *ld, const yaml_node_t *n, const char *path, int6
 
 static int get_i32(struct ld *ld, const yaml_node_t *n, const char *path, int32_t *out)
 {
-    const char *v;
+    const char *v = NULL;
     char *end = NULL;
     long long r;
 
@@ -251,7 +251,7 @@ static int get_i32(struct ld *ld, const yaml_node_t *n, const char *path, int32_
 
 static int get_bool(struct ld *ld, const yaml_node_t *n, const char *path, int *out)
 {
-    const char *v;
+    const char *v = NULL;
 
     if (scalar(ld, n, path, &v) != 0)
         return TG_ECONFIG;
@@ -404,7 +404,7 @@ int rt_config_parse_duration_s(const char *text, int64_t *seconds_out)
 
 static int get_fusd(struct ld *ld, const yaml_node_t *n, const char *path, int64_t *out)
 {
-    const char *v;
+    const char *v = NULL;
     int rc;
 
     if (scalar(ld, n, path, &v) != 0)
@@ -420,7 +420,7 @@ static int get_fusd(struct ld *ld, const yaml_node_t *n, const char *path, int64
 /* Seconds, possibly fractional ("30", "2.5"), to milliseconds, 1 ms .. 24 h. */
 static int get_seconds_ms(struct ld *ld, const yaml_node_t *n, const char *path, uint32_t *out)
 {
-    const char *v;
+    const char *v = NULL;
     unsigned __int128 m;
     int e;
     int64_t ms;
@@ -928,7 +928,7 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n)
         if (strcmp(k, "timeout") == 0) {
             continue;
         } else if (strcmp(k, "routing_strategy") == 0) {
-            const char *s;
+            const char *s = NULL;
 
             if (scalar(ld, v, p, &s) != 0)
                 return TG_ECONFIG;
@@ -944,7 +944,7 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n)
                           "latency-based-routing)",
                           s);
         } else if (strcmp(k, "num_retries") == 0) {
-            uint32_t r;
+            uint32_t r = 0;
 
             rc = get_u32(ld, v, p, 16, &r);
             cfg->num_retries = (int32_t)r;
@@ -953,7 +953,7 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n)
         } else if (strcmp(k, "allowed_fails") == 0) {
             rc = get_u32(ld, v, p, 1000000, &cfg->allowed_fails);
         } else if (strcmp(k, "cooldown_time") == 0) {
-            uint32_t ms;
+            uint32_t ms = 0;
 
             rc = get_seconds_ms(ld, v, p, &ms);
             cfg->cooldown_s = (ms + 999) / 1000;
@@ -1050,7 +1050,7 @@ static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *pat
     {
         const char *k = pair_key(ld, pair, path);
         struct rt_key_model_limit *l = NULL;
-        int64_t v;
+        int64_t v = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
@@ -1154,7 +1154,7 @@ static int parse_key_router_settings(struct ld *ld, yaml_node_t *n, const char *
             if (parse_aliases(ld, v, p, ks->aliases, RT_KEY_ALIASES_MAX, &ks->n_aliases) != 0)
                 return TG_ECONFIG;
         } else if (strcmp(k, "num_retries") == 0) {
-            uint32_t r;
+            uint32_t r = 0;
 
             if (is_null(v))
                 continue;
@@ -1191,7 +1191,7 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
             return TG_ECONFIG;
         path_join(p, path, k);
         if (strcmp(k, "key") == 0) {
-            const char *s;
+            const char *s = NULL;
 
             if (scalar(ld, v, p, &s) != 0)
                 return TG_ECONFIG;
@@ -1225,14 +1225,14 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
                 ks->n_models++;
             }
         } else if (strcmp(k, "max_budget") == 0) {
-            int64_t fusd;
+            int64_t fusd = 0;
 
             if (is_null(v))
                 continue;
             rc = get_fusd(ld, v, p, &fusd);
             ks->max_budget_nusd = fusd / 1000000;
         } else if (strcmp(k, "budget_duration") == 0) {
-            const char *s;
+            const char *s = NULL;
 
             if (is_null(v))
                 continue;
@@ -1304,7 +1304,7 @@ static int parse_keys(struct ld *ld, yaml_node_t *n, const char *path)
 static int parse_listen(struct ld *ld, yaml_node_t *n, const char *p)
 {
     const char *colon;
-    uint64_t port;
+    uint64_t port = 0;
 
     if (get_nonempty_str(ld, n, p, ld->cfg->listen, sizeof(ld->cfg->listen)) != 0)
         return TG_ECONFIG;
@@ -1368,7 +1368,7 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                     if (rc == 0 && cfg->spool_max_bytes < 1024u * 1024u)
                         rc = fail(ld, sv, q, "expected at least 1048576 bytes");
                 } else if (strcmp(k, "spool") == 0 && strcmp(sk, "full_policy") == 0) {
-                    const char *s;
+                    const char *s = NULL;
 
                     if (scalar(ld, sv, q, &s) != 0)
                         return TG_ECONFIG;
@@ -1379,8 +1379,8 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                     else
                         rc = fail(ld, sv, q, "expected drop or reject");
                 } else if (strcmp(k, "spool") == 0 && strcmp(sk, "fsync") == 0) {
-                    const char *s;
-                    uint64_t ms;
+                    const char *s = NULL;
+                    uint64_t ms = 0;
 
                     if (scalar(ld, sv, q, &s) != 0)
                         return TG_ECONFIG;

@@ -886,7 +886,7 @@ static int j_model_limits(struct jctx *j, const json_t *v, const char *field, st
         char name[RT_NAME_CAP];
         json_t *gs = json_string(g);
         int rc;
-        int64_t val;
+        int64_t val = 0;
 
         fpath(f, sizeof(f), "%s.%s", field, g);
         rc = gs == NULL ? TG_ENOMEM : j_model(j, gs, f, name);
@@ -1126,7 +1126,7 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
             } else if (strcmp(rk, "model_group_alias") == 0) {
                 rc = j_aliases(j, rv, f, s);
             } else if (strcmp(rk, "num_retries") == 0) {
-                int64_t n;
+                int64_t n = 0;
 
                 rc = j_limit(j, rv, f, &n);
                 if (rc == 0 && n > 16)
@@ -1144,7 +1144,7 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
     if (form == RT_KEY_JSON_API) {
         if (strcmp(k, "max_budget") == 0) {
             char num[64];
-            int64_t fusd;
+            int64_t fusd = 0;
 
             if (json_is_null(v)) {
                 s->max_budget_nusd = RT_LIMIT_NONE;
@@ -1181,7 +1181,7 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
         if (strcmp(k, "max_budget_nusd") == 0)
             return j_limit(j, v, k, &s->max_budget_nusd);
         if (strcmp(k, "budget_duration_s") == 0 || strcmp(k, "expires_epoch_ms") == 0) {
-            int64_t n;
+            int64_t n = 0;
 
             if (j_limit(j, v, k, &n) != 0)
                 return TG_EINVAL;
