@@ -43,6 +43,9 @@
 #define FL_CONNECTIONS_MAX 16384u               /* open connections */
 #define FL_CONNECTION_TIMEOUT_S 300u            /* idle connection timeout */
 #define FL_THREADS_MAX 64
+/* Per-connection MHD memory pool (request headers, write buffer). MHD zeroes it on every
+ * keep-alive request, so it is kept small: 16 KiB holds any realistic header set. */
+#define FL_CONNECTION_POOL_BYTES (16u * 1024u)
 
 enum route {
     ROUTE_NOT_FOUND,
@@ -440,10 +443,22 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
         if (stream)
             ctype = "text/event-stream; charset=utf-8";
         stream = 0;
+    } else if (!dec.fail && !stream) {
+        /* The common case, kept lean: one buffer, handed to MHD without a copy. */
+        struct tg_buf ob;
+        if (tg_buf_init(&ob, fl_body_capacity(&gen, 0)) != 0)
+            goto out;
+        if (fl_body_success(&ob, &gen) != 0) {
+            tg_buf_fini(&ob);
+            goto out;
+        }
+        resp = MHD_create_response_from_buffer(ob.len, ob.data, MHD_RESPMEM_MUST_FREE);
+        if (resp == NULL)
+            tg_buf_fini(&ob);
     } else {
         int drop = dec.fail && fault == FL_FAULT_DROP_MID_STREAM;
         st = calloc(1, sizeof(*st));
-        if (st == NULL || tg_buf_init(&st->buf, fl_body_capacity(&gen)) != 0)
+        if (st == NULL || tg_buf_init(&st->buf, fl_body_capacity(&gen, stream)) != 0)
             goto out;
         st->app = app;
         st->conn = conn;
@@ -467,19 +482,9 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
             st->drop_bytes = st->buf.len / 2;
             resp = MHD_create_response_from_callback(st->buf.len, 16384, stream_read, st,
                                                      stream_free);
-        } else {
-            if (fl_body_success(&st->buf, &gen) != 0)
-                goto out;
-            resp = MHD_create_response_from_buffer(st->buf.len, st->buf.data,
-                                                   MHD_RESPMEM_MUST_COPY);
-            stream_free(st);
         }
-        if (resp == NULL) {
-            if (stream || drop)
-                stream_free(st);
-            st = NULL;
-            goto out;
-        }
+        if (resp == NULL)
+            goto out; /* st is freed at out */
         st = NULL; /* owned by resp now */
         req->drop = drop;
     }
@@ -1043,6 +1048,7 @@ int main(int argc, char **argv)
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)(threads > 1 ? threads : 0),
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)FL_CONNECTIONS_MAX,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)FL_CONNECTION_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FL_CONNECTION_POOL_BYTES,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, &app, MHD_OPTION_END);
     if (app.daemon == NULL) {
         TG_ERROR("event=start_failed reason=mhd");

@@ -70,11 +70,14 @@ static void chunk_range(const struct fl_gen *g, uint32_t i, uint32_t *from, uint
     *to = (uint32_t)(w * (i + 1) / g->chunks);
 }
 
-size_t fl_body_capacity(const struct fl_gen *g)
+size_t fl_body_capacity(const struct fl_gen *g, int stream)
 {
     size_t text = (size_t)text_words(g) * WORD_MAX_BYTES;
     size_t per_event = 1024 + 2 * MODEL_ESC_MAX;
-    size_t cap = 16384 + 8 * text + (g->chunks + 16) * per_event;
+    size_t cap = 2048 + 2 * MODEL_ESC_MAX + 2 * text;
+
+    if (stream)
+        cap = 16384 + 8 * text + (g->chunks + 16) * per_event;
 
     if (g->api == FL_API_EMBEDDINGS)
         cap += (size_t)g->embed_inputs * (128 + (size_t)g->embed_dims * 12);

@@ -45,8 +45,8 @@ struct fl_segments {
     size_t n;
 };
 
-/* fl_body_capacity: bytes a tg_buf needs for any body of g (stream or not). */
-size_t fl_body_capacity(const struct fl_gen *g);
+/* fl_body_capacity: bytes a tg_buf needs for the body of g (stream: 1 for the SSE stream). */
+size_t fl_body_capacity(const struct fl_gen *g, int stream);
 
 /* fl_body_success: the non-streaming success body of g->api into out.
  * Returns 0 or TG_EFULL when out was too small. */

@@ -18,9 +18,19 @@ source "$SRC/tests/lib/services.sh"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fake-llm-test.XXXXXX")
 FAILS=0
 
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$SRC/tests/lib/lsan.supp}
+
+# Stop fake-llm (SIGTERM, clean shutdown) and fail on any sanitizer report in its log.
 cleanup() {
+    local rc=$? log=$WORK/state/fakellm/fake-llm.log
     tg_services_stop_all
+    if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$log" 2>/dev/null; then
+        echo "FAIL [$CASE]: sanitizer report in the fake-llm log:" >&2
+        grep -E -A 40 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$log" | head -n 80 >&2
+        rc=1
+    fi
     rm -rf "$WORK"
+    exit "$rc"
 }
 trap cleanup EXIT
 
