@@ -521,6 +521,43 @@ case_control() {
     check "untracked counted" jq -e '.untracked == 1 and .total.requests >= 1' <(curl -sS -m 10 "$URL/_stats")
 }
 
+# sse_check itself: valid streams pass, each kind of defect is refused with its reason.
+case_sse_check() {
+    local ok=$'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+    rejects() { # rejects DIALECT REASON-REGEX INPUT
+        local err
+        if err=$(printf '%s' "$3" | "$SSE_CHECK" --dialect "$1" 2>&1 >/dev/null); then
+            fail "sse_check accepted: $2"
+        elif ! grep -qE "$2" <<<"$err"; then
+            fail "sse_check reason '$err' does not match '$2'"
+        fi
+    }
+    check "valid chat stream" "$SSE_CHECK" --dialect openai-chat <(printf '%s' "$ok")
+    check "comments, id and retry are fine" "$SSE_CHECK" <(printf ': c\n\nid: 1\nretry: 5\ndata: a\ndata: b\n\n')
+    rejects sse 'does not end with' $'data: x\n\ndata: y'
+    rejects sse 'trailing partial event' $'data: x\n\ndata: y\n'
+    rejects sse 'carriage return' $'data: x\r\n\r\n'
+    rejects sse 'unknown field' $'foo: x\n\n'
+    rejects sse 'retry' $'retry: 1s\ndata: x\n\n'
+    rejects sse 'without a data field' $'event: a\n\n'
+    rejects sse 'blank line without' $'data: x\n\n\n'
+    rejects sse 'invalid UTF-8' $'data: \xff\n\n'
+    rejects sse 'empty body' ''
+    rejects openai-chat 'not JSON' $'data: {oops\n\ndata: [DONE]\n\n'
+    rejects openai-chat 'DONE' "${ok%data: \[DONE\]*}"
+    rejects openai-chat 'after \[DONE\]' "$ok$ok"
+    rejects openai-chat 'no event: field' "event: x"$'\n'"$ok"
+    rejects openai-chat 'usage .* != ' $'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: {"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":4}}\n\ndata: [DONE]\n\n'
+    rejects openai-chat 'id changed' $'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+    rejects anthropic 'not message_start' $'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+    rejects anthropic 'does not match' $'event: message_start\ndata: {"type":"ping"}\n\n'
+    rejects anthropic 'message_stop before message_delta' $'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":1}}}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n'
+    rejects anthropic 'outside its block' $'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":1}}}\n\nevent: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}\n\n'
+    rejects openai-responses 'not response.created' $'event: response.completed\ndata: {"type":"response.completed","response":{"status":"completed"}}\n\n'
+    rejects openai-responses 'does not end with response.completed' $'event: response.created\ndata: {"type":"response.created"}\n\n'
+    rejects openai-responses 'sequence_number' $'event: response.created\ndata: {"type":"response.created","sequence_number":0}\n\nevent: response.in_progress\ndata: {"type":"response.in_progress","sequence_number":2}\n\n'
+}
+
 # ----------------------------------------------------------------------------------- main
 
 if ! declare -F "case_$CASE" >/dev/null; then
