@@ -1,7 +1,12 @@
 #include "upstream.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +16,9 @@
 #include "tg_err.h"
 #include "tg_log.h"
 #include "tg_time.h"
+
+/* epoll events handled per wakeup of the loop */
+#define RT_UPSTREAM_EVENTS_BATCH 64
 
 enum { CMD_SUBMIT = 1, CMD_CANCEL = 2, CMD_UNPAUSE = 4 };
 enum { SLOT_FREE = 0, SLOT_QUEUED, SLOT_ACTIVE };
@@ -43,6 +51,10 @@ struct rt_upstream {
     pthread_t thread;
     int thread_started;
     _Atomic int stop;
+    int epfd;             /* epoll set: curl's sockets, the timer, the wakeup */
+    int timerfd;          /* curl's timer */
+    int wakefd;           /* eventfd: commands are waiting */
+    int timeout_now;      /* curl asked for an immediate timeout action; loop thread */
     int closed;           /* guarded by lock: submit refuses */
     pthread_mutex_t lock; /* guards the free stack, the command ring and slot gen/cmds/queued */
     size_t cap;           /* slots */
@@ -204,7 +216,8 @@ static void slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int c
     atomic_fetch_add(&up->st_completed, 1);
     s->ops->on_done(s->ud, &res);
     free(res.body);
-    curl_easy_reset(s->easy);
+    /* no curl_easy_reset: submit sets every option a transfer uses, and a reset would cost a
+     * few KB of memset per request */
     slot_release(up, idx);
 }
 
@@ -254,28 +267,118 @@ static void loop_commands(struct rt_upstream *up)
     }
 }
 
+static void drain_done(struct rt_upstream *up)
+{
+    CURLMsg *msg;
+    int left;
+
+    while ((msg = curl_multi_info_read(up->multi, &left)) != NULL) {
+        struct slot *s = NULL;
+
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+        if (s == NULL)
+            continue;
+        slot_finish(up, (uint32_t)(s - up->slots), msg->data.result, 0);
+    }
+}
+
+/* curl tells which sockets to watch: mirror it into the epoll set. Loop thread. */
+static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+    struct rt_upstream *up = userp;
+    struct epoll_event ev;
+
+    (void)easy;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(up->epfd, EPOLL_CTL_DEL, fd, NULL);
+        curl_multi_assign(up->multi, fd, NULL);
+        return 0;
+    }
+    memset(&ev, 0, sizeof(ev));
+    ev.data.fd = fd;
+    if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
+        ev.events |= EPOLLIN;
+    if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
+        ev.events |= EPOLLOUT;
+    if (socketp == NULL) {
+        if (epoll_ctl(up->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST)
+            epoll_ctl(up->epfd, EPOLL_CTL_MOD, fd, &ev);
+        curl_multi_assign(up->multi, fd, up);
+    } else {
+        epoll_ctl(up->epfd, EPOLL_CTL_MOD, fd, &ev);
+    }
+    return 0;
+}
+
+/* curl's single timer, kept in a timerfd. timeout 0 means "call me now". Loop thread. */
+static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+    struct rt_upstream *up = userp;
+    struct itimerspec its;
+
+    (void)multi;
+    memset(&its, 0, sizeof(its));
+    if (timeout_ms == 0) {
+        up->timeout_now = 1;
+    } else if (timeout_ms > 0) {
+        its.it_value.tv_sec = timeout_ms / 1000;
+        its.it_value.tv_nsec = (timeout_ms % 1000) * 1000000L;
+    }
+    timerfd_settime(up->timerfd, 0, &its, NULL);
+    return 0;
+}
+
+static void wake(struct rt_upstream *up)
+{
+    uint64_t one = 1;
+    ssize_t n = write(up->wakefd, &one, sizeof(one));
+
+    (void)n; /* EAGAIN: the counter is already non-zero, the loop wakes anyway */
+}
+
 static void *loop_main(void *arg)
 {
     struct rt_upstream *up = arg;
+    struct epoll_event evs[RT_UPSTREAM_EVENTS_BATCH];
     int running = 0;
 
     while (!atomic_load(&up->stop)) {
-        CURLMsg *msg;
-        int left;
+        int n = epoll_wait(up->epfd, evs, RT_UPSTREAM_EVENTS_BATCH, up->timeout_now ? 0 : 1000);
 
-        curl_multi_poll(up->multi, NULL, 0, 1000, NULL);
-        loop_commands(up);
-        curl_multi_perform(up->multi, &running);
-        while ((msg = curl_multi_info_read(up->multi, &left)) != NULL) {
-            struct slot *s = NULL;
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
 
-            if (msg->msg != CURLMSG_DONE)
-                continue;
-            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
-            if (s == NULL)
-                continue;
-            slot_finish(up, (uint32_t)(s - up->slots), msg->data.result, 0);
+            if (fd == up->wakefd) {
+                uint64_t v;
+                ssize_t r = read(up->wakefd, &v, sizeof(v));
+
+                (void)r;
+                loop_commands(up);
+            } else if (fd == up->timerfd) {
+                uint64_t v;
+                ssize_t r = read(up->timerfd, &v, sizeof(v));
+
+                (void)r;
+                curl_multi_socket_action(up->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+            } else {
+                int mask = 0;
+
+                if (evs[i].events & EPOLLIN)
+                    mask |= CURL_CSELECT_IN;
+                if (evs[i].events & EPOLLOUT)
+                    mask |= CURL_CSELECT_OUT;
+                if (evs[i].events & (EPOLLERR | EPOLLHUP))
+                    mask |= CURL_CSELECT_ERR;
+                curl_multi_socket_action(up->multi, fd, mask, &running);
+            }
         }
+        while (up->timeout_now) {
+            up->timeout_now = 0;
+            curl_multi_socket_action(up->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        }
+        drain_done(up);
     }
     /* shutdown: every transfer still owned gets its on_done */
     loop_commands(up);
@@ -299,6 +402,7 @@ struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, cha
     up = calloc(1, sizeof(*up));
     if (up == NULL)
         goto nomem;
+    up->epfd = up->timerfd = up->wakefd = -1;
     pthread_mutex_init(&up->lock, NULL);
     up->cap = cfg->max_transfers;
     up->slots = calloc(up->cap, sizeof(*up->slots));
@@ -322,6 +426,28 @@ struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, cha
     curl_multi_setopt(up->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, cfg->max_total_connections);
     curl_multi_setopt(up->multi, CURLMOPT_MAXCONNECTS, cfg->max_host_connections);
     curl_multi_setopt(up->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(up->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+    curl_multi_setopt(up->multi, CURLMOPT_SOCKETDATA, up);
+    curl_multi_setopt(up->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+    curl_multi_setopt(up->multi, CURLMOPT_TIMERDATA, up);
+    up->epfd = epoll_create1(EPOLL_CLOEXEC);
+    up->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    up->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (up->epfd < 0 || up->timerfd < 0 || up->wakefd < 0) {
+        snprintf(err, errlen, "upstream: cannot create the event loop descriptors");
+        rt_upstream_destroy(&up);
+        return NULL;
+    }
+    {
+        struct epoll_event ev;
+
+        memset(&ev, 0, sizeof(ev));
+        ev.events = EPOLLIN;
+        ev.data.fd = up->timerfd;
+        epoll_ctl(up->epfd, EPOLL_CTL_ADD, up->timerfd, &ev);
+        ev.data.fd = up->wakefd;
+        epoll_ctl(up->epfd, EPOLL_CTL_ADD, up->wakefd, &ev);
+    }
     if (pthread_create(&up->thread, NULL, loop_main, up) != 0) {
         snprintf(err, errlen, "upstream: cannot start the event-loop thread");
         rt_upstream_destroy(&up);
@@ -345,7 +471,7 @@ void rt_upstream_destroy(struct rt_upstream **upp)
     *upp = NULL;
     if (up->thread_started) {
         atomic_store(&up->stop, 1);
-        curl_multi_wakeup(up->multi);
+        wake(up);
         pthread_join(up->thread, NULL);
     }
     if (up->slots != NULL) {
@@ -356,6 +482,12 @@ void rt_upstream_destroy(struct rt_upstream **upp)
     }
     if (up->multi != NULL)
         curl_multi_cleanup(up->multi);
+    if (up->epfd >= 0)
+        close(up->epfd);
+    if (up->timerfd >= 0)
+        close(up->timerfd);
+    if (up->wakefd >= 0)
+        close(up->wakefd);
     free(up->batch_cmds);
     free(up->batch);
     free(up->ring);
@@ -445,16 +577,20 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
     curl_easy_setopt(s->easy, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(s->easy, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(s->easy, CURLOPT_CONNECTTIMEOUT_MS, req->timeout_ms > 0 ? req->timeout_ms : 30000L);
-    if (req->recv_buffer_bytes > 0)
-        curl_easy_setopt(s->easy, CURLOPT_BUFFERSIZE, req->recv_buffer_bytes);
+    curl_easy_setopt(s->easy, CURLOPT_BUFFERSIZE,
+                     req->recv_buffer_bytes > 0 ? req->recv_buffer_bytes : (long)CURL_MAX_WRITE_SIZE);
     if (req->stream) {
         idle_s = (req->idle_timeout_ms > 0 ? req->idle_timeout_ms : req->timeout_ms) / 1000;
         if (idle_s < 1)
             idle_s = 1;
+        curl_easy_setopt(s->easy, CURLOPT_TIMEOUT_MS, 0L);
         curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
         curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_TIME, idle_s);
     } else {
-        curl_easy_setopt(s->easy, CURLOPT_TIMEOUT_MS, req->timeout_ms > 0 ? req->timeout_ms : 600000L);
+        curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_LIMIT, 0L);
+        curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_TIME, 0L);
+        curl_easy_setopt(s->easy, CURLOPT_TIMEOUT_MS,
+                         req->timeout_ms > 0 ? req->timeout_ms : 600000L);
     }
 
     pthread_mutex_lock(&up->lock);
@@ -464,7 +600,7 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
     atomic_fetch_add(&up->st_submitted, 1);
     atomic_fetch_add(&up->st_active, 1);
     *handle = handle_make(idx, gen);
-    curl_multi_wakeup(up->multi);
+    wake(up);
     return 0;
 }
 
@@ -483,7 +619,7 @@ static void post_for_handle(struct rt_upstream *up, uint64_t handle, unsigned cm
     }
     pthread_mutex_unlock(&up->lock);
     if (posted)
-        curl_multi_wakeup(up->multi);
+        wake(up);
 }
 
 void rt_upstream_shutdown(struct rt_upstream *up)
@@ -495,7 +631,7 @@ void rt_upstream_shutdown(struct rt_upstream *up)
             cmd_post_locked(up, (uint32_t)i, CMD_CANCEL);
     }
     pthread_mutex_unlock(&up->lock);
-    curl_multi_wakeup(up->multi);
+    wake(up);
 }
 
 void rt_upstream_cancel(struct rt_upstream *up, uint64_t handle)

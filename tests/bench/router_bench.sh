@@ -11,7 +11,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 rt_init router-bench
 CONC=${RT_BENCH_CONC:-64}
-DUR=${RT_BENCH_SECONDS:-8}
+DUR=${RT_BENCH_SECONDS:-5}
 LOADGEN="$TG_BUILD_DIR/tests/chaos/loadgen"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 WRK=$(command -v wrk || true)
@@ -109,38 +109,52 @@ url_of() {
     esac
 }
 
-# throughput: closed loop at CONC connections for DUR seconds
+# throughput: closed loop at CONC connections for DUR seconds. The machine may be shared, so
+# the three targets are measured in ROUNDS interleaved rounds and the median round is kept.
+ROUNDS=${RT_BENCH_ROUNDS:-3}
 declare -A RPS CPU_US RSS P50 P99 FAILS
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
+declare -A RPS_ALL CPU_ALL
+for round in $(seq 1 "$ROUNDS"); do
+    for t in direct nginx router; do
+        url=$(url_of $t)
+        pids=$(pids_of $t)
+        if [ -n "$WRK" ]; then
+            "$WRK" -t2 -c"$CONC" -d1s -s "$RT_DIR/post.lua" "$url/v1/chat/completions" >/dev/null 2>&1
+        fi
+        c0=$(cpu_ticks $pids)
+        if [ -n "$WRK" ]; then
+            "$WRK" -t2 -c"$CONC" -d"${DUR}s" -s "$RT_DIR/post.lua" "$url/v1/chat/completions" \
+                >"$RT_DIR/wrk.$t.$round" 2>&1
+            rps=$(awk '/^Requests\/sec:/ {print $2}' "$RT_DIR/wrk.$t.$round")
+            reqs=$(awk '/requests in/ {print $1}' "$RT_DIR/wrk.$t.$round")
+            non2xx=$(awk '/Non-2xx/ {print $5}' "$RT_DIR/wrk.$t.$round")
+        else
+            "$LOADGEN" --url "$url" --key "$RT_KEY" --rate 100000 --duration "$DUR" --mix chat \
+                --stream-ratio 0 --max-inflight "$CONC" >"$RT_DIR/wrk.$t.$round" 2>&1
+            reqs=$(grep '^{' "$RT_DIR/wrk.$t.$round" | tail -1 | jq '.ok')
+            rps=$(echo "$reqs $DUR" | awk '{printf "%.0f", $1 / $2}')
+            non2xx=0
+        fi
+        c1=$(cpu_ticks $pids)
+        RPS_ALL[$t]="${RPS_ALL[$t]:-} ${rps%.*}"
+        CPU_ALL[$t]="${CPU_ALL[$t]:-} $(echo "$c0 $c1 $TICK $reqs" | awk '{printf "%.1f", ($2 - $1) * 1e6 / $3 / $4}')"
+        FAILS[$t]=$((${FAILS[$t]:-0} + ${non2xx:-0}))
+    done
+done
 for t in direct nginx router; do
-    url=$(url_of $t)
-    pids=$(pids_of $t)
-    # warm-up
-    if [ -n "$WRK" ]; then
-        "$WRK" -t2 -c"$CONC" -d2s -s "$RT_DIR/post.lua" "$url/v1/chat/completions" >/dev/null 2>&1
-    fi
-    c0=$(cpu_ticks $pids)
-    if [ -n "$WRK" ]; then
-        "$WRK" -t2 -c"$CONC" -d"${DUR}s" -s "$RT_DIR/post.lua" "$url/v1/chat/completions" >"$RT_DIR/wrk.$t" 2>&1
-        rps=$(awk '/^Requests\/sec:/ {print $2}' "$RT_DIR/wrk.$t")
-        reqs=$(awk '/requests in/ {print $1}' "$RT_DIR/wrk.$t")
-        non2xx=$(awk '/Non-2xx/ {print $5}' "$RT_DIR/wrk.$t")
-    else
-        "$LOADGEN" --url "$url" --key "$RT_KEY" --rate 100000 --duration "$DUR" --mix chat \
-            --stream-ratio 0 --max-inflight "$CONC" >"$RT_DIR/wrk.$t" 2>&1
-        reqs=$(tail -1 "$RT_DIR/wrk.$t" | jq '.ok')
-        rps=$(echo "$reqs $DUR" | awk '{printf "%.0f", $1 / $2}')
-        non2xx=0
-    fi
-    c1=$(cpu_ticks $pids)
-    RPS[$t]=${rps%.*}
-    FAILS[$t]=${non2xx:-0}
-    CPU_US[$t]=$(echo "$c0 $c1 $TICK $reqs" | awk '{printf "%.1f", ($2 - $1) * 1e6 / $3 / $4}')
-    RSS[$t]=$(rss_kb $pids)
+    RPS[$t]=$(echo "${RPS_ALL[$t]}" | median)
+    CPU_US[$t]=$(echo "${CPU_ALL[$t]}" | median)
+    RSS[$t]=$(rss_kb $(pids_of $t))
 done
 
-# latency at half load: open loop at half of the direct throughput, same rate everywhere
-RATE=$((RPS[direct] / 2))
-[ "$RATE" -gt 20000 ] && RATE=20000
+# latency at half load: open loop at half of the slowest target's throughput, the same rate
+# for all three, so that every target can sustain it
+RATE=${RPS[direct]}
+for t in nginx router; do
+    [ "${RPS[$t]}" -lt "$RATE" ] && RATE=${RPS[$t]}
+done
+RATE=$((RATE / 2))
 for t in direct nginx router; do
     "$LOADGEN" --url "$(url_of $t)" --key "$RT_KEY" --rate "$RATE" --duration "$DUR" \
         --mix chat --stream-ratio 0 --max-inflight 4096 >"$RT_DIR/lat.$t" 2>&1
@@ -153,12 +167,12 @@ ratio() { echo "$1 $2" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else print "
 added() { echo "$1 $2" | awk '{ printf "%.3f", $1 - $2 }'; }
 {
     echo
-    echo "### router-svc bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, concurrency $CONC, ${DUR}s per run, open-loop rate $RATE/s)"
+    echo "### router-svc bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), concurrency $CONC, median of $ROUNDS interleaved ${DUR}s runs; latency open loop at $RATE/s)"
     echo
     echo "| target | req/s | non-2xx | CPU µs/req (proxy) | RSS kB (proxy) | p50 ms @ $RATE/s | p99 ms @ $RATE/s |"
     echo "|---|---|---|---|---|---|---|"
     for t in direct nginx router; do
-        echo "| $t | ${RPS[$t]} | ${FAILS[$t]} | ${CPU_US[$t]} | ${RSS[$t]} | ${P50[$t]} | ${P99[$t]} |"
+        echo "| $t | ${RPS[$t]} (runs:${RPS_ALL[$t]}) | ${FAILS[$t]} | ${CPU_US[$t]} | ${RSS[$t]} | ${P50[$t]} | ${P99[$t]} |"
     done
     echo
     echo "| ratio | value |"
