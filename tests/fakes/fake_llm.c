@@ -73,8 +73,8 @@ struct app {
     struct fl_record *requests;
     struct fl_record *slack;
     struct fl_timer *timer;
-    atomic_int stopping;   /* 1 once shutdown began: no new delays */
-    atomic_ullong next_id; /* ids in generated bodies */
+    atomic_int stopping;          /* 1 once shutdown began: no new delays */
+    atomic_ullong next_id;        /* ids in generated bodies */
     atomic_ullong body_too_large; /* 413 answers */
     pthread_mutex_t slack_lock;
     enum slack_mode slack_mode;   /* slack_lock */
@@ -105,22 +105,21 @@ struct request {
     struct app *app;
     enum route route;
     enum fl_api api;
-    char *body;      /* owned, NUL-terminated */
-    size_t len;      /* bytes */
-    size_t cap;      /* allocated bytes, <= FL_BODY_MAX_BYTES + 1 */
-    int too_large;   /* body went over the cap */
-    int waited;      /* the delay was already served */
-    int answered;    /* a response was queued before the body was read */
-    int decided;     /* counted in the table; slot below is meaningful */
-    int slot;        /* model table slot, -1 for totals only */
-    int drop;        /* the response is cut on purpose (not an abort) */
+    char *body;                   /* owned, NUL-terminated */
+    size_t len;                   /* bytes */
+    size_t cap;                   /* allocated bytes, <= FL_BODY_MAX_BYTES + 1 */
+    int too_large;                /* body went over the cap */
+    int waited;                   /* the delay was already served */
+    int answered;                 /* a response was queued before the body was read */
+    int decided;                  /* counted in the table; slot below is meaningful */
+    int slot;                     /* model table slot, -1 for totals only */
+    int drop;                     /* the response is cut on purpose (not an abort) */
     struct MHD_Response *pending; /* response queued after the delay; owned */
     unsigned pending_status;
     char path[FL_RECORD_PATH_MAX];
 };
 
-__attribute__((format(printf, 2, 0))) static void log_mhd(void *cls, const char *fmt,
-                                                             va_list ap)
+__attribute__((format(printf, 2, 0))) static void log_mhd(void *cls, const char *fmt, va_list ap)
 {
     char line[512];
 
@@ -227,13 +226,11 @@ static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, j
     char *s;
 
     if (j == NULL)
-        return send_bytes(conn, 500, "application/json", "{\"error\":\"out of memory\"}", 25,
-                          0);
+        return send_bytes(conn, 500, "application/json", "{\"error\":\"out of memory\"}", 25, 0);
     s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (s == NULL)
-        return send_bytes(conn, 500, "application/json", "{\"error\":\"out of memory\"}", 25,
-                          0);
+        return send_bytes(conn, 500, "application/json", "{\"error\":\"out of memory\"}", 25, 0);
     ret = send_bytes(conn, status, "application/json", s, strlen(s), 0);
     free(s);
     return ret;
@@ -247,8 +244,8 @@ static enum MHD_Result send_control_error(struct MHD_Connection *conn, unsigned 
 }
 
 /* A provider-shaped error body built into a small fixed buffer. */
-static enum MHD_Result send_api_error(struct MHD_Connection *conn, enum fl_api api,
-                                      unsigned status, const char *model, const char *message)
+static enum MHD_Result send_api_error(struct MHD_Connection *conn, enum fl_api api, unsigned status,
+                                      const char *model, const char *message)
 {
     struct tg_buf b;
     enum MHD_Result ret;
@@ -428,8 +425,8 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
     if (dec.fail && fault != FL_FAULT_GARBAGE && fault != FL_FAULT_DROP_MID_STREAM) {
         struct tg_buf eb;
         status = (fault == FL_FAULT_CONTEXT_WINDOW || fault == FL_FAULT_CONTENT_POLICY) ? 400
-                 : (dec.b.status >= 400)                                               ? (unsigned)dec.b.status
-                                                                                       : 500;
+                 : (dec.b.status >= 400) ? (unsigned)dec.b.status
+                                         : 500;
         if (tg_buf_init(&eb, 8192) != 0)
             goto out;
         fl_body_error(&eb, req->api, (int)status, fault, model, dec.b.prompt_tokens, NULL);
@@ -480,12 +477,12 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
                 goto out;
             st->plain = 1;
             st->drop_bytes = st->buf.len / 2;
-            resp = MHD_create_response_from_callback(st->buf.len, 16384, stream_read, st,
-                                                     stream_free);
+            resp =
+                MHD_create_response_from_callback(st->buf.len, 16384, stream_read, st, stream_free);
         }
         if (resp == NULL)
             goto out; /* st is freed at out */
-        st = NULL; /* owned by resp now */
+        st = NULL;    /* owned by resp now */
         req->drop = drop;
     }
     if (resp == NULL)
@@ -704,8 +701,7 @@ static enum MHD_Result handle_slack_control(struct app *app, struct request *req
         } else if (strcmp(key, "retry_after") == 0 && json_is_integer(v) &&
                    json_integer_value(v) >= 0 && json_integer_value(v) <= FL_RETRY_AFTER_MAX_S) {
             retry_after = json_integer_value(v);
-        } else if (strcmp(key, "times") == 0 && json_is_integer(v) &&
-                   json_integer_value(v) >= 0) {
+        } else if (strcmp(key, "times") == 0 && json_is_integer(v) && json_integer_value(v) >= 0) {
             times = json_integer_value(v);
         } else {
             json_decref(body);
@@ -722,7 +718,9 @@ static enum MHD_Result handle_slack_control(struct app *app, struct request *req
     pthread_mutex_unlock(&app->slack_lock);
     return send_json(conn, 200,
                      json_pack("{s:s, s:I, s:I}", "mode",
-                               mode == SLACK_OK ? "ok" : mode == SLACK_429 ? "429" : "500",
+                               mode == SLACK_OK    ? "ok"
+                               : mode == SLACK_429 ? "429"
+                                                   : "500",
                                "retry_after", retry_after, "times", times));
 }
 
@@ -784,9 +782,8 @@ static enum MHD_Result dispatch(struct app *app, struct request *req, struct MHD
         break;
     }
     return send_json(conn, 404,
-                     json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", "not found",
-                               "type", "invalid_request_error", "param", "code",
-                               "unknown_url"));
+                     json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", "not found", "type",
+                               "invalid_request_error", "param", "code", "unknown_url"));
 }
 
 /* Append upload data to the request body, up to the cap. */
@@ -818,9 +815,8 @@ static void body_append(struct request *req, const char *data, size_t n)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     struct app *app = cls;
     struct request *req = *con_cls;
@@ -847,8 +843,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 if (req->route == ROUTE_API) {
                     fl_table_count_unnamed(app->models, 0);
                     fl_table_count(app->models, -1, FL_COUNT_FAILED);
-                    return send_api_error(conn, req->api, 413, NULL,
-                                          "request body is too large");
+                    return send_api_error(conn, req->api, 413, NULL, "request body is too large");
                 }
                 return send_control_error(conn, 413, "request body is too large");
             }
@@ -1042,14 +1037,14 @@ int main(int argc, char **argv)
 
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                          MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_TURBO;
-    app.daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, &app, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
-        MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)(threads > 1 ? threads : 0),
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)FL_CONNECTIONS_MAX,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)FL_CONNECTION_TIMEOUT_S,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FL_CONNECTION_POOL_BYTES,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &app, MHD_OPTION_END);
+    app.daemon =
+        MHD_start_daemon(flags, 0, NULL, NULL, on_request, &app, MHD_OPTION_EXTERNAL_LOGGER,
+                         log_mhd, NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_THREAD_POOL_SIZE,
+                         (unsigned int)(threads > 1 ? threads : 0), MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned int)FL_CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
+                         (unsigned int)FL_CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                         (size_t)FL_CONNECTION_POOL_BYTES, MHD_OPTION_NOTIFY_COMPLETED,
+                         on_completed, &app, MHD_OPTION_END);
     if (app.daemon == NULL) {
         TG_ERROR("event=start_failed reason=mhd");
         goto out;

@@ -9,8 +9,8 @@
 #define WORD_MAX_BYTES 12 /* longest word below plus a space */
 
 static const char *const words[] = {
-    "The",     "fake",  "provider", "answers", "with", "plain", "words", "so", "that",
-    "clients", "can",   "count",    "what",    "they", "get",   "back.",
+    "The",  "fake",    "provider", "answers", "with", "plain", "words", "so",
+    "that", "clients", "can",      "count",   "what", "they",  "get",   "back.",
 };
 #define NWORDS (sizeof(words) / sizeof(words[0]))
 
@@ -476,8 +476,7 @@ int fl_body_error(struct tg_buf *out, enum fl_api api, int status, enum fl_fault
         tg_buf_printf(out,
                       "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":%s,"
                       "\"code\":",
-                      msg_esc, type,
-                      fault == FL_FAULT_CONTEXT_WINDOW ? "\"messages\"" : "null");
+                      msg_esc, type, fault == FL_FAULT_CONTEXT_WINDOW ? "\"messages\"" : "null");
         if (code)
             tg_buf_printf(out, "\"%s\"}}", code);
         else

@@ -12,10 +12,10 @@
 #include "tg_buf.h"
 #include "fl_model.h"
 
-#define FL_TEXT_MAX_WORDS 4096u       /* words of generated text at most */
-#define FL_EMBED_INPUTS_MAX 2048u     /* embeddings: input items per request */
-#define FL_EMBED_DIMS_MAX 4096u       /* embeddings: dimensions per vector */
-#define FL_EMBED_VALUES_MAX 1048576u  /* embeddings: inputs x dimensions */
+#define FL_TEXT_MAX_WORDS 4096u                      /* words of generated text at most */
+#define FL_EMBED_INPUTS_MAX 2048u                    /* embeddings: input items per request */
+#define FL_EMBED_DIMS_MAX 4096u                      /* embeddings: dimensions per vector */
+#define FL_EMBED_VALUES_MAX 1048576u                 /* embeddings: inputs x dimensions */
 #define FL_STREAM_SEGMENTS_MAX (FL_CHUNKS_MAX + 16u) /* SSE events in one stream */
 
 enum fl_api {

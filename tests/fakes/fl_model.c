@@ -21,8 +21,8 @@ struct fl_table {
     struct fl_slot *slots; /* cap entries, len used */
     size_t cap;
     size_t len;
-    uint32_t *index;  /* open addressing: slot index + 1, 0 = empty */
-    size_t index_cap; /* power of two, > 2 * cap */
+    uint32_t *index;              /* open addressing: slot index + 1, 0 = empty */
+    size_t index_cap;             /* power of two, > 2 * cap */
     struct fl_behaviour def;      /* the "default" object's fields */
     struct fl_behaviour def_base; /* baseline default */
     struct fl_counters total;
@@ -475,9 +475,8 @@ static json_t *behaviour_json(const struct fl_behaviour *b)
     const char *e = fl_fault_name(b->error);
     return json_pack("{s:f, s:i, s:I, s:I, s:I, s:s?, s:I, s:I, s:I, s:f}", "fail_rate",
                      b->fail_rate, "status", b->status, "latency_ms", (json_int_t)b->latency_ms,
-                     "ttft_ms", (json_int_t)b->ttft_ms, "retry_after",
-                     (json_int_t)b->retry_after_s, "error", e, "prompt_tokens",
-                     (json_int_t)b->prompt_tokens, "completion_tokens",
+                     "ttft_ms", (json_int_t)b->ttft_ms, "retry_after", (json_int_t)b->retry_after_s,
+                     "error", e, "prompt_tokens", (json_int_t)b->prompt_tokens, "completion_tokens",
                      (json_int_t)b->completion_tokens, "chunks", (json_int_t)b->chunks,
                      "effective_fail_probability", fail_probability(b));
 }

@@ -20,11 +20,11 @@
 
 #include <jansson.h>
 
-#define FL_MODEL_NAME_MAX 128          /* bytes of a model name, NUL excluded */
-#define FL_LATENCY_MAX_MS 600000u      /* latency_ms and ttft_ms upper bound */
-#define FL_RETRY_AFTER_MAX_S 86400u    /* retry_after upper bound, seconds */
-#define FL_TOKENS_MAX 10000000u        /* prompt_tokens/completion_tokens upper bound */
-#define FL_CHUNKS_MAX 1024u            /* stream content chunks upper bound */
+#define FL_MODEL_NAME_MAX 128       /* bytes of a model name, NUL excluded */
+#define FL_LATENCY_MAX_MS 600000u   /* latency_ms and ttft_ms upper bound */
+#define FL_RETRY_AFTER_MAX_S 86400u /* retry_after upper bound, seconds */
+#define FL_TOKENS_MAX 10000000u     /* prompt_tokens/completion_tokens upper bound */
+#define FL_CHUNKS_MAX 1024u         /* stream content chunks upper bound */
 
 enum fl_fault {
     FL_FAULT_NONE = 0,

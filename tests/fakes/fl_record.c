@@ -200,13 +200,12 @@ json_t *fl_record_list(struct fl_record *r, const char *model_filter, size_t lim
     for (size_t k = nsel; k > 0; k--) {
         struct fl_record_entry *e = &r->ring[idx[k - 1]];
         json_t *body = json_text_from_bytes(e->body ? e->body : "", e->stored);
-        json_t *o = json_pack("{s:o?, s:o?, s:o?, s:I, s:b, s:i, s:I}", "path",
-                              json_text_from_bytes(e->path, strlen(e->path)), "model",
-                              e->has_model ? json_text_from_bytes(e->model, strlen(e->model))
-                                           : json_null(),
-                              "body", body,
-                              "size", (json_int_t)e->size, "truncated", e->stored < e->size,
-                              "status", e->status, "ts_ms", (json_int_t)e->ts_ms);
+        json_t *o =
+            json_pack("{s:o?, s:o?, s:o?, s:I, s:b, s:i, s:I}", "path",
+                      json_text_from_bytes(e->path, strlen(e->path)), "model",
+                      e->has_model ? json_text_from_bytes(e->model, strlen(e->model)) : json_null(),
+                      "body", body, "size", (json_int_t)e->size, "truncated", e->stored < e->size,
+                      "status", e->status, "ts_ms", (json_int_t)e->ts_ms);
         if (o == NULL || json_array_append_new(arr, o) != 0)
             goto fail;
     }

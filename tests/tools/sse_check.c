@@ -29,34 +29,34 @@
 #include <jansson.h>
 
 #define SSE_INPUT_MAX_BYTES (256u * 1024u * 1024u) /* input beyond this is refused */
-#define SSE_EVENTS_MAX 1000000u                      /* events beyond this are refused */
-#define SSE_TEXT_MAX_BYTES (64u * 1024u * 1024u)     /* collected text cap */
+#define SSE_EVENTS_MAX 1000000u                    /* events beyond this are refused */
+#define SSE_TEXT_MAX_BYTES (64u * 1024u * 1024u)   /* collected text cap */
 
 enum dialect { D_SSE, D_CHAT, D_RESPONSES, D_ANTHROPIC };
 
 struct event {
-    char *name;       /* owned or NULL */
-    char *data;       /* owned, lines joined with \n */
-    size_t data_len;  /* bytes */
-    int has_data;     /* at least one data line */
-    int has_id;       /* an id line was seen */
-    int has_retry;    /* a retry line was seen */
-    size_t line;      /* first line of the event, 1-based */
+    char *name;      /* owned or NULL */
+    char *data;      /* owned, lines joined with \n */
+    size_t data_len; /* bytes */
+    int has_data;    /* at least one data line */
+    int has_id;      /* an id line was seen */
+    int has_retry;   /* a retry line was seen */
+    size_t line;     /* first line of the event, 1-based */
 };
 
 struct checker {
     enum dialect dialect;
     char reason[512];
     size_t events;
-    json_t *usage;       /* owned or NULL */
-    char *text;          /* owned, collected content */
+    json_t *usage; /* owned or NULL */
+    char *text;    /* owned, collected content */
     size_t text_len;
     size_t text_cap;
     char *finish_reason; /* owned or NULL */
 };
 
 __attribute__((format(printf, 3, 4))) static int fail(struct checker *c, size_t line,
-                                                       const char *fmt, ...)
+                                                      const char *fmt, ...)
 {
     va_list ap;
     int n = 0;
@@ -158,16 +158,16 @@ static json_t *parse_object(struct checker *c, const struct event *e)
 
 /* Per-dialect state carried across events. */
 struct dstate {
-    int done_seen;     /* chat: [DONE] */
-    int finish_seen;   /* chat: finish_reason chunks */
-    char *chat_id;     /* chat: the stream's id, owned */
-    int first;         /* responses/anthropic: no event seen yet */
-    int terminal_seen; /* responses: completed; anthropic: message_stop */
-    json_int_t seq;    /* responses: next sequence_number, -1 before the first */
-    char *done_text;   /* responses: output_text.done text, owned */
-    int block_open;    /* anthropic: a content block is open */
-    json_int_t block_index; /* anthropic: index of the open or last block */
-    int delta_seen;    /* anthropic: message_delta seen */
+    int done_seen;            /* chat: [DONE] */
+    int finish_seen;          /* chat: finish_reason chunks */
+    char *chat_id;            /* chat: the stream's id, owned */
+    int first;                /* responses/anthropic: no event seen yet */
+    int terminal_seen;        /* responses: completed; anthropic: message_stop */
+    json_int_t seq;           /* responses: next sequence_number, -1 before the first */
+    char *done_text;          /* responses: output_text.done text, owned */
+    int block_open;           /* anthropic: a content block is open */
+    json_int_t block_index;   /* anthropic: index of the open or last block */
+    int delta_seen;           /* anthropic: message_delta seen */
     json_int_t input_tokens;  /* anthropic */
     json_int_t output_tokens; /* anthropic, -1 until message_delta */
 };
@@ -298,8 +298,7 @@ fail_out:
     return -1;
 }
 
-static int check_named_type(struct checker *c, const struct event *e, json_t *j,
-                            const char **type)
+static int check_named_type(struct checker *c, const struct event *e, json_t *j, const char **type)
 {
     json_t *t = json_object_get(j, "type");
 
@@ -426,8 +425,9 @@ static int check_anthropic(struct checker *c, struct dstate *st, const struct ev
     } else if (strcmp(type, "content_block_start") == 0) {
         json_t *idx = json_object_get(j, "index");
         if (st->block_open || st->delta_seen) {
-            rc = fail(c, e->line, "content_block_start while a block is open or after "
-                                  "message_delta");
+            rc = fail(c, e->line,
+                      "content_block_start while a block is open or after "
+                      "message_delta");
         } else if (!json_is_integer(idx) || json_integer_value(idx) != st->block_index + 1) {
             rc = fail(c, e->line, "content_block_start index is not the next index");
         } else if (!json_is_object(json_object_get(j, "content_block"))) {
@@ -459,8 +459,7 @@ static int check_anthropic(struct checker *c, struct dstate *st, const struct ev
         }
     } else if (strcmp(type, "content_block_stop") == 0) {
         json_t *idx = json_object_get(j, "index");
-        if (!st->block_open || !json_is_integer(idx) ||
-            json_integer_value(idx) != st->block_index)
+        if (!st->block_open || !json_is_integer(idx) || json_integer_value(idx) != st->block_index)
             rc = fail(c, e->line, "content_block_stop without its start");
         st->block_open = 0;
     } else if (strcmp(type, "message_delta") == 0) {
@@ -779,10 +778,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sse_check: %s\n", c.reason);
         goto out;
     }
-    json_t *report = json_pack("{s:b, s:s, s:I, s:O?, s:s#, s:s?}", "ok", 1, "dialect", dname,
-                               "events", (json_int_t)c.events, "usage", c.usage, "text",
-                               c.text ? c.text : "", c.text ? c.text_len : (size_t)0,
-                               "finish_reason", c.finish_reason);
+    json_t *report =
+        json_pack("{s:b, s:s, s:I, s:O?, s:s#, s:s?}", "ok", 1, "dialect", dname, "events",
+                  (json_int_t)c.events, "usage", c.usage, "text", c.text ? c.text : "",
+                  c.text ? c.text_len : (size_t)0, "finish_reason", c.finish_reason);
     char *s = report ? json_dumps(report, JSON_COMPACT) : NULL;
     json_decref(report);
     if (s == NULL) {
