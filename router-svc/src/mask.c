@@ -1,5 +1,6 @@
 #include "mask.h"
 
+#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,14 +15,23 @@ struct rt_mask {
 
 /* Names whose value (after ':' or '=') is a secret. Compared case-insensitively with a whole
  * token, or with the end of a token after '_' or '-' ("openai_api_key"). */
-static const char *const secret_names[] = {
-    "x-api-key",           "api_key",       "api-key",    "apikey",     "authorization",
-    "proxy-authorization", "password",      "passwd",     "secret",     "client_secret",
-    "access_token",        "refresh_token", "token",      "master_key", "private_key",
-    "x-goog-api-key",      "api_token",     "auth_token", "secret_key", "session_token",
+#define NAME(s)                                                                                    \
+    {                                                                                              \
+        s, sizeof(s) - 1                                                                           \
+    }
+static const struct {
+    const char *name;
+    size_t len;
+} secret_names[] = {
+    NAME("x-api-key"),      NAME("api_key"),       NAME("api-key"),
+    NAME("apikey"),         NAME("authorization"), NAME("proxy-authorization"),
+    NAME("password"),       NAME("passwd"),        NAME("secret"),
+    NAME("client_secret"),  NAME("access_token"),  NAME("refresh_token"),
+    NAME("token"),          NAME("master_key"),    NAME("private_key"),
+    NAME("x-goog-api-key"), NAME("api_token"),     NAME("auth_token"),
+    NAME("secret_key"),     NAME("session_token"),
 };
-
-static const char *const value_schemes[] = {"bearer", "basic"};
+#undef NAME
 
 struct rt_mask *rt_mask_create(const char *const *secrets, size_t n, char *err, size_t errlen)
 {
@@ -130,13 +140,23 @@ static void mark(unsigned char *hide, size_t from, size_t to)
 /* 1 when run[0..len) is a secret name (whole, or as a suffix after '_'/'-'). */
 static int is_secret_name(const char *run, size_t len)
 {
-    for (size_t i = 0; i < sizeof(secret_names) / sizeof(secret_names[0]); i++) {
-        size_t nl = strlen(secret_names[i]);
+    char last;
 
-        if (len == nl && strncasecmp(run, secret_names[i], nl) == 0)
+    if (len < 5) /* shortest name: "token" */
+        return 0;
+    last = (char)tolower((unsigned char)run[len - 1]);
+    if (last != 'y' && last != 'n' && last != 'd' && last != 't')
+        return 0; /* every name ends in one of these: most words stop here */
+    for (size_t i = 0; i < sizeof(secret_names) / sizeof(secret_names[0]); i++) {
+        const char *name = secret_names[i].name;
+        size_t nl = secret_names[i].len;
+
+        if (nl > len || name[nl - 1] != last)
+            continue;
+        if (len == nl && strncasecmp(run, name, nl) == 0)
             return 1;
-        if (len > nl && strncasecmp(run + len - nl, secret_names[i], nl) == 0 &&
-            (run[len - nl - 1] == '_' || run[len - nl - 1] == '-'))
+        if (len > nl && (run[len - nl - 1] == '_' || run[len - nl - 1] == '-') &&
+            strncasecmp(run + len - nl, name, nl) == 0)
             return 1;
     }
     return 0;
@@ -144,11 +164,8 @@ static int is_secret_name(const char *run, size_t len)
 
 static int is_scheme(const char *run, size_t len)
 {
-    for (size_t i = 0; i < sizeof(value_schemes) / sizeof(value_schemes[0]); i++) {
-        if (len == strlen(value_schemes[i]) && strncasecmp(run, value_schemes[i], len) == 0)
-            return 1;
-    }
-    return 0;
+    return (len == 6 && strncasecmp(run, "bearer", 6) == 0) ||
+           (len == 5 && strncasecmp(run, "basic", 5) == 0);
 }
 
 /* Mark the value starting at or after pos (spaces skipped, optional quote): up to a value end.
@@ -320,6 +337,11 @@ size_t rt_mask_apply(const struct rt_mask *mask, const char *in, size_t inlen, c
             i++;
             continue;
         }
+        if (c < 0x80) {
+            buf[n++] = (char)c;
+            i++;
+            continue;
+        }
         sl = utf8_seq_len((const unsigned char *)in + i, take - i);
         if (sl == 0) {
             i++;
@@ -349,6 +371,12 @@ size_t rt_mask_apply(const struct rt_mask *mask, const char *in, size_t inlen, c
                 break;
             memcpy(out + o, RT_MASK_REPLACEMENT, unit);
             o += unit;
+            continue;
+        }
+        if ((unsigned char)buf[i] < 0x80) {
+            if (o + 1 > outcap - 1)
+                break;
+            out[o++] = buf[i++];
             continue;
         }
         unit = utf8_seq_len((const unsigned char *)buf + i, n - i);
