@@ -721,6 +721,22 @@ int rt_keys_is_blocked_hash(const struct rt_keys_table *table, const char *hash)
     return found && s->rec->key.blocked;
 }
 
+int rt_keys_foreach(const struct rt_keys_table *table,
+                    int (*fn)(const struct rt_key *key, int present, void *arg), void *arg)
+{
+    for (size_t i = 0; i < table->n_slots; i++) {
+        const struct rec *r = table->slots[i].rec;
+        int rc;
+
+        if (r == NULL)
+            continue;
+        rc = fn(&r->key, r->present, arg);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 size_t rt_keys_count(const struct rt_keys_table *table)
 {
     return table->n_records;

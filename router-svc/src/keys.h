@@ -139,6 +139,14 @@ int rt_keys_is_blocked_hash(const struct rt_keys_table *table, const char *hash)
 /* rt_keys_count: records in a snapshot. */
 size_t rt_keys_count(const struct rt_keys_table *table);
 
+/* rt_keys_foreach: call fn for every entry of a snapshot, in no particular order: present
+ * records with present = 1, block marks without a record with present = 0 (key->hash and
+ * key->blocked are then the only meaningful fields). fn returns 0 to continue, anything else
+ * stops the walk and is returned. For the snapshot file and /key/list style views. The records
+ * are borrowed for the call; fn must not release table. Any thread, no lock. */
+int rt_keys_foreach(const struct rt_keys_table *table,
+                    int (*fn)(const struct rt_key *key, int present, void *arg), void *arg);
+
 /* rt_keys_apply: apply n changes in order, atomically: either every change is in the next
  * published snapshot, or none is (the current snapshot stays). Returns 0; TG_EFULL when the
  * result would hold more than max_keys records+marks (counted); TG_EINVAL for a malformed change

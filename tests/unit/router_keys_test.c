@@ -528,6 +528,59 @@ static void test_control_records(void **state)
     free(spec);
 }
 
+struct walk {
+    int present;
+    int marks;
+    int stop_at;
+};
+
+static int walk_fn(const struct rt_key *key, int present, void *arg)
+{
+    struct walk *w = arg;
+
+    assert_int_equal(strlen(key->hash), TG_SHA256_HEX_LEN);
+    if (present)
+        w->present++;
+    else
+        w->marks++;
+    if (w->stop_at > 0 && w->present + w->marks == w->stop_at)
+        return 7;
+    return 0;
+}
+
+static void test_foreach(void **state)
+{
+    struct rt_key_spec *a = spec_for("sk-walk-key-0001", "a");
+    struct rt_key_spec *b = spec_for("sk-walk-key-0002", "b");
+    struct rt_key_spec specs[2];
+    struct rt_keys *keys;
+    struct rt_keys_table *t;
+    struct rt_key_change ch;
+    struct walk w = {0, 0, 0};
+    char err[128];
+
+    (void)state;
+    specs[0] = *a;
+    specs[1] = *b;
+    keys = rt_keys_create(specs, 2, 8, err, sizeof(err));
+    memset(&ch, 0, sizeof(ch));
+    ch.op = RT_KEY_BLOCK;
+    tg_sha256_hex("sk-walk-unknown", 15, ch.hash);
+    assert_int_equal(rt_keys_apply(keys, &ch, 1), 0);
+    t = rt_keys_acquire(keys);
+    assert_int_equal(rt_keys_foreach(t, walk_fn, &w), 0);
+    assert_int_equal(w.present, 2);
+    assert_int_equal(w.marks, 1);
+    w.present = w.marks = 0;
+    w.stop_at = 2;
+    assert_int_equal(rt_keys_foreach(t, walk_fn, &w), 7);
+    assert_int_equal(w.present + w.marks, 2);
+    rt_keys_release(&t);
+    rt_keys_destroy(&keys);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -539,6 +592,7 @@ int main(void)
         cmocka_unit_test(test_json_errors_name_the_field),
         cmocka_unit_test(test_json_stored_round_trip),
         cmocka_unit_test(test_control_records),
+        cmocka_unit_test(test_foreach),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
