@@ -129,6 +129,55 @@ __attribute__((format(printf, 2, 0))) static void log_mhd(void *cls, const char 
     TG_WARN_RL("event=mhd message=\"%.300s\"", line);
 }
 
+#define FL_RECORD_HEADERS_COUNT_MAX 32 /* request headers kept per recorded request */
+#define FL_RECORD_HEADER_VALUE_MAX 512 /* bytes kept of each header value */
+
+/* Request headers serialized for fl_record: lower-cased "name\0value\0" pairs. */
+struct headers {
+    char buf[FL_RECORD_HEADERS_MAX];
+    size_t len;
+    unsigned n;
+};
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    struct headers *h = cls;
+    size_t kl = strlen(key);
+    size_t vl = value ? strlen(value) : 0;
+
+    (void)kind;
+    if (h->n == FL_RECORD_HEADERS_COUNT_MAX)
+        return MHD_NO;
+    if (vl > FL_RECORD_HEADER_VALUE_MAX)
+        vl = FL_RECORD_HEADER_VALUE_MAX;
+    if (h->len + kl + vl + 2 > sizeof(h->buf))
+        return MHD_YES; /* skip what does not fit, keep later short ones */
+    for (size_t i = 0; i < kl; i++) {
+        char c = key[i];
+        h->buf[h->len++] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+    }
+    h->buf[h->len++] = '\0';
+    if (vl > 0)
+        memcpy(h->buf + h->len, value, vl);
+    h->len += vl;
+    h->buf[h->len++] = '\0';
+    h->n++;
+    return MHD_YES;
+}
+
+/* Record a request with its headers. Called from the access handler only. */
+static void record(struct fl_record *rec, struct MHD_Connection *conn, const struct request *req,
+                   const char *model, int status, uint64_t ts_ms)
+{
+    struct headers h;
+
+    h.len = 0;
+    h.n = 0;
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_header, &h);
+    fl_record_add(rec, req->path, model, req->body, req->len, status, ts_ms, h.buf, h.len);
+}
+
 static void timer_fire(void *arg)
 {
     MHD_resume_connection(arg);
@@ -392,7 +441,7 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
         atomic_fetch_add(&app->body_too_large, 1);
         fl_table_count_unnamed(app->models, 0);
         fl_table_count(app->models, -1, FL_COUNT_FAILED);
-        fl_record_add(app->requests, req->path, NULL, req->body, req->len, 413, now_ms);
+        record(app->requests, conn, req, NULL, 413, now_ms);
         return send_api_error(conn, req->api, 413, NULL, "request body is too large");
     }
     root = json_loadb(req->body ? req->body : "", req->len, 0, &jerr);
@@ -401,7 +450,7 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
     if (why != NULL) {
         fl_table_count_unnamed(app->models, 0);
         fl_table_count(app->models, -1, FL_COUNT_FAILED);
-        fl_record_add(app->requests, req->path, model, req->body, req->len, 400, now_ms);
+        record(app->requests, conn, req, model, 400, now_ms);
         ret = send_api_error(conn, req->api, 400, NULL, why);
         goto out;
     }
@@ -496,7 +545,7 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
         MHD_add_response_header(resp, "retry-after", ra);
     }
     fl_table_count(app->models, dec.slot, dec.fail ? FL_COUNT_FAILED : FL_COUNT_OK);
-    fl_record_add(app->requests, req->path, model, req->body, req->len, (int)status, now_ms);
+    record(app->requests, conn, req, model, (int)status, now_ms);
     TG_DEBUG("event=request path=%s status=%u stream=%d fail=%d", req->path, status, stream,
              dec.fail);
 
@@ -643,7 +692,7 @@ static enum MHD_Result handle_slack_post(struct app *app, struct request *req,
         return send_bytes(conn, 429, "text/plain", "rate_limited", 12, retry_after);
     if (mode == SLACK_500)
         return send_bytes(conn, 500, "text/plain", "internal_error", 14, 0);
-    fl_record_add(app->slack, req->path, NULL, req->body, req->len, 200, tg_now_epoch_ms());
+    record(app->slack, conn, req, NULL, 200, tg_now_epoch_ms());
     return send_bytes(conn, 200, "text/plain", "ok", 2, 0);
 }
 

@@ -9,6 +9,8 @@ struct fl_record_entry {
     char model[FL_RECORD_MODEL_MAX];
     int has_model;
     char *body;    /* owned, stored bytes (<= body_max) */
+    char *headers; /* owned, "name\0value\0" pairs, or NULL */
+    size_t hlen;   /* bytes in headers */
     size_t stored; /* bytes in body */
     size_t size;   /* original body size in bytes */
     int status;    /* HTTP status answered */
@@ -59,6 +61,7 @@ static void clear_locked(struct fl_record *r)
 {
     for (size_t i = 0; i < r->cap; i++) {
         free(r->ring[i].body);
+        free(r->ring[i].headers);
         memset(&r->ring[i], 0, sizeof(r->ring[i]));
     }
     r->head = 0;
@@ -82,8 +85,17 @@ void fl_record_destroy(struct fl_record **rp)
 }
 
 void fl_record_add(struct fl_record *r, const char *path, const char *model, const char *body,
-                   size_t len, int status, uint64_t ts_ms)
+                   size_t len, int status, uint64_t ts_ms, const char *headers, size_t hlen)
 {
+    char *hcopy = NULL;
+
+    if (hlen > FL_RECORD_HEADERS_MAX)
+        hlen = FL_RECORD_HEADERS_MAX;
+    if (headers != NULL && hlen > 0) {
+        hcopy = malloc(hlen);
+        if (hcopy != NULL)
+            memcpy(hcopy, headers, hlen);
+    }
     size_t keep = len < r->body_max ? len : r->body_max;
     /* Copy outside the lock: the lock only guards the ring slots. */
     char *copy = malloc(keep + 1);
@@ -99,6 +111,7 @@ void fl_record_add(struct fl_record *r, const char *path, const char *model, con
     struct fl_record_entry *e = &r->ring[r->head];
     if (r->len == r->cap) {
         free(e->body);
+        free(e->headers);
         r->dropped++;
     } else {
         r->len++;
@@ -110,6 +123,8 @@ void fl_record_add(struct fl_record *r, const char *path, const char *model, con
         e->has_model = 1;
     }
     e->body = copy;
+    e->headers = hcopy;
+    e->hlen = hcopy != NULL ? hlen : 0;
     e->stored = keep;
     e->size = len;
     e->status = status;
@@ -177,6 +192,34 @@ static json_t *json_text_from_bytes(const char *p, size_t n)
     return j;
 }
 
+/* New JSON object from "name\0value\0" pairs; a cut last pair is skipped. */
+static json_t *headers_json(const char *p, size_t n)
+{
+    json_t *o = json_object();
+    size_t i = 0;
+
+    while (o != NULL && i < n) {
+        const char *k = p + i;
+        const char *kend = memchr(k, '\0', n - i);
+        if (kend == NULL)
+            break;
+        size_t vi = (size_t)(kend - p) + 1;
+        if (vi >= n)
+            break;
+        const char *v = p + vi;
+        const char *vend = memchr(v, '\0', n - vi);
+        if (vend == NULL)
+            break;
+        json_t *key = json_text_from_bytes(k, (size_t)(kend - k));
+        if (key != NULL)
+            json_object_set_new(o, json_string_value(key),
+                                json_text_from_bytes(v, (size_t)(vend - v)));
+        json_decref(key);
+        i = (size_t)(vend - p) + 1;
+    }
+    return o;
+}
+
 json_t *fl_record_list(struct fl_record *r, const char *model_filter, size_t limit)
 {
     json_t *arr = json_array();
@@ -200,12 +243,12 @@ json_t *fl_record_list(struct fl_record *r, const char *model_filter, size_t lim
     for (size_t k = nsel; k > 0; k--) {
         struct fl_record_entry *e = &r->ring[idx[k - 1]];
         json_t *body = json_text_from_bytes(e->body ? e->body : "", e->stored);
-        json_t *o =
-            json_pack("{s:o?, s:o?, s:o?, s:I, s:b, s:i, s:I}", "path",
-                      json_text_from_bytes(e->path, strlen(e->path)), "model",
-                      e->has_model ? json_text_from_bytes(e->model, strlen(e->model)) : json_null(),
-                      "body", body, "size", (json_int_t)e->size, "truncated", e->stored < e->size,
-                      "status", e->status, "ts_ms", (json_int_t)e->ts_ms);
+        json_t *o = json_pack(
+            "{s:o?, s:o?, s:o?, s:I, s:b, s:i, s:I, s:o?}", "path",
+            json_text_from_bytes(e->path, strlen(e->path)), "model",
+            e->has_model ? json_text_from_bytes(e->model, strlen(e->model)) : json_null(), "body",
+            body, "size", (json_int_t)e->size, "truncated", e->stored < e->size, "status",
+            e->status, "ts_ms", (json_int_t)e->ts_ms, "headers", headers_json(e->headers, e->hlen));
         if (o == NULL || json_array_append_new(arr, o) != 0)
             goto fail;
     }

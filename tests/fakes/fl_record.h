@@ -11,8 +11,9 @@
 
 #include <jansson.h>
 
-#define FL_RECORD_PATH_MAX 256  /* bytes kept of the request path, NUL included */
-#define FL_RECORD_MODEL_MAX 129 /* bytes kept of the model name, NUL included */
+#define FL_RECORD_PATH_MAX 256     /* bytes kept of the request path, NUL included */
+#define FL_RECORD_MODEL_MAX 129    /* bytes kept of the model name, NUL included */
+#define FL_RECORD_HEADERS_MAX 4096 /* bytes of serialized request headers kept per entry */
 
 struct fl_record;
 
@@ -23,14 +24,16 @@ struct fl_record *fl_record_create(size_t capacity, size_t body_max);
 /* fl_record_destroy: free everything, set *r NULL. Accepts NULL. */
 void fl_record_destroy(struct fl_record **r);
 
-/* fl_record_add: copy path, model (may be NULL), at most body_max bytes of body, and status.
+/* fl_record_add: copy path, model (may be NULL), at most body_max bytes of body, status, and
+ * headers (may be NULL): hlen bytes of "name\0value\0" pairs, cut at FL_RECORD_HEADERS_MAX.
  * When the ring is full the oldest entry is dropped (counted). Any thread. */
 void fl_record_add(struct fl_record *r, const char *path, const char *model, const char *body,
-                   size_t len, int status, uint64_t ts_ms);
+                   size_t len, int status, uint64_t ts_ms, const char *headers, size_t hlen);
 
 /* fl_record_list: new JSON array of the newest `limit` entries (oldest first) whose model equals
  * model_filter (NULL: all). Each: {path, model, body (string, invalid UTF-8 replaced by '?'),
- * size, truncated, status, ts_ms}. Returns NULL when out of memory. Caller decrefs. Any thread. */
+ * size, truncated, status, ts_ms, headers {name: value}}. Returns NULL when out of memory. Caller
+ * decrefs. Any thread. */
 json_t *fl_record_list(struct fl_record *r, const char *model_filter, size_t limit);
 
 /* fl_record_stats: totals since the last clear: added, dropped (overwritten oldest). */

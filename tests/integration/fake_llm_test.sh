@@ -397,6 +397,13 @@ case_requests() {
         and .requests[0].path == "/v1/chat/completions" and .requests[1].path == "/v1/messages"
         and (.requests[0].body | fromjson | .messages[0].content) == "first"
         and all(.requests[]; (.ts_ms | type) == "number" and .truncated == false)' "$WORK/out"
+    curl -sS -m 10 -o /dev/null -H 'Authorization: Bearer sk-upstream' \
+        -H 'traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' \
+        --data-binary '{"model":"hdr"}' "$URL/v1/chat/completions"
+    get '/_requests?model=hdr' >/dev/null
+    check "request headers recorded, names lower-cased" jq -e '.requests[0].headers.authorization == "Bearer sk-upstream"
+        and .requests[0].headers.traceparent == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        and (.requests[0].headers | has("host"))' "$WORK/out"
     get '/_requests?model=m1&limit=1' >/dev/null
     check "model filter and limit keep the newest" jq -e '(.requests | length) == 1
         and (.requests[0].body | fromjson | .messages[0].content) == "third"' "$WORK/out"
@@ -415,8 +422,8 @@ case_requests() {
     done
     curl "${args[@]:1}"
     get '/_requests?limit=1000' >/dev/null
-    check "ring keeps 256, newest last" jq -e '(.requests | length) == 256 and .total == 304
-        and .dropped == 48 and (.requests[-1].body | fromjson | .n) == 300
+    check "ring keeps 256, newest last" jq -e '(.requests | length) == 256 and .total == 305
+        and .dropped == 49 and (.requests[-1].body | fromjson | .n) == 300
         and (.requests[0].body | fromjson | .n) == 45' "$WORK/out"
     curl -sS -m 10 -o /dev/null -X POST "$URL/_control/reset"
     get '/_requests' >/dev/null
