@@ -954,9 +954,15 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n)
             rc = get_u32(ld, v, p, 1000000, &cfg->allowed_fails);
         } else if (strcmp(k, "cooldown_time") == 0) {
             uint32_t ms = 0;
+            const char *txt = NULL;
 
-            rc = get_seconds_ms(ld, v, p, &ms);
-            cfg->cooldown_s = (ms + 999) / 1000;
+            /* 0 disables cooldowns (as in LiteLLM). */
+            if (scalar(ld, v, p, &txt) != 0)
+                return TG_ECONFIG;
+            if (strcmp(txt, "0") == 0 || strcmp(txt, "0.0") == 0)
+                cfg->cooldown_s = 0;
+            else if ((rc = get_seconds_ms(ld, v, p, &ms)) == 0)
+                cfg->cooldown_s = (ms + 999) / 1000;
         } else if (strcmp(k, "fallbacks") == 0) {
             if (is_null(v))
                 continue;

@@ -197,7 +197,7 @@ struct rt_config {
     uint32_t retry_after_s;            /* minimum wait before a retry (LiteLLM retry_after);
                                         * the router reports it, the I/O side may honour it */
     uint32_t allowed_fails;            /* default RT_DEFAULT_ALLOWED_FAILS */
-    uint32_t cooldown_s;               /* cooldown_time, default RT_DEFAULT_COOLDOWN_S */
+    uint32_t cooldown_s;               /* cooldown_time (s), default 5; 0 = never */
     uint32_t timeout_ms;               /* router_settings.timeout, default RT_DEFAULT_TIMEOUT_MS */
     int enforce_fallback_model_access; /* default 1 */
     uint32_t n_fallbacks;

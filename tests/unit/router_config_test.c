@@ -305,6 +305,22 @@ static void test_errors(void **state)
                        "128)");
 }
 
+static void test_cooldown_zero_disables(void **state)
+{
+    struct rt_config *cfg = load(HEAD "router_settings: {cooldown_time: 0}\n");
+
+    (void)state;
+    assert_non_null(cfg);
+    assert_int_equal(cfg->cooldown_s, 0);
+    rt_config_destroy(&cfg);
+    cfg = load(HEAD "router_settings: {cooldown_time: 1.5}\n");
+    assert_non_null(cfg);
+    assert_int_equal(cfg->cooldown_s, 2);
+    rt_config_destroy(&cfg);
+    expect_error(HEAD "router_settings: {cooldown_time: soon}\n",
+                 "router.yaml:5: router_settings.cooldown_time: expected a number of seconds");
+}
+
 static void test_warnings_are_not_errors(void **state)
 {
     struct rt_config *cfg = load(HEAD "    extra: 1\nrouter_settings:\n  cache: true\n");
@@ -405,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_warnings_are_not_errors),
+        cmocka_unit_test(test_cooldown_zero_disables),
         cmocka_unit_test(test_money_and_durations),
         cmocka_unit_test(test_mutations),
     };
