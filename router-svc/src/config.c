@@ -603,6 +603,7 @@ static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, siz
     char p[PATH_MAX_LEN];
     yaml_node_t *params = NULL;
     int have_name = 0, timeout_set = 0, stream_timeout_set = 0;
+    int64_t entry_rpm = RT_LIMIT_NONE, entry_tpm = RT_LIMIT_NONE;
 
     if (expect_type(ld, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
@@ -626,6 +627,10 @@ static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, siz
         } else if (strcmp(k, "litellm_params") == 0) {
             params = v;
             rc = parse_litellm_params(ld, v, p, d, &timeout_set, &stream_timeout_set);
+        } else if (strcmp(k, "rpm") == 0) {
+            rc = get_limit(ld, v, p, &entry_rpm); /* older LiteLLM configs put it here */
+        } else if (strcmp(k, "tpm") == 0) {
+            rc = get_limit(ld, v, p, &entry_tpm);
         } else if (strcmp(k, "model_info") == 0) {
             if (is_null(v))
                 continue;
@@ -660,6 +665,10 @@ static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, siz
         path_join(p, path, "litellm_params");
         return fail(ld, n, p, "missing");
     }
+    if (d->rpm == RT_LIMIT_NONE)
+        d->rpm = entry_rpm; /* litellm_params.rpm wins when both are given */
+    if (d->tpm == RT_LIMIT_NONE)
+        d->tpm = entry_tpm;
     if (!timeout_set)
         d->timeout_ms = ld->cfg->timeout_ms;
     if (!stream_timeout_set)

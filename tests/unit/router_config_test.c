@@ -313,6 +313,13 @@ static void test_cooldown_zero_disables(void **state)
     assert_non_null(cfg);
     assert_int_equal(cfg->cooldown_s, 0);
     rt_config_destroy(&cfg);
+    /* rpm/tpm beside model_name (older LiteLLM configs); litellm_params wins. */
+    cfg = load("model_list:\n  - model_name: a\n    rpm: 7\n    tpm: 70\n"
+               "    litellm_params: {model: x, tpm: 5}\n");
+    assert_non_null(cfg);
+    assert_int_equal(cfg->deployments[0].rpm, 7);
+    assert_int_equal(cfg->deployments[0].tpm, 5);
+    rt_config_destroy(&cfg);
     cfg = load(HEAD "router_settings: {cooldown_time: 1.5}\n");
     assert_non_null(cfg);
     assert_int_equal(cfg->cooldown_s, 2);
