@@ -915,27 +915,37 @@ static int alloc_rules(struct ld *ld, yaml_node_t *n, const char *path,
     return 0;
 }
 
-static int parse_router_settings(struct ld *ld, yaml_node_t *n)
+/* router_settings, or (litellm = 1) the routing keys LiteLLM also reads from litellm_settings:
+ * fallbacks, context_window_fallbacks, content_policy_fallbacks, default_fallbacks,
+ * num_retries, allowed_fails, cooldown_time (request_timeout is read with the timeouts).
+ * litellm_settings is parsed first, so router_settings wins when both set a value. */
+static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *section, int litellm)
 {
     struct rt_config *cfg = ld->cfg;
     char p[PATH_MAX_LEN];
 
     if (is_null(n))
         return 0;
-    if (expect_type(ld, n, "router_settings", YAML_MAPPING_NODE) != 0)
+    if (expect_type(ld, n, section, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
     FOR_PAIRS(n, pair)
     {
-        const char *k = pair_key(ld, pair, "router_settings");
+        const char *k = pair_key(ld, pair, section);
         yaml_node_t *v = node_at(ld, pair->value);
         int rc = 0;
         uint32_t cap = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        path_join(p, "router_settings", k);
-        if (strcmp(k, "timeout") == 0) {
+        path_join(p, section, k);
+        if (strcmp(k, litellm ? "request_timeout" : "timeout") == 0) {
             continue;
+        } else if (litellm && strcmp(k, "num_retries") != 0 && strcmp(k, "allowed_fails") != 0 &&
+                   strcmp(k, "cooldown_time") != 0 && strcmp(k, "fallbacks") != 0 &&
+                   strcmp(k, "context_window_fallbacks") != 0 &&
+                   strcmp(k, "content_policy_fallbacks") != 0 &&
+                   strcmp(k, "default_fallbacks") != 0) {
+            warn(ld, node_at(ld, pair->key), p, "unknown key, ignored");
         } else if (strcmp(k, "routing_strategy") == 0) {
             const char *s = NULL;
 
@@ -975,18 +985,27 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n)
         } else if (strcmp(k, "fallbacks") == 0) {
             if (is_null(v))
                 continue;
+            free(cfg->fallbacks);
+            cfg->fallbacks = NULL;
+            cfg->n_fallbacks = 0;
             rc = alloc_rules(ld, v, p, &cfg->fallbacks, &cap);
             if (rc == 0)
                 rc = parse_fallback_rules(ld, v, p, cfg->fallbacks, cap, &cfg->n_fallbacks);
         } else if (strcmp(k, "context_window_fallbacks") == 0) {
             if (is_null(v))
                 continue;
+            free(cfg->cw_fallbacks);
+            cfg->cw_fallbacks = NULL;
+            cfg->n_cw_fallbacks = 0;
             rc = alloc_rules(ld, v, p, &cfg->cw_fallbacks, &cap);
             if (rc == 0)
                 rc = parse_fallback_rules(ld, v, p, cfg->cw_fallbacks, cap, &cfg->n_cw_fallbacks);
         } else if (strcmp(k, "content_policy_fallbacks") == 0) {
             if (is_null(v))
                 continue;
+            free(cfg->cp_fallbacks);
+            cfg->cp_fallbacks = NULL;
+            cfg->n_cp_fallbacks = 0;
             rc = alloc_rules(ld, v, p, &cfg->cp_fallbacks, &cap);
             if (rc == 0)
                 rc = parse_fallback_rules(ld, v, p, cfg->cp_fallbacks, cap, &cfg->n_cp_fallbacks);
@@ -1477,8 +1496,8 @@ static void set_defaults(struct rt_config *cfg)
 static int parse_root(struct ld *ld, yaml_node_t *root)
 {
     static const char *const order[] = {"model_list", "router_settings", "general_settings",
-                                        "tollgate"};
-    yaml_node_t *sections[4] = {NULL, NULL, NULL, NULL};
+                                        "tollgate", "litellm_settings"};
+    yaml_node_t *sections[5] = {NULL, NULL, NULL, NULL, NULL};
 
     if (root == NULL)
         return fail(ld, NULL, "", "empty document");
@@ -1491,7 +1510,7 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
 
         if (k == NULL)
             return TG_ECONFIG;
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 5; i++) {
             if (strcmp(k, order[i]) == 0) {
                 if (sections[i] != NULL)
                     return fail(ld, node_at(ld, pair->key), k, "duplicate section");
@@ -1502,16 +1521,23 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
         if (!known)
             warn(ld, node_at(ld, pair->key), k, "unknown key, ignored");
     }
-    /* router_settings.timeout is the default of every deployment: read it first. */
-    if (sections[1] != NULL && sections[1]->type == YAML_MAPPING_NODE) {
-        FOR_PAIRS(sections[1], pair)
+    /* The default timeout of every deployment (litellm_settings.request_timeout, overridden by
+     * router_settings.timeout) is needed before model_list: read it first. */
+    for (int si = 4; si >= 1; si -= 3) {
+        const char *name = si == 4 ? "request_timeout" : "timeout";
+        char p[PATH_MAX_LEN];
+
+        if (sections[si] == NULL || sections[si]->type != YAML_MAPPING_NODE)
+            continue;
+        FOR_PAIRS(sections[si], pair)
         {
             yaml_node_t *k = node_at(ld, pair->key);
 
-            if (k != NULL && k->type == YAML_SCALAR_NODE &&
-                strcmp((const char *)k->data.scalar.value, "timeout") == 0 &&
-                get_seconds_ms(ld, node_at(ld, pair->value), "router_settings.timeout",
-                               &ld->cfg->timeout_ms) != 0)
+            if (k == NULL || k->type != YAML_SCALAR_NODE ||
+                strcmp((const char *)k->data.scalar.value, name) != 0)
+                continue;
+            path_join(p, order[si], name);
+            if (get_seconds_ms(ld, node_at(ld, pair->value), p, &ld->cfg->timeout_ms) != 0)
                 return TG_ECONFIG;
         }
     }
@@ -1521,7 +1547,9 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
         return TG_ECONFIG;
     if (ld->cfg->n_deployments == 0)
         return fail(ld, sections[0], "model_list", "empty (at least one deployment is needed)");
-    if (sections[1] != NULL && parse_router_settings(ld, sections[1]) != 0)
+    if (sections[4] != NULL && parse_router_settings(ld, sections[4], "litellm_settings", 1) != 0)
+        return TG_ECONFIG;
+    if (sections[1] != NULL && parse_router_settings(ld, sections[1], "router_settings", 0) != 0)
         return TG_ECONFIG;
     if (sections[2] != NULL && parse_general_settings(ld, sections[2]) != 0)
         return TG_ECONFIG;

@@ -170,12 +170,12 @@ static void test_full_file(void **state)
 
     /* Unknown LiteLLM keys: one warning each, with file:line. */
     assert_int_equal(diag.n_warnings, 5);
-    assert_non_null(strstr(diag.warnings[0], "full.yaml:50: litellm_settings: unknown key, "
-                                             "ignored"));
-    assert_non_null(strstr(diag.warnings[1], "full.yaml:16: "
+    assert_non_null(strstr(diag.warnings[0], "full.yaml:16: "
                                              "model_list[0].litellm_params.api_version: unknown "
                                              "key, ignored"));
-    assert_non_null(strstr(diag.warnings[2], "full.yaml:19: model_list[0].model_info.mode: "));
+    assert_non_null(strstr(diag.warnings[1], "full.yaml:19: model_list[0].model_info.mode: "));
+    assert_non_null(strstr(diag.warnings[2], "full.yaml:51: litellm_settings.drop_params: "
+                                             "unknown key, ignored"));
     assert_non_null(strstr(diag.warnings[3], "full.yaml:46: router_settings.redis_host: unknown "
                                              "key"));
     assert_non_null(strstr(diag.warnings[4], "full.yaml:49: general_settings.database_url: "
@@ -305,6 +305,42 @@ static void test_errors(void **state)
                        "128)");
 }
 
+static void test_litellm_settings_routing_keys(void **state)
+{
+    struct rt_config *cfg = load("model_list:\n"
+                                 "  - {model_name: a, litellm_params: {model: x}}\n"
+                                 "  - {model_name: b, litellm_params: {model: y, timeout: 3}}\n"
+                                 "litellm_settings:\n"
+                                 "  num_retries: 4\n"
+                                 "  request_timeout: 20\n"
+                                 "  fallbacks: [{a: [b]}]\n"
+                                 "  context_window_fallbacks: [{a: [b]}]\n"
+                                 "  set_verbose: true\n");
+
+    (void)state;
+    if (cfg == NULL)
+        fail_msg("%s", diag.error);
+    assert_int_equal(cfg->num_retries, 4);
+    assert_int_equal(cfg->deployments[0].timeout_ms, 20000);
+    assert_int_equal(cfg->deployments[1].timeout_ms, 3000);
+    assert_int_equal(cfg->n_fallbacks, 1);
+    assert_int_equal(cfg->n_cw_fallbacks, 1);
+    assert_int_equal(diag.n_warnings, 1);
+    assert_string_equal(diag.warnings[0],
+                        "router.yaml:9: litellm_settings.set_verbose: unknown key, ignored");
+    rt_config_destroy(&cfg);
+    /* router_settings wins over litellm_settings. */
+    cfg = load("model_list:\n"
+               "  - {model_name: a, litellm_params: {model: x}}\n"
+               "  - {model_name: b, litellm_params: {model: y}}\n"
+               "router_settings: {fallbacks: [], num_retries: 1}\n"
+               "litellm_settings: {fallbacks: [{a: [b]}], num_retries: 4}\n");
+    assert_non_null(cfg);
+    assert_int_equal(cfg->num_retries, 1);
+    assert_int_equal(cfg->n_fallbacks, 0);
+    rt_config_destroy(&cfg);
+}
+
 static void test_cooldown_zero_disables(void **state)
 {
     struct rt_config *cfg = load(HEAD "router_settings: {cooldown_time: 0}\n");
@@ -429,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_warnings_are_not_errors),
         cmocka_unit_test(test_cooldown_zero_disables),
+        cmocka_unit_test(test_litellm_settings_routing_keys),
         cmocka_unit_test(test_money_and_durations),
         cmocka_unit_test(test_mutations),
     };
