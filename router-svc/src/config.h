@@ -18,9 +18,9 @@
  * set one. rpm/tpm beside model_name (older configs) are read too; litellm_params wins.
  * Unknown keys in the LiteLLM sections (model_list entries, litellm_params, model_info,
  * router_settings, litellm_settings, general_settings, and unknown top-level sections) are
- * ignored with one warning
- * each (same form, problem "unknown key, ignored"), logged with TG_WARN and returned in the
- * diagnostics so that `--check` can print them. Unknown keys under `tollgate:` are errors.
+ * ignored with one warning each (same form, problem "unknown key, ignored"), logged with TG_WARN
+ * and returned in the diagnostics so that `--check` can print them. Unknown keys under
+ * `tollgate:` are errors.
  *
  * Money: LiteLLM prices are USD per token (input_cost_per_token: 0.00000005). They are parsed
  * exactly from their decimal text (no floating point) into integer femto-USD per token
