@@ -1084,16 +1084,20 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    /* One thread: no pool (MHD warns about a pool of size 0), so that slot repeats the
+     * connection limit instead. */
+    enum MHD_OPTION pool_opt =
+        threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_CONNECTION_LIMIT;
+    unsigned int pool_val = threads > 1 ? (unsigned int)threads : FL_CONNECTIONS_MAX;
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                          MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_TURBO;
     app.daemon =
         MHD_start_daemon(flags, 0, NULL, NULL, on_request, &app, MHD_OPTION_EXTERNAL_LOGGER,
-                         log_mhd, NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_THREAD_POOL_SIZE,
-                         (unsigned int)(threads > 1 ? threads : 0), MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned int)FL_CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
-                         (unsigned int)FL_CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                         (size_t)FL_CONNECTION_POOL_BYTES, MHD_OPTION_NOTIFY_COMPLETED,
-                         on_completed, &app, MHD_OPTION_END);
+                         log_mhd, NULL, MHD_OPTION_LISTEN_SOCKET, fd, pool_opt, pool_val,
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)FL_CONNECTIONS_MAX,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)FL_CONNECTION_TIMEOUT_S,
+                         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FL_CONNECTION_POOL_BYTES,
+                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, &app, MHD_OPTION_END);
     if (app.daemon == NULL) {
         TG_ERROR("event=start_failed reason=mhd");
         goto out;
