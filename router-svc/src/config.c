@@ -957,11 +957,11 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
                 cfg->routing_strategy = RT_STRATEGY_LEAST_BUSY;
             else if (strcmp(s, "latency-based-routing") == 0)
                 cfg->routing_strategy = RT_STRATEGY_LATENCY;
-            else
-                rc = fail(ld, v, p,
-                          "unsupported strategy \"%s\" (expected simple-shuffle, least-busy or "
-                          "latency-based-routing)",
-                          s);
+            else /* an existing LiteLLM config keeps working: warn, route by shuffle */
+                warn(ld, v, p,
+                     "unsupported strategy \"%s\", using simple-shuffle (supported: "
+                     "simple-shuffle, least-busy, latency-based-routing)",
+                     s);
         } else if (strcmp(k, "num_retries") == 0) {
             uint32_t r = 0;
 

@@ -258,10 +258,6 @@ static void test_errors(void **state)
     expect_error(HEAD "router_settings:\n  model_group_alias: {x: nope}\n",
                  "router.yaml:6: router_settings.model_group_alias.x: unknown model group "
                  "\"nope\" (no model_list entry has it)");
-    expect_error(HEAD "router_settings:\n  routing_strategy: usage-based-routing\n",
-                 "router.yaml:6: router_settings.routing_strategy: unsupported strategy "
-                 "\"usage-based-routing\" (expected simple-shuffle, least-busy or "
-                 "latency-based-routing)");
     expect_error(HEAD "router_settings:\n  enforce_fallback_model_access: maybe\n",
                  "router.yaml:6: router_settings.enforce_fallback_model_access: expected true or "
                  "false");
@@ -338,6 +334,22 @@ static void test_litellm_settings_routing_keys(void **state)
     assert_non_null(cfg);
     assert_int_equal(cfg->num_retries, 1);
     assert_int_equal(cfg->n_fallbacks, 0);
+    rt_config_destroy(&cfg);
+}
+
+static void test_unsupported_strategy_warns(void **state)
+{
+    struct rt_config *cfg =
+        load(HEAD "router_settings:\n  routing_strategy: usage-based-routing\n");
+
+    (void)state;
+    assert_non_null(cfg);
+    assert_int_equal(cfg->routing_strategy, RT_STRATEGY_SIMPLE_SHUFFLE);
+    assert_int_equal(diag.n_warnings, 1);
+    assert_string_equal(diag.warnings[0],
+                        "router.yaml:6: router_settings.routing_strategy: unsupported strategy "
+                        "\"usage-based-routing\", using simple-shuffle (supported: "
+                        "simple-shuffle, least-busy, latency-based-routing)");
     rt_config_destroy(&cfg);
 }
 
@@ -465,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_warnings_are_not_errors),
         cmocka_unit_test(test_cooldown_zero_disables),
+        cmocka_unit_test(test_unsupported_strategy_warns),
         cmocka_unit_test(test_litellm_settings_routing_keys),
         cmocka_unit_test(test_money_and_durations),
         cmocka_unit_test(test_mutations),
