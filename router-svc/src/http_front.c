@@ -1439,6 +1439,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 {
     struct rt_front *f = cls;
     struct call *c = *con_cls;
+    int phase;
 
     (void)version;
     if (c == NULL) {
@@ -1492,7 +1493,11 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         }
         return MHD_YES;
     }
-    if (c->phase == PH_FINAL) {
+    /* the phase is written by the upstream thread too (under mu) once a transfer exists */
+    pthread_mutex_lock(&c->mu);
+    phase = c->phase;
+    pthread_mutex_unlock(&c->mu);
+    if (phase == PH_FINAL) {
         *upload_size = 0; /* discard the rest of the body */
         return MHD_YES;
     }
@@ -1508,7 +1513,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                  (unsigned long long)f->d.cfg->max_body_bytes);
         return answer_error(c, 413, "request_too_large", msg, NULL);
     }
-    if (c->phase == PH_BODY && !c->plan_begun && *upload_size > 0) {
+    if (phase == PH_BODY && !c->plan_begun && *upload_size > 0) {
         size_t n = *upload_size;
 
         if (c->body_len + n > f->d.cfg->max_body_bytes) {
@@ -1541,7 +1546,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         *upload_size = 0;
         return MHD_YES;
     }
-    if (!c->plan_begun && c->phase == PH_BODY)
+    if (!c->plan_begun && phase == PH_BODY)
         return request_start(c);
     return drive(c);
 }

@@ -55,6 +55,7 @@ struct rt_upstream {
     int timerfd;          /* curl's timer */
     int wakefd;           /* eventfd: commands are waiting */
     int timeout_now;      /* curl asked for an immediate timeout action; loop thread */
+    _Atomic int wake_pending; /* an eventfd write is on its way to the loop */
     int closed;           /* guarded by lock: submit refuses */
     pthread_mutex_t lock; /* guards the free stack, the command ring and slot gen/cmds/queued */
     size_t cap;           /* slots */
@@ -330,11 +331,16 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
     return 0;
 }
 
+/* Wake the loop for new commands. Coalesced: while a wakeup is pending and not yet taken by
+ * the loop, further calls cost one atomic exchange instead of a write(2). */
 static void wake(struct rt_upstream *up)
 {
     uint64_t one = 1;
-    ssize_t n = write(up->wakefd, &one, sizeof(one));
+    ssize_t n;
 
+    if (atomic_exchange(&up->wake_pending, 1))
+        return;
+    n = write(up->wakefd, &one, sizeof(one));
     (void)n; /* EAGAIN: the counter is already non-zero, the loop wakes anyway */
 }
 
@@ -355,6 +361,8 @@ static void *loop_main(void *arg)
                 ssize_t r = read(up->wakefd, &v, sizeof(v));
 
                 (void)r;
+                /* cleared before draining: a command posted from now on wakes again */
+                atomic_store(&up->wake_pending, 0);
                 loop_commands(up);
             } else if (fd == up->timerfd) {
                 uint64_t v;
