@@ -13,7 +13,8 @@
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="${TG_SOURCE_DIR:-$(cd "$here/../.." && pwd)}"
+# The checks are about this tree, wherever the build directory is.
+root="$(cd "$here/../.." && pwd)"
 chart="$root/deploy/helm/tollgate"
 cache="$here/.cache"
 out="$cache/rendered"
@@ -77,11 +78,11 @@ stage_packages() {
             if (line !~ /\\[ \t]*$/) grab = 0
         }' "$1" | grep -v -x -e '-y' -e '--no-install-recommends' -e 'apt' -e 'lists' | sort -u
 }
-# A package that apt knows a candidate version of.
-apt_has() {
-    local policy
-    policy="$(apt-cache policy "$1" 2>/dev/null)"
-    grep -q 'Candidate: [0-9]' <<<"$policy"
+# The packages (of those given) that apt knows a candidate version of; one apt-cache call.
+apt_known() {
+    apt-cache policy "$@" 2>/dev/null | awk '
+        /^[^ ].*:$/ { pkg = substr($0, 1, length($0) - 1) }
+        /^  Candidate: [0-9]/ { print pkg }'
 }
 deps_sh="$root/tests/lib/deps.sh"
 for svc in router-svc spend-svc; do
@@ -95,8 +96,10 @@ for svc in router-svc spend-svc; do
     [ "$(grep -c '^FROM ' "$df")" = 2 ] || problems+=" not-two-stages"
     grep -q '^ARG DEBIAN_IMAGE=debian:12$' "$df" || problems+=" build-stage-not-debian-12"
     grep -q '^ARG DEBIAN_RUNTIME_IMAGE=debian:12-slim$' "$df" || problems+=" runtime-not-debian-12-slim"
+    # shellcheck disable=SC2086
+    known="$(apt_known $build_pkgs $run_pkgs)"
     for p in $build_pkgs $run_pkgs; do
-        apt_has "$p" || problems+=" no-such-package:$p"
+        grep -qx -- "$p" <<<"$known" || problems+=" no-such-package:$p"
     done
     for p in build-essential cmake pkg-config libmicrohttpd-dev libcurl4-openssl-dev librdkafka-dev \
         libjansson-dev libhiredis-dev libpq-dev libyaml-dev libssl-dev libcmocka-dev; do
@@ -193,6 +196,15 @@ render_set() {
     fi
 }
 
+# The chart's own YAML and the value sets, with the same relaxed rules.
+if yamllint -f parsable -c "$here/yamllint.yaml" "$chart/Chart.yaml" "$chart/values.yaml" \
+    "$here"/values/*.yaml "$here"/values-bad/*.yaml >"$out/yamllint-src.log" 2>&1; then
+    ok "yamllint (Chart.yaml, values.yaml, value sets)"
+else
+    bad "yamllint (Chart.yaml, values.yaml, value sets):"
+    sed 's/^/       /' "$out/yamllint-src.log" | head -20
+fi
+
 render_set defaults
 for v in "$here"/values/*.yaml; do
     render_set "$(basename "$v" .yaml)" -f "$v"
@@ -270,6 +282,23 @@ if "$helm" package "$chart" --destination "$cache" >"$out/package.log" 2>&1; the
     ok "helm package: $(basename "$(awk '/Successfully packaged/ { print $NF }' "$out/package.log")")"
 else
     bad "helm package: $(cat "$out/package.log")"
+fi
+
+# ---- Metric names: the catalogue the dashboard and alerts are checked against must match
+# what the services export (their sources name every metric as a string literal).
+missing=""
+for m in $(awk '!/^#/ && NF { print $1 }' "$here/metrics.txt"); do
+    case "$m" in
+        tollgate_router_*) src="$root/router-svc/src" ;;
+        *) src="$root/spend-svc/src" ;;
+    esac
+    [ -d "$src" ] || continue
+    grep -rqF "\"$m\"" "$src" || missing+=" $m"
+done
+if [ -z "$missing" ]; then
+    ok "every metric in metrics.txt is exported by the service sources"
+else
+    bad "metrics.txt names metrics the services do not export:$missing"
 fi
 
 # ---- Dashboard -----------------------------------------------------------------------------

@@ -332,6 +332,17 @@ for (const w of workloads) {
     }
 }
 
+for (const cm of all("ConfigMap")) {
+    for (const [k, v] of Object.entries(cm.data || {})) {
+        if (!k.endsWith(".json")) continue;
+        try {
+            const j = JSON.parse(v);
+            if (!Array.isArray(j.panels) || j.panels.length === 0) fail(`ConfigMap/${cm.metadata.name}`, `${k} has no panels`);
+        } catch (e) {
+            fail(`ConfigMap/${cm.metadata.name}`, `${k} is not valid JSON: ${e.message}`);
+        }
+    }
+}
 for (const s of all("Service")) {
     const where = `Service/${s.metadata.name}`;
     const targets = workloads.filter((w) => matches(s.spec.selector, w.spec.template.metadata.labels));
