@@ -827,6 +827,88 @@ static void test_concurrent_requests(void **state)
     env_free(e);
 }
 
+static const char *pick_once(struct env *e, uint64_t rnd, uint64_t now, struct rt_plan *plan,
+                             struct rt_target *t)
+{
+    assert_int_equal(rt_router_begin(e->router, NULL, "g", 0, rnd, now, plan), 0);
+    assert_int_equal(rt_router_next(e->router, plan, now, t), 1);
+    return t->dep->id;
+}
+
+static void report_ok(struct env *e, struct rt_plan *plan, struct rt_target *t, uint32_t lat,
+                      uint64_t now)
+{
+    struct rt_result res = {200, RT_ERR_NONE, lat, NULL, 0, 0, 0};
+
+    assert_int_equal(rt_router_report(e->router, plan, t, &res, now, NULL), RT_STEP_DONE);
+    rt_router_finish(e->router, plan, 0, now);
+}
+
+static void test_strategies(void **state)
+{
+    struct env *e;
+    struct rt_plan p1, p2;
+    struct rt_target t1, t2;
+    int b = 0;
+
+    (void)state;
+    /* least-busy: a deployment with an attempt in flight is avoided. */
+    e = env_new("model_list:\n"
+                "  - {model_name: g, litellm_params: {model: a}, model_info: {id: A}}\n"
+                "  - {model_name: g, litellm_params: {model: b}, model_info: {id: B}}\n"
+                "router_settings: {routing_strategy: least-busy}\n");
+    for (uint64_t rnd = 1; rnd < 30; rnd++) {
+        const char *first = pick_once(e, rnd, 1000, &p1, &t1);
+        const char *second = pick_once(e, rnd * 7, 1000, &p2, &t2);
+
+        assert_string_not_equal(first, second);
+        report_ok(e, &p1, &t1, 5, 1000);
+        report_ok(e, &p2, &t2, 5, 1000);
+    }
+    env_free(e);
+    /* latency-based-routing: untried first, then the lowest latency average. */
+    e = env_new("model_list:\n"
+                "  - {model_name: g, litellm_params: {model: a}, model_info: {id: A}}\n"
+                "  - {model_name: g, litellm_params: {model: b}, model_info: {id: B}}\n"
+                "router_settings: {routing_strategy: latency-based-routing}\n");
+    pick_once(e, 1, 1000, &p1, &t1);
+    report_ok(e, &p1, &t1, strcmp(t1.dep->id, "A") == 0 ? 300 : 20, 1000);
+    pick_once(e, 2, 1000, &p1, &t1);
+    report_ok(e, &p1, &t1, strcmp(t1.dep->id, "A") == 0 ? 300 : 20, 1000);
+    for (uint64_t rnd = 3; rnd < 40; rnd++) {
+        assert_string_equal(pick_once(e, rnd, 1000, &p1, &t1), "B");
+        report_ok(e, &p1, &t1, 20, 1000);
+    }
+    env_free(e);
+    /* simple-shuffle: weights 1:3, and the caller's random decides. */
+    e = env_new(
+        "model_list:\n"
+        "  - {model_name: g, litellm_params: {model: a, weight: 1}, model_info: {id: A}}\n"
+        "  - {model_name: g, litellm_params: {model: b, weight: 3}, model_info: {id: B}}\n");
+    for (uint64_t rnd = 0; rnd < 4000; rnd++) {
+        b += strcmp(pick_once(e, rnd * 0x9E3779B97F4A7C15ull + 1, 1000, &p1, &t1), "B") == 0;
+        report_ok(e, &p1, &t1, 5, 1000);
+    }
+    assert_true(b > 2700 && b < 3300);
+    /* Same random, same choice. */
+    assert_string_equal(pick_once(e, 12345, 1000, &p1, &t1), pick_once(e, 12345, 1000, &p2, &t2));
+    report_ok(e, &p1, &t1, 5, 1000);
+    report_ok(e, &p2, &t2, 5, 1000);
+    env_free(e);
+    /* order: the lowest order is used while it is available. */
+    e = env_new("model_list:\n"
+                "  - {model_name: g, litellm_params: {model: a, order: 2}, model_info: {id: A}}\n"
+                "  - {model_name: g, litellm_params: {model: b, order: 1, rpm: 2}, "
+                "model_info: {id: B}}\n");
+    assert_string_equal(pick_once(e, 1, 1000, &p1, &t1), "B");
+    report_ok(e, &p1, &t1, 5, 1000);
+    assert_string_equal(pick_once(e, 2, 1000, &p1, &t1), "B");
+    report_ok(e, &p1, &t1, 5, 1000);
+    assert_string_equal(pick_once(e, 3, 1000, &p1, &t1), "A"); /* B at its rpm */
+    report_ok(e, &p1, &t1, 5, 1000);
+    env_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -850,6 +932,7 @@ int main(void)
         cmocka_unit_test(test_blocked_key_and_event_ids),
         cmocka_unit_test(test_attempts_bounded),
         cmocka_unit_test(test_concurrent_requests),
+        cmocka_unit_test(test_strategies),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
