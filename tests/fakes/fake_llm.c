@@ -35,6 +35,7 @@
 
 #define FL_BODY_MAX_BYTES (16u * 1024u * 1024u) /* request body cap; larger: 413 */
 #define FL_BODY_INITIAL_BYTES 4096u             /* first allocation without Content-Length */
+#define FL_BODY_TRUSTED_BYTES (1024u * 1024u)   /* Content-Length reserved up front at most */
 #define FL_MODELS_MAX 256u                      /* model table capacity */
 #define FL_REQUESTS_KEPT 256u                   /* recorded provider requests (drop-oldest) */
 #define FL_SLACK_KEPT 1024u                     /* recorded Slack messages (drop-oldest) */
@@ -897,10 +898,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 return send_control_error(conn, 413, "request body is too large");
             }
             if (want > 0) {
-                req->body = malloc(want + 1);
+                /* Up to 1 MiB is reserved on the client's word; beyond, the body grows as it
+                 * arrives (a client cannot make the fake reserve 16 MiB with a header). */
+                size_t first = want < FL_BODY_TRUSTED_BYTES ? (size_t)want : FL_BODY_TRUSTED_BYTES;
+                req->body = malloc(first + 1);
                 if (req->body == NULL)
                     return MHD_NO;
-                req->cap = want + 1;
+                req->cap = first + 1;
             }
         }
         return MHD_YES;
