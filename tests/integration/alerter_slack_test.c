@@ -10,6 +10,7 @@
  *   dependency     postgres down for 60 s (monotonic time passed in) under load, then up ->
  *                  exactly one degraded and one recovery message
  *   secrets        the webhook URL and keys never appear in messages or in the captured logs
+ *   daily_report   totals and rows per dimension, rows beyond the maximum ignored
  *   server_errors  5xx retried with backoff until delivered; after max_tries given up, counted
  *   shutdown       destroy() returns within shutdown_wait_ms however blocked the webhook is
  *
@@ -618,8 +619,62 @@ static void test_secrets(void **state)
     msgs = slack_messages();
     json_array_foreach(msgs, i, m)
     {
+        const char *path = json_string_value(json_object_get(m, "path"));
+        const char *body = json_string_value(json_object_get(m, "body"));
+
         check_message(m); /* includes the secret scan of the body */
+        /* Per-type routing: budget to its own webhook, the rest to the default. */
+        if (strstr(body, "] budget*") != NULL)
+            assert_string_equal(path, HOOK_PATH "/budget");
+        else
+            assert_string_equal(path, HOOK_PATH);
     }
+    json_decref(msgs);
+}
+
+/* The daily report: totals, rows per dimension, within the caps whatever the rows hold. */
+static void test_daily_report(void **state)
+{
+    struct sp_alerter_config c;
+    struct sp_alerter *al;
+    struct sp_report_row rows[SP_ALERTER_REPORT_ROWS_MAX + 3];
+    char day[11];
+    json_t *msgs;
+    const char *body;
+
+    (void)state;
+    base_config(&c);
+    c.daily_report_hour = 0;
+    al = make(&c);
+    assert_int_equal(sp_alerter_daily_report_due(al, tg_now_epoch_ms(), day), 1);
+    assert_int_equal(sp_alerter_daily_report_due(al, tg_now_epoch_ms(), day), 0);
+    memset(rows, 0, sizeof(rows));
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        static const char *const dims[] = {"key", "team", "model"};
+
+        snprintf(rows[i].dimension, sizeof(rows[i].dimension), "%s", dims[i % 3]);
+        snprintf(rows[i].name, sizeof(rows[i].name), "%s-%zu", dims[i % 3], i);
+        rows[i].cost_nusd = (int64_t)(i + 1) * 1000000000;
+        rows[i].requests = (int64_t)(i + 1) * 10;
+    }
+    /* One name as long as the row allows, full of characters that need escaping. */
+    memset(rows[0].name, '"', sizeof(rows[0].name) - 1);
+    sp_alerter_daily_report(al, day, 171000000000, 1710, rows, sizeof(rows) / sizeof(rows[0]));
+    assert_int_equal(slack_wait(1, 5000), 1);
+    sp_alerter_destroy(&al);
+    msgs = slack_messages();
+    check_message(json_array_get(msgs, 0));
+    body = json_string_value(json_object_get(json_array_get(msgs, 0), "body"));
+    printf("daily_report: %zu bytes\n", strlen(body));
+    assert_non_null(strstr(body, "daily spend report "));
+    assert_non_null(strstr(body, day));
+    assert_non_null(strstr(body, "$171.0000 over 1710 requests"));
+    assert_non_null(strstr(body, "top keys"));
+    assert_non_null(strstr(body, "top teams"));
+    assert_non_null(strstr(body, "top models"));
+    assert_non_null(strstr(body, "team-1 $2.0000 (20 req)"));
+    /* Rows beyond SP_ALERTER_REPORT_ROWS_MAX are not used. */
+    assert_null(strstr(body, "model-17"));
     json_decref(msgs);
 }
 
@@ -742,6 +797,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_capped_event, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dependency_outage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secrets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_daily_report, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_bounded, setup, teardown),
         cmocka_unit_test(test_log_scan),

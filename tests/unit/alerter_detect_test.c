@@ -13,6 +13,7 @@
 
 #include "alerter.h"
 #include "proto_event.h"
+#include "tg_buf.h"
 #include "tg_err.h"
 
 #define T0 5000000u
@@ -332,6 +333,34 @@ static void test_budget(void **state)
     sp_alerter_destroy(&al);
 }
 
+/* The exposition carries every type x outcome with the exact metric name and labels. */
+static void test_metrics(void **state)
+{
+    struct sp_alerter *al = make(NULL);
+    struct tg_buf b;
+    const int64_t max = 10000000000;
+
+    (void)state;
+    assert_int_equal(tg_buf_init(&b, 64 * 1024), 0);
+    sp_alerter_budget(al, "key", "alias-m", 0, 5000000000, max);
+    sp_alerter_budget(al, "key", "alias-m", 0, 5000000000, max); /* same subject: suppressed */
+    sp_alerter_write_metrics(al, &b);
+    assert_false(b.truncated);
+    assert_non_null(strstr(b.data, "# TYPE tollgate_spend_alerts_total counter\n"));
+    assert_non_null(
+        strstr(b.data, "tollgate_spend_alerts_total{type=\"budget\",outcome=\"raised\"} 2\n"));
+    assert_non_null(
+        strstr(b.data, "tollgate_spend_alerts_total{type=\"budget\",outcome=\"suppressed\"} 1\n"));
+    assert_non_null(strstr(
+        b.data, "tollgate_spend_alerts_total{type=\"daily_report\",outcome=\"failed\"} 0\n"));
+    assert_non_null(strstr(b.data, "tollgate_spend_alert_queue_depth "));
+    assert_non_null(
+        strstr(b.data, "tollgate_spend_alert_capacity_hits_total{table=\"deployments\"} 0\n"));
+    assert_null(strstr(b.data, "127.0.0.1"));
+    tg_buf_fini(&b);
+    sp_alerter_destroy(&al);
+}
+
 static void tiny_tables(struct sp_alerter_config *c)
 {
     c->deployments_capacity = 2;
@@ -477,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_dead_letters_dedupe),
         cmocka_unit_test(test_consumer_lag),
         cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_detector_capacity),
         cmocka_unit_test(test_queue_drop_oldest),
         cmocka_unit_test(test_disabled_types),
