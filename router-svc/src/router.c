@@ -419,7 +419,7 @@ static int pick(struct rt_router *r, struct rt_plan *p, int g, uint64_t now_ms)
     const struct group *grp = &r->groups[g];
     uint32_t cand[RT_GROUP_DEPLOYMENTS_MAX], pos[RT_GROUP_DEPLOYMENTS_MAX];
     uint32_t n = 0, n_untried = 0, best_order = UINT32_MAX;
-    int is_requested = g == p->req_group && p->fallbacks == 0;
+    int is_requested = g == p->req_group;
     int first_blocked = 0;
     struct rt_limit_status first_st;
     int64_t limit_sum = 0;
@@ -660,7 +660,7 @@ int rt_router_next(struct rt_router *router, struct rt_plan *plan, uint64_t now_
                                                        kl->rpm, kl->tpm, now_ms, &st) != 0) {
                     key_ok = 0;
                     note_limited(p, st.retry_after_s);
-                    if (g == p->req_group && p->fallbacks == 0 && !p->requested_limited) {
+                    if (g == p->req_group && !p->requested_limited) {
                         p->requested_limited = 1;
                         snprintf(p->limited_msg, sizeof(p->limited_msg),
                                  "Rate limit reached for %s: model_%s_limit %lld, remaining 0",
@@ -686,6 +686,8 @@ int rt_router_next(struct rt_router *router, struct rt_plan *plan, uint64_t now_
                 out->attempt = p->attempts;
                 out->is_retry = p->group_attempts > 0;
                 out->is_fallback = g != p->req_group;
+                if (p->group_attempts == 0 && g != p->req_group)
+                    p->fallbacks++; /* counted when a fallback group is actually tried */
                 p->group_attempts++;
                 handed = 1;
                 break;
@@ -705,7 +707,6 @@ int rt_router_next(struct rt_router *router, struct rt_plan *plan, uint64_t now_
             break;
         }
         enter_group(p, g);
-        p->fallbacks++;
     }
     pthread_mutex_unlock(&r->lock);
     return handed;

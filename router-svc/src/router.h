@@ -255,7 +255,8 @@ const struct rt_outcome *rt_router_outcome(const struct rt_plan *plan);
 /* rt_router_trail: the plan's trail (borrowed). No lock. */
 const struct rt_trail *rt_router_trail(const struct rt_plan *plan);
 
-/* rt_router_attempts / rt_router_fallbacks: attempts handed out; fallback groups entered. */
+/* rt_router_attempts / rt_router_fallbacks: attempts handed out; fallback groups in which an
+ * attempt was made (groups skipped for limits or the allowlist do not count). */
 uint32_t rt_router_attempts(const struct rt_plan *plan);
 uint32_t rt_router_fallbacks(const struct rt_plan *plan);
 

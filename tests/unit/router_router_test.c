@@ -627,6 +627,7 @@ static void test_limited_with_key_rules(void **state)
     o = run(e, &plan, key_of(e, "sk-key-main-only"), "gpt-main", 0, 2000, NULL, 0, trace,
             sizeof(trace));
     assert_int_equal(o->status, 429);
+    assert_int_equal(rt_router_fallbacks(&plan), 0);
     assert_string_equal(trace, "");
     assert_string_equal(o->message, "Model capacity reached for gpt-main: rpm limit 1, "
                                     "remaining 0");
@@ -661,6 +662,7 @@ static void test_key_model_limit_falls_back(void **state)
     o = run(e, &plan, k, "gpt-free", 0, 201000, NULL, 0, trace, sizeof(trace));
     assert_string_equal(trace, "gpt-fallback");
     assert_int_equal(o->status, 200);
+    assert_int_equal(rt_router_fallbacks(&plan), 1);
     /* Without the key rule the same group still serves. */
     o = run(e, &plan, NULL, "gpt-free", 0, 201500, NULL, 0, trace, sizeof(trace));
     assert_string_equal(trace, "gpt-free");
