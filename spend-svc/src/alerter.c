@@ -1015,9 +1015,10 @@ uint32_t sp_alerter_budget(struct sp_alerter *al, const char *scope, const char 
                   crossed >= 100 ? SP_ALERT_CRITICAL
                                  : (crossed >= 80 ? SP_ALERT_WARNING : SP_ALERT_INFO),
                   NULL, NULL);
-    field_printf(a.subject, sizeof(a.subject), "%s %s reached %" PRIu32 "%% of budget", scope,
+    /* %.64s: the caller's string is read up to the cap, never scanned to its end. */
+    field_printf(a.subject, sizeof(a.subject), "%s %.64s reached %" PRIu32 "%% of budget", scope,
                  name != NULL ? name : "", crossed);
-    field_printf(a.summary, sizeof(a.summary), "%s %s has spent %s of its %s budget%s", scope,
+    field_printf(a.summary, sizeof(a.summary), "%s %.64s has spent %s of its %s budget%s", scope,
                  name != NULL ? name : "", spend, budget,
                  crossed >= 100 ? "; requests are now refused" : "");
     sp_alert_add_field(&a, "scope", scope);

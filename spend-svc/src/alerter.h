@@ -101,7 +101,9 @@ void sp_alert_init(struct sp_alert *a, enum sp_alert_type type, enum sp_alert_se
 int sp_alert_add_field(struct sp_alert *a, const char *name, const char *value);
 
 /* sp_alert_add_fieldf: like sp_alert_add_field with a printf-formatted value, formatted into
- * the fixed field (cut at a UTF-8 boundary). Returns 0 or TG_EFULL. */
+ * the fixed field (cut at a UTF-8 boundary). Returns 0 or TG_EFULL. Meant for numbers: printf
+ * reads a %s argument to its end, so give strings a precision (%.64s) or use
+ * sp_alert_add_field, which never reads past the cap. */
 int sp_alert_add_fieldf(struct sp_alert *a, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
