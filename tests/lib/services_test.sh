@@ -30,6 +30,7 @@ tg_pg_start
 tg_kafka_start 2 "tollgate.events.v1:6,tollgate.control.v1:1"
 with_fake=0
 if [ -x "${TG_FAKE_LLM_BIN:-$TG_BUILD_DIR/tests/fakes/fake-llm}" ]; then
+    # shellcheck disable=SC2119
     tg_fakellm_start
     with_fake=1
 fi
