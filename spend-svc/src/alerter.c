@@ -457,16 +457,21 @@ static void sender_settle(struct sp_alerter *al, struct alert_item *cur, CURLcod
                  sp_alert_type_name(type), cur->tries);
         return;
     }
+    if (cc == CURLE_ABORTED_BY_CALLBACK) {
+        /* Cut off by the shutdown deadline: not the webhook's doing. */
+        count(al, type, SP_ALERT_DROPPED);
+        return;
+    }
     if (cc == CURLE_OK && status == 429) {
         uint64_t wait_s = retry_after_s >= 0 ? (uint64_t)retry_after_s : 1;
 
         atomic_fetch_add_explicit(&al->http_429, 1, memory_order_relaxed);
         if (wait_s > al->cfg.retry_after_max_s)
             wait_s = al->cfg.retry_after_max_s;
-        /* Nothing goes to this webhook before Retry-After has passed. The bucket restarts
-         * with one token at that moment rather than with what it would have saved up, so a
-         * burst does not land the instant the block ends. */
-        /* + 1: now is truncated to the millisecond; never a moment early. */
+        /* Nothing goes to this webhook before Retry-After has passed (+ 1 ms: now is
+         * truncated to the millisecond, so never a moment early). The bucket restarts with one
+         * token at that moment rather than with what it would have saved up, so a burst does
+         * not land the instant the block ends. */
         r->blocked_until_ms = now + wait_s * 1000u + 1u;
         r->tb.tokens = 1.0;
         r->tb.last_ms = r->blocked_until_ms;
@@ -483,11 +488,6 @@ static void sender_settle(struct sp_alerter *al, struct alert_item *cur, CURLcod
                    cur->route, sp_alert_type_name(type), status,
                    cc != CURLE_OK ? curl_easy_strerror(cc) : "http", cur->tries, r->backoff_ms);
         retry = 1;
-    }
-    if (cc == CURLE_ABORTED_BY_CALLBACK) {
-        /* Cut off by the shutdown deadline: not the webhook's doing. */
-        count(al, type, SP_ALERT_DROPPED);
-        return;
     }
     if (retry && cur->tries < al->cfg.max_tries && !atomic_load(&al->stopping)) {
         atomic_fetch_add_explicit(&al->retries, 1, memory_order_relaxed);

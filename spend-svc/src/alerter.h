@@ -267,7 +267,8 @@ struct sp_report_row {
 /* sp_alerter_daily_report_due: 1 once per UTC day, on the first call at or after
  * daily_report_hour, with day (11 bytes) set to the previous UTC day "YYYY-MM-DD", which the
  * report should cover; else 0. Always 0 when daily_report_hour is -1 or the type is disabled.
- * now_epoch_ms is wall-clock. Any thread. */
+ * The memory of "already reported today" is per process: a restart after the hour reports the
+ * day again. now_epoch_ms is wall-clock. Any thread. */
 int sp_alerter_daily_report_due(struct sp_alerter *al, uint64_t now_epoch_ms, char day[11]);
 
 /* sp_alerter_daily_report: raise the daily_report alert for day (borrowed "YYYY-MM-DD") from a
