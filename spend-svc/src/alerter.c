@@ -441,9 +441,11 @@ out:
     return cc;
 }
 
-/* The answer to one POST, applied under qmu. */
-static void sender_settle(struct sp_alerter *al, struct alert_item *cur, CURLcode cc, long status,
-                          long retry_after_s)
+/* The answer to one POST. Runs on the sender thread without qmu: route state is only ever
+ * touched by the sender thread. Returns 1 when the alert should be queued again (at the head),
+ * else 0 (it is counted here). */
+static int sender_settle(struct sp_alerter *al, struct alert_item *cur, CURLcode cc, long status,
+                         long retry_after_s)
 {
     struct route *r = &al->routes[cur->route];
     uint64_t now = tg_now_mono_ms();
@@ -455,12 +457,12 @@ static void sender_settle(struct sp_alerter *al, struct alert_item *cur, CURLcod
         count(al, type, SP_ALERT_SENT);
         TG_DEBUG("msg=alert_sent webhook=#%" PRIu32 " type=%s tries=%" PRIu32, cur->route,
                  sp_alert_type_name(type), cur->tries);
-        return;
+        return 0;
     }
     if (cc == CURLE_ABORTED_BY_CALLBACK) {
         /* Cut off by the shutdown deadline: not the webhook's doing. */
         count(al, type, SP_ALERT_DROPPED);
-        return;
+        return 0;
     }
     if (cc == CURLE_OK && status == 429) {
         uint64_t wait_s = retry_after_s >= 0 ? (uint64_t)retry_after_s : 1;
@@ -491,12 +493,12 @@ static void sender_settle(struct sp_alerter *al, struct alert_item *cur, CURLcod
     }
     if (retry && cur->tries < al->cfg.max_tries && !atomic_load(&al->stopping)) {
         atomic_fetch_add_explicit(&al->retries, 1, memory_order_relaxed);
-        q_push_front(al, cur);
-        return;
+        return 1;
     }
     count(al, type, SP_ALERT_FAILED);
     TG_WARN_RL("msg=alert_given_up webhook=#%" PRIu32 " type=%s status=%ld tries=%" PRIu32,
                cur->route, sp_alert_type_name(type), status, cur->tries);
+    return 0;
 }
 
 static void abs_deadline(struct timespec *ts, uint64_t wait_ms)
@@ -526,6 +528,7 @@ static void *sender_main(void *arg)
         size_t tlen, plen;
         long status = 0, retry_after_s = -1;
         CURLcode cc;
+        int requeue;
 
         if (atomic_load(&al->stopping) &&
             (al->qlen == 0 || now >= atomic_load(&al->stop_deadline_ms)))
@@ -577,8 +580,10 @@ static void *sender_main(void *arg)
         atomic_fetch_add_explicit(&al->posts, 1, memory_order_relaxed);
         cc = post_payload(al, r->url, payload, plen, &status, &retry_after_s);
 
+        requeue = sender_settle(al, &cur, cc, status, retry_after_s);
         pthread_mutex_lock(&al->qmu);
-        sender_settle(al, &cur, cc, status, retry_after_s);
+        if (requeue)
+            q_push_front(al, &cur);
     }
     /* Shutdown: whatever is left was not sent in time. */
     while (al->qlen > 0) {

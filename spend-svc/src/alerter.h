@@ -30,8 +30,9 @@
  * the defaults, whatever the traffic.
  *
  * Threads: every sp_alerter_* function taking a struct sp_alerter * is safe from any thread.
- * Internally one mutex guards the queue and webhook state and another the detector tables;
- * neither is ever held across network I/O or logging of payloads.
+ * Internally one mutex guards the queue and the dedupe table, another the detector tables
+ * (when both are held: detectors first, then queue); webhook state belongs to the sender thread.
+ * Neither mutex is ever held across network I/O, and no payload is ever logged.
  *
  * Metrics: tollgate_spend_alerts_total{type,outcome}, outcome one of
  *   raised      sp_alerter_raise() (or a detector) produced an alert of an enabled type
