@@ -523,8 +523,10 @@ static const struct migration pg_migrations[] = {
      " kafka_partition integer NOT NULL,"
      " kafka_offset bigint NOT NULL,"
      " inserted_at timestamptz NOT NULL DEFAULT now());"
-     "CREATE INDEX spend_logs_key_ts ON spend_logs (key_hash, ts_end_ms);"
-     "CREATE INDEX spend_logs_team_ts ON spend_logs (team_id, ts_end_ms);"
+     /* budgets over periods that do not start at midnight read recent rows by time: a BRIN
+      * index costs almost nothing per insert, where btrees on (key, time) halved the insert
+      * rate; whole-day periods read spend_daily */
+     "CREATE INDEX spend_logs_ts_brin ON spend_logs USING brin (ts_end_ms);"
      "CREATE TABLE spend_daily ("
      " day date NOT NULL,"
      " key_hash text NOT NULL,"
@@ -1066,9 +1068,11 @@ static int pg_flush_range(struct sp_pg *pg, struct sp_pg_batch *b, const char *t
     PGresult *r = NULL;
     int rc;
 
+    uint64_t t0 = tg_now_mono_us();
     rc = pg_build(b, ev_from, ev_to, dl_from, dl_to, opart, onext, noff);
     if (rc < 0)
         return rc;
+    uint64_t t1 = tg_now_mono_us();
     for (int k = 0; k <= C_OFFSET; k++)
         values[k] = b->col[k].p;
     values[30] = b->col[C_DL_REASON].p;
@@ -1081,6 +1085,9 @@ static int pg_flush_range(struct sp_pg *pg, struct sp_pg_batch *b, const char *t
     rc = pg_exec(pg, pg_flush_sql, 37, values, &r);
     if (rc < 0)
         return rc;
+    TG_DEBUG("msg=\"flush timing\" build_us=%llu exec_us=%llu bytes=%zu",
+             (unsigned long long)(t1 - t0), (unsigned long long)(tg_now_mono_us() - t1),
+             b->col[C_TRAIL].len);
     for (int i = 0; i < PQntuples(r); i++) {
         if (res_i64(r, i, 0) == 1) {
             int64_t ins = res_i64(r, i, 1);

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# spend-svc throughput: events/s end to end (Kafka -> Postgres spend_logs/spend_daily/offsets
+# -> Redis counters), measured by draining a backlog, and the drain time of a 90 s backlog.
+#
+#   spend_bench.sh [EVENTS] [RATE_FOR_90S_BACKLOG]
+#     EVENTS (default 200000): backlog produced while spend-svc is stopped; spend-svc is then
+#       started and timed until every row is in Postgres and Redis equals Postgres.
+#     RATE (default 1000 events/s): a 90 s backlog at that rate (90 x RATE events) is drained
+#       the same way, on a fresh topic and database.
+# Prints a markdown table. Use a build without sanitizers for meaningful numbers
+# (TG_BUILD_DIR pointing at a RelWithDebInfo tree). Topics have 64 partitions so that no
+# partition holds more than ~3 MiB (devkafka keeps ~5 MiB per partition).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck disable=SC1091
+. "$HERE/../integration/spend_lib.sh"
+
+EVENTS=${1:-200000}
+RATE=${2:-1000}
+sp_init spend-bench
+sp_services
+RUN=$(printf '%08x' $((RANDOM * 32768 + RANDOM)))
+
+now_s() { date +%s.%N; }
+
+# drain NAME EVENTS: produce a backlog of EVENTS, start spend-svc, time the drain.
+# Sets D_TOTAL (s from start to all rows + Redis synced), D_ROWS (s from first row to last).
+drain() {
+    local name=$1 n=$2 t0 t_first="" t_rows t_redis c pid
+    sp_topic "spend.bench.$name" 64
+    sp_db "bench_$name"
+    sp_config "$SP_DIR/$name.yaml" "spend.bench.$name"
+    sp_log "$name: producing a backlog of $n events"
+    sp_produce --topic "spend.bench.$name" --count "$n" --keys 640 --run "$RUN" \
+        >"$SP_DIR/$name.produce" || sp_die "producer failed"
+    cat "$SP_DIR/$name.produce"
+    # one Redis for both runs: start each from an empty cache
+    redis-cli -p "$TG_REDIS_PORT" FLUSHALL >/dev/null
+    t0=$(now_s)
+    sp_start "$SP_DIR/$name.yaml" "$name"
+    pid=$SP_PID
+    for _ in $(seq 1 3000); do
+        c=$(sp_sql "SELECT count(*) FROM spend_logs")
+        if [ -z "$t_first" ] && [ "$c" -gt 0 ]; then
+            t_first=$(now_s)
+        fi
+        [ "$c" = "$n" ] && break
+        sleep 0.1
+    done
+    [ "$c" = "$n" ] || sp_die "$name: only $c of $n rows after 300 s"
+    t_rows=$(now_s)
+    sp_wait_redis 60 >/dev/null || sp_die "$name: Redis did not converge"
+    t_redis=$(now_s)
+    sp_check "$name: exact totals" true
+    sp_check_totals "$SP_DIR/$name.produce"
+    sp_stop "$pid"
+    D_TOTAL=$(awk -v a="$t0" -v b="$t_redis" 'BEGIN { printf "%.2f", b - a }')
+    D_ROWS=$(awk -v a="$t_first" -v b="$t_rows" 'BEGIN { printf "%.2f", b - a }')
+    sp_log "$name: $n events, first row to last row $D_ROWS s, start to Redis synced $D_TOTAL s"
+}
+
+drain throughput "$EVENTS"
+TP_TOTAL=$D_TOTAL
+TP_ROWS=$D_ROWS
+drain backlog90 $((90 * RATE))
+BL_TOTAL=$D_TOTAL
+
+echo
+echo "| spend-svc | value |"
+echo "|---|---|"
+echo "| backlog drained | $EVENTS events |"
+echo "| events/s, first row to last row | $(awk -v n="$EVENTS" -v t="$TP_ROWS" 'BEGIN { printf "%.0f", n / t }') |"
+echo "| events/s, start to Redis synced (incl. start-up and group join) | $(awk -v n="$EVENTS" -v t="$TP_TOTAL" 'BEGIN { printf "%.0f", n / t }') |"
+echo "| drain time of a 90 s backlog at $RATE events/s ($((90 * RATE)) events) | $BL_TOTAL s |"
+sp_finish
