@@ -10,6 +10,9 @@
  *   dependency     postgres down for 60 s (monotonic time passed in) under load, then up ->
  *                  exactly one degraded and one recovery message
  *   secrets        the webhook URL and keys never appear in messages or in the captured logs
+ *   regression_alert_per_request_in_outage
+ *                  10,000 requests with capped fields during a Redis outage -> one degraded
+ *                  message, no memory growth (the defect this module answers)
  *   daily_report   totals and rows per dimension, rows beyond the maximum ignored
  *   server_errors  5xx retried with backoff until delivered; after max_tries given up, counted
  *   shutdown       destroy() returns within shutdown_wait_ms however blocked the webhook is
@@ -678,6 +681,102 @@ static void test_daily_report(void **state)
     json_decref(msgs);
 }
 
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    }
+    fclose(f);
+    return kb;
+}
+
+/* The defect this module answers: during a Redis outage an error handler pasted the whole
+ * request metadata into an alert on every request, and the string reached gigabytes. Here every
+ * one of 10,000 requests during the outage reports Redis down and feeds an event whose every
+ * field is at its cap (and each a different deployment): one degraded message, no growth. */
+static void test_regression_alert_per_request_in_outage(void **state)
+{
+    struct sp_alerter_config c;
+    struct sp_alerter *al;
+    struct sp_alerter_stats st;
+    struct proto_event ev;
+    long rss_before, rss_after;
+    json_t *msgs, *m;
+    size_t i, degraded = 0;
+    uint64_t t0, t_create, t_end;
+
+    (void)state;
+    base_config(&c);
+    c.shutdown_wait_ms = 0;
+    c.failure_count = 1; /* every request raises a deployment alert of its own */
+    t_create = tg_now_mono_ms();
+    al = make(&c);
+    proto_event_init(&ev);
+    ev.kind = PROTO_KIND_REQUEST;
+    ev.status = 503;
+    ev.latency_ms = 120000;
+    cap_fill(ev.model_group, sizeof(ev.model_group), "\"<&\xe2\x82\xac");
+    cap_fill(ev.key_alias, sizeof(ev.key_alias), "m");
+    cap_fill(ev.error_class, sizeof(ev.error_class), "e");
+    ev.trail_len = PROTO_TRAIL_MAX;
+    for (int k = 0; k < PROTO_TRAIL_MAX; k++) {
+        cap_fill(ev.trail[k].group, sizeof(ev.trail[k].group), "g");
+        cap_fill(ev.trail[k].message, sizeof(ev.trail[k].message), "\\\"x");
+        cap_fill(ev.trail[k].error_class, sizeof(ev.trail[k].error_class), "server_error");
+        ev.trail[k].http_status = 503;
+    }
+    rss_before = rss_kb();
+    t0 = tg_now_mono_ms();
+    for (int r = 0; r < FLOOD_EVENTS; r++) {
+        cap_fill(ev.deployment_id, sizeof(ev.deployment_id), "d");
+        snprintf(ev.deployment_id, 16, "d%06d", r);
+        ev.deployment_id[7] = 'd';
+        for (int k = 0; k < PROTO_TRAIL_MAX; k++)
+            memcpy(ev.trail[k].deployment_id, ev.deployment_id, sizeof(ev.deployment_id));
+        sp_alerter_dependency_state(al, "redis", 0, t0 + (uint64_t)r);
+        sp_alerter_observe_event(al, &ev);
+    }
+    rss_after = rss_kb();
+    sp_alerter_dependency_state(al, "redis", 0, t0 + FLOOD_EVENTS);
+    slack_wait(4, 5000);
+    sp_alerter_get_stats(al, &st);
+    sp_alerter_destroy(&al);
+    t_end = tg_now_mono_ms();
+    msgs = slack_messages();
+    json_array_foreach(msgs, i, m)
+    {
+        check_message(m);
+        if (strstr(json_string_value(json_object_get(m, "body")), "redis unreachable") != NULL)
+            degraded++;
+    }
+    printf("regression: %d requests in an outage, rss %ld -> %ld kB, raised=%llu, "
+           "messages=%zu, degraded=%zu\n",
+           FLOOD_EVENTS, rss_before, rss_after,
+           (unsigned long long)(st.alerts[SP_ALERT_DEPLOYMENT_FAILURES][SP_ALERT_RAISED] +
+                                st.alerts[SP_ALERT_SPEND_TRACKING_DEGRADED][SP_ALERT_RAISED]),
+           json_array_size(msgs), degraded);
+    assert_int_equal(degraded, 1);
+    assert_int_equal(st.alerts[SP_ALERT_SPEND_TRACKING_DEGRADED][SP_ALERT_RAISED], 1);
+    /* Every alert lives in storage fixed at create(): nothing grows with the requests. */
+    assert_true(rss_before > 0 && rss_after > 0);
+    assert_true(rss_after - rss_before < 8 * 1024);
+    /* One alert per deployment until the detector table is full; then deployments are not
+     * tracked, counted (4 trail attempts per request). */
+    assert_int_equal(st.alerts[SP_ALERT_DEPLOYMENT_FAILURES][SP_ALERT_RAISED],
+                     c.deployments_capacity);
+    assert_int_equal(st.deployments_full,
+                     (uint64_t)(FLOOD_EVENTS - c.deployments_capacity) * PROTO_TRAIL_MAX);
+    assert_true(json_array_size(msgs) <= (t_end - t_create) / 1000u + 3u);
+    json_decref(msgs);
+}
+
 /* 5xx: retried with backoff until it works; with max_tries reached: given up, counted. */
 static void test_server_errors(void **state)
 {
@@ -798,6 +897,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_dependency_outage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secrets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_daily_report, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_regression_alert_per_request_in_outage, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_server_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_bounded, setup, teardown),
         cmocka_unit_test(test_log_scan),
