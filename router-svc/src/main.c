@@ -45,10 +45,10 @@ static void on_complete_log(const struct proto_event *ev, void *ud)
     TG_DEBUG("msg=request_complete call_id=%s endpoint=%s status=%d model_group=%s "
              "deployment=%s attempts=%d fallbacks=%d prompt_tokens=%" PRId64
              " completion_tokens=%" PRId64 " cost_nusd=%" PRId64 " latency_ms=%" PRId64
-             " error_class=%s",
+             " error_class=%s trace_id=%s",
              ev->call_id, ev->endpoint, ev->status, ev->model_group, ev->deployment_id,
              ev->attempts, ev->fallbacks, ev->prompt_tokens, ev->completion_tokens,
-             ev->cost_nusd, ev->latency_ms, ev->error_class);
+             ev->cost_nusd, ev->latency_ms, ev->error_class, ev->trace_id);
 }
 
 static void usage(FILE *out)

@@ -135,6 +135,13 @@ rt_eq "chat cost" "$(rt_hdr chat x-tollgate-response-cost)" 0.000018000
 rt_true "chat overhead header" grep -Eq '^[0-9]+\.[0-9]{3}$' <<<"$(rt_hdr chat x-tollgate-overhead-ms)"
 rt_eq "chat usage" "$(jq -c '[.usage.prompt_tokens,.usage.completion_tokens]' "$RT_DIR/chat.body")" "[12,8]"
 
+TP=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01
+rt_post chat_tp /v1/chat/completions "$CHAT" -H "traceparent: $TP"
+rt_eq "traceparent request 200" "$RT_STATUS" 200
+rt_true "completion event carries the client's trace id" \
+    grep -q "call_id=$(rt_hdr chat_tp x-tollgate-call-id) .*trace_id=0af7651916cd43dd8448eb211c80319c" "$RT_DIR/router.log"
+rt_true "completion event carries the end user" grep -q "msg=request_complete call_id=$(rt_hdr chat x-tollgate-call-id) " "$RT_DIR/router.log"
+
 rt_post chat_alt /chat/completions "$CHAT"
 rt_eq "/chat/completions 200" "$RT_STATUS" 200
 

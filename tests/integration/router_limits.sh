@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# router-svc front-door limits: the in-flight cap answers 503 at once (nothing queued), the body
+# cap set in the config answers 413 naming it, and the connection cap refuses extra connections
+# without disturbing the admitted ones.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/router_lib.sh"
+
+rt_init router-limits
+cat >"$RT_DIR/fake.json" <<'JSON'
+{"default": {"prompt_tokens": 12, "completion_tokens": 8, "latency_ms": 1500}}
+JSON
+rt_fake_start "$RT_DIR/fake.json"
+cat >"$RT_DIR/router.yaml" <<YAML
+model_list:
+  - model_name: gpt-main
+    litellm_params: {model: openai/fake-a, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: main-a}
+tollgate:
+  listen: 127.0.0.1:$RT_ROUTER_PORT
+  limits: {max_body_bytes: 1000, max_in_flight: 2, max_connections: 8}
+  keys:
+    - {key: os.environ/RT_KEY}
+YAML
+rt_router_start "$RT_DIR/router.yaml"
+BODY='{"model":"gpt-main","messages":[{"role":"user","content":"hi"}]}'
+
+pids=()
+for i in 1 2 3 4 5 6; do
+    curl -sS -o "$RT_DIR/p$i.body" -w '%{http_code}\n' --max-time 10 -H "Authorization: Bearer $RT_KEY" \
+        --data-binary "$BODY" "$RT_URL/v1/chat/completions" >"$RT_DIR/p$i.status" &
+    pids+=($!)
+done
+wait "${pids[@]}"
+ok=$(cat "$RT_DIR"/p*.status | grep -c '^200$')
+full=$(cat "$RT_DIR"/p*.status | grep -c '^503$')
+rt_eq "in-flight cap 2: two served" "$ok" 2
+rt_eq "in-flight cap 2: four refused with 503" "$full" 4
+rt_true "503 body says why" grep -qh 'in-flight' "$RT_DIR"/p*.body
+
+big=$(head -c 2000 /dev/zero | tr '\0' 'a')
+rt_post big /v1/chat/completions "{\"model\":\"gpt-main\",\"messages\":[{\"role\":\"user\",\"content\":\"$big\"}]}"
+rt_eq "configured body cap 413" "$RT_STATUS" 413
+rt_true "413 names the configured limit" grep -q 'limit is 1000 bytes' "$RT_DIR/big.body"
+
+# connection cap 8: hold 8 idle connections open, a 9th gets no HTTP answer, the held ones work
+exec 3<>/dev/tcp/127.0.0.1/$RT_ROUTER_PORT
+for fd in 4 5 6 7 8 9 10; do
+    eval "exec $fd<>/dev/tcp/127.0.0.1/$RT_ROUTER_PORT"
+done
+sleep 0.3
+code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 3 "$RT_URL/health/liveness" 2>/dev/null)
+rt_true "connection over the cap refused (got '$code')" test "$code" != 200
+printf 'GET /health/liveness HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&3
+reply=$(timeout 3 head -c 12 <&3)
+rt_eq "an admitted connection is served" "$reply" "HTTP/1.1 200"
+for fd in 3 4 5 6 7 8 9 10; do
+    eval "exec $fd>&-"
+done
+sleep 0.3
+rt_req live GET /health/liveness
+rt_eq "after closing, new connections are served" "$RT_STATUS" 200
+rt_router_stop
+rt_eq "clean exit" "$?" 0
+rt_finish
