@@ -25,6 +25,8 @@
 /* libcurl timeouts for one POST to a webhook. */
 #define SP_ALERTER_CONNECT_TIMEOUT_MS 2000
 #define SP_ALERTER_TOTAL_TIMEOUT_MS 5000
+/* Longest sleep inside a transfer before the shutdown deadline is looked at again. */
+#define SP_ALERTER_POLL_INTERVAL_MS 50
 /* Webhooks: at most one per type plus the default. */
 #define SP_ALERTER_ROUTES_MAX (SP_ALERT_TYPE_COUNT + 1)
 /* Dependencies watched by sp_alerter_dependency_state(), plus the consumer-lag state. */
@@ -390,10 +392,44 @@ static int post_on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl
     return 0;
 }
 
+/* Run one transfer on the sender's multi handle, waking at least every
+ * SP_ALERTER_POLL_INTERVAL_MS to honour the shutdown deadline (the progress callback of a
+ * blocking perform may only come once a second). Returns the transfer's CURLcode, or
+ * CURLE_ABORTED_BY_CALLBACK when cut off by shutdown. */
+static CURLcode post_drive(struct sp_alerter *al, CURLM *multi, CURL *h)
+{
+    CURLcode cc = CURLE_SEND_ERROR;
+    CURLMsg *msg;
+    int running = 1;
+    int left;
+
+    if (multi == NULL || curl_multi_add_handle(multi, h) != CURLM_OK)
+        return curl_easy_perform(h);
+    for (;;) {
+        if (curl_multi_perform(multi, &running) != CURLM_OK)
+            goto out;
+        if (running == 0)
+            break;
+        if (atomic_load(&al->stopping) && tg_now_mono_ms() >= atomic_load(&al->stop_deadline_ms)) {
+            cc = CURLE_ABORTED_BY_CALLBACK;
+            goto out;
+        }
+        if (curl_multi_poll(multi, NULL, 0, SP_ALERTER_POLL_INTERVAL_MS, NULL) != CURLM_OK)
+            goto out;
+    }
+    while ((msg = curl_multi_info_read(multi, &left)) != NULL) {
+        if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
+            cc = msg->data.result;
+    }
+out:
+    curl_multi_remove_handle(multi, h);
+    return cc;
+}
+
 /* One POST with a fresh easy handle. Returns the CURLcode; *status is the HTTP status (0 when
  * none). */
-static CURLcode post_payload(struct sp_alerter *al, const char *url, const char *body, size_t len,
-                             long *status, long *retry_after_s)
+static CURLcode post_payload(struct sp_alerter *al, CURLM *multi, const char *url, const char *body,
+                             size_t len, long *status, long *retry_after_s)
 {
     CURL *h = NULL;
     struct curl_slist *hdrs = NULL;
@@ -430,7 +466,7 @@ static CURLcode post_payload(struct sp_alerter *al, const char *url, const char 
     curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, post_on_progress);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, &ps);
-    cc = curl_easy_perform(h);
+    cc = post_drive(al, multi, h);
     if (cc == CURLE_OK)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
 out:
@@ -517,6 +553,9 @@ static void *sender_main(void *arg)
     struct sp_alerter *al = arg;
     char text[TG_ALERT_TEXT_MAX_BYTES + 1];
     char payload[TG_ALERT_PAYLOAD_MAX_BYTES + 1];
+    /* One multi handle for the thread's life; NULL (out of memory) falls back to blocking
+     * performs, still bounded by the transfer timeout and the progress callback. */
+    CURLM *multi = curl_multi_init();
 
     pthread_mutex_lock(&al->qmu);
     for (;;) {
@@ -578,7 +617,7 @@ static void *sender_main(void *arg)
                                     sizeof(text));
         plen = sp_alert_build_payload(text, tlen, payload, sizeof(payload));
         atomic_fetch_add_explicit(&al->posts, 1, memory_order_relaxed);
-        cc = post_payload(al, r->url, payload, plen, &status, &retry_after_s);
+        cc = post_payload(al, multi, r->url, payload, plen, &status, &retry_after_s);
 
         requeue = sender_settle(al, &cur, cc, status, retry_after_s);
         pthread_mutex_lock(&al->qmu);
@@ -592,6 +631,8 @@ static void *sender_main(void *arg)
         al->qlen--;
     }
     pthread_mutex_unlock(&al->qmu);
+    if (multi != NULL)
+        curl_multi_cleanup(multi);
     return NULL;
 }
 

@@ -15,7 +15,8 @@
  *                  message, no memory growth (the defect this module answers)
  *   daily_report   totals and rows per dimension, rows beyond the maximum ignored
  *   server_errors  5xx retried with backoff until delivered; after max_tries given up, counted
- *   shutdown       destroy() returns within shutdown_wait_ms however blocked the webhook is
+ *   shutdown       destroy() returns within shutdown_wait_ms however blocked the webhook is,
+ *                  and aborts a POST hanging on a webhook that never answers
  *
  * argv[1]: the fake-llm binary. Our own stderr is captured to a file while alerters run, so
  * the log scanner sees every line the alerter wrote. */
@@ -31,8 +32,11 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -865,6 +869,53 @@ static void test_shutdown_bounded(void **state)
     assert_int_equal(slack_wait(1, 200), 0);
 }
 
+/* A webhook that accepts the connection and never answers: destroy() aborts the POST in
+ * flight at the shutdown deadline instead of waiting for the 5 s transfer timeout. */
+static void test_shutdown_hanging_webhook(void **state)
+{
+    struct sp_alerter_config c;
+    struct sp_alerter *al;
+    struct sp_alerter_stats st;
+    struct sp_alert a;
+    struct sockaddr_in sa;
+    socklen_t salen = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    uint64_t t0, took;
+
+    (void)state;
+    assert_true(fd >= 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(fd, 8), 0); /* never accepted: the kernel completes the handshake */
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &salen), 0);
+    sp_alerter_config_defaults(&c);
+    snprintf(c.default_webhook_url, sizeof(c.default_webhook_url), "http://127.0.0.1:%u" HOOK_PATH,
+             (unsigned)ntohs(sa.sin_port));
+    c.shutdown_wait_ms = 300;
+    al = make(&c);
+    sp_alert_init(&a, SP_ALERT_CONSUMER_LAG, SP_ALERT_WARNING, "consumer lag above threshold",
+                  "hangs");
+    sp_alerter_raise(al, &a);
+    for (int i = 0; i < 50; i++) {
+        sp_alerter_get_stats(al, &st);
+        if (st.posts > 0)
+            break;
+        tg_sleep_ms(10);
+    }
+    assert_int_equal(st.posts, 1);
+    tg_sleep_ms(200);
+    t0 = tg_now_mono_ms();
+    sp_alerter_destroy(&al);
+    took = tg_now_mono_ms() - t0;
+    close(fd);
+    printf("shutdown_hanging: destroy took %llu ms with a POST hanging (deadline 300 ms)\n",
+           (unsigned long long)took);
+    assert_true(took >= 250);
+    assert_true(took <= 300 + 400);
+}
+
 /* Runs last: everything the alerters logged in every test above. */
 static void test_log_scan(void **state)
 {
@@ -901,6 +952,7 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_server_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_hanging_webhook, setup, teardown),
         cmocka_unit_test(test_log_scan),
     };
     const char *tmp = getenv("TMPDIR");
