@@ -151,10 +151,12 @@ tg_port_pick() {
 
 # _tg_port_fixed PORT: reserve a port that was asked for explicitly; fail loudly if taken.
 _tg_port_fixed() {
-    local port=$1
-    if _tg_port_busy "$port"; then
-        _tg_log "port $port is already in use:"
-        ss -tanpH "( sport = :$port )" >&2 2>/dev/null || true
+    local port=$1 out
+    # Only a listener makes a fixed port unusable (servers bind with SO_REUSEADDR, so
+    # TIME_WAIT leftovers of an earlier run do not count).
+    out=$(ss -ltnpH "( sport = :$port )" 2>/dev/null || true)
+    if [ -n "$out" ]; then
+        _tg_log "port $port is already in use: $out"
         return 1
     fi
     _tg_port_reserve "$port" || true
