@@ -35,8 +35,8 @@ RUN apt-get update \
         libmicrohttpd12 libcurl4 librdkafka1 libjansson4 libhiredis0.14 libpq5 libyaml-0-2 \
         libssl3 ca-certificates \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \
- && groupadd --system --gid 10001 tollgate \
- && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/tollgate \
+ && groupadd --gid 10001 tollgate \
+ && useradd --uid 10001 --gid 10001 --home-dir /var/lib/tollgate \
         --shell /usr/sbin/nologin --no-create-home tollgate \
  && install -d -o 10001 -g 10001 -m 0750 /var/lib/tollgate \
  && install -d -m 0755 /etc/tollgate
