@@ -45,9 +45,9 @@
 struct kt_env {
     char brokers[512];
     char ctl[64];
-    char dir[256];    /* temporary dir of our own devkafka, "" when shared */
-    pid_t devkafka;   /* our own devkafka, 0 when shared */
-    unsigned seq;     /* topic/group name counter */
+    char dir[256];  /* temporary dir of our own devkafka, "" when shared */
+    pid_t devkafka; /* our own devkafka, 0 when shared */
+    unsigned seq;   /* topic/group name counter */
 };
 
 static struct kt_env kt_env;
@@ -618,8 +618,7 @@ static int kt_start_devkafka(void)
             return 0;
         tg_sleep_ms(50);
     }
-    fprintf(stderr, "kafka_devkafka_test: devkafka not ready within %d ms\n",
-            KT_START_TIMEOUT_MS);
+    fprintf(stderr, "kafka_devkafka_test: devkafka not ready within %d ms\n", KT_START_TIMEOUT_MS);
     return -1;
 }
 

@@ -49,9 +49,9 @@ struct dk_opts {
     int topic_cnt;
     uint16_t ports[DK_BROKERS_MAX]; /* fixed listener ports, broker 1 first */
     int port_cnt;
-    const char *bootstrap_file;     /* borrowed from argv */
-    const char *control;            /* "127.0.0.1:PORT", borrowed from argv */
-    const char *control_file;       /* borrowed from argv */
+    const char *bootstrap_file; /* borrowed from argv */
+    const char *control;        /* "127.0.0.1:PORT", borrowed from argv */
+    const char *control_file;   /* borrowed from argv */
 };
 
 /* One control connection: a line buffer of DK_CTL_LINE_MAX_BYTES, never grown. */
@@ -82,42 +82,43 @@ static void dk_on_signal(int sig)
 
 static void dk_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: devkafka [options]\n"
-            "\n"
-            "A Kafka broker for DEVELOPMENT AND TESTS ONLY, built on librdkafka's mock cluster.\n"
-            "All data is in memory: each partition retains about 5 MiB (and at most 100,000\n"
-            "message sets); older data is dropped silently. No compaction, no persistence,\n"
-            "no security. Never use it in production: production uses a real Kafka cluster.\n"
-            "\n"
-            "options:\n"
-            "  --brokers N               number of brokers (1..%d, default 1)\n"
-            "  --topic NAME:PARTITIONS   create a topic (repeatable), e.g.\n"
-            "                            --topic tollgate.events.v1:6 --topic tollgate.control.v1:1\n"
-            "  --ports P1,P2,..          fixed listener ports, one per broker, in broker order\n"
-            "                            (default: the kernel picks); choose ports below 32768\n"
-            "                            so they never collide with outgoing connections\n"
-            "  --bootstrap-file FILE     write the bootstrap list (host:port,..) to FILE once\n"
-            "                            ready (atomically); removed on exit\n"
-            "  --control 127.0.0.1:PORT  line-based control channel on loopback (PORT 0: any)\n"
-            "  --control-file FILE       write the control address to FILE once ready\n"
-            "  --help                    this text\n"
-            "\n"
-            "control commands (one per line; answers \"ok ...\" or \"err ...\"):\n"
-            "  ping | status | brokers\n"
-            "  down ID|all               broker(s) stop serving; clients see disconnects\n"
-            "  up ID|all\n"
-            "  rtt ID|all MS             added round-trip time per request\n"
-            "  error API_KEY ERR COUNT   the next COUNT requests of API_KEY (number or name:\n"
-            "                            Produce, Fetch, Metadata, OffsetCommit, ...) fail with\n"
-            "                            ERR (Kafka error code number or name)\n"
-            "  clear API_KEY             drop pending injected errors for API_KEY\n"
-            "  topic NAME PARTITIONS     create a topic\n"
-            "  leader TOPIC PARTITION ID move a partition's leader\n"
-            "  quit                      close this control connection\n"
-            "\n"
-            "SIGINT/SIGTERM stop it cleanly.\n",
-            DK_BROKERS_MAX);
+    fprintf(
+        out,
+        "usage: devkafka [options]\n"
+        "\n"
+        "A Kafka broker for DEVELOPMENT AND TESTS ONLY, built on librdkafka's mock cluster.\n"
+        "All data is in memory: each partition retains about 5 MiB (and at most 100,000\n"
+        "message sets); older data is dropped silently. No compaction, no persistence,\n"
+        "no security. Never use it in production: production uses a real Kafka cluster.\n"
+        "\n"
+        "options:\n"
+        "  --brokers N               number of brokers (1..%d, default 1)\n"
+        "  --topic NAME:PARTITIONS   create a topic (repeatable), e.g.\n"
+        "                            --topic tollgate.events.v1:6 --topic tollgate.control.v1:1\n"
+        "  --ports P1,P2,..          fixed listener ports, one per broker, in broker order\n"
+        "                            (default: the kernel picks); choose ports below 32768\n"
+        "                            so they never collide with outgoing connections\n"
+        "  --bootstrap-file FILE     write the bootstrap list (host:port,..) to FILE once\n"
+        "                            ready (atomically); removed on exit\n"
+        "  --control 127.0.0.1:PORT  line-based control channel on loopback (PORT 0: any)\n"
+        "  --control-file FILE       write the control address to FILE once ready\n"
+        "  --help                    this text\n"
+        "\n"
+        "control commands (one per line; answers \"ok ...\" or \"err ...\"):\n"
+        "  ping | status | brokers\n"
+        "  down ID|all               broker(s) stop serving; clients see disconnects\n"
+        "  up ID|all\n"
+        "  rtt ID|all MS             added round-trip time per request\n"
+        "  error API_KEY ERR COUNT   the next COUNT requests of API_KEY (number or name:\n"
+        "                            Produce, Fetch, Metadata, OffsetCommit, ...) fail with\n"
+        "                            ERR (Kafka error code number or name)\n"
+        "  clear API_KEY             drop pending injected errors for API_KEY\n"
+        "  topic NAME PARTITIONS     create a topic\n"
+        "  leader TOPIC PARTITION ID move a partition's leader\n"
+        "  quit                      close this control connection\n"
+        "\n"
+        "SIGINT/SIGTERM stop it cleanly.\n",
+        DK_BROKERS_MAX);
 }
 
 /* Parse a decimal integer in [lo, hi]. Returns 0 and fills *out, or -1. */
@@ -387,11 +388,10 @@ static const struct {
     const char *name;
     int key;
 } dk_api_names[] = {
-    {"Produce", 0},         {"Fetch", 1},         {"ListOffsets", 2},    {"Metadata", 3},
-    {"OffsetCommit", 8},    {"OffsetFetch", 9},   {"FindCoordinator", 10}, {"JoinGroup", 11},
-    {"Heartbeat", 12},      {"LeaveGroup", 13},   {"SyncGroup", 14},     {"ApiVersions", 18},
-    {"CreateTopics", 19},   {"InitProducerId", 22}, {"AddPartitionsToTxn", 24},
-    {"EndTxn", 26},
+    {"Produce", 0},       {"Fetch", 1},           {"ListOffsets", 2},         {"Metadata", 3},
+    {"OffsetCommit", 8},  {"OffsetFetch", 9},     {"FindCoordinator", 10},    {"JoinGroup", 11},
+    {"Heartbeat", 12},    {"LeaveGroup", 13},     {"SyncGroup", 14},          {"ApiVersions", 18},
+    {"CreateTopics", 19}, {"InitProducerId", 22}, {"AddPartitionsToTxn", 24}, {"EndTxn", 26},
 };
 
 static int dk_parse_api_key(const char *s, int16_t *out)
@@ -479,7 +479,8 @@ static int dk_control_exec(struct dk_state *st, char *line, char *reply, size_t 
     rd_kafka_resp_err_t kerr;
     rd_kafka_resp_err_t rerr;
 
-    for (tok = strtok_r(line, " \t\r", &save); tok && argc < 6; tok = strtok_r(NULL, " \t\r", &save))
+    for (tok = strtok_r(line, " \t\r", &save); tok && argc < 6;
+         tok = strtok_r(NULL, " \t\r", &save))
         argv[argc++] = tok;
     if (argc == 0) {
         snprintf(reply, cap, "err empty command");
@@ -491,8 +492,9 @@ static int dk_control_exec(struct dk_state *st, char *line, char *reply, size_t 
         snprintf(reply, cap, "ok bye");
         return 1;
     } else if (strcmp(argv[0], "help") == 0) {
-        snprintf(reply, cap, "ok commands: ping status brokers down up rtt error clear topic "
-                             "leader quit");
+        snprintf(reply, cap,
+                 "ok commands: ping status brokers down up rtt error clear topic "
+                 "leader quit");
     } else if (strcmp(argv[0], "status") == 0) {
         dk_status(st, reply, cap);
     } else if (strcmp(argv[0], "brokers") == 0) {
@@ -766,14 +768,14 @@ static int dk_cluster_start(struct dk_state *st, const struct dk_opts *o)
         return -1;
     }
     if (o->port_cnt > 0 && used != o->port_cnt) {
-        fprintf(stderr, "devkafka: expected %d listener binds, saw %d: this librdkafka does "
-                        "not bind the way devkafka expects, fixed ports unavailable\n",
+        fprintf(stderr,
+                "devkafka: expected %d listener binds, saw %d: this librdkafka does "
+                "not bind the way devkafka expects, fixed ports unavailable\n",
                 o->port_cnt, used);
         return -1;
     }
     for (i = 0; i < o->topic_cnt; i++) {
-        rerr = rd_kafka_mock_topic_create(st->mc, o->topics[i].name, o->topics[i].partitions,
-                                          repl);
+        rerr = rd_kafka_mock_topic_create(st->mc, o->topics[i].name, o->topics[i].partitions, repl);
         if (rerr) {
             fprintf(stderr, "devkafka: cannot create topic %s: %s\n", o->topics[i].name,
                     rd_kafka_err2str(rerr));
@@ -857,8 +859,7 @@ int main(int argc, char **argv)
     if (opts.control_file) {
         snprintf(text, sizeof(text), "127.0.0.1:%u\n", (unsigned)ntohs(ctl_addr.sin_port));
         if (dk_write_file_atomic(opts.control_file, text) != 0) {
-            fprintf(stderr, "devkafka: cannot write %s: %s\n", opts.control_file,
-                    strerror(errno));
+            fprintf(stderr, "devkafka: cannot write %s: %s\n", opts.control_file, strerror(errno));
             goto out;
         }
         wrote_control = 1;

@@ -78,7 +78,8 @@ int dk_bind_prepare(const uint16_t *ports, int cnt, char *err, size_t errlen)
         if (dk_bind_real(fd, (const struct sockaddr *)&sin, sizeof(sin)) != 0 ||
             listen(fd, 16) != 0) {
             snprintf(err, errlen, "cannot listen on 127.0.0.1:%u: %s%s", (unsigned)ports[i],
-                     strerror(errno), errno == EADDRINUSE ? " (port taken by another process)" : "");
+                     strerror(errno),
+                     errno == EADDRINUSE ? " (port taken by another process)" : "");
             goto out;
         }
     }
