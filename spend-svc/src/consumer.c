@@ -94,7 +94,6 @@ static void on_assign(struct sp_consumer *c, rd_kafka_t *rk,
     int64_t next[SP_CONSUMER_PARTITIONS_MAX];
     int n = list->cnt < SP_CONSUMER_PARTITIONS_MAX ? list->cnt : SP_CONSUMER_PARTITIONS_MAX;
     int loaded = 0;
-    rd_kafka_error_t *e;
 
     for (int i = 0; i < n; i++)
         ids[i] = list->elems[i].partition;
@@ -121,7 +120,6 @@ static void on_assign(struct sp_consumer *c, rd_kafka_t *rk,
         rd_kafka_pause_partitions(rk, list);
     TG_INFO("msg=\"partitions assigned\" count=%d offsets_from=%s", n,
             loaded ? "postgres" : "kafka");
-    (void)e;
 }
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,

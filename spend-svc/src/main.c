@@ -468,10 +468,14 @@ static void run_loop(struct app *a)
             next_lag = now + SP_LAG_EVERY_MS;
         }
         if (a->failing) {
-            if (now >= a->retry_at_ms)
-                try_commit(a);
-            /* keep polling (paused partitions deliver nothing) so the group keeps us */
-            sp_consumer_poll(a->consumer, SP_POLL_MAX_MS / 2, &m);
+            if (now >= a->retry_at_ms && try_commit(a) == 0)
+                continue; /* released: the next poll delivers messages again */
+            /* keep polling so the group keeps us; while held every message is discarded by
+             * the consumer (and read again after release), so a 1 here cannot happen */
+            if (sp_consumer_poll(a->consumer, SP_POLL_MAX_MS / 2, &m) == 1) {
+                sp_consumer_unread(a->consumer, m.partition, m.offset);
+                TG_ERROR("msg=\"message delivered while held, will be read again\"");
+            }
             continue;
         }
         sp_consumer_control_poll(a->consumer, SP_CONTROL_PER_LOOP, control_record, a);
