@@ -187,12 +187,18 @@ void rt_limiter_destroy(struct rt_limiter **lim)
     *lim = NULL;
 }
 
-static void see_time(struct rt_limiter *lim, uint64_t now_ms)
+/* The second a call at now_ms counts in: the latest second seen by any call. Callers read the
+ * clock before they take the router's lock, so a call can arrive with a time older than one
+ * already counted; taken as is, the newer admission would sit in a "future" bucket that the
+ * older time does not see, and a limit of N would admit N + 1. The limiter's clock therefore
+ * never goes back: an older time is the latest second (at most the lock wait later). */
+static uint32_t see_time(struct rt_limiter *lim, uint64_t now_ms)
 {
     uint32_t s = sec_of(now_ms);
 
     if (s > lim->now_sec)
         lim->now_sec = s;
+    return lim->now_sec;
 }
 
 int rt_limiter_set_deployment(struct rt_limiter *lim, uint32_t idx, int64_t rpm, int64_t tpm)
@@ -209,17 +215,15 @@ int rt_limiter_deployment_check(struct rt_limiter *lim, uint32_t idx, uint64_t n
 {
     if (idx >= lim->n_deps)
         return 0;
-    see_time(lim, now_ms);
     return window_check(lim, &lim->deps[idx].w, lim->deps[idx].rpm, lim->deps[idx].tpm,
-                        sec_of(now_ms), st);
+                        see_time(lim, now_ms), st);
 }
 
 void rt_limiter_deployment_admit(struct rt_limiter *lim, uint32_t idx, uint64_t now_ms)
 {
     if (idx >= lim->n_deps)
         return;
-    see_time(lim, now_ms);
-    window_add(&lim->deps[idx].w, sec_of(now_ms), 1, 0);
+    window_add(&lim->deps[idx].w, see_time(lim, now_ms), 1, 0);
 }
 
 void rt_limiter_deployment_tokens(struct rt_limiter *lim, uint32_t idx, uint64_t tokens,
@@ -227,8 +231,7 @@ void rt_limiter_deployment_tokens(struct rt_limiter *lim, uint32_t idx, uint64_t
 {
     if (idx >= lim->n_deps || tokens == 0)
         return;
-    see_time(lim, now_ms);
-    window_add(&lim->deps[idx].w, sec_of(now_ms), 0, tokens);
+    window_add(&lim->deps[idx].w, see_time(lim, now_ms), 0, tokens);
 }
 
 static uint64_t subject_hash(const char *hash, const char *group)
@@ -295,20 +298,21 @@ int rt_limiter_key_check(struct rt_limiter *lim, const char *key_hash, const cha
                          int64_t rpm, int64_t tpm, uint64_t now_ms, struct rt_limit_status *st)
 {
     struct key_slot *k;
+    uint32_t now_sec;
 
     if (rpm < 0 && tpm < 0)
         return 0;
-    see_time(lim, now_ms);
+    now_sec = see_time(lim, now_ms);
     k = slot_get(lim, key_hash, group, 0);
-    return window_check(lim, k == NULL ? NULL : &k->w, rpm, tpm, sec_of(now_ms), st);
+    return window_check(lim, k == NULL ? NULL : &k->w, rpm, tpm, now_sec, st);
 }
 
 int rt_limiter_key_admit(struct rt_limiter *lim, const char *key_hash, const char *group,
                          uint64_t now_ms)
 {
     struct key_slot *k;
+    uint32_t now_sec = see_time(lim, now_ms);
 
-    see_time(lim, now_ms);
     k = slot_get(lim, key_hash, group, 1);
     if (k == NULL) {
         lim->stats.slots_full++;
@@ -316,8 +320,8 @@ int rt_limiter_key_admit(struct rt_limiter *lim, const char *key_hash, const cha
                    lim->cap);
         return TG_EFULL;
     }
-    window_add(&k->w, sec_of(now_ms), 1, 0);
-    k->last_sec = sec_of(now_ms);
+    window_add(&k->w, now_sec, 1, 0);
+    k->last_sec = now_sec;
     return 0;
 }
 
@@ -325,15 +329,16 @@ void rt_limiter_key_tokens(struct rt_limiter *lim, const char *key_hash, const c
                            uint64_t tokens, uint64_t now_ms)
 {
     struct key_slot *k;
+    uint32_t now_sec;
 
     if (tokens == 0)
         return;
-    see_time(lim, now_ms);
+    now_sec = see_time(lim, now_ms);
     k = slot_get(lim, key_hash, group, 0);
     if (k == NULL)
         return;
-    window_add(&k->w, sec_of(now_ms), 0, tokens);
-    k->last_sec = sec_of(now_ms);
+    window_add(&k->w, now_sec, 0, tokens);
+    k->last_sec = now_sec;
 }
 
 int rt_limiter_key_parallel_acquire(struct rt_limiter *lim, const char *key_hash, int64_t max,

@@ -24,7 +24,10 @@
  * limits, so that traffic keeps flowing), counted in stats.slots_full, and logged rate-limited.
  *
  * Threads: not thread-safe. The router calls it under its own mutex (router.h); no other caller
- * should use the router's limiter without that lock. Time is an argument (monotonic ms). */
+ * should use the router's limiter without that lock. Time is an argument (monotonic ms); the
+ * limiter's clock never goes back: a call with a time older than the latest second any call
+ * passed (a caller that read the clock before waiting for the lock) counts in that latest
+ * second, so an admission is never missed by a check made with an older time. */
 #ifndef RT_LIMITER_H
 #define RT_LIMITER_H
 

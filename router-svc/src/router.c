@@ -286,15 +286,37 @@ static void note_limited(struct rt_plan *p, uint32_t retry_after_s)
     p->limited = 1;
 }
 
-static const struct rt_key_group_limit *key_group_limit(const struct rt_key *key, const char *g)
+/* The key's per-group limit (model_rpm_limit / model_tpm_limit) for group g: the entry naming
+ * the group, else an entry naming an alias (the key's or the global) that resolves to it. A
+ * limit is on the group, whichever name the client or a fallback list uses for it. */
+static const struct rt_key_group_limit *key_group_limit(const struct rt_router *r,
+                                                        const struct rt_key *key, int g)
 {
     if (key == NULL)
         return NULL;
     for (uint32_t i = 0; i < key->n_group_limits; i++) {
-        if (strcmp(key->group_limits[i].group, g) == 0)
+        if (strcmp(key->group_limits[i].group, r->groups[g].name) == 0)
+            return &key->group_limits[i];
+    }
+    for (uint32_t i = 0; i < key->n_group_limits; i++) {
+        if (resolve_index(r, key, key->group_limits[i].group) == g)
             return &key->group_limits[i];
     }
     return NULL;
+}
+
+/* 1 when the key may use group g as a fallback: its models list is empty, names the group, or
+ * names an alias (the key's or the global) that resolves to it; the same names that admit a
+ * request for the group itself. */
+static int key_allows_group(const struct rt_router *r, const struct rt_key *key, int g)
+{
+    if (key == NULL || rt_key_allows(key, r->groups[g].name))
+        return 1;
+    for (uint32_t i = 0; i < key->n_models; i++) {
+        if (resolve_index(r, key, key->models[i]) == g)
+            return 1;
+    }
+    return 0;
 }
 
 /* Fallback targets of the requested group for a list kind. */
@@ -371,8 +393,7 @@ static int pop_fallback(struct rt_router *r, struct rt_plan *p)
 
         if (group_done(p, g) || p->n_groups_done >= RT_PLAN_GROUPS_MAX)
             continue;
-        if (r->cfg->enforce_fallback_model_access && p->key != NULL &&
-            !rt_key_allows(p->key, r->groups[g].name))
+        if (r->cfg->enforce_fallback_model_access && !key_allows_group(r, p->key, g))
             continue;
         return g;
     }
@@ -614,13 +635,28 @@ int rt_router_begin(struct rt_router *router, const struct rt_key *key, const ch
     return 0;
 }
 
+/* A final 429 always carries retry-after (>= 1): the provider's when its 429 had one, else the
+ * earliest time an option skipped for limits or cooldown frees, else router_settings.retry_after
+ * (at least 1 s). Without it a client of a provider 429 would have no wait to honour. */
+static void final_retry_after(const struct rt_router *r, struct rt_plan *p)
+{
+    if (p->outcome.status != 429 || p->outcome.retry_after_s > 0)
+        return;
+    if (p->limited)
+        p->outcome.retry_after_s = p->limited_retry_after_s;
+    else
+        p->outcome.retry_after_s = r->cfg->retry_after_s > 0 ? r->cfg->retry_after_s : 1;
+}
+
 /* Make the outcome final when nothing more can be tried. */
 static void finalize(struct rt_router *r, struct rt_plan *p)
 {
     p->done = 1;
     p->cur_group = -1;
-    if (p->attempts > 0)
-        return; /* the last attempt's outcome stands */
+    if (p->attempts > 0) {
+        final_retry_after(r, p); /* the last attempt's outcome stands */
+        return;
+    }
     if (p->requested_limited || p->limited) {
         outcome_msg(r, p, "%s",
                     p->limited_msg[0] != '\0' ? p->limited_msg : "No deployments available");
@@ -653,9 +689,7 @@ int rt_router_next(struct rt_router *router, struct rt_plan *plan, uint64_t now_
             if (p->group_attempts == 0 && p->key != NULL) {
                 struct rt_limit_status st;
 
-                kl = key_group_limit(p->key, r->groups[g].name);
-                if (kl == NULL && g == p->req_group)
-                    kl = key_group_limit(p->key, p->requested);
+                kl = key_group_limit(r, p->key, g);
                 if (kl != NULL && rt_limiter_key_check(r->lim, p->key->hash, r->groups[g].name,
                                                        kl->rpm, kl->tpm, now_ms, &st) != 0) {
                     key_ok = 0;
@@ -798,8 +832,10 @@ enum rt_step rt_router_report(struct rt_router *router, struct rt_plan *plan,
     } else {
         step = RT_STEP_DONE;
     }
-    if (step == RT_STEP_DONE)
+    if (step == RT_STEP_DONE) {
         p->done = 1;
+        final_retry_after(r, p);
+    }
     return step;
 }
 

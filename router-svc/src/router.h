@@ -29,8 +29,9 @@
  *   retry) already tried in this group are skipped while others exist; lowest `order` first;
  *   then by strategy: simple-shuffle (weighted random from rnd), least-busy (fewest in flight),
  *   latency-based-routing (lowest latency EWMA, untried deployments first).
- * - A group the key has used up (model_rpm_limit/model_tpm_limit) or whose deployments are all
- *   unavailable is left for the next fallback group. When nothing could be attempted at all
+ * - A group the key has used up (model_rpm_limit/model_tpm_limit; a limit given under an alias
+ *   name is the limit of the group the alias resolves to, whatever name the client uses) or
+ *   whose deployments are all unavailable is left for the next fallback group. When nothing could be attempted at all
  *   because of limits/cooldowns -> 429 for the *requested* model, message like
  *   "Model capacity reached for gpt-ex: rpm limit 1, remaining 0", retry_after_s = the earliest
  *   time any option frees (>= 1).
@@ -47,7 +48,7 @@
  *   (`[]` = none), else the global list, else default_fallbacks (general list only). Disabled by
  *   key metadata.disable_fallbacks or the body's disable_fallbacks. With
  *   enforce_fallback_model_access (default), a group the key's models list does not allow is
- *   skipped.
+ *   skipped (allowed: the list names the group, or an alias that resolves to it).
  * - Cooldown: a retryable failure of a deployment counts toward allowed_fails; when the failures
  *   within one minute exceed allowed_fails (LiteLLM's rule: allowed_fails: 3 -> the 4th failure
  *   in a minute), the deployment is cooled down for cooldown_time seconds (skipped by routing,
@@ -61,7 +62,9 @@
  * - Final answer when attempts were made: the last attempt's (provider status and message, or
  *   502 for connect/invalid_response and 504 for timeout without a status), also when the
  *   remaining fallbacks were skipped for limits. The router-made 429 is for requests where no
- *   attempt could be made at all.
+ *   attempt could be made at all. Every final 429 (except budget_exceeded) carries
+ *   retry_after_s >= 1: a provider 429 without its own retry-after gets the earliest time a
+ *   skipped option frees, else router_settings.retry_after, else 1.
  *
  * Threads: struct rt_router is shared by every request thread. Its state (cooldowns, in-flight
  * counts, latency EWMAs, limiter windows, random state) is protected by one mutex held only

@@ -190,6 +190,38 @@ static void test_parallel(void **state)
     rt_limiter_destroy(&l);
 }
 
+/* Defect: a caller that read the clock just before a second boundary and then waited for the
+ * lock checked with a time older than an admission already counted in the next second; the
+ * newer bucket was not seen, so rpm 1 admitted 2. The limiter's clock no longer goes back. */
+static void test_stale_clock_does_not_miss_newer_admission(void **state)
+{
+    struct rt_limiter *l = mk(1, 4);
+    struct rt_limit_status st;
+
+    (void)state;
+    rt_limiter_set_deployment(l, 0, 1, RT_LIMIT_NONE);
+    /* request B read 5000 ms, got the lock first */
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 5000, &st), 0);
+    rt_limiter_deployment_admit(l, 0, 5000);
+    /* request A read 4999 ms before B, got the lock second: B's admission counts */
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 4999, &st), TG_ELIMIT);
+    assert_int_equal(st.retry_after_s, 60);
+    /* the same for key subjects */
+    assert_int_equal(rt_limiter_key_check(l, KEY_A, "g", 1, RT_LIMIT_NONE, 9000, &st), 0);
+    assert_int_equal(rt_limiter_key_admit(l, KEY_A, "g", 9000), 0);
+    assert_int_equal(rt_limiter_key_check(l, KEY_A, "g", 1, RT_LIMIT_NONE, 8999, &st),
+                     TG_ELIMIT);
+    /* and an admission made with the older time lands in the latest second, not in a bucket
+     * that would leave the window a second early */
+    rt_limiter_deployment_admit(l, 0, 65000);
+    rt_limiter_set_deployment(l, 0, 2, RT_LIMIT_NONE);
+    rt_limiter_deployment_admit(l, 0, 64999);
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 124999, &st), TG_ELIMIT);
+    assert_int_equal(st.retry_after_s, 1);
+    assert_int_equal(rt_limiter_deployment_check(l, 0, 125000, &st), 0);
+    rt_limiter_destroy(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -201,6 +233,7 @@ int main(void)
         cmocka_unit_test(test_key_subjects),
         cmocka_unit_test(test_slots_bounded_and_reused),
         cmocka_unit_test(test_parallel),
+        cmocka_unit_test(test_stale_clock_does_not_miss_newer_admission),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -911,6 +911,112 @@ static void test_strategies(void **state)
     env_free(e);
 }
 
+/* Defect: a model_rpm_limit given under an alias name applied only when the client used that
+ * alias; asking for the group by its own name bypassed the key's limit. */
+static void test_key_model_limit_by_alias_applies_to_group(void **state)
+{
+    static const char *yaml =
+        "model_list:\n"
+        "  - {model_name: gpt-free, litellm_params: {model: z}, model_info: {id: free-1}}\n"
+        "  - {model_name: gpt-fallback, litellm_params: {model: f}, model_info: {id: fb-1}}\n"
+        "router_settings:\n"
+        "  fallbacks: [{gpt-free: [gpt-fallback]}]\n"
+        "  model_group_alias: {alias-free: gpt-free}\n"
+        "tollgate:\n"
+        "  keys:\n"
+        "    - {key: sk-key-alias-limit, model_rpm_limit: {alias-free: 1}}\n";
+    struct env *e = env_new(yaml);
+    struct rt_plan plan;
+    char trace[256];
+    const struct rt_outcome *o;
+    const struct rt_key *k = key_of(e, "sk-key-alias-limit");
+
+    (void)state;
+    o = run(e, &plan, k, "alias-free", 0, 1000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-free");
+    /* the group's own name is the same group: the key's limit holds, the fallback serves */
+    o = run(e, &plan, k, "gpt-free", 0, 2000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-fallback");
+    assert_int_equal(o->status, 200);
+    o = run(e, &plan, k, "gpt-free", 1, 2000, NULL, 0, trace, sizeof(trace));
+    assert_int_equal(o->status, 429);
+    assert_string_equal(o->message,
+                        "Rate limit reached for gpt-free: model_rpm_limit 1, remaining 0");
+    assert_int_equal(o->retry_after_s, 59);
+    env_free(e);
+}
+
+/* Defect: a fallback group the key may use through an alias in its models list (the same name
+ * that admits a direct request) was skipped as "not allowed". */
+static void test_fallback_allowed_through_listed_alias(void **state)
+{
+    static const char *yaml =
+        "model_list:\n"
+        "  - {model_name: gpt-main, litellm_params: {model: m, rpm: 1}, model_info: {id: m-1}}\n"
+        "  - {model_name: gpt-fallback, litellm_params: {model: f}, model_info: {id: fb-1}}\n"
+        "  - {model_name: gpt-other, litellm_params: {model: o}, model_info: {id: o-1}}\n"
+        "router_settings:\n"
+        "  fallbacks: [{gpt-main: [gpt-other, gpt-fallback]}]\n"
+        "  model_group_alias: {fb-alias: gpt-fallback}\n"
+        "tollgate:\n"
+        "  keys:\n"
+        "    - {key: sk-key-via-alias, models: [gpt-main, fb-alias]}\n";
+    struct env *e = env_new(yaml);
+    struct rt_plan plan;
+    char trace[256];
+    const struct rt_outcome *o;
+    const struct rt_key *k = key_of(e, "sk-key-via-alias");
+
+    (void)state;
+    run(e, &plan, k, "gpt-main", 0, 1000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-main");
+    /* gpt-other is not the key's: skipped; gpt-fallback is, through fb-alias */
+    o = run(e, &plan, k, "gpt-main", 0, 2000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-fallback");
+    assert_int_equal(o->status, 200);
+    assert_int_equal(rt_router_fallbacks(&plan), 1);
+    /* a direct request for the group's own name is still refused: only listed names admit */
+    assert_int_equal(rt_router_begin(e->router, k, "gpt-fallback", 0, 1, 2000, &plan), TG_EDENIED);
+    rt_router_finish(e->router, &plan, 0, 2000);
+    env_free(e);
+}
+
+/* Defect: a provider 429 without a retry-after header ended as a 429 without retry-after, so the
+ * client had no wait to honour; 429s always carry one. */
+static void test_upstream_429_without_retry_after_gets_one(void **state)
+{
+    static const char *yaml =
+        "model_list:\n"
+        "  - {model_name: gpt-main, litellm_params: {model: m}, model_info: {id: m-1}}\n"
+        "  - {model_name: gpt-fallback, litellm_params: {model: f, rpm: 1}, model_info: {id: f-1}}\n"
+        "  - {model_name: solo, litellm_params: {model: s}, model_info: {id: s-1}}\n"
+        "router_settings:\n"
+        "  num_retries: 1\n"
+        "  allowed_fails: 1000\n"
+        "  fallbacks: [{gpt-main: [gpt-fallback]}]\n";
+    struct env *e = env_new(yaml);
+    struct rt_plan plan;
+    char trace[256];
+    const struct rt_outcome *o;
+    struct script sc429[] = {{"gpt-main", 429, RT_ERR_RATE_LIMIT, "slow down"},
+                             {"solo", 429, RT_ERR_RATE_LIMIT, "slow down"}};
+
+    (void)state;
+    /* no fallback at all: the provider's 429 stands, with the default wait */
+    o = run(e, &plan, NULL, "solo", 0, 1000, sc429, 2, trace, sizeof(trace));
+    assert_string_equal(trace, "solo,solo");
+    assert_int_equal(o->status, 429);
+    assert_int_equal(o->from_upstream, 1);
+    assert_int_equal(o->retry_after_s, 1);
+    /* the fallback is at its rpm: the wait is until it frees */
+    run(e, &plan, NULL, "gpt-fallback", 0, 5000, NULL, 0, trace, sizeof(trace));
+    o = run(e, &plan, NULL, "gpt-main", 0, 7000, sc429, 2, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-main,gpt-main");
+    assert_int_equal(o->status, 429);
+    assert_int_equal(o->retry_after_s, 58);
+    env_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -935,6 +1041,9 @@ int main(void)
         cmocka_unit_test(test_attempts_bounded),
         cmocka_unit_test(test_concurrent_requests),
         cmocka_unit_test(test_strategies),
+        cmocka_unit_test(test_key_model_limit_by_alias_applies_to_group),
+        cmocka_unit_test(test_fallback_allowed_through_listed_alias),
+        cmocka_unit_test(test_upstream_429_without_retry_after_gets_one),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
