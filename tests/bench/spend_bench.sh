@@ -23,6 +23,23 @@ RUN=$(printf '%08x' $((RANDOM * 32768 + RANDOM)))
 
 now_s() { date +%s.%N; }
 
+# cpu_ticks PID...: utime + stime of the processes, in clock ticks.
+cpu_ticks() {
+    local p t=0 v
+    for p in "$@"; do
+        v=$(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null) || continue
+        t=$((t + ${v:-0}))
+    done
+    echo "$t"
+}
+
+# pg_pids: the postmaster and its children (backends, walwriter, ...).
+pg_pids() {
+    local pm=${_TG_PG_PID:-}
+    [ -z "$pm" ] && [ -n "${SP_PG_DATA:-}" ] && pm=$(head -n 1 "$SP_PG_DATA/postmaster.pid")
+    [ -n "$pm" ] && echo "$pm $(pgrep -P "$pm" | tr '\n' ' ')"
+}
+
 # drain NAME EVENTS: produce a backlog of EVENTS, start spend-svc, time the drain.
 # Sets D_TOTAL (s from start to all rows + Redis synced), D_ROWS (s from first row to last).
 drain() {
@@ -39,6 +56,10 @@ drain() {
     t0=$(now_s)
     sp_start "$SP_DIR/$name.yaml" "$name"
     pid=$SP_PID
+    local pg_cpu0 sp_cpu0 hz
+    hz=$(getconf CLK_TCK)
+    pg_cpu0=$(cpu_ticks $(pg_pids))
+    sp_cpu0=$(cpu_ticks "$pid")
     for _ in $(seq 1 3000); do
         c=$(sp_sql "SELECT count(*) FROM spend_logs")
         if [ -z "$t_first" ] && [ "$c" -gt 0 ]; then
@@ -51,6 +72,11 @@ drain() {
     t_rows=$(now_s)
     sp_wait_redis 60 >/dev/null || sp_die "$name: Redis did not converge"
     t_redis=$(now_s)
+    # CPU spent by spend-svc and by every PostgreSQL process during the drain: per event, and
+    # the rate one free core for each would sustain (load-independent, unlike wall time on a
+    # shared machine)
+    D_PG_US=$(awk -v t="$(( $(cpu_ticks $(pg_pids)) - pg_cpu0 ))" -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')
+    D_SP_US=$(awk -v t="$(( $(cpu_ticks "$pid") - sp_cpu0 ))" -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')
     sp_check "$name: exact totals" true
     sp_check_totals "$SP_DIR/$name.produce"
     sp_stop "$pid"
@@ -59,9 +85,12 @@ drain() {
     sp_log "$name: $n events, first row to last row $D_ROWS s, start to Redis synced $D_TOTAL s"
 }
 
+LOAD0=$(cut -d' ' -f1 /proc/loadavg)
 drain throughput "$EVENTS"
 TP_TOTAL=$D_TOTAL
 TP_ROWS=$D_ROWS
+TP_PG_US=$D_PG_US
+TP_SP_US=$D_SP_US
 drain backlog90 $((90 * RATE))
 BL_TOTAL=$D_TOTAL
 
@@ -72,4 +101,7 @@ echo "| backlog drained | $EVENTS events |"
 echo "| events/s, first row to last row | $(awk -v n="$EVENTS" -v t="$TP_ROWS" 'BEGIN { printf "%.0f", n / t }') |"
 echo "| events/s, start to Redis synced (incl. start-up and group join) | $(awk -v n="$EVENTS" -v t="$TP_TOTAL" 'BEGIN { printf "%.0f", n / t }') |"
 echo "| drain time of a 90 s backlog at $RATE events/s ($((90 * RATE)) events) | $BL_TOTAL s |"
+echo "| CPU per event: PostgreSQL (all processes) / spend-svc | $TP_PG_US µs / $TP_SP_US µs |"
+echo "| events/s with one free core each (1e6 / max CPU per event) | $(awk -v a="$TP_PG_US" -v b="$TP_SP_US" 'BEGIN { m = a > b ? a : b; printf "%.0f", 1e6 / m }') |"
+echo "| load average at start (cores: $(nproc)) | $LOAD0 |"
 sp_finish
