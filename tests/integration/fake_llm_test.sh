@@ -23,7 +23,10 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$SRC/tests/lib/lsan.supp}
 # Stop fake-llm (SIGTERM, clean shutdown) and fail on any sanitizer report in its log.
 cleanup() {
     local rc=$? log=$WORK/state/fakellm/fake-llm.log
-    tg_services_stop_all
+    # Only what this script started (cases without a fake-llm never call tg_services_init).
+    if [ -d "$WORK/state" ]; then
+        tg_services_stop_all
+    fi
     if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$log" 2>/dev/null; then
         echo "FAIL [$CASE]: sanitizer report in the fake-llm log:" >&2
         grep -E -A 40 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$log" | head -n 80 >&2
