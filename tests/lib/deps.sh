@@ -12,7 +12,8 @@ TG_DEPS_PACKAGES=(
     libmicrohttpd-dev libcurl4-openssl-dev librdkafka-dev libjansson-dev libhiredis-dev
     libpq-dev libyaml-dev libssl-dev libcmocka-dev
     redis-server postgresql-15 postgresql-client-15
-    curl jq procps iproute2 nginx-light clang nodejs npm unzip yamllint ca-certificates
+    curl jq procps iproute2 nginx-light clang libclang-rt-14-dev wrk nodejs npm unzip yamllint
+    ca-certificates
 )
 
 # tg_deps_missing: print the missing package names, one per line.
