@@ -100,11 +100,14 @@ struct rt_control {
     struct seen *seen; /* replay only */
     size_t seen_slots, seen_count, seen_cap;
     int seen_overflow;
-    struct rt_key_spec *specs; /* RT_CONTROL_APPLY_BATCH */
+    struct rt_key_spec *specs; /* batch_cap entries */
     struct rt_key_change *changes;
+    size_t batch_cap; /* RT_CONTROL_REPLAY_BATCH until replayed, then RT_CONTROL_APPLY_BATCH */
     struct rt_key_spec *own_spec;
     uint64_t snap_gen;     /* keys generation in the last snapshot written or loaded */
-    uint64_t snap_last_ms; /* monotonic time of the last write */
+    uint64_t snap_next_ms; /* monotonic time before which no periodic write happens */
+    int snap_ok;           /* 1: a snapshot file was loaded intact at start */
+    uint64_t created_ms;   /* monotonic */
     char *line;            /* SNAP_LINE_MAX */
 
     _Atomic uint64_t records_applied, records_skipped, records_invalid, apply_errors;
@@ -753,7 +756,7 @@ static void snapshot_load(struct rt_control *ctl)
             continue;
         }
         loaded++;
-        if (++nb == RT_CONTROL_APPLY_BATCH) {
+        if (++nb == ctl->batch_cap) {
             apply_changes(ctl, ctl->changes, nb);
             nb = 0;
         }
@@ -762,6 +765,7 @@ static void snapshot_load(struct rt_control *ctl)
     fclose(f);
     rt_keys_get_stats(ctl->keys, &st);
     ctl->snap_gen = st.generation;
+    ctl->snap_ok = 1;
     atomic_store(&ctl->snapshot_loaded, loaded);
     atomic_store(&ctl->snapshot_keys, loaded);
     TG_INFO("msg=\"keys snapshot loaded\" entries=%" PRIu64 " skipped=%" PRIu64, loaded, bad);
@@ -773,16 +777,42 @@ static void maybe_snapshot(struct rt_control *ctl, uint64_t now, int force)
 
     if (ctl->snap_path[0] == '\0' || !atomic_load(&ctl->replayed))
         return;
-    if (!force && now - ctl->snap_last_ms < RT_CONTROL_SNAPSHOT_INTERVAL_MS)
+    if (!force && now < ctl->snap_next_ms)
         return;
     rt_keys_get_stats(ctl->keys, &st);
     if (!force && st.generation == ctl->snap_gen)
         return;
-    ctl->snap_last_ms = now;
     (void)snapshot_write(ctl);
+    /* At most one write per interval, and never more than a fifth of the control thread's time
+     * (a large table takes a while to write). */
+    {
+        uint64_t took = tg_now_mono_ms() - now;
+        uint64_t gap = 4 * took > RT_CONTROL_SNAPSHOT_INTERVAL_MS ? 4 * took
+                                                                  : RT_CONTROL_SNAPSHOT_INTERVAL_MS;
+
+        ctl->snap_next_ms = now + took + gap;
+    }
 }
 
 /* ---- consumer (control thread) ---- */
+
+/* Replace the change arrays with ones of cap entries (keeps the old ones when out of memory). */
+static void batch_resize(struct rt_control *ctl, size_t cap)
+{
+    struct rt_key_spec *specs = calloc(cap, sizeof(*specs));
+    struct rt_key_change *changes = calloc(cap, sizeof(*changes));
+
+    if (specs == NULL || changes == NULL) {
+        free(specs);
+        free(changes);
+        return;
+    }
+    free(ctl->specs);
+    free(ctl->changes);
+    ctl->specs = specs;
+    ctl->changes = changes;
+    ctl->batch_cap = cap;
+}
 
 static void finish_replay(struct rt_control *ctl)
 {
@@ -790,6 +820,7 @@ static void finish_replay(struct rt_control *ctl)
 
     reconcile(ctl);
     seen_fini(ctl);
+    batch_resize(ctl, RT_CONTROL_APPLY_BATCH);
     atomic_store(&ctl->replayed, 1);
     rt_keys_get_stats(ctl->keys, &st);
     TG_INFO("msg=\"control topic replayed\" keys=%" PRIu64 " blocked=%" PRIu64, st.count,
@@ -902,7 +933,7 @@ static void consume_batch(struct rt_control *ctl, int timeout_ms)
     size_t n = 0;
     char err[256];
 
-    while (n < RT_CONTROL_APPLY_BATCH) {
+    while (n < ctl->batch_cap) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(ctl->cons, n == 0 ? timeout_ms : 0);
         struct rt_key_change *c = &ctl->changes[n];
         int rc, is_block;
@@ -972,8 +1003,11 @@ static void *control_main(void *arg)
             rd_kafka_poll(ctl->prod, wait_ms);
         maybe_snapshot(ctl, tg_now_mono_ms(), 0);
     }
-    /* Shutdown: purge what is queued or in flight; the delivery reports answer the callers. */
+    /* Shutdown: no new publish gets a slot (checked under mu), then purge what is queued or in
+     * flight; the delivery reports answer the callers, the backstop answers the rest. */
+    pthread_mutex_lock(&ctl->mu);
     atomic_store(&ctl->stopping, 1);
+    pthread_mutex_unlock(&ctl->mu);
     rd_kafka_purge(ctl->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     deadline = tg_now_mono_ms() + SHUTDOWN_DRAIN_MS;
     while (pending_now(ctl) > 0 && tg_now_mono_ms() < deadline)
@@ -1098,8 +1132,9 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
     }
     ctl->slots = calloc(ctl->max_pending, sizeof(*ctl->slots));
     ctl->echoes = calloc(RT_CONTROL_ECHO_MAX, sizeof(*ctl->echoes));
-    ctl->specs = calloc(RT_CONTROL_APPLY_BATCH, sizeof(*ctl->specs));
-    ctl->changes = calloc(RT_CONTROL_APPLY_BATCH, sizeof(*ctl->changes));
+    ctl->batch_cap = RT_CONTROL_REPLAY_BATCH;
+    ctl->specs = calloc(ctl->batch_cap, sizeof(*ctl->specs));
+    ctl->changes = calloc(ctl->batch_cap, sizeof(*ctl->changes));
     ctl->own_spec = calloc(1, sizeof(*ctl->own_spec));
     ctl->line = malloc(SNAP_LINE_MAX);
     if (ctl->slots == NULL || ctl->echoes == NULL || ctl->specs == NULL ||
@@ -1111,9 +1146,11 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
 
     if (ctl->snap_path[0] != '\0')
         snapshot_load(ctl);
-    ctl->snap_last_ms = tg_now_mono_ms();
+    ctl->created_ms = tg_now_mono_ms();
+    ctl->snap_next_ms = ctl->created_ms + RT_CONTROL_SNAPSHOT_INTERVAL_MS;
 
     if (!have_brokers) {
+        batch_resize(ctl, RT_CONTROL_APPLY_BATCH);
         atomic_store(&ctl->replayed, 1);
         atomic_store(&ctl->stopping, 1);
         TG_INFO("msg=\"control topic not configured: keys from config and snapshot only\"");
@@ -1144,6 +1181,20 @@ fail:
     return NULL;
 }
 
+void rt_control_stop(struct rt_control *ctl)
+{
+    if (ctl == NULL)
+        return;
+    atomic_store(&ctl->stop, 1);
+    if (ctl->thread_started) {
+        pthread_join(ctl->thread, NULL);
+        ctl->thread_started = 0;
+    }
+    pthread_mutex_lock(&ctl->mu);
+    atomic_store(&ctl->stopping, 1);
+    pthread_mutex_unlock(&ctl->mu);
+}
+
 void rt_control_destroy(struct rt_control **pctl)
 {
     struct rt_control *ctl;
@@ -1151,12 +1202,11 @@ void rt_control_destroy(struct rt_control **pctl)
     if (pctl == NULL || *pctl == NULL)
         return;
     ctl = *pctl;
-    atomic_store(&ctl->stopping, 1);
-    atomic_store(&ctl->stop, 1);
-    if (ctl->thread_started)
-        pthread_join(ctl->thread, NULL);
-    if (ctl->line != NULL)
-        maybe_snapshot(ctl, tg_now_mono_ms() + RT_CONTROL_SNAPSHOT_INTERVAL_MS, 0);
+    rt_control_stop(ctl);
+    if (ctl->line != NULL) {
+        ctl->snap_next_ms = 0;
+        maybe_snapshot(ctl, tg_now_mono_ms(), 0);
+    }
     if (ctl->cons != NULL) {
         rd_kafka_consumer_close(ctl->cons);
         rd_kafka_destroy(ctl->cons);
@@ -1217,6 +1267,12 @@ int rt_control_publish(struct rt_control *ctl, const struct rt_control_record *r
         value = block;
     }
     pthread_mutex_lock(&ctl->mu);
+    if (atomic_load(&ctl->stopping)) {
+        pthread_mutex_unlock(&ctl->mu);
+        free(heap);
+        atomic_fetch_add(&ctl->publish_unavailable, 1);
+        return TG_EUNAVAIL;
+    }
     if (ctl->free_head == SLOT_NONE) {
         pthread_mutex_unlock(&ctl->mu);
         free(heap);
@@ -1257,6 +1313,13 @@ int rt_control_publish(struct rt_control *ctl, const struct rt_control_record *r
 int rt_control_replayed(const struct rt_control *ctl)
 {
     return atomic_load(&ctl->replayed);
+}
+
+int rt_control_ready(const struct rt_control *ctl)
+{
+    if (atomic_load(&ctl->replayed))
+        return 1;
+    return ctl->snap_ok && tg_now_mono_ms() - ctl->created_ms >= RT_CONTROL_DEGRADED_READY_MS;
 }
 
 int rt_control_wait_replayed(const struct rt_control *ctl, uint32_t timeout_ms)

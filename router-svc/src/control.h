@@ -48,7 +48,8 @@
  * assigned from OFFSET_BEGINNING and read until the high watermarks seen when the assignment
  * was made; then the store is "replayed" (rt_control_replayed; readiness waits for it) and
  * keeps tailing. Records are applied to the keys table in batches of up to
- * RT_CONTROL_APPLY_BATCH changes per rt_keys_apply. At the end of the replay, entries that came
+ * RT_CONTROL_REPLAY_BATCH (replay) or RT_CONTROL_APPLY_BATCH (tailing) changes per
+ * rt_keys_apply (each call copies the table's index, so the replay uses large batches). At the end of the replay, entries that came
  * from the snapshot file but are no longer on the topic (their tombstones compacted away) are
  * removed, so the table equals config keys + topic state. Changes this replica applied early
  * (on confirmation) are not overwritten by older records of the same key read afterwards.
@@ -59,7 +60,8 @@
  * Loaded synchronously by rt_control_create, before Kafka is contacted, so existing keys
  * authenticate while Kafka is unreachable. Written atomically (temporary file, fsync, rename,
  * fsync of the directory) after the replay and after changes, at most every
- * RT_CONTROL_SNAPSHOT_INTERVAL_MS, and on destroy. Never written before the first replay is
+ * RT_CONTROL_SNAPSHOT_INTERVAL_MS (and at most a fifth of the control thread's time: a large
+ * table stretches the interval), and on destroy. Never written before the first replay is
  * complete (the file on disk is then still the best state known). Contents: hashes and key
  * settings only (never a raw key); at most the keys table capacity entries. Format (text):
  *   tollgate-keys-snapshot v1 entries=<n> written_ms=<epoch ms>
@@ -86,9 +88,13 @@
 #define RT_CONTROL_PENDING_MAX 65536u         /* largest accepted max_pending */
 #define RT_CONTROL_SNAPSHOT_INTERVAL_MS 1000u /* snapshot writes at most this often */
 #define RT_CONTROL_APPLY_BATCH 128u           /* consumed changes per rt_keys_apply */
+#define RT_CONTROL_REPLAY_BATCH 512u          /* the same while replaying (and loading the
+                                               * snapshot): 512 decoded specs, about 7 MB,
+                                               * freed when the replay is complete */
 #define RT_CONTROL_PARTITIONS_MAX 256         /* control topic partitions followed */
 #define RT_CONTROL_ECHO_MAX 4096u             /* own confirmed changes awaiting their echo */
 #define RT_CONTROL_RETRY_MS 1000u             /* metadata / assignment retry interval */
+#define RT_CONTROL_DEGRADED_READY_MS 10000u   /* snapshot-only readiness after this long */
 #define RT_CONTROL_BLOCK_REASON_CAP 64        /* block reason, bytes incl. NUL */
 #define RT_CONTROL_BLOCK_JSON_MAX 256         /* encoded block value, bytes incl. NUL */
 #define RT_CONTROL_RECORD_KEY_MAX 80          /* "block:" + 64 hex + NUL fits */
@@ -157,10 +163,17 @@ struct rt_control_stats {
 struct rt_control *rt_control_create(const struct rt_control_config *cc, struct rt_keys *keys,
                                      char *err, size_t errlen);
 
-/* rt_control_destroy: stop the control thread (pending publishes are purged: their done gets
- * TG_EUNAVAIL), write a last snapshot when the state changed since the last one, free.
- * Accepts NULL; sets *ctl to NULL. Main thread, after every caller of rt_control_publish has
- * stopped. */
+/* rt_control_stop: stop the control thread: pending publishes are purged and every pending
+ * done is called (TG_EUNAVAIL) before this returns; later rt_control_publish calls return
+ * TG_EUNAVAIL at once. The handle stays valid (publish, stats, metrics) until
+ * rt_control_destroy. Idempotent. Main thread. Shutdown order: stop accepting requests ->
+ * rt_control_stop (admin requests still waiting get their 503 while the HTTP front can still
+ * answer them) -> stop the HTTP front -> rt_control_destroy. */
+void rt_control_stop(struct rt_control *ctl);
+
+/* rt_control_destroy: rt_control_stop if not done, write a last snapshot when the state changed
+ * since the last one, free. Accepts NULL; sets *ctl to NULL. Main thread, after every caller of
+ * rt_control_publish has stopped. */
 void rt_control_destroy(struct rt_control **ctl);
 
 /* rt_control_publish: queue one change for the control topic. Returns 0 (done will be called
@@ -174,6 +187,13 @@ int rt_control_publish(struct rt_control *ctl, const struct rt_control_record *r
 /* rt_control_replayed: 1 once the topic was read up to the high watermarks seen at assignment
  * (always 1 without brokers). Readiness waits for it. Any thread. */
 int rt_control_replayed(const struct rt_control *ctl);
+
+/* rt_control_ready: what /health/readiness should report for the key store: 1 once replayed;
+ * also 1 (degraded: the replica serves the keys of its snapshot) when an intact snapshot file
+ * was loaded at start and RT_CONTROL_DEGRADED_READY_MS have passed without a completed replay
+ * (Kafka unreachable), so that a restarted replica can take traffic during a Kafka outage.
+ * 0 otherwise. Any thread. */
+int rt_control_ready(const struct rt_control *ctl);
 
 /* rt_control_wait_replayed: wait (sleeping in 10 ms steps) until replayed or timeout_ms.
  * Returns 0 or TG_ETIMEOUT. For start-up sequencing and tests; never on a request thread. */

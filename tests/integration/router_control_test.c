@@ -56,7 +56,7 @@ static const char config_yaml[] =
     "  - model_name: gpt-fallback\n"
     "    litellm_params: {model: openai/m2, api_base: http://127.0.0.1:9/v1}\n"
     "tollgate:\n"
-    "  limits: {max_keys: 1000}\n"
+    "  limits: {max_keys: 20000}\n"
     "  keys:\n"
     "    - {key: sk-static-integration-0001, models: [gpt-main]}\n";
 
@@ -530,6 +530,11 @@ int main(int argc, char **argv)
     CHECK(!rt_control_replayed(a.control), "replayed while Kafka is down");
     /* B keeps serving its keys too. */
     CHECK(has_key(&b, k1, NULL), "B lost the key while Kafka is down");
+    /* Readiness: not at once, but after the grace period a replica with an intact snapshot
+     * reports ready (degraded) so that it can take traffic during the outage. */
+    CHECK(!rt_control_ready(a.control) || ms >= RT_CONTROL_DEGRADED_READY_MS, "ready too early");
+    WAIT_FOR(rt_control_ready(a.control), "snapshot-only readiness");
+    CHECK(!rt_control_replayed(a.control), "replayed while Kafka is down");
 
     /* Kafka back: A replays, generate works again, B sees the new key. */
     kafka_ctl("up all");
@@ -568,6 +573,78 @@ int main(int argc, char **argv)
     }
     tg_buf_fini(&mb);
     fprintf(stderr, "router_control_test: Kafka outage ok\n");
+
+    /* 6. Replay at scale: 10,000 key records (two partitions) replayed by a fresh replica. */
+    {
+        struct replica c;
+        char snap_c[160];
+        struct rt_key_spec *s = calloc(1, sizeof(*s));
+        char err[256];
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        rd_kafka_t *rk;
+        uint64_t t0;
+        size_t n_before, n_after;
+        struct rt_keys_table *t;
+
+        t = rt_keys_acquire(a.keys);
+        n_before = rt_keys_count(t);
+        rt_keys_release(&t);
+        rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof(err));
+        rd_kafka_conf_set(conf, "acks", "all", err, sizeof(err));
+        rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+        CHECK(rk != NULL && s != NULL, "producer: %s", err);
+        for (int i = 0; i < 10000; i++) {
+            char raw[64], rk_name[RT_CONTROL_RECORD_KEY_MAX];
+            size_t vlen = 0;
+            rd_kafka_resp_err_t perr;
+
+            rt_key_spec_init(s);
+            snprintf(raw, sizeof(raw), "sk-bulk-%08d-abcdefghijkl", i);
+            tg_sha256_hex(raw, strlen(raw), s->key_hash);
+            snprintf(s->key_alias, sizeof(s->key_alias), "bulk-%d", i);
+            s->n_models = 1;
+            snprintf(s->models[0], RT_NAME_CAP, "gpt-main");
+            s->rpm_limit = i;
+            CHECK(rt_key_spec_to_json(s, value, RT_KEY_JSON_MAX, &vlen) == 0, "encode");
+            snprintf(rk_name, sizeof(rk_name), "key:%s", s->key_hash);
+            do {
+                perr = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+                                         RD_KAFKA_V_KEY(rk_name, strlen(rk_name)),
+                                         RD_KAFKA_V_VALUE(value, vlen),
+                                         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+                if (perr == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                    rd_kafka_poll(rk, 10);
+            } while (perr == RD_KAFKA_RESP_ERR__QUEUE_FULL);
+            CHECK(perr == RD_KAFKA_RESP_ERR_NO_ERROR, "producev %s", rd_kafka_err2name(perr));
+        }
+        CHECK(rd_kafka_flush(rk, 30000) == 0, "flush");
+        rd_kafka_destroy(rk);
+        free(s);
+        snprintf(snap_c, sizeof(snap_c), "%s/c.snapshot", dir);
+        memset(&c, 0, sizeof(c));
+        t0 = tg_now_mono_ms();
+        replica_start(&c, snap_c);
+        CHECK(rt_control_wait_replayed(c.control, 60000) == 0, "C did not replay 10,000 keys");
+        fprintf(stderr, "router_control_test: fresh replica replayed %d key records in %" PRIu64
+                        " ms\n",
+                10000, tg_now_mono_ms() - t0);
+        t = rt_keys_acquire(c.keys);
+        n_after = rt_keys_count(t);
+        rt_keys_release(&t);
+        /* A is tailing: it has the bulk keys as well. */
+        WAIT_FOR(rpm_of(&a, "sk-bulk-00009999-abcdefghijkl") == 9999, "A to tail the bulk keys");
+        CHECK(n_after == n_before + 10000, "C has %zu keys, A had %zu before the bulk", n_after,
+              n_before);
+        CHECK(rpm_of(&c, "sk-bulk-00004242-abcdefghijkl") == 4242, "bulk key content");
+        CHECK(has_key(&c, k1, NULL) && has_key(&c, k3, NULL) && !has_key(&c, k2, NULL),
+              "C's replay differs from A");
+        t0 = tg_now_mono_ms();
+        replica_stop(&c);
+        fprintf(stderr, "router_control_test: stop with a 10,003-entry snapshot write took %" PRIu64
+                        " ms\n",
+                tg_now_mono_ms() - t0);
+        unlink(snap_c);
+    }
 
     replica_stop(&b);
     replica_stop(&a);

@@ -703,6 +703,24 @@ static void test_unreachable_kafka_answers_503_within_the_bound(void **state)
     assert_int_equal(st.pending, 0);
     /* Validation still answers at once, without Kafka. */
     expect_field_error(f, "/key/generate", "{\"models\":[\"zz\"]}", "models[0]");
+    assert_int_equal(rt_control_ready(f->control), 0); /* no snapshot, not replayed */
+
+    /* Stopping answers what is still waiting at once, and refuses what comes after. */
+    a = answer_new();
+    t0 = tg_now_mono_ms();
+    rt_key_api_handle(f->api, "POST", "/key/generate", NULL, "{}", 2, on_answer, a);
+    assert_int_equal(a->calls, 0);
+    rt_control_stop(f->control);
+    assert_int_equal(a->calls, 1);
+    assert_int_equal(a->status, 503);
+    assert_true(tg_now_mono_ms() - t0 < 900);
+    answer_free(a);
+    a = answer_new();
+    rt_key_api_handle(f->api, "POST", "/key/generate", NULL, "{}", 2, on_answer, a);
+    assert_int_equal(a->calls, 1); /* synchronously */
+    assert_int_equal(a->status, 503);
+    assert_non_null(strstr(a->body, "key_store_unavailable"));
+    answer_free(a);
 }
 
 static void test_pending_and_in_flight_bounds(void **state)
