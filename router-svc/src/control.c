@@ -112,8 +112,7 @@ struct rt_control {
 
     _Atomic uint64_t records_applied, records_skipped, records_invalid, apply_errors;
     _Atomic uint64_t publish_ok, publish_failed, publish_full, publish_unavailable;
-    _Atomic uint64_t echo_dropped, snapshot_keys, snapshot_loaded, snapshot_writes,
-        snapshot_errors;
+    _Atomic uint64_t echo_dropped, snapshot_keys, snapshot_loaded, snapshot_writes, snapshot_errors;
 };
 
 /* ---- small helpers ---- */
@@ -172,8 +171,7 @@ int rt_control_record_key(const struct rt_control_record *rec, char *out, size_t
     return n;
 }
 
-int rt_control_block_encode(const struct rt_control_block *b, char *out, size_t cap,
-                            size_t *outlen)
+int rt_control_block_encode(const struct rt_control_block *b, char *out, size_t cap, size_t *outlen)
 {
     size_t rlen = strnlen(b->reason, sizeof(b->reason));
     int n;
@@ -411,8 +409,7 @@ static void reconcile(struct rt_control *ctl)
     rt_keys_foreach(t, reconcile_one, &r);
     rt_keys_release(&t);
     if (r.n > 0) {
-        TG_INFO("msg=\"control replay: removing entries no longer on the topic\" changes=%zu",
-                r.n);
+        TG_INFO("msg=\"control replay: removing entries no longer on the topic\" changes=%zu", r.n);
         apply_changes(ctl, r.ch, r.n);
     }
     free(r.ch);
@@ -787,8 +784,8 @@ static void maybe_snapshot(struct rt_control *ctl, uint64_t now, int force)
      * (a large table takes a while to write). */
     {
         uint64_t took = tg_now_mono_ms() - now;
-        uint64_t gap = 4 * took > RT_CONTROL_SNAPSHOT_INTERVAL_MS ? 4 * took
-                                                                  : RT_CONTROL_SNAPSHOT_INTERVAL_MS;
+        uint64_t gap =
+            4 * took > RT_CONTROL_SNAPSHOT_INTERVAL_MS ? 4 * took : RT_CONTROL_SNAPSHOT_INTERVAL_MS;
 
         ctl->snap_next_ms = now + took + gap;
     }
@@ -862,11 +859,11 @@ static int try_assign(struct rt_control *ctl)
     err = rd_kafka_metadata(ctl->cons, 0, t, &md, META_TIMEOUT_MS);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR || md == NULL || md->topic_cnt < 1 ||
         md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR || md->topics[0].partition_cnt <= 0) {
-        TG_WARN_RL("msg=\"control topic not available yet\" err=%s",
-                   rd_kafka_err2name(err != RD_KAFKA_RESP_ERR_NO_ERROR || md == NULL ||
-                                             md->topic_cnt < 1
-                                         ? err
-                                         : md->topics[0].err));
+        TG_WARN_RL(
+            "msg=\"control topic not available yet\" err=%s",
+            rd_kafka_err2name(err != RD_KAFKA_RESP_ERR_NO_ERROR || md == NULL || md->topic_cnt < 1
+                                  ? err
+                                  : md->topics[0].err));
         goto out;
     }
     atomic_store(&ctl->kafka_up, 1);
@@ -944,16 +941,14 @@ static void consume_batch(struct rt_control *ctl, int timeout_ms)
             if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
                 note_position(ctl, m->partition, m->offset, 1);
             else
-                TG_WARN_RL("msg=\"control topic consume error\" err=%s",
-                           rd_kafka_err2name(m->err));
+                TG_WARN_RL("msg=\"control topic consume error\" err=%s", rd_kafka_err2name(m->err));
             rd_kafka_message_destroy(m);
             continue;
         }
         atomic_store(&ctl->kafka_up, 1);
         note_position(ctl, m->partition, m->offset + 1, 0);
-        rc = rt_keys_control_decode(m->key, m->key_len, m->payload,
-                                    m->payload != NULL ? m->len : 0, NULL, c, &ctl->specs[n], err,
-                                    sizeof(err));
+        rc = rt_keys_control_decode(m->key, m->key_len, m->payload, m->payload != NULL ? m->len : 0,
+                                    NULL, c, &ctl->specs[n], err, sizeof(err));
         if (rc != 0) {
             if (rc == TG_ENOTFOUND) {
                 atomic_fetch_add(&ctl->records_skipped, 1);
@@ -1094,15 +1089,15 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
 {
     struct rt_control *ctl = NULL;
     struct rt_keys_stats st;
-    const char *topic = cc->topic != NULL && cc->topic[0] != '\0' ? cc->topic
-                                                                    : RT_DEFAULT_CONTROL_TOPIC;
+    const char *topic =
+        cc->topic != NULL && cc->topic[0] != '\0' ? cc->topic : RT_DEFAULT_CONTROL_TOPIC;
     int have_brokers = cc->brokers != NULL && cc->brokers[0] != '\0';
 
-    if (keys == NULL || cc->max_pending > RT_CONTROL_PENDING_MAX ||
-        strlen(topic) >= RT_TOPIC_CAP ||
+    if (keys == NULL || cc->max_pending > RT_CONTROL_PENDING_MAX || strlen(topic) >= RT_TOPIC_CAP ||
         (cc->snapshot_path != NULL && strlen(cc->snapshot_path) >= RT_PATH_CAP)) {
-        snprintf(err, errlen, "control: invalid configuration (keys, topic, snapshot path or "
-                              "max_pending out of range)");
+        snprintf(err, errlen,
+                 "control: invalid configuration (keys, topic, snapshot path or "
+                 "max_pending out of range)");
         return NULL;
     }
     ctl = calloc(1, sizeof(*ctl));
@@ -1115,8 +1110,8 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
         snprintf(ctl->snap_path, sizeof(ctl->snap_path), "%s", cc->snapshot_path);
         snprintf(ctl->snap_tmp, sizeof(ctl->snap_tmp), "%s.tmp", cc->snapshot_path);
     }
-    ctl->timeout_ms = cc->publish_timeout_ms != 0 ? cc->publish_timeout_ms
-                                                  : RT_CONTROL_PUBLISH_TIMEOUT_MS;
+    ctl->timeout_ms =
+        cc->publish_timeout_ms != 0 ? cc->publish_timeout_ms : RT_CONTROL_PUBLISH_TIMEOUT_MS;
     ctl->max_pending = cc->max_pending != 0 ? cc->max_pending : RT_CONTROL_PENDING_DEFAULT;
     rt_keys_get_stats(keys, &st);
     ctl->max_keys = (size_t)st.capacity;
@@ -1137,8 +1132,8 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
     ctl->changes = calloc(ctl->batch_cap, sizeof(*ctl->changes));
     ctl->own_spec = calloc(1, sizeof(*ctl->own_spec));
     ctl->line = malloc(SNAP_LINE_MAX);
-    if (ctl->slots == NULL || ctl->echoes == NULL || ctl->specs == NULL ||
-        ctl->changes == NULL || ctl->own_spec == NULL || ctl->line == NULL)
+    if (ctl->slots == NULL || ctl->echoes == NULL || ctl->specs == NULL || ctl->changes == NULL ||
+        ctl->own_spec == NULL || ctl->line == NULL)
         goto nomem;
     for (uint32_t i = 0; i < ctl->max_pending; i++)
         ctl->slots[i].next_free = i + 1 < ctl->max_pending ? i + 1 : SLOT_NONE;

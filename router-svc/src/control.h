@@ -49,12 +49,12 @@
  * was made; then the store is "replayed" (rt_control_replayed; readiness waits for it) and
  * keeps tailing. Records are applied to the keys table in batches of up to
  * RT_CONTROL_REPLAY_BATCH (replay) or RT_CONTROL_APPLY_BATCH (tailing) changes per
- * rt_keys_apply (each call copies the table's index, so the replay uses large batches). At the end of the replay, entries that came
- * from the snapshot file but are no longer on the topic (their tombstones compacted away) are
- * removed, so the table equals config keys + topic state. Changes this replica applied early
- * (on confirmation) are not overwritten by older records of the same key read afterwards.
- * Static keys (tollgate.keys in the config) are never replaced or deleted by key: records
- * (counted as skipped); block: records do apply to them.
+ * rt_keys_apply (each call copies the table's index, so the replay uses large batches). At the end
+ * of the replay, entries that came from the snapshot file but are no longer on the topic (their
+ * tombstones compacted away) are removed, so the table equals config keys + topic state. Changes
+ * this replica applied early (on confirmation) are not overwritten by older records of the same key
+ * read afterwards. Static keys (tollgate.keys in the config) are never replaced or deleted by key:
+ * records (counted as skipped); block: records do apply to them.
  *
  * ---- Snapshot file ----
  * Loaded synchronously by rt_control_create, before Kafka is contacted, so existing keys
@@ -88,16 +88,16 @@
 #define RT_CONTROL_PENDING_MAX 65536u         /* largest accepted max_pending */
 #define RT_CONTROL_SNAPSHOT_INTERVAL_MS 1000u /* snapshot writes at most this often */
 #define RT_CONTROL_APPLY_BATCH 128u           /* consumed changes per rt_keys_apply */
-#define RT_CONTROL_REPLAY_BATCH 512u          /* the same while replaying (and loading the
-                                               * snapshot): 512 decoded specs, about 7 MB,
-                                               * freed when the replay is complete */
-#define RT_CONTROL_PARTITIONS_MAX 256         /* control topic partitions followed */
-#define RT_CONTROL_ECHO_MAX 4096u             /* own confirmed changes awaiting their echo */
-#define RT_CONTROL_RETRY_MS 1000u             /* metadata / assignment retry interval */
-#define RT_CONTROL_DEGRADED_READY_MS 10000u   /* snapshot-only readiness after this long */
-#define RT_CONTROL_BLOCK_REASON_CAP 64        /* block reason, bytes incl. NUL */
-#define RT_CONTROL_BLOCK_JSON_MAX 256         /* encoded block value, bytes incl. NUL */
-#define RT_CONTROL_RECORD_KEY_MAX 80          /* "block:" + 64 hex + NUL fits */
+/* Changes per rt_keys_apply while replaying and loading the snapshot: 512 decoded specs,
+ * about 7 MB, freed when the replay is complete. */
+#define RT_CONTROL_REPLAY_BATCH 512u
+#define RT_CONTROL_PARTITIONS_MAX 256       /* control topic partitions followed */
+#define RT_CONTROL_ECHO_MAX 4096u           /* own confirmed changes awaiting their echo */
+#define RT_CONTROL_RETRY_MS 1000u           /* metadata / assignment retry interval */
+#define RT_CONTROL_DEGRADED_READY_MS 10000u /* snapshot-only readiness after this long */
+#define RT_CONTROL_BLOCK_REASON_CAP 64      /* block reason, bytes incl. NUL */
+#define RT_CONTROL_BLOCK_JSON_MAX 256       /* encoded block value, bytes incl. NUL */
+#define RT_CONTROL_RECORD_KEY_MAX 80        /* "block:" + 64 hex + NUL fits */
 
 struct rt_control;
 

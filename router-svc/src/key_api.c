@@ -15,7 +15,7 @@
 #include "tg_log.h"
 #include "tg_time.h"
 
-#define MSG_UNAVAILABLE                                                                           \
+#define MSG_UNAVAILABLE                                                                            \
     "key store unavailable: the control topic could not confirm the change; retry later"
 #define MSG_BUSY "key store busy: too many key changes waiting for confirmation; retry later"
 #define MSG_CAPACITY "key store full: the keys table reached its capacity (limits.max_keys)"
@@ -186,9 +186,8 @@ static json_t *info_json(const struct rt_key_api *api, const struct rt_key_spec 
     if (o == NULL)
         goto out;
     json_object_set_new(o, "max_budget",
-                        spec->max_budget_nusd < 0
-                            ? json_null()
-                            : json_real((double)spec->max_budget_nusd / 1e9));
+                        spec->max_budget_nusd < 0 ? json_null()
+                                                  : json_real((double)spec->max_budget_nusd / 1e9));
     if (spec->budget_duration_s > 0) {
         duration_text(spec->budget_duration_s, text, sizeof(text));
         json_object_set_new(o, "budget_duration", json_string(text));
@@ -347,9 +346,7 @@ static void submit(struct kreq *r, enum rt_key_op op, const char *hash,
         rc = rt_control_publish(api->control, &rec, on_published, r);
     }
     if (rc != 0)
-        one_done(r, rc == TG_EFULL        ? FAIL_BUSY
-                    : rc == TG_EUNAVAIL ? FAIL_UNAVAIL
-                                        : FAIL_INTERNAL);
+        one_done(r, rc == TG_EFULL ? FAIL_BUSY : rc == TG_EUNAVAIL ? FAIL_UNAVAIL : FAIL_INTERNAL);
 }
 
 /* ---- body helpers ---- */
@@ -417,9 +414,10 @@ static int parse_duration(json_t *o, int64_t *expires_ms, int *present, char *er
         *expires_ms = 0;
         return 0;
     }
-    if (!json_is_string(v) || rt_config_parse_duration_s(json_string_value(v), &s) != 0 ||
-        s <= 0 || s > 100LL * 365 * 86400) {
-        snprintf(err, errlen, "duration: expected a duration like 30s, 10m, 1h, 7d or 1mo, or null");
+    if (!json_is_string(v) || rt_config_parse_duration_s(json_string_value(v), &s) != 0 || s <= 0 ||
+        s > 100LL * 365 * 86400) {
+        snprintf(err, errlen,
+                 "duration: expected a duration like 30s, 10m, 1h, 7d or 1mo, or null");
         return TG_EINVAL;
     }
     *expires_ms = (int64_t)tg_now_epoch_ms() + s * 1000;
@@ -489,8 +487,9 @@ static void do_generate(struct kreq *r, const char *body, size_t len)
     if (o == NULL)
         goto bad;
     if (json_object_get(o, "key_hash") != NULL) {
-        snprintf(err, sizeof(err), "key_hash: not accepted by /key/generate (it is derived "
-                                   "from the key)");
+        snprintf(err, sizeof(err),
+                 "key_hash: not accepted by /key/generate (it is derived "
+                 "from the key)");
         goto bad;
     }
     v = json_object_get(o, "key");
@@ -590,7 +589,8 @@ static void do_update(struct kreq *r, const char *body, size_t len)
         }
     }
     if (raw == NULL && hash == NULL) {
-        snprintf(err, sizeof(err), "key: expected \"key\" or \"key_hash\" naming the key to update");
+        snprintf(err, sizeof(err),
+                 "key: expected \"key\" or \"key_hash\" naming the key to update");
         goto bad;
     }
     if (parse_duration(o, &expires, &has_duration, err, sizeof(err)) != 0)
@@ -610,8 +610,8 @@ static void do_update(struct kreq *r, const char *body, size_t len)
         req_free(r);
         return;
     }
-    if (rt_key_spec_from_json(&r->spec, RT_KEY_JSON_API, body, len, api->cfg, err,
-                              sizeof(err)) != 0)
+    if (rt_key_spec_from_json(&r->spec, RT_KEY_JSON_API, body, len, api->cfg, err, sizeof(err)) !=
+        0)
         goto bad;
     if (has_duration)
         r->spec.expires_epoch_ms = expires;
@@ -649,8 +649,7 @@ static void do_delete(struct kreq *r, const char *body, size_t len)
     json_object_foreach(o, name, v)
     {
         if (strcmp(name, "keys") != 0 && strcmp(name, "key_hashes") != 0) {
-            snprintf(err, sizeof(err), "%.100s: unknown field (expected keys or key_hashes)",
-                     name);
+            snprintf(err, sizeof(err), "%.100s: unknown field (expected keys or key_hashes)", name);
             goto bad;
         }
     }
@@ -706,8 +705,7 @@ static void do_delete(struct kreq *r, const char *body, size_t len)
                 snprintf(msg, sizeof(msg),
                          "%s: defined in the config file (tollgate.keys); remove it there", field);
                 json_decref(o);
-                send_error(r->done, r->ud, 400, "invalid_request_error", "static_key", field,
-                           msg);
+                send_error(r->done, r->ud, 400, "invalid_request_error", "static_key", field, msg);
                 req_free(r);
                 return;
             }
@@ -803,8 +801,8 @@ int rt_key_api_in_flight(const struct rt_key_api *api)
 }
 
 void rt_key_api_handle(struct rt_key_api *api, const char *method, const char *path,
-                       const char *key_param, const char *body, size_t len,
-                       rt_key_api_done_fn done, void *ud)
+                       const char *key_param, const char *body, size_t len, rt_key_api_done_fn done,
+                       void *ud)
 {
     struct kreq *r;
     int is_get = method != NULL && strcmp(method, "GET") == 0;

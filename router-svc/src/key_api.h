@@ -92,8 +92,8 @@ int rt_key_api_is_admin_path(const char *path);
  * borrowed for the call only. done(status, body, len, ud) is called exactly once, before this
  * returns or later from the control thread. Any HTTP thread; never blocks on Kafka. */
 void rt_key_api_handle(struct rt_key_api *api, const char *method, const char *path,
-                       const char *key_param, const char *body, size_t len,
-                       rt_key_api_done_fn done, void *ud);
+                       const char *key_param, const char *body, size_t len, rt_key_api_done_fn done,
+                       void *ud);
 
 /* rt_key_api_in_flight: requests in progress now. Any thread. */
 int rt_key_api_in_flight(const struct rt_key_api *api);

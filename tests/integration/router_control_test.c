@@ -211,8 +211,8 @@ static int api_call(struct replica *r, const char *method, const char *path, con
     int status;
 
     CHECK(a != NULL, "oom");
-    rt_key_api_handle(r->api, method, path, param, body, body != NULL ? strlen(body) : 0,
-                      on_answer, a);
+    rt_key_api_handle(r->api, method, path, param, body, body != NULL ? strlen(body) : 0, on_answer,
+                      a);
     while (atomic_load(&a->calls) == 0 && tg_now_mono_ms() < deadline)
         tg_sleep_ms(2);
     CHECK(atomic_load(&a->calls) == 1, "%s %s: no answer within %u ms", method, path, WAIT_MS);
@@ -234,8 +234,7 @@ static void generate(struct replica *r, const char *body, char *key, size_t keyc
 
     CHECK(status == 200, "generate: status %d", status);
     snprintf(key, keycap, "%s", json_string_value(json_object_get(o, "key")));
-    snprintf(hash, TG_SHA256_HEX_LEN + 1, "%s",
-             json_string_value(json_object_get(o, "key_hash")));
+    snprintf(hash, TG_SHA256_HEX_LEN + 1, "%s", json_string_value(json_object_get(o, "key_hash")));
     json_decref(o);
 }
 
@@ -271,8 +270,7 @@ static int topic_last(const char *rkey, char *value, size_t cap, int *tombstone)
     for (int i = 0; i < n; i++) {
         int64_t lo = 0;
 
-        CHECK(rd_kafka_query_watermark_offsets(rk, topic, i, &lo, &hi[i], 5000) == 0,
-              "watermarks");
+        CHECK(rd_kafka_query_watermark_offsets(rk, topic, i, &lo, &hi[i], 5000) == 0, "watermarks");
         if (hi[i] > lo)
             left++;
         rd_kafka_topic_partition_list_add(l, topic, i)->offset = RD_KAFKA_OFFSET_BEGINNING;
@@ -317,9 +315,10 @@ static void produce(const char *rkey, const char *value)
     rd_kafka_conf_set(conf, "acks", "all", err, sizeof(err));
     rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     CHECK(rk != NULL, "producer: %s", err);
-    perr = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY((void *)rkey, strlen(rkey)),
-                             RD_KAFKA_V_VALUE((void *)value, vlen),
-                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    perr =
+        rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY((void *)rkey, strlen(rkey)),
+                          RD_KAFKA_V_VALUE((void *)value, vlen),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
     CHECK(perr == RD_KAFKA_RESP_ERR_NO_ERROR, "producev: %s", rd_kafka_err2name(perr));
     CHECK(rd_kafka_flush(rk, 10000) == 0, "flush");
     rd_kafka_destroy(rk);
@@ -347,16 +346,16 @@ static int blocked_state(struct replica *r, const char *raw)
 
 static void run_under_services(const char *self)
 {
-    const char *script =
-        "set -u; source \"$TG_SOURCE_DIR/tests/lib/services.sh\" || exit 1; "
-        "dir=$(mktemp -d /tmp/tg-ctltest.XXXXXX) || exit 1; "
-        "tg_services_init \"$dir\" || exit 1; "
-        "trap 'tg_services_stop_all; rm -rf \"$dir\"' EXIT; "
-        "tg_kafka_start 1 tollgate.control.v1:1 || exit 1; "
-        "TG_CONTROL_TEST_NESTED=1 \"$0\"; exit $?";
+    const char *script = "set -u; source \"$TG_SOURCE_DIR/tests/lib/services.sh\" || exit 1; "
+                         "dir=$(mktemp -d /tmp/tg-ctltest.XXXXXX) || exit 1; "
+                         "tg_services_init \"$dir\" || exit 1; "
+                         "trap 'tg_services_stop_all; rm -rf \"$dir\"' EXIT; "
+                         "tg_kafka_start 1 tollgate.control.v1:1 || exit 1; "
+                         "TG_CONTROL_TEST_NESTED=1 \"$0\"; exit $?";
 
-    CHECK(getenv("TG_SOURCE_DIR") != NULL && getenv("TG_BUILD_DIR") != NULL,
-          "TG_KAFKA_BROKERS/TG_KAFKA_CTL unset and no TG_SOURCE_DIR/TG_BUILD_DIR to start devkafka");
+    CHECK(
+        getenv("TG_SOURCE_DIR") != NULL && getenv("TG_BUILD_DIR") != NULL,
+        "TG_KAFKA_BROKERS/TG_KAFKA_CTL unset and no TG_SOURCE_DIR/TG_BUILD_DIR to start devkafka");
     CHECK(getenv("TG_CONTROL_TEST_NESTED") == NULL, "devkafka was started but not exported");
     fprintf(stderr, "router_control_test: starting devkafka through tests/lib/services.sh\n");
     execl("/bin/bash", "bash", "-c", script, self, (char *)NULL);
@@ -439,8 +438,7 @@ int main(int argc, char **argv)
     snprintf(body, sizeof(body), "{\"keys\":[\"%s\"]}", k2);
     status = api_call(&a, "POST", "/key/delete", NULL, body, &o, NULL);
     CHECK(status == 200, "delete: %d", status);
-    CHECK(strcmp(json_string_value(json_array_get(json_object_get(o, "deleted_keys"), 0)), h2) ==
-              0,
+    CHECK(strcmp(json_string_value(json_array_get(json_object_get(o, "deleted_keys"), 0)), h2) == 0,
           "deleted_keys");
     json_decref(o);
     CHECK(!has_key(&a, k2, NULL), "A still has the deleted key");
@@ -544,12 +542,11 @@ int main(int argc, char **argv)
         uint64_t deadline = tg_now_mono_ms() + 30000;
 
         do {
-            status = api_call(&a, "POST", "/key/generate", NULL, "{\"key_alias\":\"after\"}", &o,
-                              NULL);
+            status =
+                api_call(&a, "POST", "/key/generate", NULL, "{\"key_alias\":\"after\"}", &o, NULL);
             if (status == 200) {
                 snprintf(k3, sizeof(k3), "%s", json_string_value(json_object_get(o, "key")));
-                snprintf(h3, sizeof(h3), "%s",
-                         json_string_value(json_object_get(o, "key_hash")));
+                snprintf(h3, sizeof(h3), "%s", json_string_value(json_object_get(o, "key_hash")));
             }
             json_decref(o);
         } while (status != 200 && tg_now_mono_ms() < deadline);
@@ -565,7 +562,8 @@ int main(int argc, char **argv)
               strstr(mb.data, "tollgate_router_control_records_applied_total 0\n") == NULL,
           "metrics: %s", mb.data);
     {
-        const char *p = strstr(mb.data, "tollgate_router_control_publish_total{outcome=\"failed\"} ");
+        const char *p =
+            strstr(mb.data, "tollgate_router_control_publish_total{outcome=\"failed\"} ");
         unsigned long long failed = 0;
 
         CHECK(p != NULL && sscanf(strchr(p, '}') + 2, "%llu", &failed) == 1 && failed >= 1,
@@ -625,8 +623,8 @@ int main(int argc, char **argv)
         t0 = tg_now_mono_ms();
         replica_start(&c, snap_c);
         CHECK(rt_control_wait_replayed(c.control, 60000) == 0, "C did not replay 10,000 keys");
-        fprintf(stderr, "router_control_test: fresh replica replayed %d key records in %" PRIu64
-                        " ms\n",
+        fprintf(stderr,
+                "router_control_test: fresh replica replayed %d key records in %" PRIu64 " ms\n",
                 10000, tg_now_mono_ms() - t0);
         t = rt_keys_acquire(c.keys);
         n_after = rt_keys_count(t);
@@ -640,8 +638,9 @@ int main(int argc, char **argv)
               "C's replay differs from A");
         t0 = tg_now_mono_ms();
         replica_stop(&c);
-        fprintf(stderr, "router_control_test: stop with a 10,003-entry snapshot write took %" PRIu64
-                        " ms\n",
+        fprintf(stderr,
+                "router_control_test: stop with a 10,003-entry snapshot write took %" PRIu64
+                " ms\n",
                 tg_now_mono_ms() - t0);
         unlink(snap_c);
     }

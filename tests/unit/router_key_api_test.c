@@ -149,8 +149,8 @@ static json_t *call(struct fixture *f, const char *method, const char *path, con
     json_t *o;
     json_error_t jerr;
 
-    rt_key_api_handle(f->api, method, path, param, body, body != NULL ? strlen(body) : 0,
-                      on_answer, a);
+    rt_key_api_handle(f->api, method, path, param, body, body != NULL ? strlen(body) : 0, on_answer,
+                      a);
     answer_wait(a, 10000);
     *status = a->status;
     o = json_loadb(a->body, a->len, 0, &jerr);
@@ -564,8 +564,7 @@ static void test_delete_by_keys_and_hashes(void **state)
     assert_int_equal(table_count(f), 3);
 
     /* keys and key_hashes together (the same key twice counts once) */
-    snprintf(body, sizeof(body), "{\"keys\":[\"%s\"],\"key_hashes\":[\"%s\",\"%s\"]}", k1, h2,
-             h1);
+    snprintf(body, sizeof(body), "{\"keys\":[\"%s\"],\"key_hashes\":[\"%s\",\"%s\"]}", k1, h2, h1);
     o = call(f, "POST", "/key/delete", NULL, body, &status);
     assert_int_equal(status, 200);
     assert_int_equal(json_array_size(jget(o, "deleted_keys")), 2);
@@ -871,7 +870,7 @@ static void test_snapshot_round_trip_and_corruption(void **state)
     ch.op = RT_KEY_BLOCK;
     memcpy(ch.hash, mark, sizeof(ch.hash));
     assert_int_equal(rt_keys_apply(f->keys, &ch, 1), 0); /* a block before its key */
-    rt_control_destroy(&ctl);                             /* writes the file */
+    rt_control_destroy(&ctl);                            /* writes the file */
 
     fp = fopen(path, "r");
     assert_non_null(fp);
@@ -986,19 +985,17 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_errors_never_echo_a_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_custom_key_and_conflict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_merges_and_validates, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_update_keeps_block_and_info_shows_it, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_update_keeps_block_and_info_shows_it, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_by_keys_and_hashes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_info_and_routing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_table_capacity_answers_503, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unreachable_kafka_answers_503_within_the_bound,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unreachable_kafka_answers_503_within_the_bound, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_pending_and_in_flight_bounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_requests_in_progress_are_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_brokers_configured_answers_503_at_once, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_snapshot_round_trip_and_corruption, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_round_trip_and_corruption, setup, teardown),
         cmocka_unit_test(test_record_key_and_block_value),
     };
 
