@@ -53,7 +53,8 @@ struct echo {
 
 struct part {
     int32_t id;
-    int64_t end; /* high watermark when assigned: replay ends at this offset */
+    int64_t end;  /* high watermark when assigned: replay ends at this offset */
+    int64_t next; /* offset after the last record consumed, -1 before the first */
     int done;
 };
 
@@ -415,6 +416,8 @@ static void reconcile(struct rt_control *ctl)
     free(r.ch);
 }
 
+static struct part *part_of(struct rt_control *ctl, int32_t id);
+
 /* Apply this replica's confirmed record at once (control thread, in the delivery report). */
 static void apply_own(struct rt_control *ctl, const rd_kafka_message_t *m)
 {
@@ -427,6 +430,14 @@ static void apply_own(struct rt_control *ctl, const rd_kafka_message_t *m)
     if (rc != 0)
         return; /* our own encoding: cannot happen short of memory corruption */
     is_block = ch.op == RT_KEY_BLOCK || ch.op == RT_KEY_UNBLOCK;
+    {
+        const struct part *p = part_of(ctl, m->partition);
+
+        /* The consumer already read past our record: it applied it, and whatever came after
+         * it for the same key, in topic order. Applying it again would go back in time. */
+        if (p != NULL && p->next > m->offset)
+            return;
+    }
     seen_note(ctl, &ch);
     echo_add(ctl, is_block, ch.hash, m->partition, m->offset);
     if (!is_block && is_static(ctl, ch.hash)) {
@@ -886,6 +897,7 @@ static int try_assign(struct rt_control *ctl)
             goto out;
         }
         ctl->parts[i].end = hi;
+        ctl->parts[i].next = -1;
         ctl->parts[i].done = hi <= lo;
     }
     l = rd_kafka_topic_partition_list_new(n);
@@ -920,7 +932,11 @@ static void note_position(struct rt_control *ctl, int32_t partition, int64_t nex
 {
     struct part *p = part_of(ctl, partition);
 
-    if (p != NULL && !p->done && (eof || next >= p->end))
+    if (p == NULL)
+        return;
+    if (next > p->next)
+        p->next = next;
+    if (!p->done && (eof || next >= p->end))
         p->done = 1;
 }
 
@@ -962,9 +978,15 @@ static void consume_batch(struct rt_control *ctl, int timeout_ms)
             continue;
         }
         is_block = c->op == RT_KEY_BLOCK || c->op == RT_KEY_UNBLOCK;
+        /* A record older than our own applied change says nothing about the final state:
+         * neither applied nor noted for the end-of-replay reconciliation. */
+        if (echo_stale(ctl, is_block, c->hash, m->partition, m->offset)) {
+            atomic_fetch_add(&ctl->records_skipped, 1);
+            rd_kafka_message_destroy(m);
+            continue;
+        }
         seen_note(ctl, c);
-        if (echo_stale(ctl, is_block, c->hash, m->partition, m->offset) ||
-            (!is_block && is_static(ctl, c->hash))) {
+        if (!is_block && is_static(ctl, c->hash)) {
             atomic_fetch_add(&ctl->records_skipped, 1);
             rd_kafka_message_destroy(m);
             continue;
