@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "health.h"
@@ -30,6 +33,10 @@
 
 /* Idle client connections are closed after this many seconds (suspended ones never are). */
 #define RT_FRONT_CONN_TIMEOUT_S 300
+/* Upstream/MHD run pairs per loop turn while connections keep being resumed. */
+#define RT_FRONT_RUNS_PER_TURN 8
+/* Upstream slots per loop beyond the in-flight cap (transfers finishing while new ones start). */
+#define RT_FRONT_EXTRA_TRANSFERS 64
 /* Upstream response size when the config gives none. */
 #define RT_MESSAGE_MAX 512
 
@@ -42,17 +49,35 @@ enum phase {
     PH_FINAL         /* a response was queued */
 };
 
-struct rt_front {
+/* One event loop per thread: an MHD daemon in external epoll mode and an embedded upstream
+ * (curl multi) share the thread, so a request never changes threads between the client and the
+ * provider. Daemons share the port with SO_REUSEPORT. */
+struct worker {
+    struct rt_front *f;
     struct MHD_Daemon *daemon;
+    struct rt_upstream *up;
+    pthread_t thread;
+    int started;
+    int epfd;             /* MHD's epoll fd, the upstream's epoll fd, the stop eventfd */
+    int stopfd;           /* eventfd: stop or quiesce requested */
+    int quiesced;         /* worker thread only */
+    int resumed;          /* a connection of this loop was resumed; worker thread only */
+};
+
+struct rt_front {
     struct rt_front_deps d;
     uint16_t port;
+    unsigned nworkers;
+    struct worker *workers; /* nworkers */
     _Atomic int64_t in_flight;
     _Atomic int stopping;
     _Atomic int quiesced;
+    _Atomic int loops_stop;
 };
 
 struct call {
     struct rt_front *f;
+    struct worker *w;          /* the loop that owns the connection and its transfers */
     struct MHD_Connection *conn;
     _Atomic int refs;
     pthread_mutex_t mu;        /* guards the fields marked (mu) */
@@ -394,8 +419,10 @@ static size_t call_on_data(void *ud, const char *p, size_t n)
         resume_if_suspended_locked(c, &do_resume);
     }
     pthread_mutex_unlock(&c->mu);
-    if (do_resume)
+    if (do_resume) {
+        c->w->resumed = 1;
         MHD_resume_connection(c->conn);
+    }
     return ret;
 }
 
@@ -422,8 +449,10 @@ static void call_on_done(void *ud, struct rt_upstream_result *res)
         c->upstream_done = 1;
     resume_if_suspended_locked(c, &do_resume);
     pthread_mutex_unlock(&c->mu);
-    if (do_resume)
+    if (do_resume) {
+        c->w->resumed = 1;
         MHD_resume_connection(c->conn);
+    }
     call_unref(c);
 }
 
@@ -603,7 +632,7 @@ static int attempt_start(struct call *c, char *msg, size_t msgcap)
     c->xfer_active = 1;
     atomic_fetch_add(&c->refs, 1); /* the transfer's reference, dropped in on_done */
     c->attempt_start_us = tg_now_mono_us();
-    rc = rt_upstream_submit(c->f->d.upstream, &req, &call_ops, c, &c->handle);
+    rc = rt_upstream_submit(c->w->up, &req, &call_ops, c, &c->handle);
     if (rc != 0) {
         c->xfer_active = 0;
         c->phase = PH_BODY;
@@ -1022,7 +1051,7 @@ static void stream_fail(struct call *c, enum rt_error_class ec, const char *msg,
         pthread_mutex_lock(&c->mu);
         c->discard = 1; /* on_data refuses further bytes, which ends the transfer */
         pthread_mutex_unlock(&c->mu);
-        rt_upstream_cancel(c->f->d.upstream, c->handle);
+        rt_upstream_cancel(c->w->up, c->handle);
     }
 }
 
@@ -1067,7 +1096,7 @@ static int stream_pump(struct call *c)
         }
         pthread_mutex_unlock(&c->mu);
         if (unpause)
-            rt_upstream_unpause(c->f->d.upstream, c->handle);
+            rt_upstream_unpause(c->w->up, c->handle);
 
         if (rl == 0) {
             if (!done)
@@ -1394,7 +1423,18 @@ static enum MHD_Result serve_metrics(struct rt_front *f, struct MHD_Connection *
     if (tg_buf_init(&b, TG_METRICS_BODY_MAX_BYTES) != 0)
         return MHD_NO;
     rt_metrics_write(f->d.metrics, &b);
-    rt_upstream_get_stats(f->d.upstream, &us);
+    memset(&us, 0, sizeof(us));
+    for (unsigned i = 0; i < f->nworkers; i++) {
+        struct rt_upstream_stats one;
+
+        rt_upstream_get_stats(f->workers[i].up, &one);
+        us.submitted += one.submitted;
+        us.cancelled += one.cancelled;
+        us.timeouts += one.timeouts;
+        us.too_big += one.too_big;
+        us.full += one.full;
+        us.active += one.active;
+    }
     tg_prom_counter(&b, "tollgate_router_upstream_transfers_total",
                     "Upstream transfers started.", us.submitted);
     tg_prom_counter(&b, "tollgate_router_upstream_cancelled_total",
@@ -1437,7 +1477,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                                  const char *method, const char *version, const char *upload,
                                  size_t *upload_size, void **con_cls)
 {
-    struct rt_front *f = cls;
+    struct worker *w = cls;
+    struct rt_front *f = w->f;
     struct call *c = *con_cls;
     int phase;
 
@@ -1456,6 +1497,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         c = call_new(f, conn);
         if (c == NULL)
             return MHD_NO;
+        c->w = w;
         *con_cls = c;
         c->api = api;
         c->endpoint = name;
@@ -1554,7 +1596,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    struct rt_front *f = cls;
+    struct worker *w = cls;
+    struct rt_front *f = w->f;
     struct call *c = *con_cls;
     int cancel = 0;
 
@@ -1568,7 +1611,7 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
         cancel = 1;
     pthread_mutex_unlock(&c->mu);
     if (cancel)
-        rt_upstream_cancel(f->d.upstream, c->handle);
+        rt_upstream_cancel(c->w->up, c->handle);
     if (!c->event_done && c->plan_begun) {
         /* the client went away before the outcome was final */
         if (c->sse_init)
@@ -1636,12 +1679,120 @@ static int parse_listen(const char *s, struct sockaddr_in *sa, char *err, size_t
     return 0;
 }
 
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct rt_front *f = w->f;
+    struct epoll_event evs[8];
+
+    while (!atomic_load(&f->loops_stop)) {
+        MHD_UNSIGNED_LONG_LONG mhd_to = 0;
+        int t = rt_upstream_timeout_ms(w->up);
+        int n;
+
+        if (MHD_get_timeout(w->daemon, &mhd_to) == MHD_YES && (int64_t)mhd_to < t)
+            t = (int)mhd_to;
+        if (w->resumed)
+            t = 0; /* the last turn hit its bound with resumed connections left */
+        n = epoll_wait(w->epfd, evs, 8, t);
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.fd == w->stopfd) {
+                uint64_t v;
+                ssize_t r = read(w->stopfd, &v, sizeof(v));
+
+                (void)r;
+            }
+        }
+        if (atomic_load(&f->quiesced) && !w->quiesced) {
+            /* here, not on the main thread: MHD's external mode is single-threaded */
+            MHD_socket s = MHD_quiesce_daemon(w->daemon);
+
+            if (s != MHD_INVALID_SOCKET)
+                close(s);
+            w->quiesced = 1;
+        }
+        /* providers first: finished transfers resume connections, which MHD_run then serves;
+         * repeated while runs resume connections (MHD has no wakeup of its own for a resume
+         * in this mode), bounded per turn */
+        for (int k = 0; k < RT_FRONT_RUNS_PER_TURN; k++) {
+            w->resumed = 0;
+            rt_upstream_run(w->up);
+            MHD_run(w->daemon);
+            if (!w->resumed)
+                break;
+        }
+    }
+    return NULL;
+}
+
+static void worker_wake(struct worker *w)
+{
+    uint64_t one = 1;
+    ssize_t r;
+
+    if (w->stopfd < 0)
+        return;
+    r = write(w->stopfd, &one, sizeof(one));
+    (void)r;
+}
+
+static int worker_init(struct rt_front *f, struct worker *w, struct sockaddr_in *sa,
+                       unsigned conn_limit, unsigned xfers, char *err, size_t errlen)
+{
+    struct rt_upstream_config ucfg;
+    const union MHD_DaemonInfo *info;
+    struct epoll_event ev;
+
+    w->f = f;
+    w->epfd = -1;
+    w->stopfd = -1;
+    memset(&ucfg, 0, sizeof(ucfg));
+    ucfg.max_transfers = xfers;
+    ucfg.max_host_connections = (long)xfers;
+    ucfg.max_total_connections = (long)xfers;
+    ucfg.embedded = 1;
+    w->up = rt_upstream_create(&ucfg, err, errlen);
+    if (w->up == NULL)
+        return TG_ENOMEM;
+    w->daemon = MHD_start_daemon(
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, ntohs(sa->sin_port), NULL,
+        NULL, access_cb, w, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)sa,
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_CONNECTION_LIMIT, conn_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)RT_FRONT_CONN_TIMEOUT_S,
+        MHD_OPTION_NOTIFY_COMPLETED, completed_cb, w, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+    if (w->daemon == NULL) {
+        snprintf(err, errlen, "cannot listen on %s", f->d.cfg->listen);
+        return TG_EIO;
+    }
+    info = MHD_get_daemon_info(w->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    if (info != NULL && sa->sin_port == 0)
+        sa->sin_port = htons(info->port); /* the next workers share the port picked here */
+    info = MHD_get_daemon_info(w->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    w->epfd = epoll_create1(EPOLL_CLOEXEC);
+    w->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (info == NULL || w->epfd < 0 || w->stopfd < 0) {
+        snprintf(err, errlen, "cannot set up the event loop");
+        return TG_EIO;
+    }
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN;
+    ev.data.fd = info->epoll_fd;
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, info->epoll_fd, &ev);
+    ev.data.fd = rt_upstream_fd(w->up);
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev);
+    ev.data.fd = w->stopfd;
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->stopfd, &ev);
+    return 0;
+}
+
 struct rt_front *rt_front_start(const struct rt_front_deps *deps, char *err, size_t errlen)
 {
     struct rt_front *f = calloc(1, sizeof(*f));
     struct sockaddr_in sa;
-    const union MHD_DaemonInfo *info;
-    unsigned threads;
+    unsigned n;
+    unsigned conn_limit;
+    unsigned xfers;
 
     if (f == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -1652,24 +1803,38 @@ struct rt_front *rt_front_start(const struct rt_front_deps *deps, char *err, siz
         free(f);
         return NULL;
     }
-    threads = deps->cfg->threads > 0 ? deps->cfg->threads : 1;
-    f->daemon = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
-        ntohs(sa.sin_port), NULL, NULL, access_cb, f, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE, threads,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)deps->cfg->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)RT_FRONT_CONN_TIMEOUT_S,
-        MHD_OPTION_NOTIFY_COMPLETED, completed_cb, f, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_END);
-    if (f->daemon == NULL) {
-        snprintf(err, errlen, "cannot listen on %s", deps->cfg->listen);
+    n = deps->cfg->threads > 0 ? deps->cfg->threads : 1;
+    f->workers = calloc(n, sizeof(*f->workers));
+    if (f->workers == NULL) {
+        snprintf(err, errlen, "out of memory");
         free(f);
         return NULL;
     }
-    info = MHD_get_daemon_info(f->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    f->port = info != NULL ? info->port : ntohs(sa.sin_port);
+    f->nworkers = n;
+    /* the connection cap is split between the loops (the kernel spreads connections over the
+     * listening sockets); every loop can take the whole in-flight cap, which is global */
+    conn_limit = (unsigned)((deps->cfg->max_connections + n - 1) / n);
+    xfers = deps->cfg->max_in_flight + RT_FRONT_EXTRA_TRANSFERS;
+    for (unsigned i = 0; i < n; i++) {
+        f->workers[i].epfd = -1;
+        f->workers[i].stopfd = -1;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (worker_init(f, &f->workers[i], &sa, conn_limit, xfers, err, errlen) != 0)
+            goto fail;
+    }
+    f->port = ntohs(sa.sin_port);
+    for (unsigned i = 0; i < n; i++) {
+        if (pthread_create(&f->workers[i].thread, NULL, worker_main, &f->workers[i]) != 0) {
+            snprintf(err, errlen, "cannot start the HTTP threads");
+            goto fail;
+        }
+        f->workers[i].started = 1;
+    }
     return f;
+fail:
+    rt_front_stop(&f);
+    return NULL;
 }
 
 uint16_t rt_front_port(const struct rt_front *f)
@@ -1679,9 +1844,18 @@ uint16_t rt_front_port(const struct rt_front *f)
 
 void rt_front_quiesce(struct rt_front *f)
 {
-    atomic_store(&f->quiesced, 1);
     /* new connections are refused; keep-alive connections get 503 for new requests */
-    MHD_quiesce_daemon(f->daemon);
+    atomic_store(&f->quiesced, 1);
+    for (unsigned i = 0; i < f->nworkers; i++)
+        worker_wake(&f->workers[i]);
+}
+
+void rt_front_cancel_upstream(struct rt_front *f)
+{
+    for (unsigned i = 0; i < f->nworkers; i++) {
+        if (f->workers[i].up != NULL)
+            rt_upstream_shutdown(f->workers[i].up);
+    }
 }
 
 int64_t rt_front_in_flight(const struct rt_front *f)
@@ -1698,6 +1872,26 @@ void rt_front_stop(struct rt_front **fp)
     f = *fp;
     *fp = NULL;
     atomic_store(&f->stopping, 1);
-    MHD_stop_daemon(f->daemon);
+    atomic_store(&f->loops_stop, 1);
+    for (unsigned i = 0; i < f->nworkers; i++)
+        worker_wake(&f->workers[i]);
+    for (unsigned i = 0; i < f->nworkers; i++) {
+        if (f->workers[i].started)
+            pthread_join(f->workers[i].thread, NULL);
+    }
+    for (unsigned i = 0; i < f->nworkers; i++) {
+        struct worker *w = &f->workers[i];
+
+        /* transfers are finished first: their completions may resume connections, which must
+         * not be suspended when the daemon stops */
+        rt_upstream_destroy(&w->up);
+        if (w->daemon != NULL)
+            MHD_stop_daemon(w->daemon);
+        if (w->epfd >= 0)
+            close(w->epfd);
+        if (w->stopfd >= 0)
+            close(w->stopfd);
+    }
+    free(f->workers);
     free(f);
 }

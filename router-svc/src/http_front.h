@@ -1,5 +1,9 @@
-/* http_front: router-svc's HTTP server (libmicrohttpd, epoll, internal thread pool,
- * suspend/resume).
+/* http_front: router-svc's HTTP server (libmicrohttpd, epoll, suspend/resume).
+ *
+ * `threads` event loops, each one thread running an MHD daemon in external epoll mode and its
+ * own upstream (curl multi) side by side: a request stays on one thread from the client to the
+ * provider and back, with no hand-off between threads. The daemons share the listening port
+ * (SO_REUSEPORT); the connection cap is divided between them.
  *
  * Per request: read the body up to max_body_bytes (413 beyond, from Content-Length or while
  * reading) -> parse once into an immutable jansson value (400 naming the position) ->
@@ -50,7 +54,6 @@ struct rt_front_deps {
     struct rt_keys *keys;         /* borrowed */
     const struct rt_mask *mask;   /* borrowed */
     struct rt_metrics *metrics;   /* borrowed */
-    struct rt_upstream *upstream; /* borrowed */
     struct rt_health *health;     /* borrowed */
     void *router;                 /* borrowed struct rt_router * */
     rt_on_complete_fn on_complete; /* may be NULL */
@@ -66,6 +69,10 @@ uint16_t rt_front_port(const struct rt_front *front);
 
 /* rt_front_quiesce: stop accepting new connections (existing ones are served). Main thread. */
 void rt_front_quiesce(struct rt_front *front);
+
+/* rt_front_cancel_upstream: cancel every provider transfer and refuse new ones (shutdown after
+ * the grace period): waiting requests get an error, streams end in-band. Any thread. */
+void rt_front_cancel_upstream(struct rt_front *front);
 
 /* rt_front_in_flight: requests accepted and not yet finished. Any thread. */
 int64_t rt_front_in_flight(const struct rt_front *front);

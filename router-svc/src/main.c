@@ -25,11 +25,9 @@
 #include "rt_metrics.h"
 #include "tg_log.h"
 #include "tg_time.h"
-#include "upstream.h"
 
 #define RT_SHUTDOWN_GRACE_S_DEFAULT 25
 #define RT_CANCEL_WAIT_MS 3000
-#define RT_UPSTREAM_EXTRA_SLOTS 64
 #define RT_MASK_CONFIG_SECRETS_MAX 1024
 
 static struct rt_config_diag diag; /* ~17 KB: static, not on the stack */
@@ -82,7 +80,6 @@ int main(int argc, char **argv)
     struct rt_router *router = NULL;
     struct rt_metrics *metrics = NULL;
     struct rt_health *health = NULL;
-    struct rt_upstream *upstream = NULL;
     struct rt_front *front = NULL;
     const char **secrets = NULL;
     size_t nsecrets;
@@ -165,18 +162,6 @@ int main(int argc, char **argv)
         goto out;
     }
     {
-        struct rt_upstream_config ucfg;
-
-        ucfg.max_transfers = (size_t)cfg->max_in_flight + RT_UPSTREAM_EXTRA_SLOTS;
-        ucfg.max_host_connections = (long)cfg->max_in_flight;
-        ucfg.max_total_connections = (long)cfg->max_in_flight + RT_UPSTREAM_EXTRA_SLOTS;
-        upstream = rt_upstream_create(&ucfg, err, sizeof(err));
-        if (upstream == NULL) {
-            TG_ERROR("msg=start_failed part=upstream reason=\"%s\"", err);
-            goto out;
-        }
-    }
-    {
         struct rt_front_deps deps;
 
         memset(&deps, 0, sizeof(deps));
@@ -184,7 +169,6 @@ int main(int argc, char **argv)
         deps.keys = keys;
         deps.mask = mask;
         deps.metrics = metrics;
-        deps.upstream = upstream;
         deps.health = health;
         deps.router = router;
         deps.on_complete = on_complete_log;
@@ -216,7 +200,7 @@ int main(int argc, char **argv)
                 (long long)rt_front_in_flight(front));
     /* whatever is still waiting on a provider is cancelled; its connection resumes and gets
      * an answer (or its stream ends with an error event) */
-    rt_upstream_shutdown(upstream);
+    rt_front_cancel_upstream(front);
     {
         uint64_t deadline = tg_now_mono_ms() + RT_CANCEL_WAIT_MS;
 
@@ -228,7 +212,6 @@ int main(int argc, char **argv)
     rc = 0;
 out:
     rt_front_stop(&front);
-    rt_upstream_destroy(&upstream);
     rt_health_destroy(&health);
     rt_metrics_destroy(&metrics);
     rt_router_destroy(&router);

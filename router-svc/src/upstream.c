@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -51,10 +50,10 @@ struct rt_upstream {
     pthread_t thread;
     int thread_started;
     _Atomic int stop;
-    int epfd;             /* epoll set: curl's sockets, the timer, the wakeup */
-    int timerfd;          /* curl's timer */
+    int embedded;         /* no thread: the owner drives rt_upstream_run */
+    int epfd;             /* epoll set: curl's sockets and the wakeup */
     int wakefd;           /* eventfd: commands are waiting */
-    int timeout_now;      /* curl asked for an immediate timeout action; loop thread */
+    uint64_t deadline_us; /* curl's timer, monotonic us, 0 = none; loop thread */
     _Atomic int wake_pending; /* an eventfd write is on its way to the loop */
     int closed;           /* guarded by lock: submit refuses */
     pthread_mutex_t lock; /* guards the free stack, the command ring and slot gen/cmds/queued */
@@ -313,22 +312,34 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
     return 0;
 }
 
-/* curl's single timer, kept in a timerfd. timeout 0 means "call me now". Loop thread. */
+/* curl's single timer, kept as a deadline in memory (no syscall per update): the loop turns it
+ * into the epoll_wait timeout. timeout 0 means "call me now", -1 "no timer". Loop thread. */
 static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
 {
     struct rt_upstream *up = userp;
-    struct itimerspec its;
 
     (void)multi;
-    memset(&its, 0, sizeof(its));
-    if (timeout_ms == 0) {
-        up->timeout_now = 1;
-    } else if (timeout_ms > 0) {
-        its.it_value.tv_sec = timeout_ms / 1000;
-        its.it_value.tv_nsec = (timeout_ms % 1000) * 1000000L;
-    }
-    timerfd_settime(up->timerfd, 0, &its, NULL);
+    if (timeout_ms < 0)
+        up->deadline_us = 0;
+    else
+        up->deadline_us = tg_now_mono_us() + (uint64_t)timeout_ms * 1000u;
     return 0;
+}
+
+/* epoll_wait timeout for the current curl deadline, at most 1 s. */
+static int loop_timeout_ms(const struct rt_upstream *up)
+{
+    uint64_t now;
+
+    if (up->deadline_us == 0)
+        return 1000;
+    now = tg_now_mono_us();
+    if (up->deadline_us <= now)
+        return 0;
+    if (up->deadline_us - now >= 1000000u)
+        return 1000;
+    /* round up: waking early would only spin */
+    return (int)((up->deadline_us - now + 999) / 1000);
 }
 
 /* Wake the loop for new commands. Coalesced: while a wakeup is pending and not yet taken by
@@ -344,57 +355,85 @@ static void wake(struct rt_upstream *up)
     (void)n; /* EAGAIN: the counter is already non-zero, the loop wakes anyway */
 }
 
-static void *loop_main(void *arg)
+/* One turn of the event loop: wait up to timeout_ms (capped by curl's deadline), then serve
+ * commands, socket events and curl's timer, and report finished transfers. Loop thread. */
+static void loop_once(struct rt_upstream *up, int timeout_ms)
 {
-    struct rt_upstream *up = arg;
     struct epoll_event evs[RT_UPSTREAM_EVENTS_BATCH];
     int running = 0;
+    int t = loop_timeout_ms(up);
+    int n;
 
-    while (!atomic_load(&up->stop)) {
-        int n = epoll_wait(up->epfd, evs, RT_UPSTREAM_EVENTS_BATCH, up->timeout_now ? 0 : 1000);
+    if (timeout_ms < t)
+        t = timeout_ms;
+    n = epoll_wait(up->epfd, evs, RT_UPSTREAM_EVENTS_BATCH, t);
+    for (int i = 0; i < n; i++) {
+        int fd = evs[i].data.fd;
 
-        for (int i = 0; i < n; i++) {
-            int fd = evs[i].data.fd;
+        if (fd == up->wakefd) {
+            uint64_t v;
+            ssize_t r = read(up->wakefd, &v, sizeof(v));
 
-            if (fd == up->wakefd) {
-                uint64_t v;
-                ssize_t r = read(up->wakefd, &v, sizeof(v));
+            (void)r;
+            /* cleared before draining: a command posted from now on wakes again */
+            atomic_store(&up->wake_pending, 0);
+            loop_commands(up);
+        } else {
+            int mask = 0;
 
-                (void)r;
-                /* cleared before draining: a command posted from now on wakes again */
-                atomic_store(&up->wake_pending, 0);
-                loop_commands(up);
-            } else if (fd == up->timerfd) {
-                uint64_t v;
-                ssize_t r = read(up->timerfd, &v, sizeof(v));
-
-                (void)r;
-                curl_multi_socket_action(up->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-            } else {
-                int mask = 0;
-
-                if (evs[i].events & EPOLLIN)
-                    mask |= CURL_CSELECT_IN;
-                if (evs[i].events & EPOLLOUT)
-                    mask |= CURL_CSELECT_OUT;
-                if (evs[i].events & (EPOLLERR | EPOLLHUP))
-                    mask |= CURL_CSELECT_ERR;
-                curl_multi_socket_action(up->multi, fd, mask, &running);
-            }
+            if (evs[i].events & EPOLLIN)
+                mask |= CURL_CSELECT_IN;
+            if (evs[i].events & EPOLLOUT)
+                mask |= CURL_CSELECT_OUT;
+            if (evs[i].events & (EPOLLERR | EPOLLHUP))
+                mask |= CURL_CSELECT_ERR;
+            curl_multi_socket_action(up->multi, fd, mask, &running);
         }
-        while (up->timeout_now) {
-            up->timeout_now = 0;
-            curl_multi_socket_action(up->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-        }
-        drain_done(up);
     }
-    /* shutdown: every transfer still owned gets its on_done */
+    /* curl's deadline passed (or it asked for an immediate call): bounded, since every call
+     * either moves the deadline forward or clears it */
+    for (int i = 0; i < RT_UPSTREAM_EVENTS_BATCH && up->deadline_us != 0 &&
+                    up->deadline_us <= tg_now_mono_us();
+         i++) {
+        up->deadline_us = 0;
+        curl_multi_socket_action(up->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    }
+    drain_done(up);
+}
+
+/* Every transfer still owned gets its on_done (shutdown). Loop thread. */
+static void loop_finish_all(struct rt_upstream *up)
+{
     loop_commands(up);
     for (size_t i = 0; i < up->cap; i++) {
         if (up->slots[i].state != SLOT_FREE)
             slot_finish(up, (uint32_t)i, CURLE_ABORTED_BY_CALLBACK, 1);
     }
+}
+
+static void *loop_main(void *arg)
+{
+    struct rt_upstream *up = arg;
+
+    while (!atomic_load(&up->stop))
+        loop_once(up, 1000);
+    loop_finish_all(up);
     return NULL;
+}
+
+int rt_upstream_fd(const struct rt_upstream *up)
+{
+    return up->epfd;
+}
+
+int rt_upstream_timeout_ms(const struct rt_upstream *up)
+{
+    return loop_timeout_ms(up);
+}
+
+void rt_upstream_run(struct rt_upstream *up)
+{
+    loop_once(up, 0);
 }
 
 struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, char *err,
@@ -410,7 +449,7 @@ struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, cha
     up = calloc(1, sizeof(*up));
     if (up == NULL)
         goto nomem;
-    up->epfd = up->timerfd = up->wakefd = -1;
+    up->epfd = up->wakefd = -1;
     pthread_mutex_init(&up->lock, NULL);
     up->cap = cfg->max_transfers;
     up->slots = calloc(up->cap, sizeof(*up->slots));
@@ -421,12 +460,10 @@ struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, cha
     if (up->slots == NULL || up->free_stack == NULL || up->ring == NULL || up->batch == NULL ||
         up->batch_cmds == NULL)
         goto nomem;
-    for (size_t i = 0; i < up->cap; i++) {
-        up->slots[i].easy = curl_easy_init();
-        if (up->slots[i].easy == NULL)
-            goto nomem;
+    /* easy handles are made on a slot's first use: a slot table sized for the worst case
+     * costs its handles only up to the concurrency actually reached */
+    for (size_t i = 0; i < up->cap; i++)
         up->free_stack[up->free_len++] = (uint32_t)(up->cap - 1 - i);
-    }
     up->multi = curl_multi_init();
     if (up->multi == NULL)
         goto nomem;
@@ -439,9 +476,8 @@ struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, cha
     curl_multi_setopt(up->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
     curl_multi_setopt(up->multi, CURLMOPT_TIMERDATA, up);
     up->epfd = epoll_create1(EPOLL_CLOEXEC);
-    up->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     up->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (up->epfd < 0 || up->timerfd < 0 || up->wakefd < 0) {
+    if (up->epfd < 0 || up->wakefd < 0) {
         snprintf(err, errlen, "upstream: cannot create the event loop descriptors");
         rt_upstream_destroy(&up);
         return NULL;
@@ -451,11 +487,12 @@ struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, cha
 
         memset(&ev, 0, sizeof(ev));
         ev.events = EPOLLIN;
-        ev.data.fd = up->timerfd;
-        epoll_ctl(up->epfd, EPOLL_CTL_ADD, up->timerfd, &ev);
         ev.data.fd = up->wakefd;
         epoll_ctl(up->epfd, EPOLL_CTL_ADD, up->wakefd, &ev);
     }
+    up->embedded = cfg->embedded;
+    if (up->embedded)
+        return up;
     if (pthread_create(&up->thread, NULL, loop_main, up) != 0) {
         snprintf(err, errlen, "upstream: cannot start the event-loop thread");
         rt_upstream_destroy(&up);
@@ -481,6 +518,8 @@ void rt_upstream_destroy(struct rt_upstream **upp)
         atomic_store(&up->stop, 1);
         wake(up);
         pthread_join(up->thread, NULL);
+    } else if (up->embedded && up->slots != NULL && up->multi != NULL) {
+        loop_finish_all(up);
     }
     if (up->slots != NULL) {
         for (size_t i = 0; i < up->cap; i++) {
@@ -492,8 +531,6 @@ void rt_upstream_destroy(struct rt_upstream **upp)
         curl_multi_cleanup(up->multi);
     if (up->epfd >= 0)
         close(up->epfd);
-    if (up->timerfd >= 0)
-        close(up->timerfd);
     if (up->wakefd >= 0)
         close(up->wakefd);
     free(up->batch_cmds);
@@ -539,6 +576,16 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
 
     /* the slot is ours alone until CMD_SUBMIT is posted */
     s = &up->slots[idx];
+    if (s->easy == NULL)
+        s->easy = curl_easy_init();
+    if (s->easy == NULL) {
+        pthread_mutex_lock(&up->lock);
+        up->free_stack[up->free_len++] = idx;
+        pthread_mutex_unlock(&up->lock);
+        free(req->body);
+        req->body = NULL;
+        return TG_ENOMEM;
+    }
     s->state = SLOT_QUEUED;
     s->req_body = req->body;
     req->body = NULL;

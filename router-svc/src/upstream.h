@@ -28,6 +28,8 @@ struct rt_upstream_config {
     size_t max_transfers;      /* slot table and command queue capacity (> 0) */
     long max_host_connections; /* per host connection cap in the shared cache (> 0) */
     long max_total_connections; /* total connection cap (> 0) */
+    int embedded;              /* 1: no thread of its own; the owner polls rt_upstream_fd() and
+                                  calls rt_upstream_run() from one thread (callbacks run there) */
 };
 
 /* Outcome of a transfer, passed to on_done. */
@@ -71,13 +73,21 @@ struct rt_upstream_request {
 struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, char *err,
                                        size_t errlen);
 
+/* Embedded mode: the epoll descriptor to watch for readability, the longest the owner may wait
+ * before calling rt_upstream_run (curl's timer, <= 1000 ms), and one non-blocking turn of the
+ * loop (commands, socket events, timers, finished transfers). Owner thread only. */
+int rt_upstream_fd(const struct rt_upstream *up);
+int rt_upstream_timeout_ms(const struct rt_upstream *up);
+void rt_upstream_run(struct rt_upstream *up);
+
 /* rt_upstream_shutdown: refuse new transfers (submit returns TG_ECLOSED) and cancel every
  * transfer in progress (each gets on_done with TG_ECLOSED). The loop keeps running until
  * rt_upstream_destroy. Any thread; idempotent. */
 void rt_upstream_shutdown(struct rt_upstream *up);
 
 /* rt_upstream_destroy: cancel every transfer (each gets on_done with TG_ECLOSED), stop and join
- * the loop, free. Accepts NULL; sets *up to NULL. Main thread, after the HTTP front stopped. */
+ * the loop, free. Accepts NULL; sets *up to NULL. Main thread, after the HTTP front stopped
+ * (embedded mode: the owner thread, or any thread once the owner stopped). */
 void rt_upstream_destroy(struct rt_upstream **up);
 
 /* rt_upstream_submit: start a transfer. req->body is taken in every case (freed on failure).

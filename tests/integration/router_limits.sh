@@ -18,6 +18,7 @@ model_list:
     model_info: {id: main-a}
 tollgate:
   listen: 127.0.0.1:$RT_ROUTER_PORT
+  threads: 1 # one loop: the connection cap is split between loops
   limits: {max_body_bytes: 1000, max_in_flight: 2, max_connections: 8}
   keys:
     - {key: os.environ/RT_KEY}
