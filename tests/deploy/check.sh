@@ -32,6 +32,8 @@ done
 mkdir -p "$cache" "$out" || die "cannot create $cache"
 
 # ---- pinned tools --------------------------------------------------------------------------
+# npm's download cache: the user's when there is a home directory, else one under .cache.
+[ -n "${HOME:-}" ] && [ -d "${HOME:-}" ] || export npm_config_cache="$cache/npm-cache"
 npm_dir="$cache/npm"
 stamp="$(cat "$here/package.json" "$here/package-lock.json" "$here/.npmrc" | sha256sum | cut -c1-16)"
 if [ "$(cat "$npm_dir/.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -d "$npm_dir/node_modules" ]; then
