@@ -5,8 +5,10 @@
 #
 # Configuration (one file for every row): gpt-main rpm 1 -> fallback gpt-fallback; gpt-ex rpm 1
 # -> gpt-ex-fb rpm 1; plus gpt-open (no deployment limit) -> gpt-fallback, gpt-alt (a second
-# fallback for row 6), and claude-main rpm 1 -> claude-fb on Anthropic-native deployments (row 8
-# on /v1/messages: a body can only be compared with the client's when no translation happens).
+# fallback for row 6), claude-main rpm 1 -> claude-fb on Anthropic-native deployments (row 8
+# on /v1/messages: a body can only be compared with the client's when no translation happens),
+# and gpt-up -> gpt-up-fb whose provider answers 429 itself (row 3u: a provider's 429 falls back,
+# and when every provider says 429 the client gets 429 with retry-after, never a 500).
 # Static keys in tollgate.keys carry the per-row key settings.
 #
 # Isolation: every row runs in a fresh router-svc process (limiter windows are per process and
@@ -147,6 +149,14 @@ model_list:
     litellm_params: {model: openai/m-alt, api_base: $FAKE/v1,
                      api_key: os.environ/RLM_PROVIDER_KEY, timeout: 20}
     model_info: {id: alt-1}
+  - model_name: gpt-up
+    litellm_params: {model: openai/m-up, api_base: $FAKE/v1,
+                     api_key: os.environ/RLM_PROVIDER_KEY, timeout: 20}
+    model_info: {id: up-1}
+  - model_name: gpt-up-fb
+    litellm_params: {model: openai/m-up-fb, api_base: $FAKE/v1,
+                     api_key: os.environ/RLM_PROVIDER_KEY, timeout: 20}
+    model_info: {id: up-fb-1}
   - model_name: claude-main
     litellm_params: {model: anthropic/c-main, api_base: $FAKE,
                      api_key: os.environ/RLM_PROVIDER_KEY, rpm: 1, timeout: 20}
@@ -156,8 +166,10 @@ model_list:
                      api_key: os.environ/RLM_PROVIDER_KEY, timeout: 20}
     model_info: {id: claude-fb-1}
 router_settings:
-  num_retries: 2
+  num_retries: 1
+  allowed_fails: 1000
   fallbacks:
+    - {gpt-up: [gpt-up-fb]}
     - {gpt-main: [gpt-fallback]}
     - {gpt-ex: [gpt-ex-fb]}
     - {gpt-open: [gpt-fallback]}
@@ -274,11 +286,20 @@ dialect_of() {
     esac
 }
 
-# expect_served NAME ENDPOINT STREAM GROUP: 200 from GROUP with a valid body for the API.
+# expect_served NAME ENDPOINT STREAM GROUP [FALLBACKS]: 200 from GROUP (after FALLBACKS fallback
+# groups, default 1 for a fallback group, 0 otherwise; EXP_ATTEMPTS attempts in all) with a valid
+# body for the API.
+EXP_ATTEMPTS=1
 expect_served() {
-    local name=$1 ep=$2 stream=$3 group=$4 what="$1" ctype cid
+    local name=$1 ep=$2 stream=$3 group=$4 what="$1" ctype cid fb
+    case "$group" in
+    gpt-fallback | gpt-ex-fb | gpt-alt | claude-fb | gpt-up-fb) fb=${5:-1} ;;
+    *) fb=${5:-0} ;;
+    esac
     check_eq "$what: status" "$STATUS" 200
     check_eq "$what: x-tollgate-model-group" "$(hdr "$name" x-tollgate-model-group)" "$group"
+    check_eq "$what: x-tollgate-fallbacks" "$(hdr "$name" x-tollgate-fallbacks)" "$fb"
+    check_eq "$what: x-tollgate-attempts" "$(hdr "$name" x-tollgate-attempts)" "$EXP_ATTEMPTS"
     cid=$(hdr "$name" x-tollgate-call-id)
     check "$what: x-tollgate-call-id is a UUID" \
         grep -Eq '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' <<<"$cid"
@@ -333,6 +354,26 @@ expect_429() {
     fi
 }
 
+# expect_upstream_429 NAME ENDPOINT ATTEMPTS: every provider answered 429: the client gets 429
+# (not 500) before any stream, in its API's error shape, with retry-after >= 1.
+expect_upstream_429() {
+    local name=$1 ep=$2 attempts=$3 what="$1" ra ctype
+    check_eq "$what: status" "$STATUS" 429
+    ra=$(hdr "$name" retry-after)
+    check "$what: retry-after present and >= 1 (got '$ra')" test -n "$ra" -a "$ra" -ge 1
+    ctype=$(hdr "$name" content-type)
+    check "$what: content-type application/json, no stream (got '$ctype')" \
+        grep -q '^application/json' <<<"$ctype"
+    check_eq "$what: x-tollgate-attempts" "$(hdr "$name" x-tollgate-attempts)" "$attempts"
+    if [ "$ep" = /v1/messages ]; then
+        check "$what: Anthropic error shape" jq -e \
+            '.type == "error" and .error.type == "rate_limit_error"' "$STATE/$name.body" >/dev/null
+    else
+        check "$what: OpenAI error shape" jq -e '.error.type == "rate_limit_error"' \
+            "$STATE/$name.body" >/dev/null
+    fi
+}
+
 EPS_STREAMING="/v1/chat/completions /v1/messages /v1/responses"
 ALL_EPS="/v1/chat/completions /v1/messages /v1/responses /v1/embeddings"
 
@@ -351,6 +392,8 @@ variants() {
             send "$name" "$key" "$ep" "$(body_for "$ep" "$model" "$stream" "$extra")"
             if [ "$expect" = served ]; then
                 expect_served "$name" "$ep" "$stream" "$arg"
+            elif [ "$expect" = upstream429 ]; then
+                expect_upstream_429 "$name" "$ep" "$arg"
             else
                 expect_429 "$name" "$ep" "$arg"
             fi
@@ -412,6 +455,20 @@ check_eq "row 3: gpt-ex saw one request" "$(fake_count m-ex)" 1
 check_eq "row 3: gpt-ex-fb saw one request" "$(fake_count m-ex-fb)" 1
 router_stop
 
+# ------------------------------------------------------------------------------ row 3u
+echo "# row 3u: provider-side 429s: fall back; every provider 429 -> 429 with retry-after"
+fake_reset
+router_start
+curl -fsS -o /dev/null -X POST "$FAKE/_control/models/m-up" --data-binary '{"status": 429}'
+EXP_ATTEMPTS=3
+variants 3u "$RLM_KEY_PLAIN" gpt-up '{}' served gpt-up-fb provider-429
+EXP_ATTEMPTS=1
+check_eq "row 3u: the primary was tried and retried (2 x 7)" "$(fake_count m-up)" 14
+curl -fsS -o /dev/null -X POST "$FAKE/_control/models/m-up-fb" --data-binary '{"status": 429}'
+variants 3u "$RLM_KEY_PLAIN" gpt-up '{}' upstream429 4 all-providers-429
+curl -fsS -o /dev/null -X POST "$FAKE/_control/reset?config=1"
+router_stop
+
 # ------------------------------------------------------------------------------ row 4
 echo "# row 4: disable_fallbacks (key metadata, request body) -> 429, no fallback attempted"
 fake_reset
@@ -434,6 +491,24 @@ variants 4 "$RLM_KEY_NOFB" gpt-main '{}' 429 "$MAIN_MSG" key-metadata
 variants 4 "$RLM_KEY_PLAIN" gpt-main '{"disable_fallbacks":true}' 429 "$MAIN_MSG" body
 check_eq "row 4: no fallback attempted (gpt-fallback saw nothing)" "$(fake_count m-fallback)" 0
 check_eq "row 4: gpt-main saw only the warm request" "$(fake_count m-main)" 1
+# disable_fallbacks is the gateway's parameter: a served request does not pass it to the provider
+# (OpenAI answers 400 to an unknown argument)
+for ep in $ALL_EPS; do
+    model=gpt-open
+    fmodel=m-open
+    if [ "$ep" = /v1/messages ]; then
+        model=claude-fb
+        fmodel=c-fb
+    fi
+    case_begin 4b "$ep" "body flag, served"
+    send "r4b-$(basename "$ep")" "$RLM_KEY_PLAIN" "$ep" \
+        "$(body_for "$ep" "$model" 0 '{"disable_fallbacks":true}')"
+    check_eq "r4b-$(basename "$ep"): status" "$STATUS" 200
+    got=$(curl -fsS "$FAKE/_requests?model=$fmodel&limit=1" | jq -r '.requests[-1].body')
+    check_eq "r4b-$(basename "$ep"): disable_fallbacks not forwarded upstream" \
+        "$(jq 'has("disable_fallbacks")' <<<"$got")" false
+    case_end
+done
 router_stop
 
 # ------------------------------------------------------------------------------ row 5
