@@ -65,7 +65,7 @@ run_batch() { # N TAG
             [ "$i" -lt "$n" ] && echo "next"
         done
     } >"$RT_DIR/batch.cfg"
-    curl -sS --parallel --parallel-max "$PAR" --max-time 60 -K "$RT_DIR/batch.cfg" >"$RT_DIR/status.$tag"
+    curl -sS --no-progress-meter --parallel --parallel-max "$PAR" --max-time 60 -K "$RT_DIR/batch.cfg" >"$RT_DIR/status.$tag"
 }
 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$RT_ROUTER_PID/status"; }
