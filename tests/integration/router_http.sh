@@ -16,6 +16,7 @@ cat >"$RT_DIR/fake.json" <<'JSON'
             "fake-garbage": {"error": "garbage", "fail_rate": 1.0},
             "fake-cool-a": {"fail_rate": 1.0, "status": 503},
             "fake-inflight": {"latency_ms": 1500},
+            "fake-midstream": {"chunks": 10, "ttft_ms": 50, "latency_ms": 2000},
             "fake-longstream": {"chunks": 40, "ttft_ms": 50, "latency_ms": 8000}}}
 JSON
 rt_fake_start "$RT_DIR/fake.json"
@@ -79,6 +80,10 @@ model_list:
     litellm_params: {model: openai/fake-inflight, api_base: $RT_FAKE/v1,
                      api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
     model_info: {id: inflight-1}
+  - model_name: gpt-midstream
+    litellm_params: {model: openai/fake-midstream, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: midstream-1}
   - model_name: gpt-longstream
     litellm_params: {model: openai/fake-longstream, api_base: $RT_FAKE/v1,
                      api_key: os.environ/RT_PROVIDER_KEY, timeout: 30}
@@ -345,11 +350,17 @@ curl -sS -o "$RT_DIR/inflight.body" -w '%{http_code}' -H "Authorization: Bearer 
     --data-binary "$(jq -c '.model="gpt-inflight"' <<<"$CHAT")" "$RT_URL/v1/chat/completions" \
     >"$RT_DIR/inflight.status" &
 curl_pid=$!
+curl -sS -N -o "$RT_DIR/inflight_s.body" -H "Authorization: Bearer $RT_KEY" \
+    --data-binary '{"model":"gpt-midstream","stream":true,"messages":[{"role":"user","content":"x"}]}' \
+    "$RT_URL/v1/chat/completions" &
+curl_s_pid=$!
 sleep 0.3
 rt_router_stop
 rc=$?
-wait "$curl_pid"
+wait "$curl_pid" "$curl_s_pid"
 rt_eq "SIGTERM exit status" "$rc" 0
 rt_eq "request in flight at SIGTERM was served" "$(cat "$RT_DIR/inflight.status")" 200
+rt_true "stream in flight at SIGTERM ran to its end" grep -q '^data: \[DONE\]' "$RT_DIR/inflight_s.body"
+rt_true "stream in flight at SIGTERM passes sse_check" "$SSE_CHECK" --dialect openai-chat "$RT_DIR/inflight_s.body"
 
 rt_finish
