@@ -144,6 +144,53 @@ static void report_dependencies(struct app *a)
 #endif
 }
 
+#ifdef SP_HAVE_ALERTER
+/* Daily report: top keys, teams and model groups of the previous UTC day, from spend_daily. */
+struct report_rows {
+    struct sp_report_row rows[SP_ALERTER_REPORT_ROWS_MAX];
+    size_t n;
+};
+
+static void report_row(void *ctx, const char *dim, const char *name, const struct sp_pg_totals *t)
+{
+    struct report_rows *rr = ctx;
+    struct sp_report_row *row;
+
+    if (rr->n >= SP_ALERTER_REPORT_ROWS_MAX)
+        return;
+    row = &rr->rows[rr->n++];
+    memset(row, 0, sizeof(*row));
+    snprintf(row->dimension, sizeof(row->dimension), "%s", dim);
+    snprintf(row->name, sizeof(row->name), "%.63s", name);
+    row->cost_nusd = t->cost_nusd;
+    row->requests = t->requests;
+    row->failures = t->failures;
+    row->tokens = t->prompt_tokens;
+}
+#endif
+
+static void daily_report(struct app *a)
+{
+#ifdef SP_HAVE_ALERTER
+    static struct report_rows rr;
+    char day[11];
+    int64_t cost = 0;
+    int64_t requests = 0;
+
+    if (!a->alerter || !sp_alerter_daily_report_due(a->alerter, tg_now_epoch_ms(), day))
+        return;
+    rr.n = 0;
+    if (sp_pg_day_top(a->pg, day, SP_ALERTER_REPORT_ROWS_MAX / 3, report_row, &rr, &cost,
+                      &requests) < 0) {
+        TG_WARN("msg=\"daily report skipped: postgres unavailable\"");
+        return;
+    }
+    sp_alerter_daily_report(a->alerter, day, cost, requests, rr.rows, rr.n);
+#else
+    (void)a;
+#endif
+}
+
 static int publish_hook(void *ctx, const char *record_key, const char *value, size_t len)
 {
     struct app *a = ctx;
@@ -484,6 +531,7 @@ static void run_loop(struct app *a)
             if (brc < 0)
                 TG_WARN_RL("msg=\"budget tick failed\" err=%s", tg_errname(brc));
             next_tick = now + (uint64_t)a->cfg.budget_check_interval_ms;
+            daily_report(a);
         }
         wait = SP_POLL_MAX_MS;
         if (sp_pg_batch_messages(a->batch) > 0) {

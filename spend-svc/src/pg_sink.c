@@ -1454,6 +1454,57 @@ int sp_pg_budget_blocked(struct sp_pg *pg, sp_pg_blocked_fn fn, void *ctx)
     return 0;
 }
 
+int sp_pg_day_top(struct sp_pg *pg, const char *day, int per_dim, sp_pg_totals_fn fn, void *ctx,
+                  int64_t *total_cost, int64_t *total_requests)
+{
+    char cap[16];
+    const char *values[2];
+    PGresult *r = NULL;
+    int rc;
+
+    *total_cost = 0;
+    *total_requests = 0;
+    snprintf(cap, sizeof(cap), "%d", per_dim);
+    values[0] = day;
+    values[1] = cap;
+    rc = pg_exec(
+        pg,
+        "WITH d AS (SELECT * FROM spend_daily WHERE day = $1::date),"
+        " k AS (SELECT 'key'::text AS dim, coalesce(nullif(a.key_alias, ''), left(d.key_hash, 12))"
+        "  AS name, sum(d.requests) AS rq, sum(d.failures) AS fl,"
+        "  sum(d.prompt_tokens + d.completion_tokens) AS tk, sum(d.cost_nusd) AS c FROM d"
+        "  LEFT JOIN api_keys a ON a.key_hash = d.key_hash WHERE d.key_hash <> '' GROUP BY 2"
+        "  ORDER BY c DESC LIMIT $2::integer),"
+        " t AS (SELECT 'team'::text, team_id, sum(requests), sum(failures),"
+        "  sum(prompt_tokens + completion_tokens), sum(cost_nusd) AS c FROM d"
+        "  WHERE team_id <> '' GROUP BY 2 ORDER BY c DESC LIMIT $2::integer),"
+        " m AS (SELECT 'model'::text, model_group, sum(requests), sum(failures),"
+        "  sum(prompt_tokens + completion_tokens), sum(cost_nusd) AS c FROM d"
+        "  WHERE model_group <> '' GROUP BY 2 ORDER BY c DESC LIMIT $2::integer)"
+        " SELECT 'total', '', coalesce(sum(requests), 0)::bigint, 0::bigint, 0::bigint,"
+        "  coalesce(sum(cost_nusd), 0)::bigint FROM d"
+        " UNION ALL SELECT * FROM k UNION ALL SELECT * FROM t UNION ALL SELECT * FROM m",
+        2, values, &r);
+    if (rc < 0)
+        return rc;
+    for (int row = 0; row < PQntuples(r); row++) {
+        struct sp_pg_totals t;
+        memset(&t, 0, sizeof(t));
+        t.requests = res_i64(r, row, 2);
+        t.failures = res_i64(r, row, 3);
+        t.prompt_tokens = res_i64(r, row, 4);
+        t.cost_nusd = res_i64(r, row, 5);
+        if (strcmp(PQgetvalue(r, row, 0), "total") == 0) {
+            *total_cost = t.cost_nusd;
+            *total_requests = t.requests;
+            continue;
+        }
+        fn(ctx, PQgetvalue(r, row, 0), PQgetvalue(r, row, 1), &t);
+    }
+    PQclear(r);
+    return 0;
+}
+
 int sp_pg_spend_log_json(struct sp_pg *pg, const char *call_id, struct tg_buf *out)
 {
     const char *values[1] = {call_id};

@@ -176,6 +176,12 @@ typedef void (*sp_pg_blocked_fn)(void *ctx, const char *kind, const char *subjec
                                  int64_t period_start_ms);
 int sp_pg_budget_blocked(struct sp_pg *pg, sp_pg_blocked_fn fn, void *ctx);
 
+/* sp_pg_day_top: the day's totals and its top rows by cost: up to per_dim keys (named by alias,
+ * else a 12-character hash prefix), teams and model groups. fn(ctx, dimension, name, totals)
+ * per row; *total_cost and *total_requests for the whole day. Returns 0 or a tg_err. */
+int sp_pg_day_top(struct sp_pg *pg, const char *day, int per_dim, sp_pg_totals_fn fn, void *ctx,
+                  int64_t *total_cost, int64_t *total_requests);
+
 /* sp_pg_spend_log_json: the spend_logs row of call_id as a JSON object into out, or
  * TG_ENOTFOUND. call_id must be a UUID (checked by the caller). */
 int sp_pg_spend_log_json(struct sp_pg *pg, const char *call_id, struct tg_buf *out);
