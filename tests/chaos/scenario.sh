@@ -146,13 +146,23 @@ LOAD_PID=""
 
 # Phase statistics from the per-request records (sched_ms is relative to the load start).
 phase_stats() { # from_ms to_ms -> "n ok failed transport p50 p90 p99"
-    awk -F'\t' -v a="$1" -v b="$2" 'NR > 1 && $4 >= a && $4 < b {
-        n++; if ($7 == 1) ok++; else { bad++; if ($9 != "-" && $9 != "incomplete body") tr++ }
-        print $5 > "/dev/stderr" } END { printf "%d %d %d %d\n", n, ok, bad, tr }' \
-        "$STATE/records.tsv" 2>"$STATE/lat.$1" | tr -d '\n'
-    sort -n "$STATE/lat.$1" | awk '{ v[NR] = $1 } END { if (NR == 0) { print " 0 0 0"; exit }
-        printf " %.2f %.2f %.2f\n", v[int(NR*0.5+0.5)>0?int(NR*0.5+0.5):1],
-        v[int(NR*0.9+0.5)>0?int(NR*0.9+0.5):1], v[int(NR*0.99+0.5)>0?int(NR*0.99+0.5):1] }'
+    awk -F'\t' -v a="$1" -v b="$2" -v lat="$STATE/lat.$1" '
+        NR > 1 && $4 >= a && $4 < b {
+            n++
+            if ($7 == 1) {
+                ok++
+            } else {
+                bad++
+                if ($9 != "-" && $9 != "incomplete body") tr++
+            }
+            print $5 > lat
+        }
+        END { printf "%d %d %d %d", n, ok, bad, tr }' "$STATE/records.tsv"
+    touch "$STATE/lat.$1"
+    sort -n "$STATE/lat.$1" | awk '
+        { v[NR] = $1 }
+        function at(p,   i) { i = int(NR * p + 0.5); if (i < 1) i = 1; return v[i] }
+        END { if (NR == 0) print " 0 0 0"; else printf " %.2f %.2f %.2f\n", at(0.5), at(0.9), at(0.99) }'
 }
 read -r NB OKB BADB TRB P50B P90B P99B < <(phase_stats 0 $((BASE_S * 1000)))
 read -r NF OKF BADF TRF P50F P90F P99F < <(phase_stats $((BASE_S * 1000)) $(((BASE_S + FAULT_S) * 1000)))
