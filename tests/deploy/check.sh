@@ -18,7 +18,9 @@ root="$(cd "$here/../.." && pwd)"
 chart="$root/deploy/helm/tollgate"
 cache="$here/.cache"
 out="$cache/rendered"
-build_dir="${TG_BUILD_DIR:-$root/build}"
+# Binaries to check the images and configurations against: the optimised build when the test
+# runner names one (the images build RelWithDebInfo without sanitizers), else the test's build.
+build_dir="${TG_REL_BUILD_DIR:-${TG_BUILD_DIR:-$root/build}}"
 passed=0
 failed=0
 
@@ -133,6 +135,7 @@ for svc in router-svc spend-svc; do
             done
             case "$pkg" in
                 libc6|libgcc-s1|zlib1g) ;; # priority "required": in every Debian image
+                libasan*|libubsan*|liblsan*|libtsan*) ;; # sanitizer builds only
                 "") problems+=" unowned-library:$lib" ;;
                 *) grep -qx "$pkg" <<<"$run_pkgs" || problems+=" runtime-lacks:$pkg($lib)" ;;
             esac

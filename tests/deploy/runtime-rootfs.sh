@@ -13,7 +13,7 @@ set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-build_dir="${TG_BUILD_DIR:-$root/build}"
+build_dir="${TG_REL_BUILD_DIR:-${TG_BUILD_DIR:-$root/build}}"
 cache="$here/.cache"
 base="$cache/rootfs-base"
 configs="$cache/rendered/defaults.configs"
