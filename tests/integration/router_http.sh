@@ -16,6 +16,7 @@ cat >"$RT_DIR/fake.json" <<'JSON'
             "fake-garbage": {"error": "garbage", "fail_rate": 1.0},
             "fake-cool-a": {"fail_rate": 1.0, "status": 503},
             "fake-inflight": {"latency_ms": 1500},
+            "fake-429": {"fail_rate": 1.0, "status": 429, "retry_after": 7},
             "fake-midstream": {"chunks": 10, "ttft_ms": 50, "latency_ms": 2000},
             "fake-longstream": {"chunks": 40, "ttft_ms": 50, "latency_ms": 8000}}}
 JSON
@@ -80,6 +81,10 @@ model_list:
     litellm_params: {model: openai/fake-inflight, api_base: $RT_FAKE/v1,
                      api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
     model_info: {id: inflight-1}
+  - model_name: gpt-429
+    litellm_params: {model: openai/fake-429, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: r429-1}
   - model_name: gpt-midstream
     litellm_params: {model: openai/fake-midstream, api_base: $RT_FAKE/v1,
                      api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
@@ -267,17 +272,21 @@ rt_eq "fallback cost at the fallback's prices" "$(rt_hdr fb x-tollgate-response-
 got=$(curl -fsS "$RT_FAKE/_requests?model=fake-fallback&limit=1" | jq -S '.requests[-1].body | fromjson')
 want=$(jq -S '.model="fake-fallback"' <<<"$CHAT")
 rt_eq "fallback body is the client body with only model swapped" "$got" "$want"
-for ep in stream responses messages alias; do
+for ep in stream responses responses_stream messages messages_stream alias; do
     case $ep in
     stream) rt_post fb_$ep /v1/chat/completions "$CHAT_S" -N ;;
     responses) rt_post fb_$ep /v1/responses "$RESP" ;;
+    responses_stream) rt_post fb_$ep /v1/responses "$(jq -c '.stream=true' <<<"$RESP")" -N ;;
     messages) rt_post fb_$ep /v1/messages "$(jq -c '.model="gpt-main"' <<<"$MSG")" ;;
+    messages_stream) rt_post fb_$ep /v1/messages "$(jq -c '.model="gpt-main" | .stream=true' <<<"$MSG")" -N ;;
     alias) rt_post fb_$ep /v1/chat/completions "$(jq -c '.model="alias-main"' <<<"$CHAT")" ;;
     esac
     rt_eq "fallback ($ep) 200" "$RT_STATUS" 200
     rt_eq "fallback ($ep) served by gpt-fallback" "$(rt_hdr fb_$ep x-tollgate-model-group)" gpt-fallback
 done
 rt_true "fallback stream complete" grep -q '^data: \[DONE\]' "$RT_DIR/fb_stream.body"
+rt_true "fallback responses stream complete" "$SSE_CHECK" --dialect openai-responses "$RT_DIR/fb_responses_stream.body"
+rt_true "fallback messages stream complete" "$SSE_CHECK" --dialect anthropic "$RT_DIR/fb_messages_stream.body"
 rt_fake_control fake-primary-a '{"fail_rate":0.0}'
 rt_fake_control fake-primary-b '{"fail_rate":0.0}'
 
@@ -288,6 +297,9 @@ rt_eq "context window fallback group" "$(rt_hdr cw x-tollgate-model-group)" gpt-
 rt_post slow /v1/chat/completions "$(jq -c '.model="gpt-slow"' <<<"$CHAT")"
 rt_eq "timeout -> fallback 200" "$RT_STATUS" 200
 rt_eq "timeout fallback group" "$(rt_hdr slow x-tollgate-model-group)" gpt-fallback
+rt_post slow_s /v1/chat/completions "$(jq -c '.model="gpt-slow" | .stream=true' <<<"$CHAT")" -N
+rt_eq "stream timeout before the first byte -> fallback 200" "$RT_STATUS" 200
+rt_eq "stream timeout fallback group" "$(rt_hdr slow_s x-tollgate-model-group)" gpt-fallback
 t0=$(date +%s%N)
 rt_post slow2 /v1/chat/completions "$(jq -c '.model="gpt-slow-only"' <<<"$CHAT")"
 t1=$(date +%s%N)
@@ -317,6 +329,13 @@ rt_post garb /v1/chat/completions "$(jq -c '.model="gpt-garbage"' <<<"$CHAT")"
 rt_eq "garbage upstream 502" "$RT_STATUS" 502
 rt_eq "garbage error class" "$(jq -r .error.code "$RT_DIR/garb.body")" invalid_response
 rt_true "garbage error body has no provider key" bash -c "! grep -qF '$RT_PROVIDER_KEY' '$RT_DIR/garb.body'"
+
+# -------------------------------------------------------------- provider 429 passed on
+rt_post r429 /v1/chat/completions "$(jq -c '.model="gpt-429"' <<<"$CHAT")"
+rt_eq "provider 429 with no fallback -> 429" "$RT_STATUS" 429
+rt_eq "429 carries retry-after" "$(rt_hdr r429 retry-after)" 7
+rt_post r429m /v1/messages "$(jq -c '.model="gpt-429"' <<<"$MSG")"
+rt_eq "429 on /v1/messages in Anthropic shape" "$(jq -r .error.type "$RT_DIR/r429m.body")" rate_limit_error
 
 # -------------------------------------------------------------- client disconnect mid-stream
 curl -sS -N --max-time 1 -o "$RT_DIR/disc.body" -H "Authorization: Bearer $RT_KEY" \

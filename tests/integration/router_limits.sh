@@ -63,4 +63,15 @@ rt_req live GET /health/liveness
 rt_eq "after closing, new connections are served" "$RT_STATUS" 200
 rt_router_stop
 rt_eq "clean exit" "$?" 0
+
+# response cap: a provider answer larger than max_response_bytes is refused as invalid
+sed -e 's/^  limits: .*/  limits: {max_response_bytes: 200}/' -e 's/^  threads: 1.*//' \
+    "$RT_DIR/router.yaml" >"$RT_DIR/router2.yaml"
+printf 'router_settings: {num_retries: 0, allowed_fails: 1000}\n' >>"$RT_DIR/router2.yaml"
+rt_router_start "$RT_DIR/router2.yaml"
+rt_post small_cap /v1/chat/completions "$BODY"
+rt_eq "response over max_response_bytes -> 502" "$RT_STATUS" 502
+rt_eq "response over max_response_bytes: invalid_response" "$(jq -r .error.code "$RT_DIR/small_cap.body")" invalid_response
+rt_router_stop
+rt_eq "clean exit (second config)" "$?" 0
 rt_finish
