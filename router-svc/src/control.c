@@ -78,6 +78,7 @@ struct rt_control {
     rd_kafka_t *prod;
     rd_kafka_topic_t *prod_topic;
     rd_kafka_t *cons;
+    rd_kafka_queue_t *cons_queue; /* to wake the control thread out of a consumer poll */
 
     pthread_t thread;
     int thread_started;
@@ -1185,6 +1186,7 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
     ctl->cons = make_handle(ctl, RD_KAFKA_CONSUMER, cc->brokers, err, errlen);
     if (ctl->cons == NULL)
         goto fail;
+    ctl->cons_queue = rd_kafka_queue_get_consumer(ctl->cons);
     if (pthread_create(&ctl->thread, NULL, control_main, ctl) != 0) {
         snprintf(err, errlen, "control: cannot start the control thread");
         goto fail;
@@ -1224,6 +1226,8 @@ void rt_control_destroy(struct rt_control **pctl)
         ctl->snap_next_ms = 0;
         maybe_snapshot(ctl, tg_now_mono_ms(), 0);
     }
+    if (ctl->cons_queue != NULL)
+        rd_kafka_queue_destroy(ctl->cons_queue);
     if (ctl->cons != NULL) {
         rd_kafka_consumer_close(ctl->cons);
         rd_kafka_destroy(ctl->cons);
@@ -1324,6 +1328,10 @@ int rt_control_publish(struct rt_control *ctl, const struct rt_control_record *r
         TG_WARN_RL("msg=\"control record not queued\" err=%s", rd_kafka_err2name(err));
         return TG_EUNAVAIL;
     }
+    /* The control thread may sit in a 100 ms consumer poll: wake it so that it polls for the
+     * delivery report at the short interval. */
+    if (ctl->cons_queue != NULL)
+        rd_kafka_queue_yield(ctl->cons_queue);
     return 0;
 }
 

@@ -434,6 +434,68 @@ int main(int argc, char **argv)
     WAIT_FOR(rpm_of(&a, k1) == 11, "A to see B's update");
     fprintf(stderr, "router_control_test: generate/replay/tail ok\n");
 
+    /* Concurrent updates of one key on both replicas: both converge on the topic's last
+     * record (a replica never goes back to an older version of a key). */
+    for (int round = 0; round < 20; round++) {
+        struct answer *qa = calloc(1, sizeof(*qa)), *qb = calloc(1, sizeof(*qb));
+        char ba[160], bb[160];
+        uint64_t deadline = tg_now_mono_ms() + WAIT_MS;
+        json_t *last;
+        int64_t want;
+
+        CHECK(qa != NULL && qb != NULL, "oom");
+        snprintf(ba, sizeof(ba), "{\"key_hash\":\"%s\",\"rpm_limit\":%d}", h1, 1000 + round);
+        snprintf(bb, sizeof(bb), "{\"key_hash\":\"%s\",\"rpm_limit\":%d}", h1, 2000 + round);
+        rt_key_api_handle(a.api, "POST", "/key/update", NULL, ba, strlen(ba), on_answer, qa);
+        rt_key_api_handle(b.api, "POST", "/key/update", NULL, bb, strlen(bb), on_answer, qb);
+        while ((atomic_load(&qa->calls) == 0 || atomic_load(&qb->calls) == 0) &&
+               tg_now_mono_ms() < deadline)
+            tg_sleep_ms(2);
+        CHECK(qa->status == 200 && qb->status == 200, "concurrent updates: %d %d", qa->status,
+              qb->status);
+        free(qa);
+        free(qb);
+        snprintf(rkey, sizeof(rkey), "key:%s", h1);
+        CHECK(topic_last(rkey, value, RT_KEY_JSON_MAX, &tomb) && !tomb, "key record");
+        last = json_loads(value, 0, NULL);
+        CHECK(last != NULL, "record JSON");
+        want = (int64_t)json_integer_value(json_object_get(last, "rpm_limit"));
+        json_decref(last);
+        WAIT_FOR(rpm_of(&a, k1) == want && rpm_of(&b, k1) == want,
+                 "both replicas to converge on the topic's last record");
+    }
+    snprintf(body, sizeof(body), "{\"key\":\"%s\",\"rpm_limit\":11}", k1);
+    CHECK(api_call(&a, "POST", "/key/update", NULL, body, NULL, NULL) == 200, "update");
+    WAIT_FOR(rpm_of(&b, k1) == 11, "B to see the update");
+    fprintf(stderr, "router_control_test: concurrent updates converge\n");
+    /* Figure for the notes (not asserted): /key/generate answered after the brokers' ack. */
+    {
+        uint64_t lat[20], tmp;
+        char kx[128], hx[TG_SHA256_HEX_LEN + 1];
+        json_t *g = NULL;
+
+        for (int i = 0; i < 20; i++) {
+            CHECK(api_call(&a, "POST", "/key/generate", NULL, "{}", &g, &lat[i]) == 200, "gen");
+            snprintf(kx, sizeof(kx), "%s", json_string_value(json_object_get(g, "key")));
+            snprintf(hx, sizeof(hx), "%s", json_string_value(json_object_get(g, "key_hash")));
+            json_decref(g);
+            snprintf(body, sizeof(body), "{\"key_hashes\":[\"%s\"]}", hx);
+            CHECK(api_call(&a, "POST", "/key/delete", NULL, body, NULL, NULL) == 200, "del");
+        }
+        for (int i = 0; i < 20; i++)
+            for (int j = i + 1; j < 20; j++)
+                if (lat[j] < lat[i]) {
+                    tmp = lat[i];
+                    lat[i] = lat[j];
+                    lat[j] = tmp;
+                }
+        fprintf(stderr,
+                "router_control_test: /key/generate with acks=all: p50 %" PRIu64 " ms, max %" PRIu64
+                " ms (20 calls)\n",
+                lat[10], lat[19]);
+        WAIT_FOR(!has_key(&b, kx, NULL), "B to drop the timing keys");
+    }
+
     /* 2. delete -> tombstone -> gone on both. */
     snprintf(body, sizeof(body), "{\"keys\":[\"%s\"]}", k2);
     status = api_call(&a, "POST", "/key/delete", NULL, body, &o, NULL);
