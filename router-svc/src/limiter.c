@@ -40,7 +40,8 @@ struct rt_limiter {
     struct dep_slot *deps;
     uint32_t cap;
     struct key_slot *keys;
-    uint32_t now_sec; /* latest second seen in any call: the reference for slot reuse */
+    uint32_t now_sec;   /* latest second seen in any call: the reference for slot reuse */
+    uint32_t sweep_pos; /* next slot the incremental sweep looks at */
     struct rt_limiter_stats stats;
 };
 
@@ -252,10 +253,60 @@ static int slot_stale(const struct rt_limiter *lim, const struct key_slot *k)
            (k->last_sec > lim->now_sec || lim->now_sec - k->last_sec >= RT_LIMITER_WINDOW_S);
 }
 
+static uint32_t slot_home(const struct rt_limiter *lim, const struct key_slot *k)
+{
+    return (uint32_t)(subject_hash(k->hash, k->group) % lim->cap);
+}
+
+/* Empty slot i without breaking any probe chain (backward-shift deletion for linear probing):
+ * every later slot of the run that may live closer to its home moves back into the hole. */
+static void slot_delete(struct rt_limiter *lim, uint32_t i)
+{
+    uint32_t j = i;
+
+    for (;;) {
+        uint32_t h;
+        int movable;
+
+        j = (j + 1) % lim->cap;
+        if (j == i || !lim->keys[j].used)
+            break;
+        h = slot_home(lim, &lim->keys[j]);
+        /* keys[j] may move to i unless its home lies cyclically in (i, j] */
+        if (i <= j)
+            movable = h <= i || h > j;
+        else
+            movable = h <= i && h > j;
+        if (movable) {
+            lim->keys[i] = lim->keys[j];
+            i = j;
+        }
+    }
+    memset(&lim->keys[i], 0, sizeof(lim->keys[i]));
+    lim->stats.slots_used--;
+}
+
+/* Free up to RT_LIMITER_SWEEP_SLOTS stale slots' worth of the table per call, from a rotating
+ * position. Without it every slot, once used, stayed used: after cap distinct subjects had come
+ * and gone, each lookup of an absent subject walked the whole table under the router's lock. A
+ * constant amount of work per call keeps the chains as long as the live subjects make them. */
+static void sweep_some(struct rt_limiter *lim)
+{
+    for (uint32_t n = 0; n < RT_LIMITER_SWEEP_SLOTS && n < lim->cap; n++) {
+        uint32_t i = lim->sweep_pos % lim->cap;
+        struct key_slot *k = &lim->keys[i];
+
+        if (k->used && slot_stale(lim, k))
+            slot_delete(lim, i); /* slot i may now hold a shifted subject: look again */
+        else
+            lim->sweep_pos = (i + 1) % lim->cap;
+    }
+}
+
 /* The slot of (hash, group): found, or (insert) placed in an empty or stale slot. NULL when
- * absent (lookup) or no slot is free (insert). Linear probing; slots are never emptied, so
- * probe chains never break; a stale slot is reused in place only after the whole chain was
- * searched for the subject. */
+ * absent (lookup) or no slot is free (insert). Linear probing; stale slots are emptied by
+ * sweep_some with backward-shift deletion (chains stay whole); between sweeps a stale slot of
+ * the chain is reused in place, only after the whole chain was searched for the subject. */
 static struct key_slot *slot_get(struct rt_limiter *lim, const char *hash, const char *group,
                                  int insert)
 {
@@ -272,6 +323,7 @@ static struct key_slot *slot_get(struct rt_limiter *lim, const char *hash, const
     for (uint32_t n = 0; n < lim->cap; n++) {
         struct key_slot *k = &lim->keys[(h + n) % lim->cap];
 
+        lim->stats.probes++;
         if (!k->used) {
             if (reuse == NULL)
                 reuse = k;
@@ -303,6 +355,7 @@ int rt_limiter_key_check(struct rt_limiter *lim, const char *key_hash, const cha
     if (rpm < 0 && tpm < 0)
         return 0;
     now_sec = see_time(lim, now_ms);
+    sweep_some(lim);
     k = slot_get(lim, key_hash, group, 0);
     return window_check(lim, k == NULL ? NULL : &k->w, rpm, tpm, now_sec, st);
 }
@@ -313,6 +366,7 @@ int rt_limiter_key_admit(struct rt_limiter *lim, const char *key_hash, const cha
     struct key_slot *k;
     uint32_t now_sec = see_time(lim, now_ms);
 
+    sweep_some(lim);
     k = slot_get(lim, key_hash, group, 1);
     if (k == NULL) {
         lim->stats.slots_full++;
@@ -334,6 +388,7 @@ void rt_limiter_key_tokens(struct rt_limiter *lim, const char *key_hash, const c
     if (tokens == 0)
         return;
     now_sec = see_time(lim, now_ms);
+    sweep_some(lim);
     k = slot_get(lim, key_hash, group, 0);
     if (k == NULL)
         return;
@@ -348,6 +403,7 @@ int rt_limiter_key_parallel_acquire(struct rt_limiter *lim, const char *key_hash
 
     if (max < 0)
         return TG_EFULL; /* nothing to hold: no limit */
+    sweep_some(lim);
     k = slot_get(lim, key_hash, "", 1);
     if (k == NULL) {
         lim->stats.slots_full++;

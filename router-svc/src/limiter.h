@@ -20,7 +20,8 @@
  *
  * Bounds: deployment slots are fixed at create; key and key+group slots come from one table of
  * key_slots entries fixed at create. A slot whose window is empty and has nothing in flight is
- * reused. When no slot is free the request is admitted without that limit (fail open for
+ * stale: it is reused, and a sweep of RT_LIMITER_SWEEP_SLOTS slots per key call empties stale
+ * slots, so lookups stay as short as the live subjects make them. When no slot is free the request is admitted without that limit (fail open for
  * limits, so that traffic keeps flowing), counted in stats.slots_full, and logged rate-limited.
  *
  * Threads: not thread-safe. The router calls it under its own mutex (router.h); no other caller
@@ -35,6 +36,7 @@
 #include <stdint.h>
 
 #define RT_LIMITER_WINDOW_S 60
+#define RT_LIMITER_SWEEP_SLOTS 16 /* slots the stale-slot sweep looks at per key call */
 
 enum rt_limit_kind {
     RT_LIMIT_KIND_RPM = 0,
@@ -55,6 +57,7 @@ struct rt_limiter_stats {
     uint64_t slots_cap;  /* key_slots */
     uint64_t slots_full; /* admissions made without a slot (table full) */
     uint64_t limited;    /* checks that returned TG_ELIMIT */
+    uint64_t probes;     /* key/key+group slots examined by lookups (chain lengths, summed) */
 };
 
 struct rt_limiter;

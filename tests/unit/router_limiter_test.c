@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -222,6 +223,111 @@ static void test_stale_clock_does_not_miss_newer_admission(void **state)
     rt_limiter_destroy(&l);
 }
 
+/* Defect: slots were never emptied, so once cap distinct subjects had come and gone every
+ * lookup of a subject without a slot walked the whole table (under the router's lock). Stale
+ * slots are now swept with backward-shift deletion: chains stay whole and short. */
+static void test_stale_slots_swept_lookups_stay_short(void **state)
+{
+    enum { CAP = 64 };
+    struct rt_limiter *l = mk(0, CAP);
+    struct rt_limiter_stats before, after;
+    char hash[TG_SHA256_HEX_LEN + 1];
+
+    (void)state;
+    /* fill the table with CAP subjects in second 1; the live one keeps counting */
+    for (int i = 0; i < CAP; i++) {
+        snprintf(hash, sizeof(hash), "%064x", i);
+        assert_int_equal(rt_limiter_key_admit(l, hash, i % 2 ? "g" : NULL, 1000), 0);
+    }
+    rt_limiter_get_stats(l, &before);
+    assert_int_equal(before.slots_used, CAP);
+    /* a minute later every subject but one is stale; a few calls sweep the table */
+    assert_int_equal(rt_limiter_key_admit(l, KEY_A, NULL, 61500), 0);
+    for (int i = 0; i < CAP; i++)
+        rt_limiter_key_check(l, KEY_B, NULL, 1, RT_LIMIT_NONE, 62000, NULL);
+    rt_limiter_get_stats(l, &after);
+    assert_int_equal(after.slots_used, 1);
+    /* an absent subject is now found absent at once, not after CAP probes */
+    rt_limiter_get_stats(l, &before);
+    assert_int_equal(rt_limiter_key_check(l, KEY_C, "x", 1, RT_LIMIT_NONE, 62000, NULL), 0);
+    rt_limiter_get_stats(l, &after);
+    assert_true(after.probes - before.probes <= 2);
+    /* the live subject kept its window through the deletions around it */
+    assert_int_equal(rt_limiter_key_check(l, KEY_A, NULL, 1, RT_LIMIT_NONE, 62000, NULL),
+                     TG_ELIMIT);
+    rt_limiter_destroy(&l);
+}
+
+/* Backward-shift deletion keeps every live subject reachable, whatever the collisions: many
+ * subjects in a small table, half of them going stale, all of the rest still found. */
+static void test_sweep_keeps_chains_whole(void **state)
+{
+    enum { CAP = 16 };
+    struct rt_limiter *l = mk(0, CAP);
+    char hash[TG_SHA256_HEX_LEN + 1];
+    struct rt_limiter_stats st;
+
+    (void)state;
+    for (int round = 0; round < 6; round++) {
+        uint64_t t = 1000 + (uint64_t)round * 40000; /* a round's subjects outlive one round */
+
+        for (int i = 0; i < CAP / 2; i++) {
+            snprintf(hash, sizeof(hash), "%064x", round * 100 + i);
+            assert_int_equal(rt_limiter_key_admit(l, hash, NULL, t), 0);
+        }
+        /* this round's subjects and the previous round's (still in the window) are all found */
+        for (int r = round > 0 ? round - 1 : 0; r <= round; r++) {
+            for (int i = 0; i < CAP / 2; i++) {
+                snprintf(hash, sizeof(hash), "%064x", r * 100 + i);
+                assert_int_equal(rt_limiter_key_check(l, hash, NULL, 1, RT_LIMIT_NONE, t, NULL),
+                                 TG_ELIMIT);
+            }
+        }
+    }
+    rt_limiter_get_stats(l, &st);
+    assert_int_equal(st.slots_full, 0);
+    assert_true(st.slots_used <= CAP);
+    rt_limiter_destroy(&l);
+}
+
+/* The key table against a plain model, through random churn: every subject counted in the last
+ * minute is limited (rpm 1), every other one is not, whatever was swept or reused around it. */
+static void test_key_table_matches_model_under_churn(void **state)
+{
+    enum { CAP = 32, SUBJECTS = 48, STEPS = 4000 };
+    struct rt_limiter *l = mk(0, CAP);
+    int64_t last[SUBJECTS]; /* second of the last counted admission, -1000 = none */
+    char hash[TG_SHA256_HEX_LEN + 1];
+    uint64_t rng = 0x9E3779B97F4A7C15ull, t = 1000;
+
+    (void)state;
+    for (int i = 0; i < SUBJECTS; i++)
+        last[i] = -1000;
+    for (int step = 0; step < STEPS; step++) {
+        int subj;
+
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        t += rng % 3000;
+        subj = (int)((rng >> 20) % SUBJECTS);
+        snprintf(hash, sizeof(hash), "%064x", subj);
+        if (rt_limiter_key_admit(l, hash, (subj & 1) ? "grp" : NULL, t) == 0)
+            last[subj] = (int64_t)(t / 1000);
+        if (step % 50 != 0)
+            continue;
+        for (int i = 0; i < SUBJECTS; i++) {
+            int want = (int64_t)(t / 1000) - last[i] < 60 ? TG_ELIMIT : 0;
+
+            snprintf(hash, sizeof(hash), "%064x", i);
+            assert_int_equal(
+                rt_limiter_key_check(l, hash, (i & 1) ? "grp" : NULL, 1, RT_LIMIT_NONE, t, NULL),
+                want);
+        }
+    }
+    rt_limiter_destroy(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -234,6 +340,9 @@ int main(void)
         cmocka_unit_test(test_slots_bounded_and_reused),
         cmocka_unit_test(test_parallel),
         cmocka_unit_test(test_stale_clock_does_not_miss_newer_admission),
+        cmocka_unit_test(test_stale_slots_swept_lookups_stay_short),
+        cmocka_unit_test(test_sweep_keeps_chains_whole),
+        cmocka_unit_test(test_key_table_matches_model_under_churn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
