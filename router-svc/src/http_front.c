@@ -716,10 +716,11 @@ static enum MHD_Result answer_outcome(struct call *c)
     return answer_error(c, status, cls, o->message[0] ? o->message : "upstream error", o);
 }
 
-static void stream_begin_state(struct call *c)
+/* Stream buffers for the client side. Returns 0 or TG_ENOMEM. */
+static int stream_begin_state(struct call *c)
 {
-    if (c->out.data == NULL)
-        tg_buf_init(&c->out, RT_STREAM_OUT_MAX_BYTES);
+    if (c->out.data == NULL && tg_buf_init(&c->out, RT_STREAM_OUT_MAX_BYTES) != 0)
+        return TG_ENOMEM;
     tg_buf_reset(&c->out);
     c->out.truncated = 0;
     c->out_off = 0;
@@ -728,6 +729,7 @@ static void stream_begin_state(struct call *c)
             c->sse_init = 1;
     }
     rt_translate_stream_init(&c->tr, c->tr_dir, c->model_requested, (int64_t)time(NULL));
+    return 0;
 }
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max);
@@ -767,7 +769,14 @@ static enum MHD_Result drive(struct call *c)
             c->ttft_ms = elapsed_ms(c);
             snprintf(view.model_group, sizeof(view.model_group), "%s", c->target.group);
             rt_metrics_attempt(f->d.metrics, c->target.dep->id, RT_OUTCOME_SUCCESS);
-            stream_begin_state(c);
+            if (stream_begin_state(c) != 0) {
+                /* nothing was sent yet: stop the transfer and answer like any failure */
+                pthread_mutex_lock(&c->mu);
+                c->discard = 1;
+                pthread_mutex_unlock(&c->mu);
+                rt_upstream_cancel(c->w->up, c->handle);
+                return answer_error(c, 503, "unavailable", "out of memory", NULL);
+            }
             pthread_mutex_lock(&c->mu);
             c->phase = PH_STREAMING;
             pthread_mutex_unlock(&c->mu);

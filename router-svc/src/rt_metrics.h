@@ -48,21 +48,33 @@ typedef void (*rt_metrics_writer_fn)(struct tg_buf *b, void *ud);
 /* rt_metrics_create: counters for the groups and deployments of cfg (borrowed; must outlive
  * the registry). Returns new (rt_metrics_destroy) or NULL. Main thread. */
 struct rt_metrics *rt_metrics_create(const struct rt_config *cfg);
+/* rt_metrics_destroy: free; sets *m to NULL; accepts NULL. After every user stopped. */
 void rt_metrics_destroy(struct rt_metrics **m);
 
 /* Index of a group name, or -1 (then the "" row is used). Any thread. */
 int rt_metrics_group_index(const struct rt_metrics *m, const char *group);
 
+/* Observations. Names are borrowed for the call; a group or deployment the configuration does
+ * not know is counted under model_group="" (requests) or not at all (per deployment), so a
+ * client can never add a series. Lock-free; any thread. */
+
+/* A request answered with status after seconds (also feeds the duration histogram). */
 void rt_metrics_request(struct rt_metrics *m, const char *group, int status, double seconds);
+/* One upstream attempt and its outcome. */
 void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt_attempt_outcome o);
+/* A retry inside group; a fallback from one group to another; a deployment cooled down. */
 void rt_metrics_retry(struct rt_metrics *m, const char *group);
 void rt_metrics_fallback(struct rt_metrics *m, const char *from, const char *to);
 void rt_metrics_cooldown(struct rt_metrics *m, const char *deployment_id);
+/* Time spent in router-svc itself for one request, seconds. */
 void rt_metrics_overhead(struct rt_metrics *m, double seconds);
+/* In-flight gauge: add +1/-1; read. */
 void rt_metrics_in_flight_add(struct rt_metrics *m, int delta);
 int64_t rt_metrics_in_flight(const struct rt_metrics *m);
+/* A request refused before routing. */
 void rt_metrics_reject(struct rt_metrics *m, enum rt_reject r);
-void rt_metrics_completed_hook(struct rt_metrics *m); /* on_complete calls */
+/* The completion hook ran once more; the count so far. */
+void rt_metrics_completed_hook(struct rt_metrics *m);
 uint64_t rt_metrics_completed(const struct rt_metrics *m);
 
 /* rt_metrics_set_writer: register one extra writer (replaces the previous). Main thread,
@@ -72,6 +84,8 @@ void rt_metrics_set_writer(struct rt_metrics *m, rt_metrics_writer_fn fn, void *
 /* rt_metrics_write: the whole exposition into b (fixed capacity; cut when full). */
 void rt_metrics_write(struct rt_metrics *m, struct tg_buf *b);
 
+/* rt_attempt_outcome_name: label value of an outcome; static string ("unknown" when out of
+ * range). */
 const char *rt_attempt_outcome_name(enum rt_attempt_outcome o);
 
 #endif
