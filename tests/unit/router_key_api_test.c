@@ -870,6 +870,8 @@ static void test_snapshot_round_trip_and_corruption(void **state)
     ch.op = RT_KEY_BLOCK;
     memcpy(ch.hash, mark, sizeof(ch.hash));
     assert_int_equal(rt_keys_apply(f->keys, &ch, 1), 0); /* a block before its key */
+    tg_sha256_hex(STATIC_KEY, strlen(STATIC_KEY), ch.hash);
+    assert_int_equal(rt_keys_apply(f->keys, &ch, 1), 0); /* a budget block on a static key */
     rt_control_destroy(&ctl);                            /* writes the file */
 
     fp = fopen(path, "r");
@@ -890,7 +892,7 @@ static void test_snapshot_round_trip_and_corruption(void **state)
     assert_non_null(keys2);
     ctl = control_with_snapshot(f, keys2, path);
     rt_control_get_stats(ctl, &st);
-    assert_int_equal(st.snapshot_loaded, 3);
+    assert_int_equal(st.snapshot_loaded, 4);
     assert_int_equal(st.snapshot_errors, 0);
     t = rt_keys_acquire(keys2);
     assert_int_equal(rt_keys_count(t), 3);
@@ -903,7 +905,9 @@ static void test_snapshot_round_trip_and_corruption(void **state)
     assert_non_null(k);
     assert_int_equal(k->blocked, 1);
     assert_true(rt_keys_is_blocked_hash(t, mark));
-    assert_non_null(rt_keys_lookup(t, STATIC_KEY, strlen(STATIC_KEY)));
+    k = rt_keys_lookup(t, STATIC_KEY, strlen(STATIC_KEY));
+    assert_non_null(k);
+    assert_int_equal(k->blocked, 1); /* the block is kept, the record comes from the config */
     rt_keys_release(&t);
     rt_control_destroy(&ctl);
     rt_keys_destroy(&keys2);
