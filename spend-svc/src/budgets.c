@@ -10,6 +10,7 @@
 #include "tg_err.h"
 #include "tg_log.h"
 #include "tg_metrics.h"
+#include "tg_time.h"
 
 /* A key of the mirror. Open addressing; deleted slots become tombstones reused on insert. */
 struct bkey {
@@ -184,7 +185,7 @@ int sp_budgets_key_set(struct sp_budgets *b, const struct sp_pg_key *src)
     k->max_budget_nusd = src->max_budget_nusd;
     k->period_s = src->max_budget_nusd >= 0 ? src->budget_period_s : 0;
     if (k->max_budget_nusd >= 0 && k->period_s <= 0)
-        k->period_s = 30 * 86400; /* a budget without a duration never resets: use 30d */
+        k->period_s = SP_BUDGET_LIFETIME_S; /* no duration: one period that never rolls over */
     if (k->period_s % 60)
         k->period_s += 60 - k->period_s % 60;
 out:
@@ -344,11 +345,13 @@ static int block(struct sp_budgets *b, struct sp_pg *pg, const struct sp_budget_
     bl = block_find(b, c->kind, c->subject);
     if (bl && bl->period_start_ms == c->period_start_ms)
         return 0; /* already published for this period */
+    /* the router's block: record (control.h): reason, since_ms, until_ms; more fields allowed */
     snprintf(value, sizeof(value),
-             "{\"blocked\":true,\"reason\":\"budget_exceeded\",\"scope\":\"%s\","
-             "\"period_start_ms\":%" PRId64 ",\"period_end_ms\":%" PRId64 ","
-             "\"spend_nusd\":%" PRId64 ",\"max_budget_nusd\":%" PRId64 "}",
-             c->kind, c->period_start_ms, c->period_end_ms, c->spend_nusd, c->max_budget_nusd);
+             "{\"reason\":\"budget_exceeded\",\"since_ms\":%" PRId64 ",\"until_ms\":%" PRId64
+             ",\"scope\":\"%s\",\"period_start_ms\":%" PRId64 ",\"spend_nusd\":%" PRId64
+             ",\"max_budget_nusd\":%" PRId64 "}",
+             (int64_t)tg_now_epoch_ms(), c->period_end_ms, c->kind, c->period_start_ms,
+             c->spend_nusd, c->max_budget_nusd);
     rc = publish_subject(b, c->kind, c->subject, value);
     if (rc < 0)
         return rc;

@@ -44,6 +44,10 @@ struct sp_budgets_hooks {
     void *ctx;
 };
 
+/* A budget without budget_duration never resets (LiteLLM's lifetime budget): it is one period
+ * of 100 years starting at the Unix epoch, so every computation stays the same. */
+#define SP_BUDGET_LIFETIME_S 3153600000LL
+
 struct sp_budgets;
 
 /* sp_budgets_create: capacities from cfg (keys_max, thresholds, teams; borrowed for the call).

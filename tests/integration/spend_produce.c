@@ -242,18 +242,31 @@ static int run_events(const struct opts *o)
 static int run_key_record(const struct opts *o)
 {
     char key[160];
-    char val[512];
+    char val[768];
     rd_kafka_t *rk = make_producer(o->brokers);
     int n;
 
     if (!rk)
         return 1;
+    /* the stored form router-svc writes (router-svc/src/control.h), fields spend-svc reads */
+    const char *d = o->budget_duration ? o->budget_duration : "1d";
+    char *unit = NULL;
+    long long dur = strtoll(d, &unit, 10);
+    if (unit && *unit == 'm')
+        dur *= 60;
+    else if (unit && *unit == 'h')
+        dur *= 3600;
+    else if (unit && *unit == 'd')
+        dur *= 86400;
     snprintf(key, sizeof(key), "key:%s", o->key_record);
     n = snprintf(val, sizeof(val),
-                 "{\"key_alias\":\"%s\",\"team_id\":\"%s\",\"max_budget_nusd\":%lld,"
-                 "\"budget_duration\":\"%s\",\"metadata\":{\"source\":\"test\"}}",
-                 o->alias ? o->alias : "budget-key", o->team ? o->team : "",
-                 o->max_budget_nusd, o->budget_duration ? o->budget_duration : "1d");
+                 "{\"key_hash\":\"%s\",\"key_alias\":\"%s\",\"team_id\":\"%s\","
+                 "\"user_id\":\"\",\"models\":[],\"max_budget_nusd\":%lld,"
+                 "\"budget_duration_s\":%lld,\"rpm_limit\":null,"
+                 "\"metadata\":{\"source\":\"test\"},\"expires_epoch_ms\":0,"
+                 "\"blocked\":false}",
+                 o->key_record, o->alias ? o->alias : "budget-key", o->team ? o->team : "",
+                 o->max_budget_nusd, dur);
     if (produce(rk, o->topic, key, strlen(key), val, (size_t)n) < 0)
         return 1;
     rd_kafka_flush(rk, 30000);
