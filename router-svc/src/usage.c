@@ -7,7 +7,7 @@
 
 #include "tg_err.h"
 
-/* A non-negative integer member, or 0. */
+/* A non-negative integer member (capped at RT_USAGE_TOKENS_MAX), or 0. */
 static int64_t int_member(const json_t *obj, const char *name, int *present)
 {
     const json_t *v = json_object_get(obj, name);
@@ -16,7 +16,15 @@ static int64_t int_member(const json_t *obj, const char *name, int *present)
         return 0;
     if (present != NULL)
         *present = 1;
+    if (json_integer_value(v) > RT_USAGE_TOKENS_MAX)
+        return RT_USAGE_TOKENS_MAX;
     return (int64_t)json_integer_value(v);
+}
+
+/* Sum of counts, capped like each count. */
+static int64_t tokens_add(int64_t a, int64_t b)
+{
+    return a + b > RT_USAGE_TOKENS_MAX ? RT_USAGE_TOKENS_MAX : a + b;
 }
 
 /* Usage object of one API into out; returns 1 when it carried usage. */
@@ -37,9 +45,10 @@ static int read_usage(enum rt_api api, const json_t *usage, struct rt_usage *out
         out->completion_tokens = int_member(usage, "output_tokens", &present);
         break;
     case RT_API_MESSAGES:
-        out->prompt_tokens = int_member(usage, "input_tokens", &present) +
-                             int_member(usage, "cache_creation_input_tokens", &present) +
-                             int_member(usage, "cache_read_input_tokens", &present);
+        out->prompt_tokens =
+            tokens_add(tokens_add(int_member(usage, "input_tokens", &present),
+                                  int_member(usage, "cache_creation_input_tokens", &present)),
+                       int_member(usage, "cache_read_input_tokens", &present));
         out->completion_tokens = int_member(usage, "output_tokens", &present);
         break;
     }
@@ -154,9 +163,11 @@ static void sse_data(struct rt_sse_usage *p, const char *data, size_t len)
             }
             present = 0;
             {
-                int64_t in = int_member(usage, "input_tokens", &present) +
-                             int_member(usage, "cache_creation_input_tokens", &present) +
-                             int_member(usage, "cache_read_input_tokens", &present);
+                int64_t in =
+                    tokens_add(tokens_add(int_member(usage, "input_tokens", &present),
+                                          int_member(usage, "cache_creation_input_tokens",
+                                                     &present)),
+                               int_member(usage, "cache_read_input_tokens", &present));
 
                 if (present && in > 0) {
                     p->usage.prompt_tokens = in;

@@ -12,6 +12,7 @@
  *   message_start's message.usage and message_delta's usage (output_tokens is cumulative: the
  *   last value wins).
  * Missing or malformed usage leaves found = 0 (cost 0); it is never an error for the request.
+ * Counts are capped at RT_USAGE_TOKENS_MAX (a garbage count cannot overflow a sum).
  *
  * Cost: integer nano-USD from the deployment's prices in femto-USD per token (config.h):
  *   cost_nusd = (prompt * in_fusd + completion * out_fusd) / 1,000,000   (128-bit, floored,
@@ -35,9 +36,13 @@ enum rt_api {
     RT_API_MESSAGES = 3,   /* Anthropic /v1/messages */
 };
 
+/* Token counts are capped here: a provider cannot report more (a larger value is taken as this
+ * one), so sums of counts (prompt + completion, the tpm windows) never overflow. */
+#define RT_USAGE_TOKENS_MAX 1000000000000ll /* 10^12 tokens per count */
+
 struct rt_usage {
-    int64_t prompt_tokens;     /* >= 0 */
-    int64_t completion_tokens; /* >= 0 */
+    int64_t prompt_tokens;     /* 0..RT_USAGE_TOKENS_MAX */
+    int64_t completion_tokens; /* 0..RT_USAGE_TOKENS_MAX */
     int found;                 /* 1 when the response carried usage */
 };
 

@@ -212,6 +212,41 @@ static void test_random_streams(void **state)
     }
 }
 
+/* Defect: a garbage usage object with huge counts (a provider's bug or a hostile upstream) made
+ * the Anthropic prompt sum (input + cache counts) overflow a signed 64-bit integer (undefined
+ * behaviour), and prompt + completion overflowed downstream (tpm windows, events). Counts are now
+ * capped at RT_USAGE_TOKENS_MAX, sums included. */
+static void test_huge_token_counts_capped(void **state)
+{
+    struct rt_sse_usage p;
+    static const char ev[] =
+        "event: message_delta\n"
+        "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9223372036854775807,"
+        "\"input_tokens\":9223372036854775807,\"cache_read_input_tokens\":9223372036854775807}}"
+        "\n\n";
+    struct rt_usage u;
+
+    (void)state;
+    json_case(RT_API_MESSAGES,
+              "{\"usage\":{\"input_tokens\":9223372036854775807,"
+              "\"cache_creation_input_tokens\":9223372036854775807,"
+              "\"cache_read_input_tokens\":9223372036854775807,\"output_tokens\":"
+              "9223372036854775807}}",
+              1, RT_USAGE_TOKENS_MAX, RT_USAGE_TOKENS_MAX);
+    json_case(RT_API_CHAT,
+              "{\"usage\":{\"prompt_tokens\":9223372036854775807,\"completion_tokens\":"
+              "1000000000001}}",
+              1, RT_USAGE_TOKENS_MAX, RT_USAGE_TOKENS_MAX);
+    assert_int_equal(rt_sse_usage_init(&p, RT_API_MESSAGES, 0), 0);
+    rt_sse_usage_feed(&p, ev, sizeof(ev) - 1);
+    rt_sse_usage_get(&p, &u);
+    assert_int_equal(u.prompt_tokens, RT_USAGE_TOKENS_MAX);
+    assert_int_equal(u.completion_tokens, RT_USAGE_TOKENS_MAX);
+    /* the sum a caller makes cannot overflow */
+    assert_true(u.prompt_tokens + u.completion_tokens > 0);
+    rt_sse_usage_fini(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -220,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_stream_without_usage_and_long_lines),
         cmocka_unit_test(test_random_streams),
+        cmocka_unit_test(test_huge_token_counts_capped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
