@@ -86,7 +86,8 @@ for (const p of dash.panels || []) {
         } else if (ds.type === "grafana-postgresql-datasource") {
             sqlQueries++;
             const sql = t.rawSql || "";
-            for (const need of ["spend_logs", "ts_end_ms", "cost_nusd", "/ 1e9", "$__unixEpochFrom()", "$__unixEpochTo()"]) {
+            /* Grafana expands the macros to int4 literals: * 1000 overflows without the cast. */
+            for (const need of ["spend_logs", "ts_end_ms", "cost_nusd", "/ 1e9", "$__unixEpochFrom()::bigint", "$__unixEpochTo()::bigint"]) {
                 if (!sql.includes(need)) {
                     problems.push(`${where}: SQL does not use ${need}`);
                 }

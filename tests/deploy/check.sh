@@ -326,5 +326,16 @@ else
     bad "deploy/helm/tollgate/files/tollgate-dashboard.json differs from deploy/grafana/tollgate-dashboard.json (copy it)"
 fi
 
+# The spend-per-hour SQL against spend-svc's real schema (needs the binary and PostgreSQL).
+if [ -x "$build_dir/spend-svc/spend-svc" ]; then
+    if timeout 120 bash "$here/dashboard-sql.sh" "$dash" "$build_dir/spend-svc/spend-svc" >"$out/dashboard-sql.log" 2>&1; then
+        ok "$(tail -1 "$out/dashboard-sql.log" | sed 's/^ok *//')"
+    else
+        bad "dashboard SQL: $(tail -5 "$out/dashboard-sql.log")"
+    fi
+else
+    echo "skip dashboard SQL: no spend-svc binary at $build_dir/spend-svc/spend-svc"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
