@@ -23,6 +23,17 @@ tollgate:
   keys:
     - {key: os.environ/RT_KEY}
 YAML
+# --check: a valid file exits 0, a broken one prints FILE:LINE: key: problem and exits 2
+"$TG_BUILD_DIR/router-svc/router-svc" --config "$RT_DIR/router.yaml" --check >"$RT_DIR/check.out" 2>&1
+rt_eq "--check on a valid config exits 0" "$?" 0
+sed 's/timeout: 10}/timeout: ten}/' "$RT_DIR/router.yaml" >"$RT_DIR/broken.yaml"
+"$TG_BUILD_DIR/router-svc/router-svc" --config "$RT_DIR/broken.yaml" --check >"$RT_DIR/check2.out" 2>&1
+rt_eq "--check on a broken config exits 2" "$?" 2
+rt_true "--check names file, line and key" \
+    grep -Eq "^$RT_DIR/broken.yaml:[0-9]+: model_list\[0\]\.litellm_params\.timeout: " "$RT_DIR/check2.out"
+TOLLGATE_CONFIG="$RT_DIR/router.yaml" "$TG_BUILD_DIR/router-svc/router-svc" --check >/dev/null 2>&1
+rt_eq "TOLLGATE_CONFIG is read" "$?" 0
+
 rt_router_start "$RT_DIR/router.yaml"
 BODY='{"model":"gpt-main","messages":[{"role":"user","content":"hi"}]}'
 
