@@ -9,7 +9,9 @@
 # on /v1/messages: a body can only be compared with the client's when no translation happens),
 # and gpt-up -> gpt-up-fb whose provider answers 429 itself (row 3u: a provider's 429 falls back,
 # and when every provider says 429 the client gets 429 with retry-after, never a 500).
-# Static keys in tollgate.keys carry the per-row key settings.
+# Static keys in tollgate.keys carry the per-row key settings. A last block checks the other
+# limits end to end: key rpm_limit / tpm_limit / max_parallel_requests (429 for the key, no
+# fallback), deployment tpm and model_tpm_limit (fall back).
 #
 # Isolation: every row runs in a fresh router-svc process (limiter windows are per process and
 # start empty), and starts with one warm request that is served by the requested group itself;
@@ -101,13 +103,15 @@ case_end() {
 
 FAKE_CONFIG=$STATE/fake.json
 cat >"$FAKE_CONFIG" <<'JSON'
-{"default": {"prompt_tokens": 12, "completion_tokens": 8, "chunks": 3}}
+{"default": {"prompt_tokens": 12, "completion_tokens": 8, "chunks": 3},
+ "models": {"m-slow": {"latency_ms": 1500}}}
 JSON
 tg_fakellm_start "$FAKE_CONFIG" || exit 1
 FAKE=$TG_FAKE_LLM_URL
 
 export RLM_PROVIDER_KEY RLM_KEY_PLAIN RLM_KEY_MRL RLM_KEY_MRL_OPEN RLM_KEY_ALIAS RLM_KEY_NOFB \
-    RLM_KEY_FB_EMPTY RLM_KEY_FB_NULL RLM_KEY_FB_ABSENT RLM_KEY_ALLOW RLM_KEY_ALLOW_ALT
+    RLM_KEY_FB_EMPTY RLM_KEY_FB_NULL RLM_KEY_FB_ABSENT RLM_KEY_ALLOW RLM_KEY_ALLOW_ALT \
+    RLM_KEY_RPM RLM_KEY_TPM RLM_KEY_MTPM RLM_KEY_PAR
 RLM_PROVIDER_KEY=$(randkey provider)
 RLM_KEY_PLAIN=$(randkey plain)
 RLM_KEY_MRL=$(randkey mrl)
@@ -119,6 +123,10 @@ RLM_KEY_FB_NULL=$(randkey fbnull)
 RLM_KEY_FB_ABSENT=$(randkey fbabsent)
 RLM_KEY_ALLOW=$(randkey allow)
 RLM_KEY_ALLOW_ALT=$(randkey allowalt)
+RLM_KEY_RPM=$(randkey rpm)
+RLM_KEY_TPM=$(randkey tpm)
+RLM_KEY_MTPM=$(randkey mtpm)
+RLM_KEY_PAR=$(randkey par)
 
 ROUTER_PORT=$(tg_port_pick) || exit 1
 URL=http://127.0.0.1:$ROUTER_PORT
@@ -157,6 +165,14 @@ model_list:
     litellm_params: {model: openai/m-up-fb, api_base: $FAKE/v1,
                      api_key: os.environ/RLM_PROVIDER_KEY, timeout: 20}
     model_info: {id: up-fb-1}
+  - model_name: gpt-tpm
+    litellm_params: {model: openai/m-tpm, api_base: $FAKE/v1,
+                     api_key: os.environ/RLM_PROVIDER_KEY, tpm: 30, timeout: 20}
+    model_info: {id: tpm-1}
+  - model_name: gpt-slow
+    litellm_params: {model: openai/m-slow, api_base: $FAKE/v1,
+                     api_key: os.environ/RLM_PROVIDER_KEY, timeout: 20}
+    model_info: {id: slow-1}
   - model_name: claude-main
     litellm_params: {model: anthropic/c-main, api_base: $FAKE,
                      api_key: os.environ/RLM_PROVIDER_KEY, rpm: 1, timeout: 20}
@@ -170,6 +186,7 @@ router_settings:
   allowed_fails: 1000
   fallbacks:
     - {gpt-up: [gpt-up-fb]}
+    - {gpt-tpm: [gpt-fallback]}
     - {gpt-main: [gpt-fallback]}
     - {gpt-ex: [gpt-ex-fb]}
     - {gpt-open: [gpt-fallback]}
@@ -189,6 +206,10 @@ tollgate:
     - {key: os.environ/RLM_KEY_ALLOW, key_alias: allow, models: [gpt-main]}
     - {key: os.environ/RLM_KEY_ALLOW_ALT, key_alias: allow-alt, models: [gpt-main, gpt-alt],
        router_settings: {fallbacks: [{gpt-main: [gpt-fallback, gpt-alt]}]}}
+    - {key: os.environ/RLM_KEY_RPM, key_alias: rpm, rpm_limit: 2}
+    - {key: os.environ/RLM_KEY_TPM, key_alias: tpm, tpm_limit: 30}
+    - {key: os.environ/RLM_KEY_MTPM, key_alias: mtpm, model_tpm_limit: {gpt-open: 30}}
+    - {key: os.environ/RLM_KEY_PAR, key_alias: par, max_parallel_requests: 1}
 YAML
 
 check "config validates (--check)" "$ROUTER_BIN" --config "$CONFIG" --check
@@ -644,6 +665,76 @@ b=$(jq -c '. + {model: "gpt-main"}' <<<"$RICH_EMB")
 send r8-emb "$RLM_KEY_PLAIN" /v1/embeddings "$b"
 expect_served r8-emb /v1/embeddings 0 gpt-fallback
 same_body r8-emb m-fallback "$b"
+case_end
+router_stop
+
+# ------------------------------------------------------------------------------ limits
+echo "# limits: key rpm_limit / tpm_limit / max_parallel_requests, deployment tpm, model_tpm_limit"
+fake_reset
+router_start
+chat_open=$(body_for /v1/chat/completions gpt-open 0)
+# key rpm_limit 2: the third request in the minute is refused for the key, no fallback tried
+case_begin L key-rpm_limit plain+stream
+send L-rpm1 "$RLM_KEY_RPM" /v1/chat/completions "$chat_open"
+expect_served L-rpm1 /v1/chat/completions 0 gpt-open
+send L-rpm2 "$RLM_KEY_RPM" /v1/chat/completions "$chat_open"
+expect_served L-rpm2 /v1/chat/completions 0 gpt-open
+for stream in 0 1; do
+    send "L-rpm3-$stream" "$RLM_KEY_RPM" /v1/chat/completions \
+        "$(body_for /v1/chat/completions gpt-open "$stream")"
+    expect_429 "L-rpm3-$stream" /v1/chat/completions \
+        'Rate limit reached for this key: rpm limit 2, remaining 0'
+done
+check_eq "L: a key limit tries no fallback" "$(fake_count m-fallback)" 0
+case_end
+# deployment tpm 30 (each call uses 12 + 8 tokens, added when it ends): two calls fit, the third
+# finds the deployment over its tpm and falls back
+case_begin L deployment-tpm plain
+for i in 1 2 3; do
+    send "L-dtpm$i" "$RLM_KEY_PLAIN" /v1/chat/completions "$(body_for /v1/chat/completions gpt-tpm 0)"
+    [ "$i" -lt 3 ] && g=gpt-tpm || g=gpt-fallback
+    expect_served "L-dtpm$i" /v1/chat/completions 0 "$g"
+done
+case_end
+# key tpm_limit 30
+case_begin L key-tpm_limit plain
+for i in 1 2 3; do
+    send "L-ktpm$i" "$RLM_KEY_TPM" /v1/chat/completions "$chat_open"
+    if [ "$i" -lt 3 ]; then
+        expect_served "L-ktpm$i" /v1/chat/completions 0 gpt-open
+    else
+        expect_429 "L-ktpm$i" /v1/chat/completions \
+            'Rate limit reached for this key: tpm limit 30, remaining 0'
+    fi
+done
+case_end
+# model_tpm_limit {gpt-open: 30}: the third request goes to the fallback
+case_begin L model_tpm_limit plain
+for i in 1 2 3; do
+    send "L-mtpm$i" "$RLM_KEY_MTPM" /v1/chat/completions "$chat_open"
+    [ "$i" -lt 3 ] && g=gpt-open || g=gpt-fallback
+    expect_served "L-mtpm$i" /v1/chat/completions 0 "$g"
+done
+case_end
+# max_parallel_requests 1: of two concurrent requests (the provider takes 1.5 s) one is served,
+# the other refused at once; afterwards the slot is free again
+case_begin L max_parallel_requests concurrent
+chat_slow=$(body_for /v1/chat/completions gpt-slow 0)
+send L-par1 "$RLM_KEY_PAR" /v1/chat/completions "$chat_slow" &
+par_pid=$!
+for i in $(seq 1 40); do
+    [ "$(curl -fsS "$FAKE/_stats" | jq -r '.models["m-slow"].requests // 0')" = 1 ] && break
+    sleep 0.05
+done
+send L-par2 "$RLM_KEY_PAR" /v1/chat/completions "$chat_slow"
+expect_429 L-par2 /v1/chat/completions \
+    'Rate limit reached for this key: max_parallel_requests limit 1, remaining 0'
+check_eq "L-par2: retry-after 1" "$(hdr L-par2 retry-after)" 1
+wait "$par_pid"
+STATUS=$(sed -n '1s/^http\/[0-9.]* \([0-9]*\).*/\1/p' "$STATE/L-par1.hdr")
+expect_served L-par1 /v1/chat/completions 0 gpt-slow
+send L-par3 "$RLM_KEY_PAR" /v1/chat/completions "$chat_slow"
+expect_served L-par3 /v1/chat/completions 0 gpt-slow
 case_end
 router_stop
 
