@@ -295,12 +295,16 @@ static const struct rt_key_group_limit *key_group_limit(const struct rt_router *
     if (key == NULL)
         return NULL;
     for (uint32_t i = 0; i < key->n_group_limits; i++) {
-        if (strcmp(key->group_limits[i].group, r->groups[g].name) == 0)
-            return &key->group_limits[i];
+        const struct rt_key_group_limit *l = &key->group_limits[i];
+
+        if ((l->rpm >= 0 || l->tpm >= 0) && strcmp(l->group, r->groups[g].name) == 0)
+            return l;
     }
     for (uint32_t i = 0; i < key->n_group_limits; i++) {
-        if (resolve_index(r, key, key->group_limits[i].group) == g)
-            return &key->group_limits[i];
+        const struct rt_key_group_limit *l = &key->group_limits[i];
+
+        if ((l->rpm >= 0 || l->tpm >= 0) && resolve_index(r, key, l->group) == g)
+            return l;
     }
     return NULL;
 }

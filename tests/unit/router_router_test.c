@@ -924,7 +924,8 @@ static void test_key_model_limit_by_alias_applies_to_group(void **state)
         "  model_group_alias: {alias-free: gpt-free}\n"
         "tollgate:\n"
         "  keys:\n"
-        "    - {key: sk-key-alias-limit, model_rpm_limit: {alias-free: 1}}\n";
+        "    - {key: sk-key-alias-limit, model_rpm_limit: {alias-free: 1}}\n"
+        "    - {key: sk-key-alias-limit2, model_rpm_limit: {gpt-free: null, alias-free: 1}}\n";
     struct env *e = env_new(yaml);
     struct rt_plan plan;
     char trace[256];
@@ -943,6 +944,12 @@ static void test_key_model_limit_by_alias_applies_to_group(void **state)
     assert_string_equal(o->message,
                         "Rate limit reached for gpt-free: model_rpm_limit 1, remaining 0");
     assert_int_equal(o->retry_after_s, 59);
+    /* an entry without any limit under the group's own name does not hide the alias's */
+    k = key_of(e, "sk-key-alias-limit2");
+    o = run(e, &plan, k, "gpt-free", 0, 3000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-free");
+    o = run(e, &plan, k, "alias-free", 0, 4000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-fallback");
     env_free(e);
 }
 
