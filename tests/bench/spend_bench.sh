@@ -35,9 +35,8 @@ cpu_ticks() {
 
 # pg_pids: the postmaster and its children (backends, walwriter, ...).
 pg_pids() {
-    local pm=${_TG_PG_PID:-}
-    [ -z "$pm" ] && [ -n "${SP_PG_DATA:-}" ] && pm=$(head -n 1 "$SP_PG_DATA/postmaster.pid")
-    [ -n "$pm" ] && echo "$pm $(pgrep -P "$pm" | tr '\n' ' ')"
+    local pm=${_TG_PG_PID:?postgres not started by services.sh}
+    echo "$pm $(pgrep -P "$pm" | tr '\n' ' ')"
 }
 
 # drain NAME EVENTS: produce a backlog of EVENTS, start spend-svc, time the drain.

@@ -1,10 +1,10 @@
 # tests/integration/spend_lib.sh: helpers for spend-svc's integration tests and bench.
 #
-# Each test owns its dependencies (Redis, PostgreSQL, devkafka) because several of them inject
-# faults (SIGSTOP of PostgreSQL, Redis hang/restart) that must not reach other tests. They are
-# started through tests/lib/services.sh when it is present (tg_* functions), otherwise through
-# the small starters below, with the same fault semantics. Everything is on 127.0.0.1, every
-# wait is bounded, and every process started here is stopped by PID on exit.
+# Each test owns its dependencies (Redis, PostgreSQL, devkafka), started through
+# tests/lib/services.sh in a state dir of its own, because several tests inject faults (SIGSTOP
+# of PostgreSQL, Redis hang/restart) that must not reach other tests running at the same time.
+# Everything is on 127.0.0.1, every wait is bounded, and every process started here is stopped
+# by PID on exit.
 #
 #   . spend_lib.sh
 #   sp_init NAME                   state dir, trap for cleanup
@@ -24,7 +24,6 @@ set -u
 SP_FAILS=0
 SP_PASSES=0
 SP_PIDS=()
-SP_OWN=1
 
 sp_log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 
@@ -54,10 +53,8 @@ sp_cleanup() {
         kill -CONT "$p" 2>/dev/null
         kill -KILL "$p" 2>/dev/null
     done
-    if [ "$SP_OWN" = 0 ]; then
+    if declare -F tg_services_stop_all >/dev/null; then
         tg_services_stop_all >/dev/null 2>&1
-    else
-        sp_own_stop
     fi
     if [ "${SP_KEEP:-0}" != 1 ]; then
         rm -rf "$SP_DIR"
@@ -78,129 +75,23 @@ sp_init() {
     trap sp_cleanup EXIT
 }
 
-# Own starters (used when tests/lib/services.sh is not there) ------------------------------------
-
-sp_pg_bin() {
-    local d
-    for d in /usr/lib/postgresql/*/bin; do
-        [ -x "$d/initdb" ] && { echo "$d"; return; }
-    done
-    dirname "$(command -v initdb)"
-}
-
-sp_as_pg() {
-    if [ "$(id -u)" = 0 ]; then
-        runuser -u postgres -- "$@"
-    else
-        "$@"
-    fi
-}
-
-sp_own_start() {
-    local bin port
-    # Redis
-    TG_REDIS_PORT=$(sp_free_port)
-    redis-server --port "$TG_REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$SP_DIR" >"$SP_DIR/redis.log" 2>&1 &
-    SP_REDIS_PID=$!
-    export TG_REDIS_HOST=127.0.0.1 TG_REDIS_PORT
-    export TG_REDIS_URL="redis://127.0.0.1:$TG_REDIS_PORT/0"
-    # PostgreSQL
-    bin=$(sp_pg_bin)
-    TG_PG_PORT=$(sp_free_port)
-    mkdir -p "$SP_DIR/pg"
-    [ "$(id -u)" = 0 ] && chown postgres "$SP_DIR/pg"
-    sp_as_pg "$bin/initdb" -D "$SP_DIR/pg" -A trust -U postgres >"$SP_DIR/initdb.log" 2>&1 ||
-        sp_die "initdb failed"
-    sp_as_pg "$bin/pg_ctl" -D "$SP_DIR/pg" -l "$SP_DIR/pg.log" -w -t 30 \
-        -o "-p $TG_PG_PORT -k $SP_DIR -c listen_addresses=127.0.0.1 -c fsync=off \
-            -c synchronous_commit=off -c full_page_writes=off -c max_connections=60" \
-        start >/dev/null || sp_die "postgres did not start"
-    SP_PG_DATA="$SP_DIR/pg"
-    export TG_PG_PORT
-    export TG_PG_DSN="postgresql://postgres@127.0.0.1:$TG_PG_PORT/postgres"
-    # devkafka
-    "$TG_BUILD_DIR/deploy/local/devkafka/devkafka" --topic tollgate.control.v1:1 \
-        --bootstrap-file "$SP_DIR/bootstrap" --control 127.0.0.1:0 \
-        --control-file "$SP_DIR/kafka_ctl" >"$SP_DIR/devkafka.log" 2>&1 &
-    SP_KAFKA_PID=$!
-    for _ in $(seq 1 100); do
-        [ -s "$SP_DIR/bootstrap" ] && [ -s "$SP_DIR/kafka_ctl" ] && break
-        sleep 0.1
-    done
-    [ -s "$SP_DIR/bootstrap" ] || sp_die "devkafka did not start"
-    TG_KAFKA_BROKERS=$(cat "$SP_DIR/bootstrap")
-    TG_KAFKA_CTL=$(cat "$SP_DIR/kafka_ctl")
-    export TG_KAFKA_BROKERS TG_KAFKA_CTL
-    for _ in $(seq 1 50); do
-        redis-cli -p "$TG_REDIS_PORT" ping >/dev/null 2>&1 && break
-        sleep 0.1
-    done
-}
-
-sp_own_stop() {
-    [ -n "${SP_REDIS_PID:-}" ] && { kill -CONT "$SP_REDIS_PID"; kill -TERM "$SP_REDIS_PID"; } 2>/dev/null
-    [ -n "${SP_KAFKA_PID:-}" ] && kill -TERM "$SP_KAFKA_PID" 2>/dev/null
-    if [ -n "${SP_PG_DATA:-}" ]; then
-        sp_pg_resume
-        sp_as_pg "$(sp_pg_bin)/pg_ctl" -D "$SP_PG_DATA" -m immediate -w -t 20 stop >/dev/null 2>&1
-    fi
-    [ -n "${SP_REDIS_PID:-}" ] && wait "$SP_REDIS_PID" 2>/dev/null
-    [ -n "${SP_KAFKA_PID:-}" ] && wait "$SP_KAFKA_PID" 2>/dev/null
-}
-
-# sp_pg_pids: the postmaster and all its children.
-sp_pg_pids() {
-    local pm
-    pm=$(head -n 1 "$SP_PG_DATA/postmaster.pid" 2>/dev/null) || return
-    echo "$pm $(pgrep -P "$pm" | tr '\n' ' ')"
-}
+# Services ------------------------------------------------------------------------------------------
 
 sp_services() {
-    if [ -f "$TG_SOURCE_DIR/tests/lib/services.sh" ] && [ "${SP_FORCE_OWN:-0}" != 1 ]; then
-        # shellcheck disable=SC1091
-        . "$TG_SOURCE_DIR/tests/lib/services.sh"
-        if declare -F tg_services_init >/dev/null && declare -F tg_pg_pause >/dev/null; then
-            SP_OWN=0
-            tg_services_init "$SP_DIR/services" >/dev/null || sp_die "tg_services_init failed"
-            tg_redis_start >/dev/null || sp_die "redis did not start"
-            tg_pg_start >/dev/null || sp_die "postgres did not start"
-            tg_kafka_start >/dev/null || sp_die "devkafka did not start"
-        fi
-    fi
-    if [ "$SP_OWN" = 1 ]; then
-        sp_own_start
-    fi
+    # shellcheck disable=SC1091
+    . "$TG_SOURCE_DIR/tests/lib/services.sh" || sp_die "cannot source tests/lib/services.sh"
+    tg_services_init "$SP_DIR/services" >/dev/null || sp_die "tg_services_init failed"
+    tg_redis_start >/dev/null || sp_die "redis did not start"
+    tg_pg_start >/dev/null || sp_die "postgres did not start"
+    tg_kafka_start >/dev/null || sp_die "devkafka did not start"
     sp_log "services: redis=$TG_REDIS_PORT postgres=$TG_PG_PORT kafka=$TG_KAFKA_BROKERS"
 }
 
-sp_pg_pause() {
-    if [ "$SP_OWN" = 0 ]; then tg_pg_pause; else kill -STOP $(sp_pg_pids) 2>/dev/null; fi
-}
-sp_pg_resume() {
-    if [ "$SP_OWN" = 0 ]; then tg_pg_resume; else kill -CONT $(sp_pg_pids) 2>/dev/null; fi
-}
-sp_redis_hang() {
-    if [ "$SP_OWN" = 0 ]; then tg_redis_hang; else kill -STOP "$SP_REDIS_PID"; fi
-}
-sp_redis_resume() {
-    if [ "$SP_OWN" = 0 ]; then tg_redis_resume; else kill -CONT "$SP_REDIS_PID"; fi
-}
-sp_redis_restart() {
-    if [ "$SP_OWN" = 0 ]; then
-        tg_redis_restart
-    else
-        kill -TERM "$SP_REDIS_PID"
-        wait "$SP_REDIS_PID" 2>/dev/null
-        redis-server --port "$TG_REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-            --dir "$SP_DIR" >>"$SP_DIR/redis.log" 2>&1 &
-        SP_REDIS_PID=$!
-        for _ in $(seq 1 50); do
-            redis-cli -p "$TG_REDIS_PORT" ping >/dev/null 2>&1 && break
-            sleep 0.1
-        done
-    fi
-}
+sp_pg_pause() { tg_pg_pause; }
+sp_pg_resume() { tg_pg_resume; }
+sp_redis_hang() { tg_redis_hang; }
+sp_redis_resume() { tg_redis_resume; }
+sp_redis_restart() { tg_redis_restart >/dev/null; }
 
 # Kafka and Postgres ------------------------------------------------------------------------------
 
