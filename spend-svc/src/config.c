@@ -165,7 +165,7 @@ void sp_config_defaults(struct sp_config *cfg)
     cfg->redis_port = 6379;
     cfg->redis_db = 0;
     cfg->redis_timeout_ms = 500;
-    cfg->redis_pending_max = 100000;
+    cfg->redis_pending_max = 20000;
     cfg->redis_day_ttl_s = 40 * 86400;
     cfg->batch_max_events = 5000;
     cfg->batch_max_wait_ms = 200;
