@@ -300,6 +300,12 @@ static int pg_wait(PGconn *conn, short events, uint64_t deadline_ms)
     }
 }
 
+static void pg_notice_drop(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
 int sp_pg_connect(struct sp_pg *pg)
 {
     uint64_t deadline;
@@ -328,6 +334,8 @@ int sp_pg_connect(struct sp_pg *pg)
     }
     if (PQsetnonblocking(pg->conn, 1) != 0)
         goto fail;
+    /* server notices ("... already exists, skipping") would go to stderr unformatted */
+    PQsetNoticeProcessor(pg->conn, pg_notice_drop, NULL);
     atomic_store(&pg->up, 1);
     return 0;
 fail:
