@@ -1310,6 +1310,22 @@ static void read_traceparent(struct call *c)
     memcpy(c->traceparent, tp, n + 1);
 }
 
+/* Per-thread xorshift64* for routing choices (weighted shuffle): seeded once from the system
+ * generator, then no syscall or lock per request. Not for secrets. */
+static uint64_t thread_rand(void)
+{
+    static __thread uint64_t state;
+
+    while (state == 0) {
+        if (tg_random_bytes(&state, sizeof(state)) != 0)
+            state = tg_now_mono_ns() | 1u;
+    }
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return state * 0x2545F4914F6CDD1DULL;
+}
+
 /* Body complete: parse, authenticate, plan, first attempt. */
 static enum MHD_Result request_start(struct call *c)
 {
@@ -1346,7 +1362,7 @@ static enum MHD_Result request_start(struct call *c)
                             NULL);
     if (json_string_length(model) >= RT_NAME_CAP)
         return answer_error(c, 400, "invalid_model", "model: name too long", NULL);
-    tg_random_bytes(&rnd, sizeof(rnd));
+    rnd = thread_rand();
     rc = rt_router_begin(f->d.router, c->key, c->model_requested,
                          json_is_true(json_object_get(c->req, "disable_fallbacks")), rnd,
                          tg_now_mono_ms(), &c->plan);
