@@ -792,9 +792,12 @@ static enum MHD_Result drive(struct call *c)
             add_headers(c, r, &view, 0);
             MHD_add_response_header(r, "Trailer", "x-tollgate-response-cost");
             c->resp = r;
-            MHD_queue_response(c->conn, 200, r);
-            MHD_destroy_response(r);
-            return MHD_YES;
+            {
+                enum MHD_Result qr = MHD_queue_response(c->conn, 200, r);
+
+                MHD_destroy_response(r);
+                return qr;
+            }
         }
         if (phase == PH_ATTEMPT_DONE) {
             struct rt_result res;
