@@ -46,10 +46,21 @@
 enum dl_class { DL_INVALID = 0, DL_TOO_LARGE = 1, DL_REJECTED = 2, DL_NCLASSES = 3 };
 static const char *const dl_class_name[DL_NCLASSES] = {"invalid", "too_large", "rejected"};
 
+/* A batch and what the metrics need to know about it. */
+struct slot {
+    struct sp_pg_batch *b;
+    uint64_t started_ms;              /* monotonic time of its first message */
+    int dead[DL_NCLASSES];            /* dead letters by class */
+};
+
 struct app {
     struct sp_config cfg;
     struct sp_pg *pg;                 /* consumer thread's connection */
-    struct sp_pg_batch *batch;
+    struct slot slots[2];             /* two batches: one filling, one in flight or failed */
+    int fill;                         /* index of the batch being filled */
+    int flight;                       /* index of the batch whose statement runs, or -1 */
+    int pending;                      /* index of a batch whose commit failed, or -1 */
+    uint64_t flight_t0_us;            /* when the statement in flight was sent */
     struct sp_consumer *consumer;
     struct sp_redis_sink *redis;
     struct sp_budgets *budgets;
@@ -60,12 +71,10 @@ struct app {
 #endif
     struct proto_event ev;            /* decode scratch (large: not on the stack) */
 
-    uint64_t batch_started_ms;        /* monotonic time of the batch's first message */
     uint64_t retry_at_ms;             /* next commit attempt while failing */
     uint64_t backoff_ms;
     int failing;                      /* last commit failed: consumption held */
     int kafka_seen;                   /* Kafka was reachable at least once */
-    int pending_dl_class[SP_PG_DEAD_PER_BATCH_MAX];
 
     _Atomic int pg_ready;             /* schema ready and the last commit went through */
     _Atomic uint64_t consumed;
@@ -200,23 +209,59 @@ static int publish_hook(void *ctx, const char *record_key, const char *value, si
 
 /* Batches --------------------------------------------------------------------------------------- */
 
-/* commit_batch: one transaction, then Redis hand-over, Kafka commit and budgets.
- * Returns 0 or the Postgres error (the batch is kept). */
-static int commit_batch(struct app *a)
+/* after_commit: the batch of slot i is in Postgres (res): Kafka commit, metrics, budgets, reset.
+ * Consumer thread. */
+static void after_commit(struct app *a, int i, const struct sp_pg_flush_result *res,
+                         uint64_t t0_us)
 {
-    struct sp_pg_flush_result res;
+    struct slot *sl = &a->slots[i];
     int32_t parts[SP_PG_PARTITIONS_MAX];
     int64_t next[SP_PG_PARTITIONS_MAX];
-    uint64_t t0 = tg_now_mono_us();
-    int nmsg = sp_pg_batch_messages(a->batch);
+    int nmsg = sp_pg_batch_messages(sl->b);
+    int ndead = sp_pg_batch_dead(sl->b);
     int noff;
+
+    atomic_store(&a->pg_ready, 1);
+    noff = sp_pg_batch_offsets(sl->b, parts, next, SP_PG_PARTITIONS_MAX);
+    sp_consumer_commit(a->consumer, parts, next, noff);
+    atomic_fetch_add(&a->inserted, (uint64_t)res->inserted);
+    atomic_fetch_add(&a->duplicates, (uint64_t)res->duplicates);
+    for (int k = 0; k < DL_NCLASSES; k++)
+        atomic_fetch_add(&a->dead[k], (uint64_t)sl->dead[k]);
+    atomic_fetch_add(&a->dead[DL_REJECTED], (uint64_t)res->rejected);
+    atomic_fetch_add(&a->batches, 1);
+    tg_histogram_observe(&a->batch_size, (double)nmsg);
+    tg_histogram_observe(&a->batch_seconds, (double)(tg_now_mono_us() - t0_us) / 1e6);
+#ifdef SP_HAVE_ALERTER
+    if (a->alerter)
+        sp_alerter_dependency_state(a->alerter, "dead_letters", ndead == 0, tg_now_mono_ms());
+#endif
+    TG_DEBUG("msg=\"batch committed\" messages=%d inserted=%" PRId64 " duplicates=%" PRId64
+             " dead=%d",
+             nmsg, res->inserted, res->duplicates, ndead);
+    if (a->budgets && res->nincr > 0) {
+        int brc = sp_budgets_after_batch(a->budgets, a->pg, res->incr, res->nincr,
+                                         (int64_t)tg_now_epoch_ms());
+        if (brc < 0)
+            TG_WARN_RL("msg=\"budget check failed\" err=%s", tg_errname(brc));
+    }
+    sp_pg_batch_reset(sl->b);
+    memset(sl->dead, 0, sizeof(sl->dead));
+}
+
+/* commit_sync: one transaction for slot i, waited for; then the Redis hand-over and
+ * after_commit. Returns 0 or the Postgres error (the batch is kept). Nothing may be in flight. */
+static int commit_sync(struct app *a, int i)
+{
+    struct sp_pg_flush_result res;
+    uint64_t t0 = tg_now_mono_us();
     int rc;
 
-    if (nmsg == 0)
+    if (sp_pg_batch_messages(a->slots[i].b) == 0)
         return 0;
     if (a->redis)
         sp_redis_sink_gate_lock(a->redis);
-    rc = sp_pg_batch_flush(a->pg, a->batch, a->cfg.kafka_topic, &res);
+    rc = sp_pg_batch_flush(a->pg, a->slots[i].b, a->cfg.kafka_topic, &res);
     if (rc == 0 && a->redis)
         sp_redis_sink_add(a->redis, res.incr, res.nincr);
     if (a->redis)
@@ -226,54 +271,69 @@ static int commit_batch(struct app *a)
         atomic_store(&a->pg_ready, 0);
         return rc;
     }
-    atomic_store(&a->pg_ready, 1);
-    noff = sp_pg_batch_offsets(a->batch, parts, next, SP_PG_PARTITIONS_MAX);
-    sp_consumer_commit(a->consumer, parts, next, noff);
-
-    atomic_fetch_add(&a->inserted, (uint64_t)res.inserted);
-    atomic_fetch_add(&a->duplicates, (uint64_t)res.duplicates);
-    for (int i = 0; i < sp_pg_batch_dead(a->batch); i++)
-        atomic_fetch_add(&a->dead[a->pending_dl_class[i]], 1);
-    atomic_fetch_add(&a->dead[DL_REJECTED], (uint64_t)res.rejected);
-    atomic_fetch_add(&a->batches, 1);
-    tg_histogram_observe(&a->batch_size, (double)nmsg);
-    tg_histogram_observe(&a->batch_seconds, (double)(tg_now_mono_us() - t0) / 1e6);
-#ifdef SP_HAVE_ALERTER
-    if (a->alerter)
-        sp_alerter_dependency_state(a->alerter, "dead_letters", sp_pg_batch_dead(a->batch) == 0,
-                                    tg_now_mono_ms());
-#endif
-    TG_DEBUG("msg=\"batch committed\" messages=%d inserted=%" PRId64 " duplicates=%" PRId64
-             " dead=%d",
-             nmsg, res.inserted, res.duplicates, sp_pg_batch_dead(a->batch));
-    if (a->budgets && res.nincr > 0) {
-        int brc = sp_budgets_after_batch(a->budgets, a->pg, res.incr, res.nincr,
-                                         (int64_t)tg_now_epoch_ms());
-        if (brc < 0)
-            TG_WARN_RL("msg=\"budget check failed\" err=%s", tg_errname(brc));
-    }
-    sp_pg_batch_reset(a->batch);
+    after_commit(a, i, &res, t0);
     return 0;
 }
 
-/* try_commit: commit; on failure hold consumption and schedule a retry. */
-static int try_commit(struct app *a)
+/* flight_start: send the filling batch's statement and switch to the other (empty) batch, so
+ * that consumption continues while Postgres works. The commit gate stays held until
+ * flight_finish, so a Redis rebuild cannot take its snapshot between the commit and the
+ * hand-over. Returns 0 or a connection error (nothing sent, the batch stays the filling one). */
+static int flight_start(struct app *a)
 {
-    int rc = commit_batch(a);
+    int rc;
+
+    if (a->redis)
+        sp_redis_sink_gate_lock(a->redis);
+    a->flight_t0_us = tg_now_mono_us();
+    rc = sp_pg_batch_flush_start(a->pg, a->slots[a->fill].b, a->cfg.kafka_topic);
+    if (rc < 0) {
+        if (a->redis)
+            sp_redis_sink_gate_unlock(a->redis);
+        atomic_fetch_add(&a->commit_failures, 1);
+        atomic_store(&a->pg_ready, 0);
+        return rc;
+    }
+    a->flight = a->fill;
+    a->fill = 1 - a->fill;
+    return 0;
+}
+
+/* flight_finish: results of the statement in flight. block 0: TG_EAGAIN while it runs.
+ * On failure the batch becomes the pending one (kept for the retries). */
+static int flight_finish(struct app *a, int block)
+{
+    struct sp_pg_flush_result res;
+    int i = a->flight;
+    int rc;
+
+    rc = sp_pg_batch_flush_finish(a->pg, a->slots[i].b, a->cfg.kafka_topic, block, &res);
+    if (rc == TG_EAGAIN)
+        return rc;
+    if (rc == 0 && a->redis)
+        sp_redis_sink_add(a->redis, res.incr, res.nincr);
+    if (a->redis)
+        sp_redis_sink_gate_unlock(a->redis);
+    a->flight = -1;
+    if (rc < 0) {
+        atomic_fetch_add(&a->commit_failures, 1);
+        atomic_store(&a->pg_ready, 0);
+        a->pending = i;
+        return rc;
+    }
+    after_commit(a, i, &res, a->flight_t0_us);
+    return 0;
+}
+
+/* fail: a commit failed: hold consumption (polling goes on) and schedule a retry. */
+static void fail(struct app *a, int rc)
+{
     uint64_t now = tg_now_mono_ms();
 
-    if (rc == 0) {
-        if (a->failing) {
-            TG_INFO("msg=\"postgres commit recovered\"");
-            a->failing = 0;
-            sp_consumer_release(a->consumer);
-        }
-        a->backoff_ms = SP_RETRY_MIN_MS;
-        return 0;
-    }
     if (!a->failing) {
         TG_WARN("msg=\"postgres commit failed, holding the batch\" err=%s messages=%d",
-                tg_errname(rc), sp_pg_batch_messages(a->batch));
+                tg_errname(rc),
+                sp_pg_batch_messages(a->slots[0].b) + sp_pg_batch_messages(a->slots[1].b));
         a->failing = 1;
         sp_consumer_hold(a->consumer);
         a->backoff_ms = SP_RETRY_MIN_MS;
@@ -283,22 +343,79 @@ static int try_commit(struct app *a)
             a->backoff_ms = (uint64_t)a->cfg.pg_retry_max_ms;
     }
     a->retry_at_ms = now + a->backoff_ms;
+}
+
+/* commit_all: wait for the statement in flight, then commit the failed batch (older messages
+ * first) and the filling one. Returns 0 when nothing is left to commit. */
+static int commit_all(struct app *a)
+{
+    int rc;
+
+    if (a->flight >= 0) {
+        rc = flight_finish(a, 1);
+        if (rc < 0)
+            return rc;
+    }
+    if (a->pending >= 0) {
+        rc = commit_sync(a, a->pending);
+        if (rc < 0)
+            return rc;
+        a->pending = -1;
+    }
+    return commit_sync(a, a->fill);
+}
+
+/* retry: while failing, try to commit everything held; on success resume consumption. */
+static int retry(struct app *a)
+{
+    int rc = commit_all(a);
+
+    if (rc < 0) {
+        fail(a, rc);
+        return rc;
+    }
+    if (a->failing) {
+        TG_INFO("msg=\"postgres commit recovered\"");
+        a->failing = 0;
+        sp_consumer_release(a->consumer);
+    }
+    a->backoff_ms = SP_RETRY_MIN_MS;
+    return 0;
+}
+
+/* ship: the filling batch is due: wait for the previous statement if any, then send this one.
+ * Returns 0, or the error after which consumption is held. */
+static int ship(struct app *a)
+{
+    int rc;
+
+    if (a->flight >= 0) {
+        rc = flight_finish(a, 1);
+        if (rc < 0) {
+            fail(a, rc);
+            return rc;
+        }
+    }
+    rc = flight_start(a);
+    if (rc < 0)
+        fail(a, rc);
     return rc;
 }
 
-/* take_message: decode and add one message to the batch. The batch has room (checked first). */
+/* take_message: decode and add one message to the filling batch (which has room). */
 static void take_message(struct app *a, const struct sp_consumer_msg *m)
 {
     char reason[SP_PG_DEAD_REASON_MAX];
+    struct slot *sl = &a->slots[a->fill];
     int rc;
 
     atomic_fetch_add(&a->consumed, 1);
-    if (sp_pg_batch_messages(a->batch) == 0)
-        a->batch_started_ms = tg_now_mono_ms();
+    if (sp_pg_batch_messages(sl->b) == 0)
+        sl->started_ms = tg_now_mono_ms();
     reason[0] = '\0';
     rc = proto_event_decode(m->payload, m->len, &a->ev, reason, sizeof(reason));
     if (rc == 0) {
-        rc = sp_pg_batch_add_event(a->batch, &a->ev, m->partition, m->offset, m->len);
+        rc = sp_pg_batch_add_event(sl->b, &a->ev, m->partition, m->offset, m->len);
         if (rc == 0) {
 #ifdef SP_HAVE_ALERTER
             if (a->alerter)
@@ -307,22 +424,18 @@ static void take_message(struct app *a, const struct sp_consumer_msg *m)
             return;
         }
     } else {
-        int idx = sp_pg_batch_dead(a->batch);
         if (reason[0] == '\0')
             snprintf(reason, sizeof(reason), "%s", tg_strerror(rc));
-        rc = sp_pg_batch_add_dead(a->batch, reason, m->payload, m->len, m->partition, m->offset);
+        rc = sp_pg_batch_add_dead(sl->b, reason, m->payload, m->len, m->partition, m->offset);
         if (rc == 0) {
-            a->pending_dl_class[idx] =
-                m->len > TG_EVENT_MAX_BYTES ? DL_TOO_LARGE : DL_INVALID;
+            sl->dead[m->len > TG_EVENT_MAX_BYTES ? DL_TOO_LARGE : DL_INVALID]++;
             return;
         }
     }
     /* cannot happen after the room check; keep the message for later rather than lose it */
     TG_ERROR("msg=\"batch refused a message\" err=%s", tg_errname(rc));
     sp_consumer_unread(a->consumer, m->partition, m->offset);
-    sp_consumer_hold(a->consumer);
-    a->failing = 1;
-    a->retry_at_ms = tg_now_mono_ms();
+    fail(a, rc);
 }
 
 /* Consumer hooks ---------------------------------------------------------------------------------- */
@@ -330,6 +443,15 @@ static void take_message(struct app *a, const struct sp_consumer_msg *m)
 static int offsets_hook(void *ctx, const int32_t *parts, int n, int64_t *next)
 {
     struct app *a = ctx;
+
+    /* one statement at a time on the connection: let the one in flight end first */
+    if (a->flight >= 0) {
+        int rc = flight_finish(a, 1);
+        if (rc < 0) {
+            fail(a, rc);
+            return rc;
+        }
+    }
     return sp_pg_offsets_load(a->pg, a->cfg.kafka_topic, parts, n, next);
 }
 
@@ -337,13 +459,17 @@ static void revoking_hook(void *ctx, const int32_t *parts, int n)
 {
     struct app *a = ctx;
 
-    if (sp_pg_batch_messages(a->batch) == 0)
+    if (commit_all(a) == 0)
         return;
-    if (commit_batch(a) == 0)
-        return;
-    /* could not commit: the next owner reads these partitions again from Postgres offsets */
-    for (int i = 0; i < n; i++)
-        sp_pg_batch_drop_partition(a->batch, parts[i]);
+    /* could not commit: the next owner reads these partitions again from Postgres offsets;
+     * what is left for other partitions is retried by the main loop */
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < n; i++)
+            sp_pg_batch_drop_partition(a->slots[k].b, parts[i]);
+    if (sp_pg_batch_messages(a->slots[0].b) + sp_pg_batch_messages(a->slots[1].b) > 0)
+        fail(a, TG_EUNAVAIL);
+    else
+        a->pending = -1;
 }
 
 /* Control topic: key:<hash> records mirror api_keys and the budgets. */
@@ -506,6 +632,7 @@ static void run_loop(struct app *a)
 
     while (!sp_stop) {
         uint64_t now = tg_now_mono_ms();
+        struct slot *sl;
         int wait;
         int rc;
 
@@ -515,7 +642,7 @@ static void run_loop(struct app *a)
             next_lag = now + SP_LAG_EVERY_MS;
         }
         if (a->failing) {
-            if (now >= a->retry_at_ms && try_commit(a) == 0)
+            if (now >= a->retry_at_ms && retry(a) == 0)
                 continue; /* released: the next poll delivers messages again */
             /* keep polling so the group keeps us; while held every message is discarded by
              * the consumer (and read again after release), so a 1 here cannot happen */
@@ -525,19 +652,30 @@ static void run_loop(struct app *a)
             }
             continue;
         }
-        sp_consumer_control_poll(a->consumer, SP_CONTROL_PER_LOOP, control_record, a);
-        if (now >= next_tick) {
-            int brc = sp_budgets_tick(a->budgets, a->pg, (int64_t)tg_now_epoch_ms());
-            if (brc < 0)
-                TG_WARN_RL("msg=\"budget tick failed\" err=%s", tg_errname(brc));
-            next_tick = now + (uint64_t)a->cfg.budget_check_interval_ms;
-            daily_report(a);
+        if (a->flight >= 0) {
+            rc = flight_finish(a, 0);
+            if (rc < 0 && rc != TG_EAGAIN) {
+                fail(a, rc);
+                continue;
+            }
         }
-        wait = SP_POLL_MAX_MS;
-        if (sp_pg_batch_messages(a->batch) > 0) {
-            uint64_t due = a->batch_started_ms + (uint64_t)a->cfg.batch_max_wait_ms;
+        if (a->flight < 0) {
+            sp_consumer_control_poll(a->consumer, SP_CONTROL_PER_LOOP, control_record, a);
+            if (now >= next_tick) {
+                int brc = sp_budgets_tick(a->budgets, a->pg, (int64_t)tg_now_epoch_ms());
+                if (brc < 0)
+                    TG_WARN_RL("msg=\"budget tick failed\" err=%s", tg_errname(brc));
+                next_tick = now + (uint64_t)a->cfg.budget_check_interval_ms;
+                daily_report(a);
+            }
+        }
+        sl = &a->slots[a->fill];
+        /* while a statement runs, poll briefly so its end is noticed soon */
+        wait = a->flight >= 0 ? 2 : SP_POLL_MAX_MS;
+        if (sp_pg_batch_messages(sl->b) > 0) {
+            uint64_t due = sl->started_ms + (uint64_t)a->cfg.batch_max_wait_ms;
             if (now >= due) {
-                try_commit(a);
+                ship(a);
                 continue;
             }
             if (due - now < (uint64_t)wait)
@@ -546,13 +684,13 @@ static void run_loop(struct app *a)
         rc = sp_consumer_poll(a->consumer, wait, &m);
         if (rc != 1)
             continue;
-        if (sp_pg_batch_full(a->batch) && try_commit(a) < 0) {
+        if (sp_pg_batch_full(a->slots[a->fill].b) && ship(a) < 0) {
             sp_consumer_unread(a->consumer, m.partition, m.offset);
             continue;
         }
         take_message(a, &m);
-        if (sp_pg_batch_full(a->batch))
-            try_commit(a);
+        if (!a->failing && sp_pg_batch_full(a->slots[a->fill].b) && a->flight < 0)
+            ship(a);
     }
 }
 
@@ -560,16 +698,18 @@ static void run_loop(struct app *a)
 static void shutdown_flush(struct app *a)
 {
     uint64_t deadline = tg_now_mono_ms() + SP_SHUTDOWN_FLUSH_MS;
+    int left;
 
-    while (sp_pg_batch_messages(a->batch) > 0 && tg_now_mono_ms() < deadline) {
-        if (commit_batch(a) == 0)
+    while (tg_now_mono_ms() < deadline) {
+        if (commit_all(a) == 0)
             break;
         tg_sleep_ms(200);
     }
-    if (sp_pg_batch_messages(a->batch) > 0)
+    left = sp_pg_batch_messages(a->slots[0].b) + sp_pg_batch_messages(a->slots[1].b);
+    if (left > 0)
         TG_WARN("msg=\"shutdown: batch not committed; it is read again at the next start\" "
                 "messages=%d",
-                sp_pg_batch_messages(a->batch));
+                left);
 }
 
 int main(int argc, char **argv)
@@ -629,9 +769,12 @@ int main(int argc, char **argv)
     a->pg = sp_pg_create(a->cfg.pg_dsn, a->cfg.pg_query_timeout_ms, err, sizeof(err));
     if (!a->pg)
         goto fail;
-    a->batch = sp_pg_batch_create(a->cfg.batch_max_events, a->cfg.batch_max_bytes);
-    if (!a->batch) {
-        snprintf(err, sizeof(err), "out of memory for the batch");
+    a->flight = -1;
+    a->pending = -1;
+    a->slots[0].b = sp_pg_batch_create(a->cfg.batch_max_events, a->cfg.batch_max_bytes);
+    a->slots[1].b = sp_pg_batch_create(a->cfg.batch_max_events, a->cfg.batch_max_bytes);
+    if (!a->slots[0].b || !a->slots[1].b) {
+        snprintf(err, sizeof(err), "out of memory for the batches");
         goto fail;
     }
     {
@@ -718,7 +861,8 @@ out:
     sp_alerter_destroy(&a->alerter);
 #endif
     sp_budgets_destroy(&a->budgets);
-    sp_pg_batch_destroy(&a->batch);
+    sp_pg_batch_destroy(&a->slots[0].b);
+    sp_pg_batch_destroy(&a->slots[1].b);
     sp_pg_destroy(&a->pg);
     return exit_code;
 }

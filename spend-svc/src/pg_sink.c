@@ -26,6 +26,8 @@ struct sp_pg {
     PGconn *conn;        /* NULL when not connected */
     _Atomic int up;      /* 1 after a successful connect or query */
     char sqlstate[6];    /* of the last failed query */
+    uint64_t deadline_ms; /* monotonic deadline of the query in flight */
+    int timeout_used_ms; /* its timeout, for the log line */
 };
 
 /* Only one cancel request in flight at a time: PQcancel blocks while the server is stopped,
@@ -399,19 +401,17 @@ static int pg_classify(struct sp_pg *pg, PGresult *res)
     return TG_EIO;
 }
 
-/* pg_run: send one query (extended protocol with text parameters when simple is 0, the simple
- * protocol otherwise) and wait for all of its results until the deadline.
- * On success returns 0 and *out (new, PQclear) is the last result. */
-static int pg_run(struct sp_pg *pg, const char *sql, int nparams, const char *const *values,
-                  int simple, int timeout_ms, PGresult **out)
+/* pg_send: send one query (extended protocol with text parameters when simple is 0, the simple
+ * protocol otherwise) and push it to the server before the deadline (now + timeout_ms), which
+ * also bounds pg_collect. Returns 0 or TG_EUNAVAIL / TG_ETIMEOUT (connection dropped). */
+static int pg_send(struct sp_pg *pg, const char *sql, int nparams, const char *const *values,
+                   int simple, int timeout_ms)
 {
-    uint64_t deadline = tg_now_mono_ms() + (uint64_t)timeout_ms;
-    PGresult *last = NULL;
-    PGresult *r;
     int rc;
     int ok;
 
-    *out = NULL;
+    pg->deadline_ms = tg_now_mono_ms() + (uint64_t)timeout_ms;
+    pg->timeout_used_ms = timeout_ms;
     rc = sp_pg_connect(pg);
     if (rc < 0)
         return rc;
@@ -426,18 +426,44 @@ static int pg_run(struct sp_pg *pg, const char *sql, int nparams, const char *co
     for (;;) {
         int f = PQflush(pg->conn);
         if (f == 0)
+            return 0;
+        if (f < 0 || pg_wait(pg->conn, POLLOUT | POLLIN, pg->deadline_ms) < 0 ||
+            !PQconsumeInput(pg->conn))
             break;
-        if (f < 0)
-            goto broken;
-        rc = pg_wait(pg->conn, POLLOUT | POLLIN, deadline);
-        if (rc < 0)
-            goto timeout;
+    }
+    if (tg_now_mono_ms() >= pg->deadline_ms) {
+        TG_WARN_RL("msg=\"postgres query timed out\" timeout_ms=%d", timeout_ms);
+        pg_abandon(pg);
+        return TG_ETIMEOUT;
+    }
+    pg_close(pg);
+    return TG_EUNAVAIL;
+}
+
+/* pg_collect: the results of the query sent by pg_send. With block 0 it returns TG_EAGAIN at
+ * once while the server is still working (the deadline still applies: past it the query is
+ * abandoned). On success returns 0 and *out (new, PQclear) is the last result. */
+static int pg_collect(struct sp_pg *pg, int block, PGresult **out)
+{
+    PGresult *last = NULL;
+    PGresult *r;
+    int rc;
+
+    *out = NULL;
+    if (!pg->conn)
+        return TG_EUNAVAIL;
+    if (!block) {
         if (!PQconsumeInput(pg->conn))
             goto broken;
+        if (PQisBusy(pg->conn)) {
+            if (tg_now_mono_ms() >= pg->deadline_ms)
+                goto timeout;
+            return TG_EAGAIN;
+        }
     }
     for (;;) {
         while (PQisBusy(pg->conn)) {
-            rc = pg_wait(pg->conn, POLLIN, deadline);
+            rc = pg_wait(pg->conn, POLLIN, pg->deadline_ms);
             if (rc < 0)
                 goto timeout;
             if (!PQconsumeInput(pg->conn))
@@ -474,7 +500,7 @@ static int pg_run(struct sp_pg *pg, const char *sql, int nparams, const char *co
 timeout:
     if (last)
         PQclear(last);
-    TG_WARN_RL("msg=\"postgres query timed out\" timeout_ms=%d", timeout_ms);
+    TG_WARN_RL("msg=\"postgres query timed out\" timeout_ms=%d", pg->timeout_used_ms);
     pg_abandon(pg);
     return TG_ETIMEOUT;
 broken:
@@ -482,6 +508,19 @@ broken:
         PQclear(last);
     pg_close(pg);
     return TG_EUNAVAIL;
+}
+
+/* pg_run: pg_send then a blocking pg_collect. */
+static int pg_run(struct sp_pg *pg, const char *sql, int nparams, const char *const *values,
+                  int simple, int timeout_ms, PGresult **out)
+{
+    int rc;
+
+    *out = NULL;
+    rc = pg_send(pg, sql, nparams, values, simple, timeout_ms);
+    if (rc < 0)
+        return rc;
+    return pg_collect(pg, 1, out);
 }
 
 static int pg_exec(struct sp_pg *pg, const char *sql, int nparams, const char *const *values,
@@ -1070,20 +1109,18 @@ static int64_t res_i64(const PGresult *res, int row, int col)
     return strtoll(PQgetvalue(res, row, col), NULL, 10);
 }
 
-/* pg_flush_range: one statement for the given ranges; adds to res and to b->incr. */
-static int pg_flush_range(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic, int ev_from,
-                          int ev_to, int dl_from, int dl_to, const int32_t *opart,
-                          const int64_t *onext, int noff, struct sp_pg_flush_result *res)
+/* pg_flush_send: build and send the statement for the given ranges. */
+static int pg_flush_send(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic, int ev_from,
+                         int ev_to, int dl_from, int dl_to, const int32_t *opart,
+                         const int64_t *onext, int noff)
 {
     const char *values[37];
-    PGresult *r = NULL;
+    uint64_t t0 = tg_now_mono_us();
     int rc;
 
-    uint64_t t0 = tg_now_mono_us();
     rc = pg_build(b, ev_from, ev_to, dl_from, dl_to, opart, onext, noff);
     if (rc < 0)
         return rc;
-    uint64_t t1 = tg_now_mono_us();
     for (int k = 0; k <= C_OFFSET; k++)
         values[k] = b->col[k].p;
     values[30] = b->col[C_DL_REASON].p;
@@ -1093,21 +1130,25 @@ static int pg_flush_range(struct sp_pg *pg, struct sp_pg_batch *b, const char *t
     values[34] = topic;
     values[35] = b->col[C_OFF_PART].p;
     values[36] = b->col[C_OFF_NEXT].p;
-    rc = pg_exec(pg, pg_flush_sql, 37, values, &r);
-    if (rc < 0)
-        return rc;
-    TG_DEBUG("msg=\"flush timing\" build_us=%llu exec_us=%llu bytes=%zu",
-             (unsigned long long)(t1 - t0), (unsigned long long)(tg_now_mono_us() - t1),
-             b->col[C_TRAIL].len);
+    TG_DEBUG("msg=\"flush build\" build_us=%llu events=%d",
+             (unsigned long long)(tg_now_mono_us() - t0), ev_to - ev_from);
+    /* libpq copies the parameters into its output buffer: values need not outlive this */
+    return pg_send(pg, pg_flush_sql, 37, values, 0, pg->timeout_ms);
+}
+
+/* pg_flush_parse: add the statement's result (nev events sent) to res and b->incr. */
+static void pg_flush_parse(struct sp_pg_batch *b, const PGresult *r, int nev,
+                           struct sp_pg_flush_result *res)
+{
     for (int i = 0; i < PQntuples(r); i++) {
         if (res_i64(r, i, 0) == 1) {
             int64_t ins = res_i64(r, i, 1);
             res->inserted += ins;
-            res->duplicates += (ev_to - ev_from) - ins;
+            res->duplicates += nev - ins;
             res->dead += res_i64(r, i, 5);
             continue;
         }
-        if (b->nincr >= b->max_events)
+        if (!b->incr || b->nincr >= b->max_events)
             continue; /* cannot happen: at most one aggregate per inserted row */
         struct sp_pg_incr *in = &b->incr[b->nincr++];
         in->minute_ms = res_i64(r, i, 1);
@@ -1120,6 +1161,22 @@ static int pg_flush_range(struct sp_pg *pg, struct sp_pg_batch *b, const char *t
         in->completion_tokens = res_i64(r, i, 8);
         in->cost_nusd = res_i64(r, i, 9);
     }
+}
+
+/* pg_flush_range: one statement for the given ranges, waited for; adds to res and b->incr. */
+static int pg_flush_range(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic, int ev_from,
+                          int ev_to, int dl_from, int dl_to, const int32_t *opart,
+                          const int64_t *onext, int noff, struct sp_pg_flush_result *res)
+{
+    PGresult *r = NULL;
+    int rc;
+
+    rc = pg_flush_send(pg, b, topic, ev_from, ev_to, dl_from, dl_to, opart, onext, noff);
+    if (rc == 0)
+        rc = pg_collect(pg, 1, &r);
+    if (rc < 0)
+        return rc;
+    pg_flush_parse(b, r, ev_to - ev_from, res);
     PQclear(r);
     return 0;
 }
@@ -1167,20 +1224,31 @@ static int pg_flush_one_by_one(struct sp_pg *pg, struct sp_pg_batch *b, const ch
     return pg_flush_range(pg, b, topic, 0, 0, 0, b->ndead, b->part, b->next, b->npart, res);
 }
 
-int sp_pg_batch_flush(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic,
-                      struct sp_pg_flush_result *res)
+int sp_pg_batch_flush_start(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic)
 {
+    b->nincr = 0;
+    return pg_flush_send(pg, b, topic, 0, b->nev, 0, b->ndead, b->part, b->next, b->npart);
+}
+
+int sp_pg_batch_flush_finish(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic,
+                             int block, struct sp_pg_flush_result *res)
+{
+    PGresult *r = NULL;
     int rc;
 
     memset(res, 0, sizeof(*res));
+    rc = pg_collect(pg, block, &r);
+    if (rc == TG_EAGAIN)
+        return rc;
     b->nincr = 0;
-    rc = pg_flush_range(pg, b, topic, 0, b->nev, 0, b->ndead, b->part, b->next, b->npart, res);
-    if (rc == TG_EPROTO) {
+    if (rc == 0) {
+        pg_flush_parse(b, r, b->nev, res);
+        PQclear(r);
+    } else if (rc == TG_EPROTO) {
         TG_WARN("msg=\"batch refused by postgres, writing events one by one\" sqlstate=%s "
                 "events=%d",
                 pg->sqlstate, b->nev);
         memset(res, 0, sizeof(*res));
-        b->nincr = 0;
         rc = pg_flush_one_by_one(pg, b, topic, res);
     }
     if (rc < 0) {
@@ -1191,6 +1259,18 @@ int sp_pg_batch_flush(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic
     res->incr = b->incr;
     res->nincr = b->nincr;
     return 0;
+}
+
+int sp_pg_batch_flush(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic,
+                      struct sp_pg_flush_result *res)
+{
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    rc = sp_pg_batch_flush_start(pg, b, topic);
+    if (rc < 0)
+        return rc;
+    return sp_pg_batch_flush_finish(pg, b, topic, 1, res);
 }
 
 /* Queries ------------------------------------------------------------------------------------------ */

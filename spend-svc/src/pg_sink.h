@@ -118,6 +118,16 @@ struct sp_pg_flush_result {
 int sp_pg_batch_flush(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic,
                       struct sp_pg_flush_result *res);
 
+/* sp_pg_batch_flush_start / sp_pg_batch_flush_finish: the same in two steps, so that the caller
+ * can read the next batch while Postgres works on this one. start builds and sends the
+ * statement (0, or a connection error: nothing was sent). finish with block 0 returns
+ * TG_EAGAIN while the statement runs (its deadline still applies), otherwise what
+ * sp_pg_batch_flush returns. One statement in flight per connection; b must stay untouched
+ * in between. */
+int sp_pg_batch_flush_start(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic);
+int sp_pg_batch_flush_finish(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic,
+                             int block, struct sp_pg_flush_result *res);
+
 /* Queries ---------------------------------------------------------------------------------- */
 
 /* sp_pg_offsets_load: next offsets stored for (topic, parts[i]); next[i] = -1 when none.
