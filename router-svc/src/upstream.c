@@ -51,6 +51,9 @@ struct rt_upstream {
     int thread_started;
     _Atomic int stop;
     int embedded;         /* no thread: the owner drives rt_upstream_run */
+    pthread_t owner;      /* embedded: the thread that runs the loop (set on its first run) */
+    _Atomic int owner_set;
+    int in_curl;          /* owner thread is inside the loop (curl calls, callbacks) */
     int epfd;             /* epoll set: curl's sockets and the wakeup */
     int wakefd;           /* eventfd: commands are waiting */
     uint64_t deadline_us; /* curl's timer, monotonic us, 0 = none; loop thread */
@@ -411,6 +414,14 @@ static void loop_finish_all(struct rt_upstream *up)
     }
 }
 
+/* 1 when the caller is the embedded loop's owner thread and not inside a curl call, so a
+ * command can run at once instead of going through the queue. */
+static int on_owner_thread(struct rt_upstream *up)
+{
+    return up->embedded && atomic_load_explicit(&up->owner_set, memory_order_acquire) &&
+           pthread_equal(pthread_self(), up->owner) && !up->in_curl;
+}
+
 static void *loop_main(void *arg)
 {
     struct rt_upstream *up = arg;
@@ -433,7 +444,13 @@ int rt_upstream_timeout_ms(const struct rt_upstream *up)
 
 void rt_upstream_run(struct rt_upstream *up)
 {
+    if (!atomic_load_explicit(&up->owner_set, memory_order_relaxed)) {
+        up->owner = pthread_self();
+        atomic_store_explicit(&up->owner_set, 1, memory_order_release);
+    }
+    up->in_curl = 1;
     loop_once(up, 0);
+    up->in_curl = 0;
 }
 
 struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, char *err,
@@ -648,13 +665,30 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
                          req->timeout_ms > 0 ? req->timeout_ms : 600000L);
     }
 
+    atomic_fetch_add(&up->st_submitted, 1);
+    atomic_fetch_add(&up->st_active, 1);
+    *handle = handle_make(idx, gen);
+    if (on_owner_thread(up)) {
+        /* embedded, on the loop's own thread and outside curl: start it here, no queue */
+        pthread_mutex_lock(&up->lock);
+        s->submitted = 1;
+        pthread_mutex_unlock(&up->lock);
+        if (curl_multi_add_handle(up->multi, s->easy) == CURLM_OK) {
+            s->state = SLOT_ACTIVE;
+        } else {
+            /* on_done must not run inside submit (the caller may hold its own lock): the
+             * failure is reported by the loop's next turn */
+            pthread_mutex_lock(&up->lock);
+            cmd_post_locked(up, idx, CMD_CANCEL);
+            pthread_mutex_unlock(&up->lock);
+            wake(up);
+        }
+        return 0;
+    }
     pthread_mutex_lock(&up->lock);
     s->submitted = 1;
     cmd_post_locked(up, idx, CMD_SUBMIT);
     pthread_mutex_unlock(&up->lock);
-    atomic_fetch_add(&up->st_submitted, 1);
-    atomic_fetch_add(&up->st_active, 1);
-    *handle = handle_make(idx, gen);
     wake(up);
     return 0;
 }
@@ -667,6 +701,23 @@ static void post_for_handle(struct rt_upstream *up, uint64_t handle, unsigned cm
 
     if (idx >= up->cap)
         return;
+    if (on_owner_thread(up)) {
+        /* embedded, on the loop's own thread and outside curl: only this thread frees slots,
+         * so a matching generation stays valid while the command runs */
+        struct slot *s = &up->slots[idx];
+        int live;
+
+        pthread_mutex_lock(&up->lock);
+        live = s->gen == gen && s->submitted;
+        pthread_mutex_unlock(&up->lock);
+        if (!live)
+            return;
+        if (cmd == CMD_CANCEL && s->state != SLOT_FREE)
+            slot_finish(up, idx, CURLE_ABORTED_BY_CALLBACK, 1);
+        else if (cmd == CMD_UNPAUSE && s->state == SLOT_ACTIVE)
+            curl_easy_pause(s->easy, CURLPAUSE_CONT);
+        return;
+    }
     pthread_mutex_lock(&up->lock);
     if (up->slots[idx].gen == gen) {
         cmd_post_locked(up, idx, cmd);

@@ -98,10 +98,13 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
                        const struct rt_upstream_ops *ops, void *ud, uint64_t *handle);
 
 /* rt_upstream_cancel: abort the transfer; its on_done follows with TG_ECLOSED unless it was
- * already completing. Harmless for a dead handle. Any thread. */
+ * already completing. Harmless for a dead handle. Any thread. In embedded mode, called on the
+ * owner thread outside rt_upstream_run, the cancel (and on_done) happens before it returns:
+ * the caller must not hold a lock that on_done takes. */
 void rt_upstream_cancel(struct rt_upstream *up, uint64_t handle);
 
-/* rt_upstream_unpause: resume a transfer paused by on_data. Harmless for a dead handle. */
+/* rt_upstream_unpause: resume a transfer paused by on_data. Harmless for a dead handle. In
+ * embedded mode on the owner thread, on_data may run before it returns (same lock rule). */
 void rt_upstream_unpause(struct rt_upstream *up, uint64_t handle);
 
 /* Counters since start. Any thread. */
