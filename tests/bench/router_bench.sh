@@ -150,10 +150,11 @@ done
 
 # latency at half load: open loop (loadgen) at half of the slowest target's capacity, the
 # same rate for all three. Capacity is measured with loadgen itself (in-flight capped at CONC,
-# offered far above what any target serves), since the generator shares the machine's CPU.
+# offered at the target's closed-loop throughput: offering far more would only make the
+# generator burn the shared CPU on refused slots), since the generator shares the machine.
 declare -A CAP
 for t in direct nginx router; do
-    "$LOADGEN" --url "$(url_of $t)" --key "$RT_KEY" --rate 100000 --duration "$DUR" --mix chat \
+    "$LOADGEN" --url "$(url_of $t)" --key "$RT_KEY" --rate "${RPS[$t]}" --duration "$DUR" --mix chat \
         --stream-ratio 0 --max-inflight "$CONC" >"$RT_DIR/cap.$t" 2>&1
     CAP[$t]=$(grep '^{' "$RT_DIR/cap.$t" | tail -1 | jq --argjson d "$DUR" '(.ok / $d) | floor')
 done
