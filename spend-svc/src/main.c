@@ -5,7 +5,9 @@
  *
  * The main thread runs the consumer loop: poll, decode, batch (size or time), commit the batch
  * in one Postgres transaction, hand the increments to the Redis thread, commit offsets to
- * Kafka, check budgets. Postgres unavailable: the batch is kept, partitions are paused (polling
+ * Kafka, check budgets. One batch is in flight at a time: its statement runs while the next
+ * batch fills (one connection, so batches commit in order and a duplicate in the next batch
+ * always meets the committed row). Postgres unavailable: the batch is kept, partitions are paused (polling
  * continues so that the group membership survives), the commit is retried with a bounded
  * exponential backoff, readiness reports it; nothing is lost or counted twice.
  * SIGTERM/SIGINT: the current batch is committed, the consumer leaves its group, exit 0. */
