@@ -1363,6 +1363,11 @@ static enum MHD_Result request_start(struct call *c)
     if (!json_is_string(model) || json_string_length(model) == 0)
         return answer_error(c, 400, "invalid_model", "model: a non-empty string is required",
                             NULL);
+    if (f->d.admit != NULL && f->d.admit(f->d.admit_ud) != 0) {
+        rt_metrics_reject(f->d.metrics, RT_REJECT_NOT_ADMITTED);
+        return answer_error(c, 503, "not_admitted",
+                            "router cannot record this request now (event spool full)", NULL);
+    }
     if (json_string_length(model) >= RT_NAME_CAP)
         return answer_error(c, 400, "invalid_model", "model: name too long", NULL);
     rnd = thread_rand();

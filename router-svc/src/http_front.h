@@ -58,6 +58,11 @@ struct rt_front_deps {
     void *router;                 /* borrowed struct rt_router * */
     rt_on_complete_fn on_complete; /* may be NULL */
     void *on_complete_ud;
+    /* Admission check before a request is routed (e.g. the spool's full_policy reject): 0 to
+     * serve, non-zero to answer 503 at once. Called on an HTTP thread; must not block. May be
+     * NULL. */
+    int (*admit)(void *ud);
+    void *admit_ud;
 };
 
 /* rt_front_start: bind cfg->listen and start serving. Returns new (rt_front_stop) or NULL with

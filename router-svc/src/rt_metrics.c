@@ -16,7 +16,8 @@ static const char *const outcome_names[RT_OUTCOME_COUNT] = {
     "context_window", "content_policy", "client_error", "invalid_response", "cancelled"};
 
 static const char *const reject_names[RT_REJECT_COUNT] = {
-    "body_too_large", "in_flight_full", "upstream_full", "bad_json", "auth", "shutting_down"};
+    "body_too_large", "in_flight_full", "upstream_full", "bad_json", "auth", "shutting_down",
+    "not_admitted"};
 
 struct rt_metrics {
     const struct rt_config *cfg;
