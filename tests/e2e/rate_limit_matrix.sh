@@ -289,7 +289,7 @@ send() {
     STATUS=$(curl -sS -o "$STATE/$name.body" -D "$STATE/$name.rawhdr" -w '%{http_code}' \
         --max-time 30 -X POST "${auth[@]}" -H 'Content-Type: application/json' \
         --data-binary "$body" "$URL$ep")
-    tr 'A-Z' 'a-z' <"$STATE/$name.rawhdr" | tr -d '\r' >"$STATE/$name.hdr"
+    tr '[:upper:]' '[:lower:]' <"$STATE/$name.rawhdr" | tr -d '\r' >"$STATE/$name.hdr"
     cid=$(hdr "$name" x-tollgate-call-id)
     [ -n "$cid" ] && printf '%s\n' "$cid" >>"$CALL_IDS"
     return 0
