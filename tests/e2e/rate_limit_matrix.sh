@@ -55,6 +55,7 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT # a timeout or Ctrl-C still stops everything this script started
 
 tg_services_init "$STATE/services" || exit 1
 
