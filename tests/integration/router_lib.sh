@@ -1,4 +1,4 @@
-# tests/integration/router_lib.sh: helpers for the router-svc integration scripts.
+# tests/integration/router_lib.sh: shared functions for the router-svc integration scripts.
 #
 # Each script starts its own fake-llm and router-svc on free loopback ports, with a generated
 # configuration, and stops them by PID when it exits. Binaries come from TG_BUILD_DIR.
@@ -7,7 +7,7 @@
 #   rt_init NAME                 state dir, keys, ports; trap for cleanup
 #   rt_fake_start FILE.json      fake-llm with that behaviour config
 #   rt_router_start FILE.yaml    router-svc (waits for readiness)
-#   rt_check DESC COND...        assertion helpers; rt_finish prints the summary and exits
+#   rt_eq DESC GOT WANT, rt_true DESC CMD...   assertions; rt_finish prints the summary and exits
 
 set -u
 
