@@ -1206,6 +1206,7 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
 {
     char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
     int have_key = 0;
+    yaml_node_t *model_nodes[RT_KEY_MODELS_MAX]; /* models entries, for the line of an error */
 
     if (expect_type(ld, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
@@ -1253,9 +1254,7 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
                 path_index(q, p, ks->n_models);
                 if (get_nonempty_str(ld, e, q, ks->models[ks->n_models], RT_NAME_CAP) != 0)
                     return TG_ECONFIG;
-                if (!model_name_known(ld, ks->models[ks->n_models]))
-                    return fail(ld, e, q, "unknown model group or alias \"%s\"",
-                                ks->models[ks->n_models]);
+                model_nodes[ks->n_models] = e; /* checked once the key's aliases are known */
                 ks->n_models++;
             }
         } else if (strcmp(k, "max_budget") == 0) {
@@ -1297,6 +1296,20 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
     if (!have_key) {
         path_join(p, path, "key");
         return fail(ld, n, p, "missing");
+    }
+    /* models may name a group, a global alias or one of the key's own aliases (whichever order
+     * models and router_settings came in) */
+    for (uint32_t i = 0; i < ks->n_models; i++) {
+        int own = 0;
+
+        for (uint32_t a = 0; a < ks->n_aliases; a++)
+            own |= strcmp(ks->aliases[a].alias, ks->models[i]) == 0;
+        if (!own && !model_name_known(ld, ks->models[i])) {
+            path_join(p, path, "models");
+            path_index(q, p, i);
+            return fail(ld, model_nodes[i], q, "unknown model group or alias \"%s\"",
+                        ks->models[i]);
+        }
     }
     return 0;
 }

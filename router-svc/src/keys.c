@@ -838,20 +838,34 @@ static int j_str(struct jctx *j, const json_t *v, const char *field, char *dst, 
 }
 
 /* A model group or alias name that must exist (when a config is given). */
-static int j_model(struct jctx *j, const json_t *v, const char *field, char *dst)
+/* A model name: a non-empty string of at most RT_NAME_CAP - 1 bytes. */
+static int j_name(struct jctx *j, const json_t *v, const char *field, char *dst)
 {
     if (j_str(j, v, field, dst, RT_NAME_CAP, 0) != 0)
         return TG_EINVAL;
     if (dst[0] == '\0')
         return jfail(j, field, "expected a non-empty string");
-    if (j->cfg != NULL && !rt_config_has_group(j->cfg, dst)) {
-        int alias = 0;
+    return 0;
+}
 
-        for (uint32_t i = 0; i < j->cfg->n_aliases; i++)
-            alias |= strcmp(j->cfg->aliases[i].alias, dst) == 0;
-        if (!alias)
-            return jfail(j, field, "unknown model group or alias \"%s\"", dst);
+/* 1 when name is a model group or a global alias of cfg (NULL: anything goes). */
+static int j_known(const struct rt_config *cfg, const char *name)
+{
+    if (cfg == NULL || rt_config_has_group(cfg, name))
+        return 1;
+    for (uint32_t i = 0; i < cfg->n_aliases; i++) {
+        if (strcmp(cfg->aliases[i].alias, name) == 0)
+            return 1;
     }
+    return 0;
+}
+
+static int j_model(struct jctx *j, const json_t *v, const char *field, char *dst)
+{
+    if (j_name(j, v, field, dst) != 0)
+        return TG_EINVAL;
+    if (!j_known(j->cfg, dst))
+        return jfail(j, field, "unknown model group or alias \"%s\"", dst);
     return 0;
 }
 
@@ -1064,7 +1078,8 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
         json_array_foreach(v, i, m)
         {
             fpath(f, sizeof(f), "models[%zu]", i);
-            if (j_model(j, m, f, s->models[s->n_models]) != 0)
+            /* known names are checked once the whole body is read (the key's own aliases) */
+            if (j_name(j, m, f, s->models[s->n_models]) != 0)
                 return TG_EINVAL;
             s->n_models++;
         }
@@ -1222,6 +1237,7 @@ int rt_key_spec_from_json(struct rt_key_spec *spec, enum rt_key_json_form form, 
     const char *k;
     json_t *v;
     int rc = 0;
+    int check_models = 0;
 
     if (json == NULL || len == 0)
         return jfail(&j, "body", "expected a JSON object");
@@ -1237,8 +1253,24 @@ int rt_key_spec_from_json(struct rt_key_spec *spec, enum rt_key_json_form form, 
         rc = j_field(&j, spec, form, k, v);
         if (rc != 0)
             break;
+        check_models |= strcmp(k, "models") == 0 || strcmp(k, "router_settings") == 0;
     }
     json_decref(root);
+    /* models may name a group, a global alias or one of the key's own aliases, in the merged
+     * spec (an update that drops an alias still listed in models is refused); checked when the
+     * body touched either */
+    for (uint32_t i = 0; rc == 0 && check_models && i < spec->n_models; i++) {
+        int own = 0;
+
+        for (uint32_t a = 0; a < spec->n_aliases; a++)
+            own |= strcmp(spec->aliases[a].alias, spec->models[i]) == 0;
+        if (!own && !j_known(cfg, spec->models[i])) {
+            char f[32];
+
+            snprintf(f, sizeof(f), "models[%u]", i);
+            rc = jfail(&j, f, "unknown model group or alias \"%s\"", spec->models[i]);
+        }
+    }
     return rc;
 }
 

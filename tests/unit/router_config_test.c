@@ -469,6 +469,32 @@ static void test_mutations(void **state)
     }
 }
 
+/* Defect: a static key's models list could not name the key's own alias; it now may, in either
+ * order of models and router_settings; anything else unknown is still an error with its line. */
+static void test_key_models_may_name_own_alias(void **state)
+{
+    struct rt_config *cfg;
+
+    (void)state;
+    cfg = load(HEAD "tollgate:\n  keys:\n"
+                    "    - {key: sk-abcdefgh, models: [mine],\n"
+                    "       router_settings: {model_group_alias: {mine: a}}}\n"
+                    "    - {router_settings: {model_group_alias: {mine: a}}, key: sk-abcdefgi,\n"
+                    "       models: [a, mine]}\n");
+    if (cfg == NULL)
+        fail_msg("config: %s", diag.error);
+    assert_int_equal(cfg->n_keys, 2);
+    assert_string_equal(cfg->keys[0].models[0], "mine");
+    assert_int_equal(cfg->keys[1].n_models, 2);
+    rt_config_destroy(&cfg);
+    expect_error(HEAD "tollgate:\n  keys:\n"
+                      "    - {key: sk-abcdefgh, router_settings: {model_group_alias: {mine: a}},\n"
+                      "       models: [a,\n"
+                      "                yours]}\n",
+                 "router.yaml:9: tollgate.keys[0].models[1]: unknown model group or alias "
+                 "\"yours\"");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -481,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_litellm_settings_routing_keys),
         cmocka_unit_test(test_money_and_durations),
         cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_key_models_may_name_own_alias),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -581,6 +581,50 @@ static void test_foreach(void **state)
     free(b);
 }
 
+/* Defect: a key's models list could not name the key's own alias (router_settings.
+ * model_group_alias): "unknown model group or alias", so a key could not be limited to the alias
+ * it was given. Names are now checked once the whole body is read; an update that drops the
+ * alias while models still lists it is refused. */
+static void test_json_models_may_name_own_alias(void **state)
+{
+    struct rt_config *cfg = json_cfg();
+    struct rt_key_spec *s = calloc(1, sizeof(*s));
+    char err[256];
+    char out[RT_KEY_JSON_MAX];
+    size_t outlen = 0;
+    static const char *body =
+        "{\"models\":[\"mine\",\"alias-main\"],"
+        "\"router_settings\":{\"model_group_alias\":{\"mine\":\"gpt-fallback\"}}}";
+    static const char *drop = "{\"router_settings\":{\"model_group_alias\":null}}";
+
+    (void)state;
+    assert_non_null(s);
+    rt_key_spec_init(s);
+    err[0] = '\0';
+    assert_int_equal(rt_key_spec_from_json(s, RT_KEY_JSON_API, body, strlen(body), cfg, err,
+                                           sizeof(err)),
+                     0);
+    assert_int_equal(s->n_models, 2);
+    assert_string_equal(s->models[0], "mine");
+    memset(s->key_hash, 'a', TG_SHA256_HEX_LEN);
+    s->key_hash[TG_SHA256_HEX_LEN] = '\0';
+    /* the stored form (models before router_settings) reads back */
+    assert_int_equal(rt_key_spec_to_json(s, out, sizeof(out), &outlen), 0);
+    rt_key_spec_init(s);
+    if (rt_key_spec_from_json(s, RT_KEY_JSON_STORED, out, outlen, cfg, err, sizeof(err)) != 0)
+        fail_msg("stored form: %s", err);
+    assert_int_equal(s->n_aliases, 1);
+    /* dropping the alias it lists is refused */
+    assert_int_equal(rt_key_spec_from_json(s, RT_KEY_JSON_API, drop, strlen(drop), cfg, err,
+                                           sizeof(err)),
+                     TG_EINVAL);
+    assert_string_equal(err, "models[0]: unknown model group or alias \"mine\"");
+    expect_json_error(cfg, "{\"models\":[\"mine\"]}",
+                      "models[0]: unknown model group or alias \"mine\"");
+    free(s);
+    rt_config_destroy(&cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -593,6 +637,7 @@ int main(void)
         cmocka_unit_test(test_json_stored_round_trip),
         cmocka_unit_test(test_control_records),
         cmocka_unit_test(test_foreach),
+        cmocka_unit_test(test_json_models_may_name_own_alias),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
