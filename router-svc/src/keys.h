@@ -184,7 +184,9 @@ void rt_key_get_spec(const struct rt_key *key, struct rt_key_spec *spec);
 /* rt_key_spec_from_json: apply the fields present in a JSON object to spec (absent fields keep
  * their value, so an update merges into the current spec; null resets a field to its default,
  * e.g. router_settings.fallbacks: null -> the global list). cfg (borrowed, may be NULL) checks
- * that every model group / alias named exists. Returns 0, or TG_EINVAL with err naming the
+ * that every model group / alias named exists (models may also name the key's own
+ * router_settings.model_group_alias entries, checked on the merged spec when the body has models
+ * or router_settings). Returns 0, or TG_EINVAL with err naming the
  * field ("models[2]: unknown model group or alias \"x\"", "rpm_limit: expected a non-negative
  * integer or null", "colour: unknown field"); spec may then be partly updated (parse into a copy
  * when that matters). Any thread. */
