@@ -21,10 +21,11 @@ if(TARGET rt_core)
     add_library(rt_http_front STATIC ${RT_SRC}/http_front.c)
     target_include_directories(rt_http_front PUBLIC ${RT_SRC})
     target_link_libraries(rt_http_front PUBLIC tg_common rt_core rt_metrics rt_upstream
-                          rt_translate rt_health PkgConfig::MHD PkgConfig::JANSSON
+                          rt_translate rt_health rt_key_api PkgConfig::MHD PkgConfig::JANSSON
                           Threads::Threads)
 
     add_executable(router-svc ${RT_SRC}/main.c)
     target_link_libraries(router-svc PRIVATE rt_http_front rt_core rt_metrics rt_upstream
-                          rt_translate rt_health tg_common PkgConfig::CURL)
+                          rt_translate rt_health rt_key_api rt_control rt_publisher tg_common
+                          PkgConfig::CURL)
 endif()

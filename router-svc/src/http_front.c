@@ -21,6 +21,7 @@
 #include "keys.h"
 #include "mask.h"
 #include "router.h"
+#include "key_api.h"
 #include "rt_metrics.h"
 #include "tg_err.h"
 #include "tg_ids.h"
@@ -82,6 +83,8 @@ struct call {
     _Atomic int refs;
     pthread_mutex_t mu;        /* guards the fields marked (mu) */
 
+    int admin;                 /* a key admin API request (no event, no routing) */
+    char admin_path[32];       /* which admin path */
     enum rt_api api;           /* client API */
     const char *endpoint;      /* path for the event */
     int anthropic_shape;       /* errors in Anthropic's shape */
@@ -1383,6 +1386,99 @@ static enum MHD_Result request_start(struct call *c)
     return drive(c);
 }
 
+/* ------------------------------------------------------------------ key admin API */
+
+static enum MHD_Result answer_text(struct MHD_Connection *conn, int status, const char *ctype,
+                                   char *body);
+static void worker_wake(struct worker *w);
+
+/* Answer of the key API: on this thread (decided at once) or on the control thread. The body
+ * is copied; the connection is resumed when it was suspended waiting for this. */
+static void admin_done(int status, const char *body, size_t len, void *ud)
+{
+    struct call *c = ud;
+    int do_resume = 0;
+    char *copy = malloc(len + 1);
+
+    pthread_mutex_lock(&c->mu);
+    free(c->res_body);
+    c->res_body = copy;
+    c->res_body_len = 0;
+    if (copy != NULL) {
+        memcpy(copy, body, len);
+        copy[len] = '\0';
+        c->res_body_len = len;
+    }
+    c->res_status = copy != NULL ? status : 500;
+    c->phase = PH_ATTEMPT_DONE;
+    resume_if_suspended_locked(c, &do_resume);
+    pthread_mutex_unlock(&c->mu);
+    if (do_resume) {
+        MHD_resume_connection(c->conn);
+        worker_wake(c->w); /* another thread: the loop must run MHD again */
+    }
+    call_unref(c);
+}
+
+/* Admin requests: the master key only; the body is read like any other (capped); then the key
+ * API answers, possibly after the control topic confirmed the change (the connection is
+ * suspended meanwhile, holding no thread). Never logs a body or a key parameter. */
+static enum MHD_Result admin_step(struct call *c, const char *method)
+{
+    struct rt_front *f = c->f;
+    int phase;
+
+    pthread_mutex_lock(&c->mu);
+    phase = c->phase;
+    pthread_mutex_unlock(&c->mu);
+    if (phase == PH_ATTEMPT_DONE) {
+        char *body = c->res_body;
+        int status = (int)c->res_status;
+
+        c->res_body = NULL;
+        if (body == NULL)
+            return answer_text(c->conn, 500, "application/json",
+                               error_body(f, 0, 500, "internal_error", "out of memory"));
+        pthread_mutex_lock(&c->mu);
+        c->phase = PH_FINAL;
+        pthread_mutex_unlock(&c->mu);
+        return answer_text(c->conn, status, "application/json", body);
+    }
+    if (phase != PH_BODY)
+        return MHD_YES; /* resumed early: wait for the answer */
+    {
+        const char *h = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Authorization");
+        const char *tok = h != NULL && strncasecmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
+
+        if (tok == NULL || !const_eq(tok, strlen(tok), f->d.cfg->master_key)) {
+            rt_metrics_reject(f->d.metrics, RT_REJECT_AUTH);
+            pthread_mutex_lock(&c->mu);
+            c->phase = PH_FINAL;
+            pthread_mutex_unlock(&c->mu);
+            return answer_text(c->conn, 401, "application/json",
+                               error_body(f, 0, 401, "invalid_api_key",
+                                          "The key API needs the master key: Authorization: "
+                                          "Bearer <master_key>."));
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    c->phase = PH_WAIT;
+    pthread_mutex_unlock(&c->mu);
+    atomic_fetch_add(&c->refs, 1); /* held by the pending answer */
+    rt_key_api_handle(f->d.key_api, method, c->admin_path,
+                      MHD_lookup_connection_value(c->conn, MHD_GET_ARGUMENT_KIND, "key"),
+                      c->body != NULL ? c->body : "", c->body_len, admin_done, c);
+    pthread_mutex_lock(&c->mu);
+    if (c->phase == PH_WAIT) {
+        c->suspended = 1;
+        MHD_suspend_connection(c->conn);
+        pthread_mutex_unlock(&c->mu);
+        return MHD_YES;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return admin_step(c, method); /* answered at once */
+}
+
 /* ------------------------------------------------------------------ GET endpoints */
 
 static enum MHD_Result answer_text(struct MHD_Connection *conn, int status, const char *ctype,
@@ -1522,6 +1618,18 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         int anthropic;
         const char *cl;
 
+        if (f->d.key_api != NULL && f->d.cfg->master_key[0] != '\0' &&
+            rt_key_api_is_admin_path(url) &&
+            (strcmp(method, "GET") == 0 || strcmp(method, "POST") == 0)) {
+            c = call_new(f, conn);
+            if (c == NULL)
+                return MHD_NO;
+            c->w = w;
+            c->admin = 1;
+            snprintf(c->admin_path, sizeof(c->admin_path), "%s", url);
+            *con_cls = c;
+            return MHD_YES;
+        }
         if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
             return serve_get(f, conn, url);
         if (strcmp(method, "POST") != 0 || endpoint_of(url, &api, &name, &anthropic) != 0)
@@ -1621,6 +1729,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         *upload_size = 0;
         return MHD_YES;
     }
+    if (c->admin)
+        return admin_step(c, method);
     if (!c->plan_begun && phase == PH_BODY)
         return request_start(c);
     return drive(c);

@@ -31,6 +31,7 @@ struct rt_mask;
 struct rt_metrics;
 struct rt_upstream;
 struct rt_health;
+struct rt_key_api;
 
 /* Called once per request with a final response, on an HTTP thread; ev is borrowed for the
  * call. Must not block (the spool append is the heaviest thing allowed). */
@@ -63,6 +64,9 @@ struct rt_front_deps {
      * NULL. */
     int (*admit)(void *ud);
     void *admit_ud;
+    /* The key admin API (/key/generate, /key/update, /key/delete, /key/info), served with the
+     * master key only; NULL when there is no master key (the paths answer 404). */
+    struct rt_key_api *key_api;
 };
 
 /* rt_front_start: bind cfg->listen and start serving. Returns new (rt_front_stop) or NULL with

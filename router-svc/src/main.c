@@ -17,10 +17,13 @@
 #include <string.h>
 
 #include "config.h"
+#include "control.h"
 #include "health.h"
 #include "http_front.h"
+#include "key_api.h"
 #include "keys.h"
 #include "mask.h"
+#include "publisher.h"
 #include "router.h"
 #include "rt_metrics.h"
 #include "tg_log.h"
@@ -29,6 +32,8 @@
 #define RT_SHUTDOWN_GRACE_S_DEFAULT 25
 #define RT_CANCEL_WAIT_MS 3000
 #define RT_MASK_CONFIG_SECRETS_MAX 1024
+#define RT_PUBLISHER_FLUSH_S_DEFAULT 10 /* TOLLGATE_FLUSH_DEADLINE_S: producer flush at exit */
+#define RT_DEP_POLL_MS 1000             /* dependency states are refreshed this often */
 
 static struct rt_config_diag diag; /* ~17 KB: static, not on the stack */
 
@@ -36,7 +41,7 @@ struct hook_state {
     struct rt_metrics *metrics;
 };
 
-/* The completion hook until the event publisher is plugged in: one debug line. */
+/* Without Kafka and a spool nothing is published: the completion hook logs one debug line. */
 static void on_complete_log(const struct proto_event *ev, void *ud)
 {
     (void)ud;
@@ -49,22 +54,49 @@ static void on_complete_log(const struct proto_event *ev, void *ud)
              ev->cost_nusd, ev->latency_ms, ev->error_class, ev->trace_id);
 }
 
+/* The completion hook: the event goes to the spool (one write(); Kafka is never waited on). */
+static void on_complete_publish(const struct proto_event *ev, void *ud)
+{
+    rt_publisher_submit(ud, ev);
+}
+
+/* full_policy reject: 503 before routing while the spool is full. */
+static int admit_publisher(void *ud)
+{
+    return rt_publisher_admit(ud);
+}
+
+struct extra_metrics {
+    struct rt_publisher *pub;
+    struct rt_control *ctl;
+};
+
+static void write_extra_metrics(struct tg_buf *b, void *ud)
+{
+    struct extra_metrics *x = ud;
+
+    if (x->pub != NULL)
+        rt_publisher_write_metrics(x->pub, b);
+    if (x->ctl != NULL)
+        rt_control_write_metrics(x->ctl, b);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: router-svc --config FILE [--check]\n"
                  "  FILE may also be given in TOLLGATE_CONFIG\n");
 }
 
-static int grace_seconds(void)
+static int env_seconds(const char *name, int dflt)
 {
-    const char *s = getenv("TOLLGATE_SHUTDOWN_GRACE_S");
+    const char *s = getenv(name);
     long v;
 
     if (s == NULL || *s == '\0')
-        return RT_SHUTDOWN_GRACE_S_DEFAULT;
+        return dflt;
     v = strtol(s, NULL, 10);
     if (v < 0 || v > 3600)
-        return RT_SHUTDOWN_GRACE_S_DEFAULT;
+        return dflt;
     return (int)v;
 }
 
@@ -81,6 +113,11 @@ int main(int argc, char **argv)
     struct rt_metrics *metrics = NULL;
     struct rt_health *health = NULL;
     struct rt_front *front = NULL;
+    struct rt_publisher *pub = NULL;
+    struct rt_control *ctl = NULL;
+    struct rt_key_api *key_api = NULL;
+    struct extra_metrics extra = {NULL, NULL};
+    int dep_kafka = -1, dep_keys = -1;
     const char **secrets = NULL;
     size_t nsecrets;
     sigset_t set;
@@ -161,6 +198,59 @@ int main(int argc, char **argv)
         TG_ERROR("msg=start_failed reason=out_of_memory");
         goto out;
     }
+    /* Keys from the control topic (and the local snapshot while Kafka is away). */
+    {
+        char snapshot[RT_PATH_CAP + 32] = "";
+        struct rt_control_config cc;
+
+        if (cfg->spool_dir[0] != '\0')
+            snprintf(snapshot, sizeof(snapshot), "%s/keys.snapshot", cfg->spool_dir);
+        memset(&cc, 0, sizeof(cc));
+        cc.brokers = cfg->kafka_brokers;
+        cc.topic = cfg->control_topic;
+        cc.snapshot_path = snapshot;
+        cc.cfg = cfg;
+        ctl = rt_control_create(&cc, keys, err, sizeof(err));
+        if (ctl == NULL) {
+            TG_ERROR("msg=start_failed part=control reason=\"%s\"", err);
+            goto out;
+        }
+        if (cfg->master_key[0] != '\0') {
+            struct rt_key_api_config kc = {cfg, keys, ctl};
+
+            key_api = rt_key_api_create(&kc, err, sizeof(err));
+            if (key_api == NULL) {
+                TG_ERROR("msg=start_failed part=key_api reason=\"%s\"", err);
+                goto out;
+            }
+        }
+        dep_keys = rt_health_dep_register(health, "keys", 1);
+    }
+    /* Spend events: spool + Kafka publisher. */
+    if (cfg->kafka_brokers[0] != '\0' && cfg->spool_dir[0] != '\0') {
+        struct rt_publisher_config pc;
+
+        memset(&pc, 0, sizeof(pc));
+        pc.brokers = cfg->kafka_brokers;
+        pc.topic = cfg->events_topic;
+        pc.spool_dir = cfg->spool_dir;
+        pc.spool_max_bytes = cfg->spool_max_bytes;
+        pc.reject_when_full = cfg->spool_full_policy == RT_SPOOL_FULL_REJECT;
+        pc.fsync_interval_ms =
+            cfg->spool_fsync == RT_SPOOL_FSYNC_INTERVAL ? cfg->spool_fsync_interval_ms : 0;
+        pub = rt_publisher_create(&pc, err, sizeof(err));
+        if (pub == NULL) {
+            TG_ERROR("msg=start_failed part=publisher reason=\"%s\"", err);
+            goto out;
+        }
+        dep_kafka = rt_health_dep_register(health, "kafka", 0);
+    } else {
+        TG_WARN("msg=spend_events_disabled reason=\"tollgate.kafka.brokers and "
+                "tollgate.spool.dir must both be set to publish spend events\"");
+    }
+    extra.pub = pub;
+    extra.ctl = ctl;
+    rt_metrics_set_writer(metrics, write_extra_metrics, &extra);
     {
         struct rt_front_deps deps;
 
@@ -171,8 +261,11 @@ int main(int argc, char **argv)
         deps.metrics = metrics;
         deps.health = health;
         deps.router = router;
-        deps.on_complete = on_complete_log;
-        deps.on_complete_ud = NULL;
+        deps.on_complete = pub != NULL ? on_complete_publish : on_complete_log;
+        deps.on_complete_ud = pub;
+        deps.admit = pub != NULL ? admit_publisher : NULL;
+        deps.admit_ud = pub;
+        deps.key_api = key_api;
         front = rt_front_start(&deps, err, sizeof(err));
         if (front == NULL) {
             TG_ERROR("msg=start_failed part=http reason=\"%s\"", err);
@@ -183,14 +276,25 @@ int main(int argc, char **argv)
     TG_INFO("msg=listening listen=%s port=%u deployments=%u keys=%u threads=%u", cfg->listen,
             (unsigned)rt_front_port(front), cfg->n_deployments, cfg->n_keys, cfg->threads);
 
-    while (sigwait(&set, &sig) != 0)
-        ;
+    /* Wait for a signal, refreshing the dependency states readiness reports. */
+    for (;;) {
+        struct timespec ts = {RT_DEP_POLL_MS / 1000, (RT_DEP_POLL_MS % 1000) * 1000000L};
+
+        if (dep_keys >= 0)
+            rt_health_dep_set(health, dep_keys, rt_control_ready(ctl) ? RT_DEP_UP : RT_DEP_DOWN);
+        if (dep_kafka >= 0)
+            rt_health_dep_set(health, dep_kafka,
+                              rt_publisher_kafka_up(pub) ? RT_DEP_UP : RT_DEP_DOWN);
+        sig = sigtimedwait(&set, NULL, &ts);
+        if (sig > 0)
+            break;
+    }
     TG_INFO("msg=shutdown_begin signal=%d in_flight=%lld", sig,
             (long long)rt_front_in_flight(front));
     rt_health_set_shutting_down(health);
     rt_front_quiesce(front);
     {
-        uint64_t deadline = tg_now_mono_ms() + (uint64_t)grace_seconds() * 1000u;
+        uint64_t deadline = tg_now_mono_ms() + (uint64_t)env_seconds("TOLLGATE_SHUTDOWN_GRACE_S", RT_SHUTDOWN_GRACE_S_DEFAULT) * 1000u;
 
         while (rt_front_in_flight(front) > 0 && tg_now_mono_ms() < deadline)
             tg_sleep_ms(20);
@@ -207,11 +311,25 @@ int main(int argc, char **argv)
         while (rt_front_in_flight(front) > 0 && tg_now_mono_ms() < deadline)
             tg_sleep_ms(10);
     }
+    /* Admin requests still waiting on the control topic get their 503 while the front can
+     * still answer them. */
+    if (ctl != NULL)
+        rt_control_stop(ctl);
+    rt_front_stop(&front);
+    if (pub != NULL) {
+        int flush_s = env_seconds("TOLLGATE_FLUSH_DEADLINE_S", RT_PUBLISHER_FLUSH_S_DEFAULT);
+
+        if (rt_publisher_drain(pub, (uint32_t)flush_s * 1000u) != 0)
+            TG_WARN("msg=shutdown_flush_incomplete action=left_in_spool_for_next_start");
+    }
     TG_INFO("msg=shutdown_done completed=%llu",
             (unsigned long long)rt_metrics_completed(metrics));
     rc = 0;
 out:
     rt_front_stop(&front);
+    rt_publisher_destroy(&pub);
+    rt_control_destroy(&ctl);
+    rt_key_api_destroy(&key_api);
     rt_health_destroy(&health);
     rt_metrics_destroy(&metrics);
     rt_router_destroy(&router);
