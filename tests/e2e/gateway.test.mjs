@@ -206,12 +206,53 @@ test('errors in the API shape: unknown model, bad key', async () => {
     (err) => err instanceof Anthropic.BadRequestError);
 });
 
+test('key API: generate, use, restrict, inspect, delete (master key only)', async () => {
+  const MASTER = process.env.TG_STACK_MASTER_KEY;
+  const admin = (path, body, key = MASTER) => fetch(`${ROUTER}${path}`, {
+    method: body === undefined ? 'GET' : 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  // Not the master key: refused, nothing created.
+  assert.equal((await admin('/key/generate', { key_alias: 'nope' }, KEY)).status, 401);
+  // A bad field is named.
+  const bad = await admin('/key/generate', { models: 'gpt-main' });
+  assert.equal(bad.status, 400);
+  assert.match((await bad.json()).error.message, /models/);
+
+  const gen = await admin('/key/generate', { key_alias: 'e2e', team_id: 'e2e-team',
+    models: ['gpt-main', 'gpt-fallback'], metadata: { tags: ['e2e'] } });
+  assert.equal(gen.status, 200);
+  const created = await gen.json();
+  assert.match(created.key, /^sk-/);
+  const client = new OpenAI({ baseURL: `${ROUTER}/v1`, apiKey: created.key, maxRetries: 0 });
+  const { data, response } = await client.chat.completions
+    .create({ model: 'gpt-main', messages: [{ role: 'user', content: 'new key' }] }).withResponse();
+  record(response.headers, data.usage.prompt_tokens, data.usage.completion_tokens);
+  // The allowlist holds: claude-main is not in the key's models.
+  await assert.rejects(
+    client.chat.completions.create({ model: 'claude-main', messages: [{ role: 'user', content: 'x' }] }),
+    (err) => err.status === 401 || err.status === 403);
+
+  const info = await admin(`/key/info?key=${encodeURIComponent(created.key)}`);
+  assert.equal(info.status, 200);
+  const infoText = await info.text();
+  assert.ok(!infoText.includes(created.key), '/key/info never returns the key itself');
+  assert.match(infoText, /e2e-team/);
+
+  const del = await admin('/key/delete', { keys: [created.key] });
+  assert.equal(del.status, 200);
+  await assert.rejects(
+    client.chat.completions.create({ model: 'gpt-main', messages: [{ role: 'user', content: 'x' }] }),
+    (err) => err instanceof OpenAI.AuthenticationError);
+});
+
 function psql(sql) {
   return execFileSync('psql', [PG, '-X', '-q', '-t', '-A', '-F', '\t', '-c', sql], { encoding: 'utf8' }).trim();
 }
 
 test('every 200 has exactly one spend_logs row with its tokens and cost', async () => {
-  assert.ok(served.length >= 13, `expected the earlier tests to record their calls (${served.length})`);
+  assert.ok(served.length >= 14, `expected the earlier tests to record their calls (${served.length})`);
   const ids = served.map((s) => `'${s.callId}'`).join(',');
   let rows = [];
   for (let i = 0; i < 60; i++) {
