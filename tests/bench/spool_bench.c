@@ -50,21 +50,22 @@
 #endif
 
 #define SB_THREADS_MAX 4u
-#define SB_EVENTS 256u                        /* distinct events cycled through */
-#define SB_HEAVY_EVERY 8u                     /* every 8th event is a worst-case one */
-#define SB_KEY_MAX_BYTES 64u                  /* key hash in the publisher's framing */
+#define SB_EVENTS 256u       /* distinct events cycled through */
+#define SB_HEAVY_EVERY 8u    /* every 8th event is a worst-case one */
+#define SB_KEY_MAX_BYTES 64u /* key hash in the publisher's framing */
 #define SB_FRAME_MAX_BYTES (1u + SB_KEY_MAX_BYTES + TG_EVENT_MAX_BYTES + 1u)
 #define SB_TOPIC "tollgate.bench.spool"
 #define SB_TOPIC_PARTITIONS 6
 #define SB_SPOOL_MAX_BYTES (4ull * 1024 * 1024 * 1024)
 #define SB_SEGMENT_BYTES (64ull * 1024 * 1024)
-#define SB_WARMUP_EVENTS 2000u                /* delivered before a publisher run starts */
-#define SB_DELIVERY_WAIT_MS 30000u            /* bound on waiting for the warm-up delivery */
+#define SB_WARMUP_EVENTS 2000u     /* delivered before a publisher run starts */
+#define SB_DELIVERY_WAIT_MS 30000u /* bound on waiting for the warm-up delivery */
 #define SB_REPEATS_MAX 15u
 #define SB_PATH_MAX 512u
 #define SB_METRICS_BYTES (64u * 1024u)
-#define SB_ENCODE_LOOPS 100000u              /* encodes timed for the encode-alone figure */
-#define SB_RATE_LIMIT_MESSAGE "Rate limit reached for requests in organization org-****; retry after 2 s. "
+#define SB_ENCODE_LOOPS 100000u /* encodes timed for the encode-alone figure */
+#define SB_RATE_LIMIT_MESSAGE                                                                      \
+    "Rate limit reached for requests in organization org-****; retry after 2 s. "
 
 struct sb_opts {
     double seconds;        /* length of a full-speed run, s */
@@ -81,21 +82,21 @@ enum sb_mode { SB_MODE_SPOOL = 0, SB_MODE_PUBLISHER = 1 };
 /* One run: threads started together, each appending until the deadline or its share of the cap. */
 struct sb_run {
     enum sb_mode mode;
-    struct rt_spool *spool;            /* SB_MODE_SPOOL (borrowed) */
-    struct rt_publisher *pub;          /* SB_MODE_PUBLISHER (borrowed) */
-    const struct proto_event *events;  /* SB_EVENTS events (borrowed) */
-    atomic_int go;                     /* 0: wait, 1: start, -1: give up (a thread failed to start) */
-    uint64_t duration_ns;              /* run length */
-    uint64_t interval_ns;              /* paced: ns between appends; 0: full speed */
-    uint64_t per_thread_max;           /* appends per thread at most */
-    atomic_int first_error;            /* 0 or the first tg_err of any thread */
+    struct rt_spool *spool;           /* SB_MODE_SPOOL (borrowed) */
+    struct rt_publisher *pub;         /* SB_MODE_PUBLISHER (borrowed) */
+    const struct proto_event *events; /* SB_EVENTS events (borrowed) */
+    atomic_int go;           /* 0: wait, 1: start, -1: give up (a thread failed to start) */
+    uint64_t duration_ns;    /* run length */
+    uint64_t interval_ns;    /* paced: ns between appends; 0: full speed */
+    uint64_t per_thread_max; /* appends per thread at most */
+    atomic_int first_error;  /* 0 or the first tg_err of any thread */
 };
 
 struct sb_thread {
     struct sb_run *run;
     uint32_t index;
-    uint64_t *lat_ns;   /* per-append latency, capacity run->per_thread_max (owned by main) */
-    uint64_t n;         /* appends done */
+    uint64_t *lat_ns; /* per-append latency, capacity run->per_thread_max (owned by main) */
+    uint64_t n;       /* appends done */
     pthread_t tid;
 };
 
@@ -129,8 +130,7 @@ static void sb_set(char *dst, size_t cap, const char *src)
  * attempts with full-length messages, eight tags, long names. */
 static int sb_event_make(struct proto_event *ev, uint32_t i)
 {
-    static const char *const groups[] = {"gpt-main", "claude-main", "gpt-fallback",
-                                         "embed-small"};
+    static const char *const groups[] = {"gpt-main", "claude-main", "gpt-fallback", "embed-small"};
     char key[32];
     struct proto_attempt a;
     uint64_t now = tg_now_epoch_ms();
@@ -142,19 +142,23 @@ static int sb_event_make(struct proto_event *ev, uint32_t i)
         return TG_EIO;
     ev->ts_start_ms = (int64_t)now - 850;
     ev->ts_end_ms = (int64_t)now;
-    sb_set(ev->endpoint, sizeof(ev->endpoint), i % 3 == 0 ? "/v1/messages" : "/v1/chat/completions");
+    sb_set(ev->endpoint, sizeof(ev->endpoint),
+           i % 3 == 0 ? "/v1/messages" : "/v1/chat/completions");
     ev->stream = (int)(i % 2);
     snprintf(key, sizeof(key), "sk-bench-key-%u", i % 64);
     tg_sha256_hex(key, strlen(key), ev->key_hash);
-    sb_set(ev->key_alias, sizeof(ev->key_alias), heavy ? "analytics-batch-nightly-reprocessing-pipeline-eu-west-1-prod" : "web-frontend");
+    sb_set(ev->key_alias, sizeof(ev->key_alias),
+           heavy ? "analytics-batch-nightly-reprocessing-pipeline-eu-west-1-prod" : "web-frontend");
     sb_set(ev->team_id, sizeof(ev->team_id), "team-7f3c2a91-growth");
     sb_set(ev->user_id, sizeof(ev->user_id), "user-0042");
-    sb_set(ev->end_user, sizeof(ev->end_user), heavy ? "customer-3b8e5d0c-1c4f-4e2a-9d77-2f9b1a6c8e10" : "cust-1187");
+    sb_set(ev->end_user, sizeof(ev->end_user),
+           heavy ? "customer-3b8e5d0c-1c4f-4e2a-9d77-2f9b1a6c8e10" : "cust-1187");
     sb_set(ev->model_requested, sizeof(ev->model_requested), groups[i % 4]);
     sb_set(ev->model_group, sizeof(ev->model_group), heavy ? "gpt-fallback" : groups[i % 4]);
     sb_set(ev->deployment_id, sizeof(ev->deployment_id), heavy ? "fallback-eastus2-2" : "main-1");
     sb_set(ev->provider, sizeof(ev->provider), i % 3 == 0 ? "anthropic" : "openai");
-    sb_set(ev->model, sizeof(ev->model), i % 3 == 0 ? "claude-sonnet-4-5-20250929" : "gpt-5.4-nano-2026-03-05");
+    sb_set(ev->model, sizeof(ev->model),
+           i % 3 == 0 ? "claude-sonnet-4-5-20250929" : "gpt-5.4-nano-2026-03-05");
     ev->status = 200;
     ev->prompt_tokens = 1200 + (int64_t)(i % 700);
     ev->completion_tokens = 180 + (int64_t)(i % 400);
@@ -169,8 +173,10 @@ static int sb_event_make(struct proto_event *ev, uint32_t i)
     if (heavy) {
         for (int k = 0; k < 5; k++) {
             memset(&a, 0, sizeof(a));
-            sb_set(a.group, sizeof(a.group), k < 4 ? "gpt-main-primary-deployments-with-a-long-name" : "gpt-fallback");
-            snprintf(a.deployment_id, sizeof(a.deployment_id), "main-%d-eastus2-provisioned-throughput", k + 1);
+            sb_set(a.group, sizeof(a.group),
+                   k < 4 ? "gpt-main-primary-deployments-with-a-long-name" : "gpt-fallback");
+            snprintf(a.deployment_id, sizeof(a.deployment_id),
+                     "main-%d-eastus2-provisioned-throughput", k + 1);
             a.http_status = k < 4 ? 429 : 200;
             sb_set(a.error_class, sizeof(a.error_class), k < 4 ? "rate_limit" : "");
             a.latency_ms = 120u + (uint32_t)k * 40u;
@@ -361,8 +367,9 @@ static int sb_pub_warm(struct rt_publisher *pub, struct tg_buf *mb,
         if (appended > 0 && acked >= appended)
             return 0;
         if (tg_now_mono_ms() >= deadline) {
-            fprintf(stderr, "spool_bench: only %" PRId64 " of %" PRId64
-                            " warm-up events acknowledged by Kafka after %u ms\n",
+            fprintf(stderr,
+                    "spool_bench: only %" PRId64 " of %" PRId64
+                    " warm-up events acknowledged by Kafka after %u ms\n",
                     acked, appended, SB_DELIVERY_WAIT_MS);
             return TG_ETIMEOUT;
         }
@@ -408,8 +415,10 @@ static int sb_run_once(const struct sb_opts *o, const struct sb_row *row, const 
         goto out;
     }
     if (row->mode == SB_MODE_SPOOL) {
-        struct rt_spool_config sc = {.dir = dir, .max_bytes = SB_SPOOL_MAX_BYTES,
-                                     .segment_bytes = SB_SEGMENT_BYTES, .fsync_interval_ms = 0};
+        struct rt_spool_config sc = {.dir = dir,
+                                     .max_bytes = SB_SPOOL_MAX_BYTES,
+                                     .segment_bytes = SB_SEGMENT_BYTES,
+                                     .fsync_interval_ms = 0};
         struct rt_spool_recovery rec;
 
         run.spool = rt_spool_open(&sc, &rec, err, sizeof(err));
@@ -419,10 +428,13 @@ static int sb_run_once(const struct sb_opts *o, const struct sb_row *row, const 
             goto out;
         }
     } else {
-        struct rt_publisher_config pc = {.brokers = brokers, .topic = SB_TOPIC, .spool_dir = dir,
+        struct rt_publisher_config pc = {.brokers = brokers,
+                                         .topic = SB_TOPIC,
+                                         .spool_dir = dir,
                                          .spool_max_bytes = SB_SPOOL_MAX_BYTES,
                                          .spool_segment_bytes = SB_SEGMENT_BYTES,
-                                         .reject_when_full = 0, .fsync_interval_ms = 0};
+                                         .reject_when_full = 0,
+                                         .fsync_interval_ms = 0};
 
         run.pub = rt_publisher_create(&pc, err, sizeof(err));
         if (run.pub == NULL) {
@@ -613,9 +625,8 @@ static void sb_kafka_stop(void)
 /* Creates the bench topic on a shared devkafka (an existing topic is fine). */
 static void sb_kafka_topic(void)
 {
-    static const char topic_cmd[] =
-        ". \"$TG_SOURCE_DIR/tests/lib/services.sh\";"
-        " tg_kafka_ctl topic " SB_TOPIC " 6 >/dev/null 2>&1 || true";
+    static const char topic_cmd[] = ". \"$TG_SOURCE_DIR/tests/lib/services.sh\";"
+                                    " tg_kafka_ctl topic " SB_TOPIC " 6 >/dev/null 2>&1 || true";
 
     if (getenv("TG_KAFKA_CTL") != NULL)
         sb_bash(topic_cmd);
@@ -685,9 +696,9 @@ static int sb_write_json(const char *path, const struct sb_row *rows, size_t n,
                 "%s{\"scenario\":\"%s\",\"publisher\":%s,\"threads\":%u,\"paced\":%s,"
                 "\"appends_per_s\":%.0f,\"mib_per_s\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
                 "\"p999_us\":%.2f,\"acked_per_s\":%.0f}",
-                i ? "," : "", r->label, r->mode == SB_MODE_PUBLISHER ? "true" : "false",
-                r->threads, r->paced ? "true" : "false", r->fig.appends_per_s, r->fig.mib_per_s,
-                r->fig.p50_us, r->fig.p99_us, r->fig.p999_us, r->fig.acked_per_s);
+                i ? "," : "", r->label, r->mode == SB_MODE_PUBLISHER ? "true" : "false", r->threads,
+                r->paced ? "true" : "false", r->fig.appends_per_s, r->fig.mib_per_s, r->fig.p50_us,
+                r->fig.p99_us, r->fig.p999_us, r->fig.acked_per_s);
     }
     fprintf(f, "]}\n");
     return fclose(f) == 0 ? 0 : -1;
@@ -695,23 +706,43 @@ static int sb_write_json(const char *path, const struct sb_row *rows, size_t n,
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"seconds", required_argument, NULL, 's'},  {"max-appends", required_argument, NULL, 'n'},
-        {"repeats", required_argument, NULL, 'r'},  {"rate", required_argument, NULL, 'R'},
-        {"paced-seconds", required_argument, NULL, 'p'}, {"dir", required_argument, NULL, 'd'},
-        {"json", required_argument, NULL, 'j'},     {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    struct sb_opts o = {.seconds = 1.0, .max_appends = 150000, .repeats = 3, .rate = 2000,
-                        .paced_seconds = 3.0, .json_path = NULL, .dir = NULL};
+    static const struct option longopts[] = {{"seconds", required_argument, NULL, 's'},
+                                             {"max-appends", required_argument, NULL, 'n'},
+                                             {"repeats", required_argument, NULL, 'r'},
+                                             {"rate", required_argument, NULL, 'R'},
+                                             {"paced-seconds", required_argument, NULL, 'p'},
+                                             {"dir", required_argument, NULL, 'd'},
+                                             {"json", required_argument, NULL, 'j'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    struct sb_opts o = {.seconds = 1.0,
+                        .max_appends = 150000,
+                        .repeats = 3,
+                        .rate = 2000,
+                        .paced_seconds = 3.0,
+                        .json_path = NULL,
+                        .dir = NULL};
     struct sb_row rows[] = {
         {.label = "spool only", .mode = SB_MODE_SPOOL, .threads = 1, .paced = 0},
         {.label = "spool only", .mode = SB_MODE_SPOOL, .threads = 2, .paced = 0},
         {.label = "spool only", .mode = SB_MODE_SPOOL, .threads = 4, .paced = 0},
-        {.label = "spool + publisher (devkafka)", .mode = SB_MODE_PUBLISHER, .threads = 1, .paced = 0},
-        {.label = "spool + publisher (devkafka)", .mode = SB_MODE_PUBLISHER, .threads = 2, .paced = 0},
-        {.label = "spool + publisher (devkafka)", .mode = SB_MODE_PUBLISHER, .threads = 4, .paced = 0},
+        {.label = "spool + publisher (devkafka)",
+         .mode = SB_MODE_PUBLISHER,
+         .threads = 1,
+         .paced = 0},
+        {.label = "spool + publisher (devkafka)",
+         .mode = SB_MODE_PUBLISHER,
+         .threads = 2,
+         .paced = 0},
+        {.label = "spool + publisher (devkafka)",
+         .mode = SB_MODE_PUBLISHER,
+         .threads = 4,
+         .paced = 0},
         {.label = "spool only", .mode = SB_MODE_SPOOL, .threads = 1, .paced = 1},
-        {.label = "spool + publisher (devkafka)", .mode = SB_MODE_PUBLISHER, .threads = 1, .paced = 1},
+        {.label = "spool + publisher (devkafka)",
+         .mode = SB_MODE_PUBLISHER,
+         .threads = 1,
+         .paced = 1},
     };
     struct proto_event *events = NULL;
     unsigned char frame[SB_FRAME_MAX_BYTES];
@@ -724,15 +755,33 @@ int main(int argc, char **argv)
 
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
-        case 's': o.seconds = atof(optarg); break;
-        case 'n': o.max_appends = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'r': o.repeats = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'R': o.rate = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'p': o.paced_seconds = atof(optarg); break;
-        case 'd': o.dir = optarg; break;
-        case 'j': o.json_path = optarg; break;
-        case 'h': sb_usage(stdout); return 0;
-        default: sb_usage(stderr); return 2;
+        case 's':
+            o.seconds = atof(optarg);
+            break;
+        case 'n':
+            o.max_appends = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'r':
+            o.repeats = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'R':
+            o.rate = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'p':
+            o.paced_seconds = atof(optarg);
+            break;
+        case 'd':
+            o.dir = optarg;
+            break;
+        case 'j':
+            o.json_path = optarg;
+            break;
+        case 'h':
+            sb_usage(stdout);
+            return 0;
+        default:
+            sb_usage(stderr);
+            return 2;
         }
     }
     if (o.seconds <= 0.0 || o.seconds > 60.0 || o.max_appends < SB_THREADS_MAX ||
@@ -808,8 +857,8 @@ int main(int argc, char **argv)
         int r = sb_run_row(&o, &rows[i], brokers, events, frame_avg, &seq);
 
         if (r != 0) {
-            fprintf(stderr, "spool_bench: FAIL %s threads=%u: %s\n", rows[i].label,
-                    rows[i].threads, tg_strerror(r));
+            fprintf(stderr, "spool_bench: FAIL %s threads=%u: %s\n", rows[i].label, rows[i].threads,
+                    tg_strerror(r));
             goto out;
         }
     }

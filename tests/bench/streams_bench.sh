@@ -135,6 +135,7 @@ run_once() {
         wait "$lg_pid"
         rt_die "only $inf of $n streams in flight through router-svc (loadgen: $(tail -n 3 "$RT_DIR/streams.$tag.err"))"
     fi
+    sleep 1 # the last streams opened get their first event (100 ms) before the samples
     RN=$(rss_samples "$RT_ROUTER_PID" 5)
     inf=$(in_flight)
     [ "$inf" -ge "$n" ] || rt_die "streams ended while RSS was sampled ($inf of $n in flight)"
