@@ -3,12 +3,16 @@
  * The request path of router-svc encodes one spend event (proto_event_encode, at most 4 KiB)
  * and appends it to the local spool with one write(); rt_publisher_submit() does exactly that.
  * This bench measures that work on realistic events:
- *   - spool only: proto_event_encode + rt_spool_append (framed as the publisher frames it) from
- *     1, 2 and 4 threads at full speed: appends per second, per-append latency p50/p99/p999;
+ *   - append only: rt_spool_append of events encoded beforehand (framed as the publisher frames
+ *     them) from 1, 2 and 4 threads at full speed: the spool alone, appends per second and
+ *     per-append latency p50/p99/p999;
+ *   - encode + append: the same with proto_event_encode in each call (what a request thread
+ *     does), no Kafka;
  *   - spool + publisher: rt_publisher_submit from 1, 2 and 4 threads while the publisher thread
  *     reads the spool and produces to Kafka (devkafka), so reads, produce, delivery reports and
  *     checkpoints compete with the appends; also events acknowledged by Kafka per second;
- *   - paced: one thread at a steady request rate (--rate), spool only and with the publisher:
+ *   - paced: one thread at a steady request rate (--rate), encode + append without and with
+ *     the publisher running:
  *     the latency a request actually pays for its event (the added p50/p99/p999).
  * Every figure is the median of --repeats runs. Prints a markdown table and, with --json FILE,
  * the headline figures as one JSON object. No timing is asserted: the bench fails only on a
@@ -77,19 +81,35 @@ struct sb_opts {
     const char *dir;       /* parent of the spool directories */
 };
 
-enum sb_mode { SB_MODE_SPOOL = 0, SB_MODE_PUBLISHER = 1 };
+/* What a run's threads call per event. */
+enum sb_mode {
+    SB_MODE_APPEND = 0,   /* rt_spool_append of an event encoded beforehand: the spool alone */
+    SB_MODE_SPOOL = 1,    /* proto_event_encode + rt_spool_append: a request thread, no Kafka */
+    SB_MODE_PUBLISHER = 2 /* rt_publisher_submit with the publisher thread producing */
+};
+
+static const char *const sb_mode_names[] = {"append", "spool", "publisher"};
+
+/* The events, and their frames as the publisher writes them to the spool. */
+struct sb_input {
+    struct proto_event events[SB_EVENTS];
+    unsigned char frames[SB_EVENTS][SB_FRAME_MAX_BYTES];
+    size_t frame_len[SB_EVENTS];
+    double frame_avg_bytes; /* mean frame length */
+    double json_avg_bytes;  /* mean encoded event length */
+};
 
 /* One run: threads started together, each appending until the deadline or its share of the cap. */
 struct sb_run {
     enum sb_mode mode;
-    struct rt_spool *spool;           /* SB_MODE_SPOOL (borrowed) */
-    struct rt_publisher *pub;         /* SB_MODE_PUBLISHER (borrowed) */
-    const struct proto_event *events; /* SB_EVENTS events (borrowed) */
-    atomic_int go;           /* 0: wait, 1: start, -1: give up (a thread failed to start) */
-    uint64_t duration_ns;    /* run length */
-    uint64_t interval_ns;    /* paced: ns between appends; 0: full speed */
-    uint64_t per_thread_max; /* appends per thread at most */
-    atomic_int first_error;  /* 0 or the first tg_err of any thread */
+    struct rt_spool *spool;    /* SB_MODE_APPEND, SB_MODE_SPOOL (borrowed) */
+    struct rt_publisher *pub;  /* SB_MODE_PUBLISHER (borrowed) */
+    const struct sb_input *in; /* events and frames (borrowed) */
+    atomic_int go;             /* 0: wait, 1: start, -1: give up (a thread failed to start) */
+    uint64_t duration_ns;      /* run length */
+    uint64_t interval_ns;      /* paced: ns between appends; 0: full speed */
+    uint64_t per_thread_max;   /* appends per thread at most */
+    atomic_int first_error;    /* 0 or the first tg_err of any thread */
 };
 
 struct sb_thread {
@@ -248,7 +268,8 @@ static void *sb_thread_main(void *arg)
     deadline = t0 + run->duration_ns;
     next = t0;
     while (t->n < run->per_thread_max) {
-        const struct proto_event *ev = &run->events[ev_i % SB_EVENTS];
+        uint32_t k = ev_i % SB_EVENTS;
+        const struct proto_event *ev = &run->in->events[k];
         uint64_t a, b;
         size_t len = 0;
         int rc;
@@ -262,7 +283,10 @@ static void *sb_thread_main(void *arg)
         a = tg_now_mono_ns();
         if (a >= deadline)
             break;
-        if (run->mode == SB_MODE_SPOOL) {
+        if (run->mode == SB_MODE_APPEND) {
+            rc = rt_spool_append(run->spool, run->in->frames[k], run->in->frame_len[k],
+                                 tg_now_epoch_ms(), NULL);
+        } else if (run->mode == SB_MODE_SPOOL) {
             rc = sb_frame(ev, frame, sizeof(frame), &len);
             if (rc == 0)
                 rc = rt_spool_append(run->spool, frame, len, tg_now_epoch_ms(), NULL);
@@ -349,15 +373,15 @@ static int64_t sb_pub_counter(struct rt_publisher *pub, struct tg_buf *b, const 
 }
 
 /* Submits n events and waits until Kafka acknowledged every event submitted so far. */
-static int sb_pub_warm(struct rt_publisher *pub, struct tg_buf *mb,
-                       const struct proto_event *events, uint32_t n)
+static int sb_pub_warm(struct rt_publisher *pub, struct tg_buf *mb, const struct sb_input *in,
+                       uint32_t n)
 {
     uint64_t deadline = tg_now_mono_ms() + SB_DELIVERY_WAIT_MS;
     int64_t appended, acked;
     int rc;
 
     for (uint32_t i = 0; i < n; i++) {
-        rc = rt_publisher_submit(pub, &events[i % SB_EVENTS]);
+        rc = rt_publisher_submit(pub, &in->events[i % SB_EVENTS]);
         if (rc != 0)
             return rc;
     }
@@ -380,8 +404,7 @@ static int sb_pub_warm(struct rt_publisher *pub, struct tg_buf *mb,
 /* One run of a configuration. Opens a fresh spool (or publisher), runs the threads, fills fig,
  * removes the spool. Returns 0 or a tg_err (functional failure). */
 static int sb_run_once(const struct sb_opts *o, const struct sb_row *row, const char *brokers,
-                       const struct proto_event *events, double frame_bytes, uint32_t seq,
-                       struct sb_figures *fig)
+                       const struct sb_input *in, uint32_t seq, struct sb_figures *fig)
 {
     struct sb_run run;
     struct sb_thread th[SB_THREADS_MAX];
@@ -399,7 +422,7 @@ static int sb_run_once(const struct sb_opts *o, const struct sb_row *row, const 
     memset(fig, 0, sizeof(*fig));
     snprintf(dir, sizeof(dir), "%s/run-%u", o->dir, seq);
     run.mode = row->mode;
-    run.events = events;
+    run.in = in;
     atomic_init(&run.first_error, 0);
     atomic_init(&run.go, 0);
     if (row->paced) {
@@ -414,7 +437,7 @@ static int sb_run_once(const struct sb_opts *o, const struct sb_row *row, const 
         rc = TG_ENOMEM;
         goto out;
     }
-    if (row->mode == SB_MODE_SPOOL) {
+    if (row->mode != SB_MODE_PUBLISHER) {
         struct rt_spool_config sc = {.dir = dir,
                                      .max_bytes = SB_SPOOL_MAX_BYTES,
                                      .segment_bytes = SB_SEGMENT_BYTES,
@@ -443,7 +466,7 @@ static int sb_run_once(const struct sb_opts *o, const struct sb_row *row, const 
             goto out;
         }
         /* the publisher is connected and delivering before the measured run starts */
-        rc = sb_pub_warm(run.pub, &mb, events, SB_WARMUP_EVENTS);
+        rc = sb_pub_warm(run.pub, &mb, in, SB_WARMUP_EVENTS);
         if (rc != 0)
             goto out;
     }
@@ -479,7 +502,7 @@ static int sb_run_once(const struct sb_opts *o, const struct sb_row *row, const 
     rc = atomic_load(&run.first_error);
     if (rc != 0) {
         fprintf(stderr, "spool_bench: %s failed: %s\n",
-                row->mode == SB_MODE_SPOOL ? "rt_spool_append" : "rt_publisher_submit",
+                row->mode == SB_MODE_PUBLISHER ? "rt_publisher_submit" : "rt_spool_append",
                 tg_strerror(rc));
         goto out;
     }
@@ -503,7 +526,7 @@ static int sb_run_once(const struct sb_opts *o, const struct sb_row *row, const 
     }
     qsort(all, total, sizeof(uint64_t), sb_cmp_u64);
     fig->appends_per_s = (double)total * 1e9 / (double)(t1 - t0);
-    fig->mib_per_s = fig->appends_per_s * frame_bytes / (1024.0 * 1024.0);
+    fig->mib_per_s = fig->appends_per_s * in->frame_avg_bytes / (1024.0 * 1024.0);
     fig->p50_us = sb_quantile_us(all, total, 0.50);
     fig->p99_us = sb_quantile_us(all, total, 0.99);
     fig->p999_us = sb_quantile_us(all, total, 0.999);
@@ -523,7 +546,7 @@ out:
 
 /* Runs a configuration o->repeats times; row->fig receives the median of each figure. */
 static int sb_run_row(const struct sb_opts *o, struct sb_row *row, const char *brokers,
-                      const struct proto_event *events, double frame_bytes, uint32_t *seq)
+                      const struct sb_input *in, uint32_t *seq)
 {
     struct sb_figures r[SB_REPEATS_MAX];
     double v[SB_REPEATS_MAX];
@@ -531,7 +554,7 @@ static int sb_run_row(const struct sb_opts *o, struct sb_row *row, const char *b
     int rc;
 
     for (uint32_t i = 0; i < n; i++) {
-        rc = sb_run_once(o, row, brokers, events, frame_bytes, (*seq)++, &r[i]);
+        rc = sb_run_once(o, row, brokers, in, (*seq)++, &r[i]);
         if (rc != 0)
             return rc;
     }
@@ -675,8 +698,10 @@ static void sb_print_table(const struct sb_row *rows, size_t n, const struct sb_
                load, r->fig.appends_per_s, r->fig.mib_per_s, r->fig.p50_us, r->fig.p99_us,
                r->fig.p999_us, acked);
     }
-    printf("\nappends/s counts encode + append (what a request thread does per event); latency "
-           "is per call, measured with the monotonic clock around it.\n");
+    printf("\nappend only: rt_spool_append of an event encoded beforehand; encode + append: "
+           "proto_event_encode + rt_spool_append, what a request thread does per event; submit: "
+           "rt_publisher_submit (the same work) while the publisher thread reads the spool and "
+           "produces to Kafka. Latency is per call (monotonic clock around it), all threads.\n");
     fflush(stdout);
 }
 
@@ -693,10 +718,10 @@ static int sb_write_json(const char *path, const struct sb_row *rows, size_t n,
         const struct sb_row *r = &rows[i];
 
         fprintf(f,
-                "%s{\"scenario\":\"%s\",\"publisher\":%s,\"threads\":%u,\"paced\":%s,"
+                "%s{\"scenario\":\"%s\",\"mode\":\"%s\",\"threads\":%u,\"paced\":%s,"
                 "\"appends_per_s\":%.0f,\"mib_per_s\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
                 "\"p999_us\":%.2f,\"acked_per_s\":%.0f}",
-                i ? "," : "", r->label, r->mode == SB_MODE_PUBLISHER ? "true" : "false", r->threads,
+                i ? "," : "", r->label, sb_mode_names[r->mode], r->threads,
                 r->paced ? "true" : "false", r->fig.appends_per_s, r->fig.mib_per_s, r->fig.p50_us,
                 r->fig.p99_us, r->fig.p999_us, r->fig.acked_per_s);
     }
@@ -723,33 +748,24 @@ int main(int argc, char **argv)
                         .json_path = NULL,
                         .dir = NULL};
     struct sb_row rows[] = {
-        {.label = "spool only", .mode = SB_MODE_SPOOL, .threads = 1, .paced = 0},
-        {.label = "spool only", .mode = SB_MODE_SPOOL, .threads = 2, .paced = 0},
-        {.label = "spool only", .mode = SB_MODE_SPOOL, .threads = 4, .paced = 0},
-        {.label = "spool + publisher (devkafka)",
-         .mode = SB_MODE_PUBLISHER,
-         .threads = 1,
-         .paced = 0},
-        {.label = "spool + publisher (devkafka)",
-         .mode = SB_MODE_PUBLISHER,
-         .threads = 2,
-         .paced = 0},
-        {.label = "spool + publisher (devkafka)",
-         .mode = SB_MODE_PUBLISHER,
-         .threads = 4,
-         .paced = 0},
-        {.label = "spool only", .mode = SB_MODE_SPOOL, .threads = 1, .paced = 1},
-        {.label = "spool + publisher (devkafka)",
-         .mode = SB_MODE_PUBLISHER,
-         .threads = 1,
-         .paced = 1},
+        {.label = "append only", .mode = SB_MODE_APPEND, .threads = 1, .paced = 0},
+        {.label = "append only", .mode = SB_MODE_APPEND, .threads = 2, .paced = 0},
+        {.label = "append only", .mode = SB_MODE_APPEND, .threads = 4, .paced = 0},
+        {.label = "encode + append", .mode = SB_MODE_SPOOL, .threads = 1, .paced = 0},
+        {.label = "encode + append", .mode = SB_MODE_SPOOL, .threads = 2, .paced = 0},
+        {.label = "encode + append", .mode = SB_MODE_SPOOL, .threads = 4, .paced = 0},
+        {.label = "submit, publisher on", .mode = SB_MODE_PUBLISHER, .threads = 1, .paced = 0},
+        {.label = "submit, publisher on", .mode = SB_MODE_PUBLISHER, .threads = 2, .paced = 0},
+        {.label = "submit, publisher on", .mode = SB_MODE_PUBLISHER, .threads = 4, .paced = 0},
+        {.label = "encode + append", .mode = SB_MODE_SPOOL, .threads = 1, .paced = 1},
+        {.label = "submit, publisher on", .mode = SB_MODE_PUBLISHER, .threads = 1, .paced = 1},
     };
-    struct proto_event *events = NULL;
+    struct sb_input *in = NULL;
     unsigned char frame[SB_FRAME_MAX_BYTES];
     uint64_t *enc_ns = NULL;
     char dir[SB_PATH_MAX], brokers[SB_PATH_MAX];
     const char *env;
-    double avg_bytes = 0.0, frame_avg = 0.0, encode_p50_us = 0.0, encode_p99_us = 0.0;
+    double encode_p50_us = 0.0, encode_p99_us = 0.0;
     uint32_t seq = 0;
     int c, made_dir = 0, rc = 1;
 
@@ -807,27 +823,28 @@ int main(int argc, char **argv)
     made_dir = 1;
     o.dir = dir;
 
-    events = calloc(SB_EVENTS, sizeof(*events));
-    if (events == NULL)
+    in = calloc(1, sizeof(*in));
+    if (in == NULL)
         goto out;
     for (uint32_t i = 0; i < SB_EVENTS; i++) {
         size_t len = 0, keylen;
 
-        if (sb_event_make(&events[i], i) != 0) {
+        if (sb_event_make(&in->events[i], i) != 0) {
             fprintf(stderr, "spool_bench: could not make event %u\n", i);
             goto out;
         }
-        if (sb_frame(&events[i], frame, sizeof(frame), &len) != 0) {
+        if (sb_frame(&in->events[i], in->frames[i], sizeof(in->frames[i]), &len) != 0) {
             fprintf(stderr, "spool_bench: event %u does not encode\n", i);
             goto out;
         }
-        keylen = strnlen(events[i].key_hash, SB_KEY_MAX_BYTES);
+        in->frame_len[i] = len;
+        keylen = strnlen(in->events[i].key_hash, SB_KEY_MAX_BYTES);
         if (len - 1 - keylen > TG_EVENT_MAX_BYTES) {
             fprintf(stderr, "spool_bench: event %u encodes to %zu bytes\n", i, len - 1 - keylen);
             goto out;
         }
-        avg_bytes += (double)(len - 1 - keylen) / SB_EVENTS;
-        frame_avg += (double)len / SB_EVENTS;
+        in->json_avg_bytes += (double)(len - 1 - keylen) / SB_EVENTS;
+        in->frame_avg_bytes += (double)len / SB_EVENTS;
     }
     enc_ns = malloc(sizeof(uint64_t) * SB_ENCODE_LOOPS);
     if (enc_ns == NULL)
@@ -836,7 +853,7 @@ int main(int argc, char **argv)
         size_t len = 0;
         uint64_t a = tg_now_mono_ns();
 
-        if (sb_frame(&events[i % SB_EVENTS], frame, sizeof(frame), &len) != 0)
+        if (sb_frame(&in->events[i % SB_EVENTS], frame, sizeof(frame), &len) != 0)
             goto out;
         enc_ns[i] = tg_now_mono_ns() - a;
     }
@@ -854,7 +871,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "spool_bench: kafka %s, spool under %s\n", brokers, dir);
 
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-        int r = sb_run_row(&o, &rows[i], brokers, events, frame_avg, &seq);
+        int r = sb_run_row(&o, &rows[i], brokers, in, &seq);
 
         if (r != 0) {
             fprintf(stderr, "spool_bench: FAIL %s threads=%u: %s\n", rows[i].label, rows[i].threads,
@@ -862,10 +879,10 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    sb_print_table(rows, sizeof(rows) / sizeof(rows[0]), &o, avg_bytes, encode_p50_us,
+    sb_print_table(rows, sizeof(rows) / sizeof(rows[0]), &o, in->json_avg_bytes, encode_p50_us,
                    encode_p99_us);
-    if (o.json_path != NULL &&
-        sb_write_json(o.json_path, rows, sizeof(rows) / sizeof(rows[0]), &o, avg_bytes) != 0) {
+    if (o.json_path != NULL && sb_write_json(o.json_path, rows, sizeof(rows) / sizeof(rows[0]), &o,
+                                             in->json_avg_bytes) != 0) {
         fprintf(stderr, "spool_bench: cannot write %s\n", o.json_path);
         goto out;
     }
@@ -874,7 +891,7 @@ int main(int argc, char **argv)
 out:
     sb_kafka_stop();
     free(enc_ns);
-    free(events);
+    free(in);
     if (made_dir)
         rmdir(dir);
     return rc;
