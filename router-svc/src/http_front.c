@@ -94,7 +94,15 @@ struct call {
     size_t body_len, body_alloc;
     int too_large;
 
-    json_t *req;               /* immutable parsed request */
+    json_t *req;               /* immutable parsed request (raw mode: only once a translation
+                                * needs it, parsed from body) */
+    int raw;                   /* raw mode: body is kept unchanged and only the members below
+                                * were located in it; attempts splice the model into a copy */
+    struct rt_json_member fm[6]; /* raw mode: FM_* members of body (spans into body) */
+    size_t body_close;         /* raw mode: offset of the body's closing brace */
+    int include_usage;         /* stream_options.include_usage is true */
+    const char *end_user;      /* raw mode: "user" (or metadata.user_id) bytes in body */
+    size_t end_user_len;
     int stream;
     char model_requested[RT_NAME_CAP];
     char traceparent[64];      /* validated W3C traceparent, "" when none */
@@ -156,6 +164,12 @@ struct call {
 
 static const struct rt_upstream_ops call_ops;
 
+/* Members of the client body read on the request path (raw mode). */
+enum { FM_MODEL = 0, FM_STREAM, FM_STREAM_OPTIONS, FM_DISABLE_FALLBACKS, FM_USER, FM_METADATA,
+       FM_N };
+static const char *const fm_names[FM_N] = {"model", "stream", "stream_options",
+                                           "disable_fallbacks", "user", "metadata"};
+
 /* ------------------------------------------------------------------ call lifetime */
 
 static void call_unref(struct call *c)
@@ -175,6 +189,42 @@ static void call_unref(struct call *c)
     free(c);
 }
 
+/* Random bytes drawn per thread for call ids, refilled from the system generator a block at a
+ * time (one generator call per RT_FRONT_ID_POOL_BYTES / 10 requests instead of one each). */
+#define RT_FRONT_ID_POOL_BYTES 1280
+
+/* Call id: a UUIDv7 (48-bit epoch ms, version 7, variant 10, 74 random bits) as
+ * tg_uuid_v7 makes it. Returns 0 or TG_EIO. HTTP threads. */
+static int call_id_make(uint64_t epoch_ms, char out[TG_UUID_STR_LEN + 1])
+{
+    static __thread unsigned char pool[RT_FRONT_ID_POOL_BYTES];
+    static __thread size_t used = RT_FRONT_ID_POOL_BYTES;
+    static const char hexd[] = "0123456789abcdef";
+    unsigned char b[16];
+    size_t o = 0;
+
+    if (used + 10 > sizeof(pool)) {
+        if (tg_random_bytes(pool, sizeof(pool)) != 0)
+            return TG_EIO;
+        used = 0;
+    }
+    memcpy(b + 6, pool + used, 10);
+    memset(pool + used, 0, 10); /* a byte is handed out once */
+    used += 10;
+    for (int i = 0; i < 6; i++)
+        b[i] = (unsigned char)(epoch_ms >> (8 * (5 - i)));
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x70);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hexd[b[i] >> 4];
+        out[o++] = hexd[b[i] & 15];
+    }
+    out[o] = '\0';
+    return 0;
+}
+
 static struct call *call_new(struct rt_front *f, struct MHD_Connection *conn)
 {
     struct call *c = calloc(1, sizeof(*c));
@@ -187,7 +237,7 @@ static struct call *call_new(struct rt_front *f, struct MHD_Connection *conn)
     pthread_mutex_init(&c->mu, NULL);
     c->t_start_us = tg_now_mono_us();
     c->ts_start_ms = (int64_t)tg_now_epoch_ms();
-    if (tg_uuid_v7((uint64_t)c->ts_start_ms, c->call_id) != 0)
+    if (call_id_make((uint64_t)c->ts_start_ms, c->call_id) != 0)
         snprintf(c->call_id, sizeof(c->call_id), "00000000-0000-7000-8000-000000000000");
     proto_event_init(&c->ev);
     c->handle = 0;
@@ -358,11 +408,23 @@ static void call_complete(struct call *c, int status, const char *err_class)
         ev->status = o->status;
     if (err_class != NULL)
         proto_str_set(ev->error_class, sizeof(ev->error_class), err_class);
-    user = c->req != NULL ? json_object_get(c->req, "user") : NULL;
-    if (!json_is_string(user) && c->req != NULL)
-        user = json_object_get(json_object_get(c->req, "metadata"), "user_id");
-    if (json_is_string(user))
-        proto_str_set(ev->end_user, sizeof(ev->end_user), json_string_value(user));
+    if (c->raw) {
+        if (c->end_user != NULL) {
+            /* longer than the field is cut by proto_str_set anyway */
+            char tmp[sizeof(ev->end_user) + 8];
+            size_t n = c->end_user_len < sizeof(tmp) - 1 ? c->end_user_len : sizeof(tmp) - 1;
+
+            memcpy(tmp, c->end_user, n);
+            tmp[n] = '\0';
+            proto_str_set(ev->end_user, sizeof(ev->end_user), tmp);
+        }
+    } else {
+        user = c->req != NULL ? json_object_get(c->req, "user") : NULL;
+        if (!json_is_string(user) && c->req != NULL)
+            user = json_object_get(json_object_get(c->req, "metadata"), "user_id");
+        if (json_is_string(user))
+            proto_str_set(ev->end_user, sizeof(ev->end_user), json_string_value(user));
+    }
     if (c->traceparent[0] != '\0') {
         char tid[33];
 
@@ -518,15 +580,139 @@ static void build_url(const struct rt_deployment_conf *dep, enum rt_api api, cha
     snprintf(out, cap, "%.*s%s", (int)bl, base, path);
 }
 
-/* Body for one attempt from the pristine request: a shallow copy with only "model" swapped, or
- * the translation for the other provider's API. Returns new malloc'd JSON or NULL with msg. */
+/* JSON string literal of s (quotes included) into out; returns its length, or 0 when it does
+ * not fit in cap. */
+static size_t json_quote(const char *s, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+
+    if (cap < 2)
+        return 0;
+    out[n++] = '"';
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+
+        if (n + 7 > cap)
+            return 0;
+        if (ch == '"' || ch == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)ch;
+        } else if (ch < 0x20) {
+            memcpy(out + n, "\\u00", 4);
+            out[n + 4] = hex[ch >> 4];
+            out[n + 5] = hex[ch & 15];
+            n += 6;
+        } else {
+            out[n++] = (char)ch;
+        }
+    }
+    if (n + 1 > cap)
+        return 0;
+    out[n++] = '"';
+    return n;
+}
+
+struct splice_edit {
+    size_t off, len;  /* span of body replaced (len 0: insertion at off) */
+    const char *with; /* replacement bytes */
+    size_t with_len;
+};
+
+/* Raw-mode body: the client's bytes with the model value (and, when we ask for usage, the
+ * stream_options value) replaced; nothing else changes. c->body is only read. Returns new
+ * malloc'd NUL-terminated text and its length, or NULL. */
+static char *raw_attempt_body(const struct call *c, const char *model, int add_usage,
+                              size_t *out_len)
+{
+    static const char usage_obj[] = "{\"include_usage\":true}";
+    static const char usage_member[] = ",\"stream_options\":{\"include_usage\":true}";
+    char quoted[RT_NAME_CAP * 6 + 2];
+    struct splice_edit e[2];
+    size_t ne = 0, total, pos = 0, w = 0;
+    char *out;
+
+    e[ne].with_len = json_quote(model, quoted, sizeof(quoted));
+    if (e[ne].with_len == 0 || c->fm[FM_MODEL].val_len == 0)
+        return NULL;
+    e[ne].off = c->fm[FM_MODEL].val_off;
+    e[ne].len = c->fm[FM_MODEL].val_len;
+    e[ne].with = quoted;
+    ne++;
+    if (add_usage) {
+        if (c->fm[FM_STREAM_OPTIONS].val_len > 0) {
+            e[ne].off = c->fm[FM_STREAM_OPTIONS].val_off;
+            e[ne].len = c->fm[FM_STREAM_OPTIONS].val_len;
+            e[ne].with = usage_obj;
+            e[ne].with_len = sizeof(usage_obj) - 1;
+        } else {
+            /* "model" is a member, so the object is not empty: append one member */
+            e[ne].off = c->body_close;
+            e[ne].len = 0;
+            e[ne].with = usage_member;
+            e[ne].with_len = sizeof(usage_member) - 1;
+        }
+        ne++;
+    }
+    if (ne == 2 && e[1].off < e[0].off) {
+        struct splice_edit t = e[0];
+
+        e[0] = e[1];
+        e[1] = t;
+    }
+    total = c->body_len;
+    for (size_t i = 0; i < ne; i++)
+        total = total - e[i].len + e[i].with_len;
+    out = malloc(total + 1);
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < ne; i++) {
+        memcpy(out + w, c->body + pos, e[i].off - pos);
+        w += e[i].off - pos;
+        memcpy(out + w, e[i].with, e[i].with_len);
+        w += e[i].with_len;
+        pos = e[i].off + e[i].len;
+    }
+    memcpy(out + w, c->body + pos, c->body_len - pos);
+    w += c->body_len - pos;
+    out[w] = '\0';
+    *out_len = w;
+    return out;
+}
+
+/* Body for one attempt from the pristine request: the client's body with only "model" swapped
+ * (raw mode: spliced into a copy of the bytes; else a shallow copy of the parsed request), or the
+ * translation for the other provider's API. Returns new malloc'd JSON and its length, or NULL
+ * with msg. */
 static char *attempt_body(struct call *c, const struct rt_deployment_conf *dep, char *msg,
-                          size_t msgcap)
+                          size_t msgcap, size_t *out_len)
 {
     json_t *j = NULL;
     char *s;
+    int translate;
 
     c->tr_dir = RT_TRANSLATE_NONE;
+    translate = (dep->kind == RT_PROVIDER_ANTHROPIC && c->api != RT_API_MESSAGES) ||
+                (dep->kind != RT_PROVIDER_ANTHROPIC && c->api == RT_API_MESSAGES);
+    if (c->raw && !translate && (dep->kind != RT_PROVIDER_ANTHROPIC || c->api == RT_API_MESSAGES)) {
+        int add_usage;
+
+        c->up_api = dep->kind == RT_PROVIDER_ANTHROPIC ? RT_API_MESSAGES : c->api;
+        add_usage = c->stream && c->up_api == RT_API_CHAT && !c->include_usage;
+        c->strip_usage_chunk = add_usage;
+        s = raw_attempt_body(c, dep->model, add_usage, out_len);
+        if (s == NULL)
+            snprintf(msg, msgcap, "cannot encode the upstream request");
+        return s;
+    }
+    if (c->raw && c->req == NULL) {
+        /* a translation works on the parsed request: parsed once, never changed afterwards */
+        c->req = json_loadb(c->body, c->body_len, 0, NULL);
+        if (c->req == NULL) {
+            snprintf(msg, msgcap, "cannot parse the request");
+            return NULL;
+        }
+    }
     if (dep->kind == RT_PROVIDER_ANTHROPIC) {
         c->up_api = RT_API_MESSAGES;
         if (c->api == RT_API_MESSAGES) {
@@ -566,6 +752,8 @@ static char *attempt_body(struct call *c, const struct rt_deployment_conf *dep, 
     json_decref(j);
     if (s == NULL)
         snprintf(msg, msgcap, "cannot encode the upstream request");
+    else
+        *out_len = strlen(s);
     return s;
 }
 
@@ -581,10 +769,9 @@ static int attempt_start(struct call *c, char *msg, size_t msgcap)
     int rc;
 
     memset(&req, 0, sizeof(req));
-    req.body = attempt_body(c, dep, msg, msgcap);
+    req.body = attempt_body(c, dep, msg, msgcap, &req.body_len);
     if (req.body == NULL)
         return TG_EINVAL;
-    req.body_len = strlen(req.body);
     build_url(dep, c->up_api, url, sizeof(url));
     req.url = url;
     if (dep->kind == RT_PROVIDER_ANTHROPIC) {
@@ -1332,38 +1519,111 @@ static uint64_t thread_rand(void)
     return state * 0x2545F4914F6CDD1DULL;
 }
 
+/* Raw mode: validate the body and locate the members the request path reads, without building
+ * a tree. Returns 1 when every needed value could be read from the bytes (plain strings, no
+ * duplicates, nothing the scanner leaves to jansson); 0 sends the request to the full parser. */
+static int scan_request(struct call *c)
+{
+    struct rt_json_member sub[1];
+    const char *v;
+    size_t n;
+
+    if (c->body == NULL || c->body_len == 0)
+        return 0;
+    for (int i = 0; i < FM_N; i++)
+        c->fm[i].name = fm_names[i];
+    if (rt_json_scan_object(c->body, c->body_len, c->fm, FM_N, &c->body_close) != 0)
+        return 0;
+    if (c->fm[FM_MODEL].val_len > 0 && c->body[c->fm[FM_MODEL].val_off] == '"' &&
+        !rt_json_plain_string(c->body, &c->fm[FM_MODEL], &v, &n))
+        return 0;
+    if (c->fm[FM_STREAM_OPTIONS].val_len > 0 && c->body[c->fm[FM_STREAM_OPTIONS].val_off] == '{') {
+        sub[0].name = "include_usage";
+        if (rt_json_scan_object(c->body + c->fm[FM_STREAM_OPTIONS].val_off,
+                                c->fm[FM_STREAM_OPTIONS].val_len, sub, 1, NULL) != 0)
+            return 0;
+        c->include_usage = rt_json_is_true(c->body + c->fm[FM_STREAM_OPTIONS].val_off, &sub[0]);
+    }
+    /* end user: "user" when it is a string, else metadata.user_id when that is one */
+    if (c->fm[FM_USER].val_len > 0 && c->body[c->fm[FM_USER].val_off] == '"') {
+        if (!rt_json_plain_string(c->body, &c->fm[FM_USER], &c->end_user, &c->end_user_len))
+            return 0;
+    } else if (c->fm[FM_METADATA].val_len > 0 && c->body[c->fm[FM_METADATA].val_off] == '{') {
+        const char *mb = c->body + c->fm[FM_METADATA].val_off;
+
+        sub[0].name = "user_id";
+        if (rt_json_scan_object(mb, c->fm[FM_METADATA].val_len, sub, 1, NULL) != 0)
+            return 0;
+        if (sub[0].val_len > 0 && mb[sub[0].val_off] == '"' &&
+            !rt_json_plain_string(mb, &sub[0], &c->end_user, &c->end_user_len))
+            return 0;
+    }
+    return 1;
+}
+
 /* Body complete: parse, authenticate, plan, first attempt. */
 static enum MHD_Result request_start(struct call *c)
 {
     struct rt_front *f = c->f;
     json_error_t jerr;
-    json_t *model;
     char msg[RT_MESSAGE_MAX];
     uint64_t rnd = 0;
     int rc;
+    int model_is_string = 0;
+    size_t model_len = 0;
+    int disable_fallbacks;
 
-    c->req = json_loadb(c->body != NULL ? c->body : "", c->body_len, 0, &jerr);
-    free(c->body);
-    c->body = NULL;
-    if (c->req == NULL || !json_is_object(c->req)) {
-        rt_metrics_reject(f->d.metrics, RT_REJECT_BAD_JSON);
-        if (c->req == NULL)
-            snprintf(msg, sizeof(msg), "Malformed JSON at line %d, column %d (byte %d): %s",
-                     jerr.line, jerr.column, jerr.position, jerr.text);
-        else
-            snprintf(msg, sizeof(msg), "Request body must be a JSON object");
-        return answer_error(c, 400, "invalid_json", msg, NULL);
+    c->raw = scan_request(c);
+    if (c->raw) {
+        const char *v;
+
+        /* the body stays as it came: it is the pristine request every attempt starts from */
+        if (rt_json_plain_string(c->body, &c->fm[FM_MODEL], &v, &model_len)) {
+            size_t k = model_len < sizeof(c->model_requested) - 1
+                           ? model_len
+                           : sizeof(c->model_requested) - 1;
+
+            model_is_string = 1;
+            memcpy(c->model_requested, v, k);
+            c->model_requested[k] = '\0';
+        }
+        c->stream = c->api != RT_API_EMBEDDINGS && rt_json_is_true(c->body, &c->fm[FM_STREAM]);
+        disable_fallbacks = rt_json_is_true(c->body, &c->fm[FM_DISABLE_FALLBACKS]);
+    } else {
+        json_t *model;
+
+        c->req = json_loadb(c->body != NULL ? c->body : "", c->body_len, 0, &jerr);
+        free(c->body);
+        c->body = NULL;
+        c->body_len = 0;
+        if (c->req == NULL || !json_is_object(c->req)) {
+            rt_metrics_reject(f->d.metrics, RT_REJECT_BAD_JSON);
+            if (c->req == NULL)
+                snprintf(msg, sizeof(msg), "Malformed JSON at line %d, column %d (byte %d): %s",
+                         jerr.line, jerr.column, jerr.position, jerr.text);
+            else
+                snprintf(msg, sizeof(msg), "Request body must be a JSON object");
+            return answer_error(c, 400, "invalid_json", msg, NULL);
+        }
+        model = json_object_get(c->req, "model");
+        if (json_is_string(model)) {
+            model_is_string = 1;
+            model_len = json_string_length(model);
+            snprintf(c->model_requested, sizeof(c->model_requested), "%s",
+                     json_string_value(model));
+        }
+        c->stream =
+            c->api != RT_API_EMBEDDINGS && json_is_true(json_object_get(c->req, "stream"));
+        c->include_usage = json_is_true(
+            json_object_get(json_object_get(c->req, "stream_options"), "include_usage"));
+        disable_fallbacks = json_is_true(json_object_get(c->req, "disable_fallbacks"));
     }
-    model = json_object_get(c->req, "model");
-    if (json_is_string(model))
-        snprintf(c->model_requested, sizeof(c->model_requested), "%s", json_string_value(model));
-    c->stream = c->api != RT_API_EMBEDDINGS && json_is_true(json_object_get(c->req, "stream"));
     read_traceparent(c);
     if (authenticate(c, msg, sizeof(msg)) != 0) {
         rt_metrics_reject(f->d.metrics, RT_REJECT_AUTH);
         return answer_error(c, 401, "invalid_api_key", msg, NULL);
     }
-    if (!json_is_string(model) || json_string_length(model) == 0)
+    if (!model_is_string || model_len == 0)
         return answer_error(c, 400, "invalid_model", "model: a non-empty string is required",
                             NULL);
     if (f->d.admit != NULL && f->d.admit(f->d.admit_ud) != 0) {
@@ -1371,11 +1631,10 @@ static enum MHD_Result request_start(struct call *c)
         return answer_error(c, 503, "not_admitted",
                             "router cannot record this request now (event spool full)", NULL);
     }
-    if (json_string_length(model) >= RT_NAME_CAP)
+    if (model_len >= RT_NAME_CAP)
         return answer_error(c, 400, "invalid_model", "model: name too long", NULL);
     rnd = thread_rand();
-    rc = rt_router_begin(f->d.router, c->key, c->model_requested,
-                         json_is_true(json_object_get(c->req, "disable_fallbacks")), rnd,
+    rc = rt_router_begin(f->d.router, c->key, c->model_requested, disable_fallbacks, rnd,
                          tg_now_mono_ms(), &c->plan);
     c->plan_begun = 1;
     if (rc != 0) {

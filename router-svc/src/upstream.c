@@ -29,7 +29,8 @@ struct slot {
     int submitted;       /* CMD_SUBMIT posted, slot not yet released; guarded by up->lock */
     int state;           /* SLOT_*; loop thread after submit */
     CURL *easy;          /* reused across transfers */
-    struct curl_slist *hdrs;
+    struct curl_slist *hdrs; /* kept across transfers while the next one sends the same set */
+    int hdrs_n;              /* request headers at the head of hdrs (the fixed two follow) */
     char *req_body;      /* owned */
     char *resp;          /* response body, grows up to resp_cap */
     size_t resp_len;
@@ -161,12 +162,27 @@ static size_t header_cb(char *p, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
+/* 1 when the slot's kept header list is exactly the one req asks for (same strings, same
+ * order): the list is then reused instead of being built again (two allocations a header). */
+static int slot_headers_same(const struct slot *s, const struct rt_upstream_request *req)
+{
+    const struct curl_slist *n = s->hdrs;
+    int i;
+
+    if (n == NULL || s->hdrs_n < 0)
+        return 0;
+    for (i = 0; i < RT_UPSTREAM_HEADERS_MAX && req->headers[i] != NULL; i++) {
+        if (i >= s->hdrs_n || n == NULL || strcmp(n->data, req->headers[i]) != 0)
+            return 0;
+        n = n->next;
+    }
+    return i == s->hdrs_n;
+}
+
 static void slot_release(struct rt_upstream *up, uint32_t idx)
 {
     struct slot *s = &up->slots[idx];
 
-    curl_slist_free_all(s->hdrs);
-    s->hdrs = NULL;
     free(s->req_body);
     s->req_body = NULL;
     free(s->resp);
@@ -542,6 +558,7 @@ void rt_upstream_destroy(struct rt_upstream **upp)
         for (size_t i = 0; i < up->cap; i++) {
             if (up->slots[i].easy != NULL)
                 curl_easy_cleanup(up->slots[i].easy);
+            curl_slist_free_all(up->slots[i].hdrs);
         }
     }
     if (up->multi != NULL)
@@ -615,23 +632,39 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
     s->ttfb_us = 0;
     s->start_us = tg_now_mono_us();
     s->errbuf[0] = '\0';
-    for (int i = 0; i < RT_UPSTREAM_HEADERS_MAX && req->headers[i] != NULL; i++) {
-        struct curl_slist *n = curl_slist_append(hdrs, req->headers[i]);
+    if (!slot_headers_same(s, req)) {
+        int nreq = 0;
+        int cut = 0;
 
-        if (n == NULL)
-            break;
-        hdrs = n;
-    }
-    {
-        struct curl_slist *n = curl_slist_append(hdrs, "Content-Type: application/json");
+        curl_slist_free_all(s->hdrs);
+        s->hdrs = NULL;
+        for (int i = 0; i < RT_UPSTREAM_HEADERS_MAX && req->headers[i] != NULL; i++) {
+            struct curl_slist *n = curl_slist_append(hdrs, req->headers[i]);
 
-        if (n != NULL)
+            if (n == NULL) {
+                cut = 1;
+                break;
+            }
             hdrs = n;
-        n = curl_slist_append(hdrs, "Expect:");
-        if (n != NULL)
-            hdrs = n;
+            nreq++;
+        }
+        {
+            struct curl_slist *n = curl_slist_append(hdrs, "Content-Type: application/json");
+
+            if (n != NULL)
+                hdrs = n;
+            else
+                cut = 1;
+            n = curl_slist_append(hdrs, "Expect:");
+            if (n != NULL)
+                hdrs = n;
+            else
+                cut = 1;
+        }
+        s->hdrs = hdrs;
+        /* a list cut short by a failed append is never taken as matching */
+        s->hdrs_n = cut ? -1 : nreq;
     }
-    s->hdrs = hdrs;
     curl_easy_setopt(s->easy, CURLOPT_URL, req->url);
     curl_easy_setopt(s->easy, CURLOPT_PRIVATE, (char *)s);
     curl_easy_setopt(s->easy, CURLOPT_NOSIGNAL, 1L);

@@ -57,6 +57,89 @@ static int read_usage(enum rt_api api, const json_t *usage, struct rt_usage *out
     return present;
 }
 
+/* A usage count from the bytes of a scanned member, with int_member's rules: an integer
+ * (not a real) >= 0, capped at RT_USAGE_TOKENS_MAX; anything else is absent (0). The scanner
+ * has validated the number and bounded it to 18 digits. */
+static int64_t span_count(const char *text, const struct rt_json_member *m, int *present)
+{
+    const char *v = text + m->val_off;
+    size_t n = m->val_len;
+    size_t i = 0;
+    int neg = 0;
+    int64_t x = 0;
+
+    if (n == 0)
+        return 0;
+    if (v[0] == '-') {
+        neg = 1;
+        i = 1;
+    }
+    if (i >= n || v[i] < '0' || v[i] > '9')
+        return 0;
+    for (; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return 0; /* a fraction: a real, not an integer */
+        x = x * 10 + (v[i] - '0');
+    }
+    if (neg && x != 0)
+        return 0;
+    *present = 1;
+    return x > RT_USAGE_TOKENS_MAX ? RT_USAGE_TOKENS_MAX : x;
+}
+
+/* rt_usage_from_json without building a tree: the scanner validates the whole body and finds
+ * "usage"; its members are read from the bytes. Returns 0 (done), or TG_EINVAL when the body is
+ * outside what the scanner handles (the caller parses it with jansson). */
+static int usage_scan(enum rt_api api, const char *body, size_t len, struct rt_usage *out)
+{
+    struct rt_json_member top[1] = {{"usage", 0, 0, 0}};
+    struct rt_json_member um[4];
+    const char *ub;
+    int present = 0;
+    size_t nm;
+
+    if (rt_json_scan_object(body, len, top, 1, NULL) != 0)
+        return TG_EINVAL;
+    if (top[0].val_len == 0 || body[top[0].val_off] != '{')
+        return 0;
+    memset(um, 0, sizeof(um));
+    switch (api) {
+    case RT_API_CHAT:
+    case RT_API_EMBEDDINGS:
+        um[0].name = "prompt_tokens";
+        um[1].name = "completion_tokens";
+        nm = 2;
+        break;
+    case RT_API_RESPONSES:
+        um[0].name = "input_tokens";
+        um[1].name = "output_tokens";
+        nm = 2;
+        break;
+    case RT_API_MESSAGES:
+    default:
+        um[0].name = "input_tokens";
+        um[1].name = "output_tokens";
+        um[2].name = "cache_creation_input_tokens";
+        um[3].name = "cache_read_input_tokens";
+        nm = 4;
+        break;
+    }
+    ub = body + top[0].val_off;
+    if (rt_json_scan_object(ub, top[0].val_len, um, nm, NULL) != 0)
+        return TG_EINVAL;
+    if (api == RT_API_MESSAGES) {
+        out->prompt_tokens = tokens_add(tokens_add(span_count(ub, &um[0], &present),
+                                                   span_count(ub, &um[2], &present)),
+                                        span_count(ub, &um[3], &present));
+    } else {
+        out->prompt_tokens = span_count(ub, &um[0], &present);
+    }
+    out->completion_tokens = span_count(ub, &um[1], &present);
+    if (present)
+        out->found = 1;
+    return 0;
+}
+
 int rt_usage_from_json(enum rt_api api, const char *body, size_t len, struct rt_usage *out)
 {
     json_t *root;
@@ -65,6 +148,9 @@ int rt_usage_from_json(enum rt_api api, const char *body, size_t len, struct rt_
     memset(out, 0, sizeof(*out));
     if (body == NULL || len == 0)
         return TG_EPROTO;
+    if (usage_scan(api, body, len, out) == 0)
+        return 0;
+    memset(out, 0, sizeof(*out));
     root = json_loadb(body, len, 0, &jerr);
     if (root == NULL)
         return TG_EPROTO;
@@ -237,4 +323,333 @@ uint64_t rt_sse_usage_feed(struct rt_sse_usage *p, const char *data, size_t len)
 void rt_sse_usage_get(const struct rt_sse_usage *p, struct rt_usage *out)
 {
     *out = p->usage;
+}
+
+/* ------------------------------------------------------------------ strict JSON scanner */
+
+struct jscan {
+    const char *p;
+    size_t len;
+    size_t i;
+};
+
+static void js_ws(struct jscan *s)
+{
+    while (s->i < s->len) {
+        char c = s->p[s->i];
+
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+            break;
+        s->i++;
+    }
+}
+
+static int js_hex4(const struct jscan *s, size_t at, unsigned *out)
+{
+    unsigned v = 0;
+
+    if (at + 4 > s->len)
+        return -1;
+    for (size_t k = 0; k < 4; k++) {
+        char c = s->p[at + k];
+
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* One UTF-8 sequence starting at s->i (first byte >= 0x80), with the same rules as jansson:
+ * no overlong forms, no surrogates, nothing above U+10FFFF. */
+static int js_utf8(struct jscan *s)
+{
+    unsigned char c = (unsigned char)s->p[s->i];
+    unsigned need, v;
+
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 1;
+        v = c & 0x1Fu;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        v = c & 0x0Fu;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        v = c & 0x07u;
+    } else {
+        return -1;
+    }
+    if (s->i + need >= s->len)
+        return -1;
+    for (unsigned k = 1; k <= need; k++) {
+        unsigned char t = (unsigned char)s->p[s->i + k];
+
+        if ((t & 0xC0u) != 0x80u)
+            return -1;
+        v = (v << 6) | (t & 0x3Fu);
+    }
+    if ((need == 2 && v < 0x800u) || (need == 3 && v < 0x10000u) || v > 0x10FFFFu ||
+        (v >= 0xD800u && v <= 0xDFFFu))
+        return -1;
+    s->i += need + 1;
+    return 0;
+}
+
+/* A string at s->i (the opening quote). *escaped is set when it holds any escape. */
+static int js_string(struct jscan *s, int *escaped)
+{
+    *escaped = 0;
+    s->i++;
+    while (s->i < s->len) {
+        unsigned char c = (unsigned char)s->p[s->i];
+
+        if (c == '"') {
+            s->i++;
+            return 0;
+        }
+        if (c < 0x20)
+            return -1;
+        if (c >= 0x80) {
+            if (js_utf8(s) != 0)
+                return -1;
+            continue;
+        }
+        if (c != '\\') {
+            s->i++;
+            continue;
+        }
+        *escaped = 1;
+        if (s->i + 1 >= s->len)
+            return -1;
+        switch (s->p[s->i + 1]) {
+        case '"':
+        case '\\':
+        case '/':
+        case 'b':
+        case 'f':
+        case 'n':
+        case 'r':
+        case 't':
+            s->i += 2;
+            break;
+        case 'u': {
+            unsigned v, lo;
+
+            if (js_hex4(s, s->i + 2, &v) != 0 || v == 0)
+                return -1; /* \u0000 is refused without JSON_ALLOW_NUL */
+            s->i += 6;
+            if (v >= 0xDC00u && v <= 0xDFFFu)
+                return -1; /* lone low surrogate */
+            if (v >= 0xD800u && v <= 0xDBFFu) {
+                if (s->i + 1 >= s->len || s->p[s->i] != '\\' || s->p[s->i + 1] != 'u' ||
+                    js_hex4(s, s->i + 2, &lo) != 0 || lo < 0xDC00u || lo > 0xDFFFu)
+                    return -1;
+                s->i += 6;
+            }
+            break;
+        }
+        default:
+            return -1;
+        }
+    }
+    return -1;
+}
+
+static int js_digit(const struct jscan *s)
+{
+    return s->i < s->len && s->p[s->i] >= '0' && s->p[s->i] <= '9';
+}
+
+/* A number. Integers of up to 18 digits always fit jansson's json_int_t; longer ones, and any
+ * exponent (a real that could overflow), are left to the full parser. */
+static int js_number(struct jscan *s)
+{
+    size_t start = s->i;
+    size_t digits = 0;
+
+    if (s->p[s->i] == '-')
+        s->i++;
+    if (!js_digit(s))
+        return -1;
+    if (s->p[s->i] == '0') {
+        s->i++;
+        digits = 1;
+        if (js_digit(s))
+            return -1;
+    } else {
+        while (js_digit(s)) {
+            s->i++;
+            digits++;
+        }
+    }
+    if (s->i < s->len && (s->p[s->i] == 'e' || s->p[s->i] == 'E'))
+        return -1;
+    if (s->i < s->len && s->p[s->i] == '.') {
+        s->i++;
+        if (!js_digit(s))
+            return -1;
+        while (js_digit(s))
+            s->i++;
+        if (s->i < s->len && (s->p[s->i] == 'e' || s->p[s->i] == 'E'))
+            return -1;
+        return s->i - start > 300 ? -1 : 0; /* no overflow without an exponent below this */
+    }
+    return digits > 18 ? -1 : 0;
+}
+
+static int js_literal(struct jscan *s, const char *lit, size_t n)
+{
+    if (s->len - s->i < n || memcmp(s->p + s->i, lit, n) != 0)
+        return -1;
+    s->i += n;
+    return 0;
+}
+
+static int js_value(struct jscan *s, unsigned depth, struct rt_json_member *m, size_t nm,
+                    size_t *close_off);
+
+/* An object or array at s->i. At depth 0 the members named in m are recorded. */
+static int js_container(struct jscan *s, unsigned depth, struct rt_json_member *m, size_t nm,
+                        size_t *close_off)
+{
+    int is_obj = s->p[s->i] == '{';
+    char close = is_obj ? '}' : ']';
+    int esc;
+
+    if (depth >= RT_JSON_SCAN_DEPTH_MAX)
+        return -1;
+    s->i++;
+    js_ws(s);
+    if (s->i < s->len && s->p[s->i] == close) {
+        if (close_off != NULL)
+            *close_off = s->i;
+        s->i++;
+        return 0;
+    }
+    for (;;) {
+        struct rt_json_member *hit = NULL;
+
+        if (is_obj) {
+            size_t k0 = s->i;
+
+            if (s->i >= s->len || s->p[s->i] != '"' || js_string(s, &esc) != 0)
+                return -1;
+            if (depth == 0 && nm > 0) {
+                size_t kl = s->i - k0 - 2;
+
+                for (size_t j = 0; j < nm; j++) {
+                    if (esc) {
+                        /* an escaped key might spell a wanted name: not handled here */
+                        return -1;
+                    }
+                    if (strlen(m[j].name) == kl && memcmp(s->p + k0 + 1, m[j].name, kl) == 0) {
+                        if (m[j].val_len > 0)
+                            return -1; /* duplicate: jansson keeps the last, leave it to it */
+                        hit = &m[j];
+                        hit->key_off = k0;
+                        break;
+                    }
+                }
+            }
+            js_ws(s);
+            if (s->i >= s->len || s->p[s->i] != ':')
+                return -1;
+            s->i++;
+            js_ws(s);
+        }
+        {
+            size_t v0 = s->i;
+
+            if (js_value(s, depth + 1, NULL, 0, NULL) != 0)
+                return -1;
+            if (hit != NULL) {
+                hit->val_off = v0;
+                hit->val_len = s->i - v0;
+            }
+        }
+        js_ws(s);
+        if (s->i >= s->len)
+            return -1;
+        if (s->p[s->i] == ',') {
+            s->i++;
+            js_ws(s);
+            continue;
+        }
+        if (s->p[s->i] != close)
+            return -1;
+        if (close_off != NULL)
+            *close_off = s->i;
+        s->i++;
+        return 0;
+    }
+}
+
+static int js_value(struct jscan *s, unsigned depth, struct rt_json_member *m, size_t nm,
+                    size_t *close_off)
+{
+    int esc;
+
+    if (s->i >= s->len)
+        return -1;
+    switch (s->p[s->i]) {
+    case '{':
+    case '[':
+        return js_container(s, depth, m, nm, close_off);
+    case '"':
+        return js_string(s, &esc);
+    case 't':
+        return js_literal(s, "true", 4);
+    case 'f':
+        return js_literal(s, "false", 5);
+    case 'n':
+        return js_literal(s, "null", 4);
+    default:
+        if (s->p[s->i] == '-' || (s->p[s->i] >= '0' && s->p[s->i] <= '9'))
+            return js_number(s);
+        return -1;
+    }
+}
+
+int rt_json_scan_object(const char *text, size_t len, struct rt_json_member *m, size_t nm,
+                        size_t *close_off)
+{
+    struct jscan s = {text, len, 0};
+
+    for (size_t j = 0; j < nm; j++)
+        m[j].key_off = m[j].val_off = m[j].val_len = 0;
+    if (text == NULL)
+        return TG_EINVAL;
+    js_ws(&s);
+    if (s.i >= s.len || s.p[s.i] != '{')
+        return TG_EINVAL;
+    if (js_container(&s, 0, m, nm, close_off) != 0)
+        return TG_EINVAL;
+    js_ws(&s);
+    if (s.i != s.len)
+        return TG_EINVAL;
+    return 0;
+}
+
+int rt_json_is_true(const char *text, const struct rt_json_member *m)
+{
+    return m->val_len == 4 && memcmp(text + m->val_off, "true", 4) == 0;
+}
+
+int rt_json_plain_string(const char *text, const struct rt_json_member *m, const char **s,
+                         size_t *n)
+{
+    const char *v = text + m->val_off;
+
+    if (m->val_len < 2 || v[0] != '"' || memchr(v, '\\', m->val_len) != NULL)
+        return 0;
+    *s = v + 1;
+    *n = m->val_len - 2;
+    return 1;
 }

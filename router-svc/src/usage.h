@@ -84,4 +84,37 @@ uint64_t rt_sse_usage_feed(struct rt_sse_usage *p, const char *data, size_t len)
 /* rt_sse_usage_get: the usage known so far (also after a stream that ended early). */
 void rt_sse_usage_get(const struct rt_sse_usage *p, struct rt_usage *out);
 
+/* ---- strict JSON scanner (no allocation) ----
+ * Used on the request path instead of a full parse when only a few members are needed: it
+ * validates the whole text and records where chosen members of the top-level object are, as
+ * byte spans into the text. It is stricter than jansson's json_loadb (flags 0): whenever it
+ * answers 0 the text is one JSON object that jansson accepts with the same member values; for
+ * anything it does not handle (depth over RT_JSON_SCAN_DEPTH_MAX, integers over 18 digits,
+ * numbers with an exponent, over-long reals, a wanted member present twice) it answers
+ * TG_EINVAL and the caller uses jansson, which has the final word (error text included). */
+#define RT_JSON_SCAN_DEPTH_MAX 64 /* nesting levels handled; deeper goes to the full parser */
+
+struct rt_json_member {
+    const char *name; /* in: member name (no escapes), borrowed */
+    size_t key_off;   /* out: offset of the name's opening quote */
+    size_t val_off;   /* out: offset of the value's first byte */
+    size_t val_len;   /* out: value length in bytes; 0 when the member is absent */
+};
+
+/* rt_json_scan_object: validate text[0..len) as one JSON object and locate the wanted members
+ * m[0..nm) of its top level (names matched byte for byte against unescaped keys; a key with an
+ * escape never matches and, if it could equal a wanted name, sends the caller to jansson).
+ * *close_off (may be NULL) receives the offset of the object's closing brace. Returns 0,
+ * or TG_EINVAL (not handled here: use a full parser). Any thread; text borrowed. */
+int rt_json_scan_object(const char *text, size_t len, struct rt_json_member *m, size_t nm,
+                        size_t *close_off);
+
+/* rt_json_is_true: the member's value is the literal true. */
+int rt_json_is_true(const char *text, const struct rt_json_member *m);
+
+/* rt_json_plain_string: when the member's value is a string without escapes, its bytes (between
+ * the quotes) through *s and *n, and 1; else 0. Borrowed from text. */
+int rt_json_plain_string(const char *text, const struct rt_json_member *m, const char **s,
+                         size_t *n);
+
 #endif

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
+#include <stdlib.h>
 
 #include "config.h"
 #include "tg_err.h"
@@ -247,6 +249,146 @@ static void test_huge_token_counts_capped(void **state)
     rt_sse_usage_fini(&p);
 }
 
+
+/* The scanner's contract: whenever it answers 0, jansson (flags 0) accepts the same text as an
+ * object and the located member has the same value. */
+static void scan_agrees(const char *text, size_t len, int expect_handled)
+{
+    struct rt_json_member m[2] = {{"model", 0, 0, 0}, {"n", 0, 0, 0}};
+    size_t close_off = 0;
+    int r = rt_json_scan_object(text, len, m, 2, &close_off);
+    json_t *j = json_loadb(text, len, 0, NULL);
+
+    if (expect_handled == 1)
+        assert_int_equal(r, 0);
+    else if (expect_handled == 0)
+        assert_int_equal(r, TG_EINVAL);
+    if (r == 0) {
+        const char *s;
+        size_t n;
+
+        assert_non_null(j);
+        assert_true(json_is_object(j));
+        assert_int_equal(text[close_off], '}');
+        if (m[0].val_len > 0 && rt_json_plain_string(text, &m[0], &s, &n)) {
+            json_t *mv = json_object_get(j, "model");
+
+            assert_true(json_is_string(mv));
+            assert_int_equal(json_string_length(mv), n);
+            assert_memory_equal(json_string_value(mv), s, n);
+        } else if (m[0].val_len == 0) {
+            assert_null(json_object_get(j, "model"));
+        }
+        if (m[1].val_len > 0)
+            assert_non_null(json_object_get(j, "n"));
+    }
+    json_decref(j);
+}
+
+static void test_scan_matches_jansson(void **state)
+{
+    static const char *const handled[] = {
+        "{\"model\":\"gpt-main\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],"
+        "\"max_tokens\":16}",
+        " {\r\n\t\"model\" : \"m\" , \"n\" : -0.5 }\n",
+        "{}",
+        "{\"model\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\",\"n\":[true,false,null,{},[]]}",
+        "{\"a\":\"\\u00e9\\ud83d\\ude00\\n\\\"\",\"model\":\"x\",\"n\":123456789012345678}",
+        "{\"model\":{\"model\":\"inner\"},\"n\":0}",
+        "{\"a\":{\"model\":1,\"model\":2}}", /* duplicates below the top level are not looked at */
+    };
+    static const char *const refused[] = {
+        "", "[1]", "\"s\"", "{", "{\"model\":\"x\"", "{\"model\":\"x\"} x", "{\"model\":\"x\",}",
+        "{model:\"x\"}", "{\"n\":01}", "{\"n\":1.}", "{\"n\":-}", "{\"n\":.5}", "{\"n\":1e5}",
+        "{\"n\":1234567890123456789}", "{\"n\":tru}", "{\"n\":truex}", "{\"s\":\"a\x01\"}",
+        "{\"s\":\"\\u0000\"}", "{\"s\":\"\\ud800\"}", "{\"s\":\"\\udc00\"}", "{\"s\":\"\\x\"}",
+        "{\"s\":\"\xc0\xaf\"}", "{\"s\":\"\xed\xa0\x80\"}", "{\"s\":\"\xf4\x90\x80\x80\"}",
+        "{\"s\":\"\xe2\x82\"}", "{\"model\":\"a\",\"model\":\"b\"}", "{\"mod\\u0065l\":\"a\"}",
+        "\xef\xbb\xbf{}",
+    };
+    char deep[2 * RT_JSON_SCAN_DEPTH_MAX + 16];
+    size_t n = 0;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(handled) / sizeof(handled[0]); i++)
+        scan_agrees(handled[i], strlen(handled[i]), 1);
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+        scan_agrees(refused[i], strlen(refused[i]), 0);
+    /* deeper than the scanner goes: left to the full parser */
+    deep[n++] = '{';
+    deep[n++] = '"';
+    deep[n++] = 'a';
+    deep[n++] = '"';
+    deep[n++] = ':';
+    for (int i = 0; i < RT_JSON_SCAN_DEPTH_MAX; i++)
+        deep[n++] = '[';
+    for (int i = 0; i < RT_JSON_SCAN_DEPTH_MAX; i++)
+        deep[n++] = ']';
+    deep[n++] = '}';
+    scan_agrees(deep, n, 0);
+}
+
+/* Random byte edits of valid bodies: the scanner never accepts what jansson refuses. Bounded:
+ * a fixed seed and a fixed number of rounds. */
+static void test_scan_mutations(void **state)
+{
+    static const char *const seeds[] = {
+        "{\"model\":\"gpt-main\",\"stream\":true,\"stream_options\":{\"include_usage\":false},"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"h\xc3\xa9llo \\u00e9\"}],\"n\":-12.5}",
+        "{\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":8},\"choices\":[null,1,\"x\"]}",
+    };
+    static const char alphabet[] = "{}[]\":,\\ -0123456789.eEtrufalsn\x01\x80\xc3\xa9\xff u";
+    char buf[256];
+    unsigned seed = 12345;
+
+    (void)state;
+    for (int round = 0; round < 20000; round++) {
+        const char *src = seeds[round % 2];
+        size_t len = strlen(src);
+        int edits = 1 + round % 3;
+
+        memcpy(buf, src, len);
+        for (int e = 0; e < edits; e++) {
+            size_t at;
+
+            seed = seed * 1103515245u + 12345u;
+            at = (seed >> 8) % len;
+            seed = seed * 1103515245u + 12345u;
+            buf[at] = alphabet[(seed >> 8) % (sizeof(alphabet) - 1)];
+        }
+        scan_agrees(buf, len, -1);
+    }
+}
+
+static void test_json_edges(void **state)
+{
+    struct rt_usage u;
+
+    (void)state;
+    /* reals and exponents are not integer counts; -0 is an integer */
+    json_case(RT_API_CHAT, "{\"usage\":{\"prompt_tokens\":12.0,\"completion_tokens\":1e1}}", 0, 0,
+              0);
+    json_case(RT_API_CHAT, "{\"usage\":{\"prompt_tokens\":-0,\"completion_tokens\":3}}", 1, 0, 3);
+    /* a duplicated member: the last one counts, as in jansson */
+    json_case(RT_API_CHAT,
+              "{\"usage\":{\"prompt_tokens\":1},\"usage\":{\"prompt_tokens\":2,"
+              "\"completion_tokens\":5}}",
+              1, 2, 5);
+    json_case(RT_API_CHAT, "{\"usage\":{\"prompt_tokens\":1,\"prompt_tokens\":4}}", 1, 4, 0);
+    /* usage below the top level is not the response's usage */
+    json_case(RT_API_CHAT, "{\"x\":{\"usage\":{\"prompt_tokens\":9}}}", 0, 0, 0);
+    json_case(RT_API_CHAT,
+              " {\n \"usage\" : { \"completion_tokens\" : 8 , \"prompt_tokens\" : 12 } }\r\n", 1,
+              12, 8);
+    json_case(RT_API_MESSAGES,
+              "{\"usage\":{\"output_tokens\":2,\"cache_read_input_tokens\":3}}", 1, 3, 2);
+    /* not JSON: trailing bytes, bad UTF-8, a control character in a string */
+    assert_int_equal(rt_usage_from_json(RT_API_CHAT, "{\"usage\":{}} x", 14, &u), TG_EPROTO);
+    assert_int_equal(rt_usage_from_json(RT_API_CHAT, "{\"a\":\"\xff\"}", 9, &u), TG_EPROTO);
+    assert_int_equal(rt_usage_from_json(RT_API_CHAT, "{\"a\":\"\x01\"}", 9, &u), TG_EPROTO);
+    assert_int_equal(u.found, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +398,9 @@ int main(void)
         cmocka_unit_test(test_stream_without_usage_and_long_lines),
         cmocka_unit_test(test_random_streams),
         cmocka_unit_test(test_huge_token_counts_capped),
+        cmocka_unit_test(test_scan_matches_jansson),
+        cmocka_unit_test(test_scan_mutations),
+        cmocka_unit_test(test_json_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
