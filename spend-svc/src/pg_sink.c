@@ -28,6 +28,7 @@ struct sp_pg {
     char sqlstate[6];    /* of the last failed query */
     uint64_t deadline_ms; /* monotonic deadline of the query in flight */
     int timeout_used_ms; /* its timeout, for the log line */
+    int session_ready;   /* sp_batch temp table and sp_flush prepared on this connection */
 };
 
 /* Only one cancel request in flight at a time: PQcancel blocks while the server is stopped,
@@ -70,6 +71,8 @@ struct sp_pg_batch {
     struct sp_pg_incr *incr; /* [max_events] results of the last flush */
     int nincr;
     struct dstr col[SP_PG_NCOLS + 8];
+    struct dstr copy;        /* binary COPY stream of the events (fast path) */
+    int copy_path;           /* the statement in flight is the COPY one */
 };
 
 /* dstr ------------------------------------------------------------------------------------- */
@@ -255,6 +258,7 @@ static void pg_close(struct sp_pg *pg)
         PQfinish(pg->conn);
         pg->conn = NULL;
     }
+    pg->session_ready = 0;
     atomic_store(&pg->up, 0);
 }
 
@@ -746,6 +750,7 @@ void sp_pg_batch_destroy(struct sp_pg_batch **bp)
     sp_pg_batch_reset(b);
     for (size_t i = 0; i < sizeof(b->col) / sizeof(b->col[0]); i++)
         free(b->col[i].p);
+    free(b->copy.p);
     free(b->ev);
     free(b->incr);
     free(b);
@@ -1224,9 +1229,370 @@ static int pg_flush_one_by_one(struct sp_pg *pg, struct sp_pg_batch *b, const ch
     return pg_flush_range(pg, b, topic, 0, 0, 0, b->ndead, b->part, b->next, b->npart, res);
 }
 
+/* Fast path: binary COPY ------------------------------------------------------------------------ */
+
+/* Text parameter arrays cost Postgres an array parse of every element and a text-to-type
+ * conversion of every number; binary COPY hands it each field ready to store. The events go
+ * into a session temp table, then a statement prepared once per connection moves them on:
+ *   COPY sp_batch FROM STDIN (FORMAT binary); EXECUTE sp_flush(topic, partitions, offsets)
+ * Both travel in ONE simple-query message, which Postgres runs as one implicit transaction:
+ * the COPY, spend_logs, spend_daily and consumer_offsets commit together or not at all, and
+ * ON COMMIT DELETE ROWS empties sp_batch at that commit (a rolled-back COPY leaves nothing).
+ * Batches with dead letters take the parameter-array statement above (rare, and it has the
+ * dead_letters insert). */
+static const char pg_session_sql[] =
+    "CREATE TEMP TABLE sp_batch (call_id uuid, kind text, ts_start_ms bigint,"
+    " ts_end_ms bigint, endpoint text, stream boolean, key_hash text, key_alias text,"
+    " team_id text, user_id text, end_user text, model_requested text, model_group text,"
+    " deployment_id text, provider text, model text, status integer, error_class text,"
+    " prompt_tokens bigint, completion_tokens bigint, cost_nusd bigint, latency_ms bigint,"
+    " ttft_ms bigint, attempts integer, fallbacks integer, trail text, tags text,"
+    " trace_id text, kafka_partition integer, kafka_offset bigint) ON COMMIT DELETE ROWS;"
+    "PREPARE sp_flush (text, integer[], bigint[]) AS"
+    " WITH ins AS (INSERT INTO spend_logs (call_id, kind, ts_start_ms, ts_end_ms, endpoint,"
+    " stream, key_hash, key_alias, team_id, user_id, end_user, model_requested, model_group,"
+    " deployment_id, provider, model, status, error_class, prompt_tokens, completion_tokens,"
+    " cost_nusd, latency_ms, ttft_ms, attempts, fallbacks, trail, tags, trace_id,"
+    " kafka_partition, kafka_offset)"
+    " SELECT call_id, kind, ts_start_ms, ts_end_ms, endpoint, stream, key_hash, key_alias,"
+    " team_id, user_id, end_user, model_requested, model_group, deployment_id, provider, model,"
+    " status, error_class, prompt_tokens, completion_tokens, cost_nusd, latency_ms, ttft_ms,"
+    " attempts, fallbacks, trail::jsonb, tags::jsonb, trace_id, kafka_partition, kafka_offset"
+    " FROM sp_batch"
+    " ON CONFLICT (call_id) DO NOTHING"
+    " RETURNING kind, ts_end_ms, key_hash, team_id, model_group, deployment_id, status,"
+    " prompt_tokens, completion_tokens, cost_nusd),"
+    " agg AS (SELECT date '1970-01-01' + (ts_end_ms / 86400000)::integer AS day,"
+    " (ts_end_ms / 60000) * 60000 AS minute_ms, key_hash, team_id, model_group, deployment_id,"
+    " count(*)::bigint AS requests, count(*) FILTER (WHERE status >= 400)::bigint AS failures,"
+    " sum(prompt_tokens)::bigint AS prompt_tokens,"
+    " sum(completion_tokens)::bigint AS completion_tokens, sum(cost_nusd)::bigint AS cost_nusd"
+    " FROM ins WHERE kind = 'request' GROUP BY 1, 2, 3, 4, 5, 6),"
+    " daily AS (INSERT INTO spend_daily AS d (day, key_hash, team_id, model_group,"
+    " deployment_id, requests, failures, prompt_tokens, completion_tokens, cost_nusd)"
+    " SELECT day, key_hash, team_id, model_group, deployment_id, sum(requests), sum(failures),"
+    " sum(prompt_tokens), sum(completion_tokens), sum(cost_nusd) FROM agg"
+    " GROUP BY day, key_hash, team_id, model_group, deployment_id"
+    " ON CONFLICT (day, key_hash, team_id, model_group, deployment_id) DO UPDATE SET"
+    " requests = d.requests + EXCLUDED.requests, failures = d.failures + EXCLUDED.failures,"
+    " prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,"
+    " completion_tokens = d.completion_tokens + EXCLUDED.completion_tokens,"
+    " cost_nusd = d.cost_nusd + EXCLUDED.cost_nusd RETURNING 1),"
+    " offs AS (INSERT INTO consumer_offsets AS c (topic, partition, next_offset)"
+    " SELECT $1, p, n FROM unnest($2, $3) AS z(p, n)"
+    " ON CONFLICT (topic, partition) DO UPDATE SET"
+    " next_offset = GREATEST(c.next_offset, EXCLUDED.next_offset), updated_at = now()"
+    " RETURNING 1)"
+    " SELECT 0, minute_ms, key_hash, team_id, model_group, sum(requests)::bigint,"
+    " sum(failures)::bigint, sum(prompt_tokens)::bigint, sum(completion_tokens)::bigint,"
+    " sum(cost_nusd)::bigint FROM agg GROUP BY minute_ms, key_hash, team_id, model_group"
+    " UNION ALL SELECT 1, (SELECT count(*) FROM ins), NULL, NULL, NULL, 0::bigint,"
+    " (SELECT count(*) FROM daily), (SELECT count(*) FROM offs), NULL, NULL";
+
+#define SP_PG_COPY_CHUNK_BYTES 65536 /* PQputCopyData per call */
+
+/* cp_*: append one field of a binary COPY tuple (int32 length, then the value, big-endian). */
+static void cp_be(char *p, uint64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        p[i] = (char)(v & 0xff);
+        v >>= 8;
+    }
+}
+
+static int cp_int(struct dstr *d, int64_t v, int n)
+{
+    if (dstr_reserve(d, 4 + (size_t)n) < 0)
+        return TG_ENOMEM;
+    cp_be(d->p + d->len, (uint64_t)n, 4);
+    cp_be(d->p + d->len + 4, (uint64_t)v, n);
+    d->len += 4 + (size_t)n;
+    return 0;
+}
+
+/* cp_text: s as a text field; invalid UTF-8 bytes become '?' (as in arr_str), so the stored
+ * value is the same on both paths and one bad byte cannot refuse the batch. */
+static int cp_text(struct dstr *d, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    size_t i = 0;
+    char *o;
+
+    if (dstr_reserve(d, 4 + n) < 0)
+        return TG_ENOMEM;
+    cp_be(d->p + d->len, (uint64_t)n, 4);
+    o = d->p + d->len + 4;
+    while (i < n) {
+        size_t k;
+        if (p[i] < 0x80) {
+            o[i] = (char)p[i];
+            i++;
+            continue;
+        }
+        k = utf8_seq(p + i, n - i);
+        if (k == 0) {
+            o[i++] = '?';
+            continue;
+        }
+        memcpy(o + i, p + i, k);
+        i += k;
+    }
+    d->len += 4 + n;
+    return 0;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* cp_uuid: a canonical UUID (8-4-4-4-12 hex) as 16 bytes; TG_EINVAL when s is not one. */
+static int cp_uuid(struct dstr *d, const char *s)
+{
+    unsigned char u[16];
+    int j = 0;
+
+    for (int i = 0; s[i] && j < 32; i++) {
+        int h;
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-')
+                return TG_EINVAL;
+            continue;
+        }
+        h = hexval(s[i]);
+        if (h < 0)
+            return TG_EINVAL;
+        if (j % 2 == 0)
+            u[j / 2] = (unsigned char)(h << 4);
+        else
+            u[j / 2] |= (unsigned char)h;
+        j++;
+    }
+    if (j != 32 || strlen(s) != 36)
+        return TG_EINVAL;
+    if (dstr_reserve(d, 4 + 16) < 0)
+        return TG_ENOMEM;
+    cp_be(d->p + d->len, 16, 4);
+    memcpy(d->p + d->len + 4, u, 16);
+    d->len += 20;
+    return 0;
+}
+
+/* copy_build: the binary COPY stream of every event of the batch into b->copy. Returns 0,
+ * TG_ENOMEM, or TG_EINVAL when a value cannot travel in binary form (the caller then uses
+ * the parameter-array statement, where Postgres judges it). */
+static int copy_build(struct sp_pg_batch *b)
+{
+    static const char sig[11] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', '\377', '\r', '\n', '\0'};
+    struct dstr *d = &b->copy;
+    struct dstr *tmp = &b->col[C_TMP];
+    int rc = 0;
+
+    dstr_reset(d);
+    rc |= dstr_put(d, sig, sizeof(sig));
+    rc |= dstr_put(d, "\0\0\0\0\0\0\0\0", 8); /* flags, header extension length */
+    for (int i = 0; i < b->nev && rc == 0; i++) {
+        const struct proto_event *ev = &b->ev[i].ev;
+        if (dstr_reserve(d, 2) < 0)
+            return TG_ENOMEM;
+        cp_be(d->p + d->len, SP_PG_NCOLS, 2);
+        d->len += 2;
+        rc = cp_uuid(d, ev->call_id);
+        if (rc < 0)
+            return rc;
+        rc |= cp_text(d, ev->kind == PROTO_KIND_COOLDOWN ? "cooldown" : "request");
+        rc |= cp_int(d, ev->ts_start_ms, 8);
+        rc |= cp_int(d, ev->ts_end_ms, 8);
+        rc |= cp_text(d, ev->endpoint);
+        rc |= cp_int(d, ev->stream ? 1 : 0, 1);
+        rc |= cp_text(d, ev->key_hash);
+        rc |= cp_text(d, ev->key_alias);
+        rc |= cp_text(d, ev->team_id);
+        rc |= cp_text(d, ev->user_id);
+        rc |= cp_text(d, ev->end_user);
+        rc |= cp_text(d, ev->model_requested);
+        rc |= cp_text(d, ev->model_group);
+        rc |= cp_text(d, ev->deployment_id);
+        rc |= cp_text(d, ev->provider);
+        rc |= cp_text(d, ev->model);
+        rc |= cp_int(d, ev->status, 4);
+        rc |= cp_text(d, ev->error_class);
+        rc |= cp_int(d, ev->prompt_tokens, 8);
+        rc |= cp_int(d, ev->completion_tokens, 8);
+        rc |= cp_int(d, ev->cost_nusd, 8);
+        rc |= cp_int(d, ev->latency_ms, 8);
+        rc |= cp_int(d, ev->ttft_ms, 8);
+        rc |= cp_int(d, ev->attempts, 4);
+        rc |= cp_int(d, ev->fallbacks, 4);
+        rc |= build_trail(tmp, ev);
+        rc |= cp_text(d, tmp->p);
+        rc |= build_tags(tmp, ev);
+        rc |= cp_text(d, tmp->p);
+        rc |= cp_text(d, ev->trace_id);
+        rc |= cp_int(d, b->ev[i].partition, 4);
+        rc |= cp_int(d, b->ev[i].offset, 8);
+    }
+    rc |= dstr_put(d, "\377\377", 2); /* trailer: field count -1 */
+    return rc ? TG_ENOMEM : 0;
+}
+
+/* pg_session: the temp table and the prepared statement of the fast path on this connection
+ * (once per connection: a reconnect clears session_ready). Returns 0 or a tg_err. */
+static int pg_session(struct sp_pg *pg)
+{
+    PGresult *r = NULL;
+    int rc;
+
+    if (pg->conn && pg->session_ready && PQstatus(pg->conn) == CONNECTION_OK)
+        return 0;
+    rc = pg_run(pg, pg_session_sql, 0, NULL, 1, pg->timeout_ms, &r);
+    if (rc < 0)
+        return rc;
+    PQclear(r);
+    pg->session_ready = 1;
+    return 0;
+}
+
+/* pg_push: flush libpq's output buffer to the server before the deadline; 0 or a tg_err
+ * (the connection is dropped on error). */
+static int pg_push(struct sp_pg *pg)
+{
+    for (;;) {
+        int f = PQflush(pg->conn);
+        if (f == 0)
+            return 0;
+        if (f < 0 || pg_wait(pg->conn, POLLOUT | POLLIN, pg->deadline_ms) < 0 ||
+            !PQconsumeInput(pg->conn))
+            break;
+    }
+    if (tg_now_mono_ms() >= pg->deadline_ms) {
+        TG_WARN_RL("msg=\"postgres query timed out\" timeout_ms=%d", pg->timeout_used_ms);
+        pg_abandon(pg);
+        return TG_ETIMEOUT;
+    }
+    pg_close(pg);
+    return TG_EUNAVAIL;
+}
+
+/* pg_copy_send: send the fast-path query, wait for the server to accept the COPY, stream the
+ * batch and end the COPY. The statement then runs; pg_collect gets its result. Returns 0 or a
+ * tg_err; on error nothing was committed (the transaction cannot end before the COPY does). */
+static int pg_copy_send(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic)
+{
+    struct dstr *q = &b->col[C_OFF_PART];
+    char *lit = NULL;
+    PGresult *r = NULL;
+    size_t off;
+    int rc;
+
+    rc = pg_session(pg);
+    if (rc < 0)
+        return rc;
+    lit = PQescapeLiteral(pg->conn, topic, strlen(topic));
+    if (!lit)
+        return TG_ENOMEM;
+    dstr_reset(q);
+    rc |= dstr_put(q, "COPY sp_batch FROM STDIN (FORMAT binary);EXECUTE sp_flush(", 58);
+    rc |= dstr_put(q, lit, strlen(lit));
+    rc |= dstr_put(q, ",'{", 3);
+    for (int i = 0; i < b->npart; i++) {
+        rc |= col_sep(q, i == 0);
+        rc |= dstr_printf(q, "%" PRId32, b->part[i]);
+    }
+    rc |= dstr_put(q, "}','{", 5);
+    for (int i = 0; i < b->npart; i++) {
+        rc |= col_sep(q, i == 0);
+        rc |= dstr_printf(q, "%" PRId64, b->next[i]);
+    }
+    rc |= dstr_put(q, "}')", 3);
+    PQfreemem(lit);
+    if (rc)
+        return TG_ENOMEM;
+    rc = pg_send(pg, q->p, 0, NULL, 1, pg->timeout_ms);
+    if (rc < 0)
+        return rc;
+    /* the server runs the COPY statement and asks for the data */
+    for (;;) {
+        if (!PQconsumeInput(pg->conn))
+            goto broken;
+        if (!PQisBusy(pg->conn))
+            break;
+        if (pg_wait(pg->conn, POLLIN, pg->deadline_ms) < 0)
+            goto timeout;
+    }
+    r = PQgetResult(pg->conn);
+    if (!r || PQresultStatus(r) != PGRES_COPY_IN) {
+        /* e.g. the session lost its temp table: start over on a new connection */
+        rc = r ? pg_classify(pg, r) : TG_EUNAVAIL;
+        TG_WARN_RL("msg=\"postgres refused the batch copy\" sqlstate=%s err=%s", pg->sqlstate,
+                   tg_errname(rc));
+        if (r)
+            PQclear(r);
+        pg_close(pg);
+        return TG_EUNAVAIL;
+    }
+    PQclear(r);
+    for (off = 0; off < b->copy.len;) {
+        size_t n = b->copy.len - off;
+        int w;
+        if (n > SP_PG_COPY_CHUNK_BYTES)
+            n = SP_PG_COPY_CHUNK_BYTES;
+        w = PQputCopyData(pg->conn, b->copy.p + off, (int)n);
+        if (w < 0)
+            goto broken;
+        if (w == 0) {
+            /* nonblocking and the buffer is full: let the socket drain */
+            if (pg_wait(pg->conn, POLLOUT, pg->deadline_ms) < 0)
+                goto timeout;
+            if (PQflush(pg->conn) < 0)
+                goto broken;
+            continue;
+        }
+        off += n;
+    }
+    for (;;) {
+        int w = PQputCopyEnd(pg->conn, NULL);
+        if (w < 0)
+            goto broken;
+        if (w == 1)
+            break;
+        if (pg_wait(pg->conn, POLLOUT, pg->deadline_ms) < 0)
+            goto timeout;
+        if (PQflush(pg->conn) < 0)
+            goto broken;
+    }
+    return pg_push(pg);
+timeout:
+    TG_WARN_RL("msg=\"postgres query timed out\" timeout_ms=%d", pg->timeout_used_ms);
+    pg_abandon(pg);
+    return TG_ETIMEOUT;
+broken:
+    pg_close(pg);
+    return TG_EUNAVAIL;
+}
+
 int sp_pg_batch_flush_start(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic)
 {
+    int rc;
+
     b->nincr = 0;
+    b->copy_path = 0;
+    if (b->nev > 0 && b->ndead == 0) {
+        rc = copy_build(b);
+        if (rc == 0) {
+            b->copy_path = 1;
+            return pg_copy_send(pg, b, topic);
+        }
+        if (rc != TG_EINVAL)
+            return rc;
+    }
     return pg_flush_send(pg, b, topic, 0, b->nev, 0, b->ndead, b->part, b->next, b->npart);
 }
 
@@ -1244,6 +1610,10 @@ int sp_pg_batch_flush_finish(struct sp_pg *pg, struct sp_pg_batch *b, const char
     if (rc == 0) {
         pg_flush_parse(b, r, b->nev, res);
         PQclear(r);
+    } else if (rc == TG_EIO && b->copy_path) {
+        /* not the data and not the connection (e.g. the session's prepared statement is
+         * gone): retry on a fresh connection, which prepares the session again */
+        pg_close(pg);
     } else if (rc == TG_EPROTO) {
         TG_WARN("msg=\"batch refused by postgres, writing events one by one\" sqlstate=%s "
                 "events=%d",
