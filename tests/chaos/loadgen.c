@@ -62,6 +62,7 @@ struct lg_req {
     char tail[LG_TAIL_BYTES + 1]; /* last bytes of the body, to check stream completion */
     size_t tail_len;
     size_t body_bytes;
+    int saw_end;          /* the stream's terminating event was seen */
     double retry_at_ms;   /* > 0: waiting to retry a refused connection */
     int connect_retries;  /* refused connections retried so far */
     char body[512];
@@ -83,11 +84,46 @@ static double lg_now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static const char *lg_end_marker(enum lg_endpoint ep)
+{
+    switch (ep) {
+    case LG_CHAT:
+        return "data: [DONE]";
+    case LG_MESSAGES:
+        return "event: message_stop";
+    case LG_RESPONSES:
+        return "event: response.completed";
+    default:
+        return NULL;
+    }
+}
+
+/* Looks for the terminating event in the bytes that straddle the previous tail and this chunk,
+ * then in the chunk itself. */
+static void lg_scan_end(struct lg_req *r, const char *ptr, size_t n)
+{
+    const char *m = lg_end_marker(r->ep);
+    size_t mlen;
+    char edge[2 * LG_TAIL_BYTES];
+    size_t e;
+
+    if (!r->stream || m == NULL || r->saw_end)
+        return;
+    mlen = strlen(m);
+    e = r->tail_len;
+    memcpy(edge, r->tail, e);
+    memcpy(edge + e, ptr, n < LG_TAIL_BYTES ? n : LG_TAIL_BYTES);
+    e += n < LG_TAIL_BYTES ? n : LG_TAIL_BYTES;
+    if (memmem(edge, e, m, mlen) != NULL || memmem(ptr, n, m, mlen) != NULL)
+        r->saw_end = 1;
+}
+
 static size_t lg_on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     struct lg_req *r = ud;
     size_t n = size * nmemb;
 
+    lg_scan_end(r, ptr, n);
     r->body_bytes += n;
     if (n >= LG_TAIL_BYTES) {
         memcpy(r->tail, ptr + n - LG_TAIL_BYTES, LG_TAIL_BYTES);
@@ -131,17 +167,7 @@ static int lg_body_complete(const struct lg_req *r)
 {
     if (!r->stream)
         return r->body_bytes > 0;
-    switch (r->ep) {
-    case LG_CHAT:
-        return strstr(r->tail, "[DONE]") != NULL;
-    case LG_MESSAGES:
-        return strstr(r->tail, "message_stop") != NULL;
-    case LG_RESPONSES:
-        return strstr(r->tail, "response.completed") != NULL ||
-               strstr(r->tail, "\"completed\"") != NULL;
-    default:
-        return r->body_bytes > 0;
-    }
+    return r->saw_end;
 }
 
 static void lg_build_body(struct lg_req *r, const char *model)
@@ -374,6 +400,7 @@ int main(int argc, char **argv)
             if (r->easy != NULL && r->retry_at_ms > 0 && r->retry_at_ms <= now) {
                 r->retry_at_ms = 0;
                 r->body_bytes = 0;
+                r->saw_end = 0;
                 r->tail_len = 0;
                 r->tail[0] = '\0';
                 r->call_id[0] = '\0';
