@@ -46,6 +46,7 @@ struct rt_publisher {
     uint64_t expect;         /* next seq the reader should deliver */
     uint64_t rewind_to;      /* UINT64_MAX, or the seq to re-produce from after a failure */
     uint64_t last_checkpoint_ms;
+    uint64_t last_ack_ms;    /* monotonic ms of the last acknowledgement (or of start) */
     uint64_t last_sync_ms;
     uint64_t replay_below;   /* seqs below this were in the spool at start */
     /* Counters. */
@@ -102,6 +103,7 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
             pub->state[seq % RT_PUBLISHER_WINDOW] = SLOT_ACKED;
             atomic_fetch_add(&pub->acked, 1);
         }
+        pub->last_ack_ms = tg_now_mono_ms();
         atomic_store(&pub->kafka_up, 1);
         return;
     }
@@ -172,6 +174,7 @@ static void advance_base(struct rt_publisher *pub, int force)
 static int produce_some(struct rt_publisher *pub, unsigned char *buf)
 {
     struct rt_spool_record rec;
+    uint64_t window;
     int n = 0;
 
     if (pub->rewind_to != UINT64_MAX) {
@@ -183,7 +186,12 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
         }
         pub->rewind_to = UINT64_MAX;
     }
-    while (n < 10000 && pub->expect - pub->base < RT_PUBLISHER_WINDOW) {
+    /* Nothing acknowledged for a while although records are out: Kafka is down or stuck. */
+    if (pub->expect > pub->base && tg_now_mono_ms() - pub->last_ack_ms > RT_PUBLISHER_STALL_MS)
+        window = RT_PUBLISHER_STALLED_WINDOW;
+    else
+        window = RT_PUBLISHER_WINDOW;
+    while (n < 10000 && pub->expect - pub->base < window) {
         int rc = rt_spool_read_next(pub->spool, &rec, buf, RT_SPOOL_RECORD_MAX_BYTES);
         uint32_t keylen;
         void *keyp, *valp;
@@ -347,6 +355,7 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
         goto fail;
     }
     atomic_store(&pub->kafka_up, 1);
+    pub->last_ack_ms = tg_now_mono_ms();
     if (pthread_create(&pub->thread, NULL, publisher_main, pub) != 0) {
         snprintf(err, errlen, "publisher: cannot start thread");
         goto fail;

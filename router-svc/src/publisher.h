@@ -22,6 +22,11 @@
 #include "tg_buf.h"
 
 #define RT_PUBLISHER_WINDOW 65536u          /* records in flight past the checkpoint */
+/* While Kafka does not acknowledge anything for RT_PUBLISHER_STALL_MS, at most this many
+ * records are handed to the producer: the rest waits in the spool (on disk), so an outage does
+ * not grow the process's memory. */
+#define RT_PUBLISHER_STALLED_WINDOW 256u
+#define RT_PUBLISHER_STALL_MS 2000u
 #define RT_PUBLISHER_QUEUE_KBYTES 65536     /* producer queue cap, KiB */
 #define RT_PUBLISHER_CHECKPOINT_MS 100      /* checkpoint written at most this often */
 #define RT_PUBLISHER_REASONS_MAX 16         /* distinct delivery error reasons counted */
