@@ -34,6 +34,11 @@
 
 /* Idle client connections are closed after this many seconds (suspended ones never are). */
 #define RT_FRONT_CONN_TIMEOUT_S 300
+/* Per-connection memory of the HTTP server (request line and headers, read buffer, response
+ * headers). MHD clears the unused part of it after every request, so its size is a per-request
+ * cost: 16 KiB still takes request headers of several KiB (a request whose headers do not fit is
+ * answered 431 by MHD). */
+#define RT_FRONT_CONN_MEMORY_BYTES (16u * 1024u)
 /* Upstream/MHD run pairs per loop turn while connections keep being resumed. */
 #define RT_FRONT_RUNS_PER_TURN 8
 /* Upstream slots per loop beyond the in-flight cap (transfers finishing while new ones start). */
@@ -2161,6 +2166,7 @@ static int worker_init(struct rt_front *f, struct worker *w, struct sockaddr_in 
         NULL, access_cb, w, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)sa,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_CONNECTION_LIMIT, conn_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)RT_FRONT_CONN_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RT_FRONT_CONN_MEMORY_BYTES,
         MHD_OPTION_NOTIFY_COMPLETED, completed_cb, w, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
     if (w->daemon == NULL) {

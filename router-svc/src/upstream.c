@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,6 +19,18 @@
 
 /* epoll events handled per wakeup of the loop */
 #define RT_UPSTREAM_EVENTS_BATCH 64
+/* Sockets below this descriptor number that curl opened through us keep their epoll
+ * registration between transfers (see socket_cb); higher ones are registered per transfer. */
+#define RT_UPSTREAM_FD_TABLE 65536
+
+/* fd table states (one byte per descriptor) */
+enum {
+    FD_OURS = 1,    /* opened by opensocket_cb, not yet closed */
+    FD_IN_EPOLL = 2, /* registered in up->epfd */
+    FD_WATCHED = 4, /* curl watches it now (else the registration is only kept) */
+    FD_EV_IN = 8,   /* registered events */
+    FD_EV_OUT = 16
+};
 
 enum { CMD_SUBMIT = 1, CMD_CANCEL = 2, CMD_UNPAUSE = 4 };
 enum { SLOT_FREE = 0, SLOT_QUEUED, SLOT_ACTIVE };
@@ -68,6 +81,7 @@ struct rt_upstream {
     uint32_t *ring;       /* cap entries: slot indices with pending commands */
     size_t ring_head, ring_len;
     uint32_t *batch;      /* loop-thread scratch, cap entries */
+    unsigned char *fds;   /* RT_UPSTREAM_FD_TABLE FD_* states; loop thread */
     unsigned *batch_cmds; /* cap entries */
     _Atomic uint64_t st_submitted, st_completed, st_cancelled, st_timeouts, st_full, st_too_big;
     _Atomic uint64_t st_active;
@@ -303,6 +317,78 @@ static void drain_done(struct rt_upstream *up)
     }
 }
 
+/* Sockets for curl: created here so that the fd table knows which descriptors it may keep
+ * registered (curl's resolver pipes are closed behind our back and never enter the table). */
+static curl_socket_t opensocket_cb(void *clientp, curlsocktype purpose,
+                                   struct curl_sockaddr *addr)
+{
+    struct rt_upstream *up = clientp;
+    curl_socket_t fd;
+
+    (void)purpose;
+    fd = socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+    if (fd < 0)
+        return CURL_SOCKET_BAD;
+    if (fd < RT_UPSTREAM_FD_TABLE)
+        up->fds[fd] = FD_OURS;
+    return fd;
+}
+
+static int closesocket_cb(void *clientp, curl_socket_t fd)
+{
+    struct rt_upstream *up = clientp;
+
+    if (fd >= 0 && fd < RT_UPSTREAM_FD_TABLE) {
+        if (up->fds[fd] & FD_IN_EPOLL)
+            epoll_ctl(up->epfd, EPOLL_CTL_DEL, fd, NULL);
+        up->fds[fd] = 0;
+    }
+    return close(fd);
+}
+
+/* socket_cb for a socket of ours: the registration stays when curl stops watching (a kept-alive
+ * connection is watched again by the next transfer with the same events, so a request costs no
+ * epoll_ctl), and changes only when the events differ. */
+static void socket_kept(struct rt_upstream *up, curl_socket_t fd, int what)
+{
+    unsigned char st = up->fds[fd];
+    unsigned char want = 0;
+    struct epoll_event ev;
+
+    if (what == CURL_POLL_REMOVE) {
+        up->fds[fd] = (unsigned char)(st & ~FD_WATCHED);
+        return;
+    }
+    if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
+        want |= FD_EV_IN;
+    if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
+        want |= FD_EV_OUT;
+    memset(&ev, 0, sizeof(ev));
+    ev.data.fd = fd;
+    ev.events = ((want & FD_EV_IN) ? EPOLLIN : 0u) | ((want & FD_EV_OUT) ? EPOLLOUT : 0u);
+    if (!(st & FD_IN_EPOLL)) {
+        if (epoll_ctl(up->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST)
+            epoll_ctl(up->epfd, EPOLL_CTL_MOD, fd, &ev);
+    } else if ((st & (FD_EV_IN | FD_EV_OUT)) != want) {
+        if (epoll_ctl(up->epfd, EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT)
+            epoll_ctl(up->epfd, EPOLL_CTL_ADD, fd, &ev);
+    }
+    up->fds[fd] = (unsigned char)(FD_OURS | FD_IN_EPOLL | FD_WATCHED | want);
+}
+
+/* An event on a socket of ours that curl does not watch (an idle kept-alive connection the
+ * provider closed, or a late byte): drop the registration, or a level-triggered event would
+ * wake the loop forever. curl finds the connection dead when it next picks it. */
+static int socket_unwatched(struct rt_upstream *up, int fd)
+{
+    if (fd < 0 || fd >= RT_UPSTREAM_FD_TABLE || !(up->fds[fd] & FD_OURS) ||
+        (up->fds[fd] & FD_WATCHED))
+        return 0;
+    epoll_ctl(up->epfd, EPOLL_CTL_DEL, fd, NULL);
+    up->fds[fd] = FD_OURS;
+    return 1;
+}
+
 /* curl tells which sockets to watch: mirror it into the epoll set. Loop thread. */
 static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
@@ -310,6 +396,11 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
     struct epoll_event ev;
 
     (void)easy;
+    if (fd >= 0 && fd < RT_UPSTREAM_FD_TABLE && (up->fds[fd] & FD_OURS)) {
+        socket_kept(up, fd, what);
+        curl_multi_assign(up->multi, fd, what == CURL_POLL_REMOVE ? NULL : up);
+        return 0;
+    }
     if (what == CURL_POLL_REMOVE) {
         epoll_ctl(up->epfd, EPOLL_CTL_DEL, fd, NULL);
         curl_multi_assign(up->multi, fd, NULL);
@@ -397,7 +488,7 @@ static void loop_once(struct rt_upstream *up, int timeout_ms)
             /* cleared before draining: a command posted from now on wakes again */
             atomic_store(&up->wake_pending, 0);
             loop_commands(up);
-        } else {
+        } else if (!socket_unwatched(up, fd)) {
             int mask = 0;
 
             if (evs[i].events & EPOLLIN)
@@ -490,8 +581,9 @@ struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, cha
     up->ring = calloc(up->cap, sizeof(*up->ring));
     up->batch = calloc(up->cap, sizeof(*up->batch));
     up->batch_cmds = calloc(up->cap, sizeof(*up->batch_cmds));
+    up->fds = calloc(RT_UPSTREAM_FD_TABLE, 1);
     if (up->slots == NULL || up->free_stack == NULL || up->ring == NULL || up->batch == NULL ||
-        up->batch_cmds == NULL)
+        up->batch_cmds == NULL || up->fds == NULL)
         goto nomem;
     /* easy handles are made on a slot's first use: a slot table sized for the worst case
      * costs its handles only up to the concurrency actually reached */
@@ -568,6 +660,7 @@ void rt_upstream_destroy(struct rt_upstream **upp)
     if (up->wakefd >= 0)
         close(up->wakefd);
     free(up->batch_cmds);
+    free(up->fds);
     free(up->batch);
     free(up->ring);
     free(up->free_stack);
@@ -668,6 +761,10 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
     curl_easy_setopt(s->easy, CURLOPT_URL, req->url);
     curl_easy_setopt(s->easy, CURLOPT_PRIVATE, (char *)s);
     curl_easy_setopt(s->easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(s->easy, CURLOPT_OPENSOCKETFUNCTION, opensocket_cb);
+    curl_easy_setopt(s->easy, CURLOPT_OPENSOCKETDATA, up);
+    curl_easy_setopt(s->easy, CURLOPT_CLOSESOCKETFUNCTION, closesocket_cb);
+    curl_easy_setopt(s->easy, CURLOPT_CLOSESOCKETDATA, up);
     curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->hdrs);
     curl_easy_setopt(s->easy, CURLOPT_POST, 1L);
     curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->req_body != NULL ? s->req_body : "");
