@@ -85,8 +85,9 @@ run_bench() {
 }
 # tables LOG: the markdown lines (tables and their titles) of a bench's output
 tables() {
-    awk '/^###/ { print ""; print; print ""; t = 1; next }
-         /^\|/ { if (!t) print ""; print; t = 1; next }
+    awk 'function gap() { if (!blank) print ""; blank = 1 }
+         /^###/ { gap(); print; blank = 0; gap(); t = 0; next }
+         /^\|/ { if (!t) gap(); print; blank = 0; t = 1; next }
          { t = 0 }' "$1" 2>/dev/null
 }
 
