@@ -97,6 +97,26 @@ forget_pid() {
     done
     RT_PIDS=("${keep[@]}")
 }
+# stop_router: SIGTERM, at most 30 s for a clean exit (status 0), else SIGKILL and fail
+stop_router() {
+    local i rc=1
+    kill -TERM "$RT_ROUTER_PID" 2>/dev/null
+    for i in $(seq 1 300); do
+        if ! kill -0 "$RT_ROUTER_PID" 2>/dev/null; then
+            wait "$RT_ROUTER_PID"
+            rc=$?
+            break
+        fi
+        sleep 0.1
+    done
+    if kill -0 "$RT_ROUTER_PID" 2>/dev/null; then
+        kill -KILL "$RT_ROUTER_PID" 2>/dev/null
+        wait "$RT_ROUTER_PID" 2>/dev/null
+        rc=1
+    fi
+    forget_pid "$RT_ROUTER_PID"
+    return "$rc"
+}
 rss_samples() { # PID COUNT -> median VmRSS (KiB) of COUNT samples 200 ms apart
     local s=() i
     for i in $(seq 1 "$2"); do
@@ -144,8 +164,7 @@ run_once() {
     summary=$(grep '^{' "$RT_DIR/streams.$tag.out" | tail -n 1)
     ok=$(jq -r '.ok' <<<"$summary")
     [ "$ok" = "$n" ] || rt_die "$tag: $ok of $n streams completed ($summary)"
-    rt_router_stop || rt_die "router-svc did not stop cleanly"
-    forget_pid "$RT_ROUTER_PID"
+    stop_router || rt_die "router-svc did not stop cleanly within 30 s"
     echo "streams_bench: N=$n run $tag: RSS_0 ${R0} KiB, RSS_N ${RN} KiB" >&2
 }
 
