@@ -23,6 +23,7 @@
 #define LG_TAIL_BYTES 96
 #define LG_CALL_ID_CAP 64
 #define LG_MAX_ENDPOINTS 8
+#define LG_MAX_KEYS 16
 /* A refused connection never reached a server (nothing was processed or billed), so it is
  * retried like a client behind a Service would: every LG_CONNECT_RETRY_MS, at most
  * LG_CONNECT_RETRIES times. Counted separately; any other transport error is a failure. */
@@ -37,7 +38,7 @@ static const char *const lg_endpoint_paths[] = {"/v1/chat/completions", "/v1/mes
 
 struct lg_opts {
     const char *url;      /* base URL, no trailing slash */
-    const char *key;      /* bearer key */
+    const char *key;      /* bearer key, or several separated by commas (round robin) */
     const char *model;    /* model (group or alias) */
     double rate;          /* requests per second */
     double duration_s;    /* seconds of load */
@@ -245,7 +246,7 @@ static int lg_parse_mix(struct lg_opts *o, const char *s)
 static void lg_usage(void)
 {
     fprintf(stderr,
-            "usage: loadgen --url URL --key KEY [--model M] [--rate RPS] [--duration S]\n"
+            "usage: loadgen --url URL --key KEY[,KEY...] [--model M] [--rate RPS] [--duration S]\n"
             "               [--stream-ratio 0..1] [--mix chat,messages,responses,embeddings]\n"
             "               [--max-inflight N] [--timeout-ms MS] [--out FILE.tsv] [--progress]\n");
 }
@@ -276,6 +277,9 @@ int main(int argc, char **argv)
     int c, rc = 1;
     double t0, last_progress;
     int stream_every;
+    char keybuf[4096];
+    const char *keys[LG_MAX_KEYS];
+    int nkeys = 0;
 
     lg_parse_mix(&o, "chat,messages,responses,embeddings");
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -308,6 +312,12 @@ int main(int argc, char **argv)
         return 2;
     }
     stream_every = o.stream_ratio > 0 ? (int)(1.0 / o.stream_ratio + 0.5) : 0;
+    snprintf(keybuf, sizeof(keybuf), "%s", o.key);
+    for (char *save = NULL, *t = strtok_r(keybuf, ",", &save); t != NULL && nkeys < LG_MAX_KEYS;
+         t = strtok_r(NULL, ",", &save))
+        keys[nkeys++] = t;
+    if (nkeys == 0)
+        keys[nkeys++] = "";
     signal(SIGINT, lg_on_signal);
     signal(SIGTERM, lg_on_signal);
     signal(SIGPIPE, SIG_IGN);
@@ -371,7 +381,8 @@ int main(int argc, char **argv)
                 char auth[512];
 
                 snprintf(urlbuf, sizeof(urlbuf), "%s%s", o.url, lg_endpoint_paths[r->ep]);
-                snprintf(auth, sizeof(auth), "Authorization: Bearer %s", o.key);
+                snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
+                         keys[(next / (uint64_t)o.nmix) % (uint64_t)nkeys]);
                 r->headers = curl_slist_append(NULL, "Content-Type: application/json");
                 r->headers = curl_slist_append(r->headers, auth);
                 if (r->ep == LG_MESSAGES)

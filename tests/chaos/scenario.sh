@@ -94,6 +94,7 @@ tg_stack_start || fail "stack did not start"
 ROUTER_PID=$TG_ROUTER_PID
 SPEND_PID=$TG_SPEND_PID
 CHAOS_KEY=$TG_STACK_KEY
+LOAD_KEYS=$TG_STACK_LOAD_KEYS
 ROUTER_PORT=$TG_ROUTER_PORT
 start_router() { tg_stack_start_router || fail "router-svc did not restart"; ROUTER_PID=$TG_ROUTER_PID; }
 start_spend() { tg_stack_start_spend || fail "spend-svc did not restart"; SPEND_PID=$TG_SPEND_PID; }
@@ -113,7 +114,7 @@ curl -fsS -o /dev/null -H "Authorization: Bearer $CHAOS_KEY" -H 'Content-Type: a
 sleep 4
 
 read -r RSS_S CPU_S < <(proc_sample "$ROUTER_PID")
-"$BIN/tests/chaos/loadgen" --url "http://127.0.0.1:$ROUTER_PORT" --key "$CHAOS_KEY" \
+"$BIN/tests/chaos/loadgen" --url "http://127.0.0.1:$ROUTER_PORT" --key "$LOAD_KEYS" \
     --model gpt-main --rate "$RATE" --duration "$TOTAL_S" --stream-ratio 0.5 \
     --out "$STATE/records.tsv" >"$STATE/load.json" 2>"$STATE/load.err" &
 LOAD_PID=$!

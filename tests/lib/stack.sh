@@ -7,7 +7,8 @@
 #   tg_stack_start_router / tg_stack_start_spend   (again, after a kill)
 #   tg_stack_stop                  stops what it started, by PID
 #
-# Exports: TG_ROUTER_URL, TG_SPEND_URL, TG_STACK_KEY (a static virtual key), TG_STACK_MASTER_KEY,
+# Exports: TG_ROUTER_URL, TG_SPEND_URL, TG_STACK_KEY (a static virtual key), TG_STACK_LOAD_KEYS
+# (four static keys, comma-separated, for load drivers), TG_STACK_MASTER_KEY,
 # TG_STACK_PROVIDER_KEY, TG_ROUTER_PID, TG_SPEND_PID, TG_STACK_DIR (configs, logs: router.log,
 # spend.log). Binaries come from TG_REL_BUILD_DIR (else TG_BUILD_DIR).
 #
@@ -34,6 +35,12 @@ tg_stack_init() {
     export TG_STACK_DIR
     export TG_STACK_PROVIDER_KEY=${TG_STACK_PROVIDER_KEY:-$(tg_stack_randkey provider)}
     export TG_STACK_KEY=${TG_STACK_KEY:-$(tg_stack_randkey virtual)}
+    # Load keys for the chaos driver: events are keyed by key hash and devkafka keeps about
+    # 5 MiB per partition, so sustained load is spread over several keys (and partitions).
+    export TG_STACK_LOAD_KEY1=${TG_STACK_LOAD_KEY1:-$(tg_stack_randkey load1)}
+    export TG_STACK_LOAD_KEY2=${TG_STACK_LOAD_KEY2:-$(tg_stack_randkey load2)}
+    export TG_STACK_LOAD_KEY3=${TG_STACK_LOAD_KEY3:-$(tg_stack_randkey load3)}
+    export TG_STACK_LOAD_KEYS="$TG_STACK_KEY,$TG_STACK_LOAD_KEY1,$TG_STACK_LOAD_KEY2,$TG_STACK_LOAD_KEY3"
     export TG_STACK_MASTER_KEY=${TG_STACK_MASTER_KEY:-$(tg_stack_randkey master)}
     export TG_ROUTER_PORT=${TG_ROUTER_PORT:-$(tg_port_pick)}
     export TG_SPEND_PORT=${TG_SPEND_PORT:-$(tg_port_pick)}
@@ -104,6 +111,9 @@ tollgate:
   spool: {dir: $TG_STACK_DIR/spool, max_bytes: 268435456}
   keys:
     - {key: os.environ/TG_STACK_KEY, key_alias: stack, team_id: stack-team}
+    - {key: os.environ/TG_STACK_LOAD_KEY1, key_alias: load1, team_id: stack-team}
+    - {key: os.environ/TG_STACK_LOAD_KEY2, key_alias: load2, team_id: load-team}
+    - {key: os.environ/TG_STACK_LOAD_KEY3, key_alias: load3}
 YAML
     cat >"$TG_STACK_DIR/spend.yaml" <<YAML
 listen: 127.0.0.1:$TG_SPEND_PORT
