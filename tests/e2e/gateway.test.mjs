@@ -247,6 +247,39 @@ test('key API: generate, use, restrict, inspect, delete (master key only)', asyn
     (err) => err instanceof OpenAI.AuthenticationError);
 });
 
+test('budget: a key over its max_budget is blocked by every router (429 budget_exceeded)', async () => {
+  const MASTER = process.env.TG_STACK_MASTER_KEY;
+  const gen = await fetch(`${ROUTER}/key/generate`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${MASTER}`, 'content-type': 'application/json' },
+    // 0.00002 USD: two gpt-main calls (18,000 nano-USD each) cross it.
+    body: JSON.stringify({ key_alias: 'budget', max_budget: 0.00002, budget_duration: '1d' }),
+  });
+  assert.equal(gen.status, 200);
+  const { key } = await gen.json();
+  const client = new OpenAI({ baseURL: `${ROUTER}/v1`, apiKey: key, maxRetries: 0 });
+  for (let i = 0; i < 2; i++) {
+    const { data, response } = await client.chat.completions
+      .create({ model: 'gpt-main', messages: [{ role: 'user', content: 'spend' }] }).withResponse();
+    record(response.headers, data.usage.prompt_tokens, data.usage.completion_tokens);
+  }
+  // spend-svc commits the spend, crosses 100 %, publishes block:<hash>; the router applies it.
+  let blocked = null;
+  for (let i = 0; i < 60 && !blocked; i++) {
+    try {
+      const { data, response } = await client.chat.completions
+        .create({ model: 'gpt-main', messages: [{ role: 'user', content: 'more' }] }).withResponse();
+      record(response.headers, data.usage.prompt_tokens, data.usage.completion_tokens);
+      await new Promise((r) => setTimeout(r, 500));
+    } catch (err) {
+      blocked = err;
+    }
+  }
+  assert.ok(blocked, 'the key was never blocked');
+  assert.ok(blocked instanceof OpenAI.RateLimitError, `expected 429, got ${blocked}`);
+  assert.match(JSON.stringify(blocked.error ?? blocked.message), /budget/);
+});
+
 function psql(sql) {
   return execFileSync('psql', [PG, '-X', '-q', '-t', '-A', '-F', '\t', '-c', sql], { encoding: 'utf8' }).trim();
 }
