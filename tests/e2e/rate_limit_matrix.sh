@@ -16,8 +16,9 @@
 # Isolation: every row runs in a fresh router-svc process (limiter windows are per process and
 # start empty), and starts with one warm request that is served by the requested group itself;
 # the row's cases then run within the same minute. fake-llm counters are reset at each row.
-# Kafka: the router runs without tollgate.kafka (no broker configured): requests are served and
-# completion events stay local; nothing here waits on Kafka.
+# Kafka: the router runs without tollgate.kafka (no broker configured): the keys are the static
+# ones, readiness waits on no control topic, spend events are not published; nothing here waits
+# on Kafka.
 #
 # Output: one line per check, then a table "row endpoint mode result" and a summary. Exit 0 only
 # when every check passed.
