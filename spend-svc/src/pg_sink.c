@@ -43,10 +43,15 @@ struct dstr {
     size_t cap;
 };
 
+/* One event of a batch: where its record lies in the batch's arena. The record is the event's
+ * tuple of the binary COPY stream (rec_encode), about half a kilobyte where a struct
+ * proto_event takes three, so a large batch stays small and the COPY stream is the records
+ * back to back. */
 struct batch_event {
-    struct proto_event ev;
     int32_t partition;
     int64_t offset;
+    size_t rec_off;      /* bytes into the arena */
+    size_t rec_len;      /* bytes */
 };
 
 struct batch_dead {
@@ -61,6 +66,7 @@ struct sp_pg_batch {
     int max_events;
     size_t max_bytes;
     struct batch_event *ev; /* [max_events] */
+    struct dstr rec;        /* arena of the event records, bounded by max_events records */
     int nev;
     size_t bytes;           /* encoded bytes of held events */
     struct batch_dead dead[SP_PG_DEAD_PER_BATCH_MAX];
@@ -172,10 +178,9 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 
 /* arr_str: append s as a quoted array element (text[] literal); invalid UTF-8 bytes become '?'
  * so that one bad byte can never make Postgres refuse a whole batch. */
-static int arr_str(struct dstr *d, const char *s)
+static int arr_strn(struct dstr *d, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
-    size_t n = strlen(s);
     size_t i = 0;
 
     if (dstr_reserve(d, n * 2 + 3) < 0)
@@ -197,6 +202,11 @@ static int arr_str(struct dstr *d, const char *s)
     d->p[d->len++] = '"';
     d->p[d->len] = '\0';
     return 0;
+}
+
+static int arr_str(struct dstr *d, const char *s)
+{
+    return arr_strn(d, s, strlen(s));
 }
 
 /* json_str: append s as a JSON string (quotes, backslashes, control bytes escaped; invalid
@@ -491,6 +501,10 @@ static int pg_collect(struct sp_pg *pg, int block, PGresult **out)
         goto broken;
     if (PQresultStatus(last) != PGRES_TUPLES_OK && PQresultStatus(last) != PGRES_COMMAND_OK) {
         rc = pg_classify(pg, last);
+        /* TG_EAGAIN from here means "still running": a deadlock or serialization failure
+         * (class 40) or a resource shortage (53) is "unavailable, retry later" */
+        if (rc == TG_EAGAIN)
+            rc = TG_EUNAVAIL;
         TG_WARN_RL("msg=\"postgres query failed\" sqlstate=%s err=%s", pg->sqlstate,
                    tg_errname(rc));
         PQclear(last);
@@ -735,6 +749,7 @@ void sp_pg_batch_reset(struct sp_pg_batch *b)
     }
     b->ndead = 0;
     b->nev = 0;
+    dstr_reset(&b->rec);
     b->bytes = 0;
     b->npart = 0;
     b->nincr = 0;
@@ -751,6 +766,7 @@ void sp_pg_batch_destroy(struct sp_pg_batch **bp)
     for (size_t i = 0; i < sizeof(b->col) / sizeof(b->col[0]); i++)
         free(b->col[i].p);
     free(b->copy.p);
+    free(b->rec.p);
     free(b->ev);
     free(b->incr);
     free(b);
@@ -783,16 +799,28 @@ static int batch_has_partition(const struct sp_pg_batch *b, int32_t partition)
     return 0;
 }
 
+static int rec_encode(struct sp_pg_batch *b, const struct proto_event *ev, int32_t partition,
+                      int64_t offset);
+
 int sp_pg_batch_add_event(struct sp_pg_batch *b, const struct proto_event *ev, int32_t partition,
                           int64_t offset, size_t encoded_len)
 {
+    size_t start = b->rec.len;
+    int rc;
+
     if (b->nev >= b->max_events || b->bytes + encoded_len > b->max_bytes)
         return TG_EFULL;
     if (!batch_has_partition(b, partition) && b->npart >= SP_PG_PARTITIONS_MAX)
         return TG_EFULL;
-    b->ev[b->nev].ev = *ev;
+    rc = rec_encode(b, ev, partition, offset);
+    if (rc < 0) {
+        b->rec.len = start;
+        return rc;
+    }
     b->ev[b->nev].partition = partition;
     b->ev[b->nev].offset = offset;
+    b->ev[b->nev].rec_off = start;
+    b->ev[b->nev].rec_len = b->rec.len - start;
     b->nev++;
     b->bytes += encoded_len;
     return batch_note_offset(b, partition, offset);
@@ -943,6 +971,7 @@ static const char pg_flush_sql[] =
     " SELECT day, key_hash, team_id, model_group, deployment_id, sum(requests), sum(failures),"
     " sum(prompt_tokens), sum(completion_tokens), sum(cost_nusd) FROM agg"
     " GROUP BY day, key_hash, team_id, model_group, deployment_id"
+    " ORDER BY day, key_hash, team_id, model_group, deployment_id"
     " ON CONFLICT (day, key_hash, team_id, model_group, deployment_id) DO UPDATE SET"
     " requests = d.requests + EXCLUDED.requests, failures = d.failures + EXCLUDED.failures,"
     " prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,"
@@ -971,6 +1000,51 @@ enum {
     C_FALLBACKS, C_TRAIL, C_TAGS, C_TRACE, C_PART, C_OFFSET,
     C_DL_REASON, C_DL_PAYLOAD, C_DL_PART, C_DL_OFFSET, C_OFF_PART, C_OFF_NEXT, C_TMP
 };
+
+/* A field of an event record (the binary COPY tuple written by rec_encode). */
+struct rec_field {
+    const char *p;
+    int32_t len;         /* bytes */
+};
+
+static uint64_t be_get(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* rec_fields: the SP_PG_NCOLS fields of event i (records are written by this file only, so
+ * their shape is trusted). */
+static void rec_fields(const struct sp_pg_batch *b, int i, struct rec_field *f)
+{
+    const unsigned char *p = (const unsigned char *)b->rec.p + b->ev[i].rec_off + 2;
+
+    for (int k = 0; k < SP_PG_NCOLS; k++) {
+        f[k].len = (int32_t)be_get(p, 4);
+        f[k].p = (const char *)p + 4;
+        p += 4 + f[k].len;
+    }
+}
+
+/* rec_int: a big-endian integer field of 1, 4 or 8 bytes, sign-extended. */
+static int64_t rec_int(const struct rec_field *f)
+{
+    uint64_t v = be_get((const unsigned char *)f->p, f->len);
+    if (f->len == 4)
+        return (int64_t)(int32_t)(uint32_t)v;
+    return (int64_t)v;
+}
+
+/* col_is_text: the column travels as text (a string, or the trail/tags JSON, or the call id
+ * that Postgres casts to uuid). */
+static int col_is_text(int k)
+{
+    return k == C_CALL_ID || k == C_KIND || k == C_ENDPOINT ||
+           (k >= C_KEY_HASH && k <= C_MODEL) || k == C_ERROR_CLASS || k == C_TRAIL ||
+           k == C_TAGS || k == C_TRACE;
+}
 
 static int col_sep(struct dstr *d, int first)
 {
@@ -1025,7 +1099,6 @@ static int pg_build(struct sp_pg_batch *b, int ev_from, int ev_to, int dl_from, 
                     const int32_t *opart, const int64_t *onext, int noff)
 {
     struct dstr *c = b->col;
-    struct dstr *tmp = &b->col[C_TMP];
     int rc = 0;
 
     for (int k = 0; k < C_TMP; k++) {
@@ -1033,43 +1106,18 @@ static int pg_build(struct sp_pg_batch *b, int ev_from, int ev_to, int dl_from, 
         rc |= dstr_putc(&c[k], '{');
     }
     for (int i = ev_from; i < ev_to; i++) {
-        const struct proto_event *ev = &b->ev[i].ev;
+        struct rec_field f[SP_PG_NCOLS];
         int first = i == ev_from;
-        for (int k = 0; k <= C_OFFSET; k++)
+        rec_fields(b, i, f);
+        for (int k = 0; k < SP_PG_NCOLS; k++) {
             rc |= col_sep(&c[k], first);
-        rc |= dstr_put(&c[C_CALL_ID], ev->call_id, strlen(ev->call_id));
-        rc |= dstr_put(&c[C_KIND], ev->kind == PROTO_KIND_COOLDOWN ? "cooldown" : "request",
-                       ev->kind == PROTO_KIND_COOLDOWN ? 8 : 7);
-        rc |= dstr_printf(&c[C_TS_START], "%" PRId64, ev->ts_start_ms);
-        rc |= dstr_printf(&c[C_TS_END], "%" PRId64, ev->ts_end_ms);
-        rc |= arr_str(&c[C_ENDPOINT], ev->endpoint);
-        rc |= dstr_putc(&c[C_STREAM], ev->stream ? 't' : 'f');
-        rc |= arr_str(&c[C_KEY_HASH], ev->key_hash);
-        rc |= arr_str(&c[C_KEY_ALIAS], ev->key_alias);
-        rc |= arr_str(&c[C_TEAM], ev->team_id);
-        rc |= arr_str(&c[C_USER], ev->user_id);
-        rc |= arr_str(&c[C_END_USER], ev->end_user);
-        rc |= arr_str(&c[C_MODEL_REQ], ev->model_requested);
-        rc |= arr_str(&c[C_MODEL_GROUP], ev->model_group);
-        rc |= arr_str(&c[C_DEPLOYMENT], ev->deployment_id);
-        rc |= arr_str(&c[C_PROVIDER], ev->provider);
-        rc |= arr_str(&c[C_MODEL], ev->model);
-        rc |= dstr_printf(&c[C_STATUS], "%" PRId32, ev->status);
-        rc |= arr_str(&c[C_ERROR_CLASS], ev->error_class);
-        rc |= dstr_printf(&c[C_PROMPT], "%" PRId64, ev->prompt_tokens);
-        rc |= dstr_printf(&c[C_COMPLETION], "%" PRId64, ev->completion_tokens);
-        rc |= dstr_printf(&c[C_COST], "%" PRId64, ev->cost_nusd);
-        rc |= dstr_printf(&c[C_LATENCY], "%" PRId64, ev->latency_ms);
-        rc |= dstr_printf(&c[C_TTFT], "%" PRId64, ev->ttft_ms);
-        rc |= dstr_printf(&c[C_ATTEMPTS], "%" PRId32, ev->attempts);
-        rc |= dstr_printf(&c[C_FALLBACKS], "%" PRId32, ev->fallbacks);
-        rc |= build_trail(tmp, ev);
-        rc |= arr_str(&c[C_TRAIL], tmp->p);
-        rc |= build_tags(tmp, ev);
-        rc |= arr_str(&c[C_TAGS], tmp->p);
-        rc |= arr_str(&c[C_TRACE], ev->trace_id);
-        rc |= dstr_printf(&c[C_PART], "%" PRId32, b->ev[i].partition);
-        rc |= dstr_printf(&c[C_OFFSET], "%" PRId64, b->ev[i].offset);
+            if (col_is_text(k))
+                rc |= arr_strn(&c[k], f[k].p, (size_t)f[k].len);
+            else if (k == C_STREAM)
+                rc |= dstr_putc(&c[k], rec_int(&f[k]) ? 't' : 'f');
+            else
+                rc |= dstr_printf(&c[k], "%" PRId64, rec_int(&f[k]));
+        }
     }
     for (int i = dl_from; i < dl_to; i++) {
         const struct batch_dead *d = &b->dead[i];
@@ -1206,8 +1254,13 @@ static int pg_flush_one_by_one(struct sp_pg *pg, struct sp_pg_batch *b, const ch
             struct sp_pg_batch one;
             snprintf(reason, sizeof(reason), "postgres rejected the event: sqlstate %s",
                      pg->sqlstate);
-            len = (size_t)snprintf(payload, sizeof(payload), "{\"call_id\":\"%s\"}",
-                                   b->ev[i].ev.call_id);
+            {
+                struct rec_field f[SP_PG_NCOLS];
+                rec_fields(b, i, f);
+                len = (size_t)snprintf(payload, sizeof(payload), "{\"call_id\":\"%.*s\"}",
+                                       f[C_CALL_ID].len > 64 ? 64 : (int)f[C_CALL_ID].len,
+                                       f[C_CALL_ID].p);
+            }
             memset(&one, 0, sizeof(one));
             one.max_events = 0;
             snprintf(one.dead[0].reason, sizeof(one.dead[0].reason), "%s", reason);
@@ -1241,7 +1294,7 @@ static int pg_flush_one_by_one(struct sp_pg *pg, struct sp_pg_batch *b, const ch
  * Batches with dead letters take the parameter-array statement above (rare, and it has the
  * dead_letters insert). */
 static const char pg_session_sql[] =
-    "CREATE TEMP TABLE sp_batch (call_id uuid, kind text, ts_start_ms bigint,"
+    "CREATE TEMP TABLE sp_batch (call_id text, kind text, ts_start_ms bigint,"
     " ts_end_ms bigint, endpoint text, stream boolean, key_hash text, key_alias text,"
     " team_id text, user_id text, end_user text, model_requested text, model_group text,"
     " deployment_id text, provider text, model text, status integer, error_class text,"
@@ -1254,11 +1307,11 @@ static const char pg_session_sql[] =
     " deployment_id, provider, model, status, error_class, prompt_tokens, completion_tokens,"
     " cost_nusd, latency_ms, ttft_ms, attempts, fallbacks, trail, tags, trace_id,"
     " kafka_partition, kafka_offset)"
-    " SELECT call_id, kind, ts_start_ms, ts_end_ms, endpoint, stream, key_hash, key_alias,"
-    " team_id, user_id, end_user, model_requested, model_group, deployment_id, provider, model,"
-    " status, error_class, prompt_tokens, completion_tokens, cost_nusd, latency_ms, ttft_ms,"
-    " attempts, fallbacks, trail::jsonb, tags::jsonb, trace_id, kafka_partition, kafka_offset"
-    " FROM sp_batch"
+    " SELECT call_id::uuid, kind, ts_start_ms, ts_end_ms, endpoint, stream, key_hash,"
+    " key_alias, team_id, user_id, end_user, model_requested, model_group, deployment_id,"
+    " provider, model, status, error_class, prompt_tokens, completion_tokens, cost_nusd,"
+    " latency_ms, ttft_ms, attempts, fallbacks, trail::jsonb, tags::jsonb, trace_id,"
+    " kafka_partition, kafka_offset FROM sp_batch"
     " ON CONFLICT (call_id) DO NOTHING"
     " RETURNING kind, ts_end_ms, key_hash, team_id, model_group, deployment_id, status,"
     " prompt_tokens, completion_tokens, cost_nusd),"
@@ -1273,6 +1326,7 @@ static const char pg_session_sql[] =
     " SELECT day, key_hash, team_id, model_group, deployment_id, sum(requests), sum(failures),"
     " sum(prompt_tokens), sum(completion_tokens), sum(cost_nusd) FROM agg"
     " GROUP BY day, key_hash, team_id, model_group, deployment_id"
+    " ORDER BY day, key_hash, team_id, model_group, deployment_id"
     " ON CONFLICT (day, key_hash, team_id, model_group, deployment_id) DO UPDATE SET"
     " requests = d.requests + EXCLUDED.requests, failures = d.failures + EXCLUDED.failures,"
     " prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,"
@@ -1342,103 +1396,68 @@ static int cp_text(struct dstr *d, const char *s)
     return 0;
 }
 
-static int hexval(char c)
+/* rec_encode: append ev's binary COPY tuple (field count, then the 30 fields in sp_batch's
+ * column order) to the batch's arena. Returns 0 or TG_ENOMEM. */
+static int rec_encode(struct sp_pg_batch *b, const struct proto_event *ev, int32_t partition,
+                      int64_t offset)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+    struct dstr *d = &b->rec;
+    struct dstr *tmp = &b->col[C_TMP];
+    int rc = 0;
 
-/* cp_uuid: a canonical UUID (8-4-4-4-12 hex) as 16 bytes; TG_EINVAL when s is not one. */
-static int cp_uuid(struct dstr *d, const char *s)
-{
-    unsigned char u[16];
-    int j = 0;
-
-    for (int i = 0; s[i] && j < 32; i++) {
-        int h;
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (s[i] != '-')
-                return TG_EINVAL;
-            continue;
-        }
-        h = hexval(s[i]);
-        if (h < 0)
-            return TG_EINVAL;
-        if (j % 2 == 0)
-            u[j / 2] = (unsigned char)(h << 4);
-        else
-            u[j / 2] |= (unsigned char)h;
-        j++;
-    }
-    if (j != 32 || strlen(s) != 36)
-        return TG_EINVAL;
-    if (dstr_reserve(d, 4 + 16) < 0)
+    if (dstr_reserve(d, 2) < 0)
         return TG_ENOMEM;
-    cp_be(d->p + d->len, 16, 4);
-    memcpy(d->p + d->len + 4, u, 16);
-    d->len += 20;
-    return 0;
+    cp_be(d->p + d->len, SP_PG_NCOLS, 2);
+    d->len += 2;
+    rc |= cp_text(d, ev->call_id);
+    rc |= cp_text(d, ev->kind == PROTO_KIND_COOLDOWN ? "cooldown" : "request");
+    rc |= cp_int(d, ev->ts_start_ms, 8);
+    rc |= cp_int(d, ev->ts_end_ms, 8);
+    rc |= cp_text(d, ev->endpoint);
+    rc |= cp_int(d, ev->stream ? 1 : 0, 1);
+    rc |= cp_text(d, ev->key_hash);
+    rc |= cp_text(d, ev->key_alias);
+    rc |= cp_text(d, ev->team_id);
+    rc |= cp_text(d, ev->user_id);
+    rc |= cp_text(d, ev->end_user);
+    rc |= cp_text(d, ev->model_requested);
+    rc |= cp_text(d, ev->model_group);
+    rc |= cp_text(d, ev->deployment_id);
+    rc |= cp_text(d, ev->provider);
+    rc |= cp_text(d, ev->model);
+    rc |= cp_int(d, ev->status, 4);
+    rc |= cp_text(d, ev->error_class);
+    rc |= cp_int(d, ev->prompt_tokens, 8);
+    rc |= cp_int(d, ev->completion_tokens, 8);
+    rc |= cp_int(d, ev->cost_nusd, 8);
+    rc |= cp_int(d, ev->latency_ms, 8);
+    rc |= cp_int(d, ev->ttft_ms, 8);
+    rc |= cp_int(d, ev->attempts, 4);
+    rc |= cp_int(d, ev->fallbacks, 4);
+    rc |= build_trail(tmp, ev);
+    rc |= cp_text(d, tmp->p);
+    rc |= build_tags(tmp, ev);
+    rc |= cp_text(d, tmp->p);
+    rc |= cp_text(d, ev->trace_id);
+    rc |= cp_int(d, partition, 4);
+    rc |= cp_int(d, offset, 8);
+    return rc ? TG_ENOMEM : 0;
 }
 
-/* copy_build: the binary COPY stream of every event of the batch into b->copy. Returns 0,
- * TG_ENOMEM, or TG_EINVAL when a value cannot travel in binary form (the caller then uses
- * the parameter-array statement, where Postgres judges it). */
+/* copy_build: the binary COPY stream of the batch's events into b->copy: header, the records
+ * of the events still held (a revoked partition's records stay in the arena, unused), trailer.
+ * Returns 0 or TG_ENOMEM. */
 static int copy_build(struct sp_pg_batch *b)
 {
     static const char sig[11] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', '\377', '\r', '\n', '\0'};
     struct dstr *d = &b->copy;
-    struct dstr *tmp = &b->col[C_TMP];
     int rc = 0;
 
     dstr_reset(d);
     rc |= dstr_put(d, sig, sizeof(sig));
     rc |= dstr_put(d, "\0\0\0\0\0\0\0\0", 8); /* flags, header extension length */
-    for (int i = 0; i < b->nev && rc == 0; i++) {
-        const struct proto_event *ev = &b->ev[i].ev;
-        if (dstr_reserve(d, 2) < 0)
-            return TG_ENOMEM;
-        cp_be(d->p + d->len, SP_PG_NCOLS, 2);
-        d->len += 2;
-        rc = cp_uuid(d, ev->call_id);
-        if (rc < 0)
-            return rc;
-        rc |= cp_text(d, ev->kind == PROTO_KIND_COOLDOWN ? "cooldown" : "request");
-        rc |= cp_int(d, ev->ts_start_ms, 8);
-        rc |= cp_int(d, ev->ts_end_ms, 8);
-        rc |= cp_text(d, ev->endpoint);
-        rc |= cp_int(d, ev->stream ? 1 : 0, 1);
-        rc |= cp_text(d, ev->key_hash);
-        rc |= cp_text(d, ev->key_alias);
-        rc |= cp_text(d, ev->team_id);
-        rc |= cp_text(d, ev->user_id);
-        rc |= cp_text(d, ev->end_user);
-        rc |= cp_text(d, ev->model_requested);
-        rc |= cp_text(d, ev->model_group);
-        rc |= cp_text(d, ev->deployment_id);
-        rc |= cp_text(d, ev->provider);
-        rc |= cp_text(d, ev->model);
-        rc |= cp_int(d, ev->status, 4);
-        rc |= cp_text(d, ev->error_class);
-        rc |= cp_int(d, ev->prompt_tokens, 8);
-        rc |= cp_int(d, ev->completion_tokens, 8);
-        rc |= cp_int(d, ev->cost_nusd, 8);
-        rc |= cp_int(d, ev->latency_ms, 8);
-        rc |= cp_int(d, ev->ttft_ms, 8);
-        rc |= cp_int(d, ev->attempts, 4);
-        rc |= cp_int(d, ev->fallbacks, 4);
-        rc |= build_trail(tmp, ev);
-        rc |= cp_text(d, tmp->p);
-        rc |= build_tags(tmp, ev);
-        rc |= cp_text(d, tmp->p);
-        rc |= cp_text(d, ev->trace_id);
-        rc |= cp_int(d, b->ev[i].partition, 4);
-        rc |= cp_int(d, b->ev[i].offset, 8);
-    }
+    for (int i = 0; i < b->nev; i++)
+        rc |= dstr_put(d, b->rec.p + b->ev[i].rec_off, b->ev[i].rec_len);
     rc |= dstr_put(d, "\377\377", 2); /* trailer: field count -1 */
     return rc ? TG_ENOMEM : 0;
 }
@@ -1586,12 +1605,10 @@ int sp_pg_batch_flush_start(struct sp_pg *pg, struct sp_pg_batch *b, const char 
     b->copy_path = 0;
     if (b->nev > 0 && b->ndead == 0) {
         rc = copy_build(b);
-        if (rc == 0) {
-            b->copy_path = 1;
-            return pg_copy_send(pg, b, topic);
-        }
-        if (rc != TG_EINVAL)
+        if (rc < 0)
             return rc;
+        b->copy_path = 1;
+        return pg_copy_send(pg, b, topic);
     }
     return pg_flush_send(pg, b, topic, 0, b->nev, 0, b->ndead, b->part, b->next, b->npart);
 }

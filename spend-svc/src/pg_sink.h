@@ -6,13 +6,18 @@
  * timeout the query is cancelled (on a helper thread, since PQcancel blocks while the server is
  * stopped) and the connection is dropped and re-opened lazily by the next call.
  *
- * A batch (struct sp_pg_batch) holds decoded events, dead letters and the next offset of each
- * partition. sp_pg_batch_flush() writes it in ONE statement, therefore one transaction:
+ * A batch (struct sp_pg_batch) holds events (each kept as its binary COPY tuple, ~0.5 KB),
+ * dead letters and the next offset of each partition. sp_pg_batch_flush() writes it in ONE
+ * transaction:
  *   spend_logs   INSERT ... ON CONFLICT (call_id) DO NOTHING RETURNING
  *   spend_daily  fold of exactly the returned (inserted) rows, ON CONFLICT DO UPDATE x = x + new
  *   dead_letters one row per invalid message (unique by topic/partition/offset)
  *   consumer_offsets  next offset per partition (never moves backwards)
- * so a redelivered, re-consumed or re-flushed batch can never count twice. */
+ * so a redelivered, re-consumed or re-flushed batch can never count twice. A batch without dead
+ * letters travels as one simple-query message, "COPY sp_batch FROM STDIN (FORMAT binary);
+ * EXECUTE sp_flush(...)" (a session temp table and a statement prepared once per connection;
+ * one message is one implicit transaction); a batch with dead letters, and the one-by-one
+ * retry of a batch Postgres refused, as one statement with parameter arrays. */
 #ifndef SP_PG_SINK_H
 #define SP_PG_SINK_H
 

@@ -90,6 +90,11 @@ drain() {
     D_SP_US=$(awk -v t="$(( $(cpu_ticks "$pid") - sp_cpu0 ))" -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')
     c=$(sp_sql "SELECT count(*) FROM spend_logs")
     [ "$c" = "$n" ] || sp_die "$name: $c of $n rows in spend_logs after 300 s"
+    # mean committed batch: the fold costs Postgres per distinct group of a batch, so smaller
+    # batches cost more per event
+    D_BATCH=$(awk -v s="$(sp_metric "$SP_DIR/$name.yaml" tollgate_spend_batch_size_sum)" \
+        -v c="$(sp_metric "$SP_DIR/$name.yaml" tollgate_spend_batch_size_count)" \
+        'BEGIN { if (c > 0) printf "%.0f", s / c; else print "?" }')
     sp_wait_redis 60 >/dev/null || sp_die "$name: Redis did not converge"
     t_redis=$(now_s)
     sp_check "$name: exact totals" true
@@ -97,7 +102,8 @@ drain() {
     sp_stop "$pid"
     D_TOTAL=$(awk -v a="$t0" -v b="$t_redis" 'BEGIN { printf "%.2f", b - a }')
     D_ROWS=$(awk -v a="$t_first" -v b="$t_rows" 'BEGIN { printf "%.2f", b - a }')
-    sp_log "$name: $n events, first row to last row $D_ROWS s, start to Redis synced $D_TOTAL s"
+    sp_log "$name: $n events, first row to last row $D_ROWS s, start to Redis synced $D_TOTAL s," \
+        "mean batch $D_BATCH events"
 }
 
 LOAD0=$(cut -d' ' -f1 /proc/loadavg)
@@ -106,6 +112,7 @@ TP_TOTAL=$D_TOTAL
 TP_ROWS=$D_ROWS
 TP_PG_US=$D_PG_US
 TP_SP_US=$D_SP_US
+TP_BATCH=$D_BATCH
 drain backlog90 $((90 * RATE))
 BL_TOTAL=$D_TOTAL
 
@@ -113,7 +120,7 @@ echo
 echo "| spend-svc | value |"
 echo "|---|---|"
 echo "| backlog drained | $EVENTS events |"
-echo "| batch.max_events | $BATCH |"
+echo "| batch.max_events / mean committed batch | $BATCH / $TP_BATCH |"
 echo "| events/s, first row to last row | $(awk -v n="$EVENTS" -v t="$TP_ROWS" 'BEGIN { printf "%.0f", n / t }') |"
 echo "| events/s, start to Redis synced (incl. start-up and group join) | $(awk -v n="$EVENTS" -v t="$TP_TOTAL" 'BEGIN { printf "%.0f", n / t }') |"
 echo "| drain time of a 90 s backlog at $RATE events/s ($((90 * RATE)) events) | $BL_TOTAL s |"
