@@ -319,6 +319,8 @@ static void add_headers(struct call *c, struct MHD_Response *r, const struct rt_
     uint64_t over = total > c->upstream_us ? total - c->upstream_us : 0;
 
     MHD_add_response_header(r, "x-tollgate-call-id", c->call_id);
+    if (atomic_load(&c->f->quiesced))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (o != NULL && o->model_group[0] != '\0')
         MHD_add_response_header(r, "x-tollgate-model-group", o->model_group);
     snprintf(v, sizeof(v), "%u", c->plan_begun ? rt_router_attempts(&c->plan) : 0u);
@@ -1907,9 +1909,15 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         c->api = api;
         c->endpoint = name;
         c->anthropic_shape = anthropic;
-        if (atomic_load(&f->stopping) || atomic_load(&f->quiesced)) {
+        /* While draining (SIGTERM) a request that arrives on a kept-alive connection is still
+         * served, with Connection: close, so that the client reconnects elsewhere; only after
+         * the grace period (stopping) is it refused. */
+        if (atomic_load(&f->stopping)) {
+            /* Past the grace period: close the kept-alive connection without an answer. The
+             * request was not processed, so the client may retry it on a new connection (HTTP
+             * clients do so for a reused connection that closes before any response byte). */
             rt_metrics_reject(f->d.metrics, RT_REJECT_SHUTTING_DOWN);
-            return answer_error(c, 503, "shutting_down", "router is shutting down", NULL);
+            return MHD_NO;
         }
         if (atomic_fetch_add(&f->in_flight, 1) >= (int64_t)f->d.cfg->max_in_flight) {
             atomic_fetch_sub(&f->in_flight, 1);

@@ -31,6 +31,7 @@
 
 #define RT_SHUTDOWN_GRACE_S_DEFAULT 25
 #define RT_CANCEL_WAIT_MS 3000
+#define RT_DRAIN_LINGER_MS 500 /* quiet time with nothing in flight before stopping */
 #define RT_MASK_CONFIG_SECRETS_MAX 1024
 #define RT_PUBLISHER_FLUSH_S_DEFAULT 10 /* TOLLGATE_FLUSH_DEADLINE_S: producer flush at exit */
 #define RT_DEP_POLL_MS 1000             /* dependency states are refreshed this often */
@@ -296,8 +297,20 @@ int main(int argc, char **argv)
     {
         uint64_t deadline = tg_now_mono_ms() + (uint64_t)env_seconds("TOLLGATE_SHUTDOWN_GRACE_S", RT_SHUTDOWN_GRACE_S_DEFAULT) * 1000u;
 
-        while (rt_front_in_flight(front) > 0 && tg_now_mono_ms() < deadline)
+        uint64_t idle_since = 0;
+
+        /* Until nothing is in flight and no request has come for RT_DRAIN_LINGER_MS: clients
+         * on kept-alive connections get their answers with Connection: close meanwhile. */
+        while (tg_now_mono_ms() < deadline) {
+            if (rt_front_in_flight(front) > 0) {
+                idle_since = 0;
+            } else if (idle_since == 0) {
+                idle_since = tg_now_mono_ms();
+            } else if (tg_now_mono_ms() - idle_since >= RT_DRAIN_LINGER_MS) {
+                break;
+            }
             tg_sleep_ms(20);
+        }
     }
     if (rt_front_in_flight(front) > 0)
         TG_WARN("msg=shutdown_grace_expired in_flight=%lld",
