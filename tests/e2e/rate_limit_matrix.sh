@@ -606,14 +606,22 @@ send r8-warm-claude "$RLM_KEY_PLAIN" /v1/messages "$(body_for /v1/messages claud
 expect_served r8-warm-claude /v1/messages 0 claude-main
 case_end
 
-# same_body NAME FAKE_MODEL CLIENT_BODY: the newest body fake-llm recorded for FAKE_MODEL equals
-# the client's with "model" deleted on both sides (and the model is the deployment's).
+# same_body NAME FAKE_MODEL CLIENT_BODY [usage]: the newest body fake-llm recorded for
+# FAKE_MODEL equals the client's with "model" deleted on both sides (and the model is the
+# deployment's). With "usage": a streaming chat completion whose client did not ask for usage,
+# where the router adds stream_options.include_usage (the one documented addition, so that the
+# call can be billed; the extra usage chunk is not forwarded) and nothing else.
 same_body() {
     local name=$1 fmodel=$2 client=$3 got
     got=$(curl -fsS "$FAKE/_requests?model=$fmodel&limit=1" | jq -r '.requests[-1].body')
     check_eq "$name: upstream model is the deployment's" "$(jq -r '.model' <<<"$got")" "$fmodel"
     local a b
-    a=$(jq -S 'del(.model)' <<<"$client")
+    if [ "${4:-}" = usage ]; then
+        a=$(jq -S 'del(.model) | .stream_options = ((.stream_options // {}) + {include_usage: true})' \
+            <<<"$client")
+    else
+        a=$(jq -S 'del(.model)' <<<"$client")
+    fi
     b=$(jq -S 'del(.model)' <<<"$got")
     if [ "$a" = "$b" ]; then
         ok "$name: fallback body equals the client's except model"
@@ -635,7 +643,7 @@ for stream in 0 1; do
     b=$(jq -c --argjson s "$s" '. + {model: "gpt-main", stream: $s}' <<<"$RICH_CHAT")
     send "r8-chat-$mode" "$RLM_KEY_PLAIN" /v1/chat/completions "$b"
     expect_served "r8-chat-$mode" /v1/chat/completions "$stream" gpt-fallback
-    same_body "r8-chat-$mode" m-fallback "$b"
+    same_body "r8-chat-$mode" m-fallback "$b" "$([ "$stream" = 1 ] && echo usage)"
     case_end
 
     if [ "$stream" = 1 ]; then
