@@ -778,9 +778,11 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
     curl_easy_setopt(s->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     curl_easy_setopt(s->easy, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(s->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(s->easy, CURLOPT_CONNECTTIMEOUT_MS, req->timeout_ms > 0 ? req->timeout_ms : 30000L);
+    curl_easy_setopt(s->easy, CURLOPT_CONNECTTIMEOUT_MS,
+                     req->timeout_ms > 0 ? req->timeout_ms : 30000L);
     curl_easy_setopt(s->easy, CURLOPT_BUFFERSIZE,
-                     req->recv_buffer_bytes > 0 ? req->recv_buffer_bytes : (long)CURL_MAX_WRITE_SIZE);
+                     req->recv_buffer_bytes > 0 ? req->recv_buffer_bytes
+                                                : (long)CURL_MAX_WRITE_SIZE);
     if (req->stream) {
         idle_s = (req->idle_timeout_ms > 0 ? req->idle_timeout_ms : req->timeout_ms) / 1000;
         if (idle_s < 1)
