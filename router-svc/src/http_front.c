@@ -635,7 +635,7 @@ static char *raw_attempt_body(const struct call *c, const char *model, int add_u
     static const char usage_obj[] = "{\"include_usage\":true}";
     static const char usage_member[] = ",\"stream_options\":{\"include_usage\":true}";
     char quoted[RT_NAME_CAP * 6 + 2];
-    struct splice_edit e[2];
+    struct splice_edit e[3];
     size_t ne = 0, total, pos = 0, w = 0;
     char *out;
 
@@ -661,11 +661,39 @@ static char *raw_attempt_body(const struct call *c, const char *model, int add_u
         }
         ne++;
     }
-    if (ne == 2 && e[1].off < e[0].off) {
-        struct splice_edit t = e[0];
+    if (c->fm[FM_DISABLE_FALLBACKS].val_len > 0) {
+        /* disable_fallbacks is the gateway's parameter: providers reject unknown ones (400).
+         * Remove the member with the comma before it (or, when it is the first member, the
+         * comma after it) so that the object stays valid. */
+        size_t start = c->fm[FM_DISABLE_FALLBACKS].key_off;
+        size_t end = c->fm[FM_DISABLE_FALLBACKS].val_off + c->fm[FM_DISABLE_FALLBACKS].val_len;
+        size_t k = start;
 
-        e[0] = e[1];
-        e[1] = t;
+        while (k > 0 && strchr(" \t\r\n", c->body[k - 1]) != NULL)
+            k--;
+        if (k > 0 && c->body[k - 1] == ',') {
+            start = k - 1;
+        } else {
+            k = end;
+            while (k < c->body_len && strchr(" \t\r\n", c->body[k]) != NULL)
+                k++;
+            if (k < c->body_len && c->body[k] == ',')
+                end = k + 1;
+        }
+        e[ne].off = start;
+        e[ne].len = end - start;
+        e[ne].with = "";
+        e[ne].with_len = 0;
+        ne++;
+    }
+    /* edits in body order (they never overlap: distinct members) */
+    for (size_t i = 1; i < ne; i++) {
+        for (size_t k2 = i; k2 > 0 && e[k2].off < e[k2 - 1].off; k2--) {
+            struct splice_edit t = e[k2];
+
+            e[k2] = e[k2 - 1];
+            e[k2 - 1] = t;
+        }
     }
     total = c->body_len;
     for (size_t i = 0; i < ne; i++)
@@ -746,6 +774,8 @@ static char *attempt_body(struct call *c, const struct rt_deployment_conf *dep, 
         return NULL;
     /* the copy is shallow: setting "model" replaces one member of the copy only */
     json_object_set_new(j, "model", json_string(dep->model));
+    /* disable_fallbacks is the gateway's parameter: providers reject unknown ones (400) */
+    json_object_del(j, "disable_fallbacks");
     c->strip_usage_chunk = 0;
     if (c->stream && c->up_api == RT_API_CHAT && c->tr_dir == RT_TRANSLATE_NONE &&
         !json_is_true(json_object_get(json_object_get(c->req, "stream_options"),
