@@ -169,11 +169,30 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 
 /* Life cycle ------------------------------------------------------------------------------------- */
 
+/* librdkafka's own lines go through our logger: one key=value line, level-gated, rate-limited,
+ * the text escaped and cut (they name brokers, never a secret). */
+static void kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    char esc[256];
+
+    (void)rk;
+    if (level <= 4) {
+        TG_WARN_RL("msg=kafka facility=%s text=\"%s\"", fac,
+                   tg_log_escape(esc, sizeof(esc), buf, strlen(buf)));
+    } else {
+        TG_LOG_RL(TG_LOG_DEBUG, "msg=kafka facility=%s text=\"%s\"", fac,
+                  tg_log_escape(esc, sizeof(esc), buf, strlen(buf)));
+    }
+}
+
 static rd_kafka_t *make_handle(rd_kafka_type_t type, rd_kafka_conf_t *conf, char *err,
                                size_t errlen)
 {
     char e[512];
-    rd_kafka_t *rk = rd_kafka_new(type, conf, e, sizeof(e));
+    rd_kafka_t *rk;
+
+    rd_kafka_conf_set_log_cb(conf, kafka_log);
+    rk = rd_kafka_new(type, conf, e, sizeof(e));
     if (!rk) {
         snprintf(err, errlen, "kafka: %s", e);
         rd_kafka_conf_destroy(conf);
