@@ -26,6 +26,5 @@ if(TARGET rt_core)
 
     add_executable(router-svc ${RT_SRC}/main.c)
     target_link_libraries(router-svc PRIVATE rt_http_front rt_core rt_metrics rt_upstream
-                          rt_translate rt_health rt_key_api rt_control rt_publisher tg_common
-                          PkgConfig::CURL)
+                          rt_translate rt_health rt_key_api rt_control rt_publisher tg_common)
 endif()

@@ -7,7 +7,6 @@
  * SIGTERM/SIGINT: readiness turns false, new connections are refused, requests in flight get
  * up to TOLLGATE_SHUTDOWN_GRACE_S seconds (default 25) to finish, then whatever is left is
  * cancelled and the process exits 0. */
-#include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -25,6 +24,7 @@
 #include "mask.h"
 #include "publisher.h"
 #include "router.h"
+#include "upstream.h"
 #include "rt_metrics.h"
 #include "tg_log.h"
 #include "tg_time.h"
@@ -170,7 +170,10 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (rt_upstream_global_init() != 0) {
+        TG_ERROR("msg=start_failed part=upstream reason=\"libcurl initialisation failed\"");
+        goto out;
+    }
 
     secrets = calloc(RT_MASK_CONFIG_SECRETS_MAX, sizeof(*secrets));
     if (secrets == NULL)
@@ -350,6 +353,6 @@ out:
     rt_mask_destroy(&mask);
     free(secrets);
     rt_config_destroy(&cfg);
-    curl_global_cleanup();
+    rt_upstream_global_fini();
     return rc;
 }

@@ -894,3 +894,13 @@ void rt_upstream_get_stats(const struct rt_upstream *up, struct rt_upstream_stat
     out->too_big = atomic_load(&m->st_too_big);
     out->active = atomic_load(&m->st_active);
 }
+
+int rt_upstream_global_init(void)
+{
+    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : TG_EIO;
+}
+
+void rt_upstream_global_fini(void)
+{
+    curl_global_cleanup();
+}

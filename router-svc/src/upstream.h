@@ -68,6 +68,12 @@ struct rt_upstream_request {
                                  curl's default (16 KiB) */
 };
 
+/* rt_upstream_global_init / rt_upstream_global_fini: process-wide libcurl set-up and
+ * tear-down (curl.h stays inside this module). Main thread, once, before any other thread starts
+ * / after every upstream is destroyed. init returns 0 or TG_EIO. */
+int rt_upstream_global_init(void);
+void rt_upstream_global_fini(void);
+
 /* rt_upstream_create: start the loop thread. Returns new (destroy with rt_upstream_destroy) or
  * NULL with a reason in err. Main thread. */
 struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, char *err,
