@@ -3,6 +3,8 @@
  * value: a webhook URL is a credential. */
 #include "alerter.h"
 
+#include <yaml.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>

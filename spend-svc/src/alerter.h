@@ -47,12 +47,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <yaml.h>
-
 #include "tg_buf.h"
 #include "tg_limits.h"
 
 struct proto_event;
+/* libyaml's document and node (yaml.h stays in the modules that parse). */
+struct yaml_document_s;
+struct yaml_node_s;
 
 /* ---------------------------------------------------------------------------------------------
  * Alert values */
@@ -187,7 +188,8 @@ void sp_alerter_config_defaults(struct sp_alerter_config *cfg);
  * `os.environ/NAME` (the variable must be set and non-empty). Unknown keys, bad types and
  * out-of-range values are errors. Returns 0, or TG_ECONFIG with err = "FILE:LINE: alerting.key:
  * problem" (never a value). Thread: configuration time, single-threaded. */
-int sp_alerter_config_parse(yaml_document_t *doc, yaml_node_t *alerting_node, const char *file,
+int sp_alerter_config_parse(struct yaml_document_s *doc, struct yaml_node_s *alerting_node,
+                            const char *file,
                             struct sp_alerter_config *cfg, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------------------------------------
