@@ -10,12 +10,16 @@
 #   * during the fault, router-svc RSS and CPU per request <= 1.25x baseline, p99 <= 1.2x
 #     baseline + 2 ms (not for the restart scenarios, where requests wait for the new process),
 #     log bytes per request <= 512;
-#     CPU per request and p99 are compared window by window (5 s windows, the median window
-#     of the fault phase against the median window outside it): this machine is shared, and a
-#     neighbour that slows every process for 30 s inflates CPU time and latency of whichever
-#     phase it lands in. An effect of the fault itself shows in most of its windows and still
-#     fails the check; one stretch of somebody else's load does not. The pooled figures are
-#     printed too.
+#     CPU per request and p99 are compared window by window (windows of 1.25-5 s, at least 6 in
+#     the fault phase): the median of the fault phase's against the median of the others', over
+#     the calm windows only — those in which the hypervisor took at most 1.5 % of the machine's
+#     CPU time (steal, /proc/stat).
+#     This machine is a shared virtual machine: in windows with a few percent of steal the p99
+#     of the same load is 2-4x that of calm ones and CPU time per request 10-20 % higher, in
+#     whichever phase they fall. An effect of the fault itself shows in its calm windows and
+#     still fails the check. With fewer than 3 calm windows in a phase the two are not
+#     compared, and the scenario says so loudly (the other checks still apply). The pooled
+#     figures and the steal are printed too.
 #   * every Slack message <= 3,500 bytes of text.
 # Prints a table row and appends it to $TG_CHAOS_RESULTS (default build dir chaos-results.md).
 #
@@ -32,7 +36,8 @@ RATE="${TG_CHAOS_RATE:-80}"
 BASE_S="${TG_CHAOS_BASELINE_S:-10}"
 RECOVER_S="${TG_CHAOS_RECOVERY_S:-10}"
 RESULTS="${TG_CHAOS_RESULTS:-${TG_BUILD_DIR:-$SRC/build}/chaos-results.md}"
-WIN_MS=$((${TG_CHAOS_WINDOW_S:-5} * 1000))
+STEAL_MAX_PCT=${TG_CHAOS_STEAL_MAX_PCT:-1.5}
+CALM_MIN=3
 
 case "$NAME" in
 c1 | c8) FAULT_S=90 ;;
@@ -49,6 +54,11 @@ if [ -z "${TG_CHAOS_BASELINE_S:-}" ] && [ "$FAULT_S" -gt "$BASE_S" ]; then
     BASE_S=$FAULT_S
 fi
 TOTAL_S=$((BASE_S + FAULT_S + RECOVER_S))
+# Windows for the latency and CPU comparison: at least 6 in the fault phase, at most 5 s, at
+# least 1.25 s (100 requests at 80/s, so that a window has a p99 of its own).
+WIN_MS=$((FAULT_S * 1000 / 6))
+[ "$WIN_MS" -le 5000 ] || WIN_MS=5000
+[ "$WIN_MS" -ge 1250 ] || WIN_MS=1250
 
 for b in router-svc/router-svc spend-svc/spend-svc tests/fakes/fake-llm tests/chaos/loadgen; do
     [ -x "$BIN/$b" ] || { echo "scenario.sh: $BIN/$b is not built" >&2; exit 1; }
@@ -132,14 +142,16 @@ sleep 4
     --model gpt-main --rate "$RATE" --duration "$TOTAL_S" --stream-ratio 0.5 \
     --out "$STATE/records.tsv" >"$STATE/load.json" 2>"$STATE/load.err" &
 LOAD_PID=$!
-# Router CPU time twice a second, against milliseconds since the load started, for the
-# per-window CPU figures (c3/c4 replace the process; their CPU is not compared).
+# Twice a second, against milliseconds since the load started: router CPU time (per-window CPU
+# figures; c3/c4 replace the process, their CPU is not compared) and the machine's steal and
+# total jiffies from /proc/stat (the time the hypervisor gave to other guests).
 sampler() {
-    local t0=$1 pid=$2 now rss ns
-    while kill -0 "$pid" 2>/dev/null; do
+    local t0=$1 pid=$2 now rss ns st tot
+    while :; do
         read -r rss ns < <(proc_sample "$pid")
+        read -r st tot < <(awk '/^cpu / { print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat)
         now=$(date +%s%N)
-        echo "$(((now - t0) / 1000000)) $ns"
+        echo "$(((now - t0) / 1000000)) $ns $st $tot"
         sleep 0.5
     done
 }
@@ -205,26 +217,36 @@ awk -F'\t' -v a=$((BASE_S * 1000)) -v b=$(((BASE_S + FAULT_S) * 1000)) \
 read -r P50B P99B < <(awk '{ v[NR] = $1 }
     function at(p,   i) { i = int(NR * p + 0.5); if (i < 1) i = 1; return v[i] }
     END { if (NR == 0) print "0 0"; else printf "%.2f %.2f\n", at(0.5), at(0.99) }' "$STATE/lat.ref")
-# Per-window figures: "p99_ms cpu_us_per_request" for each whole window of [from_ms, to_ms).
+# Per-window figures: "p99_ms cpu_us_per_request steal_pct" for each whole window of
+# [from_ms, to_ms) (-1: no sample around a boundary).
 windows() { # from_ms to_ms
     awk -F'\t' -v a="$1" -v b="$2" -v w="$WIN_MS" 'NR > 1 && $4 >= a && $4 < b {
             k = int(($4 - a) / w); if (a + (k + 1) * w <= b) print k, $5 }' "$STATE/records.tsv" |
         sort -k1,1n -k2,2g |
         awk -v a="$1" -v w="$WIN_MS" -v samples="$STATE/cpu.samples" '
-            BEGIN { while ((getline l < samples) > 0) { split(l, f, " "); t[n] = f[1]; c[n] = f[2]; n++ } }
-            function cpu_at(ms,   i) { # linear between the samples around ms
+            BEGIN {
+                while ((getline l < samples) > 0) {
+                    split(l, f, " "); t[n] = f[1]; c[n] = f[2]; st[n] = f[3]; tot[n] = f[4]; n++
+                }
+            }
+            function at(col, ms,   i, y0, y1) { # column col (1 cpu, 2 steal, 3 total) at ms, linear
                 if (n == 0) return -1
                 for (i = 1; i < n && t[i] < ms; i++) ;
                 if (i >= n || t[i - 1] > ms) return -1
-                if (t[i] == t[i - 1]) return c[i]
-                return c[i - 1] + (c[i] - c[i - 1]) * (ms - t[i - 1]) / (t[i] - t[i - 1])
+                y0 = col == 1 ? c[i - 1] : col == 2 ? st[i - 1] : tot[i - 1]
+                y1 = col == 1 ? c[i] : col == 2 ? st[i] : tot[i]
+                if (t[i] == t[i - 1]) return y1
+                return y0 + (y1 - y0) * (ms - t[i - 1]) / (t[i] - t[i - 1])
             }
-            function flush(   i, c0, c1, cpu) {
-                if (m < 100) return
+            function flush(   i, from, to, c0, c1, s0, s1, j0, j1, cpu, steal) {
+                if (m < 80) return
                 i = int(m * 0.99 + 0.5); if (i < 1) i = 1
-                c0 = cpu_at(a + k * w); c1 = cpu_at(a + (k + 1) * w)
+                from = a + k * w; to = from + w
+                c0 = at(1, from); c1 = at(1, to); s0 = at(2, from); s1 = at(2, to)
+                j0 = at(3, from); j1 = at(3, to)
                 cpu = (c0 < 0 || c1 < 0) ? -1 : (c1 - c0) / 1000 / m
-                printf "%.3f %.1f\n", v[i], cpu
+                steal = (s0 < 0 || s1 < 0 || j1 <= j0) ? -1 : 100 * (s1 - s0) / (j1 - j0)
+                printf "%.3f %.1f %.2f\n", v[i], cpu, steal
             }
             $1 != k { if (NR > 1) flush(); k = $1; m = 0 }
             { v[++m] = $2 }
@@ -235,16 +257,28 @@ median() { # column -> median of that column over stdin (negative values skipped
         awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) printf "%.2f\n", v[(NR + 1) / 2];
              else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+# calm: the windows in which the hypervisor took at most STEAL_MAX_PCT of the machine's CPU time
+calm() { awk -v m="$STEAL_MAX_PCT" '$3 >= 0 && $3 <= m'; }
 { windows 0 $((BASE_S * 1000)); windows $(((BASE_S + FAULT_S) * 1000)) $((TOTAL_S * 1000 + 1)); } >"$STATE/win.ref"
 windows $((BASE_S * 1000)) $(((BASE_S + FAULT_S) * 1000)) >"$STATE/win.fault"
-W_P99_REF=$(median 1 <"$STATE/win.ref")
-W_P99_FAULT=$(median 1 <"$STATE/win.fault")
-W_CPU_REF=$(median 2 <"$STATE/win.ref")
-W_CPU_FAULT=$(median 2 <"$STATE/win.fault")
+calm <"$STATE/win.ref" >"$STATE/calm.ref"
+calm <"$STATE/win.fault" >"$STATE/calm.fault"
 W_N_REF=$(wc -l <"$STATE/win.ref")
 W_N_FAULT=$(wc -l <"$STATE/win.fault")
+C_N_REF=$(wc -l <"$STATE/calm.ref")
+C_N_FAULT=$(wc -l <"$STATE/calm.fault")
+W_P99_REF=$(median 1 <"$STATE/calm.ref")
+W_P99_FAULT=$(median 1 <"$STATE/calm.fault")
+W_CPU_REF=$(median 2 <"$STATE/calm.ref")
+W_CPU_FAULT=$(median 2 <"$STATE/calm.fault")
+STEAL_REF=$(median 3 <"$STATE/win.ref")
+STEAL_FAULT=$(median 3 <"$STATE/win.fault")
+JUDGED=yes
+if [ "$C_N_REF" -lt "$CALM_MIN" ] || [ "$C_N_FAULT" -lt "$CALM_MIN" ]; then
+    JUDGED=no
+fi
 echo "chaos $NAME: load $(cat "$STATE/load.json")"
-echo "chaos $NAME: $((WIN_MS / 1000)) s windows: p99 median $W_P99_REF ms outside the fault ($W_N_REF windows), $W_P99_FAULT ms during it ($W_N_FAULT); router CPU median $W_CPU_REF -> $W_CPU_FAULT µs/request"
+echo "chaos $NAME: $WIN_MS ms windows with steal <= $STEAL_MAX_PCT %: $C_N_REF of $W_N_REF outside the fault, $C_N_FAULT of $W_N_FAULT during it (median steal $STEAL_REF % / $STEAL_FAULT %); p99 median $W_P99_REF -> $W_P99_FAULT ms; router CPU median $W_CPU_REF -> $W_CPU_FAULT µs/request"
 
 # Spend: every 200's call id has exactly one row; wait for the pipeline to drain.
 awk -F'\t' 'NR > 1 && $7 == 1 && $8 != "-" { print $8 }' "$STATE/records.tsv" | sort -u >"$STATE/ok_ids"
@@ -283,13 +317,15 @@ ALERTS=$(jq '.count' "$STATE/slack.json")
 MAX_TEXT=$(jq '[.messages[].body | fromjson? | .text // "" | utf8bytelength] | max // 0' "$STATE/slack.json")
 
 case "$NAME" in c3 | c4) W_CPU_FAULT="n/a (new process)" ;; esac
+WIN_CELL="$W_P99_REF→$W_P99_FAULT ($C_N_REF/$W_N_REF, $C_N_FAULT/$W_N_FAULT calm)"
+[ "$JUDGED" = yes ] || WIN_CELL="not judged ($C_N_REF/$W_N_REF, $C_N_FAULT/$W_N_FAULT calm)"
 LOG_PER_REQ=$(awk -v b="$((LOG_F1 - LOG_F0))" -v n="$NF" 'BEGIN { if (n == 0) print 0; else printf "%.0f", b / n }')
 
-ROW="| $NAME | $NA | $OKA | $BADA | $TRA | $MISSING | $DUPS | $AGG_DIFF | $P50B/$P99B | $P50F/$P90F/$P99F | $W_P99_REF→$W_P99_FAULT | $((RSS_F0 / 1024))→$((RSS_F1 / 1024)) MB | $W_CPU_REF→$W_CPU_FAULT | $LOG_PER_REQ | $ALERTS (max $MAX_TEXT B) | $REDIS_OK |"
+ROW="| $NAME | $NA | $OKA | $BADA | $TRA | $MISSING | $DUPS | $AGG_DIFF | $P50B/$P99B | $P50F/$P90F/$P99F | $WIN_CELL | $STEAL_REF→$STEAL_FAULT | $((RSS_F0 / 1024))→$((RSS_F1 / 1024)) MB | $W_CPU_REF→$W_CPU_FAULT | $LOG_PER_REQ | $ALERTS (max $MAX_TEXT B) | $REDIS_OK |"
 if [ ! -s "$RESULTS" ]; then
     mkdir -p "$(dirname "$RESULTS")"
-    echo "| scenario | requests | ok | failed | transport | missing | duplicated | agg diff | ref p50/p99 ms | fault p50/p90/p99 ms | p99 ms, median 5 s window, ref→fault | router RSS | router CPU µs/req, median window, ref→fault | log B/req | slack msgs | redis=pg |" >"$RESULTS"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" >>"$RESULTS"
+    echo "| scenario | requests | ok | failed | transport | missing | duplicated | agg diff | ref p50/p99 ms | fault p50/p90/p99 ms | p99 ms, median calm window, ref→fault | steal %, median window, ref→fault | router RSS | router CPU µs/req, median calm window, ref→fault | log B/req | slack msgs | redis=pg |" >"$RESULTS"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" >>"$RESULTS"
 fi
 echo "$ROW" >>"$RESULTS"
 echo "$ROW"
@@ -313,12 +349,14 @@ c3 | c4) ;; # a new process: its RSS, CPU and the wait for it are not comparable
 *)
     awk -v b="$RSS_F0" -v f="$RSS_F1" 'BEGIN { exit !(f <= b * 1.25) }' ||
         fail "router-svc RSS grew from $RSS_F0 kB to $RSS_F1 kB during the fault (> 1.25x)"
-    [ "$W_N_REF" -ge 2 ] && [ "$W_N_FAULT" -ge 2 ] ||
-        fail "too few whole $((WIN_MS / 1000)) s windows to compare ($W_N_REF outside the fault, $W_N_FAULT during it)"
-    awk -v b="$W_CPU_REF" -v f="$W_CPU_FAULT" 'BEGIN { exit !(b > 0 && f <= b * 1.25) }' ||
-        fail "router-svc CPU per request $W_CPU_FAULT µs during the fault vs $W_CPU_REF µs outside it (median windows, > 1.25x)"
-    awk -v b="$W_P99_REF" -v f="$W_P99_FAULT" 'BEGIN { exit !(f <= b * 1.2 + 2) }' ||
-        fail "p99 $W_P99_FAULT ms during the fault vs $W_P99_REF ms outside it (median windows, > 1.2x + 2 ms)"
+    if [ "$JUDGED" = yes ]; then
+        awk -v b="$W_CPU_REF" -v f="$W_CPU_FAULT" 'BEGIN { exit !(b > 0 && f <= b * 1.25) }' ||
+            fail "router-svc CPU per request $W_CPU_FAULT µs during the fault vs $W_CPU_REF µs outside it (median calm windows, > 1.25x)"
+        awk -v b="$W_P99_REF" -v f="$W_P99_FAULT" 'BEGIN { exit !(f <= b * 1.2 + 2) }' ||
+            fail "p99 $W_P99_FAULT ms during the fault vs $W_P99_REF ms outside it (median calm windows, > 1.2x + 2 ms)"
+    else
+        echo "chaos $NAME: LATENCY AND CPU NOT JUDGED: fewer than $CALM_MIN windows with steal <= $STEAL_MAX_PCT % ($C_N_REF outside the fault, $C_N_FAULT during it): the host, not the stack, set the pace"
+    fi
     ;;
 esac
 echo "chaos $NAME: passed"
