@@ -161,6 +161,7 @@ void sp_config_defaults(struct sp_config *cfg)
     cfg->kafka_session_timeout_ms = 10000;
     cfg->pg_query_timeout_ms = 5000;
     cfg->pg_retry_max_ms = 5000;
+    cfg->pg_writers = 2;
     snprintf(cfg->redis_host, sizeof(cfg->redis_host), "127.0.0.1");
     cfg->redis_port = 6379;
     cfg->redis_db = 0;
@@ -323,6 +324,8 @@ static int cfg_postgres(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *c
                          &cfg->pg_query_timeout_ms);
         else if (strcmp(k, "retry_max_ms") == 0)
             rc = cfg_int(c, v, "postgres.retry_max_ms", 100, 600000, &cfg->pg_retry_max_ms);
+        else if (strcmp(k, "writers") == 0)
+            rc = cfg_int(c, v, "postgres.writers", 1, SP_CONFIG_WRITERS_MAX, &cfg->pg_writers);
         else
             rc = cfg_fail(c, v, k, "unknown key in postgres");
         if (rc < 0)

@@ -16,6 +16,7 @@
 #define SP_CONFIG_THRESHOLDS_MAX 8 /* budget thresholds, percent */
 #define SP_CONFIG_TEAMS_MAX 256    /* team budgets declared in the config */
 #define SP_CONFIG_NAME_MAX 130     /* bytes incl. NUL of a team id (as SP_PG_SUBJECT_MAX) */
+#define SP_CONFIG_WRITERS_MAX 8    /* postgres.writers: batches written at once, one connection each */
 
 /* A team budget declared in the config (key budgets come from the control topic). */
 struct sp_config_team {
@@ -39,6 +40,7 @@ struct sp_config {
     char pg_dsn[SP_CONFIG_DSN_MAX];
     int pg_query_timeout_ms;                 /* deadline of every query */
     int pg_retry_max_ms;                     /* cap of the exponential retry backoff */
+    int pg_writers;                          /* lanes: connections writing batches at once */
 
     char redis_host[SP_CONFIG_STR_MAX];
     int redis_port;

@@ -5,11 +5,15 @@
  *
  * The main thread runs the consumer loop: poll, decode, batch (size or time), commit the batch
  * in one Postgres transaction, hand the increments to the Redis thread, commit offsets to
- * Kafka, check budgets. One batch is in flight at a time: its statement runs while the next
- * batch fills (one connection, so batches commit in order and a duplicate in the next batch
- * always meets the committed row). Postgres unavailable: the batch is kept, partitions are paused (polling
- * continues so that the group membership survives), the commit is retried with a bounded
- * exponential backoff, readiness reports it; nothing is lost or counted twice.
+ * Kafka, check budgets. Partitions are spread over postgres.writers lanes (partition modulo the
+ * lane count), each with its own connection and two batches: one lane's statement runs while
+ * its next batch fills, and the lanes' statements run side by side in Postgres. A partition
+ * always goes through the same lane, so its batches commit in order and a duplicate (same
+ * call id, same key, same partition) always meets the committed row; spend_daily rows are
+ * folded in key order, so two lanes never wait on each other in a cycle. Postgres unavailable:
+ * the batches are kept, partitions are paused (polling continues so that the group membership
+ * survives), the commit is retried with a bounded exponential backoff, readiness reports it;
+ * nothing is lost or counted twice.
  * SIGTERM/SIGINT: the current batch is committed, the consumer leaves its group, exit 0. */
 #include <errno.h>
 #include <inttypes.h>
@@ -55,15 +59,24 @@ struct slot {
     int dead[DL_NCLASSES];            /* dead letters by class */
 };
 
-struct app {
-    struct sp_config cfg;
-    struct sp_pg *pg;                 /* consumer thread's connection */
+/* A lane: one Postgres connection and its two batches, for the partitions p with
+ * p % nlanes == its index. */
+struct lane {
+    struct sp_pg *pg;
     struct slot slots[2];             /* two batches: one filling, one in flight or failed */
     int fill;                         /* index of the batch being filled */
     int flight;                       /* index of the batch whose statement runs, or -1 */
     int pending;                      /* index of a batch whose commit failed, or -1 */
     uint64_t flight_t0_us;            /* when the statement in flight was sent */
     uint64_t flight_check_ms;         /* next look at the statement in flight (monotonic) */
+};
+
+struct app {
+    struct sp_config cfg;
+    struct sp_pg *pg;                 /* consumer thread's own: offsets, keys, budgets, reports */
+    struct lane lanes[SP_CONFIG_WRITERS_MAX];
+    int nlanes;
+    int gate_held;                    /* statements in flight holding the Redis commit gate */
     struct sp_consumer *consumer;
     struct sp_redis_sink *redis;
     struct sp_budgets *budgets;
@@ -214,10 +227,10 @@ static int publish_hook(void *ctx, const char *record_key, const char *value, si
 
 /* after_commit: the batch of slot i is in Postgres (res): Kafka commit, metrics, budgets, reset.
  * Consumer thread. */
-static void after_commit(struct app *a, int i, const struct sp_pg_flush_result *res,
-                         uint64_t t0_us)
+static void after_commit(struct app *a, struct lane *l, int i,
+                         const struct sp_pg_flush_result *res, uint64_t t0_us)
 {
-    struct slot *sl = &a->slots[i];
+    struct slot *sl = &l->slots[i];
     int32_t parts[SP_PG_PARTITIONS_MAX];
     int64_t next[SP_PG_PARTITIONS_MAX];
     int nmsg = sp_pg_batch_messages(sl->b);
@@ -252,79 +265,129 @@ static void after_commit(struct app *a, int i, const struct sp_pg_flush_result *
     memset(sl->dead, 0, sizeof(sl->dead));
 }
 
-/* commit_sync: one transaction for slot i, waited for; then the Redis hand-over and
- * after_commit. Returns 0 or the Postgres error (the batch is kept). Nothing may be in flight. */
-static int commit_sync(struct app *a, int i)
+/* The Redis commit gate is held while any lane's statement runs: "commit in Postgres, then
+ * hand the increments over" must not be split by a rebuild's snapshot. gate_enter/gate_leave
+ * count the holders; the mutex is taken by the first and released by the last. */
+static void gate_enter(struct app *a)
+{
+    if (a->redis && a->gate_held++ == 0)
+        sp_redis_sink_gate_lock(a->redis);
+}
+
+static void gate_leave(struct app *a)
+{
+    if (a->redis && --a->gate_held == 0)
+        sp_redis_sink_gate_unlock(a->redis);
+}
+
+static struct lane *lane_of(struct app *a, int32_t partition)
+{
+    return &a->lanes[(uint32_t)partition % (uint32_t)a->nlanes];
+}
+
+static int lanes_messages(const struct app *a)
+{
+    int n = 0;
+
+    for (int k = 0; k < a->nlanes; k++)
+        n += sp_pg_batch_messages(a->lanes[k].slots[0].b) +
+             sp_pg_batch_messages(a->lanes[k].slots[1].b);
+    return n;
+}
+
+/* commit_sync: one transaction for slot i of lane l, waited for; then the Redis hand-over and
+ * after_commit. Returns 0 or the Postgres error (the batch is kept). Nothing may be in flight
+ * on the lane. */
+static int commit_sync(struct app *a, struct lane *l, int i)
 {
     struct sp_pg_flush_result res;
     uint64_t t0 = tg_now_mono_us();
     int rc;
 
-    if (sp_pg_batch_messages(a->slots[i].b) == 0)
+    if (sp_pg_batch_messages(l->slots[i].b) == 0)
         return 0;
-    if (a->redis)
-        sp_redis_sink_gate_lock(a->redis);
-    rc = sp_pg_batch_flush(a->pg, a->slots[i].b, a->cfg.kafka_topic, &res);
+    gate_enter(a);
+    rc = sp_pg_batch_flush(l->pg, l->slots[i].b, a->cfg.kafka_topic, &res);
     if (rc == 0 && a->redis)
         sp_redis_sink_add(a->redis, res.incr, res.nincr);
-    if (a->redis)
-        sp_redis_sink_gate_unlock(a->redis);
+    gate_leave(a);
     if (rc < 0) {
         atomic_fetch_add(&a->commit_failures, 1);
         atomic_store(&a->pg_ready, 0);
         return rc;
     }
-    after_commit(a, i, &res, t0);
+    after_commit(a, l, i, &res, t0);
     return 0;
 }
 
-/* flight_start: send the filling batch's statement and switch to the other (empty) batch, so
- * that consumption continues while Postgres works. The commit gate stays held until
- * flight_finish, so a Redis rebuild cannot take its snapshot between the commit and the
- * hand-over. Returns 0 or a connection error (nothing sent, the batch stays the filling one). */
-static int flight_start(struct app *a)
-{
-    int rc;
-
-    if (a->redis)
-        sp_redis_sink_gate_lock(a->redis);
-    a->flight_t0_us = tg_now_mono_us();
-    rc = sp_pg_batch_flush_start(a->pg, a->slots[a->fill].b, a->cfg.kafka_topic);
-    if (rc < 0) {
-        if (a->redis)
-            sp_redis_sink_gate_unlock(a->redis);
-        atomic_fetch_add(&a->commit_failures, 1);
-        atomic_store(&a->pg_ready, 0);
-        return rc;
-    }
-    a->flight = a->fill;
-    a->fill = 1 - a->fill;
-    return 0;
-}
-
-/* flight_finish: results of the statement in flight. block 0: TG_EAGAIN while it runs.
- * On failure the batch becomes the pending one (kept for the retries). */
-static int flight_finish(struct app *a, int block)
+/* flight_finish: results of lane l's statement in flight. block 0: TG_EAGAIN while it runs.
+ * On failure the batch becomes the lane's pending one (kept for the retries). */
+static int flight_finish(struct app *a, struct lane *l, int block)
 {
     struct sp_pg_flush_result res;
-    int i = a->flight;
+    int i = l->flight;
     int rc;
 
-    rc = sp_pg_batch_flush_finish(a->pg, a->slots[i].b, a->cfg.kafka_topic, block, &res);
+    rc = sp_pg_batch_flush_finish(l->pg, l->slots[i].b, a->cfg.kafka_topic, block, &res);
     if (rc == TG_EAGAIN)
         return rc;
     if (rc == 0 && a->redis)
         sp_redis_sink_add(a->redis, res.incr, res.nincr);
-    if (a->redis)
-        sp_redis_sink_gate_unlock(a->redis);
-    a->flight = -1;
+    gate_leave(a);
+    l->flight = -1;
     if (rc < 0) {
         atomic_fetch_add(&a->commit_failures, 1);
         atomic_store(&a->pg_ready, 0);
-        a->pending = i;
+        l->pending = i;
         return rc;
     }
-    after_commit(a, i, &res, a->flight_t0_us);
+    after_commit(a, l, i, &res, l->flight_t0_us);
+    return 0;
+}
+
+/* flights_finish: wait for every lane's statement in flight. Returns 0 or the first error
+ * (the other lanes are still waited for). */
+static int flights_finish(struct app *a)
+{
+    int first = 0;
+
+    for (int k = 0; k < a->nlanes; k++) {
+        if (a->lanes[k].flight >= 0) {
+            int rc = flight_finish(a, &a->lanes[k], 1);
+            if (rc < 0 && first == 0)
+                first = rc;
+        }
+    }
+    return first;
+}
+
+/* flight_start: send lane l's filling batch's statement and switch the lane to its other
+ * (empty) batch, so that consumption continues while Postgres works. The commit gate stays
+ * held until flight_finish. A rebuild waiting for the gate gets it first: the lanes' flights
+ * end, the gate is let go, and this lane's statement waits for the snapshot. Returns 0 or a
+ * connection error (nothing sent, the batch stays the filling one). */
+static int flight_start(struct app *a, struct lane *l)
+{
+    int rc;
+
+    if (a->redis && a->gate_held > 0 && sp_redis_sink_gate_wanted(a->redis)) {
+        rc = flights_finish(a);
+        if (rc < 0)
+            return rc;
+    }
+    if (a->redis && a->gate_held == 0)
+        sp_redis_sink_gate_yield(a->redis);
+    gate_enter(a);
+    l->flight_t0_us = tg_now_mono_us();
+    rc = sp_pg_batch_flush_start(l->pg, l->slots[l->fill].b, a->cfg.kafka_topic);
+    if (rc < 0) {
+        gate_leave(a);
+        atomic_fetch_add(&a->commit_failures, 1);
+        atomic_store(&a->pg_ready, 0);
+        return rc;
+    }
+    l->flight = l->fill;
+    l->fill = 1 - l->fill;
     return 0;
 }
 
@@ -335,8 +398,7 @@ static void fail(struct app *a, int rc)
 
     if (!a->failing) {
         TG_WARN("msg=\"postgres commit failed, holding the batch\" err=%s messages=%d",
-                tg_errname(rc),
-                sp_pg_batch_messages(a->slots[0].b) + sp_pg_batch_messages(a->slots[1].b));
+                tg_errname(rc), lanes_messages(a));
         a->failing = 1;
         sp_consumer_hold(a->consumer);
         a->backoff_ms = SP_RETRY_MIN_MS;
@@ -348,24 +410,28 @@ static void fail(struct app *a, int rc)
     a->retry_at_ms = now + a->backoff_ms;
 }
 
-/* commit_all: wait for the statement in flight, then commit the failed batch (older messages
- * first) and the filling one. Returns 0 when nothing is left to commit. */
+/* commit_all: wait for every statement in flight, then commit each lane's failed batch (older
+ * messages first) and its filling one. Returns 0 when nothing is left to commit. */
 static int commit_all(struct app *a)
 {
-    int rc;
+    int rc = flights_finish(a);
 
-    if (a->flight >= 0) {
-        rc = flight_finish(a, 1);
+    if (rc < 0)
+        return rc;
+    for (int k = 0; k < a->nlanes; k++) {
+        struct lane *l = &a->lanes[k];
+
+        if (l->pending >= 0) {
+            rc = commit_sync(a, l, l->pending);
+            if (rc < 0)
+                return rc;
+            l->pending = -1;
+        }
+        rc = commit_sync(a, l, l->fill);
         if (rc < 0)
             return rc;
     }
-    if (a->pending >= 0) {
-        rc = commit_sync(a, a->pending);
-        if (rc < 0)
-            return rc;
-        a->pending = -1;
-    }
-    return commit_sync(a, a->fill);
+    return 0;
 }
 
 /* retry: while failing, try to commit everything held; on success resume consumption. */
@@ -386,30 +452,30 @@ static int retry(struct app *a)
     return 0;
 }
 
-/* ship: the filling batch is due: wait for the previous statement if any, then send this one.
- * Returns 0, or the error after which consumption is held. */
-static int ship(struct app *a)
+/* ship: lane l's filling batch is due: wait for the lane's previous statement if any, then
+ * send this one. Returns 0, or the error after which consumption is held. */
+static int ship(struct app *a, struct lane *l)
 {
     int rc;
 
-    if (a->flight >= 0) {
-        rc = flight_finish(a, 1);
+    if (l->flight >= 0) {
+        rc = flight_finish(a, l, 1);
         if (rc < 0) {
             fail(a, rc);
             return rc;
         }
     }
-    rc = flight_start(a);
+    rc = flight_start(a, l);
     if (rc < 0)
         fail(a, rc);
     return rc;
 }
 
 /* take_message: decode and add one message to the filling batch (which has room). */
-static void take_message(struct app *a, const struct sp_consumer_msg *m)
+static void take_message(struct app *a, struct lane *l, const struct sp_consumer_msg *m)
 {
     char reason[SP_PG_DEAD_REASON_MAX];
-    struct slot *sl = &a->slots[a->fill];
+    struct slot *sl = &l->slots[l->fill];
     int rc;
 
     atomic_fetch_add(&a->consumed, 1);
@@ -447,13 +513,12 @@ static int offsets_hook(void *ctx, const int32_t *parts, int n, int64_t *next)
 {
     struct app *a = ctx;
 
-    /* one statement at a time on the connection: let the one in flight end first */
-    if (a->flight >= 0) {
-        int rc = flight_finish(a, 1);
-        if (rc < 0) {
-            fail(a, rc);
-            return rc;
-        }
+    /* what is in flight commits first, so the offsets read are the latest */
+    int rc = flights_finish(a);
+
+    if (rc < 0) {
+        fail(a, rc);
+        return rc;
     }
     return sp_pg_offsets_load(a->pg, a->cfg.kafka_topic, parts, n, next);
 }
@@ -466,13 +531,18 @@ static void revoking_hook(void *ctx, const int32_t *parts, int n)
         return;
     /* could not commit: the next owner reads these partitions again from Postgres offsets;
      * what is left for other partitions is retried by the main loop */
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < n; i++)
-            sp_pg_batch_drop_partition(a->slots[k].b, parts[i]);
-    if (sp_pg_batch_messages(a->slots[0].b) + sp_pg_batch_messages(a->slots[1].b) > 0)
+    for (int i = 0; i < n; i++) {
+        struct lane *l = lane_of(a, parts[i]);
+        for (int k = 0; k < 2; k++)
+            sp_pg_batch_drop_partition(l->slots[k].b, parts[i]);
+    }
+    for (int k = 0; k < a->nlanes; k++) {
+        struct lane *l = &a->lanes[k];
+        if (l->pending >= 0 && sp_pg_batch_messages(l->slots[l->pending].b) == 0)
+            l->pending = -1;
+    }
+    if (lanes_messages(a) > 0)
         fail(a, TG_EUNAVAIL);
-    else
-        a->pending = -1;
 }
 
 /* Control topic: key:<hash> records mirror api_keys and the budgets. */
@@ -626,6 +696,48 @@ static void usage(void)
     fprintf(stderr, "usage: spend-svc --config FILE [--check]\n");
 }
 
+/* lanes_tend: look at each lane's statement in flight (at most once per millisecond per lane:
+ * each look is a recv() on its socket) and ship the batches whose wait is over. Returns the
+ * poll wait (ms) that keeps every lane on time, or -1 when the loop should start over. */
+static int lanes_tend(struct app *a, uint64_t now)
+{
+    int wait = SP_POLL_MAX_MS;
+
+    for (int k = 0; k < a->nlanes; k++) {
+        struct lane *l = &a->lanes[k];
+        struct slot *sl;
+
+        if (l->flight >= 0 && now >= l->flight_check_ms) {
+            int rc;
+
+            l->flight_check_ms = now + 1;
+            rc = flight_finish(a, l, 0);
+            if (rc < 0 && rc != TG_EAGAIN) {
+                fail(a, rc);
+                return -1;
+            }
+        }
+        /* while a statement runs, poll briefly so its end is noticed soon */
+        if (l->flight >= 0 && wait > 2)
+            wait = 2;
+        sl = &l->slots[l->fill];
+        if (sp_pg_batch_messages(sl->b) > 0) {
+            uint64_t due = sl->started_ms + (uint64_t)a->cfg.batch_max_wait_ms;
+            /* a due batch waits for its lane's statement in flight anyway (one per
+             * connection): it keeps filling until that one ends instead of blocking the loop,
+             * so a backlog is drained in full batches (Postgres's cost per event falls with
+             * the batch size: the spend_daily fold is per distinct group, not per event) */
+            if (now >= due && l->flight < 0) {
+                ship(a, l);
+                return -1;
+            }
+            if (now < due && due - now < (uint64_t)wait)
+                wait = (int)(due - now);
+        }
+    }
+    return wait;
+}
+
 /* run_loop: the consumer loop until a signal. */
 static void run_loop(struct app *a)
 {
@@ -635,7 +747,7 @@ static void run_loop(struct app *a)
 
     while (!sp_stop) {
         uint64_t now = tg_now_mono_ms();
-        struct slot *sl;
+        struct lane *l;
         int wait;
         int rc;
 
@@ -655,52 +767,28 @@ static void run_loop(struct app *a)
             }
             continue;
         }
-        /* look at the statement in flight once per millisecond, not once per message (each
-         * look is a recv() on the Postgres socket) */
-        if (a->flight >= 0 && now >= a->flight_check_ms) {
-            a->flight_check_ms = now + 1;
-            rc = flight_finish(a, 0);
-            if (rc < 0 && rc != TG_EAGAIN) {
-                fail(a, rc);
-                continue;
-            }
-        }
-        if (a->flight < 0) {
-            sp_consumer_control_poll(a->consumer, SP_CONTROL_PER_LOOP, control_record, a);
-            if (now >= next_tick) {
-                int brc = sp_budgets_tick(a->budgets, a->pg, (int64_t)tg_now_epoch_ms());
-                if (brc < 0)
-                    TG_WARN_RL("msg=\"budget tick failed\" err=%s", tg_errname(brc));
-                next_tick = now + (uint64_t)a->cfg.budget_check_interval_ms;
-                daily_report(a);
-            }
-        }
-        sl = &a->slots[a->fill];
-        /* while a statement runs, poll briefly so its end is noticed soon */
-        wait = a->flight >= 0 ? 2 : SP_POLL_MAX_MS;
-        if (sp_pg_batch_messages(sl->b) > 0) {
-            uint64_t due = sl->started_ms + (uint64_t)a->cfg.batch_max_wait_ms;
-            /* a due batch waits for the statement in flight anyway (one per connection): it
-             * keeps filling until that one ends instead of blocking the loop, so a backlog is
-             * drained in full batches (Postgres's cost per event falls with the batch size:
-             * the spend_daily fold is per distinct group, not per event) */
-            if (now >= due && a->flight < 0) {
-                ship(a);
-                continue;
-            }
-            if (now < due && due - now < (uint64_t)wait)
-                wait = (int)(due - now);
+        wait = lanes_tend(a, now);
+        if (wait < 0)
+            continue;
+        sp_consumer_control_poll(a->consumer, SP_CONTROL_PER_LOOP, control_record, a);
+        if (now >= next_tick) {
+            int brc = sp_budgets_tick(a->budgets, a->pg, (int64_t)tg_now_epoch_ms());
+            if (brc < 0)
+                TG_WARN_RL("msg=\"budget tick failed\" err=%s", tg_errname(brc));
+            next_tick = now + (uint64_t)a->cfg.budget_check_interval_ms;
+            daily_report(a);
         }
         rc = sp_consumer_poll(a->consumer, wait, &m);
         if (rc != 1)
             continue;
-        if (sp_pg_batch_full(a->slots[a->fill].b) && ship(a) < 0) {
+        l = lane_of(a, m.partition);
+        if (sp_pg_batch_full(l->slots[l->fill].b) && ship(a, l) < 0) {
             sp_consumer_unread(a->consumer, m.partition, m.offset);
             continue;
         }
-        take_message(a, &m);
-        if (!a->failing && sp_pg_batch_full(a->slots[a->fill].b) && a->flight < 0)
-            ship(a);
+        take_message(a, l, &m);
+        if (!a->failing && sp_pg_batch_full(l->slots[l->fill].b) && l->flight < 0)
+            ship(a, l);
     }
 }
 
@@ -715,7 +803,7 @@ static void shutdown_flush(struct app *a)
             break;
         tg_sleep_ms(200);
     }
-    left = sp_pg_batch_messages(a->slots[0].b) + sp_pg_batch_messages(a->slots[1].b);
+    left = lanes_messages(a);
     if (left > 0)
         TG_WARN("msg=\"shutdown: batch not committed; it is read again at the next start\" "
                 "messages=%d",
@@ -779,13 +867,21 @@ int main(int argc, char **argv)
     a->pg = sp_pg_create(a->cfg.pg_dsn, a->cfg.pg_query_timeout_ms, err, sizeof(err));
     if (!a->pg)
         goto fail;
-    a->flight = -1;
-    a->pending = -1;
-    a->slots[0].b = sp_pg_batch_create(a->cfg.batch_max_events, a->cfg.batch_max_bytes);
-    a->slots[1].b = sp_pg_batch_create(a->cfg.batch_max_events, a->cfg.batch_max_bytes);
-    if (!a->slots[0].b || !a->slots[1].b) {
-        snprintf(err, sizeof(err), "out of memory for the batches");
-        goto fail;
+    a->nlanes = a->cfg.pg_writers;
+    for (int k = 0; k < a->nlanes; k++) {
+        struct lane *l = &a->lanes[k];
+
+        l->flight = -1;
+        l->pending = -1;
+        l->pg = sp_pg_create(a->cfg.pg_dsn, a->cfg.pg_query_timeout_ms, err, sizeof(err));
+        if (!l->pg)
+            goto fail;
+        l->slots[0].b = sp_pg_batch_create(a->cfg.batch_max_events, a->cfg.batch_max_bytes);
+        l->slots[1].b = sp_pg_batch_create(a->cfg.batch_max_events, a->cfg.batch_max_bytes);
+        if (!l->slots[0].b || !l->slots[1].b) {
+            snprintf(err, sizeof(err), "out of memory for the batches");
+            goto fail;
+        }
     }
     {
         struct sp_admin_hooks ah = {.status = status_hook, .metrics = metrics_hook, .ctx = a};
@@ -849,8 +945,9 @@ int main(int argc, char **argv)
         if (!a->consumer)
             goto fail;
     }
-    TG_INFO("msg=\"spend-svc started\" port=%d batch_max_events=%d batch_max_wait_ms=%d",
-            a->cfg.listen_port, a->cfg.batch_max_events, a->cfg.batch_max_wait_ms);
+    TG_INFO("msg=\"spend-svc started\" port=%d batch_max_events=%d batch_max_wait_ms=%d "
+            "writers=%d",
+            a->cfg.listen_port, a->cfg.batch_max_events, a->cfg.batch_max_wait_ms, a->nlanes);
 
     run_loop(a);
 
@@ -871,8 +968,11 @@ out:
     sp_alerter_destroy(&a->alerter);
 #endif
     sp_budgets_destroy(&a->budgets);
-    sp_pg_batch_destroy(&a->slots[0].b);
-    sp_pg_batch_destroy(&a->slots[1].b);
+    for (int k = 0; k < SP_CONFIG_WRITERS_MAX; k++) {
+        sp_pg_batch_destroy(&a->lanes[k].slots[0].b);
+        sp_pg_batch_destroy(&a->lanes[k].slots[1].b);
+        sp_pg_destroy(&a->lanes[k].pg);
+    }
     sp_pg_destroy(&a->pg);
     return exit_code;
 }

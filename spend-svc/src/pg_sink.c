@@ -77,7 +77,6 @@ struct sp_pg_batch {
     struct sp_pg_incr *incr; /* [max_events] results of the last flush */
     int nincr;
     struct dstr col[SP_PG_NCOLS + 8];
-    struct dstr copy;        /* binary COPY stream of the events (fast path) */
     int copy_path;           /* the statement in flight is the COPY one */
 };
 
@@ -765,7 +764,6 @@ void sp_pg_batch_destroy(struct sp_pg_batch **bp)
     sp_pg_batch_reset(b);
     for (size_t i = 0; i < sizeof(b->col) / sizeof(b->col[0]); i++)
         free(b->col[i].p);
-    free(b->copy.p);
     free(b->rec.p);
     free(b->ev);
     free(b->incr);
@@ -1444,22 +1442,55 @@ static int rec_encode(struct sp_pg_batch *b, const struct proto_event *ev, int32
     return rc ? TG_ENOMEM : 0;
 }
 
-/* copy_build: the binary COPY stream of the batch's events into b->copy: header, the records
- * of the events still held (a revoked partition's records stay in the arena, unused), trailer.
- * Returns 0 or TG_ENOMEM. */
-static int copy_build(struct sp_pg_batch *b)
+/* copy_put: n bytes of the COPY stream, waiting (deadline) while libpq's buffer is full.
+ * Returns 0, -1 (connection broken) or -2 (deadline). */
+static int copy_put(struct sp_pg *pg, const char *p, size_t n)
 {
-    static const char sig[11] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', '\377', '\r', '\n', '\0'};
-    struct dstr *d = &b->copy;
-    int rc = 0;
+    for (;;) {
+        int w = PQputCopyData(pg->conn, p, (int)n);
+        if (w < 0)
+            return -1;
+        if (w == 1)
+            return 0;
+        /* nonblocking and the buffer is full: let the socket drain */
+        if (pg_wait(pg->conn, POLLOUT, pg->deadline_ms) < 0)
+            return -2;
+        if (PQflush(pg->conn) < 0)
+            return -1;
+    }
+}
 
-    dstr_reset(d);
-    rc |= dstr_put(d, sig, sizeof(sig));
-    rc |= dstr_put(d, "\0\0\0\0\0\0\0\0", 8); /* flags, header extension length */
-    for (int i = 0; i < b->nev; i++)
-        rc |= dstr_put(d, b->rec.p + b->ev[i].rec_off, b->ev[i].rec_len);
-    rc |= dstr_put(d, "\377\377", 2); /* trailer: field count -1 */
-    return rc ? TG_ENOMEM : 0;
+/* copy_stream: the binary COPY stream of the batch's events, straight from the arena: header,
+ * the records of the events still held (a revoked partition's records stay in the arena,
+ * unused; adjacent records go out together, up to SP_PG_COPY_CHUNK_BYTES), trailer.
+ * Returns 0, -1 (connection broken) or -2 (deadline). */
+static int copy_stream(struct sp_pg *pg, const struct sp_pg_batch *b)
+{
+    static const char head[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', '\377', '\r', '\n', '\0',
+                                  0, 0, 0, 0, 0, 0, 0, 0}; /* signature, flags, extension */
+    static const char trailer[2] = {'\377', '\377'};     /* field count -1 */
+    size_t run_off = 0;
+    size_t run_len = 0;
+    int rc = copy_put(pg, head, sizeof(head));
+
+    for (int i = 0; rc == 0 && i < b->nev; i++) {
+        const struct batch_event *e = &b->ev[i];
+
+        if (run_len > 0 && e->rec_off == run_off + run_len &&
+            run_len + e->rec_len <= SP_PG_COPY_CHUNK_BYTES) {
+            run_len += e->rec_len;
+            continue;
+        }
+        if (run_len > 0)
+            rc = copy_put(pg, b->rec.p + run_off, run_len);
+        run_off = e->rec_off;
+        run_len = e->rec_len;
+    }
+    if (rc == 0 && run_len > 0)
+        rc = copy_put(pg, b->rec.p + run_off, run_len);
+    if (rc == 0)
+        rc = copy_put(pg, trailer, sizeof(trailer));
+    return rc;
 }
 
 /* pg_session: the temp table and the prepared statement of the fast path on this connection
@@ -1508,7 +1539,6 @@ static int pg_copy_send(struct sp_pg *pg, struct sp_pg_batch *b, const char *top
     struct dstr *q = &b->col[C_OFF_PART];
     char *lit = NULL;
     PGresult *r = NULL;
-    size_t off;
     int rc;
 
     rc = pg_session(pg);
@@ -1558,24 +1588,11 @@ static int pg_copy_send(struct sp_pg *pg, struct sp_pg_batch *b, const char *top
         return TG_EUNAVAIL;
     }
     PQclear(r);
-    for (off = 0; off < b->copy.len;) {
-        size_t n = b->copy.len - off;
-        int w;
-        if (n > SP_PG_COPY_CHUNK_BYTES)
-            n = SP_PG_COPY_CHUNK_BYTES;
-        w = PQputCopyData(pg->conn, b->copy.p + off, (int)n);
-        if (w < 0)
-            goto broken;
-        if (w == 0) {
-            /* nonblocking and the buffer is full: let the socket drain */
-            if (pg_wait(pg->conn, POLLOUT, pg->deadline_ms) < 0)
-                goto timeout;
-            if (PQflush(pg->conn) < 0)
-                goto broken;
-            continue;
-        }
-        off += n;
-    }
+    rc = copy_stream(pg, b);
+    if (rc == -1)
+        goto broken;
+    if (rc == -2)
+        goto timeout;
     for (;;) {
         int w = PQputCopyEnd(pg->conn, NULL);
         if (w < 0)
@@ -1599,14 +1616,9 @@ broken:
 
 int sp_pg_batch_flush_start(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic)
 {
-    int rc;
-
     b->nincr = 0;
     b->copy_path = 0;
     if (b->nev > 0 && b->ndead == 0) {
-        rc = copy_build(b);
-        if (rc < 0)
-            return rc;
         b->copy_path = 1;
         return pg_copy_send(pg, b, topic);
     }

@@ -54,6 +54,7 @@ struct sp_redis_sink {
     struct sp_pg *pg;              /* rebuild connection, Redis thread only */
 
     pthread_mutex_t gate;          /* commit gate, see header */
+    _Atomic int gate_wanted;       /* rebuilds waiting for the gate */
     pthread_mutex_t mu;            /* guards active, rebuild_due, flushing_n */
     pthread_cond_t cond;
     struct cmap maps[2];
@@ -193,6 +194,19 @@ void sp_redis_sink_gate_lock(struct sp_redis_sink *s)
 void sp_redis_sink_gate_unlock(struct sp_redis_sink *s)
 {
     pthread_mutex_unlock(&s->gate);
+}
+
+int sp_redis_sink_gate_wanted(struct sp_redis_sink *s)
+{
+    return atomic_load(&s->gate_wanted) > 0;
+}
+
+void sp_redis_sink_gate_yield(struct sp_redis_sink *s)
+{
+    /* the consumer would take the mutex back before a woken rebuild runs: let it in first
+     * (rare: a start, an empty Redis or a full map), for at most 100 ms */
+    for (int i = 0; i < 100 && atomic_load(&s->gate_wanted) > 0; i++)
+        tg_sleep_ms(1);
 }
 
 /* add_one: merge v into counter name; on a full map schedule a rebuild. mu held. */
@@ -488,7 +502,9 @@ static int redis_rebuild(struct sp_redis_sink *s)
 
     day_of(now_s, day);
     cmap_clear(&s->snap);
+    atomic_fetch_add(&s->gate_wanted, 1);
     sp_redis_sink_gate_lock(s);
+    atomic_fetch_sub(&s->gate_wanted, 1);
     pthread_mutex_lock(&s->mu);
     cmap_clear(s->active);
     cmap_clear(s->flushing);

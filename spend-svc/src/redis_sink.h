@@ -72,6 +72,12 @@ void sp_redis_sink_destroy(struct sp_redis_sink **s);
 void sp_redis_sink_gate_lock(struct sp_redis_sink *s);
 void sp_redis_sink_gate_unlock(struct sp_redis_sink *s);
 
+/* sp_redis_sink_gate_wanted: 1 while a rebuild waits for the gate (the consumer then lets its
+ * statements in flight end instead of starting more). sp_redis_sink_gate_yield: with the gate
+ * not held, wait (at most 100 ms) until a waiting rebuild has taken it. Consumer thread. */
+int sp_redis_sink_gate_wanted(struct sp_redis_sink *s);
+void sp_redis_sink_gate_yield(struct sp_redis_sink *s);
+
 /* sp_redis_sink_add: merge n increments (borrowed) into the pending map. Never blocks on
  * Redis. When the map is full it is cleared and a rebuild is scheduled (counted).
  * Consumer thread, gate held. */

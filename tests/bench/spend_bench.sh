@@ -7,6 +7,8 @@
 #       started and timed until every row is in Postgres and Redis equals Postgres.
 #     RATE (default 1000 events/s): a 90 s backlog at that rate (90 x RATE events) is drained
 #       the same way, on a fresh topic and database.
+#   SPEND_BENCH_WRITERS (environment, default: spend-svc's own, 2): postgres.writers, the
+#     batches written side by side (one connection each, partitions spread over them).
 #   SPEND_BENCH_BATCH (environment, default 5000): spend-svc's batch.max_events (max_bytes
 #     follows at 1,600 bytes per event). Every batch folds its distinct (day, key, team, model
 #     group, deployment) groups into spend_daily once; this workload has ~4,480 such groups per
@@ -23,6 +25,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 EVENTS=${1:-200000}
 RATE=${2:-1000}
 BATCH=${SPEND_BENCH_BATCH:-5000}
+WRITERS=${SPEND_BENCH_WRITERS:-}
 sp_init spend-bench
 sp_services
 RUN=$(printf '%08x' $((RANDOM * 32768 + RANDOM)))
@@ -55,6 +58,10 @@ drain() {
     sed -i "s/^batch: .*/batch: {max_events: $BATCH, max_wait_ms: 100, max_bytes: $((BATCH * 1600))}/" \
         "$SP_DIR/$name.yaml"
     grep -q "max_events: $BATCH," "$SP_DIR/$name.yaml" || sp_die "cannot set the batch size"
+    if [ -n "$WRITERS" ]; then
+        sed -i "s/retry_max_ms: 1000}/retry_max_ms: 1000, writers: $WRITERS}/" "$SP_DIR/$name.yaml"
+        grep -q "writers: $WRITERS}" "$SP_DIR/$name.yaml" || sp_die "cannot set the writers"
+    fi
     sp_log "$name: producing a backlog of $n events"
     sp_produce --topic "spend.bench.$name" --count "$n" --keys 640 --run "$RUN" \
         >"$SP_DIR/$name.produce" || sp_die "producer failed"
@@ -121,10 +128,11 @@ echo "| spend-svc | value |"
 echo "|---|---|"
 echo "| backlog drained | $EVENTS events |"
 echo "| batch.max_events / mean committed batch | $BATCH / $TP_BATCH |"
+echo "| postgres.writers | ${WRITERS:-2 (default)} |"
 echo "| events/s, first row to last row | $(awk -v n="$EVENTS" -v t="$TP_ROWS" 'BEGIN { printf "%.0f", n / t }') |"
 echo "| events/s, start to Redis synced (incl. start-up and group join) | $(awk -v n="$EVENTS" -v t="$TP_TOTAL" 'BEGIN { printf "%.0f", n / t }') |"
 echo "| drain time of a 90 s backlog at $RATE events/s ($((90 * RATE)) events) | $BL_TOTAL s |"
 echo "| CPU per event: PostgreSQL (all processes) / spend-svc | $TP_PG_US µs / $TP_SP_US µs |"
-echo "| events/s with one free core each (1e6 / max CPU per event) | $(awk -v a="$TP_PG_US" -v b="$TP_SP_US" 'BEGIN { m = a > b ? a : b; printf "%.0f", 1e6 / m }') |"
+echo "| events/s if CPU were the only limit ($(nproc) cores / CPU per event of both) | $(awk -v a="$TP_PG_US" -v b="$TP_SP_US" -v c="$(nproc)" 'BEGIN { printf "%.0f", c * 1e6 / (a + b) }') |"
 echo "| load average at start (cores: $(nproc)) | $LOAD0 |"
 sp_finish

@@ -51,7 +51,7 @@ static void test_full_config(void **state)
                           "master_key: os.environ/SPEND_TEST_MASTER\n"
                           "kafka: {brokers: \"127.0.0.1:1,127.0.0.1:2\", topic: ev,\n"
                           "        control_topic: ctl, group_id: g}\n"
-                          "postgres: {dsn: os.environ/SPEND_TEST_DSN}\n"
+                          "postgres: {dsn: os.environ/SPEND_TEST_DSN, writers: 4}\n"
                           "redis: {url: redis://127.0.0.1:6380/3}\n"
                           "batch: {max_events: 100, max_wait_ms: 50}\n"
                           "budgets:\n"
@@ -68,6 +68,7 @@ static void test_full_config(void **state)
     assert_string_equal(cfg.kafka_control_topic, "ctl");
     assert_string_equal(cfg.kafka_group_id, "g");
     assert_string_equal(cfg.pg_dsn, "postgresql://postgres@127.0.0.1:5432/tollgate");
+    assert_int_equal(cfg.pg_writers, 4);
     assert_string_equal(cfg.redis_host, "127.0.0.1");
     assert_int_equal(cfg.redis_port, 6380);
     assert_int_equal(cfg.redis_db, 3);
@@ -91,6 +92,7 @@ static void test_defaults(void **state)
     assert_string_equal(cfg.kafka_control_topic, "tollgate.control.v1");
     assert_int_equal(cfg.batch_max_events, 5000);
     assert_int_equal(cfg.batch_max_wait_ms, 200);
+    assert_int_equal(cfg.pg_writers, 2);
     assert_int_equal(cfg.budget_thresholds_n, 3);
     assert_int_equal(cfg.budget_thresholds[2], 100);
     assert_true(cfg.redis_pending_max > 0);
@@ -106,6 +108,9 @@ static void test_errors_name_file_line_key(void **state)
 
     assert_int_equal(load("postgres: {dsn: x}\nbatch:\n  max_events: 0\n"), TG_ECONFIG);
     assert_non_null(strstr(err, ":3: batch.max_events: must be between"));
+
+    assert_int_equal(load("postgres:\n  dsn: x\n  writers: 9\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, ":3: postgres.writers: must be between 1 and 8"));
 
     assert_int_equal(load("postgres: {dsn: x}\nkafak: {}\n"), TG_ECONFIG);
     assert_non_null(strstr(err, ":2: kafak: unknown key"));

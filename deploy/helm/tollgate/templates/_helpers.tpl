@@ -121,7 +121,7 @@ tollgate:
       "listen" (printf "0.0.0.0:%d" ($s.port | int))
       "master_key" .Values.masterKey
       "kafka" $kafka
-      "postgres" (dict "dsn" .Values.postgres.dsn)
+      "postgres" (dict "dsn" .Values.postgres.dsn "writers" ($s.postgresWriters | int64))
       "redis" (dict "url" .Values.redis.url)
       "batch" (dict "max_events" ($s.batch.maxEvents | int64) "max_wait_ms" ($s.batch.maxWaitMs | int64))
 -}}
