@@ -492,15 +492,19 @@ static void take_message(struct app *a, struct lane *l, const struct sp_consumer
 #endif
             return;
         }
-    } else {
-        if (reason[0] == '\0')
-            snprintf(reason, sizeof(reason), "%s", tg_strerror(rc));
-        rc = sp_pg_batch_add_dead(sl->b, reason, m->payload, m->len, m->partition, m->offset);
-        if (rc == 0) {
-            sl->dead[m->len > TG_EVENT_MAX_BYTES ? DL_TOO_LARGE : DL_INVALID]++;
-            return;
-        }
+        if (rc != TG_EINVAL)
+            goto refused;
+        /* the decoder let through what Postgres could not store */
+        snprintf(reason, sizeof(reason), "call_id: not a uuid");
     }
+    if (reason[0] == '\0')
+        snprintf(reason, sizeof(reason), "%s", tg_strerror(rc));
+    rc = sp_pg_batch_add_dead(sl->b, reason, m->payload, m->len, m->partition, m->offset);
+    if (rc == 0) {
+        sl->dead[m->len > TG_EVENT_MAX_BYTES ? DL_TOO_LARGE : DL_INVALID]++;
+        return;
+    }
+refused:
     /* cannot happen after the room check; keep the message for later rather than lose it */
     TG_ERROR("msg=\"batch refused a message\" err=%s", tg_errname(rc));
     sp_consumer_unread(a->consumer, m->partition, m->offset);

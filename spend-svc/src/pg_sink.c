@@ -29,6 +29,9 @@ struct sp_pg {
     uint64_t deadline_ms; /* monotonic deadline of the query in flight */
     int timeout_used_ms; /* its timeout, for the log line */
     int session_ready;   /* sp_batch temp table and sp_flush prepared on this connection */
+    int direct;          /* the query in flight is a direct-path COPY (a duplicate is expected) */
+    struct fold *daily;  /* direct path: spend_daily groups of the batch being written */
+    struct fold *minute; /* direct path: per-minute increments of the same */
 };
 
 /* Only one cancel request in flight at a time: PQcancel blocks while the server is stopped,
@@ -62,6 +65,21 @@ struct batch_dead {
     int64_t offset;
 };
 
+/* A group of a batch's request events, folded in spend-svc (direct path): the event holding its
+ * strings, its day number or minute, the sums. */
+struct fold_ent {
+    uint64_t h;
+    int rec;                 /* event index, -1 when the slot is empty */
+    int64_t t;
+    int64_t requests, failures, prompt, completion, cost;
+};
+
+struct fold {
+    struct fold_ent *e;
+    size_t cap;              /* power of two, at least twice the events */
+    size_t n;
+};
+
 struct sp_pg_batch {
     int max_events;
     size_t max_bytes;
@@ -77,7 +95,8 @@ struct sp_pg_batch {
     struct sp_pg_incr *incr; /* [max_events] results of the last flush */
     int nincr;
     struct dstr col[SP_PG_NCOLS + 8];
-    int copy_path;           /* the statement in flight is the COPY one */
+    int copy_path;           /* the statement in flight: 0 parameter arrays, 1 COPY into the temp
+                              * table, 2 COPY straight into spend_logs */
 };
 
 /* dstr ------------------------------------------------------------------------------------- */
@@ -118,6 +137,11 @@ static int dstr_put(struct dstr *d, const char *s, size_t n)
     d->len += n;
     d->p[d->len] = '\0';
     return 0;
+}
+
+static int dstr_puts(struct dstr *d, const char *s)
+{
+    return dstr_put(d, s, strlen(s));
 }
 
 static int dstr_printf(struct dstr *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -279,6 +303,12 @@ void sp_pg_destroy(struct sp_pg **pgp)
         return;
     pg = *pgp;
     pg_close(pg);
+    for (int i = 0; i < 2; i++) {
+        struct fold *f = i ? pg->minute : pg->daily;
+        if (f)
+            free(f->e);
+        free(f);
+    }
     free(pg->dsn);
     free(pg);
     *pgp = NULL;
@@ -460,6 +490,7 @@ static int pg_collect(struct sp_pg *pg, int block, PGresult **out)
 {
     PGresult *last = NULL;
     PGresult *r;
+    int direct;
     int rc;
 
     *out = NULL;
@@ -496,6 +527,8 @@ static int pg_collect(struct sp_pg *pg, int block, PGresult **out)
         }
         last = r;
     }
+    direct = pg->direct;
+    pg->direct = 0;
     if (!last)
         goto broken;
     if (PQresultStatus(last) != PGRES_TUPLES_OK && PQresultStatus(last) != PGRES_COMMAND_OK) {
@@ -504,8 +537,11 @@ static int pg_collect(struct sp_pg *pg, int block, PGresult **out)
          * (class 40) or a resource shortage (53) is "unavailable, retry later" */
         if (rc == TG_EAGAIN)
             rc = TG_EUNAVAIL;
-        TG_WARN_RL("msg=\"postgres query failed\" sqlstate=%s err=%s", pg->sqlstate,
-                   tg_errname(rc));
+        if (direct && strcmp(pg->sqlstate, "23505") == 0)
+            TG_DEBUG("msg=\"batch holds a stored call id, writing it with ON CONFLICT\"");
+        else
+            TG_WARN_RL("msg=\"postgres query failed\" sqlstate=%s err=%s", pg->sqlstate,
+                       tg_errname(rc));
         PQclear(last);
         if (rc == TG_EUNAVAIL)
             pg_close(pg);
@@ -1035,13 +1071,28 @@ static int64_t rec_int(const struct rec_field *f)
     return (int64_t)v;
 }
 
-/* col_is_text: the column travels as text (a string, or the trail/tags JSON, or the call id
- * that Postgres casts to uuid). */
+/* col_is_text: the column's record field is text (for the trail and tags: after jsonb's
+ * version byte). */
 static int col_is_text(int k)
 {
-    return k == C_CALL_ID || k == C_KIND || k == C_ENDPOINT ||
-           (k >= C_KEY_HASH && k <= C_MODEL) || k == C_ERROR_CLASS || k == C_TRAIL ||
-           k == C_TAGS || k == C_TRACE;
+    return k == C_KIND || k == C_ENDPOINT || (k >= C_KEY_HASH && k <= C_MODEL) ||
+           k == C_ERROR_CLASS || k == C_TRAIL || k == C_TAGS || k == C_TRACE;
+}
+
+/* rec_uuid_text: a record's 16-byte call id in canonical text form (out: 37 bytes). */
+static void rec_uuid_text(const struct rec_field *f, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)f->p;
+    int o = 0;
+
+    for (int i = 0; i < 16 && f->len == 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hex[u[i] >> 4];
+        out[o++] = hex[u[i] & 15];
+    }
+    out[o] = '\0';
 }
 
 static int col_sep(struct dstr *d, int first)
@@ -1109,7 +1160,13 @@ static int pg_build(struct sp_pg_batch *b, int ev_from, int ev_to, int dl_from, 
         rec_fields(b, i, f);
         for (int k = 0; k < SP_PG_NCOLS; k++) {
             rc |= col_sep(&c[k], first);
-            if (col_is_text(k))
+            if (k == C_CALL_ID) {
+                char id[40];
+                rec_uuid_text(&f[k], id);
+                rc |= arr_str(&c[k], id);
+            } else if (k == C_TRAIL || k == C_TAGS)
+                rc |= arr_strn(&c[k], f[k].p + 1, (size_t)f[k].len - 1);
+            else if (col_is_text(k))
                 rc |= arr_strn(&c[k], f[k].p, (size_t)f[k].len);
             else if (k == C_STREAM)
                 rc |= dstr_putc(&c[k], rec_int(&f[k]) ? 't' : 'f');
@@ -1254,10 +1311,10 @@ static int pg_flush_one_by_one(struct sp_pg *pg, struct sp_pg_batch *b, const ch
                      pg->sqlstate);
             {
                 struct rec_field f[SP_PG_NCOLS];
+                char id[40];
                 rec_fields(b, i, f);
-                len = (size_t)snprintf(payload, sizeof(payload), "{\"call_id\":\"%.*s\"}",
-                                       f[C_CALL_ID].len > 64 ? 64 : (int)f[C_CALL_ID].len,
-                                       f[C_CALL_ID].p);
+                rec_uuid_text(&f[C_CALL_ID], id);
+                len = (size_t)snprintf(payload, sizeof(payload), "{\"call_id\":\"%s\"}", id);
             }
             memset(&one, 0, sizeof(one));
             one.max_events = 0;
@@ -1292,12 +1349,12 @@ static int pg_flush_one_by_one(struct sp_pg *pg, struct sp_pg_batch *b, const ch
  * Batches with dead letters take the parameter-array statement above (rare, and it has the
  * dead_letters insert). */
 static const char pg_session_sql[] =
-    "CREATE TEMP TABLE sp_batch (call_id text, kind text, ts_start_ms bigint,"
+    "CREATE TEMP TABLE sp_batch (call_id uuid, kind text, ts_start_ms bigint,"
     " ts_end_ms bigint, endpoint text, stream boolean, key_hash text, key_alias text,"
     " team_id text, user_id text, end_user text, model_requested text, model_group text,"
     " deployment_id text, provider text, model text, status integer, error_class text,"
     " prompt_tokens bigint, completion_tokens bigint, cost_nusd bigint, latency_ms bigint,"
-    " ttft_ms bigint, attempts integer, fallbacks integer, trail text, tags text,"
+    " ttft_ms bigint, attempts integer, fallbacks integer, trail jsonb, tags jsonb,"
     " trace_id text, kafka_partition integer, kafka_offset bigint) ON COMMIT DELETE ROWS;"
     "PREPARE sp_flush (text, integer[], bigint[]) AS"
     " WITH ins AS (INSERT INTO spend_logs (call_id, kind, ts_start_ms, ts_end_ms, endpoint,"
@@ -1305,10 +1362,10 @@ static const char pg_session_sql[] =
     " deployment_id, provider, model, status, error_class, prompt_tokens, completion_tokens,"
     " cost_nusd, latency_ms, ttft_ms, attempts, fallbacks, trail, tags, trace_id,"
     " kafka_partition, kafka_offset)"
-    " SELECT call_id::uuid, kind, ts_start_ms, ts_end_ms, endpoint, stream, key_hash,"
+    " SELECT call_id, kind, ts_start_ms, ts_end_ms, endpoint, stream, key_hash,"
     " key_alias, team_id, user_id, end_user, model_requested, model_group, deployment_id,"
     " provider, model, status, error_class, prompt_tokens, completion_tokens, cost_nusd,"
-    " latency_ms, ttft_ms, attempts, fallbacks, trail::jsonb, tags::jsonb, trace_id,"
+    " latency_ms, ttft_ms, attempts, fallbacks, trail, tags, trace_id,"
     " kafka_partition, kafka_offset FROM sp_batch"
     " ON CONFLICT (call_id) DO NOTHING"
     " RETURNING kind, ts_end_ms, key_hash, team_id, model_group, deployment_id, status,"
@@ -1362,18 +1419,22 @@ static int cp_int(struct dstr *d, int64_t v, int n)
     return 0;
 }
 
-/* cp_text: s as a text field; invalid UTF-8 bytes become '?' (as in arr_str), so the stored
+/* cp_textv: s as a text field, after version bytes ver (jsonb's binary form is the version
+ * byte 1 and the JSON text); invalid UTF-8 bytes become '?' (as in arr_str), so the stored
  * value is the same on both paths and one bad byte cannot refuse the batch. */
-static int cp_text(struct dstr *d, const char *s)
+static int cp_textv(struct dstr *d, const char *ver, size_t nver, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t n = strlen(s);
     size_t i = 0;
     char *o;
 
-    if (dstr_reserve(d, 4 + n) < 0)
+    if (dstr_reserve(d, 4 + nver + n) < 0)
         return TG_ENOMEM;
-    cp_be(d->p + d->len, (uint64_t)n, 4);
+    cp_be(d->p + d->len, (uint64_t)(nver + n), 4);
+    if (nver > 0)
+        memcpy(d->p + d->len + 4, ver, nver);
+    d->len += nver;
     o = d->p + d->len + 4;
     while (i < n) {
         size_t k;
@@ -1394,6 +1455,55 @@ static int cp_text(struct dstr *d, const char *s)
     return 0;
 }
 
+static int cp_text(struct dstr *d, const char *s)
+{
+    return cp_textv(d, NULL, 0, s);
+}
+
+static int cp_jsonb(struct dstr *d, const char *json)
+{
+    return cp_textv(d, "\001", 1, json);
+}
+
+static int hex_val(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* cp_uuid: the canonical text form (validated by the decoder) as uuid's 16 binary bytes.
+ * Returns 0, TG_ENOMEM or TG_EINVAL. */
+static int cp_uuid(struct dstr *d, const char *s)
+{
+    unsigned char u[16];
+    int k = 0;
+
+    for (size_t i = 0; s[i] != '\0' && k < 16; i++) {
+        int hi, lo;
+        if (s[i] == '-')
+            continue;
+        hi = hex_val(s[i]);
+        lo = s[i + 1] ? hex_val(s[i + 1]) : -1;
+        if (hi < 0 || lo < 0)
+            return TG_EINVAL;
+        u[k++] = (unsigned char)(hi << 4 | lo);
+        i++;
+    }
+    if (k != 16)
+        return TG_EINVAL;
+    if (dstr_reserve(d, 4 + 16) < 0)
+        return TG_ENOMEM;
+    cp_be(d->p + d->len, 16, 4);
+    memcpy(d->p + d->len + 4, u, 16);
+    d->len += 4 + 16;
+    return 0;
+}
+
 /* rec_encode: append ev's binary COPY tuple (field count, then the 30 fields in sp_batch's
  * column order) to the batch's arena. Returns 0 or TG_ENOMEM. */
 static int rec_encode(struct sp_pg_batch *b, const struct proto_event *ev, int32_t partition,
@@ -1407,7 +1517,9 @@ static int rec_encode(struct sp_pg_batch *b, const struct proto_event *ev, int32
         return TG_ENOMEM;
     cp_be(d->p + d->len, SP_PG_NCOLS, 2);
     d->len += 2;
-    rc |= cp_text(d, ev->call_id);
+    rc = cp_uuid(d, ev->call_id);
+    if (rc == TG_EINVAL)
+        return rc;
     rc |= cp_text(d, ev->kind == PROTO_KIND_COOLDOWN ? "cooldown" : "request");
     rc |= cp_int(d, ev->ts_start_ms, 8);
     rc |= cp_int(d, ev->ts_end_ms, 8);
@@ -1433,9 +1545,9 @@ static int rec_encode(struct sp_pg_batch *b, const struct proto_event *ev, int32
     rc |= cp_int(d, ev->attempts, 4);
     rc |= cp_int(d, ev->fallbacks, 4);
     rc |= build_trail(tmp, ev);
-    rc |= cp_text(d, tmp->p);
+    rc |= cp_jsonb(d, tmp->p);
     rc |= build_tags(tmp, ev);
-    rc |= cp_text(d, tmp->p);
+    rc |= cp_jsonb(d, tmp->p);
     rc |= cp_text(d, ev->trace_id);
     rc |= cp_int(d, partition, 4);
     rc |= cp_int(d, offset, 8);
@@ -1531,16 +1643,268 @@ static int pg_push(struct sp_pg *pg)
     return TG_EUNAVAIL;
 }
 
+/* Direct path: COPY straight into spend_logs ---------------------------------------------------- */
+
+/* Redelivered events are rare (a restart, a rebalance, the router's spool replay): a batch
+ * usually holds only new call ids. Such a batch is written as
+ *   COPY spend_logs FROM STDIN (FORMAT binary); INSERT INTO spend_daily ... ON CONFLICT DO
+ *   UPDATE; INSERT INTO consumer_offsets ... ON CONFLICT DO UPDATE
+ * in one simple-query message (one implicit transaction), with the spend_daily groups and the
+ * Redis increments folded here from the batch's records: no temp table, no speculative
+ * insertion, no RETURNING, and COPY's multi-row inserts. A call id that is already stored
+ * fails the COPY with unique_violation: nothing was written, and the batch goes through the
+ * temp-table statement (ON CONFLICT DO NOTHING RETURNING), which counts only new rows. */
+
+static const char direct_copy_sql[] =
+    "COPY spend_logs (call_id, kind, ts_start_ms, ts_end_ms, endpoint, stream, key_hash,"
+    " key_alias, team_id, user_id, end_user, model_requested, model_group, deployment_id,"
+    " provider, model, status, error_class, prompt_tokens, completion_tokens, cost_nusd,"
+    " latency_ms, ttft_ms, attempts, fallbacks, trail, tags, trace_id, kafka_partition,"
+    " kafka_offset) FROM STDIN (FORMAT binary);";
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+
+    for (size_t i = 0; i < n; i++) {
+        h ^= c[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static int field_eq(const struct rec_field *a, const struct rec_field *b)
+{
+    return a->len == b->len && memcmp(a->p, b->p, (size_t)a->len) == 0;
+}
+
+/* fold_ready: an empty table with room for n groups. Returns 0 or TG_ENOMEM. */
+static int fold_ready(struct fold **fp, size_t n)
+{
+    struct fold *f = *fp;
+    size_t cap = 64;
+
+    while (cap < n * 2)
+        cap *= 2;
+    if (!f) {
+        f = calloc(1, sizeof(*f));
+        if (!f)
+            return TG_ENOMEM;
+        *fp = f;
+    }
+    if (f->cap < cap) {
+        struct fold_ent *e = malloc(cap * sizeof(*e));
+        if (!e)
+            return TG_ENOMEM;
+        free(f->e);
+        f->e = e;
+        f->cap = cap;
+    }
+    for (size_t i = 0; i < f->cap; i++)
+        f->e[i].rec = -1;
+    f->n = 0;
+    return 0;
+}
+
+/* fold_add: add event i (fields f) to the group (t, the fields named in cols) of table fd. */
+static void fold_add(struct fold *fd, const struct sp_pg_batch *b, int i,
+                     const struct rec_field *f, int64_t t, const int *cols, int ncols)
+{
+    uint64_t h = fnv(14695981039346656037ull, &t, sizeof(t));
+    size_t j;
+
+    for (int k = 0; k < ncols; k++) {
+        h = fnv(h, f[cols[k]].p, (size_t)f[cols[k]].len);
+        h = fnv(h, "", 1);
+    }
+    for (j = h & (fd->cap - 1);; j = (j + 1) & (fd->cap - 1)) {
+        struct fold_ent *e = &fd->e[j];
+        struct rec_field g[SP_PG_NCOLS];
+        int same = 1;
+
+        if (e->rec < 0) {
+            memset(e, 0, sizeof(*e));
+            e->h = h;
+            e->rec = i;
+            e->t = t;
+            fd->n++;
+            break;
+        }
+        if (e->h != h || e->t != t)
+            continue;
+        rec_fields(b, e->rec, g);
+        for (int k = 0; k < ncols && same; k++)
+            same = field_eq(&g[cols[k]], &f[cols[k]]);
+        if (same)
+            break;
+    }
+    fd->e[j].requests++;
+    fd->e[j].failures += rec_int(&f[C_STATUS]) >= 400;
+    fd->e[j].prompt += rec_int(&f[C_PROMPT]);
+    fd->e[j].completion += rec_int(&f[C_COMPLETION]);
+    fd->e[j].cost += rec_int(&f[C_COST]);
+}
+
+static void copy_field(char *dst, size_t cap, const struct rec_field *f)
+{
+    size_t n = (size_t)f->len < cap - 1 ? (size_t)f->len : cap - 1;
+
+    memcpy(dst, f->p, n);
+    dst[n] = '\0';
+}
+
+/* direct_fold: the batch's request events grouped by (day, key, team, model group,
+ * deployment) into pg->daily and by (minute, key, team, model group) into b->incr, as the
+ * temp-table statement does in SQL. Returns 0 or TG_ENOMEM. */
+static int direct_fold(struct sp_pg *pg, struct sp_pg_batch *b)
+{
+    static const int dcols[] = {C_KEY_HASH, C_TEAM, C_MODEL_GROUP, C_DEPLOYMENT};
+    static const int mcols[] = {C_KEY_HASH, C_TEAM, C_MODEL_GROUP};
+
+    if (fold_ready(&pg->daily, (size_t)b->nev) < 0 || fold_ready(&pg->minute, (size_t)b->nev) < 0)
+        return TG_ENOMEM;
+    for (int i = 0; i < b->nev; i++) {
+        struct rec_field f[SP_PG_NCOLS];
+        int64_t ts;
+
+        rec_fields(b, i, f);
+        if (f[C_KIND].len != 7 || memcmp(f[C_KIND].p, "request", 7) != 0)
+            continue;
+        ts = rec_int(&f[C_TS_END]);
+        fold_add(pg->daily, b, i, f, ts / 86400000, dcols, 4);
+        fold_add(pg->minute, b, i, f, (ts / 60000) * 60000, mcols, 3);
+    }
+    b->nincr = 0;
+    for (size_t j = 0; j < pg->minute->cap && b->incr; j++) {
+        const struct fold_ent *e = &pg->minute->e[j];
+        struct rec_field g[SP_PG_NCOLS];
+        struct sp_pg_incr *in;
+
+        if (e->rec < 0 || b->nincr >= b->max_events)
+            continue;
+        rec_fields(b, e->rec, g);
+        in = &b->incr[b->nincr++];
+        in->minute_ms = e->t;
+        copy_field(in->key_hash, sizeof(in->key_hash), &g[C_KEY_HASH]);
+        copy_field(in->team_id, sizeof(in->team_id), &g[C_TEAM]);
+        copy_field(in->model_group, sizeof(in->model_group), &g[C_MODEL_GROUP]);
+        in->requests = e->requests;
+        in->failures = e->failures;
+        in->prompt_tokens = e->prompt;
+        in->completion_tokens = e->completion;
+        in->cost_nusd = e->cost;
+    }
+    return 0;
+}
+
+/* put_lit: s (n bytes) as an SQL string literal. Returns 0 or TG_ENOMEM. */
+static int put_lit(struct sp_pg *pg, struct dstr *q, const char *s, size_t n)
+{
+    char *lit = PQescapeLiteral(pg->conn, s, n);
+    int rc;
+
+    if (!lit)
+        return TG_ENOMEM;
+    rc = dstr_put(q, lit, strlen(lit));
+    PQfreemem(lit);
+    return rc;
+}
+
+/* direct_sql: the statements after the COPY into q: the spend_daily upsert of pg->daily (in
+ * key order, as the temp-table statement, so that writers lock rows in the same order) and
+ * the consumer_offsets upsert. Returns 0 or TG_ENOMEM. */
+static int direct_sql(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic,
+                      struct dstr *q)
+{
+    static const int scols[] = {C_KEY_HASH, C_TEAM, C_MODEL_GROUP, C_DEPLOYMENT};
+    struct dstr *a = &b->col[C_TMP];
+    const struct fold *fd = pg->daily;
+    int rc = 0;
+
+    dstr_reset(q);
+    rc |= dstr_put(q, direct_copy_sql, sizeof(direct_copy_sql) - 1);
+    if (fd->n > 0) {
+        rc |= dstr_puts(q, "INSERT INTO spend_daily AS d (day, key_hash, team_id, model_group,"
+                          " deployment_id, requests, failures, prompt_tokens,"
+                          " completion_tokens, cost_nusd) SELECT date '1970-01-01' + dn, kh, tm,"
+                          " mg, dp, rq, fl, pt, ct, cs FROM unnest(");
+        /* one array per column: day numbers, the four strings, the five sums */
+        for (int col = 0; col < 10 && rc == 0; col++) {
+            int first = 1;
+
+            dstr_reset(a);
+            rc |= dstr_putc(a, '{');
+            for (size_t j = 0; j < fd->cap; j++) {
+                const struct fold_ent *e = &fd->e[j];
+                int64_t v = 0;
+
+                if (e->rec < 0)
+                    continue;
+                rc |= col_sep(a, first);
+                first = 0;
+                if (col >= 1 && col <= 4) {
+                    struct rec_field g[SP_PG_NCOLS];
+                    rec_fields(b, e->rec, g);
+                    rc |= arr_strn(a, g[scols[col - 1]].p, (size_t)g[scols[col - 1]].len);
+                    continue;
+                }
+                v = col == 0 ? e->t : col == 5 ? e->requests : col == 6 ? e->failures
+                    : col == 7 ? e->prompt : col == 8 ? e->completion : e->cost;
+                rc |= dstr_printf(a, "%" PRId64, v);
+            }
+            rc |= dstr_putc(a, '}');
+            if (col > 0)
+                rc |= dstr_putc(q, ',');
+            rc |= put_lit(pg, q, a->p, a->len);
+            rc |= dstr_puts(q, col == 0 ? "::integer[]" : col <= 4 ? "::text[]" : "::bigint[]");
+        }
+        rc |= dstr_puts(q, ") AS z(dn, kh, tm, mg, dp, rq, fl, pt, ct, cs) ORDER BY 1, 2, 3, 4, 5"
+                          " ON CONFLICT (day, key_hash, team_id, model_group, deployment_id)"
+                          " DO UPDATE SET requests = d.requests + EXCLUDED.requests,"
+                          " failures = d.failures + EXCLUDED.failures,"
+                          " prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,"
+                          " completion_tokens = d.completion_tokens + EXCLUDED.completion_tokens,"
+                          " cost_nusd = d.cost_nusd + EXCLUDED.cost_nusd;");
+    }
+    rc |= dstr_puts(q, "INSERT INTO consumer_offsets AS c (topic, partition, next_offset) SELECT ");
+    rc |= put_lit(pg, q, topic, strlen(topic));
+    rc |= dstr_puts(q, ", p, n FROM unnest('{");
+    for (int i = 0; i < b->npart; i++) {
+        rc |= col_sep(q, i == 0);
+        rc |= dstr_printf(q, "%" PRId32, b->part[i]);
+    }
+    rc |= dstr_puts(q, "}'::integer[], '{");
+    for (int i = 0; i < b->npart; i++) {
+        rc |= col_sep(q, i == 0);
+        rc |= dstr_printf(q, "%" PRId64, b->next[i]);
+    }
+    rc |= dstr_puts(q, "}'::bigint[]) AS z(p, n) ON CONFLICT (topic, partition) DO UPDATE SET"
+                      " next_offset = GREATEST(c.next_offset, EXCLUDED.next_offset),"
+                      " updated_at = now()");
+    return rc ? TG_ENOMEM : 0;
+}
+
 /* pg_copy_send: send the fast-path query, wait for the server to accept the COPY, stream the
  * batch and end the COPY. The statement then runs; pg_collect gets its result. Returns 0 or a
  * tg_err; on error nothing was committed (the transaction cannot end before the COPY does). */
-static int pg_copy_send(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic)
+static int pg_copy_send(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic, int direct)
 {
     struct dstr *q = &b->col[C_OFF_PART];
     char *lit = NULL;
     PGresult *r = NULL;
     int rc;
 
+    pg->direct = direct;
+    if (direct) {
+        rc = sp_pg_connect(pg);
+        if (rc == 0)
+            rc = direct_fold(pg, b);
+        if (rc == 0)
+            rc = direct_sql(pg, b, topic, q);
+        if (rc < 0)
+            return rc;
+        goto send;
+    }
     rc = pg_session(pg);
     if (rc < 0)
         return rc;
@@ -1564,6 +1928,7 @@ static int pg_copy_send(struct sp_pg *pg, struct sp_pg_batch *b, const char *top
     PQfreemem(lit);
     if (rc)
         return TG_ENOMEM;
+send:
     rc = pg_send(pg, q->p, 0, NULL, 1, pg->timeout_ms);
     if (rc < 0)
         return rc;
@@ -1619,8 +1984,8 @@ int sp_pg_batch_flush_start(struct sp_pg *pg, struct sp_pg_batch *b, const char 
     b->nincr = 0;
     b->copy_path = 0;
     if (b->nev > 0 && b->ndead == 0) {
-        b->copy_path = 1;
-        return pg_copy_send(pg, b, topic);
+        b->copy_path = 2;
+        return pg_copy_send(pg, b, topic, 1);
     }
     return pg_flush_send(pg, b, topic, 0, b->nev, 0, b->ndead, b->part, b->next, b->npart);
 }
@@ -1635,6 +2000,26 @@ int sp_pg_batch_flush_finish(struct sp_pg *pg, struct sp_pg_batch *b, const char
     rc = pg_collect(pg, block, &r);
     if (rc == TG_EAGAIN)
         return rc;
+    if (b->copy_path == 2) {
+        if (rc == 0) {
+            /* every event went in: the fold computed before sending is the result */
+            PQclear(r);
+            res->inserted = b->nev;
+            res->incr = b->incr;
+            res->nincr = b->nincr;
+            return 0;
+        }
+        b->nincr = 0;
+        if (rc == TG_EPROTO) {
+            /* a call id already stored (or data Postgres refused): nothing was written; the
+             * temp-table statement counts only new rows (and goes one by one if need be) */
+            b->copy_path = 1;
+            rc = pg_copy_send(pg, b, topic, 0);
+            if (rc < 0)
+                return rc;
+            return sp_pg_batch_flush_finish(pg, b, topic, block, res);
+        }
+    }
     b->nincr = 0;
     if (rc == 0) {
         pg_flush_parse(b, r, b->nev, res);

@@ -14,10 +14,13 @@
  *   dead_letters one row per invalid message (unique by topic/partition/offset)
  *   consumer_offsets  next offset per partition (never moves backwards)
  * so a redelivered, re-consumed or re-flushed batch can never count twice. A batch without dead
- * letters travels as one simple-query message, "COPY sp_batch FROM STDIN (FORMAT binary);
- * EXECUTE sp_flush(...)" (a session temp table and a statement prepared once per connection;
- * one message is one implicit transaction); a batch with dead letters, and the one-by-one
- * retry of a batch Postgres refused, as one statement with parameter arrays. */
+ * letters first travels as one simple-query message "COPY spend_logs FROM STDIN (FORMAT
+ * binary); INSERT INTO spend_daily ...; INSERT INTO consumer_offsets ..." with the spend_daily
+ * groups and the Redis increments folded here (one message is one implicit transaction); if a
+ * call id in it is already stored, that COPY fails whole and the batch goes as "COPY sp_batch
+ * FROM STDIN (FORMAT binary); EXECUTE sp_flush(...)" (a session temp table and a statement
+ * prepared once per connection, with the ON CONFLICT above). A batch with dead letters, and the
+ * one-by-one retry of a batch Postgres refused, go as one statement with parameter arrays. */
 #ifndef SP_PG_SINK_H
 #define SP_PG_SINK_H
 

@@ -28,6 +28,12 @@ static void test_batch_bounds_and_offsets(void **state)
 
     assert_non_null(b);
     proto_event_init(&ev);
+    /* the call id travels as uuid's 16 binary bytes: anything else is refused */
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 9, 100), TG_EINVAL);
+    snprintf(ev.call_id, sizeof(ev.call_id), "01a22bf1-1d36-71ad-a122-7335524b78zz");
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 9, 100), TG_EINVAL);
+    assert_int_equal(sp_pg_batch_messages(b), 0);
+    snprintf(ev.call_id, sizeof(ev.call_id), "01a22bf1-1d36-71ad-a122-7335524b78dd");
     assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 10, 100), 0);
     assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 12, 100), 0);
     assert_int_equal(sp_pg_batch_add_event(b, &ev, 1, 5, 100), 0);
@@ -61,6 +67,7 @@ static void test_batch_byte_cap(void **state)
     struct sp_pg_batch *b = sp_pg_batch_create(1000, 8000);
     (void)state;
     proto_event_init(&ev);
+    snprintf(ev.call_id, sizeof(ev.call_id), "01A22BF1-1D36-71AD-A122-7335524B78DD");
     assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 1, 4000), 0);
     assert_true(sp_pg_batch_full(b)); /* another 4 KiB event might not fit */
     assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 2, 4000), 0);
