@@ -150,6 +150,7 @@ sampler() {
     set +e +o pipefail # outlives the router in c3/c4: a missing /proc entry reads as 0
     while :; do
         read -r rss ns < <(proc_sample "$pid")
+        [ -d "/proc/$pid" ] || ns=-1 # gone (c3/c4): no CPU figure for these windows
         read -r st tot < <(awk '/^cpu / { print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat)
         now=$(date +%s%N)
         echo "$(((now - t0) / 1000000)) $ns $st $tot"
@@ -236,6 +237,7 @@ windows() { # from_ms to_ms
                 if (i >= n || t[i - 1] > ms) return -1
                 y0 = col == 1 ? c[i - 1] : col == 2 ? st[i - 1] : tot[i - 1]
                 y1 = col == 1 ? c[i] : col == 2 ? st[i] : tot[i]
+                if (y0 < 0 || y1 < 0) return -1
                 if (t[i] == t[i - 1]) return y1
                 return y0 + (y1 - y0) * (ms - t[i - 1]) / (t[i] - t[i - 1])
             }
