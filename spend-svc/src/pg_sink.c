@@ -30,8 +30,9 @@ struct sp_pg {
     int timeout_used_ms; /* its timeout, for the log line */
     int session_ready;   /* sp_batch temp table and sp_flush prepared on this connection */
     int direct;          /* the query in flight is a direct-path COPY (a duplicate is expected) */
-    struct fold *daily;  /* direct path: spend_daily groups of the batch being written */
-    struct fold *minute; /* direct path: per-minute increments of the same */
+    struct fold *daily;  /* direct path, owned: spend_daily groups of the batch being written */
+    struct fold *minute; /* direct path, owned: its per-minute increments; both sized to twice
+                          * the largest batch sent on this connection (batch.max_events) */
 };
 
 /* Only one cancel request in flight at a time: PQcancel blocks while the server is stopped,
@@ -1465,7 +1466,7 @@ static int cp_jsonb(struct dstr *d, const char *json)
     return cp_textv(d, "\001", 1, json);
 }
 
-static int hex_val(char c)
+static int hexval(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -1476,31 +1477,35 @@ static int hex_val(char c)
     return -1;
 }
 
-/* cp_uuid: the canonical text form (validated by the decoder) as uuid's 16 binary bytes.
- * Returns 0, TG_ENOMEM or TG_EINVAL. */
+/* cp_uuid: a canonical UUID (8-4-4-4-12 hex) as 16 bytes; TG_EINVAL when s is not one. */
 static int cp_uuid(struct dstr *d, const char *s)
 {
     unsigned char u[16];
-    int k = 0;
+    int j = 0;
 
-    for (size_t i = 0; s[i] != '\0' && k < 16; i++) {
-        int hi, lo;
-        if (s[i] == '-')
+    for (int i = 0; s[i] && j < 32; i++) {
+        int h;
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-')
+                return TG_EINVAL;
             continue;
-        hi = hex_val(s[i]);
-        lo = s[i + 1] ? hex_val(s[i + 1]) : -1;
-        if (hi < 0 || lo < 0)
+        }
+        h = hexval(s[i]);
+        if (h < 0)
             return TG_EINVAL;
-        u[k++] = (unsigned char)(hi << 4 | lo);
-        i++;
+        if (j % 2 == 0)
+            u[j / 2] = (unsigned char)(h << 4);
+        else
+            u[j / 2] |= (unsigned char)h;
+        j++;
     }
-    if (k != 16)
+    if (j != 32 || strlen(s) != 36)
         return TG_EINVAL;
     if (dstr_reserve(d, 4 + 16) < 0)
         return TG_ENOMEM;
     cp_be(d->p + d->len, 16, 4);
     memcpy(d->p + d->len + 4, u, 16);
-    d->len += 4 + 16;
+    d->len += 20;
     return 0;
 }
 
@@ -1817,54 +1822,58 @@ static int direct_sql(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic
                       struct dstr *q)
 {
     static const int scols[] = {C_KEY_HASH, C_TEAM, C_MODEL_GROUP, C_DEPLOYMENT};
-    struct dstr *a = &b->col[C_TMP];
     const struct fold *fd = pg->daily;
     int rc = 0;
 
     dstr_reset(q);
     rc |= dstr_put(q, direct_copy_sql, sizeof(direct_copy_sql) - 1);
     if (fd->n > 0) {
+        /* one array per column (day numbers, the four strings, the five sums), each group
+         * appended to all ten in one pass; b->col[0..9] are free while this batch is sent */
+        struct dstr *arr = b->col;
+
+        for (int k = 0; k < 10; k++) {
+            dstr_reset(&arr[k]);
+            rc |= dstr_putc(&arr[k], '{');
+        }
+        int first = 1;
+
+        for (size_t j = 0; j < fd->cap; j++) {
+            const struct fold_ent *e = &fd->e[j];
+            const int64_t sums[6] = {e->t, e->requests, e->failures, e->prompt, e->completion,
+                                     e->cost};
+            struct rec_field g[SP_PG_NCOLS];
+
+            if (e->rec < 0)
+                continue;
+            rec_fields(b, e->rec, g);
+            for (int k = 0; k < 10; k++)
+                rc |= col_sep(&arr[k], first);
+            first = 0;
+            for (int k = 0; k < 4; k++)
+                rc |= arr_strn(&arr[1 + k], g[scols[k]].p, (size_t)g[scols[k]].len);
+            rc |= dstr_printf(&arr[0], "%" PRId64, sums[0]);
+            for (int k = 1; k < 6; k++)
+                rc |= dstr_printf(&arr[4 + k], "%" PRId64, sums[k]);
+        }
         rc |= dstr_puts(q, "INSERT INTO spend_daily AS d (day, key_hash, team_id, model_group,"
-                          " deployment_id, requests, failures, prompt_tokens,"
-                          " completion_tokens, cost_nusd) SELECT date '1970-01-01' + dn, kh, tm,"
-                          " mg, dp, rq, fl, pt, ct, cs FROM unnest(");
-        /* one array per column: day numbers, the four strings, the five sums */
-        for (int col = 0; col < 10 && rc == 0; col++) {
-            int first = 1;
-
-            dstr_reset(a);
-            rc |= dstr_putc(a, '{');
-            for (size_t j = 0; j < fd->cap; j++) {
-                const struct fold_ent *e = &fd->e[j];
-                int64_t v = 0;
-
-                if (e->rec < 0)
-                    continue;
-                rc |= col_sep(a, first);
-                first = 0;
-                if (col >= 1 && col <= 4) {
-                    struct rec_field g[SP_PG_NCOLS];
-                    rec_fields(b, e->rec, g);
-                    rc |= arr_strn(a, g[scols[col - 1]].p, (size_t)g[scols[col - 1]].len);
-                    continue;
-                }
-                v = col == 0 ? e->t : col == 5 ? e->requests : col == 6 ? e->failures
-                    : col == 7 ? e->prompt : col == 8 ? e->completion : e->cost;
-                rc |= dstr_printf(a, "%" PRId64, v);
-            }
-            rc |= dstr_putc(a, '}');
-            if (col > 0)
+                           " deployment_id, requests, failures, prompt_tokens,"
+                           " completion_tokens, cost_nusd) SELECT date '1970-01-01' + dn, kh, tm,"
+                           " mg, dp, rq, fl, pt, ct, cs FROM unnest(");
+        for (int k = 0; k < 10; k++) {
+            rc |= dstr_putc(&arr[k], '}');
+            if (k > 0)
                 rc |= dstr_putc(q, ',');
-            rc |= put_lit(pg, q, a->p, a->len);
-            rc |= dstr_puts(q, col == 0 ? "::integer[]" : col <= 4 ? "::text[]" : "::bigint[]");
+            rc |= put_lit(pg, q, arr[k].p, arr[k].len);
+            rc |= dstr_puts(q, k == 0 ? "::integer[]" : k <= 4 ? "::text[]" : "::bigint[]");
         }
         rc |= dstr_puts(q, ") AS z(dn, kh, tm, mg, dp, rq, fl, pt, ct, cs) ORDER BY 1, 2, 3, 4, 5"
-                          " ON CONFLICT (day, key_hash, team_id, model_group, deployment_id)"
-                          " DO UPDATE SET requests = d.requests + EXCLUDED.requests,"
-                          " failures = d.failures + EXCLUDED.failures,"
-                          " prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,"
-                          " completion_tokens = d.completion_tokens + EXCLUDED.completion_tokens,"
-                          " cost_nusd = d.cost_nusd + EXCLUDED.cost_nusd;");
+                           " ON CONFLICT (day, key_hash, team_id, model_group, deployment_id)"
+                           " DO UPDATE SET requests = d.requests + EXCLUDED.requests,"
+                           " failures = d.failures + EXCLUDED.failures,"
+                           " prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,"
+                           " completion_tokens = d.completion_tokens + EXCLUDED.completion_tokens,"
+                           " cost_nusd = d.cost_nusd + EXCLUDED.cost_nusd;");
     }
     rc |= dstr_puts(q, "INSERT INTO consumer_offsets AS c (topic, partition, next_offset) SELECT ");
     rc |= put_lit(pg, q, topic, strlen(topic));

@@ -163,7 +163,6 @@ SAMPLER_PID=$!
 sleep "$BASE_S"
 LOG_F0=$(log_bytes)
 read -r RSS_F0 _ < <(proc_sample "$ROUTER_PID")
-T_FAULT=$(date +%s.%N)
 case "$NAME" in
 c1 | c8) tg_redis_hang; sleep "$FAULT_S"; tg_redis_resume ;;
 c1b) # Shut down for the whole fault phase, then back on the same port with no data.
@@ -209,7 +208,6 @@ phase_stats() { # from_ms to_ms -> "n ok failed transport p50 p90 p99"
         function at(p,   i) { i = int(NR * p + 0.5); if (i < 1) i = 1; return v[i] }
         END { if (NR == 0) print " 0 0 0"; else printf " %.2f %.2f %.2f\n", at(0.5), at(0.9), at(0.99) }'
 }
-read -r NB OKB BADB TRB P50B P90B P99B < <(phase_stats 0 $((BASE_S * 1000)))
 read -r NF OKF BADF TRF P50F P90F P99F < <(phase_stats $((BASE_S * 1000)) $(((BASE_S + FAULT_S) * 1000)))
 read -r NA OKA BADA TRA P50A P90A P99A < <(phase_stats 0 $((TOTAL_S * 1000 + 1)))
 # The latency reference is every request outside the fault phase (baseline and recovery):
