@@ -570,6 +570,7 @@ struct jp {
     char *reason; /* caller's buffer for a syntax error, may be NULL */
     size_t reasoncap;
     int rank;      /* rank of the schema error in err, JP_RANK_NONE when none */
+    size_t slen;   /* decoded length of the last string parsed */
     char err[200]; /* the lowest-ranked schema error so far */
 };
 
@@ -639,6 +640,19 @@ static long jp_u4(struct jp *j)
 #define JP_STR_OVERCAP 1
 #define JP_STR_NUL 2
 
+/* jp_plain[c]: c is copied as it is inside a string (printable ASCII but '"' and '\\'); bytes
+ * from 0x80 on are 0 (UTF-8, checked apart). */
+static const unsigned char jp_plain[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x00 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x30 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x40 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* 0x50 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x60 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x70 */
+};
+
 /* String at j->p (the opening quote). Writes the decoded value into dst (cap bytes, NUL
  * included) when dst is not NULL; a value longer than cap - 1 bytes sets JP_STR_OVERCAP and a
  * \u0000 sets JP_STR_NUL (the value is then unusable, the parse goes on). Returns 0, or -1 on
@@ -657,7 +671,7 @@ static int jp_string(struct jp *j, char *dst, size_t cap, int *flags)
         const unsigned char *put;
         size_t n;
 
-        while (j->p < j->end && *j->p >= 0x20 && *j->p < 0x80 && *j->p != '"' && *j->p != '\\')
+        while (j->p < j->end && jp_plain[*j->p])
             j->p++;
         n = (size_t)(j->p - run);
         if (n > 0 && dst != NULL) {
@@ -797,6 +811,7 @@ static int jp_string(struct jp *j, char *dst, size_t cap, int *flags)
         if (over)
             *flags |= JP_STR_OVERCAP;
     }
+    j->slen = len;
     return 0;
 }
 
@@ -1047,12 +1062,18 @@ static int rank_of(int field)
     return field * 1024;
 }
 
+/* field_find: the field named key in tab, looked for from *hint on (wrapping round); *hint
+ * then points after it. The encoder writes fields in table order, so its events find each
+ * key at the first comparison; any other order still finds every key. */
 static const struct field *field_find(const struct field *tab, size_t n, const char *key,
-                                      size_t klen, size_t *idx)
+                                      size_t klen, size_t *idx, size_t *hint)
 {
-    for (size_t i = 0; i < n; i++) {
+    size_t i = *hint < n ? *hint : 0;
+
+    for (size_t k = 0; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
         if (tab[i].len == klen && memcmp(tab[i].name, key, klen) == 0) {
             *idx = i;
+            *hint = i + 1;
             return &tab[i];
         }
     }
@@ -1234,7 +1255,7 @@ static int jp_key(struct jp *j, char *key, size_t cap, size_t *klen)
     }
     if (jp_string(j, key, cap, &flags) != 0)
         return -1;
-    *klen = flags != 0 ? 0 : strlen(key);
+    *klen = flags != 0 ? 0 : j->slen;
     if (flags != 0)
         key[0] = '\0';
     return jp_expect(j, ':', "expected ':'");
@@ -1246,6 +1267,7 @@ static int jp_attempt(struct jp *j, struct proto_attempt *a, size_t i, int base_
     char key[32];
     size_t klen;
     size_t idx;
+    size_t hint = 0;
     int more;
 
     j->p++; /* '{' */
@@ -1263,7 +1285,7 @@ static int jp_attempt(struct jp *j, struct proto_attempt *a, size_t i, int base_
         if (jp_key(j, key, sizeof(key), &klen) != 0)
             return -1;
         jp_ws(j);
-        f = field_find(attempt_fields, ATTEMPT_NFIELDS, key, klen, &idx);
+        f = field_find(attempt_fields, ATTEMPT_NFIELDS, key, klen, &idx, &hint);
         if (f == NULL) {
             if (jp_skip(j, 3) != 0)
                 return -1;
@@ -1372,6 +1394,7 @@ static int jp_event(struct jp *j, struct proto_event *ev, uint32_t *seen)
     char key[32];
     size_t klen;
     size_t idx;
+    size_t hint = 0;
     int more;
 
     j->p++; /* '{' */
@@ -1389,7 +1412,7 @@ static int jp_event(struct jp *j, struct proto_event *ev, uint32_t *seen)
         if (jp_key(j, key, sizeof(key), &klen) != 0)
             return -1;
         jp_ws(j);
-        f = field_find(event_fields, EVENT_NFIELDS, key, klen, &idx);
+        f = field_find(event_fields, EVENT_NFIELDS, key, klen, &idx, &hint);
         if (f == NULL) {
             if (jp_skip(j, 1) != 0)
                 return -1;
