@@ -22,6 +22,7 @@ struct part {
     int32_t id;
     int64_t next;   /* first offset not handed out yet, or a logical RD_KAFKA_OFFSET_* */
     int64_t lag;    /* messages behind the high watermark */
+    int parked;     /* paused by sp_consumer_park (not by hold) */
 };
 
 struct sp_consumer {
@@ -37,6 +38,7 @@ struct sp_consumer {
     struct part parts[SP_CONSUMER_PARTITIONS_MAX];
     int nparts;
     int held;
+    int nparked;              /* partitions parked */
 
     int ctl_assigned;
     int ctl_nparts;
@@ -52,6 +54,7 @@ struct sp_consumer {
     _Atomic int kafka_up;
     _Atomic uint64_t rebalances;
     _Atomic uint64_t discarded;
+    _Atomic uint64_t parks;
     _Atomic uint64_t errors;
 };
 
@@ -111,6 +114,7 @@ static void on_assign(struct sp_consumer *c, rd_kafka_t *rk,
         c->parts[c->nparts].id = ids[i];
         c->parts[c->nparts].next = off;
         c->parts[c->nparts].lag = 0;
+        c->parts[c->nparts].parked = 0;
         c->nparts++;
     }
     pthread_mutex_unlock(&c->mu);
@@ -146,6 +150,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         rd_kafka_assign(rk, NULL);
         pthread_mutex_lock(&c->mu);
         c->nparts = 0;
+        c->nparked = 0;
         pthread_mutex_unlock(&c->mu);
         TG_INFO("msg=\"partitions revoked\" count=%d", n);
         return;
@@ -154,6 +159,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     rd_kafka_assign(rk, NULL);
     pthread_mutex_lock(&c->mu);
     c->nparts = 0;
+    c->nparked = 0;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -232,6 +238,9 @@ struct sp_consumer *sp_consumer_create(const struct sp_config *cfg,
         set_conf(conf, "session.timeout.ms", sess, err, errlen) < 0 ||
         set_conf(conf, "partition.assignment.strategy", "range,roundrobin", err, errlen) < 0 ||
         set_conf(conf, "queued.max.messages.kbytes", "16384", err, errlen) < 0 ||
+        /* a parked partition resumes with the next fetch of its broker: keep the broker's
+         * long poll short so that it is not held up behind idle partitions */
+        set_conf(conf, "fetch.wait.max.ms", "50", err, errlen) < 0 ||
         set_conf(conf, "client.id", "spend-svc", err, errlen) < 0)
         goto fail;
     rd_kafka_conf_set_opaque(conf, c);
@@ -358,9 +367,10 @@ int sp_consumer_poll(struct sp_consumer *c, int timeout_ms, struct sp_consumer_m
     atomic_store(&c->kafka_up, 1);
     pthread_mutex_lock(&c->mu);
     p = part_find(c, m->partition);
-    if (!p || c->held) {
-        /* not ours any more, or fetched before the pause: it is read again after release
-         * (a partition still at a logical start position resumes at this message) */
+    if (!p || c->held || p->parked) {
+        /* not ours any more, or fetched before the pause or park: it is read again after
+         * release or unpark (a partition still at a logical start position resumes at this
+         * message) */
         if (p && p->next < 0)
             p->next = m->offset;
         pthread_mutex_unlock(&c->mu);
@@ -394,6 +404,20 @@ static rd_kafka_topic_partition_list_t *assigned_list(struct sp_consumer *c, int
     return l;
 }
 
+/* seek_async: move the fetch positions of list s. The seek is queued to the partitions and
+ * version-barriered at once in this thread: a message fetched before it is never delivered
+ * afterwards, so nothing needs to wait for it (a timed wait in librdkafka 2.0 also took its
+ * timeout in the wrong unit and failed after a few milliseconds). */
+static void seek_async(struct sp_consumer *c, rd_kafka_topic_partition_list_t *s)
+{
+    rd_kafka_error_t *e = rd_kafka_seek_partitions(c->rk, s, 0);
+
+    if (e) {
+        TG_WARN_RL("msg=\"kafka seek failed\" err=%s", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    }
+}
+
 void sp_consumer_hold(struct sp_consumer *c)
 {
     rd_kafka_topic_partition_list_t *l;
@@ -410,7 +434,6 @@ void sp_consumer_hold(struct sp_consumer *c)
 void sp_consumer_release(struct sp_consumer *c)
 {
     rd_kafka_topic_partition_list_t *l;
-    rd_kafka_error_t *e;
 
     if (!c->held)
         return;
@@ -422,17 +445,17 @@ void sp_consumer_release(struct sp_consumer *c)
             if (l->elems[i].offset >= 0)
                 rd_kafka_topic_partition_list_add(s, c->topic, l->elems[i].partition)->offset =
                     l->elems[i].offset;
-        if (s->cnt > 0) {
-            e = rd_kafka_seek_partitions(c->rk, s, 5000);
-            if (e) {
-                TG_WARN("msg=\"kafka seek failed\" err=%s", rd_kafka_error_string(e));
-                rd_kafka_error_destroy(e);
-            }
-        }
+        if (s->cnt > 0)
+            seek_async(c, s);
         rd_kafka_topic_partition_list_destroy(s);
     }
     rd_kafka_resume_partitions(c->rk, l);
     rd_kafka_topic_partition_list_destroy(l);
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->nparts; i++)
+        c->parts[i].parked = 0;
+    c->nparked = 0;
+    pthread_mutex_unlock(&c->mu);
     c->held = 0;
     TG_INFO("msg=\"consumption resumed\"");
 }
@@ -440,6 +463,65 @@ void sp_consumer_release(struct sp_consumer *c)
 int sp_consumer_held(const struct sp_consumer *c)
 {
     return c->held;
+}
+
+/* park_list: the assigned partitions p with p % mod == rem and p's parked flag == parked,
+ * with their next offsets; their flags are set to !parked. */
+static rd_kafka_topic_partition_list_t *park_list(struct sp_consumer *c, int mod, int rem,
+                                                  int parked)
+{
+    rd_kafka_topic_partition_list_t *l;
+
+    pthread_mutex_lock(&c->mu);
+    l = rd_kafka_topic_partition_list_new(c->nparts > 0 ? c->nparts : 1);
+    for (int i = 0; i < c->nparts; i++) {
+        struct part *p = &c->parts[i];
+        if ((uint32_t)p->id % (uint32_t)mod != (uint32_t)rem || p->parked != parked)
+            continue;
+        rd_kafka_topic_partition_list_add(l, c->topic, p->id)->offset = p->next;
+        p->parked = !parked;
+        c->nparked += parked ? -1 : 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return l;
+}
+
+void sp_consumer_park(struct sp_consumer *c, int mod, int rem)
+{
+    rd_kafka_topic_partition_list_t *l;
+
+    if (c->held || mod <= 0)
+        return;
+    l = park_list(c, mod, rem, 0);
+    if (l->cnt > 0) {
+        rd_kafka_pause_partitions(c->rk, l);
+        atomic_fetch_add(&c->parks, 1);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+void sp_consumer_unpark(struct sp_consumer *c, int mod, int rem)
+{
+    rd_kafka_topic_partition_list_t *l, *s;
+
+    if (c->held || c->nparked == 0 || mod <= 0)
+        return;
+    l = park_list(c, mod, rem, 1);
+    if (l->cnt == 0) {
+        rd_kafka_topic_partition_list_destroy(l);
+        return;
+    }
+    /* what was fetched past the unread message was dropped while parked: fetch again from it */
+    s = rd_kafka_topic_partition_list_new(l->cnt);
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].offset >= 0)
+            rd_kafka_topic_partition_list_add(s, c->topic, l->elems[i].partition)->offset =
+                l->elems[i].offset;
+    if (s->cnt > 0)
+        seek_async(c, s);
+    rd_kafka_topic_partition_list_destroy(s);
+    rd_kafka_resume_partitions(c->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
 }
 
 void sp_consumer_unread(struct sp_consumer *c, int32_t partition, int64_t offset)
@@ -628,6 +710,9 @@ void sp_consumer_write_metrics(struct sp_consumer *c, struct tg_buf *b)
     tg_prom_counter(b, "tollgate_spend_messages_discarded_total",
                     "Messages fetched while paused or after revocation (read again later)",
                     atomic_load(&c->discarded));
+    tg_prom_counter(b, "tollgate_spend_partition_parks_total",
+                    "Times a writer's partitions were paused because its batches were all taken",
+                    atomic_load(&c->parks));
     tg_prom_counter(b, "tollgate_spend_kafka_errors_total", "Consumer errors",
                     atomic_load(&c->errors));
 }

@@ -71,6 +71,15 @@ int sp_consumer_held(const struct sp_consumer *c);
  * next release resumes the partition at offset. Use before sp_consumer_hold. */
 void sp_consumer_unread(struct sp_consumer *c, int32_t partition, int64_t offset);
 
+/* sp_consumer_park / sp_consumer_unpark: back-pressure for part of the assignment. park pauses
+ * the assigned partitions p with p % mod == rem (messages already fetched for them are
+ * discarded); unpark seeks each back to the first message not handed out (or unread) and
+ * resumes it. A writer whose batches are all taken parks its partitions instead of stopping
+ * the loop, so the other writers keep being fed. Both are no-ops while held; release clears
+ * every park. */
+void sp_consumer_park(struct sp_consumer *c, int mod, int rem);
+void sp_consumer_unpark(struct sp_consumer *c, int mod, int rem);
+
 /* sp_consumer_commit: commit next offsets to Kafka, asynchronously (for lag tools). */
 void sp_consumer_commit(struct sp_consumer *c, const int32_t *parts, const int64_t *next, int n);
 

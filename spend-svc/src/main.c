@@ -10,7 +10,9 @@
  * its next batch fills, and the lanes' statements run side by side in Postgres. A partition
  * always goes through the same lane, so its batches commit in order and a duplicate (same
  * call id, same key, same partition) always meets the committed row; spend_daily rows are
- * folded in key order, so two lanes never wait on each other in a cycle. Postgres unavailable:
+ * folded in key order, so two lanes never wait on each other in a cycle. A lane whose two
+ * batches are both taken parks its partitions (paused, read again from the first message not
+ * kept once it ships) instead of stopping the loop, so the other lanes keep filling. Postgres unavailable:
  * the batches are kept, partitions are paused (polling continues so that the group membership
  * survives), the commit is retried with a bounded exponential backoff, readiness reports it;
  * nothing is lost or counted twice.
@@ -453,7 +455,8 @@ static int retry(struct app *a)
 }
 
 /* ship: lane l's filling batch is due: wait for the lane's previous statement if any, then
- * send this one. Returns 0, or the error after which consumption is held. */
+ * send this one and unpark the lane. Returns 0, or the error after which consumption is
+ * held. */
 static int ship(struct app *a, struct lane *l)
 {
     int rc;
@@ -466,9 +469,13 @@ static int ship(struct app *a, struct lane *l)
         }
     }
     rc = flight_start(a, l);
-    if (rc < 0)
+    if (rc < 0) {
         fail(a, rc);
-    return rc;
+        return rc;
+    }
+    /* the lane has an empty batch again: its parked partitions (if any) are fed again */
+    sp_consumer_unpark(a->consumer, a->nlanes, (int)(l - a->lanes));
+    return 0;
 }
 
 /* take_message: decode and add one message to the filling batch (which has room). */
@@ -731,7 +738,7 @@ static int lanes_tend(struct app *a, uint64_t now)
              * connection): it keeps filling until that one ends instead of blocking the loop,
              * so a backlog is drained in full batches (Postgres's cost per event falls with
              * the batch size: the spend_daily fold is per distinct group, not per event) */
-            if (now >= due && l->flight < 0) {
+            if ((now >= due || sp_pg_batch_full(sl->b)) && l->flight < 0) {
                 ship(a, l);
                 return -1;
             }
@@ -786,9 +793,18 @@ static void run_loop(struct app *a)
         if (rc != 1)
             continue;
         l = lane_of(a, m.partition);
-        if (sp_pg_batch_full(l->slots[l->fill].b) && ship(a, l) < 0) {
-            sp_consumer_unread(a->consumer, m.partition, m.offset);
-            continue;
+        if (sp_pg_batch_full(l->slots[l->fill].b)) {
+            if (l->flight >= 0 && a->nlanes > 1) {
+                /* both of this lane's batches are taken: park its partitions rather than
+                 * wait here, so the other lanes keep filling (unparked when it ships) */
+                sp_consumer_unread(a->consumer, m.partition, m.offset);
+                sp_consumer_park(a->consumer, a->nlanes, (int)(l - a->lanes));
+                continue;
+            }
+            if (ship(a, l) < 0) {
+                sp_consumer_unread(a->consumer, m.partition, m.offset);
+                continue;
+            }
         }
         take_message(a, l, &m);
         if (!a->failing && sp_pg_batch_full(l->slots[l->fill].b) && l->flight < 0)

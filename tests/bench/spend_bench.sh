@@ -102,6 +102,8 @@ drain() {
     D_BATCH=$(awk -v s="$(sp_metric "$SP_DIR/$name.yaml" tollgate_spend_batch_size_sum)" \
         -v c="$(sp_metric "$SP_DIR/$name.yaml" tollgate_spend_batch_size_count)" \
         'BEGIN { if (c > 0) printf "%.0f", s / c; else print "?" }')
+    # times a writer's partitions were paused because both its batches were taken
+    D_PARKS=$(sp_metric "$SP_DIR/$name.yaml" tollgate_spend_partition_parks_total)
     sp_wait_redis 60 >/dev/null || sp_die "$name: Redis did not converge"
     t_redis=$(now_s)
     sp_check "$name: exact totals" true
@@ -120,6 +122,7 @@ TP_ROWS=$D_ROWS
 TP_PG_US=$D_PG_US
 TP_SP_US=$D_SP_US
 TP_BATCH=$D_BATCH
+TP_PARKS=$D_PARKS
 drain backlog90 $((90 * RATE))
 BL_TOTAL=$D_TOTAL
 
@@ -129,6 +132,7 @@ echo "|---|---|"
 echo "| backlog drained | $EVENTS events |"
 echo "| batch.max_events / mean committed batch | $BATCH / $TP_BATCH |"
 echo "| postgres.writers | ${WRITERS:-2 (default)} |"
+echo "| writer parks (partitions paused while both of a writer's batches were taken) | ${TP_PARKS:-?} |"
 echo "| events/s, first row to last row | $(awk -v n="$EVENTS" -v t="$TP_ROWS" 'BEGIN { printf "%.0f", n / t }') |"
 echo "| events/s, start to Redis synced (incl. start-up and group join) | $(awk -v n="$EVENTS" -v t="$TP_TOTAL" 'BEGIN { printf "%.0f", n / t }') |"
 echo "| drain time of a 90 s backlog at $RATE events/s ($((90 * RATE)) events) | $BL_TOTAL s |"

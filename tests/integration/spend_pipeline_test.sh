@@ -8,6 +8,9 @@
 #   spend_pipeline_test.sh sigkill        spend-svc SIGKILLed mid-batch and restarted
 #   spend_pipeline_test.sh dead_letters   malformed and oversized events; admin endpoints
 #   spend_pipeline_test.sh budget         budget crossing -> block record, period roll-over
+#   spend_pipeline_test.sh backlog_parks  a backlog drained in small batches by two writers, so
+#                                         that a writer with both batches taken parks its
+#                                         partitions; a second consumer leaves mid-drain
 #
 # Every check compares exact numbers: rows = distinct call ids, sums = what was produced,
 # spend_daily = spend_logs, Redis = Postgres. Topics have 24 partitions and events are spread
@@ -64,6 +67,49 @@ exactly_once)
     sp_check "Redis counters equal Postgres totals (after ${T:-?} s)" [ -n "$T" ]
     sp_stop "$A"
     sp_stop "$B"
+    ;;
+
+backlog_parks)
+    # batches of 50 fill in well under a millisecond from a backlog while the writer's previous
+    # statement takes several: its partitions are parked and read again from the first
+    # message not kept. Two consumers start together (each rebuilds Redis at start, before
+    # the group hands out partitions); b stops mid-drain, so its partitions move to a while
+    # a's own are parked: no message may be lost or stored twice.
+    sp_config "$SP_DIR/a.yaml" "$TOPIC"
+    sp_config "$SP_DIR/b.yaml" "$TOPIC"
+    for f in a b; do
+        sed -i "s/^batch: .*/batch: {max_events: 50, max_wait_ms: 100}/;s/retry_max_ms: 1000}/retry_max_ms: 1000, writers: 2}/" \
+            "$SP_DIR/$f.yaml"
+        grep -q "max_events: 50," "$SP_DIR/$f.yaml" && grep -q "writers: 2}" "$SP_DIR/$f.yaml" ||
+            sp_die "cannot set the batch size and writers"
+    done
+    sp_log "producing a backlog of 40,000 events (+10 % duplicates), no consumer running"
+    sp_produce --topic "$TOPIC" --count 40000 --dup-pct 10 --keys 240 --run "$RUN" \
+        >"$SP_DIR/produce.out" || sp_die "producer failed"
+    cat "$SP_DIR/produce.out"
+    sp_start "$SP_DIR/a.yaml" a
+    A=$SP_PID
+    sp_start "$SP_DIR/b.yaml" b
+    B=$SP_PID
+    for _ in $(seq 1 150); do
+        [ "$(sp_sql "SELECT count(*) FROM spend_logs")" -gt 8000 ] && break
+        sleep 0.1
+    done
+    PARKS_A=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_partition_parks_total)
+    PARKS_B=$(sp_metric "$SP_DIR/b.yaml" tollgate_spend_partition_parks_total)
+    sp_log "consumer b stops mid-drain ($(sp_sql "SELECT count(*) FROM spend_logs") rows; parks so far a=${PARKS_A:-?} b=${PARKS_B:-?})"
+    sp_stop "$B"
+    sp_check "spend-svc b exits 0 on SIGTERM" [ $? = 0 ]
+    sp_check "every distinct event stored once" sp_wait_rows "$(sp_field "$SP_DIR/produce.out" distinct)" 90
+    sleep 1
+    sp_check_totals "$SP_DIR/produce.out"
+    sp_check "no call id stored twice" [ "$(sp_sql "SELECT count(*) - count(DISTINCT call_id) FROM spend_logs")" = 0 ]
+    PARKS_A=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_partition_parks_total)
+    sp_log "a parked its writers' partitions ${PARKS_A:-?} times"
+    sp_check "a writer with both batches taken parked its partitions" [ "${PARKS_A:-0}" -gt 0 ]
+    T=$(sp_wait_redis 15)
+    sp_check "Redis counters equal Postgres totals (after ${T:-?} s)" [ -n "$T" ]
+    sp_stop "$A"
     ;;
 
 pg_pause)
