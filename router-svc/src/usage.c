@@ -184,9 +184,7 @@ int rt_sse_usage_init(struct rt_sse_usage *p, enum rt_api api, size_t line_cap)
     memset(p, 0, sizeof(*p));
     p->api = api;
     p->line_cap = line_cap > 0 ? line_cap : RT_SSE_LINE_MAX;
-    p->line = malloc(p->line_cap);
-    if (p->line == NULL)
-        return TG_ENOMEM;
+    /* the line buffer is allocated on the first line split across two feeds (see feed) */
     return 0;
 }
 
@@ -195,6 +193,7 @@ void rt_sse_usage_fini(struct rt_sse_usage *p)
     free(p->line);
     p->line = NULL;
     p->line_len = 0;
+    p->line_cap = 0; /* a finished parser ignores further bytes */
 }
 
 /* One "data:" payload. Only payloads mentioning usage are parsed (content chunks are skipped
@@ -266,11 +265,9 @@ static void sse_data(struct rt_sse_usage *p, const char *data, size_t len)
     json_decref(root);
 }
 
-static void sse_line(struct rt_sse_usage *p)
+/* One complete line (terminator excluded), l[0..n). */
+static void sse_line(struct rt_sse_usage *p, const char *l, size_t n)
 {
-    const char *l = p->line;
-    size_t n = p->line_len;
-
     p->lines++;
     if (n < 5 || memcmp(l, "data:", 5) != 0)
         return; /* event:, id:, retry:, comments and blank lines carry no usage */
@@ -285,37 +282,62 @@ static void sse_line(struct rt_sse_usage *p)
     sse_data(p, l, n);
 }
 
+/* A line that ends inside one feed is parsed in place; only a line split across feeds is copied
+ * into p->line, which is allocated (line_cap bytes) the first time that happens. Either way a
+ * line of line_cap bytes or more is dropped whole (counted in lines_skipped), never parsed from
+ * a prefix. */
 uint64_t rt_sse_usage_feed(struct rt_sse_usage *p, const char *data, size_t len)
 {
-    if (p->line == NULL)
-        return p->lines;
-    for (size_t i = 0; i < len; i++) {
-        char c = data[i];
+    size_t i = 0;
 
-        if (c == '\n' && p->last_cr) {
+    if (p->line_cap == 0)
+        return p->lines;
+    while (i < len) {
+        size_t j = i;
+        size_t seg;
+        int in_place = 0;
+
+        if (p->last_cr && data[i] == '\n') {
             p->last_cr = 0; /* second half of CRLF */
+            i++;
             continue;
         }
-        p->last_cr = c == '\r';
-        if (c == '\n' || c == '\r') {
-            if (p->skipping) {
-                p->lines++;
-                p->lines_skipped++;
+        p->last_cr = 0;
+        while (j < len && data[j] != '\n' && data[j] != '\r')
+            j++;
+        seg = j - i;
+        if (!p->skipping && seg > 0) {
+            if (p->line_len + seg >= p->line_cap) {
+                p->skipping = 1; /* too long: drop the whole line, never a prefix of it */
+                p->line_len = 0;
+            } else if (j < len && p->line_len == 0) {
+                in_place = 1;
             } else {
-                sse_line(p);
+                if (p->line == NULL)
+                    p->line = malloc(p->line_cap);
+                if (p->line == NULL) {
+                    p->skipping = 1; /* no memory for the split line: dropped like a long one */
+                    p->line_len = 0;
+                } else {
+                    memcpy(p->line + p->line_len, data + i, seg);
+                    p->line_len += seg;
+                }
             }
-            p->skipping = 0;
-            p->line_len = 0;
-            continue;
         }
-        if (p->skipping)
-            continue;
-        if (p->line_len + 1 >= p->line_cap) {
-            p->skipping = 1; /* too long: drop the whole line, never a prefix of it */
-            p->line_len = 0;
-            continue;
+        if (j == len)
+            break; /* the line goes on in the next feed */
+        if (p->skipping) {
+            p->lines++;
+            p->lines_skipped++;
+        } else if (in_place) {
+            sse_line(p, data + i, seg);
+        } else {
+            sse_line(p, p->line != NULL ? p->line : "", p->line_len);
         }
-        p->line[p->line_len++] = c;
+        p->skipping = 0;
+        p->line_len = 0;
+        p->last_cr = data[j] == '\r';
+        i = j + 1;
     }
     return p->lines;
 }

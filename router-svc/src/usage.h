@@ -58,8 +58,9 @@ int64_t rt_usage_cost_nusd(const struct rt_deployment_conf *dep, const struct rt
  * functions below. */
 struct rt_sse_usage {
     enum rt_api api;
-    char *line; /* owned line buffer of line_cap bytes */
-    size_t line_cap;
+    char *line; /* owned buffer of line_cap bytes for a line split across feeds; NULL until one
+                 * is (lines that end inside one feed are parsed in place) */
+    size_t line_cap; /* longest line parsed is line_cap - 1 bytes; 0 once finished */
     size_t line_len;
     int skipping;           /* 1 while discarding the rest of an over-long line */
     int last_cr;            /* previous byte was '\r' (CRLF handled as one end of line) */
@@ -69,8 +70,10 @@ struct rt_sse_usage {
     struct rt_usage usage;  /* best usage known so far */
 };
 
-/* rt_sse_usage_init: prepare a parser for api with a line buffer of line_cap bytes
- * (RT_SSE_LINE_MAX when 0). Returns 0 or TG_ENOMEM. Release with rt_sse_usage_fini. */
+/* rt_sse_usage_init: prepare a parser for api whose lines may be up to line_cap - 1 bytes
+ * (RT_SSE_LINE_MAX when 0). Allocates nothing: the line_cap-byte line buffer is allocated only
+ * when a line is split across two feeds (a caller feeding whole events never needs it). Returns
+ * 0. Release with rt_sse_usage_fini. */
 int rt_sse_usage_init(struct rt_sse_usage *p, enum rt_api api, size_t line_cap);
 
 /* rt_sse_usage_fini: free the line buffer. Safe on a zeroed or finished parser. */

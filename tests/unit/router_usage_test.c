@@ -175,6 +175,59 @@ static void test_stream_without_usage_and_long_lines(void **state)
     rt_sse_usage_fini(&sse);
 }
 
+/* The line buffer is allocated only for a line split across feeds, and where a stream is split
+ * never changes the result: lines just under, at and over the cap (line_cap - 1 bytes is the
+ * longest parsed) give the same usage and the same counts fed whole or cut anywhere. */
+static void test_line_cap_any_split(void **state)
+{
+    enum { CAP = 96 };
+    char s[1024];
+    size_t n = 0;
+    struct rt_sse_usage sse;
+    struct rt_usage whole, u;
+    uint64_t lines, skipped;
+
+    (void)state;
+    /* usage lines of exactly CAP - 1 (parsed), CAP and CAP + 1 (skipped) bytes */
+    for (size_t len = CAP - 1; len <= CAP + 1; len++) {
+        int k = snprintf(s + n, sizeof(s) - n,
+                         "data: {\"usage\":{\"prompt_tokens\":%zu,\"completion_tokens\":7}", len);
+
+        assert_true(k > 0 && (size_t)k < len);
+        n += (size_t)k;
+        memset(s + n, ' ', len - (size_t)k - 1);
+        n += len - (size_t)k - 1;
+        s[n++] = '}';
+        memcpy(s + n, len == CAP - 1 ? "\r\n\r\n" : "\n\n", len == CAP - 1 ? 4 : 2);
+        n += len == CAP - 1 ? 4 : 2;
+    }
+    assert_int_equal(rt_sse_usage_init(&sse, RT_API_CHAT, CAP), 0);
+    rt_sse_usage_feed(&sse, s, n);
+    assert_null(sse.line); /* whole lines: parsed in place, no buffer */
+    rt_sse_usage_get(&sse, &whole);
+    assert_int_equal(whole.found, 1);
+    assert_int_equal(whole.prompt_tokens, CAP - 1);
+    assert_int_equal(sse.lines_skipped, 2);
+    lines = sse.lines;
+    skipped = sse.lines_skipped;
+    rt_sse_usage_fini(&sse);
+    for (size_t cut = 0; cut <= n; cut++) {
+        assert_int_equal(rt_sse_usage_init(&sse, RT_API_CHAT, CAP), 0);
+        rt_sse_usage_feed(&sse, s, cut);
+        rt_sse_usage_feed(&sse, s + cut, n - cut);
+        rt_sse_usage_get(&sse, &u);
+        assert_int_equal(u.prompt_tokens, whole.prompt_tokens);
+        assert_int_equal(u.completion_tokens, whole.completion_tokens);
+        assert_int_equal(sse.lines, lines);
+        assert_int_equal(sse.lines_skipped, skipped);
+        rt_sse_usage_fini(&sse);
+    }
+    /* a finished parser ignores further bytes */
+    assert_int_equal(rt_sse_usage_feed(&sse, s, n), lines);
+    assert_int_equal(sse.lines, lines);
+    assert_null(sse.line);
+}
+
 /* Random chunking of random SSE-ish bytes never crashes; counts stay non-negative. Bounded. */
 static void test_random_streams(void **state)
 {
@@ -396,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_cost),
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_stream_without_usage_and_long_lines),
+        cmocka_unit_test(test_line_cap_any_split),
         cmocka_unit_test(test_random_streams),
         cmocka_unit_test(test_huge_token_counts_capped),
         cmocka_unit_test(test_scan_matches_jansson),
