@@ -39,6 +39,11 @@
  * cost: 16 KiB still takes request headers of several KiB (a request whose headers do not fit is
  * answered 431 by MHD). */
 #define RT_FRONT_CONN_MEMORY_BYTES (16u * 1024u)
+/* Block buffer of a stream's response (MHD allocates it with the response and keeps it for the
+ * stream's life). A chunked (HTTP/1.1) response never uses it: the reader writes straight into
+ * the connection's write buffer. Only an HTTP/1.0 client, whose stream is sent unchunked, gets
+ * its bytes through it, in writes of at most this size. */
+#define RT_FRONT_STREAM_BLOCK_BYTES 512u
 /* Upstream/MHD run pairs per loop turn while connections keep being resumed. */
 #define RT_FRONT_RUNS_PER_TURN 8
 /* Upstream slots per loop beyond the in-flight cap (transfers finishing while new ones start). */
@@ -139,7 +144,7 @@ struct call {
     uint64_t res_ttfb_us;
     char res_detail[128];
     /* stream (mu) */
-    char *in;                  /* RT_STREAM_IN_MAX_BYTES raw upstream bytes */
+    char *in;                  /* RT_STREAM_IN_MAX_BYTES raw upstream bytes, NULL while empty */
     size_t in_len;
     int paused;
     int discard;               /* stream failed: refuse further upstream bytes */
@@ -159,8 +164,7 @@ struct call {
     /* outcome */
     struct rt_usage usage;
     int64_t cost_nusd;
-    struct proto_event ev;
-    int event_done;
+    int event_done;            /* the event was built and handed to on_complete */
     uint64_t t_start_us;
     int64_t ts_start_ms;
     int64_t ttft_ms;
@@ -244,7 +248,6 @@ static struct call *call_new(struct rt_front *f, struct MHD_Connection *conn)
     c->ts_start_ms = (int64_t)tg_now_epoch_ms();
     if (call_id_make((uint64_t)c->ts_start_ms, c->call_id) != 0)
         snprintf(c->call_id, sizeof(c->call_id), "00000000-0000-7000-8000-000000000000");
-    proto_event_init(&c->ev);
     c->handle = 0;
     return c;
 }
@@ -373,18 +376,21 @@ static int64_t elapsed_ms(const struct call *c)
     return (int64_t)((tg_now_mono_us() - c->t_start_us) / 1000);
 }
 
-/* Fill the event and hand it to on_complete; once per request. status/err_class override the
- * plan's when given (requests refused before routing, client gone). */
+/* Build the event and hand it to on_complete; once per request. status/err_class override the
+ * plan's when given (requests refused before routing, client gone). The event (about 3 KiB) lives
+ * on this frame only: nothing of it is held while a request is in flight. */
 static void call_complete(struct call *c, int status, const char *err_class)
 {
     struct rt_front *f = c->f;
-    struct proto_event *ev = &c->ev;
+    struct proto_event evs;
+    struct proto_event *ev = &evs;
     const struct rt_outcome *o = c->plan_begun ? rt_router_outcome(&c->plan) : NULL;
     json_t *user;
 
     if (c->event_done)
         return;
     c->event_done = 1;
+    proto_event_init(ev);
     if (c->plan_begun) {
         rt_router_finish(f->d.router, &c->plan,
                          (uint64_t)(c->usage.prompt_tokens + c->usage.completion_tokens),
@@ -476,9 +482,15 @@ static size_t call_on_data(void *ud, const char *p, size_t n)
     size_t ret = n;
 
     pthread_mutex_lock(&c->mu);
+    if (c->in == NULL && !c->client_gone && !c->discard) {
+        /* held only while bytes wait for the reader (released once it took them all) */
+        c->in = malloc(RT_STREAM_IN_MAX_BYTES);
+        if (c->in == NULL)
+            c->discard = 1; /* out of memory: the transfer fails like a broken connection */
+    }
     if (c->client_gone || c->discard) {
         ret = 0; /* aborts the transfer */
-    } else if (c->in == NULL || c->in_len + n > RT_STREAM_IN_MAX_BYTES) {
+    } else if (c->in_len + n > RT_STREAM_IN_MAX_BYTES) {
         c->paused = 1;
         ret = RT_UPSTREAM_PAUSE;
     } else {
@@ -834,15 +846,6 @@ static int attempt_start(struct call *c, char *msg, size_t msgcap)
     req.max_response_bytes = c->f->d.cfg->max_response_bytes > 0
                                  ? (size_t)c->f->d.cfg->max_response_bytes
                                  : (size_t)RT_DEFAULT_MAX_RESPONSE_BYTES;
-    if (c->stream && c->in == NULL) {
-        c->in = malloc(RT_STREAM_IN_MAX_BYTES);
-        c->discard = 0;
-        if (c->in == NULL) {
-            free(req.body);
-            snprintf(msg, msgcap, "out of memory");
-            return TG_ENOMEM;
-        }
-    }
     pthread_mutex_lock(&c->mu);
     c->phase = PH_WAIT;
     c->res_err = 0;
@@ -854,6 +857,7 @@ static int attempt_start(struct call *c, char *msg, size_t msgcap)
     c->res_ttfb_us = 0;
     c->res_detail[0] = '\0';
     c->in_len = 0;
+    c->discard = 0; /* set only by a failure that ends the call, or by on_data's out of memory */
     c->upstream_done = 0;
     c->paused = 0;
     c->xfer_active = 1;
@@ -943,11 +947,10 @@ static enum MHD_Result answer_outcome(struct call *c)
     return answer_error(c, status, cls, o->message[0] ? o->message : "upstream error", o);
 }
 
-/* Stream buffers for the client side. Returns 0 or TG_ENOMEM. */
+/* Client-side stream state (the output buffer itself is allocated by stream_pump when it has
+ * something to write). Returns 0 or TG_ENOMEM. */
 static int stream_begin_state(struct call *c)
 {
-    if (c->out.data == NULL && tg_buf_init(&c->out, RT_STREAM_OUT_MAX_BYTES) != 0)
-        return TG_ENOMEM;
     tg_buf_reset(&c->out);
     c->out.truncated = 0;
     c->out_off = 0;
@@ -1008,8 +1011,9 @@ static enum MHD_Result drive(struct call *c)
             c->phase = PH_STREAMING;
             pthread_mutex_unlock(&c->mu);
             atomic_fetch_add(&c->refs, 1); /* the response's reference */
-            r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, c,
-                                                  stream_free);
+            r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN,
+                                                  RT_FRONT_STREAM_BLOCK_BYTES, stream_reader,
+                                                  c, stream_free);
             if (r == NULL) {
                 call_unref(c);
                 return MHD_NO;
@@ -1162,6 +1166,8 @@ static void stream_error_event(struct call *c, const char *msg)
     json_t *j;
     char *s;
 
+    if (c->out.data == NULL)
+        return; /* no output buffer (out of memory): the stream just ends */
     rt_mask_apply(c->f->d.mask, msg, strlen(msg), masked, sizeof(masked));
     if (c->api == RT_API_MESSAGES)
         j = json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type", "api_error",
@@ -1295,7 +1301,9 @@ static void stream_fail(struct call *c, enum rt_error_class ec, const char *msg,
 }
 
 /* Move complete events from c->in to c->out, as many as fit. Reader thread; takes c->mu
- * briefly. Returns 1 when something was produced or the stream state changed. */
+ * briefly. Returns 1 when something was produced or the stream state changed. c->out is
+ * allocated here and released by the reader once drained, and c->in is released here once
+ * emptied: an idle stream (waiting for its provider's next event) holds neither. */
 static int stream_pump(struct call *c)
 {
     char raw[RT_STREAM_EVENT_MAX_BYTES];
@@ -1311,6 +1319,18 @@ static int stream_pump(struct call *c)
         rl = sse_event_len(c->in, c->in_len);
         done = c->upstream_done;
         err = c->res_err;
+        if (c->out.data == NULL && (rl > 0 || done || c->in_len >= RT_STREAM_EVENT_MAX_BYTES)) {
+            /* something will be written: the output buffer is needed (c->out is reader-thread
+             * state, allocated without the lock) */
+            pthread_mutex_unlock(&c->mu);
+            if (tg_buf_init(&c->out, RT_STREAM_OUT_MAX_BYTES) != 0) {
+                /* nothing can be written to the client: end the stream (cost as known so far;
+                 * the error event cannot be written either) */
+                stream_fail(c, RT_ERR_INVALID_RESPONSE, "out of memory", 1);
+                return 1;
+            }
+            continue;
+        }
         if (rl > RT_STREAM_EVENT_MAX_BYTES ||
             (rl == 0 && c->in_len >= RT_STREAM_EVENT_MAX_BYTES)) {
             pthread_mutex_unlock(&c->mu);
@@ -1328,6 +1348,10 @@ static int stream_pump(struct call *c)
             memcpy(raw, c->in, rl);
             memmove(c->in, c->in + rl, c->in_len - rl);
             c->in_len -= rl;
+            if (c->in_len == 0) {
+                free(c->in);
+                c->in = NULL;
+            }
             if (c->paused) {
                 c->paused = 0;
                 unpause = 1;
@@ -1401,7 +1425,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
             memcpy(buf, c->out.data + c->out_off, n);
             c->out_off += n;
             if (c->out_off == c->out.len) {
-                tg_buf_reset(&c->out);
+                tg_buf_fini(&c->out); /* drained: stream_pump allocates it again when needed */
+                c->out.truncated = 0;
                 c->out_off = 0;
             }
             return (ssize_t)n;

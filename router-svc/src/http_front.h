@@ -37,15 +37,22 @@ struct rt_key_api;
  * call. Must not block (the spool append is the heaviest thing allowed). */
 typedef void (*rt_on_complete_fn)(const struct proto_event *ev, void *ud);
 
-/* Per-stream buffering, together 32 KiB per in-flight stream:
+/* Per-stream buffering, at most 29 KiB per in-flight stream, most of it held only while bytes
+ * are on their way (a stream waiting for its provider's next event holds the curl receive
+ * buffer only):
  * - one upstream SSE event is at most RT_STREAM_EVENT_MAX_BYTES (a larger one ends the stream
  *   with an in-band error, class invalid_response);
- * - raw upstream bytes: the event cap plus one curl delivery (RT_STREAM_RECV_BYTES); when full
- *   the transfer is paused (CURL_WRITEFUNC_PAUSE) and resumed once the client has drained;
- * - client-bound output: RT_STREAM_OUT_MAX_BYTES;
- * - the usage parser's line buffer: RT_STREAM_USAGE_LINE_BYTES. */
+ * - curl's receive buffer for a stream: RT_STREAM_RECV_BYTES (curl's minimum; SSE events are
+ *   small, a larger one is simply delivered in several pieces);
+ * - raw upstream bytes: the event cap plus one curl delivery; when full the transfer is paused
+ *   (CURL_WRITEFUNC_PAUSE) and resumed once the client has drained; allocated when bytes arrive,
+ *   released once the reader has taken them all;
+ * - client-bound output: RT_STREAM_OUT_MAX_BYTES, allocated when there is something to send,
+ *   released once the client connection has taken it all;
+ * - the usage parser's line buffer: RT_STREAM_USAGE_LINE_BYTES, allocated only if a line is
+ *   split across two feeds (the front feeds whole events, so never in practice). */
 #define RT_STREAM_EVENT_MAX_BYTES (12u * 1024u)
-#define RT_STREAM_RECV_BYTES (4u * 1024u)
+#define RT_STREAM_RECV_BYTES 1024u
 #define RT_STREAM_IN_MAX_BYTES (RT_STREAM_EVENT_MAX_BYTES + RT_STREAM_RECV_BYTES)
 #define RT_STREAM_OUT_MAX_BYTES (12u * 1024u)
 #define RT_STREAM_USAGE_LINE_BYTES (4u * 1024u)

@@ -238,6 +238,11 @@ rt_post unk /v1/chat/completions '{"model":"no-such-model","messages":[{"role":"
 rt_eq "unknown model 400" "$RT_STATUS" 400
 rt_req noauth POST /v1/chat/completions --data-binary "$CHAT"
 rt_eq "no key 401" "$RT_STATUS" 401
+
+# An HTTP/1.0 client gets its stream unchunked, through the response's small block buffer.
+rt_post chat_s10 /v1/chat/completions "$(jq -c '.model="gpt-midstream"' <<<"$CHAT_S")" -N --http1.0
+rt_eq "HTTP/1.0 stream 200" "$RT_STATUS" 200
+rt_true "HTTP/1.0 stream passes sse_check" "$SSE_CHECK" --dialect openai-chat "$RT_DIR/chat_s10.body"
 rt_req badkey POST /v1/messages -H "x-api-key: sk-not-a-real-key-0123456789abcdef" --data-binary "$MSG"
 rt_eq "bad key 401 on /v1/messages" "$RT_STATUS" 401
 rt_eq "bad key error in Anthropic shape" "$(jq -r .error.type "$RT_DIR/badkey.body")" authentication_error
