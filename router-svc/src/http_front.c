@@ -35,10 +35,15 @@
 /* Idle client connections are closed after this many seconds (suspended ones never are). */
 #define RT_FRONT_CONN_TIMEOUT_S 300
 /* Per-connection memory of the HTTP server (request line and headers, read buffer, response
- * headers). MHD clears the unused part of it after every request, so its size is a per-request
- * cost: 16 KiB still takes request headers of several KiB (a request whose headers do not fit is
- * answered 431 by MHD). */
-#define RT_FRONT_CONN_MEMORY_BYTES (16u * 1024u)
+ * headers, the chunk being sent). MHD zeroes what it releases inside it and all of it between
+ * requests on a kept-alive connection, so most of it is resident for as long as the connection
+ * lives: for a stream, that is the whole stream. */
+#define RT_FRONT_CONN_MEMORY_BYTES (10u * 1024u)
+/* Request line plus headers (names, values, separators) accepted. Larger requests are answered
+ * 431 (counted as reject reason headers_too_large): by MHD itself when they do not fit in the
+ * connection memory at all, else by access_cb, so that a request never takes the room its
+ * response needs (the rest of RT_FRONT_CONN_MEMORY_BYTES: response headers, chunk buffer). */
+#define RT_FRONT_HEADER_MAX_BYTES (8u * 1024u)
 /* Block buffer of a stream's response (MHD allocates it with the response and keeps it for the
  * stream's life). A chunked (HTTP/1.1) response never uses it: the reader writes straight into
  * the connection's write buffer. Only an HTTP/1.0 client, whose stream is sent unchunked, gets
@@ -270,6 +275,8 @@ static const char *error_type_for(int status, int anthropic)
         return anthropic ? "timeout_error" : "timeout";
     case 413:
         return anthropic ? "request_too_large" : "invalid_request_error";
+    case 431:
+        return "invalid_request_error";
     case 429:
         return anthropic ? "rate_limit_error" : "rate_limit_error";
     case 503:
@@ -1923,6 +1930,26 @@ static enum MHD_Result serve_get(struct rt_front *f, struct MHD_Connection *conn
 
 /* ------------------------------------------------------------------ MHD callbacks */
 
+static enum MHD_Result header_bytes_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+    size_t *sum = cls;
+
+    (void)kind;
+    *sum += strlen(key) + (value != NULL ? strlen(value) : 0) + 4; /* ": " and CRLF */
+    return MHD_YES;
+}
+
+/* Bytes of the request line and headers as received (give or take optional whitespace). */
+static size_t request_header_bytes(struct MHD_Connection *conn, const char *url,
+                                   const char *method, const char *version)
+{
+    size_t sum = strlen(method) + 1 + strlen(url) + 1 + strlen(version) + 2;
+
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, header_bytes_cb, &sum);
+    return sum;
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload,
                                  size_t *upload_size, void **con_cls)
@@ -1932,13 +1959,35 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     struct call *c = *con_cls;
     int phase;
 
-    (void)version;
     if (c == NULL) {
         enum rt_api api;
         const char *name;
         int anthropic;
         const char *cl;
 
+        if (request_header_bytes(conn, url, method, version) > RT_FRONT_HEADER_MAX_BYTES) {
+            /* answered at the HTTP layer, like MHD's own 431: not a call, no event; the small
+             * answer leaves room for its own headers in what the request left */
+            char msg[96];
+            struct MHD_Response *r;
+            enum MHD_Result ret;
+            char *body;
+
+            rt_metrics_reject(f->d.metrics, RT_REJECT_HEADERS_TOO_LARGE);
+            snprintf(msg, sizeof(msg), "Request headers too large: limit is %u bytes",
+                     RT_FRONT_HEADER_MAX_BYTES);
+            anthropic = strcmp(url, "/v1/messages") == 0;
+            body = error_body(f, anthropic, 431, "request_header_fields_too_large", msg);
+            r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+            if (r == NULL) {
+                free(body);
+                return MHD_NO;
+            }
+            MHD_add_response_header(r, "Content-Type", "application/json");
+            ret = MHD_queue_response(conn, 431, r);
+            MHD_destroy_response(r);
+            return ret;
+        }
         if (f->d.key_api != NULL && f->d.cfg->master_key[0] != '\0' &&
             rt_key_api_is_admin_path(url) &&
             (strcmp(method, "GET") == 0 || strcmp(method, "POST") == 0)) {

@@ -17,7 +17,7 @@ static const char *const outcome_names[RT_OUTCOME_COUNT] = {
 
 static const char *const reject_names[RT_REJECT_COUNT] = {
     "body_too_large", "in_flight_full", "upstream_full", "bad_json", "auth", "shutting_down",
-    "not_admitted"};
+    "not_admitted", "headers_too_large"};
 
 struct rt_metrics {
     const struct rt_config *cfg;
