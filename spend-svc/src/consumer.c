@@ -120,8 +120,12 @@ static void on_assign(struct sp_consumer *c, rd_kafka_t *rk,
     pthread_mutex_unlock(&c->mu);
     if (rd_kafka_assign(rk, list) != RD_KAFKA_RESP_ERR_NO_ERROR)
         TG_ERROR("msg=\"kafka assign failed\"");
+    /* a partition's pause outlives its revocation in librdkafka: one parked (or held) before
+     * a rebalance would stay paused, so the new assignment states it explicitly */
     if (c->held)
         rd_kafka_pause_partitions(rk, list);
+    else
+        rd_kafka_resume_partitions(rk, list);
     TG_INFO("msg=\"partitions assigned\" count=%d offsets_from=%s", n,
             loaded ? "postgres" : "kafka");
 }
