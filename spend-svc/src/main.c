@@ -311,7 +311,7 @@ static int commit_sync(struct app *a, struct lane *l, int i)
     gate_enter(a);
     rc = sp_pg_batch_flush(l->pg, l->slots[i].b, a->cfg.kafka_topic, &res);
     if (rc == 0 && a->redis)
-        sp_redis_sink_add(a->redis, res.incr, res.nincr);
+        sp_redis_sink_add(a->redis, &res);
     gate_leave(a);
     if (rc < 0) {
         atomic_fetch_add(&a->commit_failures, 1);
@@ -334,7 +334,7 @@ static int flight_finish(struct app *a, struct lane *l, int block)
     if (rc == TG_EAGAIN)
         return rc;
     if (rc == 0 && a->redis)
-        sp_redis_sink_add(a->redis, res.incr, res.nincr);
+        sp_redis_sink_add(a->redis, &res);
     gate_leave(a);
     l->flight = -1;
     if (rc < 0) {
@@ -949,6 +949,7 @@ int main(int argc, char **argv)
             .pending_max = a->cfg.redis_pending_max,
             .day_ttl_s = a->cfg.redis_day_ttl_s,
             .pg_dsn = a->cfg.pg_dsn,
+            .topic = a->cfg.kafka_topic,
             .pg_timeout_ms = a->cfg.pg_query_timeout_ms,
             .periods = {.period_of = sp_budgets_period_of, .list = sp_budgets_list,
                         .ctx = a->budgets},

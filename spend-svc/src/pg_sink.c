@@ -33,6 +33,8 @@ struct sp_pg {
     struct fold *daily;  /* direct path, owned: spend_daily groups of the batch being written */
     struct fold *minute; /* direct path, owned: its per-minute increments; both sized to twice
                           * the largest batch sent on this connection (batch.max_events) */
+    uint64_t conn_gen;   /* connections made so far (a snapshot must stay on one) */
+    uint64_t snap_gen;   /* conn_gen when the snapshot transaction began */
 };
 
 /* Only one cancel request in flight at a time: PQcancel blocks while the server is stopped,
@@ -91,6 +93,7 @@ struct sp_pg_batch {
     struct batch_dead dead[SP_PG_DEAD_PER_BATCH_MAX];
     int ndead;
     int32_t part[SP_PG_PARTITIONS_MAX];
+    int64_t first[SP_PG_PARTITIONS_MAX]; /* lowest offset of the partition in the batch */
     int64_t next[SP_PG_PARTITIONS_MAX];
     int npart;
     struct sp_pg_incr *incr; /* [max_events] results of the last flush */
@@ -382,6 +385,7 @@ int sp_pg_connect(struct sp_pg *pg)
         goto fail;
     /* server notices ("... already exists, skipping") would go to stderr unformatted */
     PQsetNoticeProcessor(pg->conn, pg_notice_drop, NULL);
+    pg->conn_gen++;
     atomic_store(&pg->up, 1);
     return 0;
 fail:
@@ -815,12 +819,15 @@ static int batch_note_offset(struct sp_pg_batch *b, int32_t partition, int64_t o
         if (b->part[i] == partition) {
             if (offset + 1 > b->next[i])
                 b->next[i] = offset + 1;
+            if (offset < b->first[i])
+                b->first[i] = offset;
             return 0;
         }
     }
     if (b->npart >= SP_PG_PARTITIONS_MAX)
         return TG_EFULL;
     b->part[b->npart] = partition;
+    b->first[b->npart] = offset;
     b->next[b->npart] = offset + 1;
     b->npart++;
     return 0;
@@ -917,6 +924,7 @@ void sp_pg_batch_drop_partition(struct sp_pg_batch *b, int32_t partition)
         if (b->part[i] == partition)
             continue;
         b->part[j] = b->part[i];
+        b->first[j] = b->first[i];
         b->next[j] = b->next[i];
         j++;
     }
@@ -1988,6 +1996,15 @@ broken:
     return TG_EUNAVAIL;
 }
 
+/* result_ranges: the offsets the committed batch covered, per partition. */
+static void result_ranges(const struct sp_pg_batch *b, struct sp_pg_flush_result *res)
+{
+    res->parts = b->part;
+    res->first = b->first;
+    res->next = b->next;
+    res->nparts = b->npart;
+}
+
 int sp_pg_batch_flush_start(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic)
 {
     b->nincr = 0;
@@ -2016,6 +2033,7 @@ int sp_pg_batch_flush_finish(struct sp_pg *pg, struct sp_pg_batch *b, const char
             res->inserted = b->nev;
             res->incr = b->incr;
             res->nincr = b->nincr;
+            result_ranges(b, res);
             return 0;
         }
         b->nincr = 0;
@@ -2051,6 +2069,7 @@ int sp_pg_batch_flush_finish(struct sp_pg *pg, struct sp_pg_batch *b, const char
     }
     res->incr = b->incr;
     res->nincr = b->nincr;
+    result_ranges(b, res);
     return 0;
 }
 
@@ -2227,6 +2246,53 @@ out:
     free(subj.p);
     free(since.p);
     return rc;
+}
+
+int sp_pg_snapshot_begin(struct sp_pg *pg, const char *topic, char *offsets, size_t cap)
+{
+    const char *values[1] = {topic};
+    PGresult *r = NULL;
+    int rc;
+
+    offsets[0] = '\0';
+    rc = pg_exec(pg, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, &r);
+    if (rc < 0)
+        return rc;
+    PQclear(r);
+    pg->snap_gen = pg->conn_gen;
+    /* the transaction's snapshot is taken by its first query: this one */
+    rc = pg_exec(pg,
+                 "SELECT coalesce(string_agg(partition || ':' || next_offset, ','"
+                 " ORDER BY partition), '') FROM consumer_offsets WHERE topic = $1",
+                 1, values, &r);
+    if (rc < 0)
+        return rc;
+    if (pg->conn_gen != pg->snap_gen || PQntuples(r) != 1 ||
+        (size_t)PQgetlength(r, 0, 0) >= cap) {
+        PQclear(r);
+        sp_pg_snapshot_end(pg);
+        return TG_EUNAVAIL;
+    }
+    memcpy(offsets, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0) + 1);
+    PQclear(r);
+    return 0;
+}
+
+int sp_pg_snapshot_end(struct sp_pg *pg)
+{
+    PGresult *r = NULL;
+    int rc;
+
+    if (pg->conn == NULL || pg->conn_gen != pg->snap_gen) {
+        /* the connection was replaced: what was read did not all come from the snapshot */
+        pg_close(pg);
+        return TG_EUNAVAIL;
+    }
+    rc = pg_exec(pg, "COMMIT", 0, NULL, &r);
+    if (rc < 0)
+        return rc;
+    PQclear(r);
+    return pg->conn_gen == pg->snap_gen ? 0 : TG_EUNAVAIL;
 }
 
 int sp_pg_day_totals(struct sp_pg *pg, const char *day, sp_pg_totals_fn fn, void *ctx)

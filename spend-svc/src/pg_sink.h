@@ -116,6 +116,12 @@ struct sp_pg_flush_result {
     int64_t rejected;                    /* events Postgres refused, moved to dead_letters */
     const struct sp_pg_incr *incr;       /* aggregates of the inserted request rows */
     int nincr;
+    /* offsets covered, per partition: [first[i], next[i]) of parts[i] (borrowed from the batch;
+     * consumer_offsets holds next[i] from this commit on) */
+    const int32_t *parts;
+    const int64_t *first;
+    const int64_t *next;
+    int nparts;
 };
 
 /* sp_pg_batch_flush: write the batch in one transaction (see the header comment). topic is
@@ -171,6 +177,14 @@ struct sp_pg_totals {
  * by_team is 0, a team id when 1) with ts_end_ms >= since_ms[i]. Returns 0 or a tg_err. */
 int sp_pg_totals_since(struct sp_pg *pg, int by_team, const char *const *subject,
                        const int64_t *since_ms, int n, struct sp_pg_totals *out);
+
+/* sp_pg_snapshot_begin / sp_pg_snapshot_end: a read-only REPEATABLE READ transaction around
+ * the reads of a Redis rebuild, so that they all see one snapshot. begin writes the snapshot's
+ * consumer_offsets of topic as "partition:next,..." into offsets (cap bytes). end commits; it
+ * fails (TG_EUNAVAIL) when the connection was replaced in between, since the reads after that
+ * did not come from the snapshot. Returns 0 or a tg_err. */
+int sp_pg_snapshot_begin(struct sp_pg *pg, const char *topic, char *offsets, size_t cap);
+int sp_pg_snapshot_end(struct sp_pg *pg);
 
 /* sp_pg_day_totals: totals of day (YYYY-MM-DD) from spend_daily grouped by key, team and model
  * group: fn(ctx, kind, subject, totals) per row, kind one of "key", "team", "model".

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
@@ -16,6 +17,12 @@
 #include "tg_time.h"
 
 #define SP_REDIS_SENTINEL "tg:spend:sentinel"
+#define SP_REDIS_REBUILDING "tg:spend:rebuilding"   /* held by the replica rebuilding */
+#define SP_REDIS_SNAPSHOT_PREFIX "tg:spend:snapshot:" /* + topic: offsets of the last rebuild */
+#define SP_REDIS_REBUILDING_TTL_MS 5000 /* a rebuilder that dies lets go after this (one that
+                                         * runs longer loses it and starts again: safe) */
+#define SP_REDIS_DEFER_WAIT_MS 20        /* retry of a flush deferred by another's rebuild */
+#define SP_REDIS_OFFSETS_MAX (SP_PG_PARTITIONS_MAX * 24 + 1) /* "partition:next," each */
 #define SP_REDIS_NFIELDS 5
 #define SP_REDIS_IDLE_WAIT_MS 100       /* thread wake-up when idle */
 #define SP_REDIS_SENTINEL_EVERY_MS 1000 /* sentinel check while idle */
@@ -23,8 +30,8 @@
 #define SP_REDIS_BACKOFF_MAX_MS 2000
 #define SP_REDIS_REBUILD_FACTOR 2       /* snapshot capacity = factor x pending_max */
 
-static const char *const sp_redis_fields[SP_REDIS_NFIELDS] = {
-    "requests", "failures", "prompt_tokens", "completion_tokens", "cost_nusd"};
+/* The five fields of a counter, in this order everywhere (the scripts name them): requests,
+ * failures, prompt_tokens, completion_tokens, cost_nusd. */
 
 /* One counter (a Redis hash) and the amounts to add to (or set in) its five fields. */
 struct ctr {
@@ -35,13 +42,19 @@ struct ctr {
 };
 
 /* Open-addressing map of counters with a fixed capacity. used[] lists occupied slots so that
- * iteration and clearing cost the number of entries, not the number of slots. */
+ * iteration and clearing cost the number of entries, not the number of slots. A pending map
+ * also knows which offsets its increments come from: per partition, the lowest first offset
+ * and the highest next offset of the batches merged into it. */
 struct cmap {
     struct ctr *slot;
     size_t nslots; /* power of two, >= cap * 4 / 3 */
     size_t *used;  /* [cap] slot indexes in use */
     size_t n;
     size_t cap;
+    int32_t *rpart; /* [SP_PG_PARTITIONS_MAX] */
+    int64_t *rfirst;
+    int64_t *rnext;
+    int nr;
 };
 
 struct sp_redis_sink {
@@ -64,6 +77,11 @@ struct sp_redis_sink {
     int rebuild_due;               /* under mu */
     int stop;                      /* under mu */
     struct cmap snap;              /* rebuild snapshot, Redis thread only */
+    char topic[256];               /* events topic: its offsets define what a rebuild holds */
+    char snapshot_key[300];        /* SP_REDIS_SNAPSHOT_PREFIX + topic */
+    char *offsets;                 /* [SP_REDIS_OFFSETS_MAX] rebuild snapshot's offsets */
+    char token[64];                /* our SP_REDIS_REBUILDING value until a rebuild succeeds (a
+                                    * flag set by a lost reply is ours to take again) */
 
     redisContext *c;               /* Redis thread only */
     pthread_t thread;
@@ -77,6 +95,9 @@ struct sp_redis_sink {
     _Atomic uint64_t rebuild_errors;
     _Atomic uint64_t overflows;
     _Atomic uint64_t snapshot_full;
+    _Atomic uint64_t skipped;
+    _Atomic uint64_t deferred;
+    _Atomic uint64_t mixed;
 };
 
 /* Map ----------------------------------------------------------------------------------------- */
@@ -98,7 +119,10 @@ static int cmap_init(struct cmap *m, size_t cap)
         n *= 2;
     m->slot = calloc(n, sizeof(*m->slot));
     m->used = calloc(cap, sizeof(*m->used));
-    if (!m->slot || !m->used)
+    m->rpart = calloc(SP_PG_PARTITIONS_MAX, sizeof(*m->rpart));
+    m->rfirst = calloc(SP_PG_PARTITIONS_MAX, sizeof(*m->rfirst));
+    m->rnext = calloc(SP_PG_PARTITIONS_MAX, sizeof(*m->rnext));
+    if (!m->slot || !m->used || !m->rpart || !m->rfirst || !m->rnext)
         return TG_ENOMEM;
     m->nslots = n;
     m->cap = cap;
@@ -110,6 +134,9 @@ static void cmap_fini(struct cmap *m)
 {
     free(m->slot);
     free(m->used);
+    free(m->rpart);
+    free(m->rfirst);
+    free(m->rnext);
     memset(m, 0, sizeof(*m));
 }
 
@@ -118,6 +145,31 @@ static void cmap_clear(struct cmap *m)
     for (size_t i = 0; i < m->n; i++)
         m->slot[m->used[i]].used = 0;
     m->n = 0;
+    m->nr = 0;
+}
+
+/* cmap_ranges: merge offset ranges (per partition [first, next)) into m's. */
+static void cmap_ranges(struct cmap *m, const int32_t *parts, const int64_t *first,
+                        const int64_t *next, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int j;
+        for (j = 0; j < m->nr && m->rpart[j] != parts[i]; j++)
+            ;
+        if (j == m->nr) {
+            if (m->nr >= SP_PG_PARTITIONS_MAX)
+                continue; /* cannot happen: a topic has at most that many partitions */
+            m->rpart[j] = parts[i];
+            m->rfirst[j] = first[i];
+            m->rnext[j] = next[i];
+            m->nr++;
+            continue;
+        }
+        if (first[i] < m->rfirst[j])
+            m->rfirst[j] = first[i];
+        if (next[i] > m->rnext[j])
+            m->rnext[j] = next[i];
+    }
 }
 
 /* cmap_get: the counter named name, created when absent. NULL when the map is full. */
@@ -224,12 +276,16 @@ static void add_one(struct sp_redis_sink *s, const char *name, const int64_t *v,
     }
 }
 
-void sp_redis_sink_add(struct sp_redis_sink *s, const struct sp_pg_incr *incr, int n)
+void sp_redis_sink_add(struct sp_redis_sink *s, const struct sp_pg_flush_result *res)
 {
     char name[SP_REDIS_KEY_MAX];
     char day[11];
+    const struct sp_pg_incr *incr = res->incr;
+    int n = res->nincr;
 
     pthread_mutex_lock(&s->mu);
+    if (!s->rebuild_due && n > 0)
+        cmap_ranges(s->active, res->parts, res->first, res->next, res->nparts);
     for (int i = 0; i < n; i++) {
         const struct sp_pg_incr *in = &incr[i];
         int64_t v[SP_REDIS_NFIELDS] = {in->requests, in->failures, in->prompt_tokens,
@@ -335,33 +391,169 @@ static int redis_sentinel(struct sp_redis_sink *s)
     return rc;
 }
 
-/* redis_exec_pipeline: read nreplies replies; the last must be EXEC's array (all fields ok).
- * Returns 0 or TG_EIO. */
-static int redis_read_replies(struct sp_redis_sink *s, size_t nreplies)
+/* Flushes and rebuilds are Lua scripts, so that each is checked and applied at once even with
+ * several replicas sharing the counters.
+ *
+ * A rebuild (any replica) takes SP_REDIS_REBUILDING, reads the totals and the events topic's
+ * consumer_offsets in one Postgres snapshot, and writes the totals together with those offsets
+ * (the snapshot key). Every batch commit moves consumer_offsets of its partitions from the
+ * batch's first offsets to its next ones in the same transaction as its rows, so a flush whose
+ * batches were committed before the snapshot has next <= the snapshot's offset on each of its
+ * partitions (its increments are in the rebuilt totals: skipped), and one committed after has
+ * first >= it (applied). A flush made of batches on both sides cannot be split: it is dropped
+ * and the counters are rebuilt again. While a rebuild runs, flushes are deferred (kept and
+ * retried), since what a rebuild overwrites must be what its snapshot holds.
+ *
+ * FLUSH: KEYS sentinel, rebuilding, snapshot, counters...; ARGV nranges, (partition, first,
+ * next) x nranges, then per counter ttl and the five values. */
+static const char flush_lua[] =
+    "if redis.call('EXISTS', KEYS[1]) == 0 then return 'LOST' end\n"
+    "if redis.call('EXISTS', KEYS[2]) == 1 then return 'DEFER' end\n"
+    "local nr = tonumber(ARGV[1])\n"
+    "local snap = redis.call('GET', KEYS[3])\n"
+    "if snap then\n"
+    "  local s = {}\n"
+    "  for p, n in string.gmatch(snap, '(%d+):(%d+)') do s[p] = tonumber(n) end\n"
+    "  local vis, invis = 0, 0\n"
+    "  for i = 0, nr - 1 do\n"
+    "    local c = s[ARGV[2 + 3 * i]] or -1\n"
+    "    if c >= tonumber(ARGV[4 + 3 * i]) then vis = vis + 1\n"
+    "    elseif c <= tonumber(ARGV[3 + 3 * i]) then invis = invis + 1\n"
+    "    else return 'MIXED' end\n"
+    "  end\n"
+    "  if vis > 0 and invis > 0 then return 'MIXED' end\n"
+    "  if vis > 0 then return 'SKIP' end\n"
+    "end\n"
+    "local f = {'requests', 'failures', 'prompt_tokens', 'completion_tokens', 'cost_nusd'}\n"
+    "local a = 2 + 3 * nr\n"
+    "for k = 4, #KEYS do\n"
+    "  for j = 1, 5 do\n"
+    "    if ARGV[a + j] ~= '0' then redis.call('HINCRBY', KEYS[k], f[j], ARGV[a + j]) end\n"
+    "  end\n"
+    "  redis.call('EXPIRE', KEYS[k], ARGV[a])\n"
+    "  a = a + 6\n"
+    "end\n"
+    "return 'OK'\n";
+
+/* REBUILD: KEYS rebuilding, sentinel, snapshot, counters...; ARGV token, snapshot offsets,
+ * sentinel value, then per counter ttl and the five values. */
+static const char rebuild_lua[] =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 'LOST' end\n"
+    "local f = {'requests', 'failures', 'prompt_tokens', 'completion_tokens', 'cost_nusd'}\n"
+    "local a = 4\n"
+    "for k = 4, #KEYS do\n"
+    "  redis.call('DEL', KEYS[k])\n"
+    "  redis.call('HSET', KEYS[k], f[1], ARGV[a + 1], f[2], ARGV[a + 2], f[3], ARGV[a + 3],"
+    " f[4], ARGV[a + 4], f[5], ARGV[a + 5])\n"
+    "  redis.call('EXPIRE', KEYS[k], ARGV[a])\n"
+    "  a = a + 6\n"
+    "end\n"
+    "redis.call('SET', KEYS[3], ARGV[2])\n"
+    "redis.call('SET', KEYS[2], ARGV[3])\n"
+    "redis.call('DEL', KEYS[1])\n"
+    "return 'OK'\n";
+
+/* An EVAL command being built: argv pointers and lengths, numbers formatted into an arena. */
+struct evalcmd {
+    const char **argv;
+    size_t *len;
+    char *num;      /* arena of formatted numbers */
+    size_t num_off;
+    size_t num_cap;
+    int argc;
+    int cap;
+    int dropped;    /* an argument did not fit (cannot happen: sized for the map) */
+};
+
+static int eval_init(struct evalcmd *e, int cap, size_t nums)
 {
-    int rc = 0;
-    for (size_t i = 0; i < nreplies; i++) {
-        void *reply = NULL;
-        redisReply *r;
-        if (redisGetReply(s->c, &reply) != REDIS_OK || !reply)
-            return TG_EIO;
-        r = reply;
-        if (r->type == REDIS_REPLY_ERROR)
-            rc = TG_EIO;
-        if (i == nreplies - 1 && r->type != REDIS_REPLY_ARRAY)
-            rc = TG_EIO;
-        freeReplyObject(r);
+    memset(e, 0, sizeof(*e));
+    e->argv = malloc((size_t)cap * sizeof(*e->argv));
+    e->len = malloc((size_t)cap * sizeof(*e->len));
+    e->num_cap = nums * 24 + 1;
+    e->num = malloc(e->num_cap);
+    e->cap = cap;
+    if (!e->argv || !e->len || !e->num)
+        return TG_ENOMEM;
+    return 0;
+}
+
+static void eval_fini(struct evalcmd *e)
+{
+    free(e->argv);
+    free(e->len);
+    free(e->num);
+}
+
+static void eval_str(struct evalcmd *e, const char *p, size_t n)
+{
+    if (e->argc < e->cap) {
+        e->argv[e->argc] = p;
+        e->len[e->argc] = n;
+        e->argc++;
+    } else {
+        e->dropped = 1;
     }
-    return rc;
+}
+
+static void eval_i64(struct evalcmd *e, int64_t v)
+{
+    int n;
+
+    if (e->num_off + 24 > e->num_cap) {
+        e->dropped = 1;
+        return;
+    }
+    n = snprintf(e->num + e->num_off, 24, "%" PRId64, v);
+    eval_str(e, e->num + e->num_off, (size_t)n);
+    e->num_off += (size_t)n + 1;
+}
+
+/* eval_counters: each counter's ttl and five values (the arguments after the fixed ones). */
+static void eval_counters(struct evalcmd *e, const struct cmap *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        const struct ctr *c = &m->slot[m->used[i]];
+        eval_i64(e, c->ttl_s);
+        for (int k = 0; k < SP_REDIS_NFIELDS; k++)
+            eval_i64(e, c->v[k]);
+    }
+}
+
+/* eval_run: send e, read the status reply into out. Returns 0, TG_EIO (an error reply: nothing
+ * was applied, scripts run whole or not at all) or TG_EUNAVAIL (no reply: outcome unknown). */
+static int eval_run(struct sp_redis_sink *s, struct evalcmd *e, char *out, size_t outcap)
+{
+    redisReply *r;
+
+    if (e->dropped) {
+        /* cannot happen: sized for the map (an argument may have been left out) */
+        TG_ERROR("msg=\"redis script arguments did not fit\" argc=%d", e->argc);
+        return TG_EIO;
+    }
+    r = redisCommandArgv(s->c, e->argc, e->argv, e->len);
+    if (!r)
+        return TG_EUNAVAIL;
+    if (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_STRING) {
+        if (r->type == REDIS_REPLY_ERROR)
+            TG_WARN_RL("msg=\"redis script failed\" err=\"%.120s\"", r->str);
+        freeReplyObject(r);
+        return TG_EIO;
+    }
+    snprintf(out, outcap, "%s", r->str);
+    freeReplyObject(r);
+    return 0;
 }
 
 /* redis_flush: send the flushing map. Before anything is written a sentinel check proves the
- * connection is alive (and that Redis still holds our data); if that fails the map is merged
- * back, untouched. Once MULTI/EXEC went out, a failure leaves the outcome unknown: rebuild. */
+ * connection is alive; if that fails the map is merged back, untouched. Once the script went
+ * out, a lost reply leaves the outcome unknown: rebuild. Returns 0 (applied or skipped),
+ * TG_EAGAIN (deferred: the map is kept for a retry) or a tg_err (rebuild due, or Redis away). */
 static int redis_flush(struct sp_redis_sink *s)
 {
     struct cmap *m = s->flushing;
-    size_t cmds = 0;
+    struct evalcmd e;
+    char verdict[16];
     int present;
     int rc;
 
@@ -369,6 +561,8 @@ static int redis_flush(struct sp_redis_sink *s)
     if (present < 0) {
         /* nothing sent: merge back what we hold */
         pthread_mutex_lock(&s->mu);
+        if (!s->rebuild_due)
+            cmap_ranges(s->active, m->rpart, m->rfirst, m->rnext, m->nr);
         for (size_t i = 0; i < m->n && !s->rebuild_due; i++) {
             struct ctr *c = &m->slot[m->used[i]];
             add_one(s, c->name, c->v, c->ttl_s);
@@ -382,31 +576,61 @@ static int redis_flush(struct sp_redis_sink *s)
         TG_WARN("msg=\"redis lost its counters (sentinel missing), rebuilding from postgres\"");
         goto rebuild;
     }
-    redisAppendCommand(s->c, "MULTI");
-    cmds++;
-    for (size_t i = 0; i < m->n; i++) {
-        struct ctr *c = &m->slot[m->used[i]];
-        for (int k = 0; k < SP_REDIS_NFIELDS; k++) {
-            if (c->v[k] == 0)
-                continue;
-            redisAppendCommand(s->c, "HINCRBY %s %s %lld", c->name, sp_redis_fields[k],
-                               (long long)c->v[k]);
-            cmds++;
-        }
-        redisAppendCommand(s->c, "EXPIRE %s %d", c->name, (int)c->ttl_s);
-        cmds++;
+    /* EVAL, script, numkeys, 3 + n keys, nranges, 3 per range, 6 per counter */
+    if (eval_init(&e, 8 + (int)m->n * 7 + m->nr * 3, (size_t)m->nr * 3 + m->n * 6 + 2) < 0) {
+        eval_fini(&e);
+        TG_WARN_RL("msg=\"redis flush: out of memory, rebuilding from postgres\"");
+        goto rebuild;
     }
-    redisAppendCommand(s->c, "EXEC");
-    cmds++;
-    rc = redis_read_replies(s, cmds);
-    if (rc < 0) {
+    eval_str(&e, "EVAL", 4);
+    eval_str(&e, flush_lua, sizeof(flush_lua) - 1);
+    eval_i64(&e, 3 + (int64_t)m->n);
+    eval_str(&e, SP_REDIS_SENTINEL, strlen(SP_REDIS_SENTINEL));
+    eval_str(&e, SP_REDIS_REBUILDING, strlen(SP_REDIS_REBUILDING));
+    eval_str(&e, s->snapshot_key, strlen(s->snapshot_key));
+    for (size_t i = 0; i < m->n; i++) {
+        const struct ctr *c = &m->slot[m->used[i]];
+        eval_str(&e, c->name, strlen(c->name));
+    }
+    eval_i64(&e, m->nr);
+    for (int i = 0; i < m->nr; i++) {
+        eval_i64(&e, m->rpart[i]);
+        eval_i64(&e, m->rfirst[i]);
+        eval_i64(&e, m->rnext[i]);
+    }
+    eval_counters(&e, m);
+    rc = eval_run(s, &e, verdict, sizeof(verdict));
+    eval_fini(&e);
+    if (rc == TG_EUNAVAIL) {
         atomic_fetch_add(&s->flush_errors, 1);
         TG_WARN_RL("msg=\"redis flush failed, outcome unknown, rebuilding from postgres\"");
         redis_drop(s);
         goto rebuild;
     }
+    if (rc < 0) {
+        atomic_fetch_add(&s->flush_errors, 1);
+        goto rebuild;
+    }
+    if (strcmp(verdict, "DEFER") == 0) {
+        atomic_fetch_add(&s->deferred, 1);
+        return TG_EAGAIN;
+    }
+    if (strcmp(verdict, "LOST") == 0) {
+        TG_WARN("msg=\"redis lost its counters (sentinel missing), rebuilding from postgres\"");
+        goto rebuild;
+    }
+    if (strcmp(verdict, "MIXED") == 0) {
+        /* batches committed before and after another replica's rebuild snapshot: cannot be
+         * split, the counters are rebuilt again (rare: a rebuild during a flush's batches) */
+        atomic_fetch_add(&s->mixed, 1);
+        TG_INFO("msg=\"redis increments straddle a rebuild snapshot, rebuilding again\"");
+        goto rebuild;
+    }
+    if (strcmp(verdict, "SKIP") == 0)
+        atomic_fetch_add(&s->skipped, 1);
+    else
+        atomic_fetch_add(&s->increments_sent, m->n);
     atomic_fetch_add(&s->flushes, 1);
-    atomic_fetch_add(&s->increments_sent, m->n);
     pthread_mutex_lock(&s->mu);
     cmap_clear(m);
     s->flushing_n = 0;
@@ -491,16 +715,54 @@ out:
     return rc;
 }
 
-/* redis_rebuild: see the header. Returns 0, TG_EUNAVAIL (Redis) or a Postgres error. */
+/* rebuild_release: let go of SP_REDIS_REBUILDING if it is still ours (a failed rebuild). */
+static void rebuild_release(struct sp_redis_sink *s, const char *token)
+{
+    redisReply *r;
+
+    if (!s->c)
+        return;
+    r = redisCommand(s->c,
+                     "EVAL %s 1 %s %s",
+                     "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1])"
+                     " end return 0",
+                     SP_REDIS_REBUILDING, token);
+    if (r)
+        freeReplyObject(r);
+    else
+        redis_drop(s);
+}
+
+/* redis_rebuild: see the comment above flush_lua and the header. Returns 0, TG_EAGAIN
+ * (another replica is rebuilding), TG_EUNAVAIL (Redis) or a Postgres error. */
 static int redis_rebuild(struct sp_redis_sink *s)
 {
     int64_t now_s = (int64_t)(tg_now_epoch_ms() / 1000);
     char day[11];
+    const char *token = s->token;
+    char sentinel[32];
+    char verdict[16];
     struct snap_ctx sc = {.s = s, .day = day};
-    size_t cmds = 0;
+    struct evalcmd e;
+    redisReply *r;
+    int taken;
     int rc;
 
     day_of(now_s, day);
+    if (token[0] == '\0')
+        snprintf(s->token, sizeof(s->token), "%ld-%" PRIu64, (long)getpid(), tg_now_mono_us());
+    r = redisCommand(s->c, "EVAL %s 1 %s %s %d",
+                     "local v = redis.call('GET', KEYS[1]) if v == false or v == ARGV[1] then"
+                     " redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return 0",
+                     SP_REDIS_REBUILDING, token, SP_REDIS_REBUILDING_TTL_MS);
+    if (!r) {
+        redis_drop(s);
+        return TG_EUNAVAIL;
+    }
+    taken = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    if (!taken)
+        return TG_EAGAIN; /* its snapshot covers our commits up to now: ours follows it */
     cmap_clear(&s->snap);
     atomic_fetch_add(&s->gate_wanted, 1);
     sp_redis_sink_gate_lock(s);
@@ -511,11 +773,15 @@ static int redis_rebuild(struct sp_redis_sink *s)
     s->flushing_n = 0;
     s->rebuild_due = 0;
     pthread_mutex_unlock(&s->mu);
-    rc = sp_pg_day_totals(s->pg, day, snap_day_row, &sc);
+    rc = sp_pg_snapshot_begin(s->pg, s->topic, s->offsets, SP_REDIS_OFFSETS_MAX);
+    if (rc == 0)
+        rc = sp_pg_day_totals(s->pg, day, snap_day_row, &sc);
     if (rc == 0)
         rc = snap_periods(s, 0, now_s);
     if (rc == 0)
         rc = snap_periods(s, 1, now_s);
+    if (sp_pg_snapshot_end(s->pg) < 0 && rc == 0)
+        rc = TG_EUNAVAIL;
     if (rc < 0) {
         pthread_mutex_lock(&s->mu);
         s->rebuild_due = 1;
@@ -525,35 +791,46 @@ static int redis_rebuild(struct sp_redis_sink *s)
     if (rc < 0) {
         atomic_fetch_add(&s->rebuild_errors, 1);
         TG_WARN_RL("msg=\"redis rebuild: postgres snapshot failed\" err=%s", tg_errname(rc));
+        rebuild_release(s, token);
         return rc;
     }
 
-    redisAppendCommand(s->c, "MULTI");
-    cmds++;
-    for (size_t i = 0; i < s->snap.n; i++) {
-        struct ctr *c = &s->snap.slot[s->snap.used[i]];
-        redisAppendCommand(s->c, "DEL %s", c->name);
-        redisAppendCommand(s->c, "HSET %s %s %lld %s %lld %s %lld %s %lld %s %lld", c->name,
-                           sp_redis_fields[0], (long long)c->v[0], sp_redis_fields[1],
-                           (long long)c->v[1], sp_redis_fields[2], (long long)c->v[2],
-                           sp_redis_fields[3], (long long)c->v[3], sp_redis_fields[4],
-                           (long long)c->v[4]);
-        redisAppendCommand(s->c, "EXPIRE %s %d", c->name, (int)c->ttl_s);
-        cmds += 3;
+    snprintf(sentinel, sizeof(sentinel), "%" PRIu64, tg_now_epoch_ms());
+    /* EVAL, script, numkeys, 3 + n keys, 3 fixed values, 6 per counter */
+    rc = eval_init(&e, 10 + (int)s->snap.n * 7, s->snap.n * 6 + 2);
+    if (rc == 0) {
+        eval_str(&e, "EVAL", 4);
+        eval_str(&e, rebuild_lua, sizeof(rebuild_lua) - 1);
+        eval_i64(&e, 3 + (int64_t)s->snap.n);
+        eval_str(&e, SP_REDIS_REBUILDING, strlen(SP_REDIS_REBUILDING));
+        eval_str(&e, SP_REDIS_SENTINEL, strlen(SP_REDIS_SENTINEL));
+        eval_str(&e, s->snapshot_key, strlen(s->snapshot_key));
+        for (size_t i = 0; i < s->snap.n; i++) {
+            const struct ctr *c = &s->snap.slot[s->snap.used[i]];
+            eval_str(&e, c->name, strlen(c->name));
+        }
+        eval_str(&e, token, strlen(token));
+        eval_str(&e, s->offsets, strlen(s->offsets));
+        eval_str(&e, sentinel, strlen(sentinel));
+        eval_counters(&e, &s->snap);
+        rc = eval_run(s, &e, verdict, sizeof(verdict));
     }
-    redisAppendCommand(s->c, "SET %s %lld", SP_REDIS_SENTINEL, (long long)tg_now_epoch_ms());
-    redisAppendCommand(s->c, "EXEC");
-    cmds += 2;
-    rc = redis_read_replies(s, cmds);
+    eval_fini(&e);
+    if (rc == 0 && strcmp(verdict, "OK") != 0)
+        rc = TG_EAGAIN; /* held too long: another replica took over; start again */
     if (rc < 0) {
         atomic_fetch_add(&s->rebuild_errors, 1);
-        TG_WARN_RL("msg=\"redis rebuild: write failed\"");
-        redis_drop(s);
+        TG_WARN_RL("msg=\"redis rebuild: write failed\" err=%s", tg_errname(rc));
+        if (rc == TG_EUNAVAIL)
+            redis_drop(s);
+        else
+            rebuild_release(s, token);
         pthread_mutex_lock(&s->mu);
         s->rebuild_due = 1;
         pthread_mutex_unlock(&s->mu);
-        return TG_EUNAVAIL;
+        return rc == TG_EAGAIN ? TG_EAGAIN : TG_EUNAVAIL;
     }
+    s->token[0] = '\0'; /* the next rebuild takes a new one */
     atomic_store(&s->up, 1);
     atomic_fetch_add(&s->rebuilds, 1);
     TG_INFO("msg=\"redis counters rebuilt from postgres\" counters=%zu day=%s", s->snap.n, day);
@@ -620,6 +897,12 @@ static void *redis_thread(void *arg)
         pthread_mutex_unlock(&s->mu);
         if (due) {
             int rc = redis_rebuild(s);
+            if (rc == TG_EAGAIN) {
+                /* another replica is rebuilding: try again once it is done */
+                if (wait_ms(s, SP_REDIS_DEFER_WAIT_MS * 5))
+                    break;
+                continue;
+            }
             if (rc < 0) {
                 if (wait_ms(s, backoff))
                     break;
@@ -630,7 +913,7 @@ static void *redis_thread(void *arg)
         }
         backoff = SP_REDIS_BACKOFF_MIN_MS;
         pthread_mutex_lock(&s->mu);
-        if (s->active->n == 0 && !s->stop && !s->rebuild_due) {
+        if (s->active->n == 0 && s->flushing->n == 0 && !s->stop && !s->rebuild_due) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += SP_REDIS_IDLE_WAIT_MS * 1000000L;
@@ -640,7 +923,7 @@ static void *redis_thread(void *arg)
             }
             pthread_cond_timedwait(&s->cond, &s->mu, &ts);
         }
-        if (s->active->n > 0 && !s->rebuild_due) {
+        if (s->flushing->n == 0 && s->active->n > 0 && !s->rebuild_due) {
             struct cmap *t = s->active;
             s->active = s->flushing;
             s->flushing = t;
@@ -649,8 +932,11 @@ static void *redis_thread(void *arg)
         stop = s->stop;
         pthread_mutex_unlock(&s->mu);
         if (s->flushing->n > 0) {
-            if (redis_flush(s) == 0)
+            int frc = redis_flush(s);
+            if (frc == 0)
                 next_sentinel = tg_now_mono_ms() + SP_REDIS_SENTINEL_EVERY_MS;
+            else if (frc == TG_EAGAIN && !stop && wait_ms(s, SP_REDIS_DEFER_WAIT_MS))
+                break; /* deferred by another replica's rebuild: the map is kept */
         }
         if (stop)
             break;
@@ -678,10 +964,14 @@ struct sp_redis_sink *sp_redis_sink_create(const struct sp_redis_sink_config *cf
     s->timeout_ms = cfg->timeout_ms;
     s->day_ttl_s = cfg->day_ttl_s;
     s->periods = cfg->periods;
+    snprintf(s->topic, sizeof(s->topic), "%s", cfg->topic ? cfg->topic : "");
+    snprintf(s->snapshot_key, sizeof(s->snapshot_key), "%s%s", SP_REDIS_SNAPSHOT_PREFIX,
+             s->topic);
     pthread_mutex_init(&s->gate, NULL);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cond, NULL);
-    if (cmap_init(&s->maps[0], cap) < 0 || cmap_init(&s->maps[1], cap) < 0 ||
+    s->offsets = malloc(SP_REDIS_OFFSETS_MAX);
+    if (!s->offsets || cmap_init(&s->maps[0], cap) < 0 || cmap_init(&s->maps[1], cap) < 0 ||
         cmap_init(&s->snap, cap * SP_REDIS_REBUILD_FACTOR) < 0) {
         snprintf(err, errlen, "out of memory for %zu counters", cap);
         goto fail;
@@ -722,6 +1012,7 @@ void sp_redis_sink_destroy(struct sp_redis_sink **sp)
     cmap_fini(&s->maps[0]);
     cmap_fini(&s->maps[1]);
     cmap_fini(&s->snap);
+    free(s->offsets);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->gate);
@@ -752,6 +1043,15 @@ void sp_redis_sink_write_metrics(struct sp_redis_sink *s, struct tg_buf *b)
     tg_prom_counter(b, "tollgate_spend_redis_pending_overflows_total",
                     "Times the pending map was full (capacity redis.pending_max)",
                     atomic_load(&s->overflows));
+    tg_prom_counter(b, "tollgate_spend_redis_flushes_skipped_total",
+                    "Flushes whose batches another replica's rebuild already counted",
+                    atomic_load(&s->skipped));
+    tg_prom_counter(b, "tollgate_spend_redis_flushes_deferred_total",
+                    "Flush attempts deferred while another replica was rebuilding",
+                    atomic_load(&s->deferred));
+    tg_prom_counter(b, "tollgate_spend_redis_flushes_mixed_total",
+                    "Flushes straddling a rebuild snapshot (followed by a rebuild)",
+                    atomic_load(&s->mixed));
     tg_prom_counter(b, "tollgate_spend_redis_snapshot_full_total",
                     "Counters left out of a rebuild because the snapshot was full",
                     atomic_load(&s->snapshot_full));

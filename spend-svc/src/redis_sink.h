@@ -19,8 +19,16 @@
  * unknown (connection lost after the commands went out), a full map, the start of the service
  * and a missing sentinel all lead to a rebuild: under the commit gate the pending map is
  * cleared and the current day's and current budget periods' totals are read from Postgres;
- * then they are written with DEL + HSET (not INCR) inside MULTI/EXEC. Increments committed
- * after that snapshot are in the map again, so nothing is counted twice or lost. */
+ * then they are written with DEL + HSET (not INCR). Increments committed after that snapshot
+ * are in the map again, so nothing is counted twice or lost.
+ *
+ * Several replicas share the counters, and one's rebuild must not meet another's flush: the
+ * rebuild's snapshot also reads the events topic's consumer_offsets (moved by every batch
+ * commit in the same transaction as its rows), writes them next to the totals
+ * (tg:spend:snapshot:{topic}) and holds tg:spend:rebuilding while it runs (flushes wait).
+ * Each flush carries the offsets its batches covered and is a script that skips it when the
+ * last rebuild's snapshot already holds those batches, applies it when it does not, and asks
+ * for another rebuild in the rare case of a flush made of batches from both sides. */
 #ifndef SP_REDIS_SINK_H
 #define SP_REDIS_SINK_H
 
@@ -52,6 +60,7 @@ struct sp_redis_sink_config {
     int pending_max;         /* distinct counters held while Redis is away */
     int day_ttl_s;           /* expiry of the per-day counters */
     const char *pg_dsn;      /* rebuild source; borrowed for create */
+    const char *topic;       /* events topic (its consumer_offsets date a rebuild); borrowed */
     int pg_timeout_ms;
     struct sp_redis_periods periods;
 };
@@ -78,10 +87,10 @@ void sp_redis_sink_gate_unlock(struct sp_redis_sink *s);
 int sp_redis_sink_gate_wanted(struct sp_redis_sink *s);
 void sp_redis_sink_gate_yield(struct sp_redis_sink *s);
 
-/* sp_redis_sink_add: merge n increments (borrowed) into the pending map. Never blocks on
- * Redis. When the map is full it is cleared and a rebuild is scheduled (counted).
- * Consumer thread, gate held. */
-void sp_redis_sink_add(struct sp_redis_sink *s, const struct sp_pg_incr *incr, int n);
+/* sp_redis_sink_add: merge the increments of a committed batch (res, borrowed) and the offsets
+ * it covered into the pending map. Never blocks on Redis. When the map is full it is cleared
+ * and a rebuild is scheduled (counted). Consumer thread, gate held. */
+void sp_redis_sink_add(struct sp_redis_sink *s, const struct sp_pg_flush_result *res);
 
 /* sp_redis_sink_is_up: 1 when the last Redis exchange succeeded. Any thread. */
 int sp_redis_sink_is_up(const struct sp_redis_sink *s);

@@ -11,6 +11,7 @@
 #   spend_pipeline_test.sh backlog_parks  a backlog drained in small batches by two writers, so
 #                                         that a writer with both batches taken parks its
 #                                         partitions; a second consumer leaves mid-drain
+#   spend_pipeline_test.sh replica_rebuilds  Redis rebuilt by one replica while another commits
 #
 # Every check compares exact numbers: rows = distinct call ids, sums = what was produced,
 # spend_daily = spend_logs, Redis = Postgres. Topics have 24 partitions and events are spread
@@ -110,6 +111,58 @@ backlog_parks)
     T=$(sp_wait_redis 15)
     sp_check "Redis counters equal Postgres totals (after ${T:-?} s)" [ -n "$T" ]
     sp_stop "$A"
+    ;;
+
+replica_rebuilds)
+    # Redis rebuilds by one replica while another keeps committing: a joins a drain in
+    # progress (its start rebuild), then the sentinel is deleted twice (both rebuild at once,
+    # one after the other). Small batches commit every few milliseconds, so flushes and
+    # rebuild snapshots interleave; the counters must still equal Postgres exactly.
+    sp_config "$SP_DIR/a.yaml" "$TOPIC"
+    sp_config "$SP_DIR/b.yaml" "$TOPIC"
+    for f in a b; do
+        sed -i "s/^batch: .*/batch: {max_events: 50, max_wait_ms: 100}/" "$SP_DIR/$f.yaml"
+        grep -q "max_events: 50," "$SP_DIR/$f.yaml" || sp_die "cannot set the batch size"
+    done
+    sp_log "producing a backlog of 40,000 events (+10 % duplicates), no consumer running"
+    sp_produce --topic "$TOPIC" --count 40000 --dup-pct 10 --keys 240 --run "$RUN" \
+        >"$SP_DIR/produce.out" || sp_die "producer failed"
+    cat "$SP_DIR/produce.out"
+    sp_start "$SP_DIR/b.yaml" b
+    B=$SP_PID
+    for _ in $(seq 1 150); do
+        [ "$(sp_sql "SELECT count(*) FROM spend_logs")" -gt 3000 ] && break
+        sleep 0.1
+    done
+    sp_log "consumer a joins while b commits ($(sp_sql "SELECT count(*) FROM spend_logs") rows)"
+    sp_start "$SP_DIR/a.yaml" a
+    A=$SP_PID
+    for k in 1 2; do
+        sleep 3
+        sp_log "sentinel deleted: both replicas rebuild ($(sp_sql "SELECT count(*) FROM spend_logs") rows)"
+        redis-cli -p "$TG_REDIS_PORT" DEL tg:spend:sentinel >/dev/null
+    done
+    sp_check "every distinct event stored once" sp_wait_rows "$(sp_field "$SP_DIR/produce.out" distinct)" 120
+    sleep 1
+    sp_check_totals "$SP_DIR/produce.out"
+    # both_metric NAME: the sum of a's and b's counter (0 where absent)
+    both_metric() {
+        local x y
+        x=$(sp_metric "$SP_DIR/a.yaml" "$1")
+        y=$(sp_metric "$SP_DIR/b.yaml" "$1")
+        echo $((${x:-0} + ${y:-0}))
+    }
+    RB_A=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_redis_rebuilds_total)
+    RB_B=$(sp_metric "$SP_DIR/b.yaml" tollgate_spend_redis_rebuilds_total)
+    sp_log "rebuilds a=${RB_A:-?} b=${RB_B:-?}; flushes skipped" \
+        "$(both_metric tollgate_spend_redis_flushes_skipped_total), deferred" \
+        "$(both_metric tollgate_spend_redis_flushes_deferred_total), mixed" \
+        "$(both_metric tollgate_spend_redis_flushes_mixed_total)"
+    sp_check "both replicas rebuilt at least twice" [ "$(( ${RB_A:-0} >= 2 && ${RB_B:-0} >= 2 ))" = 1 ]
+    T=$(sp_wait_redis 15)
+    sp_check "Redis counters equal Postgres totals (after ${T:-?} s)" [ -n "$T" ]
+    sp_stop "$A"
+    sp_stop "$B"
     ;;
 
 pg_pause)
