@@ -158,7 +158,9 @@ replica_rebuilds)
         "$(both_metric tollgate_spend_redis_flushes_skipped_total), deferred" \
         "$(both_metric tollgate_spend_redis_flushes_deferred_total), mixed" \
         "$(both_metric tollgate_spend_redis_flushes_mixed_total)"
-    sp_check "both replicas rebuilt at least twice" [ "$(( ${RB_A:-0} >= 2 && ${RB_B:-0} >= 2 ))" = 1 ]
+    # each start rebuilds, and each deletion is rebuilt by whichever replica sees it first (the
+    # other may find the sentinel back already): at least 4 rebuilds in all
+    sp_check "the replicas rebuilt at least 4 times in all" [ "$(( ${RB_A:-0} + ${RB_B:-0} ))" -ge 4 ]
     T=$(sp_wait_redis 15)
     sp_check "Redis counters equal Postgres totals (after ${T:-?} s)" [ -n "$T" ]
     sp_stop "$A"
