@@ -79,3 +79,24 @@ int tg_uuid_valid(const char *s)
     }
     return s[TG_UUID_STR_LEN] == '\0';
 }
+
+static int hex_nibble(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    return (c | 0x20) - 'a' + 10; /* a-f or A-F: checked by tg_uuid_valid */
+}
+
+int tg_uuid_parse(const char *s, unsigned char out[16])
+{
+    int j = 0;
+
+    if (!tg_uuid_valid(s))
+        return TG_EINVAL;
+    for (int i = 0; i < TG_UUID_STR_LEN; i += 2) {
+        if (s[i] == '-')
+            i++;
+        out[j++] = (unsigned char)(hex_nibble(s[i]) << 4 | hex_nibble(s[i + 1]));
+    }
+    return 0;
+}

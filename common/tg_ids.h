@@ -23,4 +23,8 @@ int tg_uuid_v7(uint64_t epoch_ms, char out[TG_UUID_STR_LEN + 1]);
 /* tg_uuid_valid: 1 when s is a canonical (8-4-4-4-12 hex) UUID string. */
 int tg_uuid_valid(const char *s);
 
+/* tg_uuid_parse: the 16 bytes of a canonical UUID string (either case). Returns 0, or
+ * TG_EINVAL when s is not one (out untouched). */
+int tg_uuid_parse(const char *s, unsigned char out[16]);
+
 #endif

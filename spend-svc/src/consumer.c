@@ -408,18 +408,30 @@ static rd_kafka_topic_partition_list_t *assigned_list(struct sp_consumer *c, int
     return l;
 }
 
-/* seek_async: move the fetch positions of list s. The seek is queued to the partitions and
- * version-barriered at once in this thread: a message fetched before it is never delivered
- * afterwards, so nothing needs to wait for it (a timed wait in librdkafka 2.0 also took its
+/* resume_from: resume the partitions of l, each from its offset in l: numeric positions are
+ * sought first (logical ones were never fetched past). The seek is queued to the partitions
+ * and version-barriered at once in this thread: a message fetched before it is never
+ * delivered afterwards, so nothing waits for it (a timed wait in librdkafka 2.0 also took its
  * timeout in the wrong unit and failed after a few milliseconds). */
-static void seek_async(struct sp_consumer *c, rd_kafka_topic_partition_list_t *s)
+static void resume_from(struct sp_consumer *c, rd_kafka_topic_partition_list_t *l)
 {
-    rd_kafka_error_t *e = rd_kafka_seek_partitions(c->rk, s, 0);
+    rd_kafka_topic_partition_list_t *s;
 
-    if (e) {
-        TG_WARN_RL("msg=\"kafka seek failed\" err=%s", rd_kafka_error_string(e));
-        rd_kafka_error_destroy(e);
+    s = rd_kafka_topic_partition_list_new(l->cnt > 0 ? l->cnt : 1);
+
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].offset >= 0)
+            rd_kafka_topic_partition_list_add(s, c->topic, l->elems[i].partition)->offset =
+                l->elems[i].offset;
+    if (s->cnt > 0) {
+        rd_kafka_error_t *e = rd_kafka_seek_partitions(c->rk, s, 0);
+        if (e) {
+            TG_WARN_RL("msg=\"kafka seek failed\" err=%s", rd_kafka_error_string(e));
+            rd_kafka_error_destroy(e);
+        }
     }
+    rd_kafka_topic_partition_list_destroy(s);
+    rd_kafka_resume_partitions(c->rk, l);
 }
 
 void sp_consumer_hold(struct sp_consumer *c)
@@ -442,18 +454,7 @@ void sp_consumer_release(struct sp_consumer *c)
     if (!c->held)
         return;
     l = assigned_list(c, 1);
-    if (l->cnt > 0) {
-        /* only numeric positions need a seek; logical ones were never fetched past */
-        rd_kafka_topic_partition_list_t *s = rd_kafka_topic_partition_list_new(l->cnt);
-        for (int i = 0; i < l->cnt; i++)
-            if (l->elems[i].offset >= 0)
-                rd_kafka_topic_partition_list_add(s, c->topic, l->elems[i].partition)->offset =
-                    l->elems[i].offset;
-        if (s->cnt > 0)
-            seek_async(c, s);
-        rd_kafka_topic_partition_list_destroy(s);
-    }
-    rd_kafka_resume_partitions(c->rk, l);
+    resume_from(c, l);
     rd_kafka_topic_partition_list_destroy(l);
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < c->nparts; i++)
@@ -506,7 +507,7 @@ void sp_consumer_park(struct sp_consumer *c, int mod, int rem)
 
 void sp_consumer_unpark(struct sp_consumer *c, int mod, int rem)
 {
-    rd_kafka_topic_partition_list_t *l, *s;
+    rd_kafka_topic_partition_list_t *l;
 
     if (c->held || c->nparked == 0 || mod <= 0)
         return;
@@ -516,15 +517,7 @@ void sp_consumer_unpark(struct sp_consumer *c, int mod, int rem)
         return;
     }
     /* what was fetched past the unread message was dropped while parked: fetch again from it */
-    s = rd_kafka_topic_partition_list_new(l->cnt);
-    for (int i = 0; i < l->cnt; i++)
-        if (l->elems[i].offset >= 0)
-            rd_kafka_topic_partition_list_add(s, c->topic, l->elems[i].partition)->offset =
-                l->elems[i].offset;
-    if (s->cnt > 0)
-        seek_async(c, s);
-    rd_kafka_topic_partition_list_destroy(s);
-    rd_kafka_resume_partitions(c->rk, l);
+    resume_from(c, l);
     rd_kafka_topic_partition_list_destroy(l);
 }
 

@@ -13,6 +13,7 @@
 #include <libpq-fe.h>
 
 #include "tg_err.h"
+#include "tg_ids.h"
 #include "tg_log.h"
 #include "tg_time.h"
 
@@ -1474,40 +1475,12 @@ static int cp_jsonb(struct dstr *d, const char *json)
     return cp_textv(d, "\001", 1, json);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* cp_uuid: a canonical UUID (8-4-4-4-12 hex) as 16 bytes; TG_EINVAL when s is not one. */
 static int cp_uuid(struct dstr *d, const char *s)
 {
     unsigned char u[16];
-    int j = 0;
 
-    for (int i = 0; s[i] && j < 32; i++) {
-        int h;
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (s[i] != '-')
-                return TG_EINVAL;
-            continue;
-        }
-        h = hexval(s[i]);
-        if (h < 0)
-            return TG_EINVAL;
-        if (j % 2 == 0)
-            u[j / 2] = (unsigned char)(h << 4);
-        else
-            u[j / 2] |= (unsigned char)h;
-        j++;
-    }
-    if (j != 32 || strlen(s) != 36)
+    if (tg_uuid_parse(s, u) != 0)
         return TG_EINVAL;
     if (dstr_reserve(d, 4 + 16) < 0)
         return TG_ENOMEM;

@@ -33,6 +33,23 @@ sp_is_400_naming() {
 }
 RUN=$(printf '%08x' $((RANDOM * 32768 + RANDOM)))
 
+# small_batch_backlog: configs a.yaml and b.yaml with batches of 50 and two writers, and a
+# backlog of 40,000 events (+10 % duplicates) produced while no consumer runs.
+small_batch_backlog() {
+    local f
+    for f in a b; do
+        sp_config "$SP_DIR/$f.yaml" "$TOPIC"
+        sed -i "s/^batch: .*/batch: {max_events: 50, max_wait_ms: 100}/;s/retry_max_ms: 1000}/retry_max_ms: 1000, writers: 2}/" \
+            "$SP_DIR/$f.yaml"
+        grep -q "max_events: 50," "$SP_DIR/$f.yaml" && grep -q "writers: 2}" "$SP_DIR/$f.yaml" ||
+            sp_die "cannot set the batch size and writers"
+    done
+    sp_log "producing a backlog of 40,000 events (+10 % duplicates), no consumer running"
+    sp_produce --topic "$TOPIC" --count 40000 --dup-pct 10 --keys 240 --run "$RUN" \
+        >"$SP_DIR/produce.out" || sp_die "producer failed"
+    cat "$SP_DIR/produce.out"
+}
+
 case "$SCENARIO" in
 exactly_once)
     sp_config "$SP_DIR/a.yaml" "$TOPIC"
@@ -76,18 +93,7 @@ backlog_parks)
     # message not kept. Two consumers start together (each rebuilds Redis at start, before
     # the group hands out partitions); b stops mid-drain, so its partitions move to a while
     # a's own are parked: no message may be lost or stored twice.
-    sp_config "$SP_DIR/a.yaml" "$TOPIC"
-    sp_config "$SP_DIR/b.yaml" "$TOPIC"
-    for f in a b; do
-        sed -i "s/^batch: .*/batch: {max_events: 50, max_wait_ms: 100}/;s/retry_max_ms: 1000}/retry_max_ms: 1000, writers: 2}/" \
-            "$SP_DIR/$f.yaml"
-        grep -q "max_events: 50," "$SP_DIR/$f.yaml" && grep -q "writers: 2}" "$SP_DIR/$f.yaml" ||
-            sp_die "cannot set the batch size and writers"
-    done
-    sp_log "producing a backlog of 40,000 events (+10 % duplicates), no consumer running"
-    sp_produce --topic "$TOPIC" --count 40000 --dup-pct 10 --keys 240 --run "$RUN" \
-        >"$SP_DIR/produce.out" || sp_die "producer failed"
-    cat "$SP_DIR/produce.out"
+    small_batch_backlog
     sp_start "$SP_DIR/a.yaml" a
     A=$SP_PID
     sp_start "$SP_DIR/b.yaml" b
@@ -118,16 +124,7 @@ replica_rebuilds)
     # progress (its start rebuild), then the sentinel is deleted twice (both rebuild at once,
     # one after the other). Small batches commit every few milliseconds, so flushes and
     # rebuild snapshots interleave; the counters must still equal Postgres exactly.
-    sp_config "$SP_DIR/a.yaml" "$TOPIC"
-    sp_config "$SP_DIR/b.yaml" "$TOPIC"
-    for f in a b; do
-        sed -i "s/^batch: .*/batch: {max_events: 50, max_wait_ms: 100}/" "$SP_DIR/$f.yaml"
-        grep -q "max_events: 50," "$SP_DIR/$f.yaml" || sp_die "cannot set the batch size"
-    done
-    sp_log "producing a backlog of 40,000 events (+10 % duplicates), no consumer running"
-    sp_produce --topic "$TOPIC" --count 40000 --dup-pct 10 --keys 240 --run "$RUN" \
-        >"$SP_DIR/produce.out" || sp_die "producer failed"
-    cat "$SP_DIR/produce.out"
+    small_batch_backlog
     sp_start "$SP_DIR/b.yaml" b
     B=$SP_PID
     for _ in $(seq 1 150); do

@@ -1,4 +1,4 @@
-/* tg_ids unit tests: SHA-256 known vectors, UUID v4/v7 format, ordering and uniqueness. */
+/* tg_ids unit tests: SHA-256 known vectors, UUID v4/v7 format, ordering and uniqueness, parsing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "tg_err.h"
 #include "tg_ids.h"
 
 #define UUIDS_N 100000
@@ -104,6 +105,25 @@ static void test_uuid_valid_rejects(void **state)
     assert_false(tg_uuid_valid("0190b3e27c1a7b3e8f00123456789abc"));      /* no dashes */
 }
 
+static void test_uuid_parse(void **state)
+{
+    static const unsigned char want[16] = {0x01, 0x90, 0xb3, 0xe2, 0x7c, 0x1a, 0x7b, 0x3e,
+                                           0x8f, 0x00, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc};
+    unsigned char u[16];
+
+    (void)state;
+    assert_int_equal(tg_uuid_parse("0190b3e2-7c1a-7b3e-8f00-123456789abc", u), 0);
+    assert_memory_equal(u, want, 16);
+    memset(u, 0, sizeof(u));
+    assert_int_equal(tg_uuid_parse("0190B3E2-7C1A-7B3E-8F00-123456789ABC", u), 0);
+    assert_memory_equal(u, want, 16);
+    memset(u, 0x55, sizeof(u));
+    assert_int_equal(tg_uuid_parse("0190b3e2-7c1a-7b3e-8f00-123456789abg", u), TG_EINVAL);
+    assert_int_equal(tg_uuid_parse("0190b3e27c1a7b3e8f00123456789abc", u), TG_EINVAL);
+    assert_int_equal(tg_uuid_parse("0190b3e2-7c1a-7b3e-8f00-123456789abcd", u), TG_EINVAL);
+    assert_int_equal(u[0], 0x55); /* untouched on error */
+}
+
 static void test_random_bytes(void **state)
 {
     unsigned char a[32];
@@ -123,6 +143,7 @@ int main(void)
         cmocka_unit_test(test_uuid_v4_format_and_uniqueness),
         cmocka_unit_test(test_uuid_v7_format_time_prefix_and_uniqueness),
         cmocka_unit_test(test_uuid_valid_rejects),
+        cmocka_unit_test(test_uuid_parse),
         cmocka_unit_test(test_random_bytes),
     };
 
