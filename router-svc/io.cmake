@@ -5,7 +5,7 @@ add_library(rt_translate STATIC ${RT_SRC}/translate.c)
 target_include_directories(rt_translate PUBLIC ${RT_SRC})
 target_link_libraries(rt_translate PUBLIC tg_common PkgConfig::JANSSON)
 
-add_library(rt_upstream STATIC ${RT_SRC}/upstream.c)
+add_library(rt_upstream STATIC ${RT_SRC}/upstream.c ${RT_SRC}/h1.c)
 target_include_directories(rt_upstream PUBLIC ${RT_SRC})
 target_link_libraries(rt_upstream PUBLIC tg_common PkgConfig::CURL Threads::Threads)
 

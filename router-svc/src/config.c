@@ -1386,6 +1386,17 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
             rc = get_u32(ld, v, p, 256, &cfg->threads);
             if (rc == 0 && cfg->threads == 0)
                 rc = fail(ld, v, p, "expected at least 1");
+        } else if (strcmp(k, "upstream_client") == 0) {
+            const char *s = NULL;
+
+            if (scalar(ld, v, p, &s) != 0)
+                return TG_ECONFIG;
+            if (strcmp(s, "native") == 0)
+                cfg->upstream_native = 1;
+            else if (strcmp(s, "curl") == 0)
+                cfg->upstream_native = 0;
+            else
+                rc = fail(ld, v, p, "expected native or curl");
         } else if (strcmp(k, "keys") == 0) {
             rc = parse_keys(ld, v, p);
         } else if (strcmp(k, "kafka") == 0 || strcmp(k, "spool") == 0 || strcmp(k, "limits") == 0) {
@@ -1502,6 +1513,7 @@ static void set_defaults(struct rt_config *cfg)
     cfg->max_keys = RT_DEFAULT_MAX_KEYS;
     cfg->limiter_keys = RT_DEFAULT_LIMITER_KEYS;
     cfg->threads = RT_DEFAULT_THREADS;
+    cfg->upstream_native = 1;
 }
 
 /* Root: model_list is parsed first wherever it appears (the other sections refer to its

@@ -237,6 +237,9 @@ struct rt_config {
     uint32_t limiter_keys;                       /* limits.limiter_keys: limiter slots for keys and
                                                   * key+group pairs (default RT_DEFAULT_LIMITER_KEYS) */
     uint32_t threads;                            /* default RT_DEFAULT_THREADS */
+    int upstream_native;                         /* upstream_client: native (1, default) or
+                                                  * curl (0): plain http:// providers at a
+                                                  * literal address skip libcurl */
     uint32_t n_keys;
     struct rt_key_spec *keys; /* static keys, owned, n_keys */
 };

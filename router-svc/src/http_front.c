@@ -2270,6 +2270,7 @@ static int worker_init(struct rt_front *f, struct worker *w, struct sockaddr_in 
     ucfg.max_host_connections = (long)xfers;
     ucfg.max_total_connections = (long)xfers;
     ucfg.embedded = 1;
+    ucfg.native = f->d.cfg->upstream_native;
     w->up = rt_upstream_create(&ucfg, err, errlen);
     if (w->up == NULL)
         return TG_ENOMEM;

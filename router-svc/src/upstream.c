@@ -1,7 +1,10 @@
 #include "upstream.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -13,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "h1.h"
 #include "tg_err.h"
 #include "tg_log.h"
 #include "tg_time.h"
@@ -22,6 +26,14 @@
 /* Sockets below this descriptor number that curl opened through us keep their epoll
  * registration between transfers (see socket_cb); higher ones are registered per transfer. */
 #define RT_UPSTREAM_FD_TABLE 65536
+/* native HTTP/1.1 client: origins (scheme http, literal address) per loop, the tag that marks
+ * its connections in epoll data, the shared receive buffer, the idle age after which a kept
+ * connection is not reused */
+#define H1_ORIGINS_MAX 64
+#define H1_TAG (1ull << 63)
+#define H1_RECV_BYTES (16u * 1024u)
+#define H1_IDLE_MAX_US (60ull * 1000000ull)
+#define H1_NO_HEAP UINT32_MAX
 
 /* fd table states (one byte per descriptor) */
 enum {
@@ -57,6 +69,51 @@ struct slot {
     const struct rt_upstream_ops *ops;
     void *ud;
     char errbuf[CURL_ERROR_SIZE];
+    /* native HTTP/1.1 transfers (native == 1); loop thread after submit */
+    int native;
+    int paused;          /* on_data asked to pause; bytes wait in stash */
+    int retried;         /* already moved once from a dead kept-alive connection */
+    int fail_err;        /* TG_* to report from the timer (a failure found inside submit) */
+    long status;
+    uint32_t origin;
+    uint32_t heap_pos;   /* index in up->heap, H1_NO_HEAP when not armed */
+    struct h1conn *conn; /* the connection carrying the transfer, NULL when none */
+    char *head;          /* request line and headers, malloc'd */
+    size_t head_len;
+    size_t body_len;
+    size_t sent;         /* bytes of head + body written */
+    size_t recv_max;     /* largest single on_data delivery */
+    long timeout_ms, idle_ms;
+    uint64_t deadline_us; /* heap key */
+    uint64_t last_byte_us;
+    char *stash;         /* paused: stash_dec body bytes not yet delivered, then stash_raw
+                            received bytes not yet parsed */
+    size_t stash_dec, stash_raw;
+};
+
+/* A native connection: one transfer at a time, kept alive between them. */
+struct h1conn {
+    int fd;
+    uint32_t id;          /* index in up->conns */
+    uint32_t origin;
+    int connecting;       /* connect() in progress */
+    int readable;         /* edge-triggered: bytes (or EOF) may be waiting */
+    int writable;
+    int rdhup;            /* the peer shut its side: read to the end */
+    int busy;
+    int reused;           /* carried a complete response before */
+    uint32_t slot;        /* when busy */
+    uint64_t idle_since_us;
+    struct h1conn *prev, *next; /* origin's idle list (most recent first) */
+    struct h1_parser rp;
+};
+
+struct h1origin {
+    char hostport[270];   /* Host header value */
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    struct h1conn *idle;  /* idle list head */
+    unsigned n_idle;
 };
 
 struct rt_upstream {
@@ -85,6 +142,18 @@ struct rt_upstream {
     unsigned *batch_cmds; /* cap entries */
     _Atomic uint64_t st_submitted, st_completed, st_cancelled, st_timeouts, st_full, st_too_big;
     _Atomic uint64_t st_active;
+    /* native HTTP/1.1 client; loop thread */
+    int native;           /* http:// to a literal address goes through it */
+    long max_conns, max_idle_per_origin;
+    struct h1origin *origins; /* H1_ORIGINS_MAX */
+    unsigned n_origins;
+    struct h1conn **conns;    /* max_conns entries */
+    uint32_t *conn_free;      /* free ids */
+    size_t conn_free_len;
+    long n_conns;
+    uint32_t *heap;           /* cap entries: slots ordered by deadline_us */
+    size_t heap_len;
+    char *rbuf;               /* H1_RECV_BYTES, shared by every connection of the loop */
 };
 
 static uint64_t handle_make(uint32_t idx, uint32_t gen)
@@ -199,6 +268,14 @@ static void slot_release(struct rt_upstream *up, uint32_t idx)
 
     free(s->req_body);
     s->req_body = NULL;
+    free(s->head);
+    s->head = NULL;
+    free(s->stash);
+    s->stash = NULL;
+    s->stash_dec = s->stash_raw = 0;
+    s->paused = 0;
+    s->native = 0;
+    s->fail_err = 0;
     free(s->resp);
     s->resp = NULL;
     s->resp_len = s->resp_alloc = 0;
@@ -214,6 +291,796 @@ static void slot_release(struct rt_upstream *up, uint32_t idx)
     atomic_fetch_sub(&up->st_active, 1);
 }
 
+/* ------------------------------------------------------------------ native HTTP/1.1 client
+ *
+ * Plain-text providers at a literal address (in-cluster model servers, sidecars, the fake
+ * provider) skip libcurl: the loop writes the request with one sendmsg, parses the response with
+ * h1 and hands bytes on as they arrive. Connections are edge-triggered in the loop's epoll set
+ * from connect to close, so a request on a kept-alive connection costs no epoll_ctl and no
+ * poll(); the receive buffer is shared by the loop, so an idle stream holds no buffer. Every
+ * semantic of the curl path is kept: timeouts (total; or first byte then idle for streams,
+ * not counted while paused), pause/unpause, response cap, retry-after, cancel, one silent retry
+ * when a kept-alive connection turns out dead before any response byte. */
+
+static void slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int cancelled);
+
+static uint64_t h1_deadline(const struct slot *s, uint64_t now)
+{
+    if (s->fail_err != 0)
+        return 0;
+    if (s->stream && s->ttfb_us != 0) {
+        if (s->paused)
+            return now + (uint64_t)s->idle_ms * 1000u; /* a paused stream is not idle */
+        return s->last_byte_us + (uint64_t)s->idle_ms * 1000u;
+    }
+    return s->start_us + (uint64_t)s->timeout_ms * 1000u;
+}
+
+static void heap_swap(struct rt_upstream *up, size_t a, size_t b)
+{
+    uint32_t t = up->heap[a];
+
+    up->heap[a] = up->heap[b];
+    up->heap[b] = t;
+    up->slots[up->heap[a]].heap_pos = (uint32_t)a;
+    up->slots[up->heap[b]].heap_pos = (uint32_t)b;
+}
+
+static uint64_t heap_key(const struct rt_upstream *up, size_t i)
+{
+    return up->slots[up->heap[i]].deadline_us;
+}
+
+static void heap_fix(struct rt_upstream *up, size_t i)
+{
+    while (i > 0 && heap_key(up, (i - 1) / 2) > heap_key(up, i)) {
+        heap_swap(up, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+
+        if (l < up->heap_len && heap_key(up, l) < heap_key(up, m))
+            m = l;
+        if (r < up->heap_len && heap_key(up, r) < heap_key(up, m))
+            m = r;
+        if (m == i)
+            break;
+        heap_swap(up, i, m);
+        i = m;
+    }
+}
+
+static void timer_arm(struct rt_upstream *up, uint32_t idx, uint64_t deadline)
+{
+    struct slot *s = &up->slots[idx];
+
+    s->deadline_us = deadline;
+    if (s->heap_pos == H1_NO_HEAP) {
+        s->heap_pos = (uint32_t)up->heap_len;
+        up->heap[up->heap_len++] = idx;
+    }
+    heap_fix(up, s->heap_pos);
+}
+
+static void timer_disarm(struct rt_upstream *up, uint32_t idx)
+{
+    struct slot *s = &up->slots[idx];
+    size_t i = s->heap_pos;
+
+    if (i == H1_NO_HEAP)
+        return;
+    s->heap_pos = H1_NO_HEAP;
+    up->heap_len--;
+    if (i != up->heap_len) {
+        up->heap[i] = up->heap[up->heap_len];
+        up->slots[up->heap[i]].heap_pos = (uint32_t)i;
+        heap_fix(up, i);
+    }
+}
+
+static void idle_unlink(struct rt_upstream *up, struct h1conn *c)
+{
+    struct h1origin *o = &up->origins[c->origin];
+
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        o->idle = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    o->n_idle--;
+}
+
+static void conn_close(struct rt_upstream *up, struct h1conn *c)
+{
+    if (!c->busy)
+        idle_unlink(up, c);
+    close(c->fd); /* leaves the epoll set with it */
+    h1_reset(&c->rp);
+    up->conns[c->id] = NULL;
+    up->conn_free[up->conn_free_len++] = c->id;
+    up->n_conns--;
+    free(c);
+}
+
+/* Detach the transfer's connection: kept for the next request when the response ended cleanly
+ * on a connection that stays open, closed otherwise. */
+static void conn_release(struct rt_upstream *up, struct slot *s, int keep)
+{
+    struct h1conn *c = s->conn;
+    struct h1origin *o;
+
+    if (c == NULL)
+        return;
+    s->conn = NULL;
+    if (!keep || (long)up->origins[c->origin].n_idle >= up->max_idle_per_origin) {
+        conn_close(up, c);
+        return;
+    }
+    o = &up->origins[c->origin];
+    c->busy = 0;
+    c->reused = 1;
+    c->idle_since_us = tg_now_mono_us();
+    h1_reset(&c->rp);
+    c->prev = NULL;
+    c->next = o->idle;
+    if (o->idle != NULL)
+        o->idle->prev = c;
+    o->idle = c;
+    o->n_idle++;
+}
+
+/* Close one idle connection of any origin to make room (the least recently used of the first
+ * origin that has one). Returns 0 when none was idle. */
+static int conn_evict_idle(struct rt_upstream *up)
+{
+    for (unsigned i = 0; i < up->n_origins; i++) {
+        struct h1conn *c = up->origins[i].idle;
+
+        if (c == NULL)
+            continue;
+        while (c->next != NULL)
+            c = c->next;
+        conn_close(up, c);
+        return 1;
+    }
+    return 0;
+}
+
+/* A new connection to origin oi, connect() started. NULL with errbuf set on failure. */
+static struct h1conn *conn_open(struct rt_upstream *up, uint32_t oi, char *errbuf, size_t cap)
+{
+    const struct h1origin *o = &up->origins[oi];
+    struct h1conn *c;
+    struct epoll_event ev;
+    int one = 1;
+    int fd;
+
+    if (up->n_conns >= up->max_conns && !conn_evict_idle(up)) {
+        snprintf(errbuf, cap, "upstream connection limit reached");
+        return NULL;
+    }
+    fd = socket(o->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(errbuf, cap, "cannot create a socket: %s", strerror(errno));
+        return NULL;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        close(fd);
+        snprintf(errbuf, cap, "out of memory");
+        return NULL;
+    }
+    c->fd = fd;
+    c->origin = oi;
+    h1_init(&c->rp);
+    if (connect(fd, (const struct sockaddr *)&o->sa, o->salen) == 0) {
+        c->writable = 1;
+    } else if (errno == EINPROGRESS) {
+        c->connecting = 1;
+    } else {
+        snprintf(errbuf, cap, "cannot connect to %.64s: %.72s", o->hostport, strerror(errno));
+        close(fd);
+        free(c);
+        return NULL;
+    }
+    c->id = up->conn_free[--up->conn_free_len];
+    up->conns[c->id] = c;
+    up->n_conns++;
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.u64 = H1_TAG | c->id;
+    if (epoll_ctl(up->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        snprintf(errbuf, cap, "cannot watch a socket: %s", strerror(errno));
+        c->busy = 1; /* not on an idle list */
+        conn_close(up, c);
+        return NULL;
+    }
+    return c;
+}
+
+/* End the transfer with an error: its connection is closed. */
+static void h1_fail(struct rt_upstream *up, uint32_t idx, int err, const char *why)
+{
+    struct slot *s = &up->slots[idx];
+
+    snprintf(s->errbuf, sizeof(s->errbuf), "%s", why);
+    s->fail_err = err;
+    conn_release(up, s, 0);
+    slot_finish(up, idx, err == TG_ETIMEOUT ? CURLE_OPERATION_TIMEDOUT : CURLE_RECV_ERROR, 0);
+}
+
+/* A failure found where on_done must not run yet (inside submit): reported by the timer on the
+ * loop's next turn. */
+static void h1_fail_later(struct rt_upstream *up, uint32_t idx, int err)
+{
+    struct slot *s = &up->slots[idx];
+
+    conn_release(up, s, 0);
+    s->fail_err = err;
+    timer_arm(up, idx, 0);
+}
+
+static void h1_progress(struct rt_upstream *up, uint32_t idx);
+
+/* Attach a connection to the transfer: the most recently used idle one of its origin, or a new
+ * one (always new when fresh is set). 0, or -1 with errbuf set. */
+static int h1_attach(struct rt_upstream *up, uint32_t idx, int fresh)
+{
+    struct slot *s = &up->slots[idx];
+    struct h1origin *o = &up->origins[s->origin];
+    struct h1conn *c = NULL;
+    uint64_t now = tg_now_mono_us();
+
+    while (!fresh && o->idle != NULL) {
+        c = o->idle;
+        idle_unlink(up, c);
+        c->busy = 1;
+        if (now - c->idle_since_us <= H1_IDLE_MAX_US && !c->readable)
+            break;
+        conn_close(up, c); /* too old, or the peer sent something (a close) while idle */
+        c = NULL;
+    }
+    if (c == NULL) {
+        c = conn_open(up, s->origin, s->errbuf, sizeof(s->errbuf));
+        if (c == NULL)
+            return -1;
+    }
+    c->busy = 1;
+    c->slot = idx;
+    s->conn = c;
+    s->sent = 0;
+    return 0;
+}
+
+/* Write what is left of the request. 0 (written, or waiting for the socket), -1 on an error
+ * (errbuf set). */
+static int h1_send(struct rt_upstream *up, struct slot *s)
+{
+    struct h1conn *c = s->conn;
+    size_t total = s->head_len + s->body_len;
+
+    (void)up;
+    while (s->sent < total && c->writable) {
+        struct iovec iov[2];
+        struct msghdr mh;
+        int niov = 0;
+        ssize_t n;
+
+        if (s->sent < s->head_len) {
+            iov[niov].iov_base = s->head + s->sent;
+            iov[niov++].iov_len = s->head_len - s->sent;
+            if (s->body_len > 0) {
+                iov[niov].iov_base = s->req_body;
+                iov[niov++].iov_len = s->body_len;
+            }
+        } else {
+            iov[niov].iov_base = s->req_body + (s->sent - s->head_len);
+            iov[niov++].iov_len = total - s->sent;
+        }
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)niov;
+        n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                c->writable = 0;
+                return 0;
+            }
+            snprintf(s->errbuf, sizeof(s->errbuf), "sending the request failed: %s",
+                     strerror(errno));
+            return -1;
+        }
+        s->sent += (size_t)n;
+    }
+    return 0;
+}
+
+/* The connection died before any byte of a response: a kept-alive connection the provider had
+ * closed is retried once on a new one; anything else fails the transfer. */
+static void h1_dead(struct rt_upstream *up, uint32_t idx, const char *why)
+{
+    struct slot *s = &up->slots[idx];
+
+    if (s->conn != NULL && s->conn->reused && !h1_started(&s->conn->rp) && !s->retried) {
+        s->retried = 1;
+        conn_release(up, s, 0);
+        if (h1_attach(up, idx, 1) != 0) {
+            h1_fail(up, idx, TG_EIO, s->errbuf);
+            return;
+        }
+        h1_progress(up, idx);
+        return;
+    }
+    h1_fail(up, idx, TG_EIO, why);
+}
+
+/* Body bytes for the transfer. Returns 0 when all were taken, 1 when on_data paused (*took
+ * bytes taken), -1 when the transfer must end (errbuf set, or too_big). */
+static int h1_body(struct rt_upstream *up, struct slot *s, const char *p, size_t n, size_t *took)
+{
+    (void)up;
+    *took = 0;
+    s->last_byte_us = tg_now_mono_us();
+    if (s->stream && s->status >= 200 && s->status < 300 && s->ops->on_data != NULL) {
+        while (*took < n) {
+            size_t piece = n - *took;
+            size_t r;
+
+            if (s->recv_max > 0 && piece > s->recv_max)
+                piece = s->recv_max;
+            r = s->ops->on_data(s->ud, p + *took, piece);
+            if (r == RT_UPSTREAM_PAUSE) {
+                s->paused = 1;
+                return 1;
+            }
+            if (r != piece) {
+                snprintf(s->errbuf, sizeof(s->errbuf), "response bytes refused");
+                return -1;
+            }
+            *took += piece;
+        }
+        return 0;
+    }
+    if (s->resp_len + n > s->resp_cap) {
+        if (!s->stream) {
+            s->too_big = 1;
+            return -1;
+        }
+        n = s->resp_cap - s->resp_len; /* error body of a stream: keep the head */
+    }
+    if (n > 0 && s->resp_len + n + 1 > s->resp_alloc) {
+        size_t want = s->resp_alloc ? s->resp_alloc : 4096;
+        char *nb;
+
+        while (want < s->resp_len + n + 1)
+            want *= 2;
+        if (want > s->resp_cap + 1)
+            want = s->resp_cap + 1;
+        nb = realloc(s->resp, want);
+        if (nb == NULL) {
+            snprintf(s->errbuf, sizeof(s->errbuf), "out of memory");
+            return -1;
+        }
+        s->resp = nb;
+        s->resp_alloc = want;
+    }
+    if (n > 0) {
+        memcpy(s->resp + s->resp_len, p, n);
+        s->resp_len += n;
+        s->resp[s->resp_len] = '\0';
+    }
+    *took = n;
+    return 0;
+}
+
+/* Keep what a pause left: dec body bytes not delivered, then raw bytes not parsed. */
+static int h1_stash(struct slot *s, const char *dec, size_t ndec, const char *raw, size_t nraw)
+{
+    char *b = NULL;
+
+    if (ndec + nraw > 0) {
+        b = malloc(ndec + nraw);
+        if (b == NULL)
+            return -1;
+        memcpy(b, dec, ndec);
+        if (nraw > 0)
+            memcpy(b + ndec, raw, nraw);
+    }
+    free(s->stash);
+    s->stash = b;
+    s->stash_dec = ndec;
+    s->stash_raw = nraw;
+    return 0;
+}
+
+/* Parse received bytes. Returns 0 to read on, 1 when the transfer ended or paused. */
+static int h1_parse(struct rt_upstream *up, uint32_t idx, const char *buf, size_t n)
+{
+    struct slot *s = &up->slots[idx];
+    struct h1conn *c = s->conn;
+
+    for (;;) {
+        struct h1_event ev;
+        size_t used = h1_feed(&c->rp, buf, n, &ev);
+        size_t took = 0;
+        int r;
+
+        buf += used;
+        n -= used;
+        switch (ev.kind) {
+        case H1_NEED_MORE:
+            return 0;
+        case H1_HEADERS:
+            s->status = c->rp.status;
+            s->retry_after_s = c->rp.retry_after_s;
+            continue;
+        case H1_BODY:
+            r = h1_body(up, s, ev.p, ev.n, &took);
+            if (r == 0)
+                continue;
+            if (r > 0) {
+                if (h1_stash(s, ev.p + took, ev.n - took, buf, n) != 0) {
+                    h1_fail(up, idx, TG_EIO, "out of memory");
+                    return 1;
+                }
+                timer_arm(up, idx, h1_deadline(s, tg_now_mono_us()));
+                return 1;
+            }
+            h1_fail(up, idx, TG_EIO, s->errbuf);
+            return 1;
+        case H1_DONE:
+            /* bytes after the response: the provider broke framing, do not reuse */
+            conn_release(up, s, c->rp.keep_alive && n == 0 && !c->rdhup);
+            slot_finish(up, idx, CURLE_OK, 0);
+            return 1;
+        case H1_ERROR:
+        default: {
+            char why[160];
+
+            snprintf(why, sizeof(why), "invalid HTTP response from upstream: %s", ev.err);
+            h1_fail(up, idx, TG_EIO, why);
+            return 1;
+        }
+        }
+    }
+}
+
+/* Read and parse until the socket is drained, the transfer ends or it pauses. */
+static void h1_read(struct rt_upstream *up, uint32_t idx)
+{
+    struct slot *s = &up->slots[idx];
+    struct h1conn *c = s->conn;
+
+    while (c->readable && !s->paused) {
+        ssize_t n = recv(c->fd, up->rbuf, H1_RECV_BYTES, 0);
+
+        if (n > 0) {
+            if (s->ttfb_us == 0)
+                s->ttfb_us = tg_now_mono_us() - s->start_us + 1;
+            /* a short read drained the socket (edge-triggered: new bytes raise a new event),
+             * unless the peer also closed: then read on to see the end */
+            if ((size_t)n < H1_RECV_BYTES && !c->rdhup)
+                c->readable = 0;
+            if (h1_parse(up, idx, up->rbuf, (size_t)n) != 0)
+                return;
+            continue;
+        }
+        if (n == 0) {
+            struct h1_event ev;
+
+            c->readable = 0;
+            if (!h1_started(&c->rp)) {
+                h1_dead(up, idx, "connection closed before a response");
+                return;
+            }
+            if (h1_eof(&c->rp, &ev) == H1_DONE) {
+                conn_release(up, s, 0);
+                slot_finish(up, idx, CURLE_OK, 0);
+            } else {
+                char why[160];
+
+                snprintf(why, sizeof(why), "upstream %s", ev.err);
+                h1_fail(up, idx, TG_EIO, why);
+            }
+            return;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            c->readable = 0;
+            return;
+        }
+        {
+            char why[160];
+
+            snprintf(why, sizeof(why), "receiving the response failed: %s", strerror(errno));
+            if (!h1_started(&c->rp))
+                h1_dead(up, idx, why);
+            else
+                h1_fail(up, idx, TG_EIO, why);
+        }
+        return;
+    }
+}
+
+/* Move the transfer on as far as its connection allows. */
+static void h1_progress(struct rt_upstream *up, uint32_t idx)
+{
+    struct slot *s = &up->slots[idx];
+    struct h1conn *c = s->conn;
+
+    if (c == NULL)
+        return;
+    if (c->connecting) {
+        int soerr = 0;
+        socklen_t sl = sizeof(soerr);
+
+        if (!c->writable)
+            return;
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+            soerr = errno;
+        if (soerr != 0) {
+            char why[160];
+
+            snprintf(why, sizeof(why), "cannot connect to %.64s: %.72s",
+                     up->origins[c->origin].hostport, strerror(soerr));
+            h1_fail(up, idx, TG_EIO, why);
+            return;
+        }
+        c->connecting = 0;
+    }
+    if (s->sent < s->head_len + s->body_len) {
+        if (h1_send(up, s) != 0) {
+            h1_dead(up, idx, s->errbuf);
+            return;
+        }
+        if (s->sent < s->head_len + s->body_len)
+            return;
+    }
+    h1_read(up, idx);
+}
+
+/* epoll event on a native connection. */
+static void h1_event(struct rt_upstream *up, uint32_t id, uint32_t events)
+{
+    struct h1conn *c = id < (uint32_t)up->max_conns ? up->conns[id] : NULL;
+
+    if (c == NULL)
+        return; /* closed earlier in this batch */
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        c->readable = 1;
+    if (events & (EPOLLRDHUP | EPOLLHUP))
+        c->rdhup = 1;
+    if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+        c->writable = 1;
+    if (!c->busy) {
+        /* an idle connection has nothing to say but a close (or garbage): drop it now */
+        if (c->readable)
+            conn_close(up, c);
+        return;
+    }
+    h1_progress(up, c->slot);
+}
+
+/* Deliver what a pause kept, then read on. */
+static void h1_unpause(struct rt_upstream *up, uint32_t idx)
+{
+    struct slot *s = &up->slots[idx];
+    char *b = s->stash;
+    size_t ndec = s->stash_dec, nraw = s->stash_raw;
+    size_t took = 0;
+    int r;
+
+    if (!s->paused || s->conn == NULL)
+        return;
+    s->paused = 0;
+    s->stash = NULL;
+    s->stash_dec = s->stash_raw = 0;
+    s->last_byte_us = tg_now_mono_us();
+    timer_arm(up, idx, h1_deadline(s, s->last_byte_us));
+    r = ndec > 0 ? h1_body(up, s, b, ndec, &took) : 0;
+    if (r > 0) {
+        if (h1_stash(s, b + took, ndec - took, b + ndec, nraw) != 0)
+            h1_fail(up, idx, TG_EIO, "out of memory");
+        free(b);
+        return;
+    }
+    if (r < 0) {
+        free(b);
+        h1_fail(up, idx, TG_EIO, s->errbuf);
+        return;
+    }
+    if (nraw > 0 && h1_parse(up, idx, b + ndec, nraw) != 0) {
+        free(b);
+        return;
+    }
+    free(b);
+    if (s->conn != NULL && !s->paused)
+        h1_read(up, idx);
+}
+
+/* Timers due: timeouts, and failures found inside submit. */
+static void h1_timers(struct rt_upstream *up)
+{
+    uint64_t now = tg_now_mono_us();
+
+    for (int i = 0; i < 4 * RT_UPSTREAM_EVENTS_BATCH && up->heap_len > 0; i++) {
+        uint32_t idx = up->heap[0];
+        struct slot *s = &up->slots[idx];
+        uint64_t d;
+
+        if (s->deadline_us > now)
+            break;
+        if (s->fail_err != 0) {
+            h1_fail(up, idx, s->fail_err, s->errbuf);
+            continue;
+        }
+        d = h1_deadline(s, now);
+        if (d > now) {
+            timer_arm(up, idx, d);
+            continue;
+        }
+        h1_fail(up, idx, TG_ETIMEOUT, "upstream timed out");
+    }
+}
+
+/* Origin index for an http:// URL with a literal address (or localhost), the path in *path;
+ * -1 when the URL is for curl (https, a host name, a proxy, a full table). */
+static int h1_origin_of(struct rt_upstream *up, const char *url, const char **path)
+{
+    const char *h, *e, *pe;
+    char host[64];
+    long port = 80;
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    size_t hl;
+
+    if (strncmp(url, "http://", 7) != 0)
+        return -1;
+    h = url + 7;
+    pe = h + strcspn(h, "/?#");
+    if (*h == '[') {
+        e = memchr(h, ']', (size_t)(pe - h));
+        if (e == NULL)
+            return -1;
+        hl = (size_t)(e - h - 1);
+        if (hl == 0 || hl >= sizeof(host))
+            return -1;
+        memcpy(host, h + 1, hl);
+        e++;
+    } else {
+        e = h;
+        while (e < pe && *e != ':' && *e != '@')
+            e++;
+        if (e < pe && *e == '@')
+            return -1; /* credentials in the URL: curl's business */
+        hl = (size_t)(e - h);
+        if (hl == 0 || hl >= sizeof(host))
+            return -1;
+        memcpy(host, h, hl);
+    }
+    host[hl] = '\0';
+    if (e < pe) {
+        char *end;
+
+        if (*e != ':')
+            return -1;
+        port = strtol(e + 1, &end, 10);
+        if (end != pe || port <= 0 || port > 65535)
+            return -1;
+    }
+    if (*pe != '/')
+        return -1; /* the router always builds an absolute path */
+    *path = pe;
+    for (unsigned i = 0; i < up->n_origins; i++) {
+        const char *hp = up->origins[i].hostport;
+
+        if (strncmp(hp, h, (size_t)(pe - h)) == 0 && hp[pe - h] == '\0')
+            return (int)i;
+    }
+    memset(&sa, 0, sizeof(sa));
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof(host), "127.0.0.1");
+    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&sa)->sin_addr) == 1) {
+        ((struct sockaddr_in *)&sa)->sin_family = AF_INET;
+        ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
+        salen = sizeof(struct sockaddr_in);
+    } else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&sa)->sin6_addr) == 1) {
+        ((struct sockaddr_in6 *)&sa)->sin6_family = AF_INET6;
+        ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
+        salen = sizeof(struct sockaddr_in6);
+    } else {
+        return -1; /* a host name: resolved by curl's resolver, off the loop */
+    }
+    if (up->n_origins >= H1_ORIGINS_MAX || (size_t)(pe - h) >= sizeof(up->origins[0].hostport))
+        return -1;
+    {
+        struct h1origin *o = &up->origins[up->n_origins];
+
+        memcpy(o->hostport, h, (size_t)(pe - h));
+        o->hostport[pe - h] = '\0';
+        o->sa = sa;
+        o->salen = salen;
+        o->idle = NULL;
+        o->n_idle = 0;
+    }
+    return (int)up->n_origins++;
+}
+
+/* Prepare a native transfer in its slot (submit, any thread: no loop state touched).
+ * Returns 0, or -1 when out of memory. */
+static int h1_prepare(struct slot *s, const struct rt_upstream_request *req, const char *path,
+                      const char *hostport)
+{
+    size_t cap = strlen(path) + strlen(hostport) + 128;
+    size_t len;
+    char *b;
+
+    for (int i = 0; i < RT_UPSTREAM_HEADERS_MAX && req->headers[i] != NULL; i++)
+        cap += strlen(req->headers[i]) + 2;
+    b = malloc(cap);
+    if (b == NULL)
+        return -1;
+    len = (size_t)snprintf(b, cap, "POST %s HTTP/1.1\r\nHost: %s\r\n", path, hostport);
+    for (int i = 0; i < RT_UPSTREAM_HEADERS_MAX && req->headers[i] != NULL; i++) {
+        size_t hl = strlen(req->headers[i]);
+
+        memcpy(b + len, req->headers[i], hl);
+        memcpy(b + len + hl, "\r\n", 2);
+        len += hl + 2;
+    }
+    len += (size_t)snprintf(b + len, cap - len,
+                            "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                            s->body_len);
+    free(s->head);
+    s->head = b;
+    s->head_len = len;
+    return 0;
+}
+
+/* Start a prepared native transfer. Loop thread. in_submit: on_done must not run now. */
+static void h1_start(struct rt_upstream *up, uint32_t idx, int in_submit)
+{
+    struct slot *s = &up->slots[idx];
+
+    s->state = SLOT_ACTIVE;
+    if (h1_attach(up, idx, 0) != 0) {
+        h1_fail_later(up, idx, TG_EIO);
+        if (!in_submit)
+            h1_timers(up);
+        return;
+    }
+    timer_arm(up, idx, h1_deadline(s, s->start_us));
+    if (in_submit) {
+        /* write now (no callback can run from a write); the answer comes through the loop */
+        struct h1conn *c = s->conn;
+
+        if (!c->connecting && h1_send(up, s) != 0) {
+            snprintf(s->errbuf, sizeof(s->errbuf), "%s", "sending the request failed");
+            if (c->reused && !s->retried) {
+                /* a dead kept-alive connection: once more on a new one */
+                s->retried = 1;
+                conn_release(up, s, 0);
+                if (h1_attach(up, idx, 1) == 0) {
+                    if (!s->conn->connecting && h1_send(up, s) != 0)
+                        h1_fail_later(up, idx, TG_EIO);
+                    return;
+                }
+            }
+            h1_fail_later(up, idx, TG_EIO);
+        }
+        return;
+    }
+    h1_progress(up, idx);
+}
+
 /* Finish a transfer: report to the owner, then free the slot. Loop thread. */
 static void slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int cancelled)
 {
@@ -223,9 +1090,15 @@ static void slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int c
     memset(&res, 0, sizeof(res));
     res.retry_after_s = s->retry_after_s;
     res.ttfb_us = s->ttfb_us;
-    if (s->state == SLOT_ACTIVE)
-        curl_multi_remove_handle(up->multi, s->easy);
-    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &res.status);
+    if (s->native) {
+        timer_disarm(up, idx);
+        conn_release(up, s, 0); /* still attached: cancelled mid-transfer */
+        res.status = s->status;
+    } else {
+        if (s->state == SLOT_ACTIVE)
+            curl_multi_remove_handle(up->multi, s->easy);
+        curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &res.status);
+    }
     if (cancelled) {
         res.err = TG_ECLOSED;
         atomic_fetch_add(&up->st_cancelled, 1);
@@ -240,8 +1113,9 @@ static void slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int c
         snprintf(res.detail, sizeof(res.detail), "upstream timed out");
     } else if (rc != CURLE_OK) {
         res.err = TG_EIO;
-        /* curl's text names hosts and reasons, never credentials */
-        snprintf(res.detail, sizeof(res.detail), "%s", curl_easy_strerror(rc));
+        /* curl's text (or ours) names hosts and reasons, never credentials */
+        snprintf(res.detail, sizeof(res.detail), "%.127s",
+                 s->native ? s->errbuf : curl_easy_strerror(rc));
     }
     res.body = s->resp;
     res.body_len = s->resp_len;
@@ -258,6 +1132,10 @@ static void slot_start(struct rt_upstream *up, uint32_t idx)
 {
     struct slot *s = &up->slots[idx];
 
+    if (s->native) {
+        h1_start(up, idx, 0);
+        return;
+    }
     if (curl_multi_add_handle(up->multi, s->easy) != CURLM_OK) {
         s->state = SLOT_QUEUED;
         slot_finish(up, idx, CURLE_FAILED_INIT, 0);
@@ -295,8 +1173,12 @@ static void loop_commands(struct rt_upstream *up)
                 slot_finish(up, idx, CURLE_ABORTED_BY_CALLBACK, 1);
             continue;
         }
-        if ((cmds & CMD_UNPAUSE) && s->state == SLOT_ACTIVE)
-            curl_easy_pause(s->easy, CURLPAUSE_CONT);
+        if ((cmds & CMD_UNPAUSE) && s->state == SLOT_ACTIVE) {
+            if (s->native)
+                h1_unpause(up, idx);
+            else
+                curl_easy_pause(s->easy, CURLPAUSE_CONT);
+        }
     }
 }
 
@@ -440,16 +1322,19 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
 static int loop_timeout_ms(const struct rt_upstream *up)
 {
     uint64_t now;
+    uint64_t d = up->deadline_us;
 
-    if (up->deadline_us == 0)
+    if (up->heap_len > 0 && (d == 0 || up->slots[up->heap[0]].deadline_us < d))
+        d = up->slots[up->heap[0]].deadline_us;
+    if (d == 0 && up->heap_len == 0)
         return 1000;
     now = tg_now_mono_us();
-    if (up->deadline_us <= now)
+    if (d <= now)
         return 0;
-    if (up->deadline_us - now >= 1000000u)
+    if (d - now >= 1000000u)
         return 1000;
     /* round up: waking early would only spin */
-    return (int)((up->deadline_us - now + 999) / 1000);
+    return (int)((d - now + 999) / 1000);
 }
 
 /* Wake the loop for new commands. Coalesced: while a wakeup is pending and not yet taken by
@@ -480,7 +1365,9 @@ static void loop_once(struct rt_upstream *up, int timeout_ms)
     for (int i = 0; i < n; i++) {
         int fd = evs[i].data.fd;
 
-        if (fd == up->wakefd) {
+        if (evs[i].data.u64 & H1_TAG) {
+            h1_event(up, (uint32_t)(evs[i].data.u64 & 0xffffffffu), evs[i].events);
+        } else if (fd == up->wakefd) {
             uint64_t v;
             ssize_t r = read(up->wakefd, &v, sizeof(v));
 
@@ -508,6 +1395,7 @@ static void loop_once(struct rt_upstream *up, int timeout_ms)
         up->deadline_us = 0;
         curl_multi_socket_action(up->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     }
+    h1_timers(up);
     drain_done(up);
 }
 
@@ -615,6 +1503,23 @@ struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, cha
         ev.data.fd = up->wakefd;
         epoll_ctl(up->epfd, EPOLL_CTL_ADD, up->wakefd, &ev);
     }
+    /* a proxy from the environment applies to every plain-http provider: curl honours it */
+    up->native = cfg->native && getenv("http_proxy") == NULL && getenv("HTTP_PROXY") == NULL &&
+                 getenv("all_proxy") == NULL && getenv("ALL_PROXY") == NULL;
+    up->max_conns = cfg->max_total_connections;
+    up->max_idle_per_origin = cfg->max_host_connections;
+    up->origins = calloc(H1_ORIGINS_MAX, sizeof(*up->origins));
+    up->conns = calloc((size_t)up->max_conns, sizeof(*up->conns));
+    up->conn_free = calloc((size_t)up->max_conns, sizeof(*up->conn_free));
+    up->heap = calloc(up->cap, sizeof(*up->heap));
+    up->rbuf = malloc(H1_RECV_BYTES);
+    if (up->origins == NULL || up->conns == NULL || up->conn_free == NULL || up->heap == NULL ||
+        up->rbuf == NULL)
+        goto nomem;
+    for (long i = 0; i < up->max_conns; i++)
+        up->conn_free[up->conn_free_len++] = (uint32_t)(up->max_conns - 1 - i);
+    for (size_t i = 0; i < up->cap; i++)
+        up->slots[i].heap_pos = H1_NO_HEAP;
     up->embedded = cfg->embedded;
     if (up->embedded)
         return up;
@@ -655,6 +1560,17 @@ void rt_upstream_destroy(struct rt_upstream **upp)
     }
     if (up->multi != NULL)
         curl_multi_cleanup(up->multi);
+    if (up->conns != NULL) {
+        for (long i = 0; i < up->max_conns; i++) {
+            if (up->conns[i] != NULL)
+                conn_close(up, up->conns[i]);
+        }
+    }
+    free(up->conns);
+    free(up->conn_free);
+    free(up->origins);
+    free(up->heap);
+    free(up->rbuf);
     if (up->epfd >= 0)
         close(up->epfd);
     if (up->wakefd >= 0)
@@ -667,6 +1583,69 @@ void rt_upstream_destroy(struct rt_upstream **upp)
     free(up->slots);
     pthread_mutex_destroy(&up->lock);
     free(up);
+}
+
+/* submit for a native transfer: slot idx is taken (generation gen). */
+static int h1_submit(struct rt_upstream *up, uint32_t idx, uint32_t gen, uint32_t oi,
+                     const char *path, const char *hostport, struct rt_upstream_request *req,
+                     const struct rt_upstream_ops *ops, void *ud, uint64_t *handle)
+{
+    struct slot *s = &up->slots[idx];
+
+    s->native = 1;
+    s->origin = oi;
+    s->req_body = req->body;
+    s->body_len = req->body != NULL ? req->body_len : 0;
+    req->body = NULL;
+    if (h1_prepare(s, req, path, hostport) != 0) {
+        free(s->req_body);
+        s->req_body = NULL;
+        s->native = 0;
+        pthread_mutex_lock(&up->lock);
+        up->free_stack[up->free_len++] = idx;
+        pthread_mutex_unlock(&up->lock);
+        return TG_ENOMEM;
+    }
+    s->state = SLOT_QUEUED;
+    s->ops = ops;
+    s->ud = ud;
+    s->stream = req->stream;
+    s->resp_cap = req->stream ? RT_UPSTREAM_ERROR_BODY_MAX_BYTES : req->max_response_bytes;
+    s->too_big = 0;
+    s->retry_after_s = -1;
+    s->ttfb_us = 0;
+    s->status = 0;
+    s->retried = 0;
+    s->paused = 0;
+    s->fail_err = 0;
+    s->conn = NULL;
+    s->sent = 0;
+    s->recv_max = req->recv_buffer_bytes > 0 ? (size_t)req->recv_buffer_bytes : 0;
+    if (req->stream) {
+        s->timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : 30000L;
+        s->idle_ms = req->idle_timeout_ms > 0 ? req->idle_timeout_ms : s->timeout_ms;
+    } else {
+        s->timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : 600000L;
+        s->idle_ms = s->timeout_ms;
+    }
+    s->start_us = s->last_byte_us = tg_now_mono_us();
+    s->errbuf[0] = '\0';
+    atomic_fetch_add(&up->st_submitted, 1);
+    atomic_fetch_add(&up->st_active, 1);
+    *handle = handle_make(idx, gen);
+    pthread_mutex_lock(&up->lock);
+    s->submitted = 1;
+    if (!on_owner_thread(up)) {
+        cmd_post_locked(up, idx, CMD_SUBMIT);
+        pthread_mutex_unlock(&up->lock);
+        wake(up);
+        return 0;
+    }
+    pthread_mutex_unlock(&up->lock);
+    /* embedded, on the loop's own thread and outside it: connect and write now; every
+     * callback comes from the loop's next turns */
+    h1_start(up, idx, 1);
+    return 0;
 }
 
 int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
@@ -703,6 +1682,19 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
 
     /* the slot is ours alone until CMD_SUBMIT is posted */
     s = &up->slots[idx];
+    if (up->native) {
+        const char *path = NULL;
+        char hostport[sizeof(up->origins[0].hostport)];
+        int oi;
+
+        pthread_mutex_lock(&up->lock); /* the origin table grows under it */
+        oi = h1_origin_of(up, req->url, &path);
+        if (oi >= 0)
+            memcpy(hostport, up->origins[oi].hostport, sizeof(hostport));
+        pthread_mutex_unlock(&up->lock);
+        if (oi >= 0)
+            return h1_submit(up, idx, gen, (uint32_t)oi, path, hostport, req, ops, ud, handle);
+    }
     if (s->easy == NULL)
         s->easy = curl_easy_init();
     if (s->easy == NULL) {
@@ -844,11 +1836,18 @@ static void post_for_handle(struct rt_upstream *up, uint64_t handle, unsigned cm
         pthread_mutex_unlock(&up->lock);
         if (!live)
             return;
-        if (cmd == CMD_CANCEL && s->state != SLOT_FREE)
+        if (cmd == CMD_CANCEL && s->state != SLOT_FREE) {
             slot_finish(up, idx, CURLE_ABORTED_BY_CALLBACK, 1);
-        else if (cmd == CMD_UNPAUSE && s->state == SLOT_ACTIVE)
+            return;
+        }
+        if (cmd == CMD_UNPAUSE && s->state == SLOT_ACTIVE && !s->native) {
             curl_easy_pause(s->easy, CURLPAUSE_CONT);
-        return;
+            return;
+        }
+        if (cmd != CMD_UNPAUSE || !s->native || s->state != SLOT_ACTIVE)
+            return;
+        /* a native unpause may finish the transfer: on_done must not run inside this call,
+         * so it goes through the loop's next turn */
     }
     pthread_mutex_lock(&up->lock);
     if (up->slots[idx].gen == gen) {

@@ -30,6 +30,8 @@ struct rt_upstream_config {
     long max_total_connections; /* total connection cap (> 0) */
     int embedded;              /* 1: no thread of its own; the owner polls rt_upstream_fd() and
                                   calls rt_upstream_run() from one thread (callbacks run there) */
+    int native;                /* 1: http:// URLs with a literal address (or localhost) go
+                                  through the built-in HTTP/1.1 client instead of libcurl */
 };
 
 /* Outcome of a transfer, passed to on_done. */
