@@ -50,12 +50,12 @@ static int take_line(struct h1_parser *p, const char *buf, size_t n, size_t cap,
     const char *nl = memchr(buf, '\n', n);
     size_t take = nl != NULL ? (size_t)(nl - buf) + 1 : n;
 
+    if (p->line_len + take > cap)
+        return -1; /* the same limit whether the line came whole or in pieces */
     if (p->line == NULL && nl != NULL) {
         *line = buf;
         *len = take - 1;
     } else {
-        if (p->line_len + take > cap)
-            return -1;
         if (p->line == NULL) {
             p->line = malloc(cap);
             if (p->line == NULL)
