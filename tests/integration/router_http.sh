@@ -106,6 +106,7 @@ tollgate:
   listen: 127.0.0.1:$RT_ROUTER_PORT
   limits: {max_body_bytes: 10485760, max_connections: 1000, max_in_flight: 256}
   threads: 2
+  upstream_client: ${RT_UPSTREAM_CLIENT:-native}
   keys:
     - {key: os.environ/RT_KEY, key_alias: itest, team_id: team-a}
 YAML
