@@ -1,6 +1,7 @@
 #include "tg_ids.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -10,12 +11,42 @@
 
 static const char hexdig[] = "0123456789abcdef";
 
+/* The digest is fetched once and each thread keeps one context: EVP_Digest would look the
+ * algorithm up in the provider tables and allocate a context on every call (a key lookup per
+ * request). */
+static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
+static pthread_key_t sha_key;
+static EVP_MD *sha_md;
+
+static void sha_ctx_free(void *p)
+{
+    EVP_MD_CTX_free(p);
+}
+
+static void sha_init(void)
+{
+    sha_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+    pthread_key_create(&sha_key, sha_ctx_free);
+}
+
 void tg_sha256_hex(const void *data, size_t len, char out[TG_SHA256_HEX_LEN + 1])
 {
     unsigned char md[32];
     unsigned int mdlen = 0;
+    EVP_MD_CTX *ctx;
 
-    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+    pthread_once(&sha_once, sha_init);
+    ctx = pthread_getspecific(sha_key);
+    if (ctx == NULL && sha_md != NULL) {
+        ctx = EVP_MD_CTX_new();
+        if (ctx != NULL && pthread_setspecific(sha_key, ctx) != 0) {
+            EVP_MD_CTX_free(ctx);
+            ctx = NULL;
+        }
+    }
+    if (ctx == NULL || EVP_DigestInit_ex2(ctx, sha_md, NULL) != 1 ||
+        EVP_DigestUpdate(ctx, data, len) != 1 || EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
+        EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
     for (unsigned int i = 0; i < 32; i++) {
         out[2 * i] = hexdig[md[i] >> 4];
         out[2 * i + 1] = hexdig[md[i] & 15];

@@ -309,15 +309,40 @@ static char *error_body(const struct rt_front *f, int anthropic, int status, con
     return s != NULL ? s : strdup("{\"error\":{\"message\":\"internal error\"}}");
 }
 
+/* Decimal digits of v at b (NUL-terminated), then frac_digits digits of frac after a point
+ * when frac_digits > 0. Returns b. Header values on every response: printf's cost shows. */
+static char *fmt_dec(char *b, uint64_t v, uint64_t frac, int frac_digits)
+{
+    char t[24];
+    int n = 0, o = 0;
+
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    while (n > 0)
+        b[o++] = t[--n];
+    if (frac_digits > 0) {
+        b[o++] = '.';
+        for (int i = frac_digits - 1; i >= 0; i--) {
+            b[o + i] = (char)('0' + frac % 10);
+            frac /= 10;
+        }
+        o += frac_digits;
+    }
+    b[o] = '\0';
+    return b;
+}
+
 static void add_cost_header(struct MHD_Response *r, int64_t nusd)
 {
     char v[40];
 
     if (nusd < 0)
         nusd = 0;
-    snprintf(v, sizeof(v), "%lld.%09lld", (long long)(nusd / 1000000000),
-             (long long)(nusd % 1000000000));
-    MHD_add_response_header(r, "x-tollgate-response-cost", v);
+    MHD_add_response_header(r, "x-tollgate-response-cost",
+                            fmt_dec(v, (uint64_t)nusd / 1000000000u,
+                                    (uint64_t)nusd % 1000000000u, 9));
 }
 
 static void add_headers(struct call *c, struct MHD_Response *r, const struct rt_outcome *o,
@@ -333,19 +358,18 @@ static void add_headers(struct call *c, struct MHD_Response *r, const struct rt_
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (o != NULL && o->model_group[0] != '\0')
         MHD_add_response_header(r, "x-tollgate-model-group", o->model_group);
-    snprintf(v, sizeof(v), "%u", c->plan_begun ? rt_router_attempts(&c->plan) : 0u);
-    MHD_add_response_header(r, "x-tollgate-attempts", v);
-    snprintf(v, sizeof(v), "%u", c->plan_begun ? rt_router_fallbacks(&c->plan) : 0u);
-    MHD_add_response_header(r, "x-tollgate-fallbacks", v);
+    MHD_add_response_header(r, "x-tollgate-attempts",
+                            fmt_dec(v, c->plan_begun ? rt_router_attempts(&c->plan) : 0u, 0, 0));
+    MHD_add_response_header(
+        r, "x-tollgate-fallbacks",
+        fmt_dec(v, c->plan_begun ? rt_router_fallbacks(&c->plan) : 0u, 0, 0));
     if (with_cost)
         add_cost_header(r, c->cost_nusd);
-    snprintf(v, sizeof(v), "%.3f", (double)over / 1000.0);
-    MHD_add_response_header(r, "x-tollgate-overhead-ms", v);
+    /* microseconds as milliseconds with three decimals */
+    MHD_add_response_header(r, "x-tollgate-overhead-ms", fmt_dec(v, over / 1000u, over % 1000u, 3));
     rt_metrics_overhead(c->f->d.metrics, (double)over / 1e6);
-    if (o != NULL && o->retry_after_s > 0) {
-        snprintf(v, sizeof(v), "%u", o->retry_after_s);
-        MHD_add_response_header(r, "retry-after", v);
-    }
+    if (o != NULL && o->retry_after_s > 0)
+        MHD_add_response_header(r, "retry-after", fmt_dec(v, o->retry_after_s, 0, 0));
 }
 
 static enum MHD_Result queue_body_len(struct MHD_Connection *conn, int status, char *body,
