@@ -1,6 +1,7 @@
 #include "upstream.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -34,6 +35,7 @@
 #define H1_RECV_BYTES (16u * 1024u)
 #define H1_IDLE_MAX_US (60ull * 1000000ull)
 #define H1_NO_HEAP UINT32_MAX
+#define H1_DNS_CHECK_US 1000000ull
 
 /* fd table states (one byte per descriptor) */
 enum {
@@ -110,8 +112,10 @@ struct h1conn {
 
 struct h1origin {
     char hostport[270];   /* Host header value */
-    struct sockaddr_storage sa;
+    struct sockaddr_storage sa; /* guarded by up->lock (submit may change it for a name) */
     socklen_t salen;
+    int named;            /* a host name, not a literal address */
+    uint64_t checked_us;  /* last look at the resolver's answer */
     struct h1conn *idle;  /* idle list head */
     unsigned n_idle;
 };
@@ -141,7 +145,7 @@ struct rt_upstream {
     unsigned char *fds;   /* RT_UPSTREAM_FD_TABLE FD_* states; loop thread */
     unsigned *batch_cmds; /* cap entries */
     _Atomic uint64_t st_submitted, st_completed, st_cancelled, st_timeouts, st_full, st_too_big;
-    _Atomic uint64_t st_active;
+    _Atomic uint64_t st_active, st_native;
     /* native HTTP/1.1 client; loop thread */
     int native;           /* http:// to a literal address goes through it */
     long max_conns, max_idle_per_origin;
@@ -455,14 +459,21 @@ static struct h1conn *conn_open(struct rt_upstream *up, uint32_t oi, char *errbu
     const struct h1origin *o = &up->origins[oi];
     struct h1conn *c;
     struct epoll_event ev;
+    struct sockaddr_storage sa;
+    socklen_t salen;
     int one = 1;
     int fd;
+
+    pthread_mutex_lock(&up->lock);
+    sa = o->sa;
+    salen = o->salen;
+    pthread_mutex_unlock(&up->lock);
 
     if (up->n_conns >= up->max_conns && !conn_evict_idle(up)) {
         snprintf(errbuf, cap, "upstream connection limit reached");
         return NULL;
     }
-    fd = socket(o->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         snprintf(errbuf, cap, "cannot create a socket: %s", strerror(errno));
         return NULL;
@@ -478,7 +489,7 @@ static struct h1conn *conn_open(struct rt_upstream *up, uint32_t oi, char *errbu
     c->fd = fd;
     c->origin = oi;
     h1_init(&c->rp);
-    if (connect(fd, (const struct sockaddr *)&o->sa, o->salen) == 0) {
+    if (connect(fd, (const struct sockaddr *)&sa, salen) == 0) {
         c->writable = 1;
     } else if (errno == EINPROGRESS) {
         c->connecting = 1;
@@ -931,16 +942,160 @@ static void h1_timers(struct rt_upstream *up)
     }
 }
 
-/* Origin index for an http:// URL with a literal address (or localhost), the path in *path;
- * -1 when the URL is for curl (https, a host name, a proxy, a full table). */
+/* ------------------------------------------------------------------ host names for the native
+ * client
+ *
+ * getaddrinfo blocks, so it never runs on a loop: one resolver thread for the process keeps a
+ * small table of names. A name not yet resolved (or that failed) sends its request through
+ * libcurl, whose resolver runs off the loop too; once resolved, the built-in client takes it.
+ * Entries are refreshed in the background every H1_DNS_TTL_US (a Service's address may
+ * change) and the old address serves until the new one is known. IPv4 is preferred when a
+ * name has both (a provider listening on one family is the common case). */
+
+#define H1_DNS_MAX 64
+#define H1_DNS_TTL_US (30ull * 1000000ull)
+#define H1_DNS_RETRY_US (5ull * 1000000ull)
+
+enum { DNS_EMPTY = 0, DNS_PENDING, DNS_OK, DNS_FAILED };
+
+struct dns_entry {
+    char host[256];
+    char port[8];
+    int state;
+    int queued;          /* waiting for the resolver thread */
+    uint64_t when_us;    /* resolved or failed at */
+    struct sockaddr_storage sa;
+    socklen_t salen;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started;
+    struct dns_entry e[H1_DNS_MAX];
+} dns = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void *dns_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&dns.mu);
+    for (;;) {
+        struct dns_entry *job = NULL;
+        char host[256], port[8];
+        struct addrinfo hints, *res = NULL, *pick = NULL;
+        int rc;
+
+        for (int i = 0; i < H1_DNS_MAX && job == NULL; i++) {
+            if (dns.e[i].queued)
+                job = &dns.e[i];
+        }
+        if (job == NULL) {
+            pthread_cond_wait(&dns.cv, &dns.mu);
+            continue;
+        }
+        memcpy(host, job->host, sizeof(host));
+        memcpy(port, job->port, sizeof(port));
+        pthread_mutex_unlock(&dns.mu);
+        memset(&hints, 0, sizeof(hints));
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
+        rc = getaddrinfo(host, port, &hints, &res);
+        for (struct addrinfo *a = rc == 0 ? res : NULL; a != NULL; a = a->ai_next) {
+            if (a->ai_addrlen > sizeof(struct sockaddr_storage))
+                continue;
+            if (pick == NULL || (a->ai_family == AF_INET && pick->ai_family != AF_INET))
+                pick = a;
+        }
+        pthread_mutex_lock(&dns.mu);
+        job->queued = 0;
+        job->when_us = tg_now_mono_us();
+        if (pick != NULL) {
+            memcpy(&job->sa, pick->ai_addr, pick->ai_addrlen);
+            job->salen = pick->ai_addrlen;
+            job->state = DNS_OK;
+        } else if (job->state != DNS_OK) {
+            job->state = DNS_FAILED; /* a failed refresh keeps the last good address */
+        }
+        if (res != NULL)
+            freeaddrinfo(res);
+    }
+    return NULL;
+}
+
+/* Address of host:port when known (1), else 0 (resolution queued, or the table is full).
+ * Any thread. */
+static int dns_lookup(const char *host, const char *port, struct sockaddr_storage *sa,
+                      socklen_t *salen)
+{
+    uint64_t now = tg_now_mono_us();
+    struct dns_entry *e = NULL, *free_e = NULL;
+    int hit = 0, wake_it = 0;
+
+    pthread_mutex_lock(&dns.mu);
+    for (int i = 0; i < H1_DNS_MAX; i++) {
+        if (dns.e[i].state == DNS_EMPTY) {
+            if (free_e == NULL)
+                free_e = &dns.e[i];
+        } else if (strcmp(dns.e[i].host, host) == 0 && strcmp(dns.e[i].port, port) == 0) {
+            e = &dns.e[i];
+            break;
+        }
+    }
+    if (e == NULL && free_e != NULL) {
+        e = free_e;
+        snprintf(e->host, sizeof(e->host), "%s", host);
+        snprintf(e->port, sizeof(e->port), "%s", port);
+        e->state = DNS_PENDING;
+        e->queued = 1;
+        wake_it = 1;
+    } else if (e != NULL) {
+        if (e->state == DNS_OK) {
+            memcpy(sa, &e->sa, sizeof(*sa));
+            *salen = e->salen;
+            hit = 1;
+        }
+        if (!e->queued && ((e->state == DNS_OK && now - e->when_us > H1_DNS_TTL_US) ||
+                           (e->state == DNS_FAILED && now - e->when_us > H1_DNS_RETRY_US))) {
+            e->queued = 1;
+            wake_it = 1;
+        }
+    }
+    if (wake_it && !dns.started) {
+        pthread_t th;
+        pthread_attr_t at;
+
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, dns_main, NULL) == 0)
+            dns.started = 1;
+        pthread_attr_destroy(&at);
+    }
+    if (wake_it)
+        pthread_cond_signal(&dns.cv);
+    pthread_mutex_unlock(&dns.mu);
+    return hit;
+}
+
+static void set_origin_addr(struct h1origin *o, const struct sockaddr_storage *sa,
+                            socklen_t salen)
+{
+    o->sa = *sa;
+    o->salen = salen;
+}
+
+/* Origin index for an http:// URL, the path in *path; -1 when the URL is for curl (https,
+ * credentials in the URL, a name not resolved yet, a full table). Caller holds up->lock. */
 static int h1_origin_of(struct rt_upstream *up, const char *url, const char **path)
 {
     const char *h, *e, *pe;
-    char host[64];
+    char host[256];
     long port = 80;
     struct sockaddr_storage sa;
-    socklen_t salen;
+    socklen_t salen = 0;
     size_t hl;
+    uint64_t now;
+    int named = 0;
 
     if (strncmp(url, "http://", 7) != 0)
         return -1;
@@ -979,15 +1134,24 @@ static int h1_origin_of(struct rt_upstream *up, const char *url, const char **pa
     if (*pe != '/')
         return -1; /* the router always builds an absolute path */
     *path = pe;
+    now = tg_now_mono_us();
     for (unsigned i = 0; i < up->n_origins; i++) {
-        const char *hp = up->origins[i].hostport;
+        struct h1origin *o = &up->origins[i];
 
-        if (strncmp(hp, h, (size_t)(pe - h)) == 0 && hp[pe - h] == '\0')
-            return (int)i;
+        if (strncmp(o->hostport, h, (size_t)(pe - h)) != 0 || o->hostport[pe - h] != '\0')
+            continue;
+        if (o->named && now - o->checked_us > H1_DNS_CHECK_US) {
+            /* a named origin follows its name: new connections go to the current address */
+            char ps[8];
+
+            o->checked_us = now;
+            snprintf(ps, sizeof(ps), "%ld", port);
+            if (dns_lookup(host, ps, &sa, &salen))
+                set_origin_addr(o, &sa, salen);
+        }
+        return (int)i;
     }
     memset(&sa, 0, sizeof(sa));
-    if (strcmp(host, "localhost") == 0)
-        snprintf(host, sizeof(host), "127.0.0.1");
     if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&sa)->sin_addr) == 1) {
         ((struct sockaddr_in *)&sa)->sin_family = AF_INET;
         ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
@@ -997,7 +1161,13 @@ static int h1_origin_of(struct rt_upstream *up, const char *url, const char **pa
         ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
         salen = sizeof(struct sockaddr_in6);
     } else {
-        return -1; /* a host name: resolved by curl's resolver, off the loop */
+        char ps[8];
+
+        /* a host name: the resolver thread's answer, or curl until there is one */
+        snprintf(ps, sizeof(ps), "%ld", port);
+        if (!dns_lookup(host, ps, &sa, &salen))
+            return -1;
+        named = 1;
     }
     if (up->n_origins >= H1_ORIGINS_MAX || (size_t)(pe - h) >= sizeof(up->origins[0].hostport))
         return -1;
@@ -1008,6 +1178,8 @@ static int h1_origin_of(struct rt_upstream *up, const char *url, const char **pa
         o->hostport[pe - h] = '\0';
         o->sa = sa;
         o->salen = salen;
+        o->named = named;
+        o->checked_us = now;
         o->idle = NULL;
         o->n_idle = 0;
     }
@@ -1593,6 +1765,7 @@ static int h1_submit(struct rt_upstream *up, uint32_t idx, uint32_t gen, uint32_
     struct slot *s = &up->slots[idx];
 
     s->native = 1;
+    atomic_fetch_add(&up->st_native, 1);
     s->origin = oi;
     s->req_body = req->body;
     s->body_len = req->body != NULL ? req->body_len : 0;
@@ -1892,6 +2065,7 @@ void rt_upstream_get_stats(const struct rt_upstream *up, struct rt_upstream_stat
     out->full = atomic_load(&m->st_full);
     out->too_big = atomic_load(&m->st_too_big);
     out->active = atomic_load(&m->st_active);
+    out->native = atomic_load(&m->st_native);
 }
 
 int rt_upstream_global_init(void)

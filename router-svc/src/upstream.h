@@ -30,8 +30,9 @@ struct rt_upstream_config {
     long max_total_connections; /* total connection cap (> 0) */
     int embedded;              /* 1: no thread of its own; the owner polls rt_upstream_fd() and
                                   calls rt_upstream_run() from one thread (callbacks run there) */
-    int native;                /* 1: http:// URLs with a literal address (or localhost) go
-                                  through the built-in HTTP/1.1 client instead of libcurl */
+    int native;                /* 1: http:// URLs go through the built-in HTTP/1.1 client
+                                  instead of libcurl (a host name once resolved off the loop;
+                                  not when a proxy is set in the environment) */
 };
 
 /* Outcome of a transfer, passed to on_done. */
@@ -118,6 +119,7 @@ void rt_upstream_unpause(struct rt_upstream *up, uint64_t handle);
 /* Counters since start. Any thread. */
 struct rt_upstream_stats {
     uint64_t submitted, completed, cancelled, timeouts, full, too_big, active;
+    uint64_t native; /* of submitted: through the built-in HTTP/1.1 client */
 };
 void rt_upstream_get_stats(const struct rt_upstream *up, struct rt_upstream_stats *out);
 

@@ -89,6 +89,10 @@ model_list:
     litellm_params: {model: openai/fake-midstream, api_base: $RT_FAKE/v1,
                      api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
     model_info: {id: midstream-1}
+  - model_name: gpt-named
+    litellm_params: {model: openai/fake-named, api_base: "http://localhost:$RT_FAKE_PORT/v1",
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: named-1}
   - model_name: gpt-longstream
     litellm_params: {model: openai/fake-longstream, api_base: $RT_FAKE/v1,
                      api_key: os.environ/RT_PROVIDER_KEY, timeout: 30}
@@ -391,6 +395,29 @@ rt_true "fallback counted gpt-main -> gpt-fallback" \
     grep -q '^tollgate_router_fallbacks_total{from="gpt-main",to="gpt-fallback"} [1-9]' "$RT_DIR/metrics.body"
 rt_true "cooldown counted for cool-a" \
     grep -q '^tollgate_router_cooldowns_total{deployment="cool-a"} [1-9]' "$RT_DIR/metrics.body"
+
+# -------------------------------------------------------------- upstream client
+# A provider by host name: served at once (through libcurl while the name is being resolved off
+# the loop), then through the built-in client when it is on.
+native_total() {
+    curl -sS -m 5 "$RT_URL/metrics" | awk '/^tollgate_router_upstream_native_transfers_total / {print $2}'
+}
+NAMED='{"model":"gpt-named","messages":[{"role":"user","content":"hi"}]}'
+n0=$(native_total)
+rt_post named /v1/chat/completions "$NAMED"
+rt_eq "provider by host name: first request 200" "$RT_STATUS" 200
+sleep 1.2
+for i in 1 2 3; do
+    rt_post named /v1/chat/completions "$NAMED"
+    rt_eq "provider by host name: request $((i + 1)) 200" "$RT_STATUS" 200
+done
+n1=$(native_total)
+if [ "${RT_UPSTREAM_CLIENT:-native}" = curl ]; then
+    rt_eq "upstream_client curl: no transfer through the built-in client" "$n1" 0
+else
+    rt_true "built-in client carried the host-name provider once resolved (native $n0 -> $n1)" \
+        test "$((n1 - n0))" -ge 3
+fi
 
 # -------------------------------------------------------------- graceful stop
 curl -sS -o "$RT_DIR/inflight.body" -w '%{http_code}' -H "Authorization: Bearer $RT_KEY" \
