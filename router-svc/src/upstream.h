@@ -8,7 +8,9 @@
  * unpause for a transfer that already finished is recognised and ignored.
  *
  * Connections are kept alive and reused through the multi's connection cache; HTTP/2 is used
- * when the provider offers it over TLS. */
+ * when the provider offers it over TLS. With config.native, plain http:// transfers skip
+ * libcurl: a built-in HTTP/1.1 client on the same loop (h1.h parses the responses) with the same
+ * callbacks and semantics, its connections kept alive per origin. */
 #ifndef RT_UPSTREAM_H
 #define RT_UPSTREAM_H
 
