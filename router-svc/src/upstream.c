@@ -747,8 +747,11 @@ static int h1_parse(struct rt_upstream *up, uint32_t idx, const char *buf, size_
             h1_fail(up, idx, TG_EIO, s->errbuf);
             return 1;
         case H1_DONE:
-            /* bytes after the response: the provider broke framing, do not reuse */
-            conn_release(up, s, c->rp.keep_alive && n == 0 && !c->rdhup);
+            /* bytes after the response: the provider broke framing, do not reuse; nor when it
+             * answered before taking the whole request */
+            conn_release(up, s,
+                         c->rp.keep_alive && n == 0 && !c->rdhup &&
+                             s->sent == s->head_len + s->body_len);
             slot_finish(up, idx, CURLE_OK, 0);
             return 1;
         case H1_ERROR:
@@ -847,13 +850,21 @@ static void h1_progress(struct rt_upstream *up, uint32_t idx)
         }
         c->connecting = 0;
     }
-    if (s->sent < s->head_len + s->body_len) {
-        if (h1_send(up, s) != 0) {
+    if (s->sent < s->head_len + s->body_len && h1_send(up, s) != 0) {
+        uint32_t gen = s->gen;
+
+        /* the provider may have answered early and closed (a 413 before the whole body): what
+         * it said is the outcome; with nothing said, the connection was dead */
+        c->readable = 1;
+        h1_read(up, idx);
+        if (s->gen != gen || s->conn != c)
+            return; /* the read ended the transfer */
+        if (!h1_started(&c->rp)) {
             h1_dead(up, idx, s->errbuf);
             return;
         }
-        if (s->sent < s->head_len + s->body_len)
-            return;
+        s->sent = s->head_len + s->body_len; /* nothing more can be written: read on */
+        return;
     }
     h1_read(up, idx);
 }

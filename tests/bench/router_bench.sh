@@ -178,7 +178,7 @@ added() { echo "$1 $2" | awk '{ printf "%.3f", $1 - $2 }'; }
     echo "### router-svc bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), concurrency $CONC, median of $ROUNDS interleaved ${DUR}s runs; latency open loop at $RATE/s)"
     echo
     echo "Both proxies keep their upstream connections alive: nginx with \`keepalive 256\`, HTTP/1.1 and"
-    echo "an empty Connection header; router-svc with libcurl's connection cache (one per loop)."
+    echo "an empty Connection header; router-svc with its built-in HTTP/1.1 client's kept-alive connections (per loop)."
     echo
     echo "| target | req/s (wrk) | loadgen capacity req/s | non-2xx | CPU µs/req (proxy) | RSS kB (proxy) | p50 ms @ $RATE/s | p99 ms @ $RATE/s |"
     echo "|---|---|---|---|---|---|---|---|"
