@@ -919,7 +919,9 @@ static void h1_unpause(struct rt_upstream *up, uint32_t idx)
         h1_fail(up, idx, TG_EIO, s->errbuf);
         return;
     }
-    if (nraw > 0 && h1_parse(up, idx, b + ndec, nraw) != 0) {
+    /* parsed even when no raw byte is left: the paused bytes may have been the last of a
+     * Content-Length body, and only a feed (of nothing) reports the response's end then */
+    if (h1_parse(up, idx, b != NULL ? b + ndec : "", nraw) != 0) {
         free(b);
         return;
     }
