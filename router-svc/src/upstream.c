@@ -151,6 +151,7 @@ struct rt_upstream {
     long max_conns, max_idle_per_origin;
     struct h1origin *origins; /* H1_ORIGINS_MAX */
     unsigned n_origins;
+    int origins_full_warned;
     struct h1conn **conns;    /* max_conns entries */
     uint32_t *conn_free;      /* free ids */
     size_t conn_free_len;
@@ -1182,8 +1183,15 @@ static int h1_origin_of(struct rt_upstream *up, const char *url, const char **pa
             return -1;
         named = 1;
     }
-    if (up->n_origins >= H1_ORIGINS_MAX || (size_t)(pe - h) >= sizeof(up->origins[0].hostport))
+    if (up->n_origins >= H1_ORIGINS_MAX || (size_t)(pe - h) >= sizeof(up->origins[0].hostport)) {
+        if (!up->origins_full_warned) {
+            up->origins_full_warned = 1;
+            TG_WARN("upstream: more than %d plain-http provider addresses on one loop; the "
+                    "others go through libcurl",
+                    H1_ORIGINS_MAX);
+        }
         return -1;
+    }
     {
         struct h1origin *o = &up->origins[up->n_origins];
 
