@@ -163,19 +163,28 @@ for t in nginx router; do
     [ "${CAP[$t]}" -lt "$RATE" ] && RATE=${CAP[$t]}
 done
 RATE=$((RATE / 2))
+# the same rounds, interleaved, median per target: one 5 s run's p99 on a shared 2-core machine
+# is mostly the scheduler's
+declare -A P50_ALL P99_ALL
+for round in $(seq 1 "$ROUNDS"); do
+    for t in direct nginx router; do
+        "$LOADGEN" --url "$(url_of $t)" --key "$RT_KEY" --rate "$RATE" --duration "$DUR" \
+            --mix chat --stream-ratio 0 --max-inflight 4096 >"$RT_DIR/lat.$t.$round" 2>&1
+        summary=$(grep '^{' "$RT_DIR/lat.$t.$round" | tail -1)
+        P50_ALL[$t]="${P50_ALL[$t]:-} $(jq -r '.p50_ms // .latency_ms.p50 // empty' <<<"$summary")"
+        P99_ALL[$t]="${P99_ALL[$t]:-} $(jq -r '.p99_ms // .latency_ms.p99 // empty' <<<"$summary")"
+    done
+done
 for t in direct nginx router; do
-    "$LOADGEN" --url "$(url_of $t)" --key "$RT_KEY" --rate "$RATE" --duration "$DUR" \
-        --mix chat --stream-ratio 0 --max-inflight 4096 >"$RT_DIR/lat.$t" 2>&1
-    summary=$(grep '^{' "$RT_DIR/lat.$t" | tail -1)
-    P50[$t]=$(jq -r '.p50_ms // .latency_ms.p50 // empty' <<<"$summary")
-    P99[$t]=$(jq -r '.p99_ms // .latency_ms.p99 // empty' <<<"$summary")
+    P50[$t]=$(echo "${P50_ALL[$t]}" | median)
+    P99[$t]=$(echo "${P99_ALL[$t]}" | median)
 done
 
 ratio() { echo "$1 $2" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else print "n/a" }'; }
 added() { echo "$1 $2" | awk '{ printf "%.3f", $1 - $2 }'; }
 {
     echo
-    echo "### router-svc bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), concurrency $CONC, median of $ROUNDS interleaved ${DUR}s runs; latency open loop at $RATE/s)"
+    echo "### router-svc bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), concurrency $CONC, median of $ROUNDS interleaved ${DUR}s runs; latency open loop at $RATE/s, median of $ROUNDS interleaved runs)"
     echo
     echo "Both proxies keep their upstream connections alive: nginx with \`keepalive 256\`, HTTP/1.1 and"
     echo "an empty Connection header; router-svc with its built-in HTTP/1.1 client's kept-alive connections (per loop)."
@@ -183,7 +192,7 @@ added() { echo "$1 $2" | awk '{ printf "%.3f", $1 - $2 }'; }
     echo "| target | req/s (wrk) | loadgen capacity req/s | non-2xx | CPU µs/req (proxy) | RSS kB (proxy) | p50 ms @ $RATE/s | p99 ms @ $RATE/s |"
     echo "|---|---|---|---|---|---|---|---|"
     for t in direct nginx router; do
-        echo "| $t | ${RPS[$t]} (runs:${RPS_ALL[$t]}) | ${CAP[$t]} | ${FAILS[$t]} | ${CPU_US[$t]} | ${RSS[$t]} | ${P50[$t]} | ${P99[$t]} |"
+        echo "| $t | ${RPS[$t]} (runs:${RPS_ALL[$t]}) | ${CAP[$t]} | ${FAILS[$t]} | ${CPU_US[$t]} | ${RSS[$t]} | ${P50[$t]} | ${P99[$t]} (runs:${P99_ALL[$t]}) |"
     done
     echo
     echo "| ratio | value |"
