@@ -639,7 +639,6 @@ static int h1_body(struct rt_upstream *up, struct slot *s, const char *p, size_t
 {
     (void)up;
     *took = 0;
-    s->last_byte_us = tg_now_mono_us();
     if (s->stream && s->status >= 200 && s->status < 300 && s->ops->on_data != NULL) {
         while (*took < n) {
             size_t piece = n - *took;
@@ -777,8 +776,9 @@ static void h1_read(struct rt_upstream *up, uint32_t idx)
         ssize_t n = recv(c->fd, up->rbuf, H1_RECV_BYTES, 0);
 
         if (n > 0) {
+            s->last_byte_us = tg_now_mono_us(); /* a stream is idle only without any byte */
             if (s->ttfb_us == 0)
-                s->ttfb_us = tg_now_mono_us() - s->start_us + 1;
+                s->ttfb_us = s->last_byte_us - s->start_us + 1;
             /* a short read drained the socket (edge-triggered: new bytes raise a new event),
              * unless the peer also closed: then read on to see the end */
             if ((size_t)n < H1_RECV_BYTES && !c->rdhup)

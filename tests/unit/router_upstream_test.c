@@ -90,6 +90,8 @@ struct srv_script {
     enum srv_then then; /* after a response */
     int drop_nth;       /* > 0: the drop_nth request of a connection (and any later one) is
                            read, then the connection is closed without an answer */
+    int early;          /* answer resp[0] as soon as a request's header section is in, shut the
+                           write side and read nothing more: the body stays unsent */
 };
 
 struct srv_req {
@@ -106,6 +108,7 @@ struct srv_conn {
     int num;     /* 1-based accept order */
     int nreq;    /* requests read on it */
     int stalled; /* answered all it will: bytes are read and dropped until the close */
+    int mute;    /* answered early: nothing is read any more, the client's close ends it */
     char *buf;   /* SRV_BUF_MAX_BYTES */
     size_t len;
 };
@@ -220,6 +223,19 @@ static int srv_take_request(struct srv *sv, struct srv_conn *c)
         return 0;
     }
     head_len = (size_t)(end - c->buf) + 4;
+    if (sv->sc.early) {
+        resp = sv->sc.resp[0];
+        if (resp == NULL || srv_write(sv, c->fd, resp, strlen(resp)) != 0) {
+            srv_conn_close(c);
+            return 0;
+        }
+        shutdown(c->fd, SHUT_WR);
+        c->mute = 1;
+        pthread_mutex_lock(&sv->mu);
+        sv->n_answered++;
+        pthread_mutex_unlock(&sv->mu);
+        return 0;
+    }
     eol = memmem(c->buf, head_len, "\r\n", 2);
     memset(&tmp, 0, sizeof(tmp));
     snprintf(tmp.line, sizeof(tmp.line), "%.*s", (int)(eol - c->buf), c->buf);
@@ -301,6 +317,10 @@ static void srv_readable(struct srv *sv, struct srv_conn *c)
 {
     ssize_t n;
 
+    if (c->mute) {
+        srv_conn_close(c); /* polled for nothing but hang-up and error */
+        return;
+    }
     if (c->stalled) {
         char drop[4096];
 
@@ -372,7 +392,7 @@ static void *srv_main(void *arg)
             if (sv->conns[i].fd < 0)
                 continue;
             pfd[n].fd = sv->conns[i].fd;
-            pfd[n].events = POLLIN;
+            pfd[n].events = sv->conns[i].mute ? 0 : POLLIN;
             who[n++] = i;
         }
         r = poll(pfd, n, SRV_POLL_MS);
@@ -1646,6 +1666,45 @@ static void test_refused(void **state)
     assert_int_equal(n_failed, f0);
 }
 
+/* 15b. An answer before the request was written (a 413 after the headers of a body too large
+ * for the server, which then reads nothing more): the answer is the outcome, not a timeout or a
+ * send error. */
+static void test_early_answer(void **state)
+{
+    int f0 = begin("15b early answer");
+    static const char err_body[] = "{\"error\":{\"message\":\"too large\"}}";
+    char *r413 = resp_cl(413, "Payload Too Large", "Connection: close\r\n", err_body);
+    const size_t big = 16u * 1024u * 1024u;
+    struct xfer *x[2];
+
+    (void)state;
+    for (int ci = 0; ci < 2; ci++) {
+        struct srv_script sc = {.resp = {r413}, .early = 1};
+        struct srv *sv = srv_start(&sc);
+        struct rt_upstream_request req;
+        char url[128];
+
+        assert_non_null(sv);
+        url_of(url, sizeof(url), "127.0.0.1", sv->port);
+        req_init(&req, url);
+        free(req.body);
+        req.body = malloc(big);
+        assert_non_null(req.body);
+        memset(req.body, ' ', big);
+        req.body_len = big;
+        x[ci] = xfer_new(&clients[ci]);
+        xfer_submit(x[ci], &req);
+        xfer_wait(x[ci], WAIT_MS);
+        expect("early 413", x[ci], 0, 413, err_body);
+        check(elapsed_ms(x[ci]) <= 3000, "%s early answer: reported within 3 s (%u ms)",
+              clients[ci].name, elapsed_ms(x[ci]));
+        srv_stop(sv);
+    }
+    same("15b early answer", x[0], x[1], 1);
+    free(r413);
+    assert_int_equal(n_failed, f0);
+}
+
 /* 16. A non-2xx answer to a stream: on_data is not called, on_done has the status and body. */
 static void test_stream_error(void **state)
 {
@@ -1790,6 +1849,7 @@ int main(void)
         cmocka_unit_test(test_stream_pause),    cmocka_unit_test(test_stream_pause_last),
         cmocka_unit_test(test_stream_idle),     cmocka_unit_test(test_stream_first_byte),
         cmocka_unit_test(test_cancel),          cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_early_answer),
         cmocka_unit_test(test_stream_error),    cmocka_unit_test(test_stats),
     };
 
