@@ -36,6 +36,7 @@ struct sp_pg {
                           * the largest batch sent on this connection (batch.max_events) */
     uint64_t conn_gen;   /* connections made so far (a snapshot must stay on one) */
     uint64_t snap_gen;   /* conn_gen when the snapshot transaction began */
+    int in_doubt;        /* a statement was given up after it was sent (see flush_result) */
 };
 
 /* Only one cancel request in flight at a time: PQcancel blocks while the server is stopped,
@@ -413,6 +414,7 @@ static void pg_abandon(struct sp_pg *pg)
 {
     int expected = 0;
 
+    pg->in_doubt = 1;
     if (pg->conn && atomic_compare_exchange_strong(&pg_cancel_busy, &expected, 1)) {
         PGcancel *c = PQgetCancel(pg->conn);
         pthread_t th;
@@ -565,6 +567,7 @@ timeout:
 broken:
     if (last)
         PQclear(last);
+    pg->in_doubt = 1; /* the connection broke while the statement ran */
     pg_close(pg);
     return TG_EUNAVAIL;
 }
@@ -2007,6 +2010,8 @@ int sp_pg_batch_flush_finish(struct sp_pg *pg, struct sp_pg_batch *b, const char
             res->incr = b->incr;
             res->nincr = b->nincr;
             result_ranges(b, res);
+            res->in_doubt = pg->in_doubt;
+            pg->in_doubt = 0;
             return 0;
         }
         b->nincr = 0;
@@ -2043,6 +2048,8 @@ int sp_pg_batch_flush_finish(struct sp_pg *pg, struct sp_pg_batch *b, const char
     res->incr = b->incr;
     res->nincr = b->nincr;
     result_ranges(b, res);
+    res->in_doubt = pg->in_doubt;
+    pg->in_doubt = 0;
     return 0;
 }
 

@@ -122,6 +122,12 @@ struct sp_pg_flush_result {
     const int64_t *first;
     const int64_t *next;
     int nparts;
+    /* 1: an earlier statement on this connection's lane was given up after it was sent (a
+     * timeout, a broken connection), so the server may have committed it without our knowing
+     * (its rows are then stored, and a retry counts only the others): counters kept outside
+     * PostgreSQL must be read back from it. Reported once, by the next successful commit, which
+     * comes after any such ghost commit settled (its inserts wait for the same call ids). */
+    int in_doubt;
 };
 
 /* sp_pg_batch_flush: write the batch in one transaction (see the header comment). topic is

@@ -94,6 +94,7 @@ struct sp_redis_sink {
     _Atomic uint64_t rebuilds;
     _Atomic uint64_t rebuild_errors;
     _Atomic uint64_t overflows;
+    _Atomic uint64_t doubtful; /* rebuilds after a statement whose outcome was unknown */
     _Atomic uint64_t snapshot_full;
     _Atomic uint64_t skipped;
     _Atomic uint64_t deferred;
@@ -284,6 +285,15 @@ void sp_redis_sink_add(struct sp_redis_sink *s, const struct sp_pg_flush_result 
     int n = res->nincr;
 
     pthread_mutex_lock(&s->mu);
+    if (res->in_doubt && !s->rebuild_due) {
+        /* a statement given up earlier may have been committed behind our back: what Redis
+         * was sent so far and what is pending cannot be trusted to add up, read it all back */
+        cmap_clear(s->active);
+        s->rebuild_due = 1;
+        atomic_fetch_add(&s->doubtful, 1);
+        TG_WARN("msg=\"a postgres statement given up earlier may have committed, redis "
+                "counters will be rebuilt from postgres\"");
+    }
     if (!s->rebuild_due && n > 0)
         cmap_ranges(s->active, res->parts, res->first, res->next, res->nparts);
     for (int i = 0; i < n; i++) {
@@ -1043,6 +1053,10 @@ void sp_redis_sink_write_metrics(struct sp_redis_sink *s, struct tg_buf *b)
     tg_prom_counter(b, "tollgate_spend_redis_pending_overflows_total",
                     "Times the pending map was full (capacity redis.pending_max)",
                     atomic_load(&s->overflows));
+    tg_prom_counter(b, "tollgate_spend_redis_doubtful_commit_rebuilds_total",
+                    "Rebuilds because a PostgreSQL statement was given up after it was sent (it may "
+                    "have committed).",
+                    atomic_load(&s->doubtful));
     tg_prom_counter(b, "tollgate_spend_redis_flushes_skipped_total",
                     "Flushes whose batches another replica's rebuild already counted",
                     atomic_load(&s->skipped));

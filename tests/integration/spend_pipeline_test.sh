@@ -191,6 +191,12 @@ pg_pause)
     sp_check "readiness back to 200" sp_wait_ready "$SP_DIR/a.yaml" 10
     F=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_commit_failures_total)
     sp_check "the outage was seen (commit failures: ${F:-0})" [ "${F:-0}" -gt 0 ]
+    # a statement that timed out while PostgreSQL was stopped is executed (and may commit) when
+    # it resumes: spend-svc cannot know, so the counters are read back from PostgreSQL
+    if grep -q 'postgres query timed out' "$SP_DIR/a.log"; then
+        D=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_redis_doubtful_commit_rebuilds_total)
+        sp_check "a statement given up mid-flight leads to a rebuild (${D:-0})" [ "${D:-0}" -gt 0 ]
+    fi
     T=$(sp_wait_redis 15)
     sp_check "Redis counters equal Postgres totals (after ${T:-?} s)" [ -n "$T" ]
     sp_stop "$A"
