@@ -107,8 +107,7 @@ static int has_token(const char *v, size_t vlen, const char *tok)
 
 static int parse_status(struct h1_parser *p, const char *l, size_t len)
 {
-    if (len < 12 || memcmp(l, "HTTP/1.", 7) != 0 || (l[7] != '0' && l[7] != '1') ||
-        l[8] != ' ')
+    if (len < 12 || memcmp(l, "HTTP/1.", 7) != 0 || (l[7] != '0' && l[7] != '1') || l[8] != ' ')
         return -1;
     for (int i = 9; i < 12; i++) {
         if (l[i] < '0' || l[i] > '9')
@@ -262,12 +261,11 @@ size_t h1_feed(struct h1_parser *p, const char *buf, size_t n, struct h1_event *
         case ST_HEADER:
         case ST_TRAILER:
             p->started = 1;
-            r = take_line(p, buf + used, n - used,
-                          H1_LINE_MAX, &took, &l,
-                          &len);
+            r = take_line(p, buf + used, n - used, H1_LINE_MAX, &took, &l, &len);
             if (r < 0)
-                return fail(ev, p->state == ST_TRAILER ? "response trailer line too long"
-                                                       : "response header line too long",
+                return fail(ev,
+                            p->state == ST_TRAILER ? "response trailer line too long"
+                                                   : "response header line too long",
                             used);
             used += took;
             if (p->state != ST_TRAILER) {

@@ -42,9 +42,9 @@ struct h1_event {
 };
 
 struct h1_parser {
-    int state;              /* internal */
-    int status;             /* HTTP status of the final response, 0 until H1_HEADERS */
-    int keep_alive;         /* the connection may carry another request after H1_DONE */
+    int state;      /* internal */
+    int status;     /* HTTP status of the final response, 0 until H1_HEADERS */
+    int keep_alive; /* the connection may carry another request after H1_DONE */
     int chunked;
     int64_t content_length; /* -1 when absent */
     long retry_after_s;     /* Retry-After in seconds, -1 when absent or not a number */

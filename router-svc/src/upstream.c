@@ -1013,7 +1013,8 @@ static void *dns_main(void *arg)
         memset(&hints, 0, sizeof(hints));
         hints.ai_family = AF_UNSPEC;
         hints.ai_socktype = SOCK_STREAM;
-        hints.ai_flags = AI_NUMERICSERV; /* no AI_ADDRCONFIG: a host with only loopback would get nothing */
+        /* no AI_ADDRCONFIG: a host with only loopback would get nothing */
+        hints.ai_flags = AI_NUMERICSERV;
         rc = getaddrinfo(host, port, &hints, &res);
         for (struct addrinfo *a = rc == 0 ? res : NULL; a != NULL; a = a->ai_next) {
             if (a->ai_addrlen > sizeof(struct sockaddr_storage))

@@ -1054,8 +1054,8 @@ void sp_redis_sink_write_metrics(struct sp_redis_sink *s, struct tg_buf *b)
                     "Times the pending map was full (capacity redis.pending_max)",
                     atomic_load(&s->overflows));
     tg_prom_counter(b, "tollgate_spend_redis_doubtful_commit_rebuilds_total",
-                    "Rebuilds because a PostgreSQL statement was given up after it was sent (it may "
-                    "have committed).",
+                    "Rebuilds because a PostgreSQL statement was given up after it was sent "
+                    "(it may have committed).",
                     atomic_load(&s->doubtful));
     tg_prom_counter(b, "tollgate_spend_redis_flushes_skipped_total",
                     "Flushes whose batches another replica's rebuild already counted",

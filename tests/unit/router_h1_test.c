@@ -13,7 +13,7 @@
 #include "h1.h"
 
 struct outcome {
-    int headers;       /* H1_HEADERS events */
+    int headers; /* H1_HEADERS events */
     int status;
     int keep_alive;
     long retry_after_s;
@@ -22,7 +22,7 @@ struct outcome {
     char err[96];
     char body[65536];
     size_t body_len;
-    size_t used;       /* bytes consumed up to DONE or ERROR */
+    size_t used; /* bytes consumed up to DONE or ERROR */
 };
 
 /* Feed msg[0..len) in pieces ending at the offsets in cuts (ascending, the last == len),
@@ -208,8 +208,7 @@ static void test_connection_and_retry_after(void **state)
     assert_false(o.keep_alive);
     check_all("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}", 0, &o);
     assert_false(o.keep_alive);
-    check_all("HTTP/1.0 200 OK\r\nconnection: Keep-Alive\r\nContent-Length: 2\r\n\r\n{}", 0,
-              &o);
+    check_all("HTTP/1.0 200 OK\r\nconnection: Keep-Alive\r\nContent-Length: 2\r\n\r\n{}", 0, &o);
     assert_true(o.keep_alive);
     /* a date is not a number of seconds: absent */
     check_all("HTTP/1.1 503 x\r\nRetry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\n"
