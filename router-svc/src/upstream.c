@@ -186,14 +186,17 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userdata)
     size_t n = size * nmemb;
     long code = 0;
 
+    s->last_byte_us = tg_now_mono_us();
     if (s->ttfb_us == 0)
-        s->ttfb_us = tg_now_mono_us() - s->start_us + 1;
+        s->ttfb_us = s->last_byte_us - s->start_us + 1;
     curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
     if (s->stream && code >= 200 && code < 300 && s->ops->on_data != NULL) {
         size_t r = s->ops->on_data(s->ud, p, n);
 
-        if (r == RT_UPSTREAM_PAUSE)
+        if (r == RT_UPSTREAM_PAUSE) {
+            s->paused = 1; /* not idle while the client is slow (see curl_timer) */
             return CURL_WRITEFUNC_PAUSE;
+        }
         return r;
     }
     if (s->resp_len + n > s->resp_cap) {
@@ -952,6 +955,10 @@ static void h1_timers(struct rt_upstream *up)
             timer_arm(up, idx, d);
             continue;
         }
+        if (!s->native) {
+            slot_finish(up, idx, CURLE_OPERATION_TIMEDOUT, 0);
+            continue;
+        }
         h1_fail(up, idx, TG_ETIMEOUT, "upstream timed out");
     }
 }
@@ -1289,6 +1296,7 @@ static void slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int c
         conn_release(up, s, 0); /* still attached: cancelled mid-transfer */
         res.status = s->status;
     } else {
+        timer_disarm(up, idx);
         if (s->state == SLOT_ACTIVE)
             curl_multi_remove_handle(up->multi, s->easy);
         curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &res.status);
@@ -1322,6 +1330,17 @@ static void slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int c
     slot_release(up, idx);
 }
 
+/* A libcurl stream keeps the built-in client's clock too: first byte within timeout_ms, then
+ * no gap longer than idle_ms (paused time excluded). curl's own low-speed limit averages over
+ * seconds and ends a stalled stream 5-6 s late; it stays only as a backstop. Loop thread. */
+static void curl_timer(struct rt_upstream *up, uint32_t idx)
+{
+    struct slot *s = &up->slots[idx];
+
+    if (s->stream)
+        timer_arm(up, idx, h1_deadline(s, tg_now_mono_us()));
+}
+
 static void slot_start(struct rt_upstream *up, uint32_t idx)
 {
     struct slot *s = &up->slots[idx];
@@ -1336,6 +1355,7 @@ static void slot_start(struct rt_upstream *up, uint32_t idx)
         return;
     }
     s->state = SLOT_ACTIVE;
+    curl_timer(up, idx);
 }
 
 static void loop_commands(struct rt_upstream *up)
@@ -1368,10 +1388,13 @@ static void loop_commands(struct rt_upstream *up)
             continue;
         }
         if ((cmds & CMD_UNPAUSE) && s->state == SLOT_ACTIVE) {
-            if (s->native)
+            if (s->native) {
                 h1_unpause(up, idx);
-            else
+            } else {
+                s->paused = 0;
+                s->last_byte_us = tg_now_mono_us();
                 curl_easy_pause(s->easy, CURLPAUSE_CONT);
+            }
         }
     }
 }
@@ -1970,6 +1993,10 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
     curl_easy_setopt(s->easy, CURLOPT_BUFFERSIZE,
                      req->recv_buffer_bytes > 0 ? req->recv_buffer_bytes
                                                 : (long)CURL_MAX_WRITE_SIZE);
+    s->paused = 0;
+    s->timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : 30000L;
+    s->idle_ms = req->idle_timeout_ms > 0 ? req->idle_timeout_ms : s->timeout_ms;
+    s->last_byte_us = s->start_us;
     if (req->stream) {
         idle_s = (req->idle_timeout_ms > 0 ? req->idle_timeout_ms : req->timeout_ms) / 1000;
         if (idle_s < 1)
@@ -1994,6 +2021,7 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
         pthread_mutex_unlock(&up->lock);
         if (curl_multi_add_handle(up->multi, s->easy) == CURLM_OK) {
             s->state = SLOT_ACTIVE;
+            curl_timer(up, idx);
         } else {
             /* on_done must not run inside submit (the caller may hold its own lock): the
              * failure is reported by the loop's next turn */
@@ -2036,6 +2064,8 @@ static void post_for_handle(struct rt_upstream *up, uint64_t handle, unsigned cm
             return;
         }
         if (cmd == CMD_UNPAUSE && s->state == SLOT_ACTIVE && !s->native) {
+            s->paused = 0;
+            s->last_byte_us = tg_now_mono_us();
             curl_easy_pause(s->easy, CURLPAUSE_CONT);
             return;
         }
