@@ -1916,12 +1916,17 @@ static enum MHD_Result serve_metrics(struct rt_front *f, struct MHD_Connection *
         us.full += one.full;
         us.active += one.active;
         us.native += one.native;
+        us.native_full += one.native_full;
     }
     tg_prom_counter(&b, "tollgate_router_upstream_transfers_total",
                     "Upstream transfers started.", us.submitted);
     tg_prom_counter(&b, "tollgate_router_upstream_native_transfers_total",
                     "Upstream transfers through the built-in HTTP/1.1 client (the rest: libcurl).",
                     us.native);
+    tg_prom_counter(&b, "tollgate_router_upstream_native_table_full_total",
+                    "Plain-http transfers left to libcurl because the built-in client's origin or "
+                    "name table was full.",
+                    us.native_full);
     tg_prom_counter(&b, "tollgate_router_upstream_cancelled_total",
                     "Upstream transfers aborted (client gone, shutdown).", us.cancelled);
     tg_prom_counter(&b, "tollgate_router_upstream_timeouts_total", "Upstream transfers timed out.",

@@ -79,8 +79,9 @@ struct slot {
     long status;
     uint32_t origin;
     uint32_t heap_pos;   /* index in up->heap, H1_NO_HEAP when not armed */
-    struct h1conn *conn; /* the connection carrying the transfer, NULL when none */
-    char *head;          /* request line and headers, malloc'd */
+    struct h1conn *conn; /* the connection carrying the transfer (borrowed: up->conns owns
+                            it), NULL when none */
+    char *head;          /* request line and headers, owned (freed at slot release) */
     size_t head_len;
     size_t body_len;
     size_t sent;         /* bytes of head + body written */
@@ -88,7 +89,7 @@ struct slot {
     long timeout_ms, idle_ms;
     uint64_t deadline_us; /* heap key */
     uint64_t last_byte_us;
-    char *stash;         /* paused: stash_dec body bytes not yet delivered, then stash_raw
+    char *stash;         /* owned; paused: stash_dec body bytes not yet delivered, then stash_raw
                             received bytes not yet parsed */
     size_t stash_dec, stash_raw;
 };
@@ -145,14 +146,14 @@ struct rt_upstream {
     unsigned char *fds;   /* RT_UPSTREAM_FD_TABLE FD_* states; loop thread */
     unsigned *batch_cmds; /* cap entries */
     _Atomic uint64_t st_submitted, st_completed, st_cancelled, st_timeouts, st_full, st_too_big;
-    _Atomic uint64_t st_active, st_native;
+    _Atomic uint64_t st_active, st_native, st_native_full;
     /* native HTTP/1.1 client; loop thread */
     int native;           /* http:// to a literal address goes through it */
     long max_conns, max_idle_per_origin;
     struct h1origin *origins; /* H1_ORIGINS_MAX */
     unsigned n_origins;
     int origins_full_warned;
-    struct h1conn **conns;    /* max_conns entries */
+    struct h1conn **conns;    /* max_conns entries; owns every connection (idle or busy) */
     uint32_t *conn_free;      /* free ids */
     size_t conn_free_len;
     long n_conns;
@@ -180,6 +181,43 @@ static void cmd_post_locked(struct rt_upstream *up, uint32_t idx, unsigned cmd)
     }
 }
 
+/* resp_append: keep n response bytes that are not streamed to on_data (a non-stream body, or
+ * a stream's error body). Over resp_cap: a non-stream transfer is too big (-1, too_big set); a
+ * stream's error body keeps its head and drops the rest (0). -1 with errbuf set when memory ran
+ * out. Both clients. */
+static int resp_append(struct slot *s, const char *p, size_t n)
+{
+    if (s->resp_len + n > s->resp_cap) {
+        if (!s->stream) {
+            s->too_big = 1;
+            return -1;
+        }
+        n = s->resp_cap - s->resp_len;
+    }
+    if (n == 0)
+        return 0;
+    if (s->resp_len + n + 1 > s->resp_alloc) {
+        size_t want = s->resp_alloc ? s->resp_alloc : 4096;
+        char *nb;
+
+        while (want < s->resp_len + n + 1)
+            want *= 2;
+        if (want > s->resp_cap + 1)
+            want = s->resp_cap + 1;
+        nb = realloc(s->resp, want);
+        if (nb == NULL) {
+            snprintf(s->errbuf, sizeof(s->errbuf), "out of memory");
+            return -1;
+        }
+        s->resp = nb;
+        s->resp_alloc = want;
+    }
+    memcpy(s->resp + s->resp_len, p, n);
+    s->resp_len += n;
+    s->resp[s->resp_len] = '\0';
+    return 0;
+}
+
 static size_t write_cb(char *p, size_t size, size_t nmemb, void *userdata)
 {
     struct slot *s = userdata;
@@ -199,34 +237,8 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userdata)
         }
         return r;
     }
-    if (s->resp_len + n > s->resp_cap) {
-        if (s->stream) {
-            /* error body of a stream: keep the head, drop the rest */
-            n = s->resp_cap - s->resp_len;
-            if (n == 0)
-                return size * nmemb;
-        } else {
-            s->too_big = 1;
-            return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
-        }
-    }
-    if (s->resp_len + n + 1 > s->resp_alloc) {
-        size_t want = s->resp_alloc ? s->resp_alloc : 4096;
-        char *nb;
-
-        while (want < s->resp_len + n + 1)
-            want *= 2;
-        if (want > s->resp_cap + 1)
-            want = s->resp_cap + 1;
-        nb = realloc(s->resp, want);
-        if (nb == NULL)
-            return 0;
-        s->resp = nb;
-        s->resp_alloc = want;
-    }
-    memcpy(s->resp + s->resp_len, p, n);
-    s->resp_len += n;
-    s->resp[s->resp_len] = '\0';
+    if (resp_append(s, p, n) != 0)
+        return 0; /* aborts the transfer with CURLE_WRITE_ERROR (too_big says which) */
     return size * nmemb;
 }
 
@@ -574,12 +586,11 @@ static int h1_attach(struct rt_upstream *up, uint32_t idx, int fresh)
 
 /* Write what is left of the request. 0 (written, or waiting for the socket), -1 on an error
  * (errbuf set). */
-static int h1_send(struct rt_upstream *up, struct slot *s)
+static int h1_send(struct slot *s)
 {
     struct h1conn *c = s->conn;
     size_t total = s->head_len + s->body_len;
 
-    (void)up;
     while (s->sent < total && c->writable) {
         struct iovec iov[2];
         struct msghdr mh;
@@ -638,9 +649,8 @@ static void h1_dead(struct rt_upstream *up, uint32_t idx, const char *why)
 
 /* Body bytes for the transfer. Returns 0 when all were taken, 1 when on_data paused (*took
  * bytes taken), -1 when the transfer must end (errbuf set, or too_big). */
-static int h1_body(struct rt_upstream *up, struct slot *s, const char *p, size_t n, size_t *took)
+static int h1_body(struct slot *s, const char *p, size_t n, size_t *took)
 {
-    (void)up;
     *took = 0;
     if (s->stream && s->status >= 200 && s->status < 300 && s->ops->on_data != NULL) {
         while (*took < n) {
@@ -662,34 +672,8 @@ static int h1_body(struct rt_upstream *up, struct slot *s, const char *p, size_t
         }
         return 0;
     }
-    if (s->resp_len + n > s->resp_cap) {
-        if (!s->stream) {
-            s->too_big = 1;
-            return -1;
-        }
-        n = s->resp_cap - s->resp_len; /* error body of a stream: keep the head */
-    }
-    if (n > 0 && s->resp_len + n + 1 > s->resp_alloc) {
-        size_t want = s->resp_alloc ? s->resp_alloc : 4096;
-        char *nb;
-
-        while (want < s->resp_len + n + 1)
-            want *= 2;
-        if (want > s->resp_cap + 1)
-            want = s->resp_cap + 1;
-        nb = realloc(s->resp, want);
-        if (nb == NULL) {
-            snprintf(s->errbuf, sizeof(s->errbuf), "out of memory");
-            return -1;
-        }
-        s->resp = nb;
-        s->resp_alloc = want;
-    }
-    if (n > 0) {
-        memcpy(s->resp + s->resp_len, p, n);
-        s->resp_len += n;
-        s->resp[s->resp_len] = '\0';
-    }
+    if (resp_append(s, p, n) != 0)
+        return -1;
     *took = n;
     return 0;
 }
@@ -736,7 +720,7 @@ static int h1_parse(struct rt_upstream *up, uint32_t idx, const char *buf, size_
             s->retry_after_s = c->rp.retry_after_s;
             continue;
         case H1_BODY:
-            r = h1_body(up, s, ev.p, ev.n, &took);
+            r = h1_body(s, ev.p, ev.n, &took);
             if (r == 0)
                 continue;
             if (r > 0) {
@@ -854,7 +838,7 @@ static void h1_progress(struct rt_upstream *up, uint32_t idx)
         }
         c->connecting = 0;
     }
-    if (s->sent < s->head_len + s->body_len && h1_send(up, s) != 0) {
+    if (s->sent < s->head_len + s->body_len && h1_send(s) != 0) {
         uint32_t gen = s->gen;
 
         /* the provider may have answered early and closed (a 413 before the whole body): what
@@ -911,7 +895,7 @@ static void h1_unpause(struct rt_upstream *up, uint32_t idx)
     s->stash_dec = s->stash_raw = 0;
     s->last_byte_us = tg_now_mono_us();
     timer_arm(up, idx, h1_deadline(s, s->last_byte_us));
-    r = ndec > 0 ? h1_body(up, s, b, ndec, &took) : 0;
+    r = ndec > 0 ? h1_body(s, b, ndec, &took) : 0;
     if (r > 0) {
         if (h1_stash(s, b + took, ndec - took, b + ndec, nraw) != 0)
             h1_fail(up, idx, TG_EIO, "out of memory");
@@ -1045,8 +1029,8 @@ static void *dns_main(void *arg)
     return NULL;
 }
 
-/* Address of host:port when known (1), else 0 (resolution queued, or the table is full).
- * Any thread. */
+/* Address of host:port when known (1), else 0 (resolution queued) or -1 (the table is full:
+ * the name is never resolved here). Any thread. */
 static int dns_lookup(const char *host, const char *port, struct sockaddr_storage *sa,
                       socklen_t *salen)
 {
@@ -1064,7 +1048,11 @@ static int dns_lookup(const char *host, const char *port, struct sockaddr_storag
             break;
         }
     }
-    if (e == NULL && free_e != NULL) {
+    if (e == NULL && free_e == NULL) {
+        pthread_mutex_unlock(&dns.mu);
+        return -1;
+    }
+    if (e == NULL) {
         e = free_e;
         snprintf(e->host, sizeof(e->host), "%s", host);
         snprintf(e->port, sizeof(e->port), "%s", port);
@@ -1099,15 +1087,9 @@ static int dns_lookup(const char *host, const char *port, struct sockaddr_storag
     return hit;
 }
 
-static void set_origin_addr(struct h1origin *o, const struct sockaddr_storage *sa,
-                            socklen_t salen)
-{
-    o->sa = *sa;
-    o->salen = salen;
-}
-
 /* Origin index for an http:// URL, the path in *path; -1 when the URL is for curl (https,
- * credentials in the URL, a name not resolved yet, a full table). Caller holds up->lock. */
+ * credentials in the URL, a name not resolved yet), -2 when it is because the origin or name
+ * table is full (counted by the caller). Caller holds up->lock. */
 static int h1_origin_of(struct rt_upstream *up, const char *url, const char **path)
 {
     const char *h, *e, *pe;
@@ -1118,6 +1100,7 @@ static int h1_origin_of(struct rt_upstream *up, const char *url, const char **pa
     size_t hl;
     uint64_t now;
     int named = 0;
+    int rc;
 
     if (strncmp(url, "http://", 7) != 0)
         return -1;
@@ -1168,8 +1151,10 @@ static int h1_origin_of(struct rt_upstream *up, const char *url, const char **pa
 
             o->checked_us = now;
             snprintf(ps, sizeof(ps), "%ld", port);
-            if (dns_lookup(host, ps, &sa, &salen))
-                set_origin_addr(o, &sa, salen);
+            if (dns_lookup(host, ps, &sa, &salen) > 0) {
+                o->sa = sa;
+                o->salen = salen;
+            }
         }
         return (int)i;
     }
@@ -1187,8 +1172,9 @@ static int h1_origin_of(struct rt_upstream *up, const char *url, const char **pa
 
         /* a host name: the resolver thread's answer, or curl until there is one */
         snprintf(ps, sizeof(ps), "%ld", port);
-        if (!dns_lookup(host, ps, &sa, &salen))
-            return -1;
+        rc = dns_lookup(host, ps, &sa, &salen);
+        if (rc <= 0)
+            return rc < 0 ? -2 : -1;
         named = 1;
     }
     if (up->n_origins >= H1_ORIGINS_MAX || (size_t)(pe - h) >= sizeof(up->origins[0].hostport)) {
@@ -1198,7 +1184,7 @@ static int h1_origin_of(struct rt_upstream *up, const char *url, const char **pa
                     "others go through libcurl",
                     H1_ORIGINS_MAX);
         }
-        return -1;
+        return -2;
     }
     {
         struct h1origin *o = &up->origins[up->n_origins];
@@ -1263,14 +1249,14 @@ static void h1_start(struct rt_upstream *up, uint32_t idx, int in_submit)
         /* write now (no callback can run from a write); the answer comes through the loop */
         struct h1conn *c = s->conn;
 
-        if (!c->connecting && h1_send(up, s) != 0) {
+        if (!c->connecting && h1_send(s) != 0) {
             snprintf(s->errbuf, sizeof(s->errbuf), "%s", "sending the request failed");
             if (c->reused && !s->retried) {
                 /* a dead kept-alive connection: once more on a new one */
                 s->retried = 1;
                 conn_release(up, s, 0);
                 if (h1_attach(up, idx, 1) == 0) {
-                    if (!s->conn->connecting && h1_send(up, s) != 0)
+                    if (!s->conn->connecting && h1_send(s) != 0)
                         h1_fail_later(up, idx, TG_EIO);
                     return;
                 }
@@ -1802,29 +1788,14 @@ void rt_upstream_destroy(struct rt_upstream **upp)
     free(up);
 }
 
-/* submit for a native transfer: slot idx is taken (generation gen). */
-static int h1_submit(struct rt_upstream *up, uint32_t idx, uint32_t gen, uint32_t oi,
-                     const char *path, const char *hostport, struct rt_upstream_request *req,
-                     const struct rt_upstream_ops *ops, void *ud, uint64_t *handle)
+/* slot_begin: the fields every transfer starts with, whichever client carries it; takes
+ * req->body. The slot is the submitter's alone until its CMD_SUBMIT is posted. */
+static void slot_begin(struct slot *s, struct rt_upstream_request *req,
+                       const struct rt_upstream_ops *ops, void *ud)
 {
-    struct slot *s = &up->slots[idx];
-
-    s->native = 1;
-    atomic_fetch_add(&up->st_native, 1);
-    s->origin = oi;
-    s->req_body = req->body;
-    s->body_len = req->body != NULL ? req->body_len : 0;
-    req->body = NULL;
-    if (h1_prepare(s, req, path, hostport) != 0) {
-        free(s->req_body);
-        s->req_body = NULL;
-        s->native = 0;
-        pthread_mutex_lock(&up->lock);
-        up->free_stack[up->free_len++] = idx;
-        pthread_mutex_unlock(&up->lock);
-        return TG_ENOMEM;
-    }
     s->state = SLOT_QUEUED;
+    s->req_body = req->body;
+    req->body = NULL;
     s->ops = ops;
     s->ud = ud;
     s->stream = req->stream;
@@ -1832,13 +1803,8 @@ static int h1_submit(struct rt_upstream *up, uint32_t idx, uint32_t gen, uint32_
     s->too_big = 0;
     s->retry_after_s = -1;
     s->ttfb_us = 0;
-    s->status = 0;
-    s->retried = 0;
     s->paused = 0;
-    s->fail_err = 0;
-    s->conn = NULL;
-    s->sent = 0;
-    s->recv_max = req->recv_buffer_bytes > 0 ? (size_t)req->recv_buffer_bytes : 0;
+    /* the module's clock (native transfers; libcurl streams, see curl_timer) */
     if (req->stream) {
         s->timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : 30000L;
         s->idle_ms = req->idle_timeout_ms > 0 ? req->idle_timeout_ms : s->timeout_ms;
@@ -1848,6 +1814,46 @@ static int h1_submit(struct rt_upstream *up, uint32_t idx, uint32_t gen, uint32_
     }
     s->start_us = s->last_byte_us = tg_now_mono_us();
     s->errbuf[0] = '\0';
+}
+
+/* slot_give_back: a submit that failed after slot_begin: the body is freed, the slot free
+ * again (its generation unchanged: no handle was given out). */
+static void slot_give_back(struct rt_upstream *up, uint32_t idx)
+{
+    struct slot *s = &up->slots[idx];
+
+    free(s->req_body);
+    s->req_body = NULL;
+    s->state = SLOT_FREE;
+    s->ops = NULL;
+    s->ud = NULL;
+    pthread_mutex_lock(&up->lock);
+    up->free_stack[up->free_len++] = idx;
+    pthread_mutex_unlock(&up->lock);
+}
+
+/* submit for a native transfer: slot idx is taken (generation gen). */
+static int h1_submit(struct rt_upstream *up, uint32_t idx, uint32_t gen, uint32_t oi,
+                     const char *path, const char *hostport, struct rt_upstream_request *req,
+                     const struct rt_upstream_ops *ops, void *ud, uint64_t *handle)
+{
+    struct slot *s = &up->slots[idx];
+
+    slot_begin(s, req, ops, ud);
+    s->body_len = s->req_body != NULL ? req->body_len : 0;
+    if (h1_prepare(s, req, path, hostport) != 0) {
+        slot_give_back(up, idx);
+        return TG_ENOMEM;
+    }
+    s->native = 1;
+    atomic_fetch_add(&up->st_native, 1);
+    s->origin = oi;
+    s->status = 0;
+    s->retried = 0;
+    s->fail_err = 0;
+    s->conn = NULL;
+    s->sent = 0;
+    s->recv_max = req->recv_buffer_bytes > 0 ? (size_t)req->recv_buffer_bytes : 0;
     atomic_fetch_add(&up->st_submitted, 1);
     atomic_fetch_add(&up->st_active, 1);
     *handle = handle_make(idx, gen);
@@ -1912,29 +1918,16 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
         pthread_mutex_unlock(&up->lock);
         if (oi >= 0)
             return h1_submit(up, idx, gen, (uint32_t)oi, path, hostport, req, ops, ud, handle);
+        if (oi == -2)
+            atomic_fetch_add(&up->st_native_full, 1);
     }
+    slot_begin(s, req, ops, ud);
     if (s->easy == NULL)
         s->easy = curl_easy_init();
     if (s->easy == NULL) {
-        pthread_mutex_lock(&up->lock);
-        up->free_stack[up->free_len++] = idx;
-        pthread_mutex_unlock(&up->lock);
-        free(req->body);
-        req->body = NULL;
+        slot_give_back(up, idx);
         return TG_ENOMEM;
     }
-    s->state = SLOT_QUEUED;
-    s->req_body = req->body;
-    req->body = NULL;
-    s->ops = ops;
-    s->ud = ud;
-    s->stream = req->stream;
-    s->resp_cap = req->stream ? RT_UPSTREAM_ERROR_BODY_MAX_BYTES : req->max_response_bytes;
-    s->too_big = 0;
-    s->retry_after_s = -1;
-    s->ttfb_us = 0;
-    s->start_us = tg_now_mono_us();
-    s->errbuf[0] = '\0';
     if (!slot_headers_same(s, req)) {
         int nreq = 0;
         int cut = 0;
@@ -1993,10 +1986,6 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
     curl_easy_setopt(s->easy, CURLOPT_BUFFERSIZE,
                      req->recv_buffer_bytes > 0 ? req->recv_buffer_bytes
                                                 : (long)CURL_MAX_WRITE_SIZE);
-    s->paused = 0;
-    s->timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : 30000L;
-    s->idle_ms = req->idle_timeout_ms > 0 ? req->idle_timeout_ms : s->timeout_ms;
-    s->last_byte_us = s->start_us;
     if (req->stream) {
         idle_s = (req->idle_timeout_ms > 0 ? req->idle_timeout_ms : req->timeout_ms) / 1000;
         if (idle_s < 1)
@@ -2118,6 +2107,7 @@ void rt_upstream_get_stats(const struct rt_upstream *up, struct rt_upstream_stat
     out->too_big = atomic_load(&m->st_too_big);
     out->active = atomic_load(&m->st_active);
     out->native = atomic_load(&m->st_native);
+    out->native_full = atomic_load(&m->st_native_full);
 }
 
 int rt_upstream_global_init(void)

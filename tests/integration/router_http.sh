@@ -388,7 +388,8 @@ rt_eq "metrics 200" "$RT_STATUS" 200
 for m in tollgate_router_requests_total tollgate_router_attempts_total tollgate_router_retries_total \
     tollgate_router_fallbacks_total tollgate_router_cooldowns_total \
     tollgate_router_request_duration_seconds_bucket tollgate_router_overhead_seconds_bucket \
-    tollgate_router_in_flight; do
+    tollgate_router_in_flight tollgate_router_upstream_native_transfers_total \
+    tollgate_router_upstream_native_table_full_total; do
     rt_true "metric $m" grep -q "^$m" "$RT_DIR/metrics.body"
 done
 rt_true "fallback counted gpt-main -> gpt-fallback" \
