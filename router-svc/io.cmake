@@ -9,6 +9,10 @@ add_library(rt_upstream STATIC ${RT_SRC}/upstream.c ${RT_SRC}/h1.c)
 target_include_directories(rt_upstream PUBLIC ${RT_SRC})
 target_link_libraries(rt_upstream PUBLIC tg_common PkgConfig::CURL Threads::Threads)
 
+add_library(rt_hsrv STATIC ${RT_SRC}/hsrv.c)
+target_include_directories(rt_hsrv PUBLIC ${RT_SRC})
+target_link_libraries(rt_hsrv PUBLIC tg_common Threads::Threads)
+
 add_library(rt_health STATIC ${RT_SRC}/health.c)
 target_include_directories(rt_health PUBLIC ${RT_SRC})
 target_link_libraries(rt_health PUBLIC tg_common)
@@ -21,7 +25,7 @@ if(TARGET rt_core)
     add_library(rt_http_front STATIC ${RT_SRC}/http_front.c)
     target_include_directories(rt_http_front PUBLIC ${RT_SRC})
     target_link_libraries(rt_http_front PUBLIC tg_common rt_core rt_metrics rt_upstream
-                          rt_translate rt_health rt_key_api PkgConfig::MHD PkgConfig::JANSSON
+                          rt_translate rt_health rt_key_api rt_hsrv PkgConfig::JANSSON
                           Threads::Threads)
 
     add_executable(router-svc ${RT_SRC}/main.c)

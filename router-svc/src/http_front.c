@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <jansson.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -18,6 +17,7 @@
 #include <time.h>
 
 #include "health.h"
+#include "hsrv.h"
 #include "keys.h"
 #include "mask.h"
 #include "router.h"
@@ -34,23 +34,16 @@
 
 /* Idle client connections are closed after this many seconds (suspended ones never are). */
 #define RT_FRONT_CONN_TIMEOUT_S 300
-/* Per-connection memory of the HTTP server (request line and headers, read buffer, response
- * headers, the chunk being sent). MHD zeroes what it releases inside it and all of it between
- * requests on a kept-alive connection, so most of it is resident for as long as the connection
- * lives: for a stream, that is the whole stream. */
-#define RT_FRONT_CONN_MEMORY_BYTES (10u * 1024u)
 /* Request line plus headers (names, values, separators) accepted. Larger requests are answered
- * 431 (counted as reject reason headers_too_large): by MHD itself when they do not fit in the
- * connection memory at all, else by access_cb, so that a request never takes the room its
- * response needs (the rest of RT_FRONT_CONN_MEMORY_BYTES: response headers, chunk buffer). */
+ * 431 in the API's error shape by access_cb (counted as reject reason headers_too_large); past
+ * RT_FRONT_HEAD_HARD_MAX_BYTES the HTTP server answers 431 itself without reading further. */
 #define RT_FRONT_HEADER_MAX_BYTES (8u * 1024u)
-/* Block buffer of a stream's response (MHD allocates it with the response and keeps it for the
- * stream's life). A chunked (HTTP/1.1) response never uses it: the reader writes straight into
- * the connection's write buffer. Only an HTTP/1.0 client, whose stream is sent unchunked, gets
- * its bytes through it, in writes of at most this size. */
-#define RT_FRONT_STREAM_BLOCK_BYTES 512u
-/* Upstream/MHD run pairs per loop turn while connections keep being resumed. */
+#define RT_FRONT_HEAD_HARD_MAX_BYTES (16u * 1024u)
+/* Upstream/HTTP run pairs per loop turn while connections keep being resumed. */
 #define RT_FRONT_RUNS_PER_TURN 8
+/* Tags of the loop's own fds in its epoll set (the HTTP server's objects are pointers). */
+#define RT_FRONT_TAG_STOP 1u
+#define RT_FRONT_TAG_UPSTREAM 2u
 /* Upstream slots per loop beyond the in-flight cap (transfers finishing while new ones start). */
 #define RT_FRONT_EXTRA_TRANSFERS 64
 /* Upstream response size when the config gives none. */
@@ -65,19 +58,18 @@ enum phase {
     PH_FINAL         /* a response was queued */
 };
 
-/* One event loop per thread: an MHD daemon in external epoll mode and an embedded upstream
- * (curl multi) share the thread, so a request never changes threads between the client and the
- * provider. Daemons share the port with SO_REUSEPORT. */
+/* One event loop per thread: the HTTP server (hsrv) and an embedded upstream share the thread
+ * and its epoll set, so a request never changes threads between the client and the provider.
+ * The loops' listening sockets share the port with SO_REUSEPORT. */
 struct worker {
     struct rt_front *f;
-    struct MHD_Daemon *daemon;
+    struct hs_server *srv;
     struct rt_upstream *up;
     pthread_t thread;
     int started;
-    int epfd;             /* MHD's epoll fd, the upstream's epoll fd, the stop eventfd */
+    int epfd;             /* client sockets, the upstream's epoll fd, the stop eventfd */
     int stopfd;           /* eventfd: stop or quiesce requested */
     int quiesced;         /* worker thread only */
-    int resumed;          /* a connection of this loop was resumed; worker thread only */
 };
 
 struct rt_front {
@@ -94,7 +86,7 @@ struct rt_front {
 struct call {
     struct rt_front *f;
     struct worker *w;          /* the loop that owns the connection and its transfers */
-    struct MHD_Connection *conn;
+    struct hs_conn *conn;      /* NULL once the request ended (completed_cb) */
     _Atomic int refs;
     pthread_mutex_t mu;        /* guards the fields marked (mu) */
 
@@ -164,7 +156,7 @@ struct call {
     struct rt_translate_stream tr;
     int saw_terminator;
     int stream_finalized;
-    struct MHD_Response *resp; /* the stream's response, for the cost trailer */
+    struct hs_response *resp;  /* the stream's response, for the cost trailer */
 
     /* outcome */
     struct rt_usage usage;
@@ -239,7 +231,7 @@ static int call_id_make(uint64_t epoch_ms, char out[TG_UUID_STR_LEN + 1])
     return 0;
 }
 
-static struct call *call_new(struct rt_front *f, struct MHD_Connection *conn)
+static struct call *call_new(struct rt_front *f, struct hs_conn *conn)
 {
     struct call *c = calloc(1, sizeof(*c));
 
@@ -334,18 +326,18 @@ static char *fmt_dec(char *b, uint64_t v, uint64_t frac, int frac_digits)
     return b;
 }
 
-static void add_cost_header(struct MHD_Response *r, int64_t nusd)
+static void add_cost_header(struct hs_response *r, int64_t nusd)
 {
     char v[40];
 
     if (nusd < 0)
         nusd = 0;
-    MHD_add_response_header(r, "x-tollgate-response-cost",
+    hs_response_header(r, "x-tollgate-response-cost",
                             fmt_dec(v, (uint64_t)nusd / 1000000000u,
                                     (uint64_t)nusd % 1000000000u, 9));
 }
 
-static void add_headers(struct call *c, struct MHD_Response *r, const struct rt_outcome *o,
+static void add_headers(struct call *c, struct hs_response *r, const struct rt_outcome *o,
                         int with_cost)
 {
     char v[64];
@@ -353,49 +345,41 @@ static void add_headers(struct call *c, struct MHD_Response *r, const struct rt_
     uint64_t total = now - c->t_start_us;
     uint64_t over = total > c->upstream_us ? total - c->upstream_us : 0;
 
-    MHD_add_response_header(r, "x-tollgate-call-id", c->call_id);
+    hs_response_header(r, "x-tollgate-call-id", c->call_id);
     if (atomic_load(&c->f->quiesced))
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+        hs_response_header(r, "Connection", "close");
     if (o != NULL && o->model_group[0] != '\0')
-        MHD_add_response_header(r, "x-tollgate-model-group", o->model_group);
-    MHD_add_response_header(r, "x-tollgate-attempts",
+        hs_response_header(r, "x-tollgate-model-group", o->model_group);
+    hs_response_header(r, "x-tollgate-attempts",
                             fmt_dec(v, c->plan_begun ? rt_router_attempts(&c->plan) : 0u, 0, 0));
-    MHD_add_response_header(
+    hs_response_header(
         r, "x-tollgate-fallbacks",
         fmt_dec(v, c->plan_begun ? rt_router_fallbacks(&c->plan) : 0u, 0, 0));
     if (with_cost)
         add_cost_header(r, c->cost_nusd);
     /* microseconds as milliseconds with three decimals */
-    MHD_add_response_header(r, "x-tollgate-overhead-ms", fmt_dec(v, over / 1000u, over % 1000u, 3));
+    hs_response_header(r, "x-tollgate-overhead-ms", fmt_dec(v, over / 1000u, over % 1000u, 3));
     rt_metrics_overhead(c->f->d.metrics, (double)over / 1e6);
     if (o != NULL && o->retry_after_s > 0)
-        MHD_add_response_header(r, "retry-after", fmt_dec(v, o->retry_after_s, 0, 0));
+        hs_response_header(r, "retry-after", fmt_dec(v, o->retry_after_s, 0, 0));
 }
 
-static enum MHD_Result queue_body_len(struct MHD_Connection *conn, int status, char *body,
-                                      size_t len, const char *ctype, struct call *c,
-                                      const struct rt_outcome *o, int with_cost)
+static int queue_body_len(struct hs_conn *conn, int status, char *body, size_t len,
+                          const char *ctype, struct call *c, const struct rt_outcome *o,
+                          int with_cost)
 {
-    struct MHD_Response *r;
-    enum MHD_Result ret;
+    struct hs_response *r = hs_response_buffer(body, len); /* takes body */
 
-    /* takes body */
-    r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-    if (r == NULL) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", ctype);
+    if (r == NULL)
+        return HS_NO;
+    hs_response_header(r, "Content-Type", ctype);
     if (c != NULL)
         add_headers(c, r, o, with_cost);
-    ret = MHD_queue_response(conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return hs_respond(conn, status, r);
 }
 
-static enum MHD_Result queue_body(struct MHD_Connection *conn, int status, char *body,
-                                  const char *ctype, struct call *c, const struct rt_outcome *o,
-                                  int with_cost)
+static int queue_body(struct hs_conn *conn, int status, char *body, const char *ctype,
+                      struct call *c, const struct rt_outcome *o, int with_cost)
 {
     return queue_body_len(conn, status, body, strlen(body), ctype, c, o, with_cost);
 }
@@ -484,11 +468,11 @@ static void call_complete(struct call *c, int status, const char *err_class)
 }
 
 /* Router-made or pre-routing error: queue it and complete the call. */
-static enum MHD_Result answer_error(struct call *c, int status, const char *code,
+static int answer_error(struct call *c, int status, const char *code,
                                     const char *message, const struct rt_outcome *o)
 {
     char *body = error_body(c->f, c->anthropic_shape, status, code, message);
-    enum MHD_Result ret;
+    int ret;
 
     c->phase = PH_FINAL;
     call_complete(c, status, code);
@@ -498,18 +482,19 @@ static enum MHD_Result answer_error(struct call *c, int status, const char *code
 
 /* ------------------------------------------------------------------ upstream callbacks */
 
-static void resume_if_suspended_locked(struct call *c, int *do_resume)
+/* Under c->mu: end the connection's suspension, if it is suspended by us. Any thread: the
+ * connection cannot end meanwhile, since completed_cb takes c->mu (and clears conn). */
+static void resume_locked(struct call *c)
 {
-    if (c->suspended) {
+    if (c->suspended && c->conn != NULL) {
         c->suspended = 0;
-        *do_resume = 1;
+        hs_resume(c->conn);
     }
 }
 
 static size_t call_on_data(void *ud, const char *p, size_t n)
 {
     struct call *c = ud;
-    int do_resume = 0;
     size_t ret = n;
 
     pthread_mutex_lock(&c->mu);
@@ -531,20 +516,15 @@ static size_t call_on_data(void *ud, const char *p, size_t n)
             c->phase = PH_STREAM_READY;
             c->res_ttfb_us = tg_now_mono_us() - c->attempt_start_us;
         }
-        resume_if_suspended_locked(c, &do_resume);
+        resume_locked(c);
     }
     pthread_mutex_unlock(&c->mu);
-    if (do_resume) {
-        c->w->resumed = 1;
-        MHD_resume_connection(c->conn);
-    }
     return ret;
 }
 
 static void call_on_done(void *ud, struct rt_upstream_result *res)
 {
     struct call *c = ud;
-    int do_resume = 0;
 
     pthread_mutex_lock(&c->mu);
     c->xfer_active = 0;
@@ -562,12 +542,8 @@ static void call_on_done(void *ud, struct rt_upstream_result *res)
         c->phase = PH_ATTEMPT_DONE;
     else
         c->upstream_done = 1;
-    resume_if_suspended_locked(c, &do_resume);
+    resume_locked(c);
     pthread_mutex_unlock(&c->mu);
-    if (do_resume) {
-        c->w->resumed = 1;
-        MHD_resume_connection(c->conn);
-    }
     call_unref(c);
 }
 
@@ -931,7 +907,7 @@ static void upstream_message(const struct call *c, char *out, size_t cap)
 }
 
 /* Final response for a served non-stream call: the provider's body (translated when needed). */
-static enum MHD_Result answer_success(struct call *c, const struct rt_outcome *o)
+static int answer_success(struct call *c, const struct rt_outcome *o)
 {
     char *body = c->res_body;
     size_t len = c->res_body_len;
@@ -958,7 +934,7 @@ static enum MHD_Result answer_success(struct call *c, const struct rt_outcome *o
     return queue_body_len(c->conn, 200, body, len, "application/json", c, o, 1);
 }
 
-static enum MHD_Result answer_outcome(struct call *c)
+static int answer_outcome(struct call *c)
 {
     const struct rt_outcome *o = rt_router_outcome(&c->plan);
     int status = o->status;
@@ -993,12 +969,12 @@ static int stream_begin_state(struct call *c)
     return 0;
 }
 
-static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max);
+static ssize_t stream_reader(void *cls, char *buf, size_t max);
 static void stream_free(void *cls);
 
-/* Resumes the attempt loop. Called from the access handler (MHD thread) with no lock held.
+/* Resumes the attempt loop. Called from the access handler (loop thread) with no lock held.
  * Returns what the handler returns. */
-static enum MHD_Result drive(struct call *c)
+static int drive(struct call *c)
 {
     struct rt_front *f = c->f;
     char msg[RT_MESSAGE_MAX];
@@ -1014,15 +990,15 @@ static enum MHD_Result drive(struct call *c)
             pthread_mutex_lock(&c->mu);
             if (c->phase == PH_WAIT) {
                 c->suspended = 1;
-                MHD_suspend_connection(c->conn);
+                hs_suspend(c->conn);
                 pthread_mutex_unlock(&c->mu);
-                return MHD_YES;
+                return HS_YES;
             }
             pthread_mutex_unlock(&c->mu);
             continue;
         }
         if (phase == PH_STREAM_READY) {
-            struct MHD_Response *r;
+            struct hs_response *r;
             const struct rt_outcome *o = rt_router_outcome(&c->plan);
             struct rt_outcome view = *o;
 
@@ -1042,24 +1018,17 @@ static enum MHD_Result drive(struct call *c)
             c->phase = PH_STREAMING;
             pthread_mutex_unlock(&c->mu);
             atomic_fetch_add(&c->refs, 1); /* the response's reference */
-            r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN,
-                                                  RT_FRONT_STREAM_BLOCK_BYTES, stream_reader,
-                                                  c, stream_free);
+            r = hs_response_reader(stream_reader, c, stream_free);
             if (r == NULL) {
                 call_unref(c);
-                return MHD_NO;
+                return HS_NO;
             }
-            MHD_add_response_header(r, "Content-Type", "text/event-stream");
-            MHD_add_response_header(r, "Cache-Control", "no-cache");
+            hs_response_header(r, "Content-Type", "text/event-stream");
+            hs_response_header(r, "Cache-Control", "no-cache");
             add_headers(c, r, &view, 0);
-            MHD_add_response_header(r, "Trailer", "x-tollgate-response-cost");
+            hs_response_header(r, "Trailer", "x-tollgate-response-cost");
             c->resp = r;
-            {
-                enum MHD_Result qr = MHD_queue_response(c->conn, 200, r);
-
-                MHD_destroy_response(r);
-                return qr;
-            }
+            return hs_respond(c->conn, 200, r); /* takes r */
         }
         if (phase == PH_ATTEMPT_DONE) {
             struct rt_result res;
@@ -1442,11 +1411,10 @@ static int stream_pump(struct call *c)
     }
 }
 
-static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+static ssize_t stream_reader(void *cls, char *buf, size_t max)
 {
     struct call *c = cls;
 
-    (void)pos;
     for (;;) {
         if (c->out_off < c->out.len) {
             size_t n = c->out.len - c->out_off;
@@ -1469,10 +1437,10 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 
                 snprintf(v, sizeof(v), "%lld.%09lld", (long long)(c->cost_nusd / 1000000000),
                          (long long)(c->cost_nusd % 1000000000));
-                MHD_add_response_footer(c->resp, "x-tollgate-response-cost", v);
+                hs_response_trailer(c->resp, "x-tollgate-response-cost", v);
                 c->resp = NULL;
             }
-            return MHD_CONTENT_READER_END_OF_STREAM;
+            return HS_READER_END;
         }
         if (stream_pump(c))
             continue;
@@ -1487,7 +1455,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
             continue;
         }
         c->suspended = 1;
-        MHD_suspend_connection(c->conn);
+        hs_suspend(c->conn);
         pthread_mutex_unlock(&c->mu);
         return 0;
     }
@@ -1537,14 +1505,14 @@ static int const_eq(const char *a, size_t alen, const char *b)
 static int authenticate(struct call *c, char *msg, size_t cap)
 {
     struct rt_front *f = c->f;
-    const char *h = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Authorization");
+    const char *h = hs_header(c->conn, "Authorization");
     const char *tok = NULL;
     size_t tlen;
 
     if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0)
         tok = h + 7;
     if (tok == NULL)
-        tok = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "x-api-key");
+        tok = hs_header(c->conn, "x-api-key");
     if (tok == NULL) {
         if (f->d.cfg->master_key[0] == '\0' && f->d.cfg->n_keys == 0)
             return 0; /* open mode: no master key and no keys configured */
@@ -1574,7 +1542,7 @@ static int authenticate(struct call *c, char *msg, size_t cap)
 
 static void read_traceparent(struct call *c)
 {
-    const char *tp = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "traceparent");
+    const char *tp = hs_header(c->conn, "traceparent");
     size_t n;
 
     if (tp == NULL)
@@ -1655,7 +1623,7 @@ static int scan_request(struct call *c)
 }
 
 /* Body complete: parse, authenticate, plan, first attempt. */
-static enum MHD_Result request_start(struct call *c)
+static int request_start(struct call *c)
 {
     struct rt_front *f = c->f;
     json_error_t jerr;
@@ -1740,7 +1708,7 @@ static enum MHD_Result request_start(struct call *c)
 
 /* ------------------------------------------------------------------ key admin API */
 
-static enum MHD_Result answer_text(struct MHD_Connection *conn, int status, const char *ctype,
+static int answer_text(struct hs_conn *conn, int status, const char *ctype,
                                    char *body);
 static void worker_wake(struct worker *w);
 
@@ -1749,7 +1717,6 @@ static void worker_wake(struct worker *w);
 static void admin_done(int status, const char *body, size_t len, void *ud)
 {
     struct call *c = ud;
-    int do_resume = 0;
     char *copy = malloc(len + 1);
 
     pthread_mutex_lock(&c->mu);
@@ -1763,19 +1730,15 @@ static void admin_done(int status, const char *body, size_t len, void *ud)
     }
     c->res_status = copy != NULL ? status : 500;
     c->phase = PH_ATTEMPT_DONE;
-    resume_if_suspended_locked(c, &do_resume);
+    resume_locked(c);
     pthread_mutex_unlock(&c->mu);
-    if (do_resume) {
-        MHD_resume_connection(c->conn);
-        worker_wake(c->w); /* another thread: the loop must run MHD again */
-    }
     call_unref(c);
 }
 
 /* Admin requests: the master key only; the body is read like any other (capped); then the key
  * API answers, possibly after the control topic confirmed the change (the connection is
  * suspended meanwhile, holding no thread). Never logs a body or a key parameter. */
-static enum MHD_Result admin_step(struct call *c, const char *method)
+static int admin_step(struct call *c, const char *method)
 {
     struct rt_front *f = c->f;
     int phase;
@@ -1797,9 +1760,9 @@ static enum MHD_Result admin_step(struct call *c, const char *method)
         return answer_text(c->conn, status, "application/json", body);
     }
     if (phase != PH_BODY)
-        return MHD_YES; /* resumed early: wait for the answer */
+        return HS_YES; /* resumed early: wait for the answer */
     {
-        const char *h = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Authorization");
+        const char *h = hs_header(c->conn, "Authorization");
         const char *tok = h != NULL && strncasecmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
 
         if (tok == NULL || !const_eq(tok, strlen(tok), f->d.cfg->master_key)) {
@@ -1818,14 +1781,14 @@ static enum MHD_Result admin_step(struct call *c, const char *method)
     pthread_mutex_unlock(&c->mu);
     atomic_fetch_add(&c->refs, 1); /* held by the pending answer */
     rt_key_api_handle(f->d.key_api, method, c->admin_path,
-                      MHD_lookup_connection_value(c->conn, MHD_GET_ARGUMENT_KIND, "key"),
+                      hs_query_arg(c->conn, "key"),
                       c->body != NULL ? c->body : "", c->body_len, admin_done, c);
     pthread_mutex_lock(&c->mu);
     if (c->phase == PH_WAIT) {
         c->suspended = 1;
-        MHD_suspend_connection(c->conn);
+        hs_suspend(c->conn);
         pthread_mutex_unlock(&c->mu);
-        return MHD_YES;
+        return HS_YES;
     }
     pthread_mutex_unlock(&c->mu);
     return admin_step(c, method); /* answered at once */
@@ -1833,13 +1796,13 @@ static enum MHD_Result admin_step(struct call *c, const char *method)
 
 /* ------------------------------------------------------------------ GET endpoints */
 
-static enum MHD_Result answer_text(struct MHD_Connection *conn, int status, const char *ctype,
+static int answer_text(struct hs_conn *conn, int status, const char *ctype,
                                    char *body)
 {
     return queue_body(conn, status, body, ctype, NULL, NULL, 0);
 }
 
-static enum MHD_Result serve_models(struct rt_front *f, struct MHD_Connection *conn)
+static int serve_models(struct rt_front *f, struct hs_conn *conn)
 {
     struct call tmp;
     char msg[RT_MESSAGE_MAX];
@@ -1896,13 +1859,13 @@ static enum MHD_Result serve_models(struct rt_front *f, struct MHD_Connection *c
     return answer_text(conn, 200, "application/json", s);
 }
 
-static enum MHD_Result serve_metrics(struct rt_front *f, struct MHD_Connection *conn)
+static int serve_metrics(struct rt_front *f, struct hs_conn *conn)
 {
     struct tg_buf b;
     struct rt_upstream_stats us;
 
     if (tg_buf_init(&b, TG_METRICS_BODY_MAX_BYTES) != 0)
-        return MHD_NO;
+        return HS_NO;
     rt_metrics_write(f->d.metrics, &b);
     memset(&us, 0, sizeof(us));
     for (unsigned i = 0; i < f->nworkers; i++) {
@@ -1940,7 +1903,7 @@ static enum MHD_Result serve_metrics(struct rt_front *f, struct MHD_Connection *
     return answer_text(conn, 200, TG_PROM_CONTENT_TYPE, b.data); /* takes b.data */
 }
 
-static enum MHD_Result serve_get(struct rt_front *f, struct MHD_Connection *conn, const char *url)
+static int serve_get(struct rt_front *f, struct hs_conn *conn, const char *url)
 {
     if (strcmp(url, "/health/liveness") == 0)
         return answer_text(conn, 200, "application/json", strdup("{\"status\":\"alive\"}"));
@@ -1948,7 +1911,7 @@ static enum MHD_Result serve_get(struct rt_front *f, struct MHD_Connection *conn
         struct tg_buf b;
 
         if (tg_buf_init(&b, 1024) != 0)
-            return MHD_NO;
+            return HS_NO;
         rt_health_readiness_json(f->d.health, &b);
         return answer_text(conn, rt_health_ready(f->d.health) ? 200 : 503, "application/json",
                            b.data);
@@ -1961,36 +1924,18 @@ static enum MHD_Result serve_get(struct rt_front *f, struct MHD_Connection *conn
                        error_body(f, 0, 404, "not_found", "Unknown path"));
 }
 
-/* ------------------------------------------------------------------ MHD callbacks */
+/* ------------------------------------------------------------------ HTTP server callbacks */
 
-static enum MHD_Result header_bytes_cb(void *cls, enum MHD_ValueKind kind, const char *key,
-                                       const char *value)
-{
-    size_t *sum = cls;
-
-    (void)kind;
-    *sum += strlen(key) + (value != NULL ? strlen(value) : 0) + 4; /* ": " and CRLF */
-    return MHD_YES;
-}
-
-/* Bytes of the request line and headers as received (give or take optional whitespace). */
-static size_t request_header_bytes(struct MHD_Connection *conn, const char *url,
-                                   const char *method, const char *version)
-{
-    size_t sum = strlen(method) + 1 + strlen(url) + 1 + strlen(version) + 2;
-
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, header_bytes_cb, &sum);
-    return sum;
-}
-
-static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
-                                 const char *method, const char *version, const char *upload,
-                                 size_t *upload_size, void **con_cls)
+static int access_cb(void *cls, struct hs_conn *conn, const char *url, const char *method,
+                     const char *version, const char *upload, size_t *upload_size,
+                     void **con_cls)
 {
     struct worker *w = cls;
     struct rt_front *f = w->f;
     struct call *c = *con_cls;
     int phase;
+
+    (void)version;
 
     if (c == NULL) {
         enum rt_api api;
@@ -1998,40 +1943,29 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         int anthropic;
         const char *cl;
 
-        if (request_header_bytes(conn, url, method, version) > RT_FRONT_HEADER_MAX_BYTES) {
-            /* answered at the HTTP layer, like MHD's own 431: not a call, no event; the small
-             * answer leaves room for its own headers in what the request left */
+        if (hs_head_bytes(conn) > RT_FRONT_HEADER_MAX_BYTES) {
+            /* answered at the HTTP layer, like the server's own 431: not a call, no event */
             char msg[96];
-            struct MHD_Response *r;
-            enum MHD_Result ret;
-            char *body;
 
             rt_metrics_reject(f->d.metrics, RT_REJECT_HEADERS_TOO_LARGE);
             snprintf(msg, sizeof(msg), "Request headers too large: limit is %u bytes",
                      RT_FRONT_HEADER_MAX_BYTES);
             anthropic = strcmp(url, "/v1/messages") == 0;
-            body = error_body(f, anthropic, 431, "request_header_fields_too_large", msg);
-            r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-            if (r == NULL) {
-                free(body);
-                return MHD_NO;
-            }
-            MHD_add_response_header(r, "Content-Type", "application/json");
-            ret = MHD_queue_response(conn, 431, r);
-            MHD_destroy_response(r);
-            return ret;
+            return answer_text(conn, 431, "application/json",
+                               error_body(f, anthropic, 431, "request_header_fields_too_large",
+                                          msg));
         }
         if (f->d.key_api != NULL && f->d.cfg->master_key[0] != '\0' &&
             rt_key_api_is_admin_path(url) &&
             (strcmp(method, "GET") == 0 || strcmp(method, "POST") == 0)) {
             c = call_new(f, conn);
             if (c == NULL)
-                return MHD_NO;
+                return HS_NO;
             c->w = w;
             c->admin = 1;
             snprintf(c->admin_path, sizeof(c->admin_path), "%s", url);
             *con_cls = c;
-            return MHD_YES;
+            return HS_YES;
         }
         if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
             return serve_get(f, conn, url);
@@ -2040,7 +1974,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                                error_body(f, 0, 404, "not_found", "Unknown path or method"));
         c = call_new(f, conn);
         if (c == NULL)
-            return MHD_NO;
+            return HS_NO;
         c->w = w;
         *con_cls = c;
         c->api = api;
@@ -2054,7 +1988,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
              * request was not processed, so the client may retry it on a new connection (HTTP
              * clients do so for a reused connection that closes before any response byte). */
             rt_metrics_reject(f->d.metrics, RT_REJECT_SHUTTING_DOWN);
-            return MHD_NO;
+            return HS_NO;
         }
         if (atomic_fetch_add(&f->in_flight, 1) >= (int64_t)f->d.cfg->max_in_flight) {
             atomic_fetch_sub(&f->in_flight, 1);
@@ -2064,7 +1998,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         }
         c->counted = 1;
         rt_metrics_in_flight_add(f->d.metrics, 1);
-        cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        cl = hs_header(conn, "Content-Length");
         if (cl != NULL) {
             unsigned long long n = strtoull(cl, NULL, 10);
 
@@ -2079,11 +2013,11 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             if (n > 0) {
                 c->body = malloc((size_t)n + 1);
                 if (c->body == NULL)
-                    return MHD_NO;
+                    return HS_NO;
                 c->body_alloc = (size_t)n + 1;
             }
         }
-        return MHD_YES;
+        return HS_YES;
     }
     /* the phase is written by the upstream thread too (under mu) once a transfer exists */
     pthread_mutex_lock(&c->mu);
@@ -2091,14 +2025,14 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     pthread_mutex_unlock(&c->mu);
     if (phase == PH_FINAL) {
         *upload_size = 0; /* discard the rest of the body */
-        return MHD_YES;
+        return HS_YES;
     }
     if (c->too_large) {
         char msg[160];
 
         if (*upload_size > 0) {
             *upload_size = 0; /* discard the rest of the body */
-            return MHD_YES;
+            return HS_YES;
         }
         rt_metrics_reject(f->d.metrics, RT_REJECT_BODY_TOO_LARGE);
         snprintf(msg, sizeof(msg), "Request body too large: limit is %llu bytes",
@@ -2117,7 +2051,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             c->body = NULL;
             c->body_len = 0;
             c->body_alloc = 0;
-            return MHD_YES;
+            return HS_YES;
         }
         if (c->body_len + n + 1 > c->body_alloc) {
             size_t want = c->body_alloc ? c->body_alloc * 2 : 16384;
@@ -2129,14 +2063,14 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                 want = f->d.cfg->max_body_bytes + 1;
             nb = realloc(c->body, want);
             if (nb == NULL)
-                return MHD_NO;
+                return HS_NO;
             c->body = nb;
             c->body_alloc = want;
         }
         memcpy(c->body + c->body_len, upload, n);
         c->body_len += n;
         *upload_size = 0;
-        return MHD_YES;
+        return HS_YES;
     }
     if (c->admin)
         return admin_step(c, method);
@@ -2145,8 +2079,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     return drive(c);
 }
 
-static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
-                         enum MHD_RequestTerminationCode toe)
+static void completed_cb(void *cls, struct hs_conn *conn, void **con_cls, enum hs_toe toe)
 {
     struct worker *w = cls;
     struct rt_front *f = w->f;
@@ -2159,6 +2092,8 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
     pthread_mutex_lock(&c->mu);
     c->client_gone = 1;
+    c->conn = NULL; /* nothing resumes it from now on (resume_locked) */
+    c->suspended = 0;
     if (c->xfer_active)
         cancel = 1;
     pthread_mutex_unlock(&c->mu);
@@ -2181,23 +2116,6 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 /* ------------------------------------------------------------------ lifecycle */
-
-/* libmicrohttpd's own messages (client resets, protocol errors): debug level, escaped, cut. */
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char raw[256];
-    char esc[300];
-    int n;
-
-    (void)cls;
-    if (TG_LOG_DEBUG < atomic_load_explicit(&tg_log_level, memory_order_relaxed))
-        return;
-    n = vsnprintf(raw, sizeof(raw), fmt, ap);
-    if (n < 0)
-        return;
-    tg_log_escape(esc, sizeof(esc), raw, strnlen(raw, sizeof(raw)));
-    TG_DEBUG("msg=http_server_note text=\"%s\"", esc);
-}
 
 static int parse_listen(const char *s, struct sockaddr_in *sa, char *err, size_t errlen)
 {
@@ -2235,42 +2153,38 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     struct rt_front *f = w->f;
-    struct epoll_event evs[8];
+    struct epoll_event evs[64];
 
     while (!atomic_load(&f->loops_stop)) {
-        MHD_UNSIGNED_LONG_LONG mhd_to = 0;
         int t = rt_upstream_timeout_ms(w->up);
+        int ht = hs_server_timeout_ms(w->srv);
         int n;
 
-        if (MHD_get_timeout(w->daemon, &mhd_to) == MHD_YES && (int64_t)mhd_to < t)
-            t = (int)mhd_to;
-        if (w->resumed)
-            t = 0; /* the last turn hit its bound with resumed connections left */
-        n = epoll_wait(w->epfd, evs, 8, t);
+        if (ht >= 0 && (t < 0 || ht < t))
+            t = ht;
+        n = epoll_wait(w->epfd, evs, 64, t);
         for (int i = 0; i < n; i++) {
-            if (evs[i].data.fd == w->stopfd) {
+            uint64_t tag = evs[i].data.u64;
+
+            if (tag == RT_FRONT_TAG_STOP) {
                 uint64_t v;
                 ssize_t r = read(w->stopfd, &v, sizeof(v));
 
                 (void)r;
+            } else if (tag >= HS_TAG_LIMIT) {
+                hs_server_event(w->srv, &evs[i]);
             }
+            /* RT_FRONT_TAG_UPSTREAM: rt_upstream_run below */
         }
         if (atomic_load(&f->quiesced) && !w->quiesced) {
-            /* here, not on the main thread: MHD's external mode is single-threaded */
-            MHD_socket s = MHD_quiesce_daemon(w->daemon);
-
-            if (s != MHD_INVALID_SOCKET)
-                close(s);
+            hs_server_quiesce(w->srv);
             w->quiesced = 1;
         }
-        /* providers first: finished transfers resume connections, which MHD_run then serves;
-         * repeated while runs resume connections (MHD has no wakeup of its own for a resume
-         * in this mode), bounded per turn */
+        /* providers, then the connections their results resumed; repeated while runs resume
+         * connections (a resumed request may start the next attempt), bounded per turn */
         for (int k = 0; k < RT_FRONT_RUNS_PER_TURN; k++) {
-            w->resumed = 0;
             rt_upstream_run(w->up);
-            MHD_run(w->daemon);
-            if (!w->resumed)
+            if (!hs_server_run(w->srv))
                 break;
         }
     }
@@ -2288,16 +2202,26 @@ static void worker_wake(struct worker *w)
     (void)r;
 }
 
+static void worker_wake_cb(void *ud)
+{
+    worker_wake(ud);
+}
+
 static int worker_init(struct rt_front *f, struct worker *w, struct sockaddr_in *sa,
                        unsigned conn_limit, unsigned xfers, char *err, size_t errlen)
 {
     struct rt_upstream_config ucfg;
-    const union MHD_DaemonInfo *info;
+    struct hs_config hc;
     struct epoll_event ev;
+    char herr[160];
 
     w->f = f;
-    w->epfd = -1;
-    w->stopfd = -1;
+    w->epfd = epoll_create1(EPOLL_CLOEXEC);
+    w->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->epfd < 0 || w->stopfd < 0) {
+        snprintf(err, errlen, "cannot set up the event loop");
+        return TG_EIO;
+    }
     memset(&ucfg, 0, sizeof(ucfg));
     ucfg.max_transfers = xfers;
     ucfg.max_host_connections = (long)xfers;
@@ -2307,36 +2231,39 @@ static int worker_init(struct rt_front *f, struct worker *w, struct sockaddr_in 
     w->up = rt_upstream_create(&ucfg, err, errlen);
     if (w->up == NULL)
         return TG_ENOMEM;
-    w->daemon = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, ntohs(sa->sin_port), NULL,
-        NULL, access_cb, w, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)sa,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_CONNECTION_LIMIT, conn_limit,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)RT_FRONT_CONN_TIMEOUT_S,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RT_FRONT_CONN_MEMORY_BYTES,
-        MHD_OPTION_NOTIFY_COMPLETED, completed_cb, w, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
-    if (w->daemon == NULL) {
-        snprintf(err, errlen, "cannot listen on %s", f->d.cfg->listen);
+    memset(&hc, 0, sizeof(hc));
+    hc.epfd = w->epfd;
+    hc.addr = *sa;
+    hc.reuse_port = 1;
+    hc.max_connections = conn_limit;
+    hc.idle_timeout_s = RT_FRONT_CONN_TIMEOUT_S;
+    hc.head_max_bytes = RT_FRONT_HEAD_HARD_MAX_BYTES;
+    hc.backlog = 1024;
+    hc.handler = access_cb;
+    hc.handler_cls = w;
+    hc.completed = completed_cb;
+    hc.completed_cls = w;
+    hc.wake = worker_wake_cb;
+    hc.wake_cls = w;
+    w->srv = hs_server_create(&hc, herr, sizeof(herr));
+    if (w->srv == NULL) {
+        snprintf(err, errlen, "cannot listen on %s: %s", f->d.cfg->listen, herr);
         return TG_EIO;
     }
-    info = MHD_get_daemon_info(w->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    if (info != NULL && sa->sin_port == 0)
-        sa->sin_port = htons(info->port); /* the next workers share the port picked here */
-    info = MHD_get_daemon_info(w->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-    w->epfd = epoll_create1(EPOLL_CLOEXEC);
-    w->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (info == NULL || w->epfd < 0 || w->stopfd < 0) {
+    if (sa->sin_port == 0)
+        sa->sin_port = htons(hs_server_port(w->srv)); /* the next loops share the port */
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN;
+    ev.data.u64 = RT_FRONT_TAG_UPSTREAM;
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, rt_upstream_fd(w->up), &ev) != 0) {
         snprintf(err, errlen, "cannot set up the event loop");
         return TG_EIO;
     }
-    memset(&ev, 0, sizeof(ev));
-    ev.events = EPOLLIN;
-    ev.data.fd = info->epoll_fd;
-    epoll_ctl(w->epfd, EPOLL_CTL_ADD, info->epoll_fd, &ev);
-    ev.data.fd = rt_upstream_fd(w->up);
-    epoll_ctl(w->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev);
-    ev.data.fd = w->stopfd;
-    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->stopfd, &ev);
+    ev.data.u64 = RT_FRONT_TAG_STOP;
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->stopfd, &ev) != 0) {
+        snprintf(err, errlen, "cannot set up the event loop");
+        return TG_EIO;
+    }
     return 0;
 }
 
@@ -2436,11 +2363,10 @@ void rt_front_stop(struct rt_front **fp)
     for (unsigned i = 0; i < f->nworkers; i++) {
         struct worker *w = &f->workers[i];
 
-        /* transfers are finished first: their completions may resume connections, which must
-         * not be suspended when the daemon stops */
+        /* transfers are finished first (their completions may resume connections), then every
+         * connection is closed, requests in progress completed as ended by the shutdown */
         rt_upstream_destroy(&w->up);
-        if (w->daemon != NULL)
-            MHD_stop_daemon(w->daemon);
+        hs_server_destroy(&w->srv);
         if (w->epfd >= 0)
             close(w->epfd);
         if (w->stopfd >= 0)
