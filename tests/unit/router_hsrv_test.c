@@ -183,6 +183,7 @@ struct req {
     _Atomic int resumes; /* hs_resume calls done by the test (loop or resumer thread) */
     int responded;
     int respond2;    /* /twice: the second hs_respond's return */
+    int susp_calls;  /* handler calls while suspended (each one a violation) */
     int completed;   /* completed calls */
     enum hs_toe toe; /* the first completed call's */
     uint64_t t_completed;
@@ -533,6 +534,12 @@ static int on_head(struct req *r, struct hs_conn *c)
     }
     if (strcmp(r->path, "/echo") == 0 && qint(c, "spurious", 0))
         hs_resume(c); /* not suspended: must do nothing */
+    if (strcmp(r->path, "/susphead") == 0) {
+        /* suspended before the body: no body piece until the resume */
+        hs_suspend(c);
+        r->suspends++;
+        schedule_resume(r, NULL, c, (unsigned)qint(c, "ms", 0), qint(c, "xt", 0));
+    }
     return HS_YES;
 }
 
@@ -548,7 +555,7 @@ static int on_final(struct req *r, struct hs_conn *c)
     }
     if (strcmp(r->path, "/refuse") == 0)
         return HS_NO;
-    if (strcmp(r->path, "/echo") == 0) {
+    if (strcmp(r->path, "/echo") == 0 || strcmp(r->path, "/susphead") == 0) {
         respond_echo(r, c);
     } else if (strcmp(r->path, "/wait") == 0) {
         if (r->suspends < qint(c, "times", 1)) {
@@ -615,8 +622,11 @@ static int on_request(void *cls, struct hs_conn *c, const char *url, const char 
         violation("%s: handler called after completed", r->tag);
     if (r->conn != c)
         violation("%s: handler called with another connection", r->tag);
-    if (atomic_load(&r->resumes) < r->suspends)
-        violation("%s: handler called while suspended", r->tag);
+    if (atomic_load(&r->resumes) < r->suspends) {
+        r->susp_calls++;
+        violation("%s: handler called while suspended (%s)", r->tag,
+                  upload != NULL ? "a body piece" : "the body-complete call");
+    }
     if (upload != NULL) {
         if (*upload_size == 0)
             violation("%s: body piece of 0 bytes", r->tag);
@@ -1010,9 +1020,10 @@ static void fx_stop(void)
 
 struct rsnap {
     int found;
+    int suspended; /* the request or its stream, now */
     int completed;
     enum hs_toe toe;
-    int pieces, finals, suspends, resumes, respond2;
+    int pieces, finals, suspends, resumes, respond2, susp_calls;
     uint64_t t_completed;
     char body[256];
     size_t body_len;
@@ -1034,6 +1045,15 @@ static struct stream *stream_by_tag(const char *tag)
     return NULL;
 }
 
+/* The request, or the stream it answers with, is suspended now (no resume done since). */
+static int suspended_now(const struct req *r)
+{
+    const struct stream *st = stream_by_tag(r->tag);
+
+    return atomic_load(&r->resumes) < r->suspends ||
+           (st != NULL && atomic_load(&st->resumes) < st->suspends);
+}
+
 enum until { U_SEEN, U_SUSPENDED, U_DONE };
 
 /* Wait (up to ms) until the request tagged tag is seen / suspended / completed; its state. */
@@ -1046,12 +1066,13 @@ static struct rsnap req_wait(const char *tag, enum until u, unsigned ms)
     pthread_mutex_lock(&mu);
     for (;;) {
         struct req *r = req_by_tag(tag);
-        int ok = r != NULL && (u == U_SEEN || (u == U_SUSPENDED && r->suspends > 0) ||
+        int ok = r != NULL && (u == U_SEEN || (u == U_SUSPENDED && suspended_now(r)) ||
                                (u == U_DONE && r->completed > 0));
 
         if (ok || tg_now_mono_ms() >= dl) {
             if (r != NULL) {
                 s.found = 1;
+                s.suspended = suspended_now(r);
                 s.completed = r->completed;
                 s.toe = r->toe;
                 s.pieces = r->pieces;
@@ -1059,6 +1080,7 @@ static struct rsnap req_wait(const char *tag, enum until u, unsigned ms)
                 s.suspends = r->suspends;
                 s.resumes = atomic_load(&r->resumes);
                 s.respond2 = r->respond2;
+                s.susp_calls = r->susp_calls;
                 s.t_completed = r->t_completed;
                 s.body_len = r->body_len;
                 snprintf(s.body, sizeof(s.body), "%.*s",
@@ -1903,7 +1925,8 @@ static void test_chunked_request(void **state)
 /* ------------------------------------------------ scenario 3: keep-alive, pipelining */
 
 /* 3. Three requests one after the other on one connection; three written in one send (the
- * responses in order); three in one send with a suspended one in the middle. */
+ * responses in order); three in one send with a suspended one in the middle; a request sent
+ * while the one before it is suspended; 200 in one send. */
 static void test_keep_alive(void **state)
 {
     int f0 = begin("3 keep-alive and pipelining");
@@ -1962,13 +1985,68 @@ static void test_keep_alive(void **state)
         resp_free(&r);
     }
     check(cl_quiet(&c2, 100), "nothing more on the pipelined connection");
-    for (int i = 1; i <= 9; i++) {
+
+    /* the next request arrives while the one before it is suspended: kept, served after */
+    cl_sends(&c2, "GET /wait?t=k10&ms=300 HTTP/1.1\r\nHost: test\r\n\r\n");
+    check(req_wait("k10", U_SUSPENDED, WAIT_MS).suspended, "k10 is suspended");
+    cl_sends(&c2, "POST /echo?t=k11 HTTP/1.1\r\nHost: test\r\nContent-Length: 6\r\n\r\neleven");
+    rc = cl_read_resp(&c2, &r, 0, WAIT_MS);
+    expect_status("suspended, the next request sent meanwhile", &r, rc, "HTTP/1.1 200 OK");
+    expect_header("suspended, the next request sent meanwhile", &r, "x-tag", "k10");
+    resp_free(&r);
+    rc = cl_read_resp(&c2, &r, 0, WAIT_MS);
+    expect_status("the request sent during the suspension", &r, rc, "HTTP/1.1 200 OK");
+    expect_header("the request sent during the suspension", &r, "x-tag", "k11");
+    expect_cl_body("the request sent during the suspension", &r, "eleven", 6);
+    resp_free(&r);
+    /* 200 requests in one send (about 26 KB, more than one read): all answered, in order */
+    {
+        struct bytes b = {0};
+        char one[160], body[16];
+        int good = 0;
+        char first_bad[300] = "";
+
+        for (int i = 0; i < 200; i++) {
+            if (i % 2 == 0)
+                snprintf(one, sizeof(one), "GET /echo?t=P%d HTTP/1.1\r\nHost: test\r\n\r\n", i);
+            else
+                snprintf(one, sizeof(one),
+                         "POST /echo?t=P%d HTTP/1.1\r\nHost: test\r\nContent-Length: %d\r\n\r\n"
+                         "body-%03d",
+                         i, 8, i);
+            bytes_add(&b, one, strlen(one));
+        }
+        cl_send(&c2, b.p, b.n);
+        free(b.p);
+        for (int i = 0; i < 200; i++) {
+            char v[32];
+
+            snprintf(tag, sizeof(tag), "P%d", i);
+            snprintf(body, sizeof(body), "body-%03d", i);
+            rc = cl_read_resp(&c2, &r, 0, WAIT_MS);
+            resp_header(&r, "x-tag", v, sizeof(v));
+            if (rc == 0 && strcmp(r.status_line, "HTTP/1.1 200 OK") == 0 && strcmp(v, tag) == 0 &&
+                r.body.n == (i % 2 ? 8u : 0u) && (i % 2 == 0 || memcmp(r.body.p, body, 8) == 0))
+                good++;
+            else if (first_bad[0] == '\0')
+                snprintf(first_bad, sizeof(first_bad),
+                         "; first wrong: %.15s: \"%.100s\" x-tag \"%.31s\" %.100s", tag,
+                         r.status_line, v, rc ? r.err : "");
+            resp_free(&r);
+            if (rc != 0)
+                break;
+        }
+        check(good == 200,
+              "200 pipelined requests in one send: all answered right, in order (%d%s)", good,
+              first_bad);
+    }
+    for (int i = 1; i <= 11; i++) {
         snprintf(tag, sizeof(tag), "k%d", i);
         expect_done(tag, HS_TOE_OK, WAIT_MS);
     }
     st = stats_now();
-    check(st.accepted == 2 && st.requests == 9 && st.open == 2,
-          "stats: 2 accepted, 9 requests, 2 open (%llu, %llu, %llu)",
+    check(st.accepted == 2 && st.requests == 211 && st.open == 2,
+          "stats: 2 accepted, 211 requests, 2 open (%llu, %llu, %llu)",
           (unsigned long long)st.accepted, (unsigned long long)st.requests,
           (unsigned long long)st.open);
     cl_close(&c);
@@ -1991,7 +2069,8 @@ static void expect_status_10(const char *what, const struct resp *r, int rc)
 }
 
 /* 4. HTTP/1.0 closes after the response unless it asks for keep-alive (which the response then
- * confirms); HTTP/1.1 "Connection: close" (any case) and a handler's Connection: close close. */
+ * confirms); HTTP/1.1 "Connection: close" (any case) and a handler's Connection: close close;
+ * a request pipelined after "Connection: close" is not served. */
 static void test_http10_close(void **state)
 {
     int f0 = begin("4 HTTP/1.0, keep-alive, Connection: close");
@@ -2049,6 +2128,20 @@ static void test_http10_close(void **state)
     resp_free(&r);
     expect_closed("HTTP/1.1 Connection: Close", &c, WAIT_MS);
     cl_close(&c);
+
+    /* a request pipelined after "Connection: close" is never served */
+    open_cl(&c, 0);
+    rc = roundtrip(&c,
+                   "GET /echo?t=h8 HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+                   "GET /echo?t=h9 HTTP/1.1\r\nHost: test\r\n\r\n",
+                   &r, 0);
+    expect_status("Connection: close, then a pipelined request", &r, rc, "HTTP/1.1 200 OK");
+    expect_header("Connection: close, then a pipelined request", &r, "x-tag", "h8");
+    resp_free(&r);
+    expect_closed("Connection: close, then a pipelined request", &c, WAIT_MS);
+    cl_close(&c);
+    check(!req_wait("h9", U_SEEN, 0).found,
+          "the request pipelined after Connection: close never reached the handler");
 
     open_cl(&c, 0);
     rc = roundtrip(&c, "GET /echo?t=h7&close=1 HTTP/1.1\r\nHost: test\r\n\r\n", &r, 0);
@@ -2395,9 +2488,9 @@ static void test_server_errors(void **state)
 
 /* ------------------------------------------------------ scenario 8: suspend / resume */
 
-/* 8. A suspended request answered after its resume (once, three times, at once); 50 suspended at
- * once, half resumed from the resumer thread; a resume of a request that is not suspended does
- * nothing. */
+/* 8. A suspended request answered after its resume (once, three times, at once); a resume of a
+ * request that is not suspended does nothing; a request suspended at its head gets its body
+ * after the resume; 50 suspended at once, half resumed from the resumer thread. */
 static void test_suspend_resume(void **state)
 {
     int f0 = begin("8 suspend and resume");
@@ -2445,6 +2538,25 @@ static void test_suspend_resume(void **state)
     expect_cl_body("resume of a request not suspended", &r, "body", 4);
     expect_header("resume of a request not suspended", &r, "x-finals", "1");
     resp_free(&r);
+
+    /* suspended at the head, before the body: the body (sent with the head, and a piece 50 ms
+     * later) reaches the handler only after the resume */
+    t0 = tg_now_mono_ms();
+    cl_sends(&c, "POST /susphead?t=s6&ms=200 HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n"
+                 "\r\nfirst");
+    usleep(50000);
+    cl_sends(&c, "-last");
+    rc = cl_read_resp(&c, &r, 0, WAIT_MS);
+    dt = tg_now_mono_ms() - t0;
+    expect_status("suspended at the head", &r, rc, "HTTP/1.1 200 OK");
+    expect_cl_body("suspended at the head", &r, "first-last", 10);
+    check(dt >= 190, "suspended at the head: the response came after the resume (%llu ms)",
+          (unsigned long long)dt);
+    resp_free(&r);
+    s = expect_done("s6", HS_TOE_OK, WAIT_MS);
+    check(s.susp_calls == 0,
+          "suspended at the head: the handler was not called during the suspension (%d calls)",
+          s.susp_calls);
 
     wakes0 = atomic_load(&n_wakes);
     for (int i = 0; i < N_CONCURRENT; i++) {
@@ -2605,7 +2717,7 @@ static void gone_while_suspended(const char *what, struct cl *c, const char *tag
     struct rsnap s = req_wait(tag, U_SUSPENDED, WAIT_MS);
     uint64_t t0;
 
-    check(s.found && s.suspends > 0 && s.completed == 0, "%s: the request is suspended", what);
+    check(s.found && s.suspended && s.completed == 0, "%s: the request is suspended", what);
     t0 = tg_now_mono_ms();
     if (reset)
         cl_reset(c);
