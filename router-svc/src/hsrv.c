@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,7 +135,8 @@ struct hs_server {
     struct hs_conn *xhead; /* (xmu) */
     struct hs_conn *graveyard;
     uint64_t next_sweep_ms;
-    struct hs_stats st;
+    /* counters: written by the loop thread only, read by any (hs_server_stats) */
+    _Atomic uint64_t st_accepted, st_refused, st_requests, st_bad, st_timeouts, st_open;
     time_t date_t;
     char date[48];
     size_t date_len;
@@ -187,6 +189,11 @@ static void pct_decode(char *s, int plus)
     }
     *o = '\0';
 }
+
+/* One writer: a relaxed load and store (plain moves), no locked instruction. */
+#define ST_ADD(s, f, d)                                                                            \
+    atomic_store_explicit(&(s)->f, atomic_load_explicit(&(s)->f, memory_order_relaxed) + (d),    \
+                          memory_order_relaxed)
 
 static const char *reason_of(int status)
 {
@@ -467,7 +474,7 @@ static void conn_close(struct hs_conn *c, enum hs_toe toe)
     if (c->state == CS_CLOSED)
         return;
     if (toe == HS_TOE_TIMEOUT)
-        s->st.timeouts++;
+        ST_ADD(s, st_timeouts, 1);
     completed(c, toe);
     request_reset(c); /* a stream's free function runs after completed, as with MHD */
     free(c->rbuf);
@@ -497,7 +504,7 @@ static void conn_close(struct hs_conn *c, enum hs_toe toe)
      * since events of this turn may still name it */
     c->gnext = s->graveyard;
     s->graveyard = c;
-    s->st.open--;
+    ST_ADD(s, st_open, (uint64_t)-1);
 }
 
 /* The server's own answer to a request it cannot take (400, 431, 501, 505): JSON in the
@@ -508,7 +515,7 @@ static void answer_own(struct hs_conn *c, int status, const char *code, const ch
     struct hs_response *r;
     int n;
 
-    c->s->st.bad_requests++;
+    ST_ADD(c->s, st_bad, 1);
     completed(c, HS_TOE_ERROR);
     if (body == NULL) {
         conn_close(c, HS_TOE_ERROR);
@@ -1245,7 +1252,7 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
                 off = len;
                 break;
             }
-            s->st.requests++;
+            ST_ADD(s, st_requests, 1);
             c->state = CS_BODY;
             c->handler_live = 1;
             rc = s->cfg.handler(s->cfg.handler_cls, c, c->url, c->method,
@@ -1430,15 +1437,16 @@ static void accept_all(struct hs_server *s)
                 TG_WARN_RL("msg=http_accept_failed err=%d", errno);
             return;
         }
-        if (s->cfg.max_connections > 0 && s->st.open >= s->cfg.max_connections) {
+        if (s->cfg.max_connections > 0 &&
+            atomic_load_explicit(&s->st_open, memory_order_relaxed) >= s->cfg.max_connections) {
             close(fd);
-            s->st.refused++;
+            ST_ADD(s, st_refused, 1);
             continue;
         }
         c = calloc(1, sizeof(*c));
         if (c == NULL) {
             close(fd);
-            s->st.refused++;
+            ST_ADD(s, st_refused, 1);
             continue;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -1454,15 +1462,15 @@ static void accept_all(struct hs_server *s)
         if (epoll_ctl(s->cfg.epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
             close(fd);
             free(c);
-            s->st.refused++;
+            ST_ADD(s, st_refused, 1);
             continue;
         }
         c->next = s->conns;
         if (s->conns != NULL)
             s->conns->prev = c;
         s->conns = c;
-        s->st.open++;
-        s->st.accepted++;
+        ST_ADD(s, st_open, 1);
+        ST_ADD(s, st_accepted, 1);
     }
 }
 
@@ -1690,7 +1698,12 @@ void hs_server_quiesce(struct hs_server *s)
 
 void hs_server_stats(const struct hs_server *s, struct hs_stats *out)
 {
-    *out = s->st;
+    out->accepted = atomic_load_explicit(&s->st_accepted, memory_order_relaxed);
+    out->refused = atomic_load_explicit(&s->st_refused, memory_order_relaxed);
+    out->requests = atomic_load_explicit(&s->st_requests, memory_order_relaxed);
+    out->bad_requests = atomic_load_explicit(&s->st_bad, memory_order_relaxed);
+    out->timeouts = atomic_load_explicit(&s->st_timeouts, memory_order_relaxed);
+    out->open = atomic_load_explicit(&s->st_open, memory_order_relaxed);
 }
 
 void hs_server_destroy(struct hs_server **sp)

@@ -101,7 +101,7 @@ struct hs_config {
     void *wake_cls;
 };
 
-/* Counters, loop thread (or any thread, as a racy snapshot). */
+/* Counters (hs_server_stats: any thread). */
 struct hs_stats {
     uint64_t accepted;
     uint64_t refused;       /* over max_connections */

@@ -1900,6 +1900,34 @@ static int serve_metrics(struct rt_front *f, struct hs_conn *conn)
                     "Transfers refused because every upstream slot was in use.", us.full);
     tg_prom_gauge(&b, "tollgate_router_upstream_active", "Upstream transfers in progress.",
                   (double)us.active);
+    {
+        struct hs_stats hs;
+
+        memset(&hs, 0, sizeof(hs));
+        for (unsigned i = 0; i < f->nworkers; i++) {
+            struct hs_stats one;
+
+            hs_server_stats(f->workers[i].srv, &one);
+            hs.accepted += one.accepted;
+            hs.refused += one.refused;
+            hs.bad_requests += one.bad_requests;
+            hs.timeouts += one.timeouts;
+            hs.open += one.open;
+        }
+        tg_prom_counter(&b, "tollgate_router_http_connections_accepted_total",
+                        "Client connections accepted.", hs.accepted);
+        tg_prom_counter(&b, "tollgate_router_http_connections_refused_total",
+                        "Client connections closed at once: max_connections reached.",
+                        hs.refused);
+        tg_prom_gauge(&b, "tollgate_router_http_connections_open", "Client connections open.",
+                      (double)hs.open);
+        tg_prom_counter(&b, "tollgate_router_http_bad_requests_total",
+                        "Requests the HTTP server answered itself (400, 431, 501, 505): "
+                        "malformed, headers over 16 KiB, unsupported coding or version.",
+                        hs.bad_requests);
+        tg_prom_counter(&b, "tollgate_router_http_idle_timeouts_total",
+                        "Client connections closed after 300 s without progress.", hs.timeouts);
+    }
     return answer_text(conn, 200, TG_PROM_CONTENT_TYPE, b.data); /* takes b.data */
 }
 

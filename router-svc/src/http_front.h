@@ -1,9 +1,10 @@
-/* http_front: router-svc's HTTP server (libmicrohttpd, epoll, suspend/resume).
+/* http_front: router-svc's HTTP front (hsrv, its own HTTP/1.1 server, on epoll loops).
  *
- * `threads` event loops, each one thread running an MHD daemon in external epoll mode and its
- * own upstream (curl multi) side by side: a request stays on one thread from the client to the
- * provider and back, with no hand-off between threads. The daemons share the listening port
- * (SO_REUSEPORT); the connection cap is divided between them.
+ * `threads` event loops, each one thread with one epoll set holding its HTTP server's sockets
+ * (registered once, edge-triggered) and its own upstream side by side: a request stays on one
+ * thread from the client to the provider and back, with no hand-off between threads. The
+ * loops' listening sockets share the port (SO_REUSEPORT); the connection cap is divided
+ * between them.
  *
  * Per request: read the body up to max_body_bytes (413 beyond, from Content-Length or while
  * reading) -> parse once into an immutable jansson value (400 naming the position) ->

@@ -270,6 +270,36 @@ rt_true "header rejections answered by the router are counted" \
 rt_post chat_s10 /v1/chat/completions "$(jq -c '.model="gpt-midstream"' <<<"$CHAT_S")" -N --http1.0
 rt_eq "HTTP/1.0 stream 200" "$RT_STATUS" 200
 rt_true "HTTP/1.0 stream passes sse_check" "$SSE_CHECK" --dialect openai-chat "$RT_DIR/chat_s10.body"
+
+# -------------------------------------------------------------- HTTP/1.1 server
+# Raw bytes on one connection (bash's /dev/tcp): two requests written in one piece are both
+# answered, in order; a malformed request line gets the server's own 400 and the connection
+# closes; both it and the 40,000-byte header above are counted as bad requests.
+rt_raw() { # NAME BYTES: what the router answers on a fresh connection (reads to EOF, 10 s)
+    local hostport=${RT_URL#http://}
+    timeout 10 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}"; printf "%b" "$2" >&3; cat <&3' \
+        _ "$hostport" "$2" >"$RT_DIR/$1.raw" 2>/dev/null
+    tr -d '\r' <"$RT_DIR/$1.raw" >"$RT_DIR/$1.rawl"
+}
+rt_raw pipe 'GET /health/liveness HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer '"$RT_KEY"'\r\nConnection: close\r\n\r\n'
+rt_eq "pipelined requests: two responses" "$(grep -o 'HTTP/1.1 200 OK' "$RT_DIR/pipe.rawl" | wc -l)" 2
+rt_eq "pipelined requests: liveness first, then the models list" \
+    "$(grep -o '"status":"alive"\|"object":"list"' "$RT_DIR/pipe.rawl" | tr '\n' ,)" \
+    '"status":"alive","object":"list",'
+rt_raw garbage 'GARBAGE\r\n\r\n'
+rt_eq "malformed request line: 400" "$(head -1 "$RT_DIR/garbage.rawl")" "HTTP/1.1 400 Bad Request"
+rt_true "malformed request line: connection closed" grep -qi '^connection: close' "$RT_DIR/garbage.rawl"
+rt_raw v2 'GET /health/liveness HTTP/2.0\r\n\r\n'
+rt_eq "HTTP/2.0 request line: 505" "$(head -1 "$RT_DIR/v2.rawl")" "HTTP/1.1 505 HTTP Version Not Supported"
+rt_raw smuggle 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n'
+rt_eq "Content-Length with Transfer-Encoding: 400" "$(head -1 "$RT_DIR/smuggle.rawl")" "HTTP/1.1 400 Bad Request"
+rt_raw chunked_body "POST /v1/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer $RT_KEY\\r\\nTransfer-Encoding: chunked\\r\\nConnection: close\\r\\n\\r\\n10\\r\\n${CHAT:0:16}\\r\\n$(printf '%x' $((${#CHAT} - 16)))\\r\\n${CHAT:16}\\r\\n0\\r\\n\\r\\n"
+rt_eq "chunked request body: 200" "$(head -1 "$RT_DIR/chunked_body.rawl")" "HTTP/1.1 200 OK"
+rt_req http_metrics GET /metrics
+rt_true "server-answered bad requests counted (40,000-byte header, garbage, HTTP/2.0, smuggling)" \
+    grep -q '^tollgate_router_http_bad_requests_total 4$' "$RT_DIR/http_metrics.body"
+rt_true "connections counted" \
+    grep -q '^tollgate_router_http_connections_accepted_total [1-9]' "$RT_DIR/http_metrics.body"
 rt_req badkey POST /v1/messages -H "x-api-key: sk-not-a-real-key-0123456789abcdef" --data-binary "$MSG"
 rt_eq "bad key 401 on /v1/messages" "$RT_STATUS" 401
 rt_eq "bad key error in Anthropic shape" "$(jq -r .error.type "$RT_DIR/badkey.body")" authentication_error
