@@ -25,7 +25,7 @@
 #include "tg_time.h"
 
 #define HS_HEAD_MAX_DEFAULT (16u * 1024u)
-#define HS_SCRATCH_BYTES (16u * 1024u) /* the loop's shared read buffer */
+#define HS_SCRATCH_BYTES (16u * 1024u)      /* the loop's shared read buffer */
 #define HS_STREAM_PIECE_BYTES (16u * 1024u) /* one reader call at most */
 #define HS_CHUNK_PREFIX 10u                 /* hex size + CRLF, right-aligned */
 #define HS_HEADERS_MAX 100u                 /* header lines per request */
@@ -33,7 +33,7 @@
 #define HS_RESP_HEADER_ROOM 2048u
 #define HS_RESP_TRAILER_ROOM 512u
 #define HS_OUT_HEAD_BYTES (HS_RESP_HEADER_ROOM + 256u) /* status line, Date, framing, ... */
-#define HS_SWEEP_MS 1000u                            /* idle checks */
+#define HS_SWEEP_MS 1000u                              /* idle checks */
 #define HS_LINGER_IDLE_MS 2000u   /* after an early answer: drop input until quiet this long */
 #define HS_LINGER_TOTAL_MS 10000u /* ... or at most this long */
 
@@ -79,10 +79,10 @@ struct hs_conn {
     enum cstate state;
     int in_r, in_x;
     int suspended;
-    int handler_live; /* the handler was called and completed is owed */
-    int in_process;   /* process() is on the stack for this connection */
+    int handler_live;  /* the handler was called and completed is owed */
+    int in_process;    /* process() is on the stack for this connection */
     int pending_parse; /* rbuf holds bytes not parsed yet (pipelined) */
-    int maybe_more;   /* the socket may hold unread bytes (no short read or EAGAIN seen) */
+    int maybe_more;    /* the socket may hold unread bytes (no short read or EAGAIN seen) */
     uint64_t last_ms;
     uint64_t linger_start_ms;
 
@@ -192,40 +192,68 @@ static void pct_decode(char *s, int plus)
 
 /* One writer: a relaxed load and store (plain moves), no locked instruction. */
 #define ST_ADD(s, f, d)                                                                            \
-    atomic_store_explicit(&(s)->f, atomic_load_explicit(&(s)->f, memory_order_relaxed) + (d),    \
+    atomic_store_explicit(&(s)->f, atomic_load_explicit(&(s)->f, memory_order_relaxed) + (d),      \
                           memory_order_relaxed)
 
 static const char *reason_of(int status)
 {
     switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 402: return "Payment Required";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 413: return "Content Too Large";
-    case 415: return "Unsupported Media Type";
-    case 422: return "Unprocessable Content";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Status";
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 402:
+        return "Payment Required";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 413:
+        return "Content Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Status";
     }
 }
 
@@ -251,7 +279,8 @@ static const char *date_line(struct hs_server *s, size_t *len)
         struct tm tm;
 
         gmtime_r(&now, &tm);
-        s->date_len = strftime(s->date, sizeof(s->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+        s->date_len =
+            strftime(s->date, sizeof(s->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
         s->date_t = now;
     }
     *len = s->date_len;
@@ -826,7 +855,7 @@ static int own_pending(struct hs_conn *c)
 static void response_done(struct hs_conn *c)
 {
     struct hs_server *s = c->s;
-    int close_it = c->close_after;
+    int close_it = c->close_after || s->quiesced; /* quiesced while the response went out */
     int early = c->early;
 
     completed(c, HS_TOE_OK);
@@ -1050,8 +1079,7 @@ static void start_send(struct hs_conn *c)
 
 int hs_respond(struct hs_conn *c, int status, struct hs_response *r)
 {
-    if (c->resp != NULL || c->state == CS_CLOSED || c->state == CS_SEND ||
-        c->state == CS_LINGER) {
+    if (c->resp != NULL || c->state == CS_CLOSED || c->state == CS_SEND || c->state == CS_LINGER) {
         hs_response_free(r);
         c->close_after = 1;
         return HS_NO;
@@ -1059,8 +1087,7 @@ int hs_respond(struct hs_conn *c, int status, struct hs_response *r)
     c->resp = r;
     c->resp_status = status;
     /* body not read whole: the rest is dropped and the connection closes after the answer */
-    c->early = c->state == CS_HEAD ||
-               (c->state == CS_BODY && (c->chunked || c->body_left > 0));
+    c->early = c->state == CS_HEAD || (c->state == CS_BODY && (c->chunked || c->body_left > 0));
     return HS_YES;
 }
 
@@ -1223,7 +1250,7 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
     size_t off = 0;
 
     c->in_process = 1;
-    while (c->state == CS_HEAD || c->state == CS_BODY) {
+    while ((c->state == CS_HEAD || c->state == CS_BODY) && !c->suspended) {
         if (c->state == CS_HEAD) {
             size_t e;
             const char *msg = NULL;
@@ -1237,8 +1264,7 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
                 break;
             e = head_end(buf + off, len - off);
             if ((e == 0 && len - off > s->head_max) || e > s->head_max) {
-                answer_own(c, 431, "request_header_fields_too_large",
-                           "request headers too large");
+                answer_own(c, 431, "request_header_fields_too_large", "request headers too large");
                 off = len;
                 break;
             }
@@ -1256,11 +1282,10 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
             c->state = CS_BODY;
             c->handler_live = 1;
             rc = s->cfg.handler(s->cfg.handler_cls, c, c->url, c->method,
-                                c->minor == 0 ? "HTTP/1.0" : "HTTP/1.1", NULL, &zero,
-                                &c->req_ctx);
+                                c->minor == 0 ? "HTTP/1.0" : "HTTP/1.1", NULL, &zero, &c->req_ctx);
             after_handler(c, rc);
-            if (c->state != CS_BODY)
-                continue;
+            if (c->state != CS_BODY || c->suspended)
+                continue; /* (suspended: hs_resume goes on with the body) */
             if (!c->chunked && c->body_left == 0) {
                 body_complete(c);
                 continue;
@@ -1367,6 +1392,10 @@ static void conn_read(struct hs_conn *c)
         }
         if (c->state != CS_HEAD && c->state != CS_BODY)
             return; /* a request is being answered: the rest waits */
+        if (c->suspended) {
+            c->maybe_more = 1; /* read after hs_resume */
+            return;
+        }
         if (c->rbuf != NULL) {
             buf = c->rbuf;
             have = c->rlen;
@@ -1413,6 +1442,8 @@ static void conn_read(struct hs_conn *c)
             conn_close(c, HS_TOE_ERROR);
             return;
         }
+        if (c->suspended)
+            return; /* the handler suspended the request while its body arrives */
         if (!c->maybe_more && (c->state == CS_HEAD || c->state == CS_BODY))
             return; /* a short read: the socket is empty, the next edge brings more */
         if (c->state != CS_HEAD && c->state != CS_BODY)
@@ -1491,6 +1522,10 @@ void hs_server_event(struct hs_server *s, const struct epoll_event *ev)
     case CS_HEAD:
     case CS_BODY:
     case CS_LINGER:
+        if (c->suspended && (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+            conn_close(c, HS_TOE_CLIENT_GONE); /* suspended while its body arrives */
+            return;
+        }
         conn_read(c);
         break;
     case CS_WAIT:
@@ -1566,7 +1601,16 @@ int hs_server_run(struct hs_server *s)
         did = 1;
         switch (c->state) {
         case CS_HEAD:
+            conn_read(c);
+            break;
         case CS_BODY:
+            /* resumed while its body arrives: the bytes already read first */
+            if (!c->chunked && c->body_left == 0) {
+                body_complete(c);
+                break;
+            }
+            if (c->rlen > 0)
+                c->pending_parse = 1;
             conn_read(c);
             break;
         case CS_WAIT:

@@ -37,11 +37,12 @@
  *
  * Limits: the request line and headers at most head_max_bytes (431 and close beyond, from the
  * server itself), 100 header lines; a chunk-size line 1 KiB. Malformed requests get 400 and
- * close (Content-Length and Transfer-Encoding together, bad chunk sizes, bad header lines,
- * an unsupported transfer coding or HTTP version). Per connection, memory is held only while it is
- * used: the request head (one allocation per request), a read buffer only while a request
- * arrives in several pieces, an output buffer only while a streaming response has bytes on
- * their way.
+ * close (Content-Length and Transfer-Encoding together, bad chunk sizes, bad header lines); a
+ * transfer coding other than chunked gets 501, an HTTP version other than 1.x 505. HTTP/1.0
+ * requests are answered with an HTTP/1.0 status line. Per connection, memory is held only
+ * while it is used: the request head (one allocation per request), a read buffer only while a
+ * request arrives in several pieces (or pipelined requests wait), an output buffer only while
+ * a response has bytes the socket could not take yet.
  *
  * Threads: everything runs on the loop thread except hs_resume. */
 #ifndef RT_HSRV_H
@@ -67,48 +68,47 @@ struct hs_conn;
 struct hs_response;
 
 enum hs_toe {
-    HS_TOE_OK = 0,          /* the response was sent whole */
-    HS_TOE_CLIENT_GONE,     /* the client closed or reset the connection first */
-    HS_TOE_ERROR,           /* a write failed, the handler or reader refused, out of memory */
-    HS_TOE_TIMEOUT,         /* the connection was idle past idle_timeout_s while reading */
-    HS_TOE_SHUTDOWN         /* the server was destroyed with the request in progress */
+    HS_TOE_OK = 0,      /* the response was sent whole */
+    HS_TOE_CLIENT_GONE, /* the client closed or reset the connection first */
+    HS_TOE_ERROR,       /* a write failed, the handler or reader refused, out of memory */
+    HS_TOE_TIMEOUT,     /* the connection was idle past idle_timeout_s while reading */
+    HS_TOE_SHUTDOWN     /* the server was destroyed with the request in progress */
 };
 
-typedef int (*hs_handler_fn)(void *cls, struct hs_conn *conn, const char *url,
-                             const char *method, const char *version, const char *upload,
-                             size_t *upload_size, void **req_ctx);
-typedef void (*hs_completed_fn)(void *cls, struct hs_conn *conn, void **req_ctx,
-                                enum hs_toe toe);
+typedef int (*hs_handler_fn)(void *cls, struct hs_conn *conn, const char *url, const char *method,
+                             const char *version, const char *upload, size_t *upload_size,
+                             void **req_ctx);
+typedef void (*hs_completed_fn)(void *cls, struct hs_conn *conn, void **req_ctx, enum hs_toe toe);
 typedef ssize_t (*hs_reader_fn)(void *cls, char *buf, size_t max);
 typedef void (*hs_free_fn)(void *cls);
 
 struct hs_config {
-    int epfd;                       /* the loop's epoll set */
-    struct sockaddr_in addr;        /* port 0: the kernel picks one (hs_server_port) */
-    int reuse_port;                 /* SO_REUSEPORT, for several servers on one port */
-    unsigned max_connections;       /* beyond: accepted and closed at once */
-    unsigned idle_timeout_s;        /* a connection reading (or idle between requests) this
-                                     * long is closed; 0: never. Not applied to a request
-                                     * waiting for its response. */
-    size_t head_max_bytes;          /* request line + headers; 0: 16 KiB */
-    int backlog;                    /* listen backlog; 0: 1024 */
+    int epfd;                 /* the loop's epoll set */
+    struct sockaddr_in addr;  /* port 0: the kernel picks one (hs_server_port) */
+    int reuse_port;           /* SO_REUSEPORT, for several servers on one port */
+    unsigned max_connections; /* beyond: accepted and closed at once */
+    unsigned idle_timeout_s;  /* a connection reading (or idle between requests) this
+                               * long is closed; 0: never. Not applied to a request
+                               * waiting for its response. */
+    size_t head_max_bytes;    /* request line + headers; 0: 16 KiB */
+    int backlog;              /* listen backlog; 0: 1024 */
     hs_handler_fn handler;
     void *handler_cls;
-    hs_completed_fn completed;      /* may be NULL */
+    hs_completed_fn completed; /* may be NULL */
     void *completed_cls;
-    void (*wake)(void *cls);        /* hs_resume from another thread calls this to wake the loop
-                                     * (which then calls hs_server_run) */
+    void (*wake)(void *cls); /* hs_resume from another thread calls this to wake the loop
+                              * (which then calls hs_server_run) */
     void *wake_cls;
 };
 
 /* Counters (hs_server_stats: any thread). */
 struct hs_stats {
     uint64_t accepted;
-    uint64_t refused;       /* over max_connections */
+    uint64_t refused; /* over max_connections */
     uint64_t requests;
-    uint64_t bad_requests;  /* answered 400/431/505 by the server */
+    uint64_t bad_requests; /* answered 400/431/505 by the server */
     uint64_t timeouts;
-    uint64_t open;          /* connections open now */
+    uint64_t open; /* connections open now */
 };
 
 /* hs_server_create: bind, listen and add the socket to cfg->epfd. NULL with a reason in err. */
