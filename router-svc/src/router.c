@@ -131,7 +131,15 @@ struct rt_router *rt_router_create(const struct rt_config *cfg, const struct rt_
         goto nomem;
     r->cfg = cfg;
     r->mask = mask;
-    pthread_mutex_init(&r->lock, NULL);
+    {
+        /* short critical sections taken by every loop thread: spin briefly before sleeping */
+        pthread_mutexattr_t ma;
+
+        pthread_mutexattr_init(&ma);
+        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+        pthread_mutex_init(&r->lock, &ma);
+        pthread_mutexattr_destroy(&ma);
+    }
     r->groups = calloc(cfg->n_deployments > 0 ? cfg->n_deployments : 1, sizeof(*r->groups));
     r->deps = calloc(cfg->n_deployments > 0 ? cfg->n_deployments : 1, sizeof(*r->deps));
     if (r->groups == NULL || r->deps == NULL)
@@ -609,7 +617,10 @@ int rt_router_begin(struct rt_router *router, const struct rt_key *key, const ch
     }
     p->num_retries = key != NULL && key->num_retries >= 0 ? key->num_retries : r->cfg->num_retries;
     p->disable_fallbacks = disable_fallbacks || (key != NULL && key->disable_fallbacks);
-    if (key != NULL) {
+    /* a key without a limit of its own has nothing to count here (the limiter would return at
+     * once): the lock is skipped */
+    if (key != NULL &&
+        (key->rpm_limit >= 0 || key->tpm_limit >= 0 || key->max_parallel_requests >= 0)) {
         int rc = 0;
 
         pthread_mutex_lock(&r->lock);
@@ -857,6 +868,15 @@ void rt_router_finish(struct rt_router *router, struct rt_plan *plan, uint64_t t
 
         rt_trail_add(&p->trail, r->mask, d->group, d->id, 0, "connect", 0,
                      "attempt abandoned before a result", 33);
+    }
+    /* Tokens count only where a tpm limit reads them: the deployment's, the key's, or one of
+     * the key's per-group limits. Nothing to release or count: no lock. */
+    if (p->in_flight_dep < 0 && !p->key_parallel_held &&
+        !(tokens > 0 && p->outcome.served && p->last_dep >= 0 &&
+          (r->cfg->deployments[p->last_dep].tpm >= 0 ||
+           (p->key != NULL && (p->key->tpm_limit >= 0 || p->key->n_group_limits > 0))))) {
+        p->done = 1;
+        return;
     }
     pthread_mutex_lock(&r->lock);
     if (p->in_flight_dep >= 0) {
