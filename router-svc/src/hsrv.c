@@ -1723,20 +1723,14 @@ uint16_t hs_server_port(const struct hs_server *s)
 
 void hs_server_quiesce(struct hs_server *s)
 {
-    struct hs_conn *c;
-
+    /* Idle kept-alive connections stay open: a client may be sending its next request on one
+     * right now, and a POST on a connection that closes unanswered is not retried by most
+     * clients. That request is served, with Connection: close, like every response from now
+     * on; hs_server_destroy closes what is left at the end of the drain. */
     s->quiesced = 1;
     if (s->lfd >= 0) {
         close(s->lfd);
         s->lfd = -1;
-    }
-    c = s->conns;
-    while (c != NULL) {
-        struct hs_conn *next = c->next;
-
-        if (c->state == CS_HEAD && c->rlen == 0 && !c->handler_live)
-            conn_close(c, HS_TOE_OK);
-        c = next;
     }
 }
 

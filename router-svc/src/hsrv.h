@@ -129,9 +129,10 @@ int hs_server_run(struct hs_server *s);
  * wait, else until the next idle check, -1 for none. Loop thread. */
 int hs_server_timeout_ms(const struct hs_server *s);
 
-/* hs_server_quiesce: stop accepting (the listening socket is closed) and close connections
- * idle between requests; requests in progress are served, and each connection closes after its
- * current response. Loop thread. */
+/* hs_server_quiesce: stop accepting (the listening socket is closed). Connections stay open:
+ * every response from now on, a request in progress or the next one on an idle kept-alive
+ * connection, is sent with Connection: close and the connection closes after it. Loop thread.
+ */
 void hs_server_quiesce(struct hs_server *s);
 
 /* hs_server_stats: copy of the counters. */
