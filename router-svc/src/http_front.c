@@ -99,7 +99,6 @@ struct call {
 
     char *body;                /* request body, up to max_body_bytes */
     size_t body_len, body_alloc;
-    int too_large;
 
     json_t *req;               /* immutable parsed request (raw mode: only once a translation
                                 * needs it, parsed from body) */
@@ -2055,31 +2054,24 @@ static int access_cb(void *cls, struct hs_conn *conn, const char *url, const cha
         *upload_size = 0; /* discard the rest of the body */
         return HS_YES;
     }
-    if (c->too_large) {
-        char msg[160];
-
-        if (*upload_size > 0) {
-            *upload_size = 0; /* discard the rest of the body */
-            return HS_YES;
-        }
-        rt_metrics_reject(f->d.metrics, RT_REJECT_BODY_TOO_LARGE);
-        snprintf(msg, sizeof(msg), "Request body too large: limit is %llu bytes",
-                 (unsigned long long)f->d.cfg->max_body_bytes);
-        return answer_error(c, 413, "request_too_large", msg, NULL);
-    }
     if (phase == PH_BODY && !c->plan_begun && *upload_size > 0) {
         size_t n = *upload_size;
 
         if (c->body_len + n > f->d.cfg->max_body_bytes) {
-            /* no Content-Length (chunked): the cap is hit while reading. The rest of the body
-             * is read and dropped, then 413 (a response cannot be queued mid-upload). */
+            /* no Content-Length (chunked): the cap is hit while reading. Answered at once; the
+             * HTTP server closes the connection after the answer and drops what the client
+             * still sends, for a bounded time. */
+            char msg[160];
+
             *upload_size = 0;
-            c->too_large = 1;
             free(c->body);
             c->body = NULL;
             c->body_len = 0;
             c->body_alloc = 0;
-            return HS_YES;
+            rt_metrics_reject(f->d.metrics, RT_REJECT_BODY_TOO_LARGE);
+            snprintf(msg, sizeof(msg), "Request body too large: limit is %llu bytes",
+                     (unsigned long long)f->d.cfg->max_body_bytes);
+            return answer_error(c, 413, "request_too_large", msg, NULL);
         }
         if (c->body_len + n + 1 > c->body_alloc) {
             size_t want = c->body_alloc ? c->body_alloc * 2 : 16384;
