@@ -166,6 +166,11 @@ RATE=$((RATE / 2))
 # the same rounds, interleaved, median per target: one 5 s run's p99 on a shared 2-core machine
 # is mostly the scheduler's
 declare -A P50_ALL P99_ALL
+# the router's own share of each request (tollgate_router_overhead_seconds: from the parsed
+# request to the queued response, provider time excluded), over the latency rounds only
+overhead_hist() { curl -fsS "$RT_URL/metrics" | grep '^tollgate_router_overhead_seconds_bucket' |
+    sed -E 's/.*le="([^"]+)"} ([0-9]+)$/\1 \2/'; }
+overhead_hist >"$RT_DIR/overhead.before"
 for round in $(seq 1 "$ROUNDS"); do
     for t in direct nginx router; do
         "$LOADGEN" --url "$(url_of $t)" --key "$RT_KEY" --rate "$RATE" --duration "$DUR" \
@@ -175,6 +180,13 @@ for round in $(seq 1 "$ROUNDS"); do
         P99_ALL[$t]="${P99_ALL[$t]:-} $(jq -r '.p99_ms // .latency_ms.p99 // empty' <<<"$summary")"
     done
 done
+overhead_hist >"$RT_DIR/overhead.after"
+# smallest bucket bound holding 99 % of the rounds' requests, and the share under 0.5 ms
+OVERHEAD=$(paste "$RT_DIR/overhead.before" "$RT_DIR/overhead.after" | awk '
+    { le[NR] = $1; n[NR] = $4 - $2 } END {
+        total = n[NR]; if (total <= 0) { print "n/a"; exit }
+        for (i = 1; i <= NR; i++) if (n[i] >= 0.99 * total) { p99 = le[i]; break }
+        printf "<= %s ms (%.2f %% of %d requests <= 0.5 ms)", p99 * 1000, 100 * n[1] / total, total }')
 for t in direct nginx router; do
     P50[$t]=$(echo "${P50_ALL[$t]}" | median)
     P99[$t]=$(echo "${P99_ALL[$t]}" | median)
@@ -202,6 +214,7 @@ added() { echo "$1 $2" | awk '{ printf "%.3f", $1 - $2 }'; }
     echo "| router / nginx CPU per request | $(ratio "${CPU_US[router]}" "${CPU_US[nginx]}") |"
     echo "| router added p99 vs direct (ms) | $(added "${P99[router]}" "${P99[direct]}") |"
     echo "| nginx added p99 vs direct (ms) | $(added "${P99[nginx]}" "${P99[direct]}") |"
+    echo "| router's own overhead p99 in the latency rounds (histogram bucket) | $OVERHEAD |"
 } | tee "$RT_DIR/bench.md"
 rt_true "router answered during the bench" test "${RPS[router]:-0}" -gt 0
 rt_eq "router gave no non-2xx" "${FAILS[router]}" 0
