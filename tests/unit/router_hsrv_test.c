@@ -3251,6 +3251,137 @@ static void test_early_refuse(void **state)
 
 /* ------------------------------------------------------------------------------ main */
 
+/* ------------------------------------------------------------------ scenario 17: mutations */
+
+#define MUT_INPUTS 150   /* mutated requests, one connection each */
+#define MUT_QUIET_MS 200 /* a server that stays silent this long is waiting for more bytes */
+
+static uint64_t mut_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t mut_rand(void)
+{
+    mut_state ^= mut_state >> 12;
+    mut_state ^= mut_state << 25;
+    mut_state ^= mut_state >> 27;
+    return mut_state * 0x2545F4914F6CDD1Dull;
+}
+
+/* 17. Requests mutated at random (bytes replaced, inserted, deleted, cut, repeated; a fixed
+ * seed): whatever the input, every answer starts with an HTTP/1.x status line, every request
+ * the handler saw completes once (fx_stop), every connection is closed once its client is
+ * gone, and the server then serves a normal request. Run under ASan/UBSan in CI. */
+static void test_mutations(void **state)
+{
+    static const char *const tmpl[] = {
+        "GET /echo?t=m&a=1 HTTP/1.1\r\nHost: test\r\nx-in: v\r\nConnection: close\r\n\r\n",
+        "POST /echo?t=m HTTP/1.1\r\nHost: test\r\nContent-Length: 11\r\nConnection: close\r\n\r\n"
+        "hello world",
+        "POST /echo?t=m HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\nConnection: "
+        "close\r\n\r\n5;x=y\r\nhello\r\n6\r\n world\r\n0\r\nT: v\r\n\r\n",
+        "GET /stream?t=m&n=2 HTTP/1.0\r\nHost: test\r\n\r\n",
+    };
+    static const char alphabet[] = "\r\n :;/?%=&\t-0123456789abcdefABCDEF\x7f\xff";
+    int f0 = begin("17 mutations");
+    int answered = 0, silent = 0, bad_line = 0;
+    char first_bad[200] = "";
+    struct resp r;
+    struct cl c;
+    struct hs_stats st;
+    uint64_t dl;
+    int rc;
+
+    (void)state;
+    assert_int_equal(fx_start(NULL), 0);
+    for (int i = 0; i < MUT_INPUTS; i++) {
+        char in[512];
+        size_t n = strlen(tmpl[i % 4]);
+        int ops = 1 + (int)(mut_rand() % 4);
+
+        memcpy(in, tmpl[i % 4], n);
+        for (int k = 0; k < ops && n > 0; k++) {
+            size_t at = (size_t)(mut_rand() % n);
+            char ch = alphabet[mut_rand() % (sizeof(alphabet) - 1)];
+
+            switch (mut_rand() % 5) {
+            case 0: /* replace */
+                in[at] = ch;
+                break;
+            case 1: /* insert */
+                if (n + 1 < sizeof(in)) {
+                    memmove(in + at + 1, in + at, n - at);
+                    in[at] = ch;
+                    n++;
+                }
+                break;
+            case 2: /* delete */
+                memmove(in + at, in + at + 1, n - at - 1);
+                n--;
+                break;
+            case 3: /* cut */
+                n = at;
+                break;
+            default: { /* repeat a piece in place */
+                size_t len = 1 + (size_t)(mut_rand() % 16);
+
+                if (at + len > n)
+                    len = n - at;
+                if (n + len < sizeof(in)) {
+                    memmove(in + at + len, in + at, n - at);
+                    n += len;
+                }
+                break;
+            }
+            }
+        }
+        open_cl(&c, 0);
+        (void)cl_send(&c, in, n); /* the server may close first */
+        /* read until the server closes, or stays quiet (it is waiting for more bytes) */
+        dl = tg_now_mono_ms() + WAIT_MS;
+        for (;;) {
+            rc = cl_quiet(&c, MUT_QUIET_MS) ? -1 : cl_fill(&c, dl);
+            if (rc != 1)
+                break;
+        }
+        if (c.len == 0) {
+            silent++;
+        } else {
+            answered++;
+            if (c.len < 13 || memcmp(c.buf, "HTTP/1.", 7) != 0 || c.buf[8] != ' ' ||
+                c.buf[9] < '1' || c.buf[9] > '5' || memmem(c.buf, c.len, "\r\n\r\n", 4) == NULL) {
+                if (bad_line++ == 0) {
+                    char e1[100], e2[100];
+
+                    snprintf(first_bad, sizeof(first_bad), "input \"%s\" -> \"%s\"",
+                             esc(in, n, e1, sizeof(e1)),
+                             esc(c.buf, c.len < 40 ? c.len : 40, e2, sizeof(e2)));
+                }
+            }
+        }
+        cl_close(&c);
+    }
+    note("%d inputs answered, %d left unanswered (incomplete requests)", answered, silent);
+    check(bad_line == 0,
+          "every answer starts with an HTTP/1.x status line and a whole head (%d%s%s)", bad_line,
+          bad_line ? ": " : "", first_bad);
+    check(answered > MUT_INPUTS / 4, "most inputs were answered (%d of %d)", answered, MUT_INPUTS);
+    dl = tg_now_mono_ms() + WAIT_MS;
+    do {
+        st = stats_now();
+        if (st.open == 0)
+            break;
+        usleep(10000);
+    } while (tg_now_mono_ms() < dl);
+    check(st.open == 0, "every connection closed once its client was gone (%llu open)",
+          (unsigned long long)st.open);
+    open_cl(&c, 0);
+    rc = roundtrip(&c, "GET /echo?t=after HTTP/1.1\r\nHost: test\r\n\r\n", &r, 0);
+    expect_status("a normal request after the mutations", &r, rc, "HTTP/1.1 200 OK");
+    resp_free(&r);
+    cl_close(&c);
+    fx_stop();
+    assert_int_equal(n_failed, f0);
+}
+
 static int group_setup(void **state)
 {
     pthread_mutexattr_t ma;
@@ -3293,7 +3424,7 @@ int main(void)
         cmocka_unit_test(test_client_gone),     cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_max_connections), cmocka_unit_test(test_quiesce),
         cmocka_unit_test(test_destroy),         cmocka_unit_test(test_slow_reader),
-        cmocka_unit_test(test_early_refuse),
+        cmocka_unit_test(test_early_refuse),    cmocka_unit_test(test_mutations),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
