@@ -1,11 +1,11 @@
 /* hsrv: router-svc's HTTP/1.1 server on a caller-owned epoll loop. See hsrv.h for the contract.
  *
  * Costs per request on a kept-alive connection, in the common case where the request arrives in
- * one read and the response leaves in one write: one recv that returns the request, one that
- * returns EAGAIN, one sendmsg (status line, headers and body together), one allocation for the
- * request head and one for the response. No epoll_ctl: a connection is registered once,
- * edge-triggered, for reading, writing and the peer's shutdown. Suspending and resuming a
- * request are flag and list operations. */
+ * one read and the response leaves in one write: one recv (a short read means the socket is
+ * empty: no second recv for EAGAIN), one sendmsg (status line, headers and body together), one
+ * allocation for the request head and one for the response. No epoll_ctl: a connection is
+ * registered once, edge-triggered, for reading, writing and the peer's shutdown. Suspending and
+ * resuming a request are flag and list operations. */
 #include "hsrv.h"
 
 #include <errno.h>
@@ -518,8 +518,9 @@ static void conn_close(struct hs_conn *c, enum hs_toe toe)
         s->conns = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
+    /* in_x is another thread's to set: read under the lock (once per close) */
+    pthread_mutex_lock(&s->xmu);
     if (c->in_x) {
-        pthread_mutex_lock(&s->xmu);
         for (struct hs_conn **pp = &s->xhead; *pp != NULL; pp = &(*pp)->xnext) {
             if (*pp == c) {
                 *pp = c->xnext;
@@ -527,8 +528,8 @@ static void conn_close(struct hs_conn *c, enum hs_toe toe)
             }
         }
         c->in_x = 0;
-        pthread_mutex_unlock(&s->xmu);
     }
+    pthread_mutex_unlock(&s->xmu);
     /* it may stay on the resumed list (skipped there as closed); freed at the end of the turn,
      * since events of this turn may still name it */
     c->gnext = s->graveyard;
@@ -647,13 +648,11 @@ static int request_line(struct hs_conn *c, char *line, char **query, const char 
         char *slash = strchr(strstr(target, "//") + 2, '/');
 
         if (slash == NULL) {
-            target = strstr(target, "//") + 2;
-            target += strlen(target); /* "" -> "/" below */
-            target[-1] = '/';
-            target--;
-        } else {
-            target = slash;
+            /* no path ("http://host"): the authority's last byte, unused, becomes "/" */
+            slash = target + strlen(target) - 1;
+            *slash = '/';
         }
+        target = slash;
     }
     if (target[0] != '/' && strcmp(target, "*") != 0) {
         *msg = "malformed request target";

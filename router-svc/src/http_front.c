@@ -155,7 +155,8 @@ struct call {
     struct rt_translate_stream tr;
     int saw_terminator;
     int stream_finalized;
-    struct hs_response *resp;  /* the stream's response, for the cost trailer */
+    struct hs_response *resp;  /* the stream's response, for the cost trailer: borrowed (the
+                                * server owns it once queued), NULL once the trailer is set */
 
     /* outcome */
     struct rt_usage usage;
@@ -325,15 +326,19 @@ static char *fmt_dec(char *b, uint64_t v, uint64_t frac, int frac_digits)
     return b;
 }
 
+/* Cost in USD with nine decimals, for the header and a stream's trailer. Returns v. */
+static char *cost_text(char v[40], int64_t nusd)
+{
+    if (nusd < 0)
+        nusd = 0;
+    return fmt_dec(v, (uint64_t)nusd / 1000000000u, (uint64_t)nusd % 1000000000u, 9);
+}
+
 static void add_cost_header(struct hs_response *r, int64_t nusd)
 {
     char v[40];
 
-    if (nusd < 0)
-        nusd = 0;
-    hs_response_header(r, "x-tollgate-response-cost",
-                            fmt_dec(v, (uint64_t)nusd / 1000000000u,
-                                    (uint64_t)nusd % 1000000000u, 9));
+    hs_response_header(r, "x-tollgate-response-cost", cost_text(v, nusd));
 }
 
 static void add_headers(struct call *c, struct hs_response *r, const struct rt_outcome *o,
@@ -467,8 +472,8 @@ static void call_complete(struct call *c, int status, const char *err_class)
 }
 
 /* Router-made or pre-routing error: queue it and complete the call. */
-static int answer_error(struct call *c, int status, const char *code,
-                                    const char *message, const struct rt_outcome *o)
+static int answer_error(struct call *c, int status, const char *code, const char *message,
+                        const struct rt_outcome *o)
 {
     char *body = error_body(c->f, c->anthropic_shape, status, code, message);
     int ret;
@@ -1434,9 +1439,8 @@ static ssize_t stream_reader(void *cls, char *buf, size_t max)
             if (c->resp != NULL) {
                 char v[40];
 
-                snprintf(v, sizeof(v), "%lld.%09lld", (long long)(c->cost_nusd / 1000000000),
-                         (long long)(c->cost_nusd % 1000000000));
-                hs_response_trailer(c->resp, "x-tollgate-response-cost", v);
+                hs_response_trailer(c->resp, "x-tollgate-response-cost",
+                                    cost_text(v, c->cost_nusd));
                 c->resp = NULL;
             }
             return HS_READER_END;
@@ -1707,8 +1711,7 @@ static int request_start(struct call *c)
 
 /* ------------------------------------------------------------------ key admin API */
 
-static int answer_text(struct hs_conn *conn, int status, const char *ctype,
-                                   char *body);
+static int answer_text(struct hs_conn *conn, int status, const char *ctype, char *body);
 static void worker_wake(struct worker *w);
 
 /* Answer of the key API: on this thread (decided at once) or on the control thread. The body
@@ -1795,8 +1798,7 @@ static int admin_step(struct call *c, const char *method)
 
 /* ------------------------------------------------------------------ GET endpoints */
 
-static int answer_text(struct hs_conn *conn, int status, const char *ctype,
-                                   char *body)
+static int answer_text(struct hs_conn *conn, int status, const char *ctype, char *body)
 {
     return queue_body(conn, status, body, ctype, NULL, NULL, 0);
 }

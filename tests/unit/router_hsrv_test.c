@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "hsrv.h"
+#include "http_fields.h"
 #include "tg_time.h"
 
 #define TAG_WAKE 1u            /* data.u64 of the loop's eventfd (below HS_TAG_LIMIT) */
@@ -1353,38 +1354,10 @@ static void resp_free(struct resp *r)
 /* Count of header lines called name; the first one's value (trimmed) into val. */
 static int resp_header(const struct resp *r, const char *name, char *val, size_t cap)
 {
-    size_t nl = strlen(name);
+    /* the lines after the status line */
     const char *p = r->head.p != NULL ? strstr(r->head.p, "\r\n") : NULL;
-    int count = 0;
 
-    if (val != NULL && cap > 0)
-        val[0] = '\0';
-    if (p == NULL)
-        return 0;
-    p += 2;
-    while (*p != '\0') {
-        const char *e = strstr(p, "\r\n");
-        size_t ll = e != NULL ? (size_t)(e - p) : strlen(p);
-
-        if (ll > nl && p[nl] == ':' && strncasecmp(p, name, nl) == 0) {
-            const char *v = p + nl + 1;
-            size_t vl = ll - nl - 1;
-
-            while (vl > 0 && (*v == ' ' || *v == '\t')) {
-                v++;
-                vl--;
-            }
-            while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
-                vl--;
-            if (count == 0 && val != NULL)
-                snprintf(val, cap, "%.*s", (int)vl, v);
-            count++;
-        }
-        if (e == NULL)
-            break;
-        p = e + 2;
-    }
-    return count;
+    return http_field_lookup(p != NULL ? p + 2 : NULL, name, val, cap);
 }
 
 /* A line ending in CRLF at the head of the buffer: its length without the CRLF, -1 on end. */

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "tg_err.h"
+#include "http_fields.h"
 #include "tg_time.h"
 #include "upstream.h"
 
@@ -132,35 +133,7 @@ struct srv {
 /* Count of header lines called name in r; the first one's value (trimmed) into val. */
 static int req_header(const struct srv_req *r, const char *name, char *val, size_t cap)
 {
-    size_t nl = strlen(name);
-    const char *p = r->head;
-    int count = 0;
-
-    if (val != NULL && cap > 0)
-        val[0] = '\0';
-    while (*p != '\0') {
-        const char *e = strstr(p, "\r\n");
-        size_t ll = e != NULL ? (size_t)(e - p) : strlen(p);
-
-        if (ll > nl && p[nl] == ':' && strncasecmp(p, name, nl) == 0) {
-            const char *v = p + nl + 1;
-            size_t vl = ll - nl - 1;
-
-            while (vl > 0 && (*v == ' ' || *v == '\t')) {
-                v++;
-                vl--;
-            }
-            while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
-                vl--;
-            if (count == 0 && val != NULL)
-                snprintf(val, cap, "%.*s", (int)vl, v);
-            count++;
-        }
-        if (e == NULL)
-            break;
-        p = e + 2;
-    }
-    return count;
+    return http_field_lookup(r->head, name, val, cap);
 }
 
 static void srv_conn_close(struct srv_conn *c)
