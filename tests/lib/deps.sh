@@ -13,16 +13,20 @@ TG_DEPS_PACKAGES=(
     libpq-dev libyaml-dev libssl-dev libcmocka-dev
     redis-server postgresql-15 postgresql-client-15
     curl jq procps iproute2 nginx-light clang libclang-rt-14-dev wrk nodejs npm unzip yamllint
-    ca-certificates
+    ca-certificates libhttp-parser-dev default-jre-headless maven
 )
 
-# tg_deps_missing: print the missing package names, one per line.
+# tg_deps_missing: print the missing package names, one per line. Safe under the callers'
+# `set -euo pipefail`: dpkg-query exits 1 when any package of the list is unknown to dpkg (the
+# usual case on a fresh machine), and that status must not end the function before it printed
+# what is missing.
 tg_deps_missing() {
-    local p installed
+    local p installed status
     # One dpkg-query for the whole list; unknown packages simply do not show up as installed.
-    installed=" $(dpkg-query -W -f='${Package}:${db:Status-Status} ' "${TG_DEPS_PACKAGES[@]}" \
-        2>/dev/null | tr ' ' '\n' | sed -n 's/^\([^:]*\)\(:[a-z0-9]*\)\{0,1\}:installed$/\1/p' |
-        tr '\n' ' ')"
+    status=$(dpkg-query -W -f='${Package}:${db:Status-Status} ' "${TG_DEPS_PACKAGES[@]}" \
+        2>/dev/null) || true
+    installed=" $(printf '%s' "$status" | tr ' ' '\n' |
+        sed -n 's/^\([^:]*\)\(:[a-z0-9]*\)\{0,1\}:installed$/\1/p' | tr '\n' ' ')"
     for p in "${TG_DEPS_PACKAGES[@]}"; do
         case "$p" in
         nodejs) command -v node >/dev/null 2>&1 && continue ;;
@@ -38,9 +42,15 @@ tg_deps_missing() {
 # tg_install_deps: apt-get update + install of the missing packages; nothing when none are.
 # Returns non-zero (with a message) when installation fails or root is needed.
 tg_install_deps() {
-    local missing
-    mapfile -t missing < <(tg_deps_missing)
-    [ "${#missing[@]}" -eq 0 ] && return 0
+    local missing list
+    # Not `mapfile < <(tg_deps_missing)`: a process substitution's failure is invisible, which is
+    # how a failing check once read as "nothing missing".
+    list=$(tg_deps_missing) || {
+        echo "tollgate: cannot tell which packages are missing (dpkg-query failed)" >&2
+        return 1
+    }
+    [ -z "$list" ] && return 0
+    mapfile -t missing <<<"$list"
     echo "tollgate: installing missing packages: ${missing[*]}" >&2
     if [ "$(id -u)" -ne 0 ]; then
         echo "tollgate: installing packages needs root (run as root or install them yourself)" >&2
