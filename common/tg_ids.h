@@ -11,6 +11,12 @@
 /* tg_sha256_hex: lowercase hex digest of data into out (65 bytes incl. NUL). Any thread. */
 void tg_sha256_hex(const void *data, size_t len, char out[TG_SHA256_HEX_LEN + 1]);
 
+/* tg_secret_eq: 1 when the two byte strings are equal and non-empty. Constant time in their
+ * contents and lengths: both are hashed (SHA-256) first and the digests compared without an
+ * early exit, so a caller probing a secret learns neither its length nor a prefix. For master
+ * keys and other shared secrets. Any thread. */
+int tg_secret_eq(const char *a, size_t alen, const char *b, size_t blen);
+
 /* tg_random_bytes: n cryptographically random bytes. Returns 0 or TG_EIO. Any thread. */
 int tg_random_bytes(void *out, size_t n);
 

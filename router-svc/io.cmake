@@ -9,7 +9,7 @@ add_library(rt_upstream STATIC ${RT_SRC}/upstream.c ${RT_SRC}/h1.c)
 target_include_directories(rt_upstream PUBLIC ${RT_SRC})
 target_link_libraries(rt_upstream PUBLIC tg_common PkgConfig::CURL Threads::Threads)
 
-add_library(rt_hsrv STATIC ${RT_SRC}/hsrv.c)
+add_library(rt_hsrv STATIC ${RT_SRC}/hsrv.c ${RT_SRC}/hparse.c)
 target_include_directories(rt_hsrv PUBLIC ${RT_SRC})
 target_link_libraries(rt_hsrv PUBLIC tg_common Threads::Threads)
 

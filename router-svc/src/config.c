@@ -125,14 +125,21 @@ static int is_null(const yaml_node_t *n)
            strcmp(v, "Null") == 0 || strcmp(v, "NULL") == 0;
 }
 
-/* The text of a scalar with os.environ/NAME resolved. Borrowed (document or environment). */
+/* The text of a scalar with os.environ/NAME resolved. Borrowed (document or environment).
+ * Values reach wires (provider request heads, URLs, Kafka settings, event fields), so a control
+ * byte (NUL, CR, LF, any other below 0x20, DEL) in one is an error naming the key — never cut or
+ * passed on: a secret with a trailing newline would otherwise corrupt the request framing of
+ * every pooled connection it is sent on. */
 static int scalar(struct ld *ld, const yaml_node_t *n, const char *path, const char **out)
 {
     const char *v = NULL;
+    const char *env_name = NULL;
 
     if (n == NULL || n->type != YAML_SCALAR_NODE)
         return fail(ld, n, path, "expected a scalar value");
     v = (const char *)n->data.scalar.value;
+    if (strlen(v) != n->data.scalar.length)
+        return fail(ld, n, path, "contains a NUL byte");
     if (strncmp(v, ENV_PREFIX, strlen(ENV_PREFIX)) == 0) {
         const char *name = v + strlen(ENV_PREFIX);
         const char *env;
@@ -143,6 +150,24 @@ static int scalar(struct ld *ld, const yaml_node_t *n, const char *path, const c
         if (env == NULL)
             return fail(ld, n, path, "environment variable %s is not set", name);
         v = env;
+        env_name = name;
+    }
+    for (size_t i = 0; v[i] != '\0'; i++) {
+        unsigned char ch = (unsigned char)v[i];
+
+        if (ch < 0x20 || ch == 0x7f) {
+            int trailing = (ch == '\n' && v[i + 1] == '\0') ||
+                           (ch == '\r' && (v[i + 1] == '\0' ||
+                                           (v[i + 1] == '\n' && v[i + 2] == '\0')));
+
+            if (env_name != NULL)
+                return fail(ld, n, path,
+                            "the value of environment variable %s contains a control character "
+                            "(0x%02x at byte %zu%s)",
+                            env_name, ch, i,
+                            trailing ? ": a trailing newline in the secret?" : "");
+            return fail(ld, n, path, "contains a control character (0x%02x at byte %zu)", ch, i);
+        }
     }
     *out = v;
     return 0;
@@ -479,6 +504,18 @@ int rt_config_has_group(const struct rt_config *cfg, const char *group)
             return 1;
     }
     return 0;
+}
+
+int rt_config_check_auth(const struct rt_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->master_key[0] != '\0' || cfg->n_keys > 0 || cfg->allow_unauthenticated)
+        return 0;
+    fmt_cut(err, errlen,
+            "%s: general_settings.master_key: no master key and no keys (tollgate.keys): every "
+            "request would be served without authentication; set a master_key, add keys, or set "
+            "tollgate.allow_unauthenticated: true to serve without keys on purpose",
+            cfg->path);
+    return TG_ECONFIG;
 }
 
 int rt_config_find_deployment(const struct rt_config *cfg, const char *id)
@@ -1399,6 +1436,8 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                 rc = fail(ld, v, p, "expected native or curl");
         } else if (strcmp(k, "keys") == 0) {
             rc = parse_keys(ld, v, p);
+        } else if (strcmp(k, "allow_unauthenticated") == 0) {
+            rc = get_bool(ld, v, p, &cfg->allow_unauthenticated);
         } else if (strcmp(k, "kafka") == 0 || strcmp(k, "spool") == 0 || strcmp(k, "limits") == 0) {
             if (is_null(v))
                 continue;
@@ -1474,6 +1513,36 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                     rc = get_u32(ld, sv, q, 10000000, &cfg->limiter_keys);
                     if (rc == 0 && cfg->limiter_keys == 0)
                         rc = fail(ld, sv, q, "expected at least 1");
+                } else if (strcmp(k, "limits") == 0 &&
+                           strcmp(sk, "max_connections_per_ip") == 0) {
+                    rc = get_u32(ld, sv, q, 1000000, &cfg->max_connections_per_ip);
+                    if (rc == 0 && cfg->max_connections_per_ip == 0)
+                        rc = fail(ld, sv, q, "expected at least 1");
+                } else if (strcmp(k, "limits") == 0 &&
+                           (strcmp(sk, "header_timeout_ms") == 0 ||
+                            strcmp(sk, "body_timeout_ms") == 0 ||
+                            strcmp(sk, "keepalive_timeout_ms") == 0 ||
+                            strcmp(sk, "send_timeout_ms") == 0)) {
+                    uint32_t *dst = strcmp(sk, "header_timeout_ms") == 0  ? &cfg->header_timeout_ms
+                                    : strcmp(sk, "body_timeout_ms") == 0 ? &cfg->body_timeout_ms
+                                    : strcmp(sk, "send_timeout_ms") == 0 ? &cfg->send_timeout_ms
+                                                                         : &cfg->keepalive_timeout_ms;
+
+                    rc = get_u32(ld, sv, q, 3600000, dst);
+                    if (rc == 0 && *dst < 100)
+                        rc = fail(ld, sv, q, "expected at least 100 (milliseconds)");
+                } else if (strcmp(k, "limits") == 0 && strcmp(sk, "body_min_rate") == 0) {
+                    rc = get_u32(ld, sv, q, 1u << 30, &cfg->body_min_rate);
+                    if (rc == 0 && cfg->body_min_rate == 0)
+                        rc = fail(ld, sv, q, "expected at least 1 (bytes per second)");
+                } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_json_depth") == 0) {
+                    rc = get_u32(ld, sv, q, 1000, &cfg->max_json_depth);
+                    if (rc == 0 && cfg->max_json_depth < 2)
+                        rc = fail(ld, sv, q, "expected at least 2");
+                } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_json_elements") == 0) {
+                    rc = get_u32(ld, sv, q, 100000000, &cfg->max_json_elements);
+                    if (rc == 0 && cfg->max_json_elements < 2)
+                        rc = fail(ld, sv, q, "expected at least 2");
                 } else {
                     rc = unknown_key(ld, sp, q);
                 }
@@ -1512,6 +1581,13 @@ static void set_defaults(struct rt_config *cfg)
     cfg->max_response_bytes = RT_DEFAULT_MAX_RESPONSE_BYTES;
     cfg->max_keys = RT_DEFAULT_MAX_KEYS;
     cfg->limiter_keys = RT_DEFAULT_LIMITER_KEYS;
+    cfg->header_timeout_ms = RT_DEFAULT_HEADER_TIMEOUT_MS;
+    cfg->body_timeout_ms = RT_DEFAULT_BODY_TIMEOUT_MS;
+    cfg->body_min_rate = RT_DEFAULT_BODY_MIN_RATE;
+    cfg->keepalive_timeout_ms = RT_DEFAULT_KEEPALIVE_TIMEOUT_MS;
+    cfg->send_timeout_ms = RT_DEFAULT_SEND_TIMEOUT_MS;
+    cfg->max_json_depth = RT_DEFAULT_MAX_JSON_DEPTH;
+    cfg->max_json_elements = RT_DEFAULT_MAX_JSON_ELEMENTS;
     cfg->threads = RT_DEFAULT_THREADS;
     cfg->upstream_native = 1;
 }
@@ -1580,6 +1656,9 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
         return TG_ECONFIG;
     if (sections[3] != NULL && parse_tollgate(ld, sections[3]) != 0)
         return TG_ECONFIG;
+    if (ld->cfg->max_connections_per_ip == 0 ||
+        ld->cfg->max_connections_per_ip > ld->cfg->max_connections)
+        ld->cfg->max_connections_per_ip = ld->cfg->max_connections;
     return 0;
 }
 

@@ -82,6 +82,13 @@
 #define RT_DEFAULT_THREADS 2u
 #define RT_DEFAULT_MAX_KEYS 100000u    /* virtual keys table capacity */
 #define RT_DEFAULT_LIMITER_KEYS 10000u /* limiter slots for keys / key+group pairs */
+#define RT_DEFAULT_HEADER_TIMEOUT_MS 10000u    /* limits.header_timeout_ms */
+#define RT_DEFAULT_BODY_TIMEOUT_MS 60000u      /* limits.body_timeout_ms (nginx's) */
+#define RT_DEFAULT_BODY_MIN_RATE 1024u         /* limits.body_min_rate, bytes/s */
+#define RT_DEFAULT_KEEPALIVE_TIMEOUT_MS 75000u /* limits.keepalive_timeout_ms (nginx's) */
+#define RT_DEFAULT_SEND_TIMEOUT_MS 60000u      /* limits.send_timeout_ms (nginx's) */
+#define RT_DEFAULT_MAX_JSON_DEPTH 64u          /* limits.max_json_depth */
+#define RT_DEFAULT_MAX_JSON_ELEMENTS 200000u   /* limits.max_json_elements */
 #define RT_DEFAULT_EVENTS_TOPIC "tollgate.events.v1"
 #define RT_DEFAULT_CONTROL_TOPIC "tollgate.control.v1"
 
@@ -236,6 +243,19 @@ struct rt_config {
     uint32_t max_keys;                           /* limits.max_keys: virtual keys table capacity */
     uint32_t limiter_keys;                       /* limits.limiter_keys: limiter slots for keys and
                                                   * key+group pairs (default RT_DEFAULT_LIMITER_KEYS) */
+    uint32_t max_connections_per_ip;             /* limits.max_connections_per_ip, default
+                                                  * max_connections (no cap of its own) */
+    uint32_t header_timeout_ms;                  /* limits.header_timeout_ms */
+    uint32_t body_timeout_ms;                    /* limits.body_timeout_ms */
+    uint32_t body_min_rate;                      /* limits.body_min_rate, bytes/s */
+    uint32_t keepalive_timeout_ms;               /* limits.keepalive_timeout_ms */
+    uint32_t send_timeout_ms;                    /* limits.send_timeout_ms */
+    uint32_t max_json_depth;                     /* limits.max_json_depth: nesting of a request
+                                                  * body the full JSON parser takes */
+    uint32_t max_json_elements;                  /* limits.max_json_elements: its values */
+    int allow_unauthenticated;                   /* tollgate.allow_unauthenticated: requests
+                                                  * without a key are served (open mode); only
+                                                  * when set explicitly */
     uint32_t threads;                            /* default RT_DEFAULT_THREADS */
     int upstream_native;                         /* upstream_client: native (1, default) or
                                                   * curl (0): plain http:// providers at a
@@ -265,6 +285,12 @@ struct rt_config *rt_config_load_buffer(const char *name, const char *data, size
 
 /* rt_config_destroy: free a config and set *cfg to NULL. Accepts NULL and *cfg == NULL. */
 void rt_config_destroy(struct rt_config **cfg);
+
+/* rt_config_check_auth: fail closed. A config with no master key and no static key would serve
+ * every request without authentication (virtual keys can only be added with the master key):
+ * that is refused unless tollgate.allow_unauthenticated says so by name. Returns 0, or
+ * TG_ECONFIG with "FILE: key: problem" in err. main calls it before serving and in --check. */
+int rt_config_check_auth(const struct rt_config *cfg, char *err, size_t errlen);
 
 /* rt_config_find_deployment: index of the deployment with model_info.id == id, or -1.
  * Borrowed config; any thread. */

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hparse.h"
 #include "tg_log.h"
 #include "tg_time.h"
 
@@ -28,14 +29,18 @@
 #define HS_SCRATCH_BYTES (16u * 1024u)      /* the loop's shared read buffer */
 #define HS_STREAM_PIECE_BYTES (16u * 1024u) /* one reader call at most */
 #define HS_CHUNK_PREFIX 10u                 /* hex size + CRLF, right-aligned */
-#define HS_HEADERS_MAX 100u                 /* header lines per request */
-#define HS_CHUNK_LINE_MAX 1024u             /* chunk-size line with its extensions */
 #define HS_RESP_HEADER_ROOM 2048u
 #define HS_RESP_TRAILER_ROOM 512u
 #define HS_OUT_HEAD_BYTES (HS_RESP_HEADER_ROOM + 256u) /* status line, Date, framing, ... */
 #define HS_SWEEP_MS 1000u                              /* idle checks */
 #define HS_LINGER_IDLE_MS 2000u   /* after an early answer: drop input until quiet this long */
 #define HS_LINGER_TOTAL_MS 10000u /* ... or at most this long */
+#define HS_LINGER_MAX_BYTES_DEFAULT (16u * 1024u * 1024u) /* ... or at most this many bytes */
+#define HS_HEADER_TIMEOUT_MS_DEFAULT 10000u
+#define HS_BODY_TIMEOUT_MS_DEFAULT 60000u
+#define HS_BODY_MIN_RATE_DEFAULT 1024u /* bytes/s */
+#define HS_KEEPALIVE_TIMEOUT_MS_DEFAULT 75000u
+#define HS_SEND_TIMEOUT_MS_DEFAULT 60000u
 
 enum { HS_KIND_LISTEN = 1, HS_KIND_CONN = 2 };
 
@@ -48,12 +53,6 @@ enum cstate {
     CS_CLOSED    /* closed; freed at the end of the loop turn */
 };
 
-enum { CH_SIZE = 0, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER };
-
-struct hs_kv {
-    const char *k;
-    const char *v;
-};
 
 struct hs_response {
     hs_reader_fn reader;
@@ -83,24 +82,33 @@ struct hs_conn {
     int in_process;    /* process() is on the stack for this connection */
     int pending_parse; /* rbuf holds bytes not parsed yet (pipelined) */
     int maybe_more;    /* the socket may hold unread bytes (no short read or EAGAIN seen) */
-    uint64_t last_ms;
+    uint64_t last_ms;  /* last progress (a byte read or written), monotonic ms */
+    uint64_t accept_ms;
+    uint64_t head_start_ms; /* first byte of the current request's head */
+    uint64_t body_start_ms; /* the head was parsed: the body may arrive from now on */
+    uint64_t body_got;      /* body bytes handed to the handler (deadline by min rate) */
     uint64_t linger_start_ms;
+    uint64_t linger_bytes;
+    unsigned nreq;     /* requests started on this connection */
+    int head_started;  /* a byte of the current request's head has arrived */
+    int ip_held;       /* counted in the server's per-address table */
+    uint32_t peer;     /* IPv4 address, network order */
 
     /* request */
     char *head; /* the head, parsed in place, followed by its kv table */
     size_t head_bytes;
-    struct hs_kv *kv;
+    struct hp_kv *kv;
     unsigned nh, na;
+    struct hp_scan scan;
+    struct hp_request req;
     const char *method;
     const char *url;
     int minor;
     int keep_alive;
     int is_head;
     int chunked;
-    uint64_t body_left; /* length framing; chunked: bytes left in the current chunk */
-    int ch_state;
-    unsigned ch_line;
-    int ch_digits;
+    uint64_t body_left; /* length framing */
+    struct hp_chunked ch;
     void *req_ctx;
 
     /* read buffer while a request arrives in pieces (or pipelined bytes wait) */
@@ -125,6 +133,9 @@ struct hs_server {
     struct hs_config cfg;
     size_t head_max;
     size_t rbuf_cap;
+    uint64_t linger_max;     /* bytes dropped after an early answer, at most */
+    uint64_t header_timeout_ms, body_timeout_ms, body_min_rate, keepalive_timeout_ms,
+        send_timeout_ms;
     uint16_t port;
     int quiesced;
     pthread_t loop_tid;
@@ -136,7 +147,8 @@ struct hs_server {
     struct hs_conn *graveyard;
     uint64_t next_sweep_ms;
     /* counters: written by the loop thread only, read by any (hs_server_stats) */
-    _Atomic uint64_t st_accepted, st_refused, st_requests, st_bad, st_timeouts, st_open;
+    _Atomic uint64_t st_accepted, st_refused, st_refused_ip, st_requests, st_bad, st_timeouts,
+        st_open, st_header_timeouts, st_body_timeouts, st_send_timeouts, st_linger_cut;
     time_t date_t;
     char date[48];
     size_t date_len;
@@ -285,6 +297,117 @@ static const char *date_line(struct hs_server *s, size_t *len)
     }
     *len = s->date_len;
     return s->date;
+}
+
+/* ------------------------------------------------------------------ per-address cap */
+
+struct hs_ipcap_slot {
+    uint32_t addr;  /* network order */
+    uint32_t count; /* open connections; 0: the slot is free */
+};
+
+struct hs_ipcap {
+    pthread_mutex_t mu;
+    unsigned per_addr; /* connections per address, at most */
+    unsigned cap;      /* addresses held at most (the connection cap: one each at worst) */
+    unsigned used;
+    size_t mask;       /* slots - 1; slots is a power of two >= 2 * cap */
+    struct hs_ipcap_slot slot[];
+};
+
+struct hs_ipcap *hs_ipcap_create(unsigned per_addr, unsigned capacity)
+{
+    size_t n = 16;
+    struct hs_ipcap *t;
+
+    if (per_addr == 0 || capacity == 0)
+        return NULL;
+    while (n < (size_t)capacity * 2)
+        n *= 2;
+    t = calloc(1, sizeof(*t) + n * sizeof(t->slot[0]));
+    if (t == NULL)
+        return NULL;
+    pthread_mutex_init(&t->mu, NULL);
+    t->per_addr = per_addr;
+    t->cap = capacity;
+    t->mask = n - 1;
+    return t;
+}
+
+void hs_ipcap_destroy(struct hs_ipcap **tp)
+{
+    if (tp == NULL || *tp == NULL)
+        return;
+    pthread_mutex_destroy(&(*tp)->mu);
+    free(*tp);
+    *tp = NULL;
+}
+
+static size_t ipcap_home(const struct hs_ipcap *t, uint32_t addr)
+{
+    return (size_t)((addr * 2654435761u) >> 7) & t->mask;
+}
+
+int hs_ipcap_acquire(struct hs_ipcap *t, uint32_t addr)
+{
+    size_t i;
+    int rc = -1;
+
+    pthread_mutex_lock(&t->mu);
+    for (i = ipcap_home(t, addr); t->slot[i].count > 0; i = (i + 1) & t->mask) {
+        if (t->slot[i].addr == addr) {
+            if (t->slot[i].count < t->per_addr) {
+                t->slot[i].count++;
+                rc = 0;
+            }
+            goto out;
+        }
+    }
+    if (t->used < t->cap) {
+        t->slot[i].addr = addr;
+        t->slot[i].count = 1;
+        t->used++;
+        rc = 0;
+    }
+out:
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+void hs_ipcap_release(struct hs_ipcap *t, uint32_t addr)
+{
+    size_t i, j;
+
+    if (t == NULL)
+        return;
+    pthread_mutex_lock(&t->mu);
+    for (i = ipcap_home(t, addr); t->slot[i].count > 0; i = (i + 1) & t->mask) {
+        if (t->slot[i].addr != addr)
+            continue;
+        if (--t->slot[i].count > 0)
+            goto out;
+        /* the address's last connection: delete with backward shift (linear probing) */
+        t->used--;
+        j = i;
+        for (;;) {
+            size_t k;
+
+            j = (j + 1) & t->mask;
+            if (t->slot[j].count == 0)
+                break;
+            k = ipcap_home(t, t->slot[j].addr);
+            /* slot j may move into the hole at i unless its home lies cyclically in (i, j] */
+            if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+                t->slot[i] = t->slot[j];
+                t->slot[j].count = 0;
+                i = j;
+            }
+        }
+        t->slot[i].count = 0;
+        goto out;
+    }
+out:
+    pthread_mutex_unlock(&t->mu);
 }
 
 /* ------------------------------------------------------------------ responses */
@@ -468,9 +591,9 @@ static void request_reset(struct hs_conn *c)
     c->suspended = 0;
     c->chunked = 0;
     c->body_left = 0;
-    c->ch_state = CH_SIZE;
-    c->ch_line = 0;
-    c->ch_digits = 0;
+    c->body_got = 0;
+    c->head_started = 0;
+    hp_scan_reset(&c->scan);
     c->early = 0;
     c->close_after = 0;
     c->stream_end = 0;
@@ -502,8 +625,6 @@ static void conn_close(struct hs_conn *c, enum hs_toe toe)
 
     if (c->state == CS_CLOSED)
         return;
-    if (toe == HS_TOE_TIMEOUT)
-        ST_ADD(s, st_timeouts, 1);
     completed(c, toe);
     request_reset(c); /* a stream's free function runs after completed, as with MHD */
     free(c->rbuf);
@@ -512,6 +633,10 @@ static void conn_close(struct hs_conn *c, enum hs_toe toe)
     close(c->fd); /* leaves the epoll set with it */
     c->fd = -1;
     c->state = CS_CLOSED;
+    if (c->ip_held) {
+        hs_ipcap_release(s->cfg.ipcap, c->peer);
+        c->ip_held = 0;
+    }
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -547,6 +672,7 @@ static void answer_own(struct hs_conn *c, int status, const char *code, const ch
 
     ST_ADD(c->s, st_bad, 1);
     completed(c, HS_TOE_ERROR);
+    c->keep_alive = 0;
     if (body == NULL) {
         conn_close(c, HS_TOE_ERROR);
         return;
@@ -572,238 +698,80 @@ static void answer_own(struct hs_conn *c, int status, const char *code, const ch
 
 /* ------------------------------------------------------------------ parsing the head */
 
-/* End of the head in buf: offset just past the empty line, or 0 when not there yet. Accepts
- * CRLF and bare LF line ends. */
-static size_t head_end(const char *buf, size_t len)
+/* The server's answer to a connection it will not serve (over a cap, out of time): one
+ * non-blocking write of a small JSON error in the OpenAI shape, then the close. What the client
+ * already sent is read first (one recv), so that the close does not reset the connection under
+ * the answer when the request is already there. */
+static void refuse_fd(struct hs_server *s, int fd, int minor, int status, const char *code,
+                      const char *message)
 {
-    const char *p = buf;
-    const char *end = buf + len;
+    char *o = s->ohead;
+    char body[256];
+    int bl = snprintf(body, sizeof(body),
+                      "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,"
+                      "\"code\":\"%s\"}}",
+                      message, status == 503 ? "service_unavailable" : "invalid_request_error",
+                      code);
+    int n;
 
-    while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
-        if (p + 1 < end && p[1] == '\n')
-            return (size_t)(p + 2 - buf);
-        if (p + 2 < end && p[1] == '\r' && p[2] == '\n')
-            return (size_t)(p + 3 - buf);
-        p++;
-    }
-    return 0;
+    if (bl < 0 || (size_t)bl >= sizeof(body))
+        bl = 0;
+    (void)recv(fd, s->scratch, sizeof(s->scratch), MSG_DONTWAIT);
+    n = snprintf(o, sizeof(s->ohead),
+                 "HTTP/1.%d %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                 "%sConnection: close\r\n\r\n%.*s",
+                 minor == 0 ? 0 : 1, status, reason_of(status), bl,
+                 status == 503 ? "Retry-After: 1\r\n" : "", bl, body);
+    if (n > 0 && (size_t)n < sizeof(s->ohead))
+        (void)send(fd, o, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(fd, SHUT_WR);
 }
 
-/* Cut the line at line (ending with LF, CR before it optional). Returns the next line. */
-static char *line_cut(char *line)
-{
-    char *eol = strchr(line, '\n');
-
-    *eol = '\0';
-    if (eol > line && eol[-1] == '\r')
-        eol[-1] = '\0';
-    return eol + 1;
-}
-
-/* Request line into c. Returns 0 or a status with *msg; *query gets the query string. */
-static int request_line(struct hs_conn *c, char *line, char **query, const char **msg)
-{
-    char *sp1 = strchr(line, ' ');
-    char *sp2;
-    char *target;
-
-    if (sp1 == NULL || sp1 == line) {
-        *msg = "malformed request line";
-        return 400;
-    }
-    *sp1 = '\0';
-    for (char *m = line; *m; m++) {
-        if (!is_tchar((unsigned char)*m)) {
-            *msg = "malformed request method";
-            return 400;
-        }
-    }
-    target = sp1 + 1;
-    sp2 = strchr(target, ' ');
-    if (sp2 == NULL || sp2 == target || strchr(sp2 + 1, ' ') != NULL) {
-        *msg = "malformed request line";
-        return 400;
-    }
-    *sp2 = '\0';
-    if (strncmp(sp2 + 1, "HTTP/", 5) != 0 || sp2[6] < '0' || sp2[6] > '9' || sp2[7] != '.' ||
-        sp2[8] < '0' || sp2[8] > '9' || sp2[9] != '\0') {
-        *msg = "malformed HTTP version";
-        return 400;
-    }
-    if (sp2[6] != '1') {
-        *msg = "HTTP version not supported";
-        return 505;
-    }
-    c->minor = sp2[8] - '0';
-    c->method = line;
-    c->is_head = strcmp(line, "HEAD") == 0;
-    for (char *t = target; *t; t++) {
-        if ((unsigned char)*t <= 0x20 || *t == 0x7f) {
-            *msg = "malformed request target";
-            return 400;
-        }
-    }
-    if (strncasecmp(target, "http://", 7) == 0 || strncasecmp(target, "https://", 8) == 0) {
-        /* absolute form: the path starts after the authority */
-        char *slash = strchr(strstr(target, "//") + 2, '/');
-
-        if (slash == NULL) {
-            /* no path ("http://host"): the authority's last byte, unused, becomes "/" */
-            slash = target + strlen(target) - 1;
-            *slash = '/';
-        }
-        target = slash;
-    }
-    if (target[0] != '/' && strcmp(target, "*") != 0) {
-        *msg = "malformed request target";
-        return 400;
-    }
-    *query = strchr(target, '?');
-    if (*query != NULL)
-        *(*query)++ = '\0';
-    pct_decode(target, 0);
-    c->url = target;
-    return 0;
-}
-
-/* Content-Length value: digits only. Returns 0 or -1. */
-static int parse_length(const char *v, uint64_t *out)
-{
-    uint64_t x = 0;
-
-    if (*v == '\0')
-        return -1;
-    for (; *v; v++) {
-        if (*v < '0' || *v > '9' || x > (UINT64_MAX - 9) / 10)
-            return -1;
-        x = x * 10 + (uint64_t)(*v - '0');
-    }
-    *out = x;
-    return 0;
-}
-
-/* Parse the head (n bytes at p, ending with the empty line) into c. Returns 0, or the status to
- * answer with (400, 431, 501, 503, 505) and a message. */
+/* The head delimited by hp_head_scan (n bytes at p) into c: a copy parsed in place, followed by
+ * the table of its headers and query arguments. Returns 0, or the status to answer with (400,
+ * 431, 501, 503, 505) and a message. */
 static int head_parse(struct hs_conn *c, const char *p, size_t n, const char **msg)
 {
-    size_t slots = 2;
-    size_t table_off = (n + 1 + (_Alignof(struct hs_kv) - 1)) & ~(_Alignof(struct hs_kv) - 1);
+    size_t lines = 0, amps = 0;
+    size_t table_off = (n + 1 + (_Alignof(struct hp_kv) - 1)) & ~(_Alignof(struct hp_kv) - 1);
+    size_t slots;
     char *h;
-    char *line;
-    char *q = NULL;
-    size_t cl_count = 0;
-    uint64_t cl = 0;
-    int te = 0, tok_close = 0, tok_keep = 0, rc;
+    char *q;
+    int rc;
 
-    for (size_t i = 0; i < n; i++)
-        slots += p[i] == '\n' || p[i] == '&';
-    h = malloc(table_off + slots * sizeof(struct hs_kv));
+    for (size_t i = 0; i < n; i++) {
+        lines += p[i] == '\n';
+        amps += p[i] == '&';
+    }
+    slots = lines + amps + 2;
+    h = malloc(table_off + slots * sizeof(struct hp_kv));
     if (h == NULL) {
         *msg = "out of memory";
         return 503;
     }
     memcpy(h, p, n);
-    h[n] = '\0';
     c->head = h;
-    c->kv = (struct hs_kv *)(void *)(h + table_off);
+    c->kv = (struct hp_kv *)(void *)(h + table_off);
     c->head_bytes = n;
+    rc = hp_head_parse(h, n, c->kv, (unsigned)(lines < HP_HEADERS_MAX ? lines + 1 : HP_HEADERS_MAX),
+                       &c->req, msg);
+    if (c->req.method != NULL)
+        c->minor = c->req.minor; /* an error is answered in the client's version */
+    if (rc != 0)
+        return rc;
+    c->nh = c->req.nh;
+    c->method = c->req.method;
+    c->url = c->req.path;
+    c->keep_alive = c->req.keep_alive;
+    c->is_head = strcmp(c->method, "HEAD") == 0;
+    c->chunked = c->req.chunked;
+    c->body_left = c->chunked ? 0 : c->req.content_length;
+    if (c->chunked)
+        hp_chunked_init(&c->ch, c->s->head_max);
 
-    line = h;
-    {
-        char *next = line_cut(line);
-
-        rc = request_line(c, line, &q, msg);
-        if (rc != 0)
-            return rc;
-        line = next;
-    }
-    while (*line != '\0' && *line != '\r' && *line != '\n') {
-        char *next = line_cut(line);
-        char *colon, *v, *e;
-
-        if (*line == ' ' || *line == '\t') {
-            *msg = "folded header line";
-            return 400;
-        }
-        colon = strchr(line, ':');
-        if (colon == NULL || colon == line) {
-            *msg = "malformed header line";
-            return 400;
-        }
-        *colon = '\0';
-        for (char *k = line; *k; k++) {
-            if (!is_tchar((unsigned char)*k)) {
-                *msg = "malformed header name";
-                return 400;
-            }
-        }
-        v = colon + 1;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        e = v + strlen(v);
-        while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
-            *--e = '\0';
-        for (char *k = v; *k; k++) {
-            if (((unsigned char)*k < 0x20 && *k != '\t') || *k == 0x7f) {
-                *msg = "control character in a header value";
-                return 400;
-            }
-        }
-        if (c->nh >= HS_HEADERS_MAX) {
-            *msg = "too many header lines";
-            return 431;
-        }
-        c->kv[c->nh].k = line;
-        c->kv[c->nh].v = v;
-        c->nh++;
-        if (strcasecmp(line, "Content-Length") == 0) {
-            uint64_t x;
-
-            if (parse_length(v, &x) != 0) {
-                *msg = "malformed Content-Length";
-                return 400;
-            }
-            if (cl_count > 0 && x != cl) {
-                *msg = "conflicting Content-Length headers";
-                return 400;
-            }
-            cl = x;
-            cl_count++;
-        } else if (strcasecmp(line, "Transfer-Encoding") == 0) {
-            if (te || strcasecmp(v, "chunked") != 0) {
-                *msg = "unsupported transfer coding (only chunked is)";
-                return 501;
-            }
-            te = 1;
-        } else if (strcasecmp(line, "Connection") == 0) {
-            const char *t = v;
-
-            while (*t != '\0') {
-                size_t len;
-
-                while (*t == ' ' || *t == '\t' || *t == ',')
-                    t++;
-                len = strcspn(t, " \t,");
-                if (len == 5 && strncasecmp(t, "close", 5) == 0)
-                    tok_close = 1;
-                else if (len == 10 && strncasecmp(t, "keep-alive", 10) == 0)
-                    tok_keep = 1;
-                t += len;
-            }
-        }
-        line = next;
-    }
-    if (te && cl_count > 0) {
-        *msg = "Content-Length and Transfer-Encoding together";
-        return 400;
-    }
-    c->chunked = te;
-    c->body_left = te ? 0 : cl;
-    c->ch_state = CH_SIZE;
-    c->keep_alive = c->minor >= 1 ? !tok_close : (tok_keep && !tok_close);
-
-    /* query arguments, decoded in place after the headers in the table */
-    while (q != NULL && *q != '\0') {
+    /* query arguments, decoded in place after the headers in the table (the path is not) */
+    q = (char *)(uintptr_t)c->req.query;
+    while (q != NULL && *q != '\0' && c->nh + c->na < slots) {
         char *amp = strchr(q, '&');
         char *eq;
 
@@ -868,6 +836,7 @@ static void response_done(struct hs_conn *c)
             c->pending_parse = 0;
             c->state = CS_LINGER;
             c->linger_start_ms = c->last_ms = tg_now_mono_ms();
+            c->linger_bytes = 0;
             if (!c->in_process) {
                 /* (within process(), rbuf is its buffer: the caller drops it) */
                 free(c->rbuf);
@@ -1128,6 +1097,7 @@ static void deliver(struct hs_conn *c, const char *p, size_t n)
 
     if (n == 0)
         return;
+    c->body_got += n;
     rc = s->cfg.handler(s->cfg.handler_cls, c, c->url, c->method,
                         c->minor == 0 ? "HTTP/1.0" : "HTTP/1.1", p, &sz, &c->req_ctx);
     after_handler(c, rc);
@@ -1140,103 +1110,33 @@ static void body_complete(struct hs_conn *c)
 }
 
 /* Chunked body bytes: deliver data, walk the framing. Returns bytes used; stops early when the
- * state changes (answered, closed, complete). */
+ * state changes (answered, closed, complete, suspended). */
 static size_t chunked_feed(struct hs_conn *c, const char *buf, size_t len)
 {
     size_t off = 0;
 
-    while (off < len && c->state == CS_BODY && c->resp == NULL) {
-        unsigned char ch = (unsigned char)buf[off];
+    while (off < len && c->state == CS_BODY && c->resp == NULL && !c->suspended) {
+        const char *data = NULL;
+        const char *msg = "malformed chunked body";
+        size_t used = 0, dlen = 0;
+        int status = 400;
+        int r = hp_chunked_feed(&c->ch, buf + off, len - off, &used, &data, &dlen, &status, &msg);
 
-        switch (c->ch_state) {
-        case CH_SIZE:
-        case CH_EXT:
-            if (++c->ch_line > HS_CHUNK_LINE_MAX) {
-                answer_own(c, 400, "bad_request", "chunk size line too long");
-                return len;
-            }
-            off++;
-            if (ch == '\n' || ch == '\r') {
-                if (!c->ch_digits) {
-                    answer_own(c, 400, "bad_request", "malformed chunk size");
-                    return len;
-                }
-                c->ch_state = ch == '\r' ? CH_SIZE_LF : CH_DATA;
-                if (ch == '\n')
-                    goto size_done;
-                break;
-            }
-            if (c->ch_state == CH_EXT)
-                break;
-            if (ch == ';' || ch == ' ' || ch == '\t') {
-                c->ch_state = CH_EXT;
-                break;
-            }
-            if (hexval(ch) < 0 || c->body_left > (UINT64_MAX >> 4)) {
-                answer_own(c, 400, "bad_request", "malformed chunk size");
-                return len;
-            }
-            c->body_left = c->body_left * 16 + (uint64_t)hexval(ch);
-            c->ch_digits = 1;
-            break;
-        case CH_SIZE_LF:
-            if (ch != '\n') {
-                answer_own(c, 400, "bad_request", "malformed chunk size line");
-                return len;
-            }
-            off++;
-        size_done:
-            c->ch_line = 0;
-            c->ch_digits = 0;
-            c->ch_state = c->body_left == 0 ? CH_TRAILER : CH_DATA;
-            break;
-        case CH_DATA: {
-            size_t take = len - off;
-
-            if (take > c->body_left)
-                take = (size_t)c->body_left;
-            c->body_left -= take;
-            if (c->body_left == 0)
-                c->ch_state = CH_DATA_CR;
-            deliver(c, buf + off, take);
-            off += take;
-            break;
+        off += used;
+        if (r < 0) {
+            answer_own(c, status, status == 431 ? "request_header_fields_too_large" : "bad_request",
+                       msg);
+            return len;
         }
-        case CH_DATA_CR:
-        case CH_DATA_LF:
-            if (ch == '\r' && c->ch_state == CH_DATA_CR) {
-                c->ch_state = CH_DATA_LF;
-            } else if (ch == '\n') {
-                c->ch_state = CH_SIZE;
-                c->ch_line = 0;
-            } else {
-                answer_own(c, 400, "bad_request", "chunk data not followed by CRLF");
-                return len;
-            }
-            off++;
-            break;
-        case CH_TRAILER:
-            /* trailer lines until an empty one; ch_line counts the current line's bytes */
-            off++;
-            if (++c->ch_line + c->head_bytes > c->s->head_max) {
-                answer_own(c, 431, "request_header_fields_too_large", "trailer section too large");
-                return len;
-            }
-            if (ch == '\n') {
-                int empty = c->ch_digits == 0; /* no byte but CR on this line */
-
-                c->ch_digits = 0;
-                if (empty) {
-                    body_complete(c);
-                    return off;
-                }
-            } else if (ch != '\r') {
-                c->ch_digits = 1;
-            }
-            break;
-        default:
-            break;
+        if (r == HP_CH_DATA) {
+            deliver(c, data, dlen);
+            continue;
         }
+        if (r == HP_CH_DONE) {
+            body_complete(c);
+            return off;
+        }
+        break; /* HP_CH_MORE: everything was used */
     }
     return off;
 }
@@ -1251,26 +1151,41 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
     c->in_process = 1;
     while ((c->state == CS_HEAD || c->state == CS_BODY) && !c->suspended) {
         if (c->state == CS_HEAD) {
-            size_t e;
-            const char *msg = NULL;
+            size_t hs = 0, he = 0;
+            const char *msg = "malformed request";
             int st;
             size_t zero = 0;
             int rc;
 
-            while (off < len && (buf[off] == '\r' || buf[off] == '\n'))
-                off++; /* empty lines before a request line */
             if (off == len)
                 break;
-            e = head_end(buf + off, len - off);
-            if ((e == 0 && len - off > s->head_max) || e > s->head_max) {
-                answer_own(c, 431, "request_header_fields_too_large", "request headers too large");
+            st = hp_head_scan(&c->scan, buf + off, len - off, s->head_max, &hs, &he, &msg);
+            if (st == HP_SCAN_MORE) {
+                if (c->scan.prefix) {
+                    /* only empty lines so far (allowed before a request line): dropped, and the
+                     * connection is still between requests */
+                    off = len;
+                    hp_scan_reset(&c->scan);
+                    break;
+                }
+                if (!c->head_started) {
+                    c->head_started = 1;
+                    c->head_start_ms = tg_now_mono_ms();
+                }
+                break;
+            }
+            if (st != HP_SCAN_DONE) {
+                answer_own(c, st == HP_SCAN_LARGE ? 431 : 400,
+                           st == HP_SCAN_LARGE ? "request_header_fields_too_large" : "bad_request",
+                           msg);
                 off = len;
                 break;
             }
-            if (e == 0)
-                break;
-            st = head_parse(c, buf + off, e, &msg);
-            off += e;
+            st = head_parse(c, buf + off + hs, he - hs, &msg);
+            off += he;
+            hp_scan_reset(&c->scan);
+            c->head_started = 0;
+            c->nreq++;
             if (st != 0) {
                 answer_own(c, st, st == 431 ? "request_header_fields_too_large" : "bad_request",
                            msg);
@@ -1279,6 +1194,7 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
             }
             ST_ADD(s, st_requests, 1);
             c->state = CS_BODY;
+            c->body_start_ms = tg_now_mono_ms();
             c->handler_live = 1;
             rc = s->cfg.handler(s->cfg.handler_cls, c, c->url, c->method,
                                 c->minor == 0 ? "HTTP/1.0" : "HTTP/1.1", NULL, &zero, &c->req_ctx);
@@ -1290,6 +1206,7 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
                 continue;
             }
             if (off == len && c->minor >= 1) {
+                /* the handler took the request from its headers: the client may send the body */
                 const char *ex = hs_header(c, "Expect");
 
                 if (ex != NULL && strcasecmp(ex, "100-continue") == 0) {
@@ -1380,6 +1297,12 @@ static void conn_read(struct hs_conn *c)
             n = recv(c->fd, s->scratch, sizeof(s->scratch), 0);
             if (n > 0) {
                 c->last_ms = tg_now_mono_ms();
+                c->linger_bytes += (uint64_t)n;
+                if (c->linger_bytes > s->linger_max) {
+                    ST_ADD(s, st_linger_cut, 1);
+                    conn_close(c, HS_TOE_OK); /* dropped enough: the client is not done */
+                    return;
+                }
                 continue;
             }
             if (n < 0 && errno == EINTR)
@@ -1455,10 +1378,13 @@ static void conn_read(struct hs_conn *c)
 static void accept_all(struct hs_server *s)
 {
     for (;;) {
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_in peer;
+        socklen_t plen = sizeof(peer);
+        int fd = accept4(s->lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         struct hs_conn *c;
         struct epoll_event ev;
         int one = 1;
+        uint32_t addr;
 
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
@@ -1467,14 +1393,25 @@ static void accept_all(struct hs_server *s)
                 TG_WARN_RL("msg=http_accept_failed err=%d", errno);
             return;
         }
-        if (s->cfg.max_connections > 0 &&
-            atomic_load_explicit(&s->st_open, memory_order_relaxed) >= s->cfg.max_connections) {
+        addr = plen >= sizeof(peer) && peer.sin_family == AF_INET ? peer.sin_addr.s_addr : 0;
+        if (atomic_load_explicit(&s->st_open, memory_order_relaxed) >= s->cfg.max_connections) {
+            refuse_fd(s, fd, 1, 503, "too_many_connections",
+                      "router is at its connection limit (max_connections)");
             close(fd);
             ST_ADD(s, st_refused, 1);
             continue;
         }
+        if (s->cfg.ipcap != NULL && hs_ipcap_acquire(s->cfg.ipcap, addr) != 0) {
+            refuse_fd(s, fd, 1, 503, "too_many_connections_from_address",
+                      "too many connections from this address (max_connections_per_ip)");
+            close(fd);
+            ST_ADD(s, st_refused_ip, 1);
+            continue;
+        }
         c = calloc(1, sizeof(*c));
         if (c == NULL) {
+            if (s->cfg.ipcap != NULL)
+                hs_ipcap_release(s->cfg.ipcap, addr);
             close(fd);
             ST_ADD(s, st_refused, 1);
             continue;
@@ -1485,11 +1422,16 @@ static void accept_all(struct hs_server *s)
         c->s = s;
         c->state = CS_HEAD;
         c->minor = 1;
-        c->last_ms = tg_now_mono_ms();
+        c->peer = addr;
+        c->ip_held = s->cfg.ipcap != NULL;
+        hp_scan_reset(&c->scan);
+        c->accept_ms = c->last_ms = tg_now_mono_ms();
         memset(&ev, 0, sizeof(ev));
         ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
         ev.data.ptr = c;
         if (epoll_ctl(s->cfg.epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            if (c->ip_held)
+                hs_ipcap_release(s->cfg.ipcap, addr);
             close(fd);
             free(c);
             ST_ADD(s, st_refused, 1);
@@ -1543,22 +1485,64 @@ void hs_server_event(struct hs_server *s, const struct epoll_event *ev)
         conn_close(c, HS_TOE_CLIENT_GONE);
 }
 
+/* A deadline passed while the request or its head arrives: 408 (best effort) and the close.
+ * The handler, when it was called, sees HS_TOE_TIMEOUT. */
+static void request_timeout(struct hs_conn *c, const char *message)
+{
+    completed(c, HS_TOE_TIMEOUT);
+    refuse_fd(c->s, c->fd, c->minor, 408, "request_timeout", message);
+    conn_close(c, HS_TOE_TIMEOUT);
+}
+
+/* The deadlines (hsrv.h): every connection is looked at once per HS_SWEEP_MS. */
 static void sweep(struct hs_server *s, uint64_t now)
 {
-    uint64_t idle_ms = (uint64_t)s->cfg.idle_timeout_s * 1000u;
     struct hs_conn *c = s->conns;
 
     while (c != NULL) {
         struct hs_conn *next = c->next;
 
-        if (c->state == CS_LINGER) {
+        switch (c->state) {
+        case CS_LINGER:
             if (now - c->last_ms >= HS_LINGER_IDLE_MS ||
                 now - c->linger_start_ms >= HS_LINGER_TOTAL_MS)
                 conn_close(c, HS_TOE_OK);
-        } else if (idle_ms > 0 && !c->suspended &&
-                   (c->state == CS_HEAD || c->state == CS_BODY || c->state == CS_SEND) &&
-                   now - c->last_ms >= idle_ms) {
-            conn_close(c, HS_TOE_TIMEOUT);
+            break;
+        case CS_HEAD:
+            if (c->suspended)
+                break;
+            if (c->head_started || c->nreq == 0) {
+                /* the head arrives: header_timeout_ms from its first byte (from the accept for
+                 * a connection's first request) */
+                uint64_t t0 = c->head_started ? c->head_start_ms : c->accept_ms;
+
+                if (now - t0 >= s->header_timeout_ms) {
+                    ST_ADD(s, st_header_timeouts, 1);
+                    request_timeout(c, "request head not received in time (header_timeout_ms)");
+                }
+            } else if (now - c->last_ms >= s->keepalive_timeout_ms) {
+                ST_ADD(s, st_timeouts, 1); /* idle between requests: a normal end */
+                conn_close(c, HS_TOE_TIMEOUT);
+            }
+            break;
+        case CS_BODY:
+            /* body_timeout_ms, plus a second for every body_min_rate bytes received */
+            if (!c->suspended &&
+                now - c->body_start_ms >=
+                    s->body_timeout_ms + c->body_got * 1000u / s->body_min_rate) {
+                ST_ADD(s, st_body_timeouts, 1);
+                request_timeout(c, "request body not received in time (body_timeout_ms, "
+                                   "body_min_rate)");
+            }
+            break;
+        case CS_SEND:
+            if (!c->suspended && now - c->last_ms >= s->send_timeout_ms) {
+                ST_ADD(s, st_send_timeouts, 1);
+                conn_close(c, HS_TOE_TIMEOUT);
+            }
+            break;
+        default:
+            break;
         }
         c = next;
     }
@@ -1671,7 +1655,22 @@ struct hs_server *hs_server_create(const struct hs_config *cfg, char *err, size_
     s->kind = HS_KIND_LISTEN;
     s->cfg = *cfg;
     s->head_max = cfg->head_max_bytes > 0 ? cfg->head_max_bytes : HS_HEAD_MAX_DEFAULT;
-    s->rbuf_cap = s->head_max + HS_CHUNK_LINE_MAX;
+    s->rbuf_cap = s->head_max + HP_CHUNK_LINE_MAX;
+    s->linger_max = cfg->linger_max_bytes > 0 ? cfg->linger_max_bytes : HS_LINGER_MAX_BYTES_DEFAULT;
+    s->header_timeout_ms =
+        cfg->header_timeout_ms > 0 ? cfg->header_timeout_ms : HS_HEADER_TIMEOUT_MS_DEFAULT;
+    s->body_timeout_ms =
+        cfg->body_timeout_ms > 0 ? cfg->body_timeout_ms : HS_BODY_TIMEOUT_MS_DEFAULT;
+    s->body_min_rate = cfg->body_min_rate > 0 ? cfg->body_min_rate : HS_BODY_MIN_RATE_DEFAULT;
+    s->keepalive_timeout_ms = cfg->keepalive_timeout_ms > 0 ? cfg->keepalive_timeout_ms
+                                                            : HS_KEEPALIVE_TIMEOUT_MS_DEFAULT;
+    s->send_timeout_ms =
+        cfg->send_timeout_ms > 0 ? cfg->send_timeout_ms : HS_SEND_TIMEOUT_MS_DEFAULT;
+    if (cfg->max_connections == 0) {
+        snprintf(err, errlen, "max_connections must be at least 1");
+        free(s);
+        return NULL;
+    }
     if (s->rbuf_cap < HS_SCRATCH_BYTES)
         s->rbuf_cap = HS_SCRATCH_BYTES;
     s->next_sweep_ms = tg_now_mono_ms() + HS_SWEEP_MS;
@@ -1737,6 +1736,11 @@ void hs_server_stats(const struct hs_server *s, struct hs_stats *out)
 {
     out->accepted = atomic_load_explicit(&s->st_accepted, memory_order_relaxed);
     out->refused = atomic_load_explicit(&s->st_refused, memory_order_relaxed);
+    out->refused_ip = atomic_load_explicit(&s->st_refused_ip, memory_order_relaxed);
+    out->header_timeouts = atomic_load_explicit(&s->st_header_timeouts, memory_order_relaxed);
+    out->body_timeouts = atomic_load_explicit(&s->st_body_timeouts, memory_order_relaxed);
+    out->send_timeouts = atomic_load_explicit(&s->st_send_timeouts, memory_order_relaxed);
+    out->linger_cut = atomic_load_explicit(&s->st_linger_cut, memory_order_relaxed);
     out->requests = atomic_load_explicit(&s->st_requests, memory_order_relaxed);
     out->bad_requests = atomic_load_explicit(&s->st_bad, memory_order_relaxed);
     out->timeouts = atomic_load_explicit(&s->st_timeouts, memory_order_relaxed);

@@ -35,14 +35,29 @@
  * the body chunked, with the trailers; an HTTP/1.0 client gets it unchunked and the connection
  * closes after it.
  *
- * Limits: the request line and headers at most head_max_bytes (431 and close beyond, from the
- * server itself), 100 header lines; a chunk-size line 1 KiB. Malformed requests get 400 and
- * close (Content-Length and Transfer-Encoding together, bad chunk sizes, bad header lines); a
- * transfer coding other than chunked gets 501, an HTTP version other than 1.x 505. HTTP/1.0
- * requests are answered with an HTTP/1.0 status line. Per connection, memory is held only
- * while it is used: the request head (one allocation per request), a read buffer only while a
- * request arrives in several pieces (or pipelined requests wait), an output buffer only while
- * a response has bytes the socket could not take yet.
+ * Framing is hparse's (hparse.h): any byte the grammar forbids in a head (NUL, bare CR, other
+ * control bytes but HTAB) is a 400 as soon as it arrives; an HTTP/1.1 request without Host, a
+ * malformed line, Content-Length with Transfer-Encoding, bad chunk framing are 400s; a transfer
+ * coding other than chunked is a 501, an HTTP version other than 1.x a 505. The server's own
+ * answers close the connection. The path handed to the handler is not percent-decoded.
+ *
+ * Limits, each with a counter (hs_stats) and a reaction:
+ * - the request line and headers at most head_max_bytes, 100 header lines (431 and close);
+ * - connections: past max_connections, or past the per-address cap (ipcap), a new connection
+ *   gets 503 with Retry-After and is closed;
+ * - the head must arrive whole within header_timeout_ms of its first byte (of the accept, for a
+ *   connection's first request): 408 and close. Bytes dribbled slowly do not extend it;
+ * - the body must arrive within body_timeout_ms of the head plus one second for every
+ *   body_min_rate bytes received (a minimum transfer rate): 408 and close;
+ * - a kept-alive connection idle between requests for keepalive_timeout_ms is closed;
+ * - a response the client takes nothing of for send_timeout_ms is abandoned (close);
+ * - after an early answer the server drops what the client still sends for at most 10 s, 2 s of
+ *   quiet, or linger_max_bytes, then closes.
+ * None of these apply to a request suspended waiting for its response (the provider's own
+ * timeouts do). HTTP/1.0 requests are answered with an HTTP/1.0 status line. Per connection,
+ * memory is held only while it is used: the request head (one allocation per request), a read
+ * buffer only while a request arrives in several pieces (or pipelined requests wait), an output
+ * buffer only while a response has bytes the socket could not take yet.
  *
  * Threads: everything runs on the loop thread except hs_resume. */
 #ifndef RT_HSRV_H
@@ -66,12 +81,13 @@
 struct hs_server;
 struct hs_conn;
 struct hs_response;
+struct hs_ipcap;
 
 enum hs_toe {
     HS_TOE_OK = 0,      /* the response was sent whole */
     HS_TOE_CLIENT_GONE, /* the client closed or reset the connection first */
     HS_TOE_ERROR,       /* a write failed, the handler or reader refused, out of memory */
-    HS_TOE_TIMEOUT,     /* the connection was idle past idle_timeout_s while reading */
+    HS_TOE_TIMEOUT,     /* a deadline passed (body, send, idle) */
     HS_TOE_SHUTDOWN     /* the server was destroyed with the request in progress */
 };
 
@@ -86,11 +102,17 @@ struct hs_config {
     int epfd;                 /* the loop's epoll set */
     struct sockaddr_in addr;  /* port 0: the kernel picks one (hs_server_port) */
     int reuse_port;           /* SO_REUSEPORT, for several servers on one port */
-    unsigned max_connections; /* beyond: accepted and closed at once */
-    unsigned idle_timeout_s;  /* a connection reading (or idle between requests) this
-                               * long is closed; 0: never. Not applied to a request
-                               * waiting for its response. */
-    size_t head_max_bytes;    /* request line + headers; 0: 16 KiB */
+    unsigned max_connections; /* >= 1; beyond: 503 and close */
+    struct hs_ipcap *ipcap;   /* connections per source address, shared by the servers of
+                               * one port (borrowed, outlives them); NULL: no such cap */
+    /* Deadlines (0: the default named): */
+    unsigned header_timeout_ms;    /* 10 s: the whole head, from its first byte */
+    unsigned body_timeout_ms;      /* 60 s: the body, from the end of the head, ... */
+    unsigned body_min_rate;        /* 1024 B/s: ... plus 1 s per this many bytes received */
+    unsigned keepalive_timeout_ms; /* 75 s: idle between two requests */
+    unsigned send_timeout_ms;      /* 60 s: a response the client takes nothing of */
+    size_t linger_max_bytes;       /* 16 MiB: dropped after an early answer, at most */
+    size_t head_max_bytes;         /* request line + headers; 0: 16 KiB */
     int backlog;              /* listen backlog; 0: 1024 */
     hs_handler_fn handler;
     void *handler_cls;
@@ -104,12 +126,33 @@ struct hs_config {
 /* Counters (hs_server_stats: any thread). */
 struct hs_stats {
     uint64_t accepted;
-    uint64_t refused; /* over max_connections */
+    uint64_t refused;    /* over max_connections (503) */
+    uint64_t refused_ip; /* over the per-address cap (503) */
     uint64_t requests;
-    uint64_t bad_requests; /* answered 400/431/505 by the server */
-    uint64_t timeouts;
-    uint64_t open; /* connections open now */
+    uint64_t bad_requests;    /* answered 400/431/501/505 by the server */
+    uint64_t timeouts;        /* kept-alive connections closed idle (keepalive_timeout_ms) */
+    uint64_t header_timeouts; /* 408: the head did not arrive in time */
+    uint64_t body_timeouts;   /* 408: the body did not arrive in time */
+    uint64_t send_timeouts;   /* responses abandoned: the client took nothing */
+    uint64_t linger_cut;      /* closed after dropping linger_max_bytes past an early answer */
+    uint64_t open;            /* connections open now */
 };
+
+/* hs_ipcap_create: a table counting open connections per IPv4 source address, for several
+ * servers (any thread; one mutex, taken at accept and close only). per_addr: connections one
+ * address may hold; capacity: addresses held at once (the total connection cap suffices).
+ * Returns new (hs_ipcap_destroy) or NULL (out of memory, or a zero argument). */
+struct hs_ipcap *hs_ipcap_create(unsigned per_addr, unsigned capacity);
+
+/* hs_ipcap_acquire: count one more connection of addr (network order). Returns 0, or -1 when
+ * the address is at its cap (or the table is full). */
+int hs_ipcap_acquire(struct hs_ipcap *t, uint32_t addr);
+
+/* hs_ipcap_release: one connection of addr ended. Accepts t == NULL. */
+void hs_ipcap_release(struct hs_ipcap *t, uint32_t addr);
+
+/* hs_ipcap_destroy: accepts NULL; sets *t to NULL. After every server using it is destroyed. */
+void hs_ipcap_destroy(struct hs_ipcap **t);
 
 /* hs_server_create: bind, listen and add the socket to cfg->epfd. NULL with a reason in err. */
 struct hs_server *hs_server_create(const struct hs_config *cfg, char *err, size_t errlen);

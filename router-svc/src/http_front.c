@@ -32,8 +32,6 @@
 #include "upstream.h"
 #include "usage.h"
 
-/* Idle client connections are closed after this many seconds (suspended ones never are). */
-#define RT_FRONT_CONN_TIMEOUT_S 300
 /* Request line plus headers (names, values, separators) accepted. Larger requests are answered
  * 431 in the API's error shape by access_cb (counted as reject reason headers_too_large); past
  * RT_FRONT_HEAD_HARD_MAX_BYTES the HTTP server answers 431 itself without reading further. */
@@ -46,6 +44,8 @@
 #define RT_FRONT_TAG_UPSTREAM 2u
 /* Upstream slots per loop beyond the in-flight cap (transfers finishing while new ones start). */
 #define RT_FRONT_EXTRA_TRANSFERS 64
+/* File descriptors beyond the client and provider connections (rt_front_fds_needed). */
+#define RT_FRONT_FDS_RESERVE 256
 /* Upstream response size when the config gives none. */
 #define RT_MESSAGE_MAX 512
 
@@ -77,6 +77,8 @@ struct rt_front {
     uint16_t port;
     unsigned nworkers;
     struct worker *workers; /* nworkers */
+    struct hs_ipcap *ipcap; /* connections per source address, shared by the loops; NULL when
+                             * max_connections_per_ip is max_connections (no cap of its own) */
     _Atomic int64_t in_flight;
     _Atomic int stopping;
     _Atomic int quiesced;
@@ -765,9 +767,12 @@ static char *attempt_body(struct call *c, const struct rt_deployment_conf *dep, 
     }
     if (c->raw && c->req == NULL) {
         /* a translation works on the parsed request: parsed once, never changed afterwards */
-        c->req = json_loadb(c->body, c->body_len, 0, NULL);
+        json_error_t jerr;
+
+        c->req = rt_json_load_bounded(c->body, c->body_len, c->f->d.cfg->max_json_depth,
+                                      c->f->d.cfg->max_json_elements, &jerr);
         if (c->req == NULL) {
-            snprintf(msg, msgcap, "cannot parse the request");
+            snprintf(msg, msgcap, "cannot parse the request: %s", jerr.text);
             return NULL;
         }
     }
@@ -898,7 +903,10 @@ static void upstream_message(const struct call *c, char *out, size_t cap)
         return;
     }
     if (c->res_body != NULL && c->res_body_len > 0) {
-        j = json_loadb(c->res_body, c->res_body_len, 0, NULL);
+        json_error_t jerr;
+
+        j = rt_json_load_bounded(c->res_body, c->res_body_len, RT_JSON_ANSWER_MAX_DEPTH,
+                                 RT_JSON_ANSWER_MAX_ELEMENTS, &jerr);
         m = json_object_get(json_object_get(j, "error"), "message");
         if (json_is_string(m)) {
             snprintf(out, cap, "%s", json_string_value(m));
@@ -920,7 +928,10 @@ static int answer_success(struct call *c, const struct rt_outcome *o)
 
     c->res_body = NULL;
     if (c->tr_dir != RT_TRANSLATE_NONE) {
-        j = json_loadb(body, c->res_body_len, 0, NULL);
+        json_error_t jerr;
+
+        j = rt_json_load_bounded(body, c->res_body_len, RT_JSON_ANSWER_MAX_DEPTH,
+                                 RT_JSON_ANSWER_MAX_ELEMENTS, &jerr);
         if (c->tr_dir == RT_TRANSLATE_CHAT_TO_MESSAGES)
             t = rt_translate_chat_resp_to_messages(j, c->model_requested);
         else
@@ -1493,50 +1504,69 @@ static int endpoint_of(const char *url, enum rt_api *api, const char **name, int
     return 0;
 }
 
-static int const_eq(const char *a, size_t alen, const char *b)
+/* The credential of a request: Authorization: Bearer <token>, else x-api-key, blanks around it
+ * removed. NULL when neither header carries one. */
+static const char *credential(struct hs_conn *conn, size_t *len)
 {
-    size_t blen = strlen(b);
-    unsigned diff = (unsigned)(alen ^ blen);
-
-    for (size_t i = 0; i < alen; i++)
-        diff |= (unsigned)(unsigned char)a[i] ^ (unsigned char)b[i < blen ? i : 0];
-    return diff == 0 && blen > 0;
-}
-
-/* Authenticate from Authorization: Bearer or x-api-key. Fills c->keys/c->key. Returns 0, or
- * TG_EAUTH with msg. */
-static int authenticate(struct call *c, char *msg, size_t cap)
-{
-    struct rt_front *f = c->f;
-    const char *h = hs_header(c->conn, "Authorization");
+    const char *h = hs_header(conn, "Authorization");
     const char *tok = NULL;
     size_t tlen;
 
     if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0)
         tok = h + 7;
     if (tok == NULL)
-        tok = hs_header(c->conn, "x-api-key");
-    if (tok == NULL) {
-        if (f->d.cfg->master_key[0] == '\0' && f->d.cfg->n_keys == 0)
-            return 0; /* open mode: no master key and no keys configured */
-        snprintf(msg, cap, "No API key provided. Send Authorization: Bearer <key> or x-api-key.");
-        return TG_EAUTH;
-    }
+        tok = hs_header(conn, "x-api-key");
+    if (tok == NULL)
+        return NULL;
     while (*tok == ' ')
         tok++;
     tlen = strlen(tok);
     while (tlen > 0 && tok[tlen - 1] == ' ')
         tlen--;
-    if (f->d.cfg->master_key[0] != '\0' && const_eq(tok, tlen, f->d.cfg->master_key))
+    *len = tlen;
+    return tok;
+}
+
+/* 1 when the request carries the master key. Constant time in the key's bytes (both sides are
+ * hashed first, so neither length nor content shows in the timing). */
+static int is_master(const struct rt_front *f, struct hs_conn *conn)
+{
+    size_t tlen = 0;
+    const char *tok = credential(conn, &tlen);
+
+    return tok != NULL && f->d.cfg->master_key[0] != '\0' &&
+           tg_secret_eq(tok, tlen, f->d.cfg->master_key, strlen(f->d.cfg->master_key));
+}
+
+/* Authenticate from the request's headers alone (Authorization: Bearer or x-api-key): the
+ * master key, a virtual key of the table, or — only when the config allows it explicitly
+ * (tollgate.allow_unauthenticated) — no credential at all. On success *keys holds the table the
+ * key was found in (release with rt_keys_release) and *key the key (NULL for the master key or
+ * an unauthenticated request). Returns 0, or TG_EAUTH with msg. HTTP threads. */
+static int authenticate(struct rt_front *f, struct hs_conn *conn, struct rt_keys_table **keys,
+                        const struct rt_key **key, char *msg, size_t cap)
+{
+    size_t tlen = 0;
+    const char *tok = credential(conn, &tlen);
+
+    *keys = NULL;
+    *key = NULL;
+    if (tok == NULL || tlen == 0) {
+        if (f->d.cfg->allow_unauthenticated)
+            return 0;
+        snprintf(msg, cap, "No API key provided. Send Authorization: Bearer <key> or x-api-key.");
+        return TG_EAUTH;
+    }
+    if (is_master(f, conn))
         return 0;
-    c->keys = rt_keys_acquire(f->d.keys);
-    c->key = rt_keys_lookup(c->keys, tok, tlen);
-    if (c->key == NULL) {
+    *keys = rt_keys_acquire(f->d.keys);
+    *key = rt_keys_lookup(*keys, tok, tlen);
+    if (*key == NULL) {
         snprintf(msg, cap, "Invalid API key.");
         return TG_EAUTH;
     }
-    if (c->key->expires_epoch_ms > 0 && (int64_t)tg_now_epoch_ms() >= c->key->expires_epoch_ms) {
-        c->key = NULL;
+    if ((*key)->expires_epoch_ms > 0 && (int64_t)tg_now_epoch_ms() >= (*key)->expires_epoch_ms) {
+        *key = NULL;
         snprintf(msg, cap, "API key expired.");
         return TG_EAUTH;
     }
@@ -1625,7 +1655,7 @@ static int scan_request(struct call *c)
     return 1;
 }
 
-/* Body complete: parse, authenticate, plan, first attempt. */
+/* Body complete (the key was checked from the headers): parse, plan, first attempt. */
 static int request_start(struct call *c)
 {
     struct rt_front *f = c->f;
@@ -1656,13 +1686,20 @@ static int request_start(struct call *c)
     } else {
         json_t *model;
 
-        c->req = json_loadb(c->body != NULL ? c->body : "", c->body_len, 0, &jerr);
+        c->req = rt_json_load_bounded(c->body != NULL ? c->body : "", c->body_len,
+                                      f->d.cfg->max_json_depth, f->d.cfg->max_json_elements,
+                                      &jerr);
         free(c->body);
         c->body = NULL;
         c->body_len = 0;
         if (c->req == NULL || !json_is_object(c->req)) {
             rt_metrics_reject(f->d.metrics, RT_REJECT_BAD_JSON);
-            if (c->req == NULL)
+            if (c->req == NULL && jerr.position < 0)
+                snprintf(msg, sizeof(msg),
+                         "Request body too complex: %s (limits.max_json_depth, "
+                         "limits.max_json_elements)",
+                         jerr.text);
+            else if (c->req == NULL)
                 snprintf(msg, sizeof(msg), "Malformed JSON at line %d, column %d (byte %d): %s",
                          jerr.line, jerr.column, jerr.position, jerr.text);
             else
@@ -1683,10 +1720,6 @@ static int request_start(struct call *c)
         disable_fallbacks = json_is_true(json_object_get(c->req, "disable_fallbacks"));
     }
     read_traceparent(c);
-    if (authenticate(c, msg, sizeof(msg)) != 0) {
-        rt_metrics_reject(f->d.metrics, RT_REJECT_AUTH);
-        return answer_error(c, 401, "invalid_api_key", msg, NULL);
-    }
     if (!model_is_string || model_len == 0)
         return answer_error(c, 400, "invalid_model", "model: a non-empty string is required",
                             NULL);
@@ -1737,8 +1770,8 @@ static void admin_done(int status, const char *body, size_t len, void *ud)
     call_unref(c);
 }
 
-/* Admin requests: the master key only; the body is read like any other (capped); then the key
- * API answers, possibly after the control topic confirmed the change (the connection is
+/* Admin requests (the master key was checked from the headers): the body is read like any
+ * other (capped); then the key API answers, possibly after the control topic confirmed the change (the connection is
  * suspended meanwhile, holding no thread). Never logs a body or a key parameter. */
 static int admin_step(struct call *c, const char *method)
 {
@@ -1763,21 +1796,6 @@ static int admin_step(struct call *c, const char *method)
     }
     if (phase != PH_BODY)
         return HS_YES; /* resumed early: wait for the answer */
-    {
-        const char *h = hs_header(c->conn, "Authorization");
-        const char *tok = h != NULL && strncasecmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
-
-        if (tok == NULL || !const_eq(tok, strlen(tok), f->d.cfg->master_key)) {
-            rt_metrics_reject(f->d.metrics, RT_REJECT_AUTH);
-            pthread_mutex_lock(&c->mu);
-            c->phase = PH_FINAL;
-            pthread_mutex_unlock(&c->mu);
-            return answer_text(c->conn, 401, "application/json",
-                               error_body(f, 0, 401, "invalid_api_key",
-                                          "The key API needs the master key: Authorization: "
-                                          "Bearer <master_key>."));
-        }
-    }
     pthread_mutex_lock(&c->mu);
     c->phase = PH_WAIT;
     pthread_mutex_unlock(&c->mu);
@@ -1815,9 +1833,10 @@ static int serve_models(struct rt_front *f, struct hs_conn *conn)
     memset(&tmp, 0, sizeof(tmp));
     tmp.f = f;
     tmp.conn = conn;
-    if (authenticate(&tmp, msg, sizeof(msg)) != 0) {
+    if (authenticate(f, conn, &tmp.keys, &tmp.key, msg, sizeof(msg)) != 0) {
         rt_keys_release(&tmp.keys);
         json_decref(data);
+        rt_metrics_reject(f->d.metrics, RT_REJECT_AUTH);
         return answer_text(conn, 401, "application/json",
                            error_body(f, 0, 401, "invalid_api_key", msg));
     }
@@ -1911,23 +1930,58 @@ static int serve_metrics(struct rt_front *f, struct hs_conn *conn)
             hs_server_stats(f->workers[i].srv, &one);
             hs.accepted += one.accepted;
             hs.refused += one.refused;
+            hs.refused_ip += one.refused_ip;
             hs.bad_requests += one.bad_requests;
             hs.timeouts += one.timeouts;
+            hs.header_timeouts += one.header_timeouts;
+            hs.body_timeouts += one.body_timeouts;
+            hs.send_timeouts += one.send_timeouts;
+            hs.linger_cut += one.linger_cut;
             hs.open += one.open;
         }
         tg_prom_counter(&b, "tollgate_router_http_connections_accepted_total",
                         "Client connections accepted.", hs.accepted);
-        tg_prom_counter(&b, "tollgate_router_http_connections_refused_total",
-                        "Client connections closed at once: max_connections reached.",
-                        hs.refused);
+        {
+            static const char refused[] = "tollgate_router_http_connections_refused_total";
+            struct tg_label l = {"reason", "max_connections"};
+
+            tg_prom_header(&b, refused, "counter",
+                           "Client connections answered 503 and closed at once: max_connections "
+                           "or max_connections_per_ip reached.");
+            tg_prom_sample_u64(&b, refused, &l, 1, hs.refused);
+            l.value = "per_ip";
+            tg_prom_sample_u64(&b, refused, &l, 1, hs.refused_ip);
+        }
         tg_prom_gauge(&b, "tollgate_router_http_connections_open", "Client connections open.",
                       (double)hs.open);
         tg_prom_counter(&b, "tollgate_router_http_bad_requests_total",
                         "Requests the HTTP server answered itself (400, 431, 501, 505): "
-                        "malformed, headers over 16 KiB, unsupported coding or version.",
+                        "malformed, control bytes, headers over 16 KiB, unsupported coding or "
+                        "version.",
                         hs.bad_requests);
         tg_prom_counter(&b, "tollgate_router_http_idle_timeouts_total",
-                        "Client connections closed after 300 s without progress.", hs.timeouts);
+                        "Kept-alive client connections closed idle between requests "
+                        "(keepalive_timeout_ms).",
+                        hs.timeouts);
+        {
+            static const char tmo[] = "tollgate_router_http_timeouts_total";
+            struct tg_label l = {"phase", "header"};
+
+            tg_prom_header(&b, tmo, "counter",
+                           "Client connections closed by a deadline: the head "
+                           "(header_timeout_ms, 408), the body (body_timeout_ms and "
+                           "body_min_rate, 408), a response the client took nothing of "
+                           "(send_timeout_ms).");
+            tg_prom_sample_u64(&b, tmo, &l, 1, hs.header_timeouts);
+            l.value = "body";
+            tg_prom_sample_u64(&b, tmo, &l, 1, hs.body_timeouts);
+            l.value = "send";
+            tg_prom_sample_u64(&b, tmo, &l, 1, hs.send_timeouts);
+        }
+        tg_prom_counter(&b, "tollgate_router_http_linger_cut_total",
+                        "Connections closed after dropping linger_max_bytes the client still "
+                        "sent after an early answer (401, 413).",
+                        hs.linger_cut);
     }
     return answer_text(conn, 200, TG_PROM_CONTENT_TYPE, b.data); /* takes b.data */
 }
@@ -1953,6 +2007,39 @@ static int serve_get(struct rt_front *f, struct hs_conn *conn, const char *url)
                        error_body(f, 0, 404, "not_found", "Unknown path"));
 }
 
+/* After authentication: the body's Content-Length against max_body_bytes (413 at once, before
+ * a byte of it is read), and its buffer when the length is known. */
+static int admit_body(struct rt_front *f, struct call *c, struct hs_conn *conn)
+{
+    const char *cl = hs_header(conn, "Content-Length");
+
+    (void)conn;
+    if (cl != NULL) {
+        unsigned long long n = strtoull(cl, NULL, 10); /* digits only: hparse checked */
+
+        if (n > f->d.cfg->max_body_bytes) {
+            char msg[160];
+
+            rt_metrics_reject(f->d.metrics, RT_REJECT_BODY_TOO_LARGE);
+            snprintf(msg, sizeof(msg), "Request body too large: limit is %llu bytes",
+                     (unsigned long long)f->d.cfg->max_body_bytes);
+            if (c->admin) {
+                c->phase = PH_FINAL;
+                return answer_text(conn, 413, "application/json",
+                                   error_body(f, 0, 413, "request_too_large", msg));
+            }
+            return answer_error(c, 413, "request_too_large", msg, NULL);
+        }
+        if (n > 0) {
+            c->body = malloc((size_t)n + 1);
+            if (c->body == NULL)
+                return HS_NO;
+            c->body_alloc = (size_t)n + 1;
+        }
+    }
+    return HS_YES;
+}
+
 /* ------------------------------------------------------------------ HTTP server callbacks */
 
 static int access_cb(void *cls, struct hs_conn *conn, const char *url, const char *method,
@@ -1970,7 +2057,6 @@ static int access_cb(void *cls, struct hs_conn *conn, const char *url, const cha
         enum rt_api api;
         const char *name;
         int anthropic;
-        const char *cl;
 
         if (hs_head_bytes(conn) > RT_FRONT_HEADER_MAX_BYTES) {
             /* answered at the HTTP layer, like the server's own 431: not a call, no event */
@@ -1987,6 +2073,14 @@ static int access_cb(void *cls, struct hs_conn *conn, const char *url, const cha
         if (f->d.key_api != NULL && f->d.cfg->master_key[0] != '\0' &&
             rt_key_api_is_admin_path(url) &&
             (strcmp(method, "GET") == 0 || strcmp(method, "POST") == 0)) {
+            /* the master key from the headers, before the body is read */
+            if (!is_master(f, conn)) {
+                rt_metrics_reject(f->d.metrics, RT_REJECT_AUTH);
+                return answer_text(conn, 401, "application/json",
+                                   error_body(f, 0, 401, "invalid_api_key",
+                                              "The key API needs the master key: Authorization: "
+                                              "Bearer <master_key>."));
+            }
             c = call_new(f, conn);
             if (c == NULL)
                 return HS_NO;
@@ -1994,21 +2088,13 @@ static int access_cb(void *cls, struct hs_conn *conn, const char *url, const cha
             c->admin = 1;
             snprintf(c->admin_path, sizeof(c->admin_path), "%s", url);
             *con_cls = c;
-            return HS_YES;
+            return admit_body(f, c, conn);
         }
         if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
             return serve_get(f, conn, url);
         if (strcmp(method, "POST") != 0 || endpoint_of(url, &api, &name, &anthropic) != 0)
             return answer_text(conn, 404, "application/json",
                                error_body(f, 0, 404, "not_found", "Unknown path or method"));
-        c = call_new(f, conn);
-        if (c == NULL)
-            return HS_NO;
-        c->w = w;
-        *con_cls = c;
-        c->api = api;
-        c->endpoint = name;
-        c->anthropic_shape = anthropic;
         /* While draining (SIGTERM) a request that arrives on a kept-alive connection is still
          * served, with Connection: close, so that the client reconnects elsewhere; only after
          * the grace period (stopping) is it refused. */
@@ -2019,6 +2105,35 @@ static int access_cb(void *cls, struct hs_conn *conn, const char *url, const cha
             rt_metrics_reject(f->d.metrics, RT_REJECT_SHUTTING_DOWN);
             return HS_NO;
         }
+        /* The key, from the headers alone, before anything is spent on the request: no
+         * in-flight slot, body buffer, 100-continue or parse for an unauthenticated one. Its 401
+         * is not a call (no event: nothing to bill, and no way for an anonymous client to write
+         * to the spend pipeline); the server closes the connection after dropping what the
+         * client still sends, bounded. */
+        {
+            struct rt_keys_table *keys = NULL;
+            const struct rt_key *key = NULL;
+            char msg[RT_MESSAGE_MAX];
+
+            if (authenticate(f, conn, &keys, &key, msg, sizeof(msg)) != 0) {
+                rt_keys_release(&keys);
+                rt_metrics_reject(f->d.metrics, RT_REJECT_AUTH);
+                return answer_text(conn, 401, "application/json",
+                                   error_body(f, anthropic, 401, "invalid_api_key", msg));
+            }
+            c = call_new(f, conn);
+            if (c == NULL) {
+                rt_keys_release(&keys);
+                return HS_NO;
+            }
+            c->keys = keys;
+            c->key = key;
+        }
+        c->w = w;
+        *con_cls = c;
+        c->api = api;
+        c->endpoint = name;
+        c->anthropic_shape = anthropic;
         if (atomic_fetch_add(&f->in_flight, 1) >= (int64_t)f->d.cfg->max_in_flight) {
             atomic_fetch_sub(&f->in_flight, 1);
             rt_metrics_reject(f->d.metrics, RT_REJECT_IN_FLIGHT_FULL);
@@ -2027,26 +2142,7 @@ static int access_cb(void *cls, struct hs_conn *conn, const char *url, const cha
         }
         c->counted = 1;
         rt_metrics_in_flight_add(f->d.metrics, 1);
-        cl = hs_header(conn, "Content-Length");
-        if (cl != NULL) {
-            unsigned long long n = strtoull(cl, NULL, 10);
-
-            if (n > f->d.cfg->max_body_bytes) {
-                char msg[160];
-
-                rt_metrics_reject(f->d.metrics, RT_REJECT_BODY_TOO_LARGE);
-                snprintf(msg, sizeof(msg), "Request body too large: limit is %llu bytes",
-                         (unsigned long long)f->d.cfg->max_body_bytes);
-                return answer_error(c, 413, "request_too_large", msg, NULL);
-            }
-            if (n > 0) {
-                c->body = malloc((size_t)n + 1);
-                if (c->body == NULL)
-                    return HS_NO;
-                c->body_alloc = (size_t)n + 1;
-            }
-        }
-        return HS_YES;
+        return admit_body(f, c, conn);
     }
     /* the phase is written by the upstream thread too (under mu) once a transfer exists */
     pthread_mutex_lock(&c->mu);
@@ -2073,6 +2169,11 @@ static int access_cb(void *cls, struct hs_conn *conn, const char *url, const cha
             rt_metrics_reject(f->d.metrics, RT_REJECT_BODY_TOO_LARGE);
             snprintf(msg, sizeof(msg), "Request body too large: limit is %llu bytes",
                      (unsigned long long)f->d.cfg->max_body_bytes);
+            if (c->admin) {
+                c->phase = PH_FINAL;
+                return answer_text(conn, 413, "application/json",
+                                   error_body(f, 0, 413, "request_too_large", msg));
+            }
             return answer_error(c, 413, "request_too_large", msg, NULL);
         }
         if (c->body_len + n + 1 > c->body_alloc) {
@@ -2258,7 +2359,15 @@ static int worker_init(struct rt_front *f, struct worker *w, struct sockaddr_in 
     hc.addr = *sa;
     hc.reuse_port = 1;
     hc.max_connections = conn_limit;
-    hc.idle_timeout_s = RT_FRONT_CONN_TIMEOUT_S;
+    hc.ipcap = f->ipcap;
+    hc.header_timeout_ms = f->d.cfg->header_timeout_ms;
+    hc.body_timeout_ms = f->d.cfg->body_timeout_ms;
+    hc.body_min_rate = f->d.cfg->body_min_rate;
+    hc.keepalive_timeout_ms = f->d.cfg->keepalive_timeout_ms;
+    hc.send_timeout_ms = f->d.cfg->send_timeout_ms;
+    /* after an early answer (401, 413): enough to let a client finish sending a body of the
+     * largest allowed size, so that it reads the answer instead of a reset */
+    hc.linger_max_bytes = (size_t)f->d.cfg->max_body_bytes + 64u * 1024u;
     hc.head_max_bytes = RT_FRONT_HEAD_HARD_MAX_BYTES;
     hc.backlog = 1024;
     hc.handler = access_cb;
@@ -2289,6 +2398,18 @@ static int worker_init(struct rt_front *f, struct worker *w, struct sockaddr_in 
     return 0;
 }
 
+uint64_t rt_front_fds_needed(const struct rt_config *cfg)
+{
+    uint64_t loops = cfg->threads > 0 ? cfg->threads : 1;
+
+    /* client connections (plus one being refused per loop), provider connections (each loop
+     * may hold one per upstream slot), and the rest: listening sockets, epoll sets and
+     * eventfds, the spool's files, Kafka's broker connections, libcurl's own descriptors */
+    return (uint64_t)cfg->max_connections + loops +
+           loops * ((uint64_t)cfg->max_in_flight + RT_FRONT_EXTRA_TRANSFERS) +
+           RT_FRONT_FDS_RESERVE;
+}
+
 struct rt_front *rt_front_start(const struct rt_front_deps *deps, char *err, size_t errlen)
 {
     struct rt_front *f = calloc(1, sizeof(*f));
@@ -2314,6 +2435,15 @@ struct rt_front *rt_front_start(const struct rt_front_deps *deps, char *err, siz
         return NULL;
     }
     f->nworkers = n;
+    if (deps->cfg->max_connections_per_ip < deps->cfg->max_connections) {
+        f->ipcap = hs_ipcap_create(deps->cfg->max_connections_per_ip, deps->cfg->max_connections);
+        if (f->ipcap == NULL) {
+            snprintf(err, errlen, "out of memory");
+            free(f->workers);
+            free(f);
+            return NULL;
+        }
+    }
     /* the connection cap is split between the loops (the kernel spreads connections over the
      * listening sockets); every loop can take the whole in-flight cap, which is global */
     conn_limit = (unsigned)((deps->cfg->max_connections + n - 1) / n);
@@ -2395,5 +2525,6 @@ void rt_front_stop(struct rt_front **fp)
             close(w->stopfd);
     }
     free(f->workers);
+    hs_ipcap_destroy(&f->ipcap);
     free(f);
 }

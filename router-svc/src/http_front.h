@@ -77,6 +77,11 @@ struct rt_front_deps {
     struct rt_key_api *key_api;
 };
 
+/* rt_front_fds_needed: file descriptors the process needs to serve cfg's limits (client
+ * connections, provider connections, a reserve for everything else). main raises
+ * RLIMIT_NOFILE to it, or refuses to start. */
+uint64_t rt_front_fds_needed(const struct rt_config *cfg);
+
 /* rt_front_start: bind cfg->listen and start serving. Returns new (rt_front_stop) or NULL with
  * a reason in err. Main thread. */
 struct rt_front *rt_front_start(const struct rt_front_deps *deps, char *err, size_t errlen);

@@ -725,25 +725,69 @@ bad:
     req_free(r);
 }
 
-static void do_info(struct kreq *r, const char *key_param)
+/* /key/info: GET ?key=<64-hex hash> or POST {"key": raw key or hash}. A raw key is never taken
+ * from the URL: URLs are written to access logs (ingress, proxies) where a key must not be. */
+static void do_info(struct kreq *r, int is_get, const char *key_param, const char *body,
+                    size_t len)
 {
     struct rt_key_api *api = r->api;
-    size_t n = key_param != NULL ? strlen(key_param) : 0;
+    size_t n = 0;
     json_t *o, *info;
+    json_t *req = NULL;
+    char err[160];
 
-    if (n == 0 || n > RT_KEY_API_KEY_MAX) {
+    if (is_get) {
+        n = key_param != NULL ? strlen(key_param) : 0;
+        if (n == 0) {
+            send_error(r->done, r->ud, 400, "invalid_request_error", "invalid_field", "key",
+                       "key: expected ?key=<the key's SHA-256 hash>, or POST /key/info with "
+                       "{\"key\": \"sk-...\"}");
+            req_free(r);
+            return;
+        }
+        if (!valid_hash(key_param, n)) {
+            send_error(r->done, r->ud, 400, "invalid_request_error", "raw_key_in_url", "key",
+                       "key: a raw key in a URL ends up in access logs; pass its SHA-256 hash "
+                       "as ?key=, or POST /key/info with {\"key\": \"sk-...\"}");
+            req_free(r);
+            return;
+        }
+    } else {
+        json_t *k;
+
+        req = parse_body(body, len, 0, err, sizeof(err));
+        if (req == NULL) {
+            send_field_error(r->done, r->ud, err);
+            req_free(r);
+            return;
+        }
+        k = json_object_get(req, "key");
+        if (!json_is_string(k)) {
+            json_decref(req);
+            send_error(r->done, r->ud, 400, "invalid_request_error", "invalid_field", "key",
+                       "key: expected a string (the key or its SHA-256 hash)");
+            req_free(r);
+            return;
+        }
+        key_param = json_string_value(k);
+        n = json_string_length(k);
+    }
+    if (n == 0 || n > RT_KEY_API_KEY_MAX || strlen(key_param) != n) {
+        json_decref(req);
         send_error(r->done, r->ud, 400, "invalid_request_error", "invalid_field", "key",
-                   "key: expected the key as the query parameter ?key=");
+                   "key: expected the key or its SHA-256 hash");
         req_free(r);
         return;
     }
     if (!find_key(api, key_param, n, valid_hash(key_param, n) ? key_param : NULL, r->hash,
                   &r->spec)) {
+        json_decref(req);
         send_error(r->done, r->ud, 404, "invalid_request_error", "key_not_found", "key",
                    "key not found");
         req_free(r);
         return;
     }
+    json_decref(req);
     info = info_json(api, &r->spec);
     o = json_object();
     if (o != NULL && info != NULL) {
@@ -813,9 +857,9 @@ void rt_key_api_handle(struct rt_key_api *api, const char *method, const char *p
                    "unknown key API path");
         return;
     }
-    if (strcmp(path, "/key/info") == 0 ? !is_get : !is_post) {
+    if (strcmp(path, "/key/info") == 0 ? !is_get && !is_post : !is_post) {
         send_error(done, ud, 405, "invalid_request_error", "method_not_allowed", NULL,
-                   strcmp(path, "/key/info") == 0 ? "use GET" : "use POST");
+                   strcmp(path, "/key/info") == 0 ? "use GET or POST" : "use POST");
         return;
     }
     if (atomic_fetch_add(&api->in_flight, 1) >= RT_KEY_API_IN_FLIGHT_MAX) {
@@ -845,6 +889,6 @@ void rt_key_api_handle(struct rt_key_api *api, const char *method, const char *p
         r->op = OP_DELETE;
         do_delete(r, body, len);
     } else {
-        do_info(r, key_param);
+        do_info(r, is_get, key_param, body, len);
     }
 }

@@ -11,7 +11,9 @@
  *   POST /key/delete     body: {"keys":["sk-..."]} (LiteLLM's shape) and/or
  *                        {"key_hashes":["<64 hex>"]}; at most RT_KEY_API_DELETE_MAX entries.
  *                        200 {"deleted_keys":["<hash>",..]} (hashes, never the raw keys).
- *   GET  /key/info?key=  the raw key (or its 64-hex hash). 200 {"key":"<hash>","key_hash":..,
+ *   GET  /key/info?key=  the key's 64-hex SHA-256 hash (a raw key in the URL is refused, 400
+ *                        raw_key_in_url: URLs end up in access logs);
+ *   POST /key/info       body {"key": raw key or hash}. 200 {"key":"<hash>","key_hash":..,
  *                        "info":{...}} (LiteLLM puts the hashed token in "key"; the raw key is
  *                        never returned).
  * Key fields: key_alias, models, team_id, user_id, max_budget (USD), budget_duration, rpm_limit,

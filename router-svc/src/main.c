@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,45 @@ static void write_extra_metrics(struct tg_buf *b, void *ud)
         rt_control_write_metrics(x->ctl, b);
 }
 
+/* Raise RLIMIT_NOFILE to need (the hard limit too, when the process may), or explain why the
+ * limits of the config cannot be served. Returns 0 or -1 with err. */
+static int fit_fd_limit(uint64_t need, char *err, size_t errlen)
+{
+    struct rlimit rl;
+    rlim_t before;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        snprintf(err, errlen, "getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+        return -1;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= need)
+        return 0;
+    if (rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    before = rl.rlim_cur;
+    if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need) {
+        rl.rlim_cur = (rlim_t)need;
+    } else {
+        rl.rlim_cur = (rlim_t)need;
+        rl.rlim_max = (rlim_t)need; /* needs CAP_SYS_RESOURCE */
+    }
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        struct rlimit now;
+
+        getrlimit(RLIMIT_NOFILE, &now);
+        snprintf(err, errlen,
+                 "limits.max_connections and limits.max_in_flight need %llu file descriptors, "
+                 "but RLIMIT_NOFILE allows %llu (hard limit %llu) and cannot be raised: raise "
+                 "the limit (ulimit -n, the container runtime's nofile) or lower the limits",
+                 (unsigned long long)need, (unsigned long long)now.rlim_cur,
+                 (unsigned long long)now.rlim_max);
+        return -1;
+    }
+    TG_INFO("msg=fd_limit_raised from=%llu to=%llu", (unsigned long long)before,
+            (unsigned long long)need);
+    return 0;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: router-svc --config FILE [--check]\n"
@@ -145,6 +185,8 @@ int main(int argc, char **argv)
     if (check)
         tg_log_set_level(TG_LOG_ERROR); /* the warnings are printed below, once */
     cfg = rt_config_load_file(path, &diag);
+    if (cfg != NULL && rt_config_check_auth(cfg, diag.error, sizeof(diag.error)) != 0)
+        rt_config_destroy(&cfg);
     if (check) {
         for (uint32_t i = 0; i < diag.n_warnings; i++)
             fprintf(stderr, "%s\n", diag.warnings[i]);
@@ -162,6 +204,13 @@ int main(int argc, char **argv)
     if (cfg == NULL) {
         fprintf(stderr, "%s\n", diag.error);
         return 2;
+    }
+
+    if (fit_fd_limit(rt_front_fds_needed(cfg), err, sizeof(err)) != 0) {
+        TG_ERROR("msg=start_failed part=fd_limit reason=\"%s\"", err);
+        fprintf(stderr, "router-svc: %s\n", err);
+        rt_config_destroy(&cfg);
+        return 1;
     }
 
     /* Signals are taken by sigwait in main; every thread created below inherits the mask. */

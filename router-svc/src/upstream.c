@@ -218,6 +218,35 @@ static int resp_append(struct slot *s, const char *p, size_t n)
     return 0;
 }
 
+static int h1_stash(struct slot *s, const char *dec, size_t ndec, const char *raw, size_t nraw);
+
+/* Stream bytes from libcurl to on_data in pieces of at most recv_max (the receiver's contract:
+ * curl delivers up to CURL_MAX_WRITE_SIZE whatever CURLOPT_BUFFERSIZE says when it speaks
+ * HTTP/2, and a receiver whose buffer a single delivery overflows could only pause for ever).
+ * Returns the bytes taken; stops at a pause. */
+static size_t curl_deliver(struct slot *s, const char *p, size_t n, int *paused)
+{
+    size_t took = 0;
+
+    *paused = 0;
+    while (took < n) {
+        size_t piece = n - took;
+        size_t r;
+
+        if (s->recv_max > 0 && piece > s->recv_max)
+            piece = s->recv_max;
+        r = s->ops->on_data(s->ud, p + took, piece);
+        if (r == RT_UPSTREAM_PAUSE) {
+            *paused = 1;
+            break;
+        }
+        if (r != piece)
+            return (size_t)-1; /* refused: the transfer fails */
+        took += piece;
+    }
+    return took;
+}
+
 static size_t write_cb(char *p, size_t size, size_t nmemb, void *userdata)
 {
     struct slot *s = userdata;
@@ -229,17 +258,53 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userdata)
         s->ttfb_us = s->last_byte_us - s->start_us + 1;
     curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
     if (s->stream && code >= 200 && code < 300 && s->ops->on_data != NULL) {
-        size_t r = s->ops->on_data(s->ud, p, n);
+        int paused = 0;
+        size_t took = curl_deliver(s, p, n, &paused);
 
-        if (r == RT_UPSTREAM_PAUSE) {
-            s->paused = 1; /* not idle while the client is slow (see curl_timer) */
-            return CURL_WRITEFUNC_PAUSE;
-        }
-        return r;
+        if (took == (size_t)-1)
+            return 0; /* aborts the transfer */
+        if (!paused)
+            return n;
+        s->paused = 1; /* not idle while the client is slow (see curl_timer) */
+        if (took == 0)
+            return CURL_WRITEFUNC_PAUSE; /* curl keeps the bytes and delivers them again */
+        /* part of the delivery was taken: keep the rest here (curl cannot take a partial
+         * count), and stop curl until the receiver asks for more */
+        if (h1_stash(s, p + took, n - took, NULL, 0) != 0)
+            return 0;
+        curl_easy_pause(s->easy, CURLPAUSE_RECV);
+        return n;
     }
     if (resp_append(s, p, n) != 0)
         return 0; /* aborts the transfer with CURLE_WRITE_ERROR (too_big says which) */
     return size * nmemb;
+}
+
+/* Resume a libcurl stream: what a pause kept (curl_deliver's rest) first, then curl's own. */
+static void curl_unpause(struct slot *s)
+{
+    s->last_byte_us = tg_now_mono_us();
+    if (s->stash_dec > 0) {
+        int paused = 0;
+        size_t took = curl_deliver(s, s->stash, s->stash_dec, &paused);
+
+        if (took == (size_t)-1) {
+            /* refused: nothing more is wanted; curl's next delivery is refused the same way */
+            free(s->stash);
+            s->stash = NULL;
+            s->stash_dec = 0;
+        } else if (paused) {
+            memmove(s->stash, s->stash + took, s->stash_dec - took);
+            s->stash_dec -= took;
+            return; /* still paused */
+        } else {
+            free(s->stash);
+            s->stash = NULL;
+            s->stash_dec = 0;
+        }
+    }
+    s->paused = 0;
+    curl_easy_pause(s->easy, CURLPAUSE_CONT);
 }
 
 static size_t header_cb(char *p, size_t size, size_t nmemb, void *userdata)
@@ -1374,13 +1439,10 @@ static void loop_commands(struct rt_upstream *up)
             continue;
         }
         if ((cmds & CMD_UNPAUSE) && s->state == SLOT_ACTIVE) {
-            if (s->native) {
+            if (s->native)
                 h1_unpause(up, idx);
-            } else {
-                s->paused = 0;
-                s->last_byte_us = tg_now_mono_us();
-                curl_easy_pause(s->easy, CURLPAUSE_CONT);
-            }
+            else
+                curl_unpause(s);
         }
     }
 }
@@ -2053,9 +2115,7 @@ static void post_for_handle(struct rt_upstream *up, uint64_t handle, unsigned cm
             return;
         }
         if (cmd == CMD_UNPAUSE && s->state == SLOT_ACTIVE && !s->native) {
-            s->paused = 0;
-            s->last_byte_us = tg_now_mono_us();
-            curl_easy_pause(s->easy, CURLPAUSE_CONT);
+            curl_unpause(s);
             return;
         }
         if (cmd != CMD_UNPAUSE || !s->native || s->state != SLOT_ACTIVE)

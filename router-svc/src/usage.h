@@ -23,6 +23,7 @@
 #define RT_USAGE_H
 
 #include <stddef.h>
+#include <jansson.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -111,6 +112,27 @@ struct rt_json_member {
  * or TG_EINVAL (not handled here: use a full parser). Any thread; text borrowed. */
 int rt_json_scan_object(const char *text, size_t len, struct rt_json_member *m, size_t nm,
                         size_t *close_off);
+
+/* ---- bounded full parse ----
+ * jansson builds a tree of about 40 to 100 bytes per value, with no bound of its own on the
+ * values or the nesting (the loop thread would spend its time and memory on whatever a client or
+ * a provider sends). Before a full parse, one pass over the bytes counts both: a document past
+ * either bound is refused without a tree. */
+#define RT_JSON_ANSWER_MAX_DEPTH 128          /* providers' answers (not configurable) */
+#define RT_JSON_ANSWER_MAX_ELEMENTS 1000000u /* ... about 100 MB of tree at most */
+
+/* rt_json_bounds: nesting depth and values (array elements and object members, the containers
+ * themselves included) of text[0..len), counted without validating it (strings skipped with
+ * their escapes). Returns 0 when depth <= max_depth and values <= max_elements, else TG_ERANGE
+ * with the reason in why. Any thread. */
+int rt_json_bounds(const char *text, size_t len, unsigned max_depth, unsigned max_elements,
+                   char *why, size_t whycap);
+
+/* rt_json_load_bounded: json_loadb (flags 0) of text after rt_json_bounds. NULL when the bounds
+ * are exceeded (jerr->text says which, jerr->position is -1) or the text is not JSON (jansson's
+ * jerr). Returns new (json_decref). Any thread. */
+json_t *rt_json_load_bounded(const char *text, size_t len, unsigned max_depth,
+                             unsigned max_elements, json_error_t *jerr);
 
 /* rt_json_is_true: the member's value is the literal true. */
 int rt_json_is_true(const char *text, const struct rt_json_member *m);

@@ -471,6 +471,111 @@ static void test_mutations(void **state)
 
 /* Defect: a static key's models list could not name the key's own alias; it now may, in either
  * order of models and router_settings; anything else unknown is still an error with its line. */
+/* config_values_with_crlf_reached_the_wire: a control byte in any value is an error naming
+ * the key — a secret from the environment with a trailing newline (a Kubernetes secret made
+ * with echo), a CR/LF or NUL escaped in YAML — never cut, never passed on. */
+static void test_control_bytes_in_values(void **state)
+{
+    (void)state;
+    setenv("RT_TEST_NL_KEY", "sk-with-newline\n", 1);
+    setenv("RT_TEST_CRLF_BASE", "http://10.0.0.1\r\nX-Evil: 1", 1);
+    expect_error(HEAD "      api_key: os.environ/RT_TEST_NL_KEY\n",
+                 "router.yaml:5: model_list[0].litellm_params.api_key: the value of environment "
+                 "variable RT_TEST_NL_KEY contains a control character (0x0a at byte 15: a "
+                 "trailing newline in the secret?)");
+    expect_error(HEAD "      api_base: os.environ/RT_TEST_CRLF_BASE\n",
+                 "router.yaml:5: model_list[0].litellm_params.api_base: the value of environment "
+                 "variable RT_TEST_CRLF_BASE contains a control character (0x0d at byte 15)");
+    expect_error(HEAD "      api_key: \"sk-a\\r\\nb\"\n",
+                 "router.yaml:5: model_list[0].litellm_params.api_key: contains a control "
+                 "character (0x0d at byte 4)");
+    expect_error(HEAD "      api_key: \"sk-a\\0b\"\n",
+                 "router.yaml:5: model_list[0].litellm_params.api_key: contains a NUL byte");
+    expect_error(HEAD "general_settings:\n  master_key: \"sk-m\\tx\"\n",
+                 "router.yaml:6: general_settings.master_key: contains a control character (0x09 "
+                 "at byte 4)");
+    unsetenv("RT_TEST_NL_KEY");
+    unsetenv("RT_TEST_CRLF_BASE");
+}
+
+/* open_mode_failed_open: no master key and no key is refused unless allow_unauthenticated says
+ * so by name. */
+static void test_fail_closed(void **state)
+{
+    struct rt_config *cfg;
+    char err[512] = "";
+
+    (void)state;
+    cfg = load(HEAD);
+    assert_non_null(cfg);
+    assert_int_equal(cfg->allow_unauthenticated, 0);
+    assert_int_equal(rt_config_check_auth(cfg, err, sizeof(err)), TG_ECONFIG);
+    assert_string_equal(err, "router.yaml: general_settings.master_key: no master key and no keys "
+                             "(tollgate.keys): every request would be served without "
+                             "authentication; set a master_key, add keys, or set "
+                             "tollgate.allow_unauthenticated: true to serve without keys on "
+                             "purpose");
+    rt_config_destroy(&cfg);
+    cfg = load(HEAD "tollgate:\n  allow_unauthenticated: true\n");
+    assert_non_null(cfg);
+    assert_int_equal(cfg->allow_unauthenticated, 1);
+    assert_int_equal(rt_config_check_auth(cfg, err, sizeof(err)), 0);
+    rt_config_destroy(&cfg);
+    cfg = load(HEAD "general_settings:\n  master_key: os.environ/RT_TEST_MASTER_KEY\n");
+    assert_non_null(cfg);
+    assert_int_equal(rt_config_check_auth(cfg, err, sizeof(err)), 0);
+    rt_config_destroy(&cfg);
+    cfg = load(HEAD "tollgate:\n  keys:\n    - {key: os.environ/RT_TEST_DEMO_KEY}\n");
+    assert_non_null(cfg);
+    assert_int_equal(rt_config_check_auth(cfg, err, sizeof(err)), 0);
+    rt_config_destroy(&cfg);
+    expect_error(HEAD "tollgate:\n  allow_unauthenticated: maybe\n",
+                 "router.yaml:6: tollgate.allow_unauthenticated: expected true or false");
+}
+
+/* The front door's limits: defaults, values, and errors naming the key. */
+static void test_front_door_limits(void **state)
+{
+    struct rt_config *cfg;
+
+    (void)state;
+    cfg = load(HEAD);
+    assert_non_null(cfg);
+    assert_int_equal(cfg->header_timeout_ms, 10000);
+    assert_int_equal(cfg->body_timeout_ms, 60000);
+    assert_int_equal(cfg->body_min_rate, 1024);
+    assert_int_equal(cfg->keepalive_timeout_ms, 75000);
+    assert_int_equal(cfg->send_timeout_ms, 60000);
+    assert_int_equal(cfg->max_json_depth, 64);
+    assert_int_equal(cfg->max_json_elements, 200000);
+    assert_int_equal(cfg->max_connections_per_ip, cfg->max_connections);
+    rt_config_destroy(&cfg);
+    cfg = load(HEAD "tollgate:\n  limits: {header_timeout_ms: 2000, body_timeout_ms: 3000, "
+                    "body_min_rate: 512, keepalive_timeout_ms: 4000, send_timeout_ms: 5000, "
+                    "max_json_depth: 16, max_json_elements: 1000, max_connections: 100, "
+                    "max_connections_per_ip: 10}\n");
+    assert_non_null(cfg);
+    assert_int_equal(cfg->header_timeout_ms, 2000);
+    assert_int_equal(cfg->body_timeout_ms, 3000);
+    assert_int_equal(cfg->body_min_rate, 512);
+    assert_int_equal(cfg->keepalive_timeout_ms, 4000);
+    assert_int_equal(cfg->send_timeout_ms, 5000);
+    assert_int_equal(cfg->max_json_depth, 16);
+    assert_int_equal(cfg->max_json_elements, 1000);
+    assert_int_equal(cfg->max_connections_per_ip, 10);
+    rt_config_destroy(&cfg);
+    expect_error(HEAD "tollgate:\n  limits:\n    header_timeout_ms: 0\n",
+                 "router.yaml:7: tollgate.limits.header_timeout_ms: expected at least 100 "
+                 "(milliseconds)");
+    expect_error(HEAD "tollgate:\n  limits:\n    body_min_rate: 0\n",
+                 "router.yaml:7: tollgate.limits.body_min_rate: expected at least 1 (bytes per "
+                 "second)");
+    expect_error(HEAD "tollgate:\n  limits:\n    max_connections_per_ip: 0\n",
+                 "router.yaml:7: tollgate.limits.max_connections_per_ip: expected at least 1");
+    expect_error(HEAD "tollgate:\n  limits:\n    max_json_depth: 1\n",
+                 "router.yaml:7: tollgate.limits.max_json_depth: expected at least 2");
+}
+
 static void test_key_models_may_name_own_alias(void **state)
 {
     struct rt_config *cfg;
@@ -508,6 +613,9 @@ int main(void)
         cmocka_unit_test(test_money_and_durations),
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_key_models_may_name_own_alias),
+        cmocka_unit_test(test_control_bytes_in_values),
+        cmocka_unit_test(test_fail_closed),
+        cmocka_unit_test(test_front_door_limits),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

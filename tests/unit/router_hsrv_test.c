@@ -914,7 +914,9 @@ static struct hs_stats stats_now(void)
 
 struct fx_opts {
     unsigned max_connections; /* 0: 1000 */
-    unsigned idle_timeout_s;
+    unsigned header_timeout_ms, body_timeout_ms, body_min_rate, keepalive_timeout_ms,
+        send_timeout_ms; /* 0: the server's defaults */
+    struct hs_ipcap *ipcap;
 };
 
 static int fx_start(const struct fx_opts *o)
@@ -946,7 +948,14 @@ static int fx_start(const struct fx_opts *o)
     cfg.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     cfg.addr.sin_port = 0;
     cfg.max_connections = o != NULL && o->max_connections > 0 ? o->max_connections : 1000;
-    cfg.idle_timeout_s = o != NULL ? o->idle_timeout_s : 0;
+    if (o != NULL) {
+        cfg.header_timeout_ms = o->header_timeout_ms;
+        cfg.body_timeout_ms = o->body_timeout_ms;
+        cfg.body_min_rate = o->body_min_rate;
+        cfg.keepalive_timeout_ms = o->keepalive_timeout_ms;
+        cfg.send_timeout_ms = o->send_timeout_ms;
+        cfg.ipcap = o->ipcap;
+    }
     cfg.head_max_bytes = HEAD_MAX;
     cfg.handler = on_request;
     cfg.completed = on_completed;
@@ -1255,6 +1264,20 @@ static int cl_send_bytewise(struct cl *c, const char *s, size_t n, unsigned gap_
         usleep(gap_us);
     }
     return 0;
+}
+
+/* Send s one byte every gap_ms until it is all sent, a send fails, or the server sent
+ * something (or closed): a client that dribbles until it is answered. */
+static void cl_dribble(struct cl *c, const char *s, size_t n, int gap_ms)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+
+        if (cl_send(c, s + i, 1) != 0)
+            return;
+        if (poll(&pf, 1, gap_ms) > 0)
+            return;
+    }
 }
 
 /* One read into the buffer, waiting until deadline: 1 bytes came, 0 end of stream (orderly or
@@ -2773,34 +2796,55 @@ static void test_client_gone(void **state)
     assert_int_equal(n_failed, f0);
 }
 
-/* -------------------------------------------------------------- scenario 11: idle timeout */
+/* -------------------------------------------------------------- scenario 11: deadlines */
 
-/* Wait for the server to close c; the time it took. Nothing (or a 408) may come first. */
-static void expect_idle_close(const char *what, struct cl *c, uint64_t t0)
+/* Wait for the server to close c: the time it took, in [lo_ms, hi_ms]. With want408 the bytes
+ * before the close must be a 408 (the server's answer to a late head or body), else none. */
+static void expect_deadline_close(const char *what, struct cl *c, uint64_t t0, unsigned lo_ms,
+                                  unsigned hi_ms, int want408)
 {
+    struct resp r;
+    uint64_t dt;
+    int closed;
     size_t extra = 0;
-    int closed = cl_wait_closed(c, 5000, &extra);
-    uint64_t dt = tg_now_mono_ms() - t0;
 
-    check(closed && dt >= 500 && dt <= 3500,
-          "%s: closed by the idle timeout after 0.5 to 3.5 s (%s after %llu ms)", what,
+    if (want408) {
+        int rc = cl_read_resp(c, &r, 0, hi_ms + 2000);
+
+        expect_status(what, &r, rc, "HTTP/1.1 408 Request Timeout");
+        expect_header(what, &r, "Connection", "close");
+        resp_free(&r);
+    }
+    closed = cl_wait_closed(c, hi_ms + 2000, &extra);
+    dt = tg_now_mono_ms() - t0;
+    check(closed && dt >= lo_ms && dt <= hi_ms,
+          "%s: closed by its deadline after %u to %u ms (%s after %llu ms)", what, lo_ms, hi_ms,
           closed ? "closed" : "still open", (unsigned long long)dt);
-    check(extra == 0, "%s: no byte before the close (%zu)", what, extra);
+    check(extra == 0, "%s: nothing more before the close (%zu)", what, extra);
 }
 
-/* 11. idle_timeout_s = 1: a connection that never sends, one idle after a response, one with
- * half a head, one with half a body are closed; a request waiting 2.5 s for its response and a
- * stream with 1.5 s gaps are not. */
-static void test_idle_timeout(void **state)
+/* 11. Deadlines (1 s each): a connection that never sends and one with half a head get 408 and
+ * close after header_timeout_ms; so does a head dribbled a byte every 200 ms (progress does not
+ * extend it: slowloris); a kept-alive connection idle after a response is closed silently after
+ * keepalive_timeout_ms; half a body gets 408 after body_timeout_ms (the handler sees
+ * HS_TOE_TIMEOUT); a body sent steadily but below body_min_rate is cut the same way, one sent
+ * faster is read whole; a request waiting 2.5 s for its response and a stream with 1.5 s gaps
+ * are not touched. */
+static void test_deadlines(void **state)
 {
-    int f0 = begin("11 idle timeout");
-    struct fx_opts o = {.idle_timeout_s = 1};
-    struct cl a, b, h, p, w, sx;
+    int f0 = begin("11 deadlines");
+    struct fx_opts o = {.header_timeout_ms = 1000,
+                        .body_timeout_ms = 1000,
+                        .body_min_rate = 100,
+                        .keepalive_timeout_ms = 1000,
+                        .send_timeout_ms = 1000};
+    struct cl a, b, h, p, w, sx, d, sl, fa;
     struct resp r;
     struct hs_stats st;
     struct rsnap s;
     uint64_t t0;
     int rc;
+    static const char head[] = "GET /echo?t=i7 HTTP/1.1\r\nHost: test\r\nX-Pad: 0123456789\r\n\r\n";
 
     (void)state;
     assert_int_equal(fx_start(&o), 0);
@@ -2819,10 +2863,10 @@ static void test_idle_timeout(void **state)
     expect_status("before idling", &r, rc, "HTTP/1.1 200 OK");
     resp_free(&r);
 
-    expect_idle_close("a connection that never sent a byte", &a, t0);
-    expect_idle_close("a connection idle after a response", &b, t0);
-    expect_idle_close("a connection with half a head", &h, t0);
-    expect_idle_close("a connection with half a body", &p, t0);
+    expect_deadline_close("a connection that never sent a byte", &a, t0, 800, 2500, 1);
+    expect_deadline_close("a connection idle after a response", &b, t0, 800, 2500, 0);
+    expect_deadline_close("a connection with half a head", &h, t0, 800, 2500, 1);
+    expect_deadline_close("a connection with half a body", &p, t0, 800, 2500, 1);
     s = req_wait("i3", U_SEEN, 0);
     check(!s.found, "half a head: the handler was never called");
     expect_done("i4", HS_TOE_TIMEOUT, WAIT_MS);
@@ -2831,7 +2875,7 @@ static void test_idle_timeout(void **state)
     expect_status("waiting 2.5 s for the response", &r, rc, "HTTP/1.1 200 OK");
     expect_cl_body("waiting 2.5 s for the response", &r, "waited\n", 7);
     resp_free(&r);
-    cl_close(&w); /* before its own idle timeout can count */
+    cl_close(&w); /* before its own keep-alive deadline can count */
     expect_done("i5", HS_TOE_OK, WAIT_MS);
     rc = cl_read_resp(&sx, &r, 0, WAIT_MS);
     expect_status("stream with 1.5 s gaps", &r, rc, "HTTP/1.1 200 OK");
@@ -2839,20 +2883,78 @@ static void test_idle_timeout(void **state)
     resp_free(&r);
     cl_close(&sx);
     expect_done("i6", HS_TOE_OK, WAIT_MS);
+
+    /* slowloris: a byte every 200 ms keeps arriving, the head never completes in time */
+    open_cl(&d, 0);
+    t0 = tg_now_mono_ms();
+    cl_dribble(&d, head, sizeof(head) - 1, 200);
+    expect_deadline_close("a head dribbled a byte every 200 ms", &d, t0, 800, 2500, 1);
+    check(!req_wait("i7", U_SEEN, 0).found, "the dribbled head never reached the handler");
+
+    /* a body at 50 B/s (body_min_rate 100): 408 by about 1 s + 50 / 100 s */
+    open_cl(&sl, 0);
+    t0 = tg_now_mono_ms();
+    cl_sends(&sl, "POST /echo?t=i8 HTTP/1.1\r\nHost: test\r\nContent-Length: 400\r\n\r\n");
+    cl_dribble(&sl, "0123456789012345678901234567890123456789012345678901234567890123456789"
+                    "01234567890123456789012345678901234567890123456789",
+               120, 20);
+    expect_deadline_close("a body below body_min_rate", &sl, t0, 800, 4000, 1);
+    expect_done("i8", HS_TOE_TIMEOUT, WAIT_MS);
+
+    /* a body at 2,000 B/s (above the rate): read whole although it takes longer than 1 s */
+    open_cl(&fa, 0);
+    cl_sends(&fa, "POST /echo?t=i9 HTTP/1.1\r\nHost: test\r\nContent-Length: 3000\r\n"
+                  "Connection: close\r\n\r\n");
+    {
+        char body[3000];
+
+        memset(body, 'b', sizeof(body));
+        for (int i = 0; i < 30; i++) {
+            cl_send(&fa, body + i * 100, 100);
+            usleep(50000);
+        }
+    }
+    rc = cl_read_resp(&fa, &r, 0, WAIT_MS);
+    expect_status("a 3,000-byte body over 1.5 s, above the minimum rate", &r, rc,
+                  "HTTP/1.1 200 OK");
+    resp_free(&r);
+    cl_close(&fa);
+
     st = stats_now();
-    check(st.timeouts == 4, "stats: 4 timeouts (%llu)", (unsigned long long)st.timeouts);
+    check(st.header_timeouts == 3, "stats: 3 header timeouts (%llu)",
+          (unsigned long long)st.header_timeouts);
+    check(st.body_timeouts == 2, "stats: 2 body timeouts (%llu)",
+          (unsigned long long)st.body_timeouts);
+    check(st.timeouts == 1, "stats: 1 keep-alive idle close (%llu)",
+          (unsigned long long)st.timeouts);
     cl_close(&a);
     cl_close(&b);
     cl_close(&h);
     cl_close(&p);
+    cl_close(&d);
+    cl_close(&sl);
     fx_stop();
     assert_int_equal(n_failed, f0);
 }
 
 /* -------------------------------------------------------- scenario 12: max_connections */
 
-/* 12. max_connections = 4: the fifth connection is closed at once without a byte (refused
- * counts it), even with a request sent; once one closes, a new one is served. */
+/* 12. max_connections = 4: the fifth connection gets 503 with Retry-After and is closed (refused
+ * counts it), even with a request sent, which never reaches the handler; once one closes, a new
+ * one is served. Then a per-address cap of 2 (hs_ipcap): the third connection from 127.0.0.1
+ * gets 503 the same way (refused_ip), and a new one is served once one closed. */
+static void expect_refused(const char *what, struct cl *c)
+{
+    struct resp r;
+    int rc = cl_read_resp(c, &r, 0, WAIT_MS);
+
+    expect_status(what, &r, rc, "HTTP/1.1 503 Service Unavailable");
+    expect_header(what, &r, "Retry-After", "1");
+    expect_header(what, &r, "Connection", "close");
+    resp_free(&r);
+    expect_closed(what, c, GONE_MS);
+}
+
 static void test_max_connections(void **state)
 {
     int f0 = begin("12 max_connections");
@@ -2876,11 +2978,11 @@ static void test_max_connections(void **state)
         resp_free(&r);
     }
     open_cl(&x, 0);
-    expect_closed("the fifth connection", &x, GONE_MS);
+    expect_refused("the fifth connection", &x);
     cl_close(&x);
     open_cl(&x, 0);
     cl_sends(&x, "GET /echo?t=c5 HTTP/1.1\r\nHost: test\r\n\r\n");
-    expect_closed("the fifth connection with a request", &x, GONE_MS);
+    expect_refused("the fifth connection with a request", &x);
     cl_close(&x);
     st = stats_now();
     check(st.refused == 2 && st.open == 4, "stats: 2 refused, 4 open (%llu, %llu)",
@@ -2904,6 +3006,155 @@ static void test_max_connections(void **state)
     cl_close(&x);
     for (int i = 1; i < 4; i++)
         cl_close(&c[i]);
+    fx_stop();
+
+    /* the per-address cap */
+    o.max_connections = 100;
+    o.ipcap = hs_ipcap_create(2, 100);
+    assert_non_null(o.ipcap);
+    assert_int_equal(fx_start(&o), 0);
+    for (int i = 0; i < 2; i++) {
+        char req[96];
+
+        open_cl(&c[i], 0);
+        snprintf(req, sizeof(req), "GET /echo?t=p%d HTTP/1.1\r\nHost: test\r\n\r\n", i);
+        rc = roundtrip(&c[i], req, &r, 0);
+        expect_status("per-address cap: connection within it", &r, rc, "HTTP/1.1 200 OK");
+        resp_free(&r);
+    }
+    open_cl(&x, 0);
+    cl_sends(&x, "GET /echo?t=p2 HTTP/1.1\r\nHost: test\r\n\r\n");
+    expect_refused("per-address cap: the third connection", &x);
+    cl_close(&x);
+    st = stats_now();
+    check(st.refused_ip == 1 && st.refused == 0, "stats: 1 refused by address, 0 by the total "
+          "(%llu, %llu)", (unsigned long long)st.refused_ip, (unsigned long long)st.refused);
+    cl_close(&c[0]);
+    dl = tg_now_mono_ms() + WAIT_MS;
+    do {
+        st = stats_now();
+        if (st.open == 1)
+            break;
+        usleep(10000);
+    } while (tg_now_mono_ms() < dl);
+    open_cl(&x, 0);
+    rc = roundtrip(&x, "GET /echo?t=p3 HTTP/1.1\r\nHost: test\r\n\r\n", &r, 0);
+    expect_status("per-address cap: a new connection once one closed", &r, rc, "HTTP/1.1 200 OK");
+    resp_free(&r);
+    check(!req_wait("p2", U_SEEN, 0).found, "per-address cap: the refused request never reached "
+                                            "the handler");
+    cl_close(&x);
+    cl_close(&c[1]);
+    fx_stop();
+    hs_ipcap_destroy(&o.ipcap);
+    check(o.ipcap == NULL, "hs_ipcap_destroy sets the pointer to NULL");
+    assert_int_equal(n_failed, f0);
+}
+
+/* ---------------------------------------------------- scenario 14: the head's byte policy */
+
+struct raw_case {
+    const char *name; /* named after the defect it pins */
+    const char *req;
+    size_t len;
+    const char *tag; /* a tag the handler must never see */
+};
+
+#define RAW(s) s, sizeof(s) - 1
+
+/* 14. Any byte the grammar forbids in a head is a 400 and a close, and the process lives on:
+ * NUL (it used to crash the server through an unchecked search result), a bare CR (a header line
+ * starting with one used to end the header section silently, hiding the rest), other control
+ * bytes; an HTTP/1.1 request without Host or with two; then the path reaches the handler as sent
+ * (not percent-decoded), and HTTP/1.0 with Transfer-Encoding is read chunked and closed after
+ * its answer. */
+static void test_head_policy(void **state)
+{
+    int f0 = begin("14 head byte policy");
+    static const struct raw_case bad[] = {
+        {"nul_byte_in_header_value_crashed_the_server",
+         RAW("GET /echo?t=n1 HTTP/1.1\r\nHost: a\0b\r\n\r\n"), "n1"},
+        {"nul_byte_in_request_line", RAW("GET /ec\0ho?t=n2 HTTP/1.1\r\nHost: a\r\n\r\n"), "n2"},
+        {"nul_byte_in_header_name", RAW("GET /echo?t=n3 HTTP/1.1\r\nHo\0st: a\r\n\r\n"), "n3"},
+        {"nul_byte_before_any_line_end", RAW("\0GET /echo?t=n4 HTTP/1.1\r\n\r\n"), "n4"},
+        {"bare_cr_header_line_ended_the_header_section",
+         RAW("GET /echo?t=n5 HTTP/1.1\r\nHost: a\r\n\rX-Hidden: 1\r\n\r\n"), "n5"},
+        {"bare_cr_in_a_header_value", RAW("GET /echo?t=n6 HTTP/1.1\r\nHost: a\rb\r\n\r\n"), "n6"},
+        {"control_byte_0x01_in_a_value", RAW("GET /echo?t=n7 HTTP/1.1\r\nHost: a\r\nX: \x01\r\n\r\n"),
+         "n7"},
+        {"del_byte_in_a_value", RAW("GET /echo?t=n8 HTTP/1.1\r\nHost: a\r\nX: \x7f\r\n\r\n"), "n8"},
+        {"escape_byte_in_the_target", RAW("GET /echo\x1b?t=n9 HTTP/1.1\r\nHost: a\r\n\r\n"), "n9"},
+        {"http11_without_host_was_accepted", RAW("GET /echo?t=n10 HTTP/1.1\r\n\r\n"), "n10"},
+        {"two_host_headers", RAW("GET /echo?t=n11 HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), "n11"},
+        {"malformed_host", RAW("GET /echo?t=n12 HTTP/1.1\r\nHost: a b\r\n\r\n"), "n12"},
+        {"two_content_length_headers",
+         RAW("POST /echo?t=n13 HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 1\r\n"
+             "\r\nx"),
+         "n13"},
+    };
+    struct cl c;
+    struct resp r;
+    struct hs_stats st0, st;
+    int rc;
+
+    (void)state;
+    assert_int_equal(fx_start(NULL), 0);
+    st0 = stats_now();
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        open_cl(&c, 0);
+        cl_send(&c, bad[i].req, bad[i].len);
+        rc = cl_read_resp(&c, &r, 0, WAIT_MS);
+        expect_status(bad[i].name, &r, rc, "HTTP/1.1 400 Bad Request");
+        expect_header(bad[i].name, &r, "Connection", "close");
+        resp_free(&r);
+        expect_closed(bad[i].name, &c, WAIT_MS);
+        cl_close(&c);
+        check(!req_wait(bad[i].tag, U_SEEN, 0).found, "%s: the handler never saw it",
+              bad[i].name);
+        /* the process and the server live on */
+        open_cl(&c, 0);
+        rc = roundtrip(&c, "GET /echo?t=alive HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+                       &r, 0);
+        expect_status(bad[i].name, &r, rc, "HTTP/1.1 200 OK");
+        resp_free(&r);
+        cl_close(&c);
+    }
+    st = stats_now();
+    check(st.bad_requests - st0.bad_requests == sizeof(bad) / sizeof(bad[0]),
+          "stats: every one counted as a bad request (%llu)",
+          (unsigned long long)(st.bad_requests - st0.bad_requests));
+
+    /* path_was_percent_decoded: /ec%68o is not /echo (an ingress's prefix rules see the same
+     * path as the router) */
+    open_cl(&c, 0);
+    rc = roundtrip(&c, "GET /ec%68o?t=p1 HTTP/1.1\r\nHost: a\r\n\r\n", &r, 0);
+    expect_status("path_was_percent_decoded: /ec%68o", &r, rc, "HTTP/1.1 404 Not Found");
+    resp_free(&r);
+    rc = roundtrip(&c, "GET /echo?t=p2&q=a%20b HTTP/1.1\r\nHost: a\r\n\r\n", &r, 0);
+    expect_status("query arguments are still decoded", &r, rc, "HTTP/1.1 200 OK");
+    expect_header("query arguments are still decoded", &r, "x-q", "[a b]");
+    resp_free(&r);
+    cl_close(&c);
+
+    /* http10_with_transfer_encoding_was_kept_alive */
+    open_cl(&c, 0);
+    rc = roundtrip(&c,
+                   "POST /echo?t=p3 HTTP/1.0\r\nTransfer-Encoding: chunked\r\nConnection: "
+                   "keep-alive\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+                   &r, 0);
+    expect_status_10("http10_with_transfer_encoding_was_kept_alive", &r, rc);
+    expect_cl_body("http10_with_transfer_encoding_was_kept_alive", &r, "hello", 5);
+    expect_header("http10_with_transfer_encoding_was_kept_alive", &r, "Connection", "close");
+    resp_free(&r);
+    expect_closed("http10_with_transfer_encoding_was_kept_alive", &c, WAIT_MS);
+    cl_close(&c);
+
+    /* HTTP/1.0 needs no Host */
+    open_cl(&c, 0);
+    rc = roundtrip(&c, "GET /echo?t=p4 HTTP/1.0\r\n\r\n", &r, 0);
+    expect_status_10("HTTP/1.0 without Host", &r, rc);
+    resp_free(&r);
+    cl_close(&c);
     fx_stop();
     assert_int_equal(n_failed, f0);
 }
@@ -3253,7 +3504,9 @@ static void test_mutations(void **state)
         "close\r\n\r\n5;x=y\r\nhello\r\n6\r\n world\r\n0\r\nT: v\r\n\r\n",
         "GET /stream?t=m&n=2 HTTP/1.0\r\nHost: test\r\n\r\n",
     };
-    static const char alphabet[] = "\r\n :;/?%=&\t-0123456789abcdefABCDEF\x7f\xff";
+    /* every class of byte the head grammar cares about, NUL and other control bytes included
+     * (the explicit \0 is part of the alphabet: sizeof - 1 drops only the terminator) */
+    static const char alphabet[] = "\r\n :;/?%=&\t-0123456789abcdefABCDEF\x7f\xff\x01\x1b\0";
     int f0 = begin("17 mutations");
     int answered = 0, silent = 0, bad_line = 0;
     char first_bad[200] = "";
@@ -3395,10 +3648,11 @@ int main(void)
         cmocka_unit_test(test_http10_close),    cmocka_unit_test(test_head),
         cmocka_unit_test(test_expect_continue), cmocka_unit_test(test_server_errors),
         cmocka_unit_test(test_suspend_resume),  cmocka_unit_test(test_streams),
-        cmocka_unit_test(test_client_gone),     cmocka_unit_test(test_idle_timeout),
+        cmocka_unit_test(test_client_gone),     cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_max_connections), cmocka_unit_test(test_quiesce),
         cmocka_unit_test(test_destroy),         cmocka_unit_test(test_slow_reader),
         cmocka_unit_test(test_early_refuse),    cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_head_policy),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -281,8 +281,10 @@ static void test_generate_returns_key_once_and_stores_hash(void **state)
     {
         char *keycopy = strdup(key);
         struct answer *a = answer_new();
+        char ibody[400];
 
-        rt_key_api_handle(f->api, "GET", "/key/info", keycopy, NULL, 0, on_answer, a);
+        snprintf(ibody, sizeof(ibody), "{\"key\":\"%s\"}", keycopy);
+        rt_key_api_handle(f->api, "POST", "/key/info", NULL, ibody, strlen(ibody), on_answer, a);
         answer_wait(a, 1000);
         assert_int_equal(a->status, 200);
         assert_null(strstr(a->body, keycopy));
@@ -401,11 +403,21 @@ static void test_errors_never_echo_a_key(void **state)
     answer_free(a);
 
     a = answer_new();
-    rt_key_api_handle(f->api, "GET", "/key/info", secret, NULL, 0, on_answer, a);
+    snprintf(body, sizeof(body), "{\"key\":\"%s\"}", secret);
+    rt_key_api_handle(f->api, "POST", "/key/info", NULL, body, strlen(body), on_answer, a);
     answer_wait(a, 1000);
     assert_int_equal(a->status, 404);
     assert_null(strstr(a->body, secret));
     assert_non_null(strstr(a->body, "\"code\":\"key_not_found\""));
+    answer_free(a);
+
+    /* key_info_took_the_raw_key_in_the_url: refused, and not echoed */
+    a = answer_new();
+    rt_key_api_handle(f->api, "GET", "/key/info", secret, NULL, 0, on_answer, a);
+    answer_wait(a, 1000);
+    assert_int_equal(a->status, 400);
+    assert_null(strstr(a->body, secret));
+    assert_non_null(strstr(a->body, "\"code\":\"raw_key_in_url\""));
     answer_free(a);
 }
 
@@ -572,7 +584,8 @@ static void test_delete_by_keys_and_hashes(void **state)
     assert_null(strstr(json_string_value(json_array_get(jget(o, "deleted_keys"), 1)), "sk-"));
     json_decref(o);
     assert_int_equal(table_count(f), 1);
-    o = call(f, "GET", "/key/info", k2, NULL, &status);
+    snprintf(body, sizeof(body), "{\"key\":\"%s\"}", k2);
+    o = call(f, "POST", "/key/info", NULL, body, &status);
     assert_int_equal(status, 404);
     json_decref(o);
 
@@ -592,9 +605,31 @@ static void test_info_and_routing(void **state)
     int status = 0;
     json_t *o;
 
-    o = call(f, "GET", "/key/info", STATIC_KEY, NULL, &status);
+    o = call(f, "POST", "/key/info", NULL, "{\"key\":\"" STATIC_KEY "\"}", &status);
     assert_int_equal(status, 200);
     assert_true(json_is_true(jget(o, "info.static")));
+    {
+        /* GET takes the hash that info answers with */
+        char hash[80];
+        json_t *o2;
+
+        snprintf(hash, sizeof(hash), "%s", jstr(o, "key_hash"));
+        o2 = call(f, "GET", "/key/info", hash, NULL, &status);
+        assert_int_equal(status, 200);
+        assert_true(json_is_true(jget(o2, "info.static")));
+        json_decref(o2);
+    }
+    json_decref(o);
+    o = call(f, "GET", "/key/info", STATIC_KEY, NULL, &status);
+    assert_int_equal(status, 400);
+    assert_string_equal(jstr(o, "error.code"), "raw_key_in_url");
+    {
+        char *dump = json_dumps(o, 0);
+
+        assert_non_null(dump);
+        assert_null(strstr(dump, STATIC_KEY)); /* the refusal does not echo the key */
+        free(dump);
+    }
     json_decref(o);
     o = call(f, "GET", "/key/info", NULL, NULL, &status);
     assert_int_equal(status, 400);
@@ -604,7 +639,8 @@ static void test_info_and_routing(void **state)
     assert_int_equal(status, 405);
     json_decref(o);
     o = call(f, "POST", "/key/info", NULL, "{}", &status);
-    assert_int_equal(status, 405);
+    assert_int_equal(status, 400);
+    assert_string_equal(jstr(o, "error.param"), "key");
     json_decref(o);
     o = call(f, "POST", "/key/list", NULL, "{}", &status);
     assert_int_equal(status, 404);
