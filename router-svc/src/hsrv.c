@@ -27,12 +27,19 @@
 
 #define HS_HEAD_MAX_DEFAULT (16u * 1024u)
 #define HS_SCRATCH_BYTES (16u * 1024u)      /* the loop's shared read buffer */
+#define HS_RBUF_MIN_BYTES 1024u /* a connection's own read buffer starts this small: a head
+                                 * dribbled in (slowloris) holds 1 KiB, not the head cap */
 #define HS_STREAM_PIECE_BYTES (16u * 1024u) /* one reader call at most */
 #define HS_CHUNK_PREFIX 10u                 /* hex size + CRLF, right-aligned */
 #define HS_RESP_HEADER_ROOM 2048u
 #define HS_RESP_TRAILER_ROOM 512u
 #define HS_OUT_HEAD_BYTES (HS_RESP_HEADER_ROOM + 256u) /* status line, Date, framing, ... */
 #define HS_SWEEP_MS 1000u                              /* idle checks */
+/* Work per loop turn, so that a burst (a flood of connections, thousands of them reaching a
+ * deadline in the same second) is spread over turns with the loop's other work in between
+ * instead of stalling it: connections accepted, and closed by a deadline, per call. */
+#define HS_ACCEPT_PER_TURN 64u
+#define HS_SWEEP_CLOSE_PER_TURN 64u
 #define HS_LINGER_IDLE_MS 2000u   /* after an early answer: drop input until quiet this long */
 #define HS_LINGER_TOTAL_MS 10000u /* ... or at most this long */
 #define HS_LINGER_MAX_BYTES_DEFAULT (16u * 1024u * 1024u) /* ... or at most this many bytes */
@@ -114,6 +121,7 @@ struct hs_conn {
     /* read buffer while a request arrives in pieces (or pipelined bytes wait) */
     char *rbuf;
     size_t rlen;
+    size_t rcap; /* rbuf's size: grows by doubling from HS_RBUF_MIN_BYTES to rbuf_cap */
 
     /* response */
     struct hs_response *resp;
@@ -146,6 +154,8 @@ struct hs_server {
     struct hs_conn *xhead; /* (xmu) */
     struct hs_conn *graveyard;
     uint64_t next_sweep_ms;
+    int accept_more;          /* the listening socket may hold more connections */
+    struct hs_conn *sweep_at; /* a sweep stopped here (its budget spent); NULL: none */
     /* counters: written by the loop thread only, read by any (hs_server_stats) */
     _Atomic uint64_t st_accepted, st_refused, st_refused_ip, st_requests, st_bad, st_timeouts,
         st_open, st_header_timeouts, st_body_timeouts, st_send_timeouts, st_linger_cut;
@@ -633,6 +643,8 @@ static void conn_close(struct hs_conn *c, enum hs_toe toe)
     close(c->fd); /* leaves the epoll set with it */
     c->fd = -1;
     c->state = CS_CLOSED;
+    if (s->sweep_at == c)
+        s->sweep_at = c->next; /* a stopped sweep goes on from the next one */
     if (c->ip_held) {
         hs_ipcap_release(s->cfg.ipcap, c->peer);
         c->ip_held = 0;
@@ -1244,15 +1256,18 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
     return off;
 }
 
-/* Keep the unused tail of buf (the scratch or rbuf) in rbuf. Returns -1 when out of memory. */
+/* Keep the unused tail of buf (the scratch or rbuf) in rbuf, sized to what it holds (the
+ * smallest power of two from HS_RBUF_MIN_BYTES). Returns -1 when out of memory. */
 static int keep_tail(struct hs_conn *c, const char *buf, size_t total, size_t used)
 {
     size_t left = total - used;
+    size_t cap = HS_RBUF_MIN_BYTES;
 
     if (buf == c->rbuf) {
         if (left == 0) {
             free(c->rbuf);
             c->rbuf = NULL;
+            c->rcap = 0;
         } else if (used > 0) {
             memmove(c->rbuf, c->rbuf + used, left);
         }
@@ -1261,11 +1276,16 @@ static int keep_tail(struct hs_conn *c, const char *buf, size_t total, size_t us
     }
     if (left == 0)
         return 0;
-    c->rbuf = malloc(c->s->rbuf_cap);
+    while (cap < left)
+        cap *= 2;
+    if (cap > c->s->rbuf_cap)
+        cap = c->s->rbuf_cap; /* (left <= the scratch <= rbuf_cap) */
+    c->rbuf = malloc(cap);
     if (c->rbuf == NULL)
         return -1;
     memcpy(c->rbuf, buf + used, left);
     c->rlen = left;
+    c->rcap = cap;
     return 0;
 }
 
@@ -1319,9 +1339,20 @@ static void conn_read(struct hs_conn *c)
             return;
         }
         if (c->rbuf != NULL) {
+            if (c->rlen == c->rcap && c->rcap < s->rbuf_cap) {
+                size_t ncap = c->rcap * 2 < s->rbuf_cap ? c->rcap * 2 : s->rbuf_cap;
+                char *nb = realloc(c->rbuf, ncap);
+
+                if (nb == NULL) {
+                    conn_close(c, HS_TOE_ERROR);
+                    return;
+                }
+                c->rbuf = nb;
+                c->rcap = ncap;
+            }
             buf = c->rbuf;
             have = c->rlen;
-            cap = s->rbuf_cap;
+            cap = c->rcap;
         } else {
             buf = s->scratch;
             have = 0;
@@ -1377,15 +1408,22 @@ static void conn_read(struct hs_conn *c)
 
 static void accept_all(struct hs_server *s)
 {
-    for (;;) {
+    s->accept_more = 0;
+    for (unsigned taken = 0;; taken++) {
         struct sockaddr_in peer;
         socklen_t plen = sizeof(peer);
-        int fd = accept4(s->lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         struct hs_conn *c;
         struct epoll_event ev;
         int one = 1;
         uint32_t addr;
+        int fd;
 
+        if (taken >= HS_ACCEPT_PER_TURN) {
+            /* the rest on the next turn (edge-triggered: no new event would say so) */
+            s->accept_more = 1;
+            return;
+        }
+        fd = accept4(s->lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -1494,13 +1532,24 @@ static void request_timeout(struct hs_conn *c, const char *message)
     conn_close(c, HS_TOE_TIMEOUT);
 }
 
-/* The deadlines (hsrv.h): every connection is looked at once per HS_SWEEP_MS. */
-static void sweep(struct hs_server *s, uint64_t now)
+/* The deadlines (hsrv.h): every connection is looked at once per HS_SWEEP_MS. At most
+ * HS_SWEEP_CLOSE_PER_TURN are closed per call: the sweep then stops at the next connection
+ * (s->sweep_at) and the loop's next turn goes on from there. Returns 1 when it stopped early. */
+static int sweep(struct hs_server *s, uint64_t now)
 {
-    struct hs_conn *c = s->conns;
+    struct hs_conn *c = s->sweep_at != NULL && s->sweep_at->state != CS_CLOSED ? s->sweep_at
+                                                                              : s->conns;
+    uint64_t closed0 = atomic_load_explicit(&s->st_open, memory_order_relaxed);
 
+    s->sweep_at = NULL;
     while (c != NULL) {
         struct hs_conn *next = c->next;
+
+        if (closed0 - atomic_load_explicit(&s->st_open, memory_order_relaxed) >=
+            HS_SWEEP_CLOSE_PER_TURN) {
+            s->sweep_at = c;
+            return 1;
+        }
 
         switch (c->state) {
         case CS_LINGER:
@@ -1546,6 +1595,7 @@ static void sweep(struct hs_server *s, uint64_t now)
         }
         c = next;
     }
+    return 0;
 }
 
 int hs_server_run(struct hs_server *s)
@@ -1553,7 +1603,6 @@ int hs_server_run(struct hs_server *s)
     struct hs_conn *list;
     struct hs_conn *x;
     int did = 0;
-    uint64_t now;
 
     note_loop(s);
     pthread_mutex_lock(&s->xmu);
@@ -1606,11 +1655,6 @@ int hs_server_run(struct hs_server *s)
             break;
         }
     }
-    now = tg_now_mono_ms();
-    if (now >= s->next_sweep_ms) {
-        sweep(s, now);
-        s->next_sweep_ms = now + HS_SWEEP_MS;
-    }
     {
         struct hs_conn *keep = NULL;
 
@@ -1630,11 +1674,27 @@ int hs_server_run(struct hs_server *s)
     return did || s->rhead != NULL;
 }
 
+int hs_server_housekeep(struct hs_server *s)
+{
+    uint64_t now = tg_now_mono_ms();
+
+    note_loop(s);
+    if (s->accept_more && s->lfd >= 0)
+        accept_all(s);
+    if (s->sweep_at != NULL || now >= s->next_sweep_ms) {
+        if (s->sweep_at == NULL)
+            s->next_sweep_ms = now + HS_SWEEP_MS;
+        sweep(s, now);
+    }
+    /* what the sweep closed is freed at the end of the next hs_server_run */
+    return (s->accept_more && s->lfd >= 0) || s->sweep_at != NULL;
+}
+
 int hs_server_timeout_ms(const struct hs_server *s)
 {
     uint64_t now;
 
-    if (s->rhead != NULL)
+    if (s->rhead != NULL || (s->accept_more && s->lfd >= 0) || s->sweep_at != NULL)
         return 0;
     now = tg_now_mono_ms();
     return now >= s->next_sweep_ms ? 0 : (int)(s->next_sweep_ms - now);

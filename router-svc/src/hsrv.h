@@ -168,8 +168,15 @@ void hs_server_event(struct hs_server *s, const struct epoll_event *ev);
  * Loop thread. */
 int hs_server_run(struct hs_server *s);
 
+/* hs_server_housekeep: the server's own work, once per loop turn (after the turn's events):
+ * connections accepted beyond a turn's share (64 per call, so that a flood of connections is
+ * spread over turns) and the deadlines (checked once a second, at most 64 connections closed
+ * per call). Returns 1 when work is left for the next
+ * turn (hs_server_timeout_ms is then 0). Loop thread. */
+int hs_server_housekeep(struct hs_server *s);
+
 /* hs_server_timeout_ms: how long the loop may sleep for the server: 0 when resumed connections
- * wait, else until the next idle check, -1 for none. Loop thread. */
+ * or housekeeping wait, else until the next deadline check, -1 for none. Loop thread. */
 int hs_server_timeout_ms(const struct hs_server *s);
 
 /* hs_server_quiesce: stop accepting (the listening socket is closed). Connections stay open:

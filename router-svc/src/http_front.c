@@ -2303,6 +2303,7 @@ static void *worker_main(void *arg)
             hs_server_quiesce(w->srv);
             w->quiesced = 1;
         }
+        hs_server_housekeep(w->srv); /* bounded: a burst of it spreads over turns */
         /* providers, then the connections their results resumed; repeated while runs resume
          * connections (a resumed request may start the next attempt), bounded per turn */
         for (int k = 0; k < RT_FRONT_RUNS_PER_TURN; k++) {

@@ -234,7 +234,13 @@ test('key API: generate, use, restrict, inspect, delete (master key only)', asyn
     client.chat.completions.create({ model: 'claude-main', messages: [{ role: 'user', content: 'x' }] }),
     (err) => err.status === 401 || err.status === 403);
 
-  const info = await admin(`/key/info?key=${encodeURIComponent(created.key)}`);
+  // A raw key in a URL would end up in access logs: refused; the body or the hash instead.
+  const inUrl = await admin(`/key/info?key=${encodeURIComponent(created.key)}`);
+  assert.equal(inUrl.status, 400);
+  assert.ok(!(await inUrl.text()).includes(created.key));
+  const byHash = await admin(`/key/info?key=${created.key_hash}`);
+  assert.equal(byHash.status, 200);
+  const info = await admin('/key/info', { key: created.key });
   assert.equal(info.status, 200);
   const infoText = await info.text();
   assert.ok(!infoText.includes(created.key), '/key/info never returns the key itself');

@@ -521,7 +521,9 @@ int main(int argc, char **argv)
     WAIT_FOR(blocked_state(&a, k1) == 1, "A to block the key");
     WAIT_FOR(blocked_state(&b, k1) == 1, "B to block the key");
     CHECK(api_call(&a, "GET", "/key/info", NULL, NULL, NULL, NULL) == 400, "info without key");
-    status = api_call(&a, "GET", "/key/info", k1, NULL, &o, NULL);
+    CHECK(api_call(&a, "GET", "/key/info", k1, NULL, NULL, NULL) == 400,
+          "info with the raw key in the URL");
+    status = api_call(&a, "GET", "/key/info", h1, NULL, &o, NULL);
     CHECK(status == 200 && json_is_true(json_object_get(json_object_get(o, "info"), "blocked")),
           "info does not show the block");
     json_decref(o);
@@ -575,7 +577,8 @@ int main(int argc, char **argv)
     replica_start(&a, snap_a);
     CHECK(has_key(&a, k1, NULL), "snapshot key does not authenticate while Kafka is down");
     CHECK(!has_key(&a, "sk-ghost-not-on-topic-0001", NULL), "ghost came back from the snapshot");
-    status = api_call(&a, "GET", "/key/info", k1, NULL, NULL, NULL);
+    snprintf(body, sizeof(body), "{\"key\":\"%s\"}", k1);
+    status = api_call(&a, "POST", "/key/info", NULL, body, NULL, NULL);
     CHECK(status == 200, "info while Kafka is down: %d", status);
     status = api_call(&a, "POST", "/key/generate", NULL, "{}", &o, &ms);
     CHECK(status == 503, "generate while Kafka is down: %d", status);

@@ -853,6 +853,8 @@ static void *loop_main(void *arg)
         pthread_mutex_unlock(&mu);
         if (stop)
             break;
+        if (fx.s != NULL)
+            hs_server_housekeep(fx.s);
         for (;;) {
             pthread_mutex_lock(&mu);
             acts_run_due();
