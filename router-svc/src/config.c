@@ -156,16 +156,15 @@ static int scalar(struct ld *ld, const yaml_node_t *n, const char *path, const c
         unsigned char ch = (unsigned char)v[i];
 
         if (ch < 0x20 || ch == 0x7f) {
-            int trailing = (ch == '\n' && v[i + 1] == '\0') ||
-                           (ch == '\r' && (v[i + 1] == '\0' ||
-                                           (v[i + 1] == '\n' && v[i + 2] == '\0')));
+            int trailing =
+                (ch == '\n' && v[i + 1] == '\0') ||
+                (ch == '\r' && (v[i + 1] == '\0' || (v[i + 1] == '\n' && v[i + 2] == '\0')));
 
             if (env_name != NULL)
                 return fail(ld, n, path,
                             "the value of environment variable %s contains a control character "
                             "(0x%02x at byte %zu%s)",
-                            env_name, ch, i,
-                            trailing ? ": a trailing newline in the secret?" : "");
+                            env_name, ch, i, trailing ? ": a trailing newline in the secret?" : "");
             return fail(ld, n, path, "contains a control character (0x%02x at byte %zu)", ch, i);
         }
     }
@@ -1513,20 +1512,19 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                     rc = get_u32(ld, sv, q, 10000000, &cfg->limiter_keys);
                     if (rc == 0 && cfg->limiter_keys == 0)
                         rc = fail(ld, sv, q, "expected at least 1");
-                } else if (strcmp(k, "limits") == 0 &&
-                           strcmp(sk, "max_connections_per_ip") == 0) {
+                } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_connections_per_ip") == 0) {
                     rc = get_u32(ld, sv, q, 1000000, &cfg->max_connections_per_ip);
                     if (rc == 0 && cfg->max_connections_per_ip == 0)
                         rc = fail(ld, sv, q, "expected at least 1");
-                } else if (strcmp(k, "limits") == 0 &&
-                           (strcmp(sk, "header_timeout_ms") == 0 ||
-                            strcmp(sk, "body_timeout_ms") == 0 ||
-                            strcmp(sk, "keepalive_timeout_ms") == 0 ||
-                            strcmp(sk, "send_timeout_ms") == 0)) {
-                    uint32_t *dst = strcmp(sk, "header_timeout_ms") == 0  ? &cfg->header_timeout_ms
+                } else if (strcmp(k, "limits") == 0 && (strcmp(sk, "header_timeout_ms") == 0 ||
+                                                        strcmp(sk, "body_timeout_ms") == 0 ||
+                                                        strcmp(sk, "keepalive_timeout_ms") == 0 ||
+                                                        strcmp(sk, "send_timeout_ms") == 0)) {
+                    uint32_t *dst = strcmp(sk, "header_timeout_ms") == 0 ? &cfg->header_timeout_ms
                                     : strcmp(sk, "body_timeout_ms") == 0 ? &cfg->body_timeout_ms
-                                    : strcmp(sk, "send_timeout_ms") == 0 ? &cfg->send_timeout_ms
-                                                                         : &cfg->keepalive_timeout_ms;
+                                    : strcmp(sk, "send_timeout_ms") == 0
+                                        ? &cfg->send_timeout_ms
+                                        : &cfg->keepalive_timeout_ms;
 
                     rc = get_u32(ld, sv, q, 3600000, dst);
                     if (rc == 0 && *dst < 100)

@@ -10,18 +10,18 @@
 #include <strings.h>
 
 enum {
-    CH_SIZE = 0,  /* hex digits of a chunk size */
-    CH_SIZE_WS,   /* blanks after the digits */
-    CH_EXT,       /* ";" extensions up to the CR */
-    CH_SIZE_LF,   /* the LF after the size line's CR */
-    CH_DATA,      /* chunk data */
-    CH_DATA_CR,   /* the CR after chunk data */
-    CH_DATA_LF,   /* the LF after it */
-    CH_TR_BOL,    /* the beginning of a trailer line (or of the empty line that ends them) */
-    CH_TR_NAME,   /* a trailer field name */
-    CH_TR_VALUE,  /* its value */
-    CH_TR_LF,     /* the LF after a trailer line's CR */
-    CH_END_LF,    /* the LF of the empty line that ends the trailers */
+    CH_SIZE = 0, /* hex digits of a chunk size */
+    CH_SIZE_WS,  /* blanks after the digits */
+    CH_EXT,      /* ";" extensions up to the CR */
+    CH_SIZE_LF,  /* the LF after the size line's CR */
+    CH_DATA,     /* chunk data */
+    CH_DATA_CR,  /* the CR after chunk data */
+    CH_DATA_LF,  /* the LF after it */
+    CH_TR_BOL,   /* the beginning of a trailer line (or of the empty line that ends them) */
+    CH_TR_NAME,  /* a trailer field name */
+    CH_TR_VALUE, /* its value */
+    CH_TR_LF,    /* the LF after a trailer line's CR */
+    CH_END_LF,   /* the LF of the empty line that ends the trailers */
     CH_DONE
 };
 

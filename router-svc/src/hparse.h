@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HP_HEADERS_MAX 100u    /* header lines per request (431 beyond) */
+#define HP_HEADERS_MAX 100u     /* header lines per request (431 beyond) */
 #define HP_CHUNK_LINE_MAX 1024u /* a chunk-size line with its extensions (400 beyond) */
 
 struct hp_kv {
@@ -56,16 +56,16 @@ struct hp_request {
  * dribbled one byte per read costs O(bytes), not O(bytes^2). Zero it (hp_scan_reset) before
  * each request. */
 struct hp_scan {
-    size_t off;  /* bytes of buf looked at */
+    size_t off;   /* bytes of buf looked at */
     size_t start; /* where the request line starts (after skipped empty lines) */
-    int prefix;  /* still in the empty lines before the request line (RFC 9112 2.2) */
-    int bol;     /* at the beginning of a line of the head */
-    int cr;      /* the last byte looked at was a CR (an LF must follow) */
+    int prefix;   /* still in the empty lines before the request line (RFC 9112 2.2) */
+    int bol;      /* at the beginning of a line of the head */
+    int cr;       /* the last byte looked at was a CR (an LF must follow) */
 };
 
-#define HP_SCAN_MORE 0    /* no end yet, nothing forbidden so far */
-#define HP_SCAN_DONE 1    /* *start and *end set: the head is buf[start, end) */
-#define HP_SCAN_BAD (-1)  /* a forbidden byte (400); *msg says which */
+#define HP_SCAN_MORE 0     /* no end yet, nothing forbidden so far */
+#define HP_SCAN_DONE 1     /* *start and *end set: the head is buf[start, end) */
+#define HP_SCAN_BAD (-1)   /* a forbidden byte (400); *msg says which */
 #define HP_SCAN_LARGE (-2) /* more than max bytes without an end (431) */
 
 /* hp_scan_reset: before the first byte of a request. */
@@ -93,15 +93,16 @@ const char *hp_header(const struct hp_request *req, const char *name);
 
 struct hp_chunked {
     int state;
-    uint64_t left;        /* bytes left in the current chunk */
-    unsigned line;        /* bytes of the current size or trailer line */
-    unsigned digits;      /* hex digits of the current size */
+    uint64_t left;          /* bytes left in the current chunk */
+    unsigned line;          /* bytes of the current size or trailer line */
+    unsigned digits;        /* hex digits of the current size */
     uint64_t trailer_bytes; /* bytes of the trailer section so far */
-    uint64_t trailer_max; /* cap of the trailer section (431 beyond) */
+    uint64_t trailer_max;   /* cap of the trailer section (431 beyond) */
 };
 
 #define HP_CH_MORE 0 /* everything given was used; more bytes are needed */
-#define HP_CH_DATA 1 /* *data, *dlen: body bytes (the caller hands them on, then calls again
+#define HP_CH_DATA                                                                                 \
+    1                /* *data, *dlen: body bytes (the caller hands them on, then calls again       \
                       * with the rest) */
 #define HP_CH_DONE 2 /* the body ended (the last chunk and the trailers were read) */
 /* < 0: malformed framing; *status is 400 or 431, *msg says what */

@@ -26,9 +26,10 @@
 #include "tg_time.h"
 
 #define HS_HEAD_MAX_DEFAULT (16u * 1024u)
-#define HS_SCRATCH_BYTES (16u * 1024u)      /* the loop's shared read buffer */
-#define HS_RBUF_MIN_BYTES 1024u /* a connection's own read buffer starts this small: a head
-                                 * dribbled in (slowloris) holds 1 KiB, not the head cap */
+#define HS_SCRATCH_BYTES (16u * 1024u) /* the loop's shared read buffer */
+#define HS_RBUF_MIN_BYTES                                                                          \
+    1024u /* a connection's own read buffer starts this small: a head                              \
+           * dribbled in (slowloris) holds 1 KiB, not the head cap */
 #define HS_STREAM_PIECE_BYTES (16u * 1024u) /* one reader call at most */
 #define HS_CHUNK_PREFIX 10u                 /* hex size + CRLF, right-aligned */
 #define HS_RESP_HEADER_ROOM 2048u
@@ -59,7 +60,6 @@ enum cstate {
     CS_LINGER,   /* answered early: dropping input until the client is done, then close */
     CS_CLOSED    /* closed; freed at the end of the loop turn */
 };
-
 
 struct hs_response {
     hs_reader_fn reader;
@@ -96,10 +96,10 @@ struct hs_conn {
     uint64_t body_got;      /* body bytes handed to the handler (deadline by min rate) */
     uint64_t linger_start_ms;
     uint64_t linger_bytes;
-    unsigned nreq;     /* requests started on this connection */
-    int head_started;  /* a byte of the current request's head has arrived */
-    int ip_held;       /* counted in the server's per-address table */
-    uint32_t peer;     /* IPv4 address, network order */
+    unsigned nreq;    /* requests started on this connection */
+    int head_started; /* a byte of the current request's head has arrived */
+    int ip_held;      /* counted in the server's per-address table */
+    uint32_t peer;    /* IPv4 address, network order */
 
     /* request */
     char *head; /* the head, parsed in place, followed by its kv table */
@@ -141,7 +141,7 @@ struct hs_server {
     struct hs_config cfg;
     size_t head_max;
     size_t rbuf_cap;
-    uint64_t linger_max;     /* bytes dropped after an early answer, at most */
+    uint64_t linger_max; /* bytes dropped after an early answer, at most */
     uint64_t header_timeout_ms, body_timeout_ms, body_min_rate, keepalive_timeout_ms,
         send_timeout_ms;
     uint16_t port;
@@ -321,7 +321,7 @@ struct hs_ipcap {
     unsigned per_addr; /* connections per address, at most */
     unsigned cap;      /* addresses held at most (the connection cap: one each at worst) */
     unsigned used;
-    size_t mask;       /* slots - 1; slots is a power of two >= 2 * cap */
+    size_t mask; /* slots - 1; slots is a power of two >= 2 * cap */
     struct hs_ipcap_slot slot[];
 };
 
@@ -719,11 +719,11 @@ static void refuse_fd(struct hs_server *s, int fd, int minor, int status, const 
 {
     char *o = s->ohead;
     char body[256];
-    int bl = snprintf(body, sizeof(body),
-                      "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,"
-                      "\"code\":\"%s\"}}",
-                      message, status == 503 ? "service_unavailable" : "invalid_request_error",
-                      code);
+    int bl =
+        snprintf(body, sizeof(body),
+                 "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,"
+                 "\"code\":\"%s\"}}",
+                 message, status == 503 ? "service_unavailable" : "invalid_request_error", code);
     int n;
 
     if (bl < 0 || (size_t)bl >= sizeof(body))
@@ -1537,8 +1537,8 @@ static void request_timeout(struct hs_conn *c, const char *message)
  * (s->sweep_at) and the loop's next turn goes on from there. Returns 1 when it stopped early. */
 static int sweep(struct hs_server *s, uint64_t now)
 {
-    struct hs_conn *c = s->sweep_at != NULL && s->sweep_at->state != CS_CLOSED ? s->sweep_at
-                                                                              : s->conns;
+    struct hs_conn *c =
+        s->sweep_at != NULL && s->sweep_at->state != CS_CLOSED ? s->sweep_at : s->conns;
     uint64_t closed0 = atomic_load_explicit(&s->st_open, memory_order_relaxed);
 
     s->sweep_at = NULL;
@@ -1576,9 +1576,8 @@ static int sweep(struct hs_server *s, uint64_t now)
             break;
         case CS_BODY:
             /* body_timeout_ms, plus a second for every body_min_rate bytes received */
-            if (!c->suspended &&
-                now - c->body_start_ms >=
-                    s->body_timeout_ms + c->body_got * 1000u / s->body_min_rate) {
+            if (!c->suspended && now - c->body_start_ms >=
+                                     s->body_timeout_ms + c->body_got * 1000u / s->body_min_rate) {
                 ST_ADD(s, st_body_timeouts, 1);
                 request_timeout(c, "request body not received in time (body_timeout_ms, "
                                    "body_min_rate)");
@@ -1722,8 +1721,8 @@ struct hs_server *hs_server_create(const struct hs_config *cfg, char *err, size_
     s->body_timeout_ms =
         cfg->body_timeout_ms > 0 ? cfg->body_timeout_ms : HS_BODY_TIMEOUT_MS_DEFAULT;
     s->body_min_rate = cfg->body_min_rate > 0 ? cfg->body_min_rate : HS_BODY_MIN_RATE_DEFAULT;
-    s->keepalive_timeout_ms = cfg->keepalive_timeout_ms > 0 ? cfg->keepalive_timeout_ms
-                                                            : HS_KEEPALIVE_TIMEOUT_MS_DEFAULT;
+    s->keepalive_timeout_ms =
+        cfg->keepalive_timeout_ms > 0 ? cfg->keepalive_timeout_ms : HS_KEEPALIVE_TIMEOUT_MS_DEFAULT;
     s->send_timeout_ms =
         cfg->send_timeout_ms > 0 ? cfg->send_timeout_ms : HS_SEND_TIMEOUT_MS_DEFAULT;
     if (cfg->max_connections == 0) {

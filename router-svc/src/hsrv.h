@@ -113,7 +113,7 @@ struct hs_config {
     unsigned send_timeout_ms;      /* 60 s: a response the client takes nothing of */
     size_t linger_max_bytes;       /* 16 MiB: dropped after an early answer, at most */
     size_t head_max_bytes;         /* request line + headers; 0: 16 KiB */
-    int backlog;              /* listen backlog; 0: 1024 */
+    int backlog;                   /* listen backlog; 0: 1024 */
     hs_handler_fn handler;
     void *handler_cls;
     hs_completed_fn completed; /* may be NULL */

@@ -727,8 +727,7 @@ bad:
 
 /* /key/info: GET ?key=<64-hex hash> or POST {"key": raw key or hash}. A raw key is never taken
  * from the URL: URLs are written to access logs (ingress, proxies) where a key must not be. */
-static void do_info(struct kreq *r, int is_get, const char *key_param, const char *body,
-                    size_t len)
+static void do_info(struct kreq *r, int is_get, const char *key_param, const char *body, size_t len)
 {
     struct rt_key_api *api = r->api;
     size_t n = 0;

@@ -52,8 +52,8 @@ static void on_complete_log(const struct proto_event *ev, void *ud)
              " completion_tokens=%" PRId64 " cost_nusd=%" PRId64 " latency_ms=%" PRId64
              " error_class=%s trace_id=%s",
              ev->call_id, ev->endpoint, ev->status, ev->model_group, ev->deployment_id,
-             ev->attempts, ev->fallbacks, ev->prompt_tokens, ev->completion_tokens,
-             ev->cost_nusd, ev->latency_ms, ev->error_class, ev->trace_id);
+             ev->attempts, ev->fallbacks, ev->prompt_tokens, ev->completion_tokens, ev->cost_nusd,
+             ev->latency_ms, ev->error_class, ev->trace_id);
 }
 
 /* The completion hook: the event goes to the spool (one write(); Kafka is never waited on). */
@@ -196,8 +196,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s\n", diag.error);
             return 2;
         }
-        printf("%s: ok (%u deployments, %u static keys)\n", path, cfg->n_deployments,
-               cfg->n_keys);
+        printf("%s: ok (%u deployments, %u static keys)\n", path, cfg->n_deployments, cfg->n_keys);
         rt_config_destroy(&cfg);
         return 0;
     }
@@ -347,7 +346,9 @@ int main(int argc, char **argv)
     rt_health_set_shutting_down(health);
     rt_front_quiesce(front);
     {
-        uint64_t deadline = tg_now_mono_ms() + (uint64_t)env_seconds("TOLLGATE_SHUTDOWN_GRACE_S", RT_SHUTDOWN_GRACE_S_DEFAULT) * 1000u;
+        uint64_t deadline =
+            tg_now_mono_ms() +
+            (uint64_t)env_seconds("TOLLGATE_SHUTDOWN_GRACE_S", RT_SHUTDOWN_GRACE_S_DEFAULT) * 1000u;
 
         uint64_t idle_since = 0;
 
@@ -365,8 +366,7 @@ int main(int argc, char **argv)
         }
     }
     if (rt_front_in_flight(front) > 0)
-        TG_WARN("msg=shutdown_grace_expired in_flight=%lld",
-                (long long)rt_front_in_flight(front));
+        TG_WARN("msg=shutdown_grace_expired in_flight=%lld", (long long)rt_front_in_flight(front));
     /* whatever is still waiting on a provider is cancelled; its connection resumes and gets
      * an answer (or its stream ends with an error event) */
     rt_front_cancel_upstream(front);
@@ -387,8 +387,7 @@ int main(int argc, char **argv)
         if (rt_publisher_drain(pub, (uint32_t)flush_s * 1000u) != 0)
             TG_WARN("msg=shutdown_flush_incomplete action=left_in_spool_for_next_start");
     }
-    TG_INFO("msg=shutdown_done completed=%llu",
-            (unsigned long long)rt_metrics_completed(metrics));
+    TG_INFO("msg=shutdown_done completed=%llu", (unsigned long long)rt_metrics_completed(metrics));
     rc = 0;
 out:
     rt_front_stop(&front);

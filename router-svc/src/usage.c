@@ -128,9 +128,9 @@ static int usage_scan(enum rt_api api, const char *body, size_t len, struct rt_u
     if (rt_json_scan_object(ub, top[0].val_len, um, nm, NULL) != 0)
         return TG_EINVAL;
     if (api == RT_API_MESSAGES) {
-        out->prompt_tokens = tokens_add(tokens_add(span_count(ub, &um[0], &present),
-                                                   span_count(ub, &um[2], &present)),
-                                        span_count(ub, &um[3], &present));
+        out->prompt_tokens = tokens_add(
+            tokens_add(span_count(ub, &um[0], &present), span_count(ub, &um[2], &present)),
+            span_count(ub, &um[3], &present));
     } else {
         out->prompt_tokens = span_count(ub, &um[0], &present);
     }
@@ -304,11 +304,10 @@ static void sse_data(struct rt_sse_usage *p, const char *data, size_t len)
             }
             present = 0;
             {
-                int64_t in =
-                    tokens_add(tokens_add(int_member(usage, "input_tokens", &present),
-                                          int_member(usage, "cache_creation_input_tokens",
-                                                     &present)),
-                               int_member(usage, "cache_read_input_tokens", &present));
+                int64_t in = tokens_add(
+                    tokens_add(int_member(usage, "input_tokens", &present),
+                               int_member(usage, "cache_creation_input_tokens", &present)),
+                    int_member(usage, "cache_read_input_tokens", &present));
 
                 if (present && in > 0) {
                     p->usage.prompt_tokens = in;

@@ -341,19 +341,22 @@ static int run_legit(const struct opts *o)
 
 struct aconn {
     int fd;
-    int status;       /* first answer's status, 0 none yet */
-    uint64_t t_open;  /* connect */
-    uint64_t t_next;  /* next dribble */
-    size_t sent;      /* bytes of the script sent */
+    int status;      /* first answer's status, 0 none yet */
+    uint64_t t_open; /* connect */
+    uint64_t t_next; /* next dribble */
+    size_t sent;     /* bytes of the script sent */
     size_t script_len;
     const char *script; /* what to send (slowloris, ctl) */
     size_t body_sent;
-    int fin;          /* the server half-closed (FIN): a hostile client goes on sending */
+    int fin; /* the server half-closed (FIN): a hostile client goes on sending */
     char in[512];
     size_t inlen;
 };
 
-#define RAW(s) {s, sizeof(s) - 1}
+#define RAW(s)                                                                                     \
+    {                                                                                              \
+        s, sizeof(s) - 1                                                                           \
+    }
 static const struct {
     const char *s;
     size_t n;
@@ -462,8 +465,8 @@ static int a_push(const struct opts *o, struct aconn *c, uint64_t now)
 
     if (c->fd < 0)
         return 0;
-    if (o->kind == K_SLOWLORIS || ((o->kind == K_SLOWBODY || o->kind == K_AUTHSLOW) &&
-                                   c->sent >= c->script_len)) {
+    if (o->kind == K_SLOWLORIS ||
+        ((o->kind == K_SLOWBODY || o->kind == K_AUTHSLOW) && c->sent >= c->script_len)) {
         /* one byte per gap: the head (slowloris) or the body after the head */
         ssize_t n = 0;
 
@@ -482,8 +485,8 @@ static int a_push(const struct opts *o, struct aconn *c, uint64_t now)
         return n < 0 && (errno == EPIPE || errno == ECONNRESET) ? -1 : 0;
     }
     while (c->sent < c->script_len) {
-        ssize_t n = send(c->fd, c->script + c->sent, c->script_len - c->sent,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n =
+            send(c->fd, c->script + c->sent, c->script_len - c->sent, MSG_NOSIGNAL | MSG_DONTWAIT);
 
         if (n <= 0)
             return n < 0 && (errno == EPIPE || errno == ECONNRESET) ? -1 : 0;
@@ -592,8 +595,8 @@ static int run_attack(const struct opts *o)
                 }
                 if (r < 0 && (errno == EAGAIN || errno == EINTR))
                     break;
-                if (r == 0 && (o->kind == K_SLOWBODY || o->kind == K_AUTHSLOW ||
-                               o->kind == K_BIGBODY)) {
+                if (r == 0 &&
+                    (o->kind == K_SLOWBODY || o->kind == K_AUTHSLOW || o->kind == K_BIGBODY)) {
                     /* a FIN after the answer: a hostile client goes on sending its body; the
                      * server's own close shows as a reset of a later send */
                     if (!c->fin) {
@@ -617,9 +620,9 @@ static int run_attack(const struct opts *o)
     }
     printf("{\"kind\":\"%s\",\"opened\":%llu,\"connect_fail\":%llu,\"closed_by_server\":%llu,"
            "\"over_deadline\":%llu,\"max_close_ms\":%llu,\"statuses\":{",
-           kind_names[o->kind], (unsigned long long)st.opened,
-           (unsigned long long)st.connect_fail, (unsigned long long)st.closed,
-           (unsigned long long)st.over_deadline, (unsigned long long)st.max_close_ms);
+           kind_names[o->kind], (unsigned long long)st.opened, (unsigned long long)st.connect_fail,
+           (unsigned long long)st.closed, (unsigned long long)st.over_deadline,
+           (unsigned long long)st.max_close_ms);
     {
         int first = 1;
 
@@ -696,8 +699,8 @@ int main(int argc, char **argv)
             return usage();
         }
     }
-    if (o.port == 0 || o.conns < 1 || o.conns > HC_CONNS_MAX || o.duration_s <= 0 ||
-        o.rate <= 0 || (o.legit && (o.key == NULL || o.out == NULL)) ||
+    if (o.port == 0 || o.conns < 1 || o.conns > HC_CONNS_MAX || o.duration_s <= 0 || o.rate <= 0 ||
+        (o.legit && (o.key == NULL || o.out == NULL)) ||
         (!o.legit && o.kind == K_AUTHSLOW && o.key == NULL))
         return usage();
     raise_nofile();
