@@ -9,6 +9,7 @@
 
 #include <yaml.h>
 
+#include "tg_cfgtext.h"
 #include "tg_err.h"
 #include "tg_log.h"
 
@@ -134,12 +135,15 @@ static int scalar(struct ld *ld, const yaml_node_t *n, const char *path, const c
 {
     const char *v = NULL;
     const char *env_name = NULL;
+    size_t yaml_len;
+    char why[160];
 
     if (n == NULL || n->type != YAML_SCALAR_NODE)
         return fail(ld, n, path, "expected a scalar value");
     v = (const char *)n->data.scalar.value;
-    if (strlen(v) != n->data.scalar.length)
-        return fail(ld, n, path, "contains a NUL byte");
+    yaml_len = n->data.scalar.length;
+    if (tg_cfgtext_check(v, yaml_len, NULL, why, sizeof(why)) != 0)
+        return fail(ld, n, path, "%s", why);
     if (strncmp(v, ENV_PREFIX, strlen(ENV_PREFIX)) == 0) {
         const char *name = v + strlen(ENV_PREFIX);
         const char *env;
@@ -152,22 +156,8 @@ static int scalar(struct ld *ld, const yaml_node_t *n, const char *path, const c
         v = env;
         env_name = name;
     }
-    for (size_t i = 0; v[i] != '\0'; i++) {
-        unsigned char ch = (unsigned char)v[i];
-
-        if (ch < 0x20 || ch == 0x7f) {
-            int trailing =
-                (ch == '\n' && v[i + 1] == '\0') ||
-                (ch == '\r' && (v[i + 1] == '\0' || (v[i + 1] == '\n' && v[i + 2] == '\0')));
-
-            if (env_name != NULL)
-                return fail(ld, n, path,
-                            "the value of environment variable %s contains a control character "
-                            "(0x%02x at byte %zu%s)",
-                            env_name, ch, i, trailing ? ": a trailing newline in the secret?" : "");
-            return fail(ld, n, path, "contains a control character (0x%02x at byte %zu)", ch, i);
-        }
-    }
+    if (env_name != NULL && tg_cfgtext_check(v, (size_t)-1, env_name, why, sizeof(why)) != 0)
+        return fail(ld, n, path, "%s", why);
     *out = v;
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tg_cfgtext.h"
 #include "tg_err.h"
 
 #define ENV_PREFIX "os.environ/"
@@ -87,10 +88,13 @@ static int cfg_scalar(struct parse_ctx *c, const yaml_node_t *node, const char *
 {
     const char *v;
     size_t len;
+    char why[160];
 
     if (node == NULL || node->type != YAML_SCALAR_NODE)
         return cfg_fail(c, node, key, "expected a single value");
     v = (const char *)node->data.scalar.value;
+    if (tg_cfgtext_check(v, node->data.scalar.length, NULL, why, sizeof(why)) != 0)
+        return cfg_fail(c, node, key, "%s", why);
     if (strncmp(v, ENV_PREFIX, strlen(ENV_PREFIX)) == 0) {
         const char *name = v + strlen(ENV_PREFIX);
         const char *ev;
@@ -100,6 +104,8 @@ static int cfg_scalar(struct parse_ctx *c, const yaml_node_t *node, const char *
         ev = getenv(name);
         if (ev == NULL || ev[0] == '\0')
             return cfg_fail(c, node, key, "environment variable %.64s is not set", name);
+        if (tg_cfgtext_check(ev, (size_t)-1, name, why, sizeof(why)) != 0)
+            return cfg_fail(c, node, key, "%s", why);
         v = ev;
     }
     len = strlen(v);

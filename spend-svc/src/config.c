@@ -9,6 +9,7 @@
 
 #include <yaml.h>
 
+#include "tg_cfgtext.h"
 #include "tg_err.h"
 
 /* Parsing context: the document and where errors go. */
@@ -43,10 +44,13 @@ static int cfg_scalar(struct cfg_ctx *c, yaml_node_t *node, const char *key, cha
 {
     const char *val;
     size_t len;
+    char why[160];
 
     if (node->type != YAML_SCALAR_NODE)
         return cfg_fail(c, node, key, "expected a scalar value");
     val = (const char *)node->data.scalar.value;
+    if (tg_cfgtext_check(val, node->data.scalar.length, NULL, why, sizeof(why)) != 0)
+        return cfg_fail(c, node, key, "%s", why);
     if (strncmp(val, "os.environ/", 11) == 0) {
         const char *name = val + 11;
         if (name[0] == '\0')
@@ -54,6 +58,8 @@ static int cfg_scalar(struct cfg_ctx *c, yaml_node_t *node, const char *key, cha
         val = getenv(name);
         if (!val)
             return cfg_fail(c, node, key, "environment variable %s is not set", name);
+        if (tg_cfgtext_check(val, (size_t)-1, name, why, sizeof(why)) != 0)
+            return cfg_fail(c, node, key, "%s", why);
     }
     len = strlen(val);
     if (len >= outcap)

@@ -156,6 +156,11 @@ static void test_errors(void **state)
                  "spend.yaml:2: alerting.alert_to_webhook_url: unknown alert type", NULL);
     expect_error("alerting:\n  burst: 0\n", "spend.yaml:2: alerting.burst: must be between 1",
                  NULL);
+    /* a webhook URL with a CR/LF would go into the request head */
+    expect_error("alerting:\n  default_webhook_url: \"http://x/hush\\r\\nX-A: 1\"\n",
+                 "spend.yaml:2: alerting.default_webhook_url: contains a control character "
+                 "(0x0d at byte 13)",
+                 "hush");
     expect_error("alerting:\n  burst: three\n",
                  "spend.yaml:2: alerting.burst: expected a whole number", NULL);
     expect_error("alerting:\n  burst: -3\n",

@@ -124,6 +124,20 @@ static void test_errors_name_file_line_key(void **state)
     assert_int_equal(load("kafka: {topic: t}\n"), TG_ECONFIG);
     assert_non_null(strstr(err, "postgres.dsn: missing"));
 
+    /* config_values_with_crlf_reached_the_wire: a control byte names the key and the variable */
+    setenv("SPEND_TEST_NL_KEY", "sk-master\n", 1);
+    assert_int_equal(load("postgres: {dsn: x}\nmaster_key: os.environ/SPEND_TEST_NL_KEY\n"),
+                     TG_ECONFIG);
+    assert_non_null(strstr(err, ":2: master_key: the value of environment variable "
+                                "SPEND_TEST_NL_KEY contains a control character (0x0a at byte 9: "
+                                "a trailing newline in the secret?)"));
+    assert_null(strstr(err, "sk-master"));
+    unsetenv("SPEND_TEST_NL_KEY");
+    assert_int_equal(load("postgres: {dsn: \"host=a\\r\\nb\"}\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, ":1: postgres.dsn: contains a control character (0x0d at byte 6)"));
+    assert_int_equal(load("postgres: {dsn: \"host=a\\0b\"}\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, ":1: postgres.dsn: contains a NUL byte"));
+
     assert_int_equal(load("postgres: {dsn: x}\nbudgets: {thresholds: [80, 50]}\n"), TG_ECONFIG);
     assert_non_null(strstr(err, "budgets.thresholds: must be ascending"));
 
