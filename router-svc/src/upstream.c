@@ -46,6 +46,10 @@ enum {
     FD_EV_OUT = 16
 };
 
+/* SSL_CERT_FILE (OpenSSL's and curl's name): a CA bundle that replaces the system's for the
+ * providers' certificates, read once at start. "" when unset. */
+static char ca_file[4096];
+
 enum { CMD_SUBMIT = 1, CMD_CANCEL = 2, CMD_UNPAUSE = 4 };
 enum { SLOT_FREE = 0, SLOT_QUEUED, SLOT_ACTIVE };
 
@@ -2043,6 +2047,8 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
     curl_easy_setopt(s->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     curl_easy_setopt(s->easy, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(s->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (ca_file[0] != '\0')
+        curl_easy_setopt(s->easy, CURLOPT_CAINFO, ca_file);
     curl_easy_setopt(s->easy, CURLOPT_CONNECTTIMEOUT_MS,
                      req->timeout_ms > 0 ? req->timeout_ms : 30000L);
     curl_easy_setopt(s->easy, CURLOPT_BUFFERSIZE,
@@ -2172,6 +2178,10 @@ void rt_upstream_get_stats(const struct rt_upstream *up, struct rt_upstream_stat
 
 int rt_upstream_global_init(void)
 {
+    const char *f = getenv("SSL_CERT_FILE");
+
+    if (f != NULL && f[0] != '\0' && strlen(f) < sizeof(ca_file))
+        memcpy(ca_file, f, strlen(f) + 1);
     return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : TG_EIO;
 }
 

@@ -69,12 +69,14 @@ struct rt_upstream_request {
     long idle_timeout_ms;     /* streams: abort after this long without a byte (0 = timeout_ms) */
     size_t max_response_bytes; /* non-stream body cap (> 0); over it -> TG_ETOOBIG */
     int stream;               /* 1: deliver 2xx bytes through on_data */
-    long recv_buffer_bytes;   /* largest single on_data delivery (curl receive buffer), 0 =
-                                 curl's default (16 KiB) */
+    long recv_buffer_bytes;   /* largest single on_data delivery, 0 = curl's default (16 KiB):
+                                 libcurl's receive buffer, and its deliveries are cut to it too
+                                 (over HTTP/2 curl delivers up to 16 KiB whatever its buffer) */
 };
 
 /* rt_upstream_global_init / rt_upstream_global_fini: process-wide libcurl set-up and
- * tear-down (curl.h stays inside this module). Main thread, once, before any other thread starts
+ * tear-down (curl.h stays inside this module). init reads SSL_CERT_FILE: a CA bundle used for
+ * the providers' certificates instead of the system's. Main thread, once, before any other thread starts
  * / after every upstream is destroyed. init returns 0 or TG_EIO. */
 int rt_upstream_global_init(void);
 void rt_upstream_global_fini(void);
