@@ -124,9 +124,9 @@ int sp_config_parse_usd(const char *s, int64_t *out_nusd)
     if (*p < '0' || *p > '9')
         return TG_EINVAL;
     while (*p >= '0' && *p <= '9') {
-        if (whole > 9000000000LL)
-            return TG_EINVAL;
         whole = whole * 10 + (*p - '0');
+        if (whole > INT64_MAX / 1000000000LL)
+            return TG_EINVAL; /* more whole USD than int64 nano-USD hold */
         p++;
     }
     if (*p == '.') {
@@ -145,6 +145,8 @@ int sp_config_parse_usd(const char *s, int64_t *out_nusd)
         frac *= 10;
         digits++;
     }
+    if (whole > (INT64_MAX - frac) / 1000000000LL)
+        return TG_EINVAL;
     *out_nusd = whole * 1000000000LL + frac;
     return 0;
 }

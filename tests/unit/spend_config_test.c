@@ -226,6 +226,27 @@ static void test_durations_and_usd(void **state)
     assert_int_equal(sp_config_parse_usd("-2", &v), TG_EINVAL);
 }
 
+/* An amount above INT64_MAX nano-USD overflowed the conversion (UBSan: signed integer overflow;
+ * found by spend_config_fuzz with max_budget: 49999999999): refused now, up to the last
+ * nano-USD that fits. */
+static void test_usd_beyond_int64_refused(void **state)
+{
+    int64_t v;
+    (void)state;
+    assert_int_equal(sp_config_parse_usd("9223372036.854775807", &v), 0);
+    assert_int_equal(v, INT64_MAX);
+    assert_int_equal(sp_config_parse_usd("9223372036.854775808", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_usd("9223372037", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_usd("49999999999", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_usd("99999999999999999999999", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_usd("9000000000.5", &v), 0);
+    assert_int_equal(v, 9000000000500000000LL);
+    assert_int_equal(load("postgres: {dsn: x}\nbudgets:\n  teams:\n"
+                          "    - {team_id: t1, max_budget: 49999999999}\n"),
+                     TG_ECONFIG);
+    assert_non_null(strstr(err, ":4: budgets.teams.max_budget: expected a positive USD amount"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +256,7 @@ int main(void)
         cmocka_unit_test(test_alerting_hook),
         cmocka_unit_test(test_load_buffer),
         cmocka_unit_test(test_durations_and_usd),
+        cmocka_unit_test(test_usd_beyond_int64_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
