@@ -8,7 +8,8 @@
  *
  * Properties (abort on violation):
  *  - split-independence: usage, lines, lines skipped and bad events are the same however the
- *    bytes were cut; rt_sse_usage_feed returns the line count, which never goes down;
+ *    bytes were cut; rt_sse_usage_feed returns the line count, which never goes down and is the
+ *    number of line ends (CR, LF, CRLF as one); skipped lines and bad events are among them;
  *  - counts stay within 0..RT_USAGE_TOKENS_MAX and are 0 when no usage was found;
  *  - rt_usage_from_json answers 0 or TG_EPROTO (and then a zeroed usage); its answer equals the
  *    one computed here with jansson from the rules in usage.h (the module's no-tree fast path
@@ -103,6 +104,18 @@ static void feed(enum rt_api api, size_t line_cap, const char *s, size_t n, size
     usage_sane((int)api, &r->usage);
 }
 
+/* Line ends in s[0..n) as usage.h counts them: CR, LF, and CRLF as one. */
+static uint64_t line_ends(const char *s, size_t n)
+{
+    uint64_t k = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\r' || (s[i] == '\n' && (i == 0 || s[i - 1] != '\r')))
+            k++;
+    }
+    return k;
+}
+
 static void same(enum rt_api api, const struct sse_result *a, const struct sse_result *b,
                  const char *how)
 {
@@ -192,6 +205,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             struct sse_result whole, other;
 
             feed(api, caps[c], s, size, 0, 0, &whole);
+            if (whole.lines != line_ends(s, size) || whole.skipped > whole.lines ||
+                whole.bad > whole.lines)
+                fail("line counts are not the stream's line ends", (int)api, NULL, NULL);
             if (size <= FUZZ_BYTEWISE_MAX) {
                 feed(api, caps[c], s, size, 1, 0, &other);
                 same(api, &whole, &other, "byte by byte");
