@@ -12,9 +12,10 @@
  *    on 0 the operation follows from the record key's prefix and the tombstone, the hash is
  *    64 lowercase hex, rt_control_record_key gives back the record key, and rt_keys_apply takes
  *    the change;
- *  - a decoded key spec encodes within RT_KEY_JSON_MAX, its encoding decodes as the same record
- *    and encodes to the same bytes (a fixpoint), and spend-svc reads that stored form with the
- *    same alias, team, user, budget and period (the interface the two services share);
+ *  - a decoded key spec encodes within RT_KEY_JSON_MAX, its encoding decodes as the same spec
+ *    (every field; model limits in any order) and encodes to the same bytes (a fixpoint), and
+ *    spend-svc reads that stored form with the same alias, team, user, budget and period (the
+ *    interface the two services share);
  *  - spend-svc's decoder agrees with router-svc's on which records are key: PUTs and deletes of
  *    a hash, leaves strings terminated, budget >= -1 and period >= 0, metadata as JSON object
  *    text; its key mirror keeps a budget period that is a positive multiple of 60 s;
@@ -40,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct sp_budgets *mirror; /* spend-svc's key mirror, emptied after every input */
 static char enc1[RT_KEY_JSON_MAX], enc2[RT_KEY_JSON_MAX];
-static struct rt_key_spec spec, spec2; /* about 14 KB each */
+static struct rt_key_spec spec, spec2, cmp1, cmp2; /* about 14 KB each */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -122,6 +123,21 @@ static int spend_decode(const char *rkey, size_t rklen, const char *value, size_
     return rc;
 }
 
+/* A spec with its model limits in group order (their order follows the input's). */
+static void limits_sorted(struct rt_key_spec *s)
+{
+    for (uint32_t i = 1; i < s->n_model_limits && i < RT_KEY_MODEL_LIMITS_MAX; i++) {
+        struct rt_key_model_limit l = s->model_limits[i];
+        uint32_t j = i;
+
+        while (j > 0 && strcmp(s->model_limits[j - 1].group, l.group) > 0) {
+            s->model_limits[j] = s->model_limits[j - 1];
+            j--;
+        }
+        s->model_limits[j] = l;
+    }
+}
+
 /* A PUT's spec: stored form, fixpoint, and spend-svc's reading of it. */
 static void round_trip(const struct rt_key_spec *s, const char *hash)
 {
@@ -142,6 +158,12 @@ static void round_trip(const struct rt_key_spec *s, const char *hash)
     rc = rt_key_spec_to_json(&spec2, enc2, sizeof(enc2), &n2);
     check(rc == 0 && n1 == n2 && memcmp(enc1, enc2, n1) == 0,
           "encode(decode(encode(spec))) is not encode(spec)", enc1);
+    /* and every field came back (both specs start from rt_key_spec_init's zeroes) */
+    memcpy(&cmp1, s, sizeof(cmp1));
+    memcpy(&cmp2, &spec2, sizeof(cmp2));
+    limits_sorted(&cmp1);
+    limits_sorted(&cmp2);
+    check(memcmp(&cmp1, &cmp2, sizeof(cmp1)) == 0, "decode(encode(spec)) is not spec", enc1);
 
     rc = spend_decode(rkey, strlen(rkey), enc1, n1, &k, &metadata);
     check(rc == SP_RECORD_KEY_PUT, "spend-svc refuses router-svc's stored form", enc1);
