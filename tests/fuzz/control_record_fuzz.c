@@ -13,7 +13,7 @@
  *    64 lowercase hex, rt_control_record_key gives back the record key, and rt_keys_apply takes
  *    the change;
  *  - a decoded key spec encodes within RT_KEY_JSON_MAX, its encoding decodes as the same spec
- *    (every field; model limits in any order) and encodes to the same bytes (a fixpoint), and
+ *    (every field, compared as normalise() puts it) and encodes to the same bytes (a fixpoint), and
  *    spend-svc reads that stored form with the same alias, team, user, budget and period (the
  *    interface the two services share);
  *  - spend-svc's decoder agrees with router-svc's on which records are key: PUTs and deletes of
@@ -123,8 +123,19 @@ static int spend_decode(const char *rkey, size_t rklen, const char *value, size_
     return rc;
 }
 
-/* A spec with its model limits in group order (their order follows the input's). */
-static void limits_sorted(struct rt_key_spec *s)
+/* Bytes after a string's NUL, up to its field's end, zeroed. */
+static void zero_tail(char *str, size_t cap)
+{
+    size_t n = strnlen(str, cap);
+
+    if (n < cap)
+        memset(str + n, 0, cap - n);
+}
+
+/* A spec in a form where equal specs are equal bytes: model limits in group order (their
+ * order follows the input's), slots past each count and bytes past each string zeroed (a
+ * list reset by null or compacted keeps its old entries there). */
+static void normalise(struct rt_key_spec *s)
 {
     for (uint32_t i = 1; i < s->n_model_limits && i < RT_KEY_MODEL_LIMITS_MAX; i++) {
         struct rt_key_model_limit l = s->model_limits[i];
@@ -135,6 +146,51 @@ static void limits_sorted(struct rt_key_spec *s)
             j--;
         }
         s->model_limits[j] = l;
+    }
+    zero_tail(s->key_hash, sizeof(s->key_hash));
+    zero_tail(s->key_alias, sizeof(s->key_alias));
+    zero_tail(s->team_id, sizeof(s->team_id));
+    zero_tail(s->user_id, sizeof(s->user_id));
+    for (uint32_t i = 0; i < RT_KEY_MODELS_MAX; i++) {
+        if (i < s->n_models)
+            zero_tail(s->models[i], sizeof(s->models[i]));
+        else
+            memset(s->models[i], 0, sizeof(s->models[i]));
+    }
+    for (uint32_t i = 0; i < RT_KEY_MODEL_LIMITS_MAX; i++) {
+        if (i < s->n_model_limits)
+            zero_tail(s->model_limits[i].group, sizeof(s->model_limits[i].group));
+        else
+            memset(&s->model_limits[i], 0, sizeof(s->model_limits[i]));
+    }
+    for (uint32_t i = 0; i < RT_KEY_TAGS_MAX; i++) {
+        if (i < s->n_tags)
+            zero_tail(s->tags[i], sizeof(s->tags[i]));
+        else
+            memset(s->tags[i], 0, sizeof(s->tags[i]));
+    }
+    for (uint32_t i = 0; i < RT_KEY_FALLBACK_RULES_MAX; i++) {
+        struct rt_fallback_rule *r = &s->fallbacks[i];
+
+        if (i >= s->n_fallbacks) {
+            memset(r, 0, sizeof(*r));
+            continue;
+        }
+        zero_tail(r->group, sizeof(r->group));
+        for (uint32_t t = 0; t < RT_FALLBACK_TARGETS_MAX; t++) {
+            if (t < r->n_targets)
+                zero_tail(r->targets[t], sizeof(r->targets[t]));
+            else
+                memset(r->targets[t], 0, sizeof(r->targets[t]));
+        }
+    }
+    for (uint32_t i = 0; i < RT_KEY_ALIASES_MAX; i++) {
+        if (i < s->n_aliases) {
+            zero_tail(s->aliases[i].alias, sizeof(s->aliases[i].alias));
+            zero_tail(s->aliases[i].group, sizeof(s->aliases[i].group));
+        } else {
+            memset(&s->aliases[i], 0, sizeof(s->aliases[i]));
+        }
     }
 }
 
@@ -161,8 +217,8 @@ static void round_trip(const struct rt_key_spec *s, const char *hash)
     /* and every field came back (both specs start from rt_key_spec_init's zeroes) */
     memcpy(&cmp1, s, sizeof(cmp1));
     memcpy(&cmp2, &spec2, sizeof(cmp2));
-    limits_sorted(&cmp1);
-    limits_sorted(&cmp2);
+    normalise(&cmp1);
+    normalise(&cmp2);
     check(memcmp(&cmp1, &cmp2, sizeof(cmp1)) == 0, "decode(encode(spec)) is not spec", enc1);
 
     rc = spend_decode(rkey, strlen(rkey), enc1, n1, &k, &metadata);
