@@ -18,7 +18,8 @@ target_link_libraries(sp_redis_sink PUBLIC tg_common sp_pg_sink
 
 add_library(sp_budgets STATIC ${SP_SRC}/budgets.c)
 target_include_directories(sp_budgets PUBLIC ${SP_SRC})
-target_link_libraries(sp_budgets PUBLIC tg_common sp_pg_sink sp_config PRIVATE Threads::Threads)
+target_link_libraries(sp_budgets PUBLIC tg_common sp_pg_sink sp_config
+    PRIVATE PkgConfig::JANSSON Threads::Threads)
 
 add_library(sp_consumer STATIC ${SP_SRC}/consumer.c)
 target_include_directories(sp_consumer PUBLIC ${SP_SRC})

@@ -276,7 +276,10 @@ size_t h1_feed(struct h1_parser *p, const char *buf, size_t n, struct h1_event *
             if (r == 0)
                 return used;
             if (p->state == ST_STATUS) {
-                if (len == 0 && p->status == 0 && p->header_bytes == took) {
+                /* bytes of the whole line, also when it came in pieces over several feeds */
+                size_t line_bytes = l == p->line ? p->line_len : took;
+
+                if (len == 0 && p->status == 0 && p->header_bytes == line_bytes) {
                     /* tolerate a stray empty line before the status line */
                     line_done(p);
                     p->header_bytes = 0;

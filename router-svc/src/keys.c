@@ -1303,13 +1303,31 @@ int rt_key_spec_to_json(const struct rt_key_spec *s, char *out, size_t cap, size
     json_object_set_new(o, "rpm_limit", j_limit_value(s->rpm_limit));
     json_object_set_new(o, "tpm_limit", j_limit_value(s->tpm_limit));
     json_object_set_new(o, "max_parallel_requests", j_limit_value(s->max_parallel_requests));
-    for (uint32_t i = 0; i < s->n_model_limits; i++) {
-        if (s->model_limits[i].rpm >= 0)
-            json_object_set_new(mrpm, s->model_limits[i].group,
-                                json_integer(s->model_limits[i].rpm));
-        if (s->model_limits[i].tpm >= 0)
-            json_object_set_new(mtpm, s->model_limits[i].group,
-                                json_integer(s->model_limits[i].tpm));
+    /* By group name: the order of model_limits depends on the order the two objects came in,
+     * and the stored form of a spec must not (decode then encode gives back the same bytes). */
+    {
+        uint32_t order[RT_KEY_MODEL_LIMITS_MAX];
+        uint32_t n = s->n_model_limits < RT_KEY_MODEL_LIMITS_MAX ? s->n_model_limits
+                                                                 : RT_KEY_MODEL_LIMITS_MAX;
+
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t j = i;
+
+            while (j > 0 &&
+                   strcmp(s->model_limits[order[j - 1]].group, s->model_limits[i].group) > 0) {
+                order[j] = order[j - 1];
+                j--;
+            }
+            order[j] = i;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            const struct rt_key_model_limit *l = &s->model_limits[order[i]];
+
+            if (l->rpm >= 0)
+                json_object_set_new(mrpm, l->group, json_integer(l->rpm));
+            if (l->tpm >= 0)
+                json_object_set_new(mtpm, l->group, json_integer(l->tpm));
+        }
     }
     json_object_set(o, "model_rpm_limit", mrpm);
     json_object_set(o, "model_tpm_limit", mtpm);

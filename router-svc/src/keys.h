@@ -159,7 +159,10 @@ void rt_keys_get_stats(struct rt_keys *keys, struct rt_keys_stats *out);
 
 /* ---- key specs as JSON (key API bodies, control topic values, snapshot lines) ---- */
 
-#define RT_KEY_JSON_MAX 65536 /* a spec's stored JSON never exceeds this many bytes */
+/* A spec's stored JSON never exceeds this many bytes: the largest valid spec (every string at
+ * its capacity, every list at its maximum, all in characters JSON writes as \u00XX) encodes to
+ * about 92 KiB (router_keys_test, test_json_stored_worst_case_fits). */
+#define RT_KEY_JSON_MAX 131072
 
 enum rt_key_json_form {
     /* Key API body (/key/generate, /key/update): key_alias, models, team_id, user_id,

@@ -33,44 +33,6 @@ static const struct {
 };
 #undef NAME
 
-struct rt_mask *rt_mask_create(const char *const *secrets, size_t n, char *err, size_t errlen)
-{
-    struct rt_mask *m = NULL;
-
-    if (n > RT_MASK_SECRETS_MAX) {
-        snprintf(err, errlen, "too many secrets to mask: %zu (max %d)", n, RT_MASK_SECRETS_MAX);
-        return NULL;
-    }
-    m = calloc(1, sizeof(*m));
-    if (m == NULL)
-        goto nomem;
-    if (n > 0) {
-        m->secrets = calloc(n, sizeof(*m->secrets));
-        m->lens = calloc(n, sizeof(*m->lens));
-        if (m->secrets == NULL || m->lens == NULL)
-            goto nomem;
-    }
-    for (size_t i = 0; i < n; i++) {
-        size_t len;
-
-        if (secrets[i] == NULL)
-            continue;
-        len = strlen(secrets[i]);
-        if (len < RT_MASK_SECRET_MIN)
-            continue;
-        m->secrets[m->n] = strdup(secrets[i]);
-        if (m->secrets[m->n] == NULL)
-            goto nomem;
-        m->lens[m->n] = len;
-        m->n++;
-    }
-    return m;
-nomem:
-    snprintf(err, errlen, "out of memory");
-    rt_mask_destroy(&m);
-    return NULL;
-}
-
 void rt_mask_destroy(struct rt_mask **mask)
 {
     struct rt_mask *m;
@@ -118,6 +80,91 @@ static size_t utf8_seq_len(const unsigned char *s, size_t n)
         (cp >= 0xD800 && cp <= 0xDFFF))
         return 0;
     return len;
+}
+
+/* The cleaned form of in[0..n) into buf (n bytes suffice): valid UTF-8 only, control characters
+ * dropped, tab, newline and CR as a space. Returns its length. */
+static size_t clean_text(const char *in, size_t n, char *buf)
+{
+    size_t i = 0, o = 0;
+
+    while (i < n) {
+        unsigned char c = (unsigned char)in[i];
+        size_t sl;
+
+        if (c == '\t' || c == '\n' || c == '\r') {
+            buf[o++] = ' ';
+            i++;
+            continue;
+        }
+        if (c < 0x20 || c == 0x7F) {
+            i++;
+            continue;
+        }
+        if (c < 0x80) {
+            buf[o++] = (char)c;
+            i++;
+            continue;
+        }
+        sl = utf8_seq_len((const unsigned char *)in + i, n - i);
+        if (sl == 0) {
+            i++;
+            continue;
+        }
+        memcpy(buf + o, in + i, sl);
+        o += sl;
+        i += sl;
+    }
+    return o;
+}
+
+struct rt_mask *rt_mask_create(const char *const *secrets, size_t n, char *err, size_t errlen)
+{
+    struct rt_mask *m = NULL;
+
+    if (n > RT_MASK_SECRETS_MAX) {
+        snprintf(err, errlen, "too many secrets to mask: %zu (max %d)", n, RT_MASK_SECRETS_MAX);
+        return NULL;
+    }
+    m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        goto nomem;
+    if (n > 0) {
+        m->secrets = calloc(n, sizeof(*m->secrets));
+        m->lens = calloc(n, sizeof(*m->lens));
+        if (m->secrets == NULL || m->lens == NULL)
+            goto nomem;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        char *c;
+
+        if (secrets[i] == NULL)
+            continue;
+        len = strlen(secrets[i]);
+        if (len < RT_MASK_SECRET_MIN)
+            continue;
+        /* Kept in the form it has in cleaned text, where it is searched: a secret with a tab or
+         * a control character in it would otherwise never match, and leave all but that byte in
+         * the output. */
+        c = malloc(len + 1);
+        if (c == NULL)
+            goto nomem;
+        len = clean_text(secrets[i], len, c);
+        c[len] = '\0';
+        if (len < RT_MASK_SECRET_MIN) {
+            free(c);
+            continue;
+        }
+        m->secrets[m->n] = c;
+        m->lens[m->n] = len;
+        m->n++;
+    }
+    return m;
+nomem:
+    snprintf(err, errlen, "out of memory");
+    rt_mask_destroy(&m);
+    return NULL;
 }
 
 static int is_tok(unsigned char c)
@@ -324,33 +371,7 @@ size_t rt_mask_apply(const struct rt_mask *mask, const char *in, size_t inlen, c
         cut = 1;
     }
     /* Clean copy: valid UTF-8 only, control characters dropped, whitespace folded to ' '. */
-    while (i < take) {
-        unsigned char c = (unsigned char)in[i];
-        size_t sl;
-
-        if (c == '\t' || c == '\n' || c == '\r') {
-            buf[n++] = ' ';
-            i++;
-            continue;
-        }
-        if (c < 0x20 || c == 0x7F) {
-            i++;
-            continue;
-        }
-        if (c < 0x80) {
-            buf[n++] = (char)c;
-            i++;
-            continue;
-        }
-        sl = utf8_seq_len((const unsigned char *)in + i, take - i);
-        if (sl == 0) {
-            i++;
-            continue;
-        }
-        memcpy(buf + n, in + i, sl);
-        n += sl;
-        i += sl;
-    }
+    n = clean_text(in, take, buf);
     /* A token cut by the inspection limit may be part of a secret: drop it whole. */
     if (cut) {
         while (n > 0 && buf[n - 1] != ' ')

@@ -36,8 +36,10 @@
 struct rt_mask;
 
 /* rt_mask_create: a masker for the n secrets in secrets (borrowed, copied; NULL entries and
- * empty strings skipped). Returns a new masker (caller destroys with rt_mask_destroy) or NULL
- * with a message in err (n > RT_MASK_SECRETS_MAX, out of memory). */
+ * empty strings skipped). Secrets are kept and matched in the form they take in cleaned text
+ * (see "Fail closed"); one shorter than RT_MASK_SECRET_MIN bytes in that form is ignored.
+ * Returns a new masker (caller destroys with rt_mask_destroy) or NULL with a message in err
+ * (n > RT_MASK_SECRETS_MAX, out of memory). */
 struct rt_mask *rt_mask_create(const char *const *secrets, size_t n, char *err, size_t errlen);
 
 /* rt_mask_destroy: free and set *mask to NULL. Accepts NULL. */

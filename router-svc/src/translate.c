@@ -1,5 +1,6 @@
 #include "translate.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,21 @@ static char *content_text(const json_t *content)
     }
     out[total] = '\0';
     return out;
+}
+
+/* prefix then s into dst (cap bytes, NUL-terminated), cut before the character that does not
+ * fit: an id or name taken from a provider stays valid UTF-8, which json_pack requires (a cut
+ * inside a character made every event of the stream fail). s is valid UTF-8 (from jansson). */
+static void copy_utf8(char *dst, size_t cap, const char *prefix, const char *s)
+{
+    size_t pl = strnlen(prefix, cap - 1), sl = strlen(s), k;
+
+    memcpy(dst, prefix, pl);
+    k = sl < cap - 1 - pl ? sl : cap - 1 - pl;
+    while (k > 0 && k < sl && ((unsigned char)s[k] & 0xC0u) == 0x80u)
+        k--; /* s[k], the first byte left out, continues a character: leave it all out */
+    memcpy(dst + pl, s, k);
+    dst[pl + k] = '\0';
 }
 
 static void copy_field(json_t *dst, const char *dname, const json_t *src, const char *sname)
@@ -232,6 +248,17 @@ static json_int_t int_or_zero(const json_t *o, const char *name)
     return json_is_integer(v) ? json_integer_value(v) : 0;
 }
 
+/* total_tokens from two counts a provider sent: any integers jansson reads, so the sum saturates
+ * instead of overflowing. */
+static json_int_t tokens_sum(json_int_t a, json_int_t b)
+{
+    json_int_t s;
+
+    if (__builtin_add_overflow(a, b, &s))
+        return a > 0 ? LLONG_MAX : LLONG_MIN;
+    return s;
+}
+
 json_t *rt_translate_chat_resp_to_messages(const json_t *resp, const char *model)
 {
     json_t *choices = json_object_get(resp, "choices");
@@ -246,7 +273,7 @@ json_t *rt_translate_chat_resp_to_messages(const json_t *resp, const char *model
     if (!json_is_object(msg))
         return NULL;
     text = content_text(json_object_get(msg, "content"));
-    snprintf(idbuf, sizeof(idbuf), "msg_%s", json_is_string(id) ? json_string_value(id) : "0");
+    copy_utf8(idbuf, sizeof(idbuf), "msg_", json_is_string(id) ? json_string_value(id) : "0");
     out = json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:s}],s:s,s:n,s:{s:I,s:I}}", "id", idbuf, "type",
                     "message", "role", "assistant", "model", model, "content", "type", "text",
                     "text", text != NULL ? text : "", "stop_reason",
@@ -279,7 +306,7 @@ json_t *rt_translate_messages_resp_to_chat(const json_t *resp, const char *model
                     text != NULL ? text : "", "finish_reason",
                     stop_to_finish(json_string_value(json_object_get(resp, "stop_reason"))),
                     "usage", "prompt_tokens", in, "completion_tokens", outk, "total_tokens",
-                    in + outk);
+                    tokens_sum(in, outk));
     free(text);
     return out;
 }
@@ -289,7 +316,7 @@ void rt_translate_stream_init(struct rt_translate_stream *st, enum rt_translate_
 {
     memset(st, 0, sizeof(*st));
     st->dir = dir;
-    snprintf(st->model, sizeof(st->model), "%s", model != NULL ? model : "");
+    copy_utf8(st->model, sizeof(st->model), "", model != NULL ? model : "");
     snprintf(st->id, sizeof(st->id), "chatcmpl-0");
     st->created_s = created_s;
 }
@@ -376,7 +403,7 @@ static int oai_finish(struct rt_translate_stream *st, struct tg_buf *out)
                         st->model, "choices", "usage", "prompt_tokens",
                         (json_int_t)st->prompt_tokens, "completion_tokens",
                         (json_int_t)st->completion_tokens, "total_tokens",
-                        (json_int_t)(st->prompt_tokens + st->completion_tokens)));
+                        tokens_sum(st->prompt_tokens, st->completion_tokens)));
     if (rc == 0 && tg_buf_puts(out, "data: [DONE]\n\n") != 0)
         rc = TG_EFULL;
     st->finished = 1;
@@ -416,7 +443,7 @@ static int chat_to_messages(struct rt_translate_stream *st, const char *data, si
         json_t *id = json_object_get(j, "id");
 
         if (json_is_string(id))
-            snprintf(st->id, sizeof(st->id), "msg_%s", json_string_value(id));
+            copy_utf8(st->id, sizeof(st->id), "msg_", json_string_value(id));
     }
     usage = json_object_get(j, "usage");
     if (json_is_object(usage)) {
@@ -458,7 +485,7 @@ static int messages_to_chat(struct rt_translate_stream *st, const char *data, si
         json_t *id = json_object_get(m, "id");
 
         if (json_is_string(id))
-            snprintf(st->id, sizeof(st->id), "%s", json_string_value(id));
+            copy_utf8(st->id, sizeof(st->id), "", json_string_value(id));
         st->prompt_tokens = int_or_zero(json_object_get(m, "usage"), "input_tokens");
         st->completion_tokens = int_or_zero(json_object_get(m, "usage"), "output_tokens");
         st->started = 1;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "tg_err.h"
 #include "tg_log.h"
 #include "tg_metrics.h"
@@ -62,6 +64,18 @@ struct sp_budgets {
     _Atomic uint64_t publish_errors;
 };
 
+/* A budget period as the mirror keeps it: at most SP_BUDGET_LIFETIME_S (a longer one never rolls
+ * over either, and period arithmetic in milliseconds stays far from overflow), rounded up to a
+ * whole minute. */
+static int64_t period_norm(int64_t p)
+{
+    if (p > SP_BUDGET_LIFETIME_S)
+        p = SP_BUDGET_LIFETIME_S;
+    if (p % 60)
+        p += 60 - p % 60;
+    return p;
+}
+
 static uint64_t bhash(const char *s)
 {
     uint64_t h = 1469598103934665603ULL;
@@ -91,8 +105,7 @@ struct sp_budgets *sp_budgets_create(const struct sp_config *cfg,
     b->nteams = cfg->teams_n;
     memcpy(b->teams, cfg->teams, sizeof(b->teams[0]) * (size_t)cfg->teams_n);
     for (int i = 0; i < b->nteams; i++)
-        if (b->teams[i].budget_period_s % 60)
-            b->teams[i].budget_period_s += 60 - b->teams[i].budget_period_s % 60;
+        b->teams[i].budget_period_s = period_norm(b->teams[i].budget_period_s);
     pthread_mutex_init(&b->mu, NULL);
     while (n < cap + cap / 3 + 1)
         n *= 2;
@@ -135,6 +148,92 @@ void sp_budgets_destroy(struct sp_budgets **bp)
     pthread_mutex_destroy(&b->mu);
     free(b);
     *bp = NULL;
+}
+
+/* Control topic records ------------------------------------------------------------------------ */
+
+/* A string member into out (cap bytes); absent or null is "". Returns 0 or TG_EINVAL (not a
+ * string). */
+static int json_str_field(json_t *o, const char *name, char *out, size_t cap)
+{
+    json_t *v = json_object_get(o, name);
+    out[0] = '\0';
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return TG_EINVAL;
+    snprintf(out, cap, "%s", json_string_value(v));
+    return 0;
+}
+
+/* parse_key_record: the value of a key: record into k (hash given). */
+static int parse_key_record(const char *hash, const void *value, size_t len, struct sp_pg_key *k,
+                            char **metadata)
+{
+    json_error_t jerr;
+    json_t *o = json_loadb(value, len, 0, &jerr);
+    json_t *v;
+    int rc = TG_EINVAL;
+
+    *metadata = NULL;
+    if (!o || !json_is_object(o))
+        goto out;
+    snprintf(k->key_hash, sizeof(k->key_hash), "%s", hash);
+    if (json_str_field(o, "key_alias", k->key_alias, sizeof(k->key_alias)) < 0 ||
+        json_str_field(o, "team_id", k->team_id, sizeof(k->team_id)) < 0 ||
+        json_str_field(o, "user_id", k->user_id, sizeof(k->user_id)) < 0)
+        goto out;
+    k->max_budget_nusd = -1; /* a negative amount is no budget, as null is */
+    v = json_object_get(o, "max_budget_nusd");
+    if (json_is_integer(v) && json_integer_value(v) >= 0)
+        k->max_budget_nusd = (int64_t)json_integer_value(v);
+    v = json_object_get(o, "max_budget");
+    if (k->max_budget_nusd < 0 && json_is_number(v) && json_number_value(v) >= 0) {
+        double nusd = json_number_value(v) * 1e9 + 0.5;
+
+        /* USD beyond what int64 nano-USD holds (9.2e9 USD) is capped there, never converted
+         * out of range */
+        k->max_budget_nusd = nusd < 9223372036854775807.0 ? (int64_t)nusd : INT64_MAX;
+    }
+    v = json_object_get(o, "budget_duration_s");
+    if (json_is_integer(v) && json_integer_value(v) > 0)
+        k->budget_period_s = (int64_t)json_integer_value(v);
+    v = json_object_get(o, "budget_duration");
+    if (k->budget_period_s == 0 && json_is_string(v) &&
+        sp_config_parse_duration(json_string_value(v), &k->budget_period_s) < 0)
+        k->budget_period_s = 0;
+    v = json_object_get(o, "metadata");
+    if (json_is_object(v))
+        *metadata = json_dumps(v, JSON_COMPACT);
+    k->metadata_json = *metadata;
+    rc = 0;
+out:
+    if (o)
+        json_decref(o);
+    return rc;
+}
+
+int sp_budgets_record_decode(const char *key, size_t keylen, const void *value, size_t len,
+                             struct sp_pg_key *k, char **metadata)
+{
+    memset(k, 0, sizeof(*k));
+    *metadata = NULL;
+    if (!key || keylen <= 4 || keylen - 4 >= sizeof(k->key_hash) || memcmp(key, "key:", 4) != 0)
+        return SP_RECORD_SKIP;
+    if (!value) {
+        memcpy(k->key_hash, key + 4, keylen - 4);
+        k->key_hash[keylen - 4] = '\0';
+        return SP_RECORD_KEY_DELETE;
+    }
+    {
+        char hash[SP_PG_SUBJECT_MAX];
+
+        memcpy(hash, key + 4, keylen - 4);
+        hash[keylen - 4] = '\0';
+        if (parse_key_record(hash, value, len, k, metadata) < 0)
+            return TG_EINVAL;
+    }
+    return SP_RECORD_KEY_PUT;
 }
 
 /* key_find: slot of hash, or NULL. mu held. */
@@ -186,8 +285,7 @@ int sp_budgets_key_set(struct sp_budgets *b, const struct sp_pg_key *src)
     k->period_s = src->max_budget_nusd >= 0 ? src->budget_period_s : 0;
     if (k->max_budget_nusd >= 0 && k->period_s <= 0)
         k->period_s = SP_BUDGET_LIFETIME_S; /* no duration: one period that never rolls over */
-    if (k->period_s % 60)
-        k->period_s += 60 - k->period_s % 60;
+    k->period_s = period_norm(k->period_s);
 out:
     pthread_mutex_unlock(&b->mu);
     return rc;

@@ -45,7 +45,8 @@ struct sp_budgets_hooks {
 };
 
 /* A budget without budget_duration never resets (LiteLLM's lifetime budget): it is one period
- * of 100 years starting at the Unix epoch, so every computation stays the same. */
+ * of 100 years starting at the Unix epoch, so every computation stays the same. A longer
+ * budget_duration (key record or team) is kept as this one. */
 #define SP_BUDGET_LIFETIME_S 3153600000LL
 
 struct sp_budgets;
@@ -58,9 +59,28 @@ struct sp_budgets *sp_budgets_create(const struct sp_config *cfg,
 void sp_budgets_destroy(struct sp_budgets **b);
 
 /* sp_budgets_key_set: add or replace a key (from a key: record; borrowed). A key beyond
- * keys_max is not tracked (counted). sp_budgets_key_delete: forget it. Consumer thread. */
+ * keys_max is not tracked (counted). Its period is rounded up to whole minutes and capped at
+ * SP_BUDGET_LIFETIME_S. sp_budgets_key_delete: forget it. Consumer thread. */
 int sp_budgets_key_set(struct sp_budgets *b, const struct sp_pg_key *k);
 void sp_budgets_key_delete(struct sp_budgets *b, const char *key_hash);
+
+/* What a control topic record is to spend-svc (sp_budgets_record_decode). */
+enum sp_record_kind {
+    SP_RECORD_SKIP = 0,       /* not a key: record (block: records included): not mirrored */
+    SP_RECORD_KEY_PUT = 1,    /* key: record with a value: k holds the key */
+    SP_RECORD_KEY_DELETE = 2, /* key: tombstone: k->key_hash names the key */
+};
+
+/* sp_budgets_record_decode: one control topic record (control.h in router-svc: record key of
+ * keylen bytes, value of len bytes or NULL for a tombstone) as spend-svc mirrors it into k
+ * (caller storage, zeroed first). The value is read leniently: the fields this service needs
+ * (key_alias, team_id, user_id, max_budget_nusd or LiteLLM's max_budget in USD, budget_duration_s
+ * or budget_duration, metadata), others ignored. For a PUT, *metadata is new (free()) JSON text of
+ * the metadata object, or NULL, and k->metadata_json points to it. Returns an enum
+ * sp_record_kind, or TG_EINVAL for a key: record whose value is not a key object (the caller
+ * skips it). Any thread. */
+int sp_budgets_record_decode(const char *key, size_t keylen, const void *value, size_t len,
+                             struct sp_pg_key *k, char **metadata);
 
 /* sp_budgets_load_blocked: read the published blocks from budget_state (at start). */
 int sp_budgets_load_blocked(struct sp_budgets *b, struct sp_pg *pg);

@@ -130,9 +130,9 @@ int sp_config_parse_usd(const char *s, int64_t *out_nusd)
     if (*p < '0' || *p > '9')
         return TG_EINVAL;
     while (*p >= '0' && *p <= '9') {
-        if (whole > 9000000000LL)
-            return TG_EINVAL;
         whole = whole * 10 + (*p - '0');
+        if (whole > INT64_MAX / 1000000000LL)
+            return TG_EINVAL; /* more whole USD than int64 nano-USD hold */
         p++;
     }
     if (*p == '.') {
@@ -151,6 +151,8 @@ int sp_config_parse_usd(const char *s, int64_t *out_nusd)
         frac *= 10;
         digits++;
     }
+    if (whole > (INT64_MAX - frac) / 1000000000LL)
+        return TG_EINVAL;
     *out_nusd = whole * 1000000000LL + frac;
     return 0;
 }
@@ -495,37 +497,21 @@ static int cfg_budgets(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cf
     return 0;
 }
 
-int sp_config_load(const char *path, struct sp_config *cfg, sp_config_section_fn alerting_fn,
-                   void *alerting_ctx, char *err, size_t errlen)
+/* load_doc: parse what parser reads (its input set) into cfg, defaults already there. path names
+ * the input in messages. Returns as sp_config_load. */
+static int load_doc(yaml_parser_t *parser, const char *path, struct sp_config *cfg,
+                    sp_config_section_fn alerting_fn, void *alerting_ctx, char *err, size_t errlen)
 {
-    FILE *fp = NULL;
-    yaml_parser_t parser;
     yaml_document_t doc;
-    int parser_ok = 0;
     int doc_ok = 0;
     yaml_node_t *root;
     struct cfg_ctx c = {.doc = &doc, .file = path, .err = err, .errlen = errlen};
     int rc = 0;
 
-    sp_config_defaults(cfg);
-    snprintf(cfg->file, sizeof(cfg->file), "%s", path);
-    fp = fopen(path, "rb");
-    if (!fp) {
-        snprintf(err, errlen, "%s:0: file: %s", path, strerror(errno));
-        rc = TG_EIO;
-        goto out;
-    }
-    if (!yaml_parser_initialize(&parser)) {
-        snprintf(err, errlen, "%s:0: file: parser initialisation failed", path);
-        rc = TG_ENOMEM;
-        goto out;
-    }
-    parser_ok = 1;
-    yaml_parser_set_input_file(&parser, fp);
-    if (!yaml_parser_load(&parser, &doc)) {
+    if (!yaml_parser_load(parser, &doc)) {
         snprintf(err, errlen, "%s:%lu: yaml: %s", path,
-                 (unsigned long)parser.problem_mark.line + 1,
-                 parser.problem ? parser.problem : "syntax error");
+                 (unsigned long)parser->problem_mark.line + 1,
+                 parser->problem ? parser->problem : "syntax error");
         rc = TG_ECONFIG;
         goto out;
     }
@@ -575,9 +561,51 @@ int sp_config_load(const char *path, struct sp_config *cfg, sp_config_section_fn
 out:
     if (doc_ok)
         yaml_document_delete(&doc);
-    if (parser_ok)
-        yaml_parser_delete(&parser);
-    if (fp)
+    return rc;
+}
+
+int sp_config_load(const char *path, struct sp_config *cfg, sp_config_section_fn alerting_fn,
+                   void *alerting_ctx, char *err, size_t errlen)
+{
+    FILE *fp = NULL;
+    yaml_parser_t parser;
+    int rc;
+
+    sp_config_defaults(cfg);
+    snprintf(cfg->file, sizeof(cfg->file), "%s", path);
+    fp = fopen(path, "rb");
+    if (!fp) {
+        snprintf(err, errlen, "%s:0: file: %s", path, strerror(errno));
+        return TG_EIO;
+    }
+    if (!yaml_parser_initialize(&parser)) {
+        snprintf(err, errlen, "%s:0: file: parser initialisation failed", path);
         fclose(fp);
+        return TG_ENOMEM;
+    }
+    yaml_parser_set_input_file(&parser, fp);
+    rc = load_doc(&parser, path, cfg, alerting_fn, alerting_ctx, err, errlen);
+    yaml_parser_delete(&parser);
+    fclose(fp);
+    return rc;
+}
+
+int sp_config_load_buffer(const char *name, const char *data, size_t len, struct sp_config *cfg,
+                          sp_config_section_fn alerting_fn, void *alerting_ctx, char *err,
+                          size_t errlen)
+{
+    yaml_parser_t parser;
+    int rc;
+
+    sp_config_defaults(cfg);
+    snprintf(cfg->file, sizeof(cfg->file), "%s", name);
+    if (!yaml_parser_initialize(&parser)) {
+        snprintf(err, errlen, "%s:0: file: parser initialisation failed", name);
+        return TG_ENOMEM;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)(data != NULL ? data : ""),
+                                 data != NULL ? len : 0);
+    rc = load_doc(&parser, name, cfg, alerting_fn, alerting_ctx, err, errlen);
+    yaml_parser_delete(&parser);
     return rc;
 }

@@ -77,11 +77,20 @@ void sp_config_defaults(struct sp_config *cfg);
 int sp_config_load(const char *path, struct sp_config *cfg, sp_config_section_fn alerting_fn,
                    void *alerting_ctx, char *err, size_t errlen);
 
+/* sp_config_load_buffer: sp_config_load on the YAML text data[0..len) (need not be
+ * NUL-terminated; NULL with len 0 is an empty document) instead of a file. name stands for the
+ * file in cfg->file and in every message (borrowed for the call). Same returns, except TG_EIO.
+ * Main thread, before any other thread starts. */
+int sp_config_load_buffer(const char *name, const char *data, size_t len, struct sp_config *cfg,
+                          sp_config_section_fn alerting_fn, void *alerting_ctx, char *err,
+                          size_t errlen);
+
 /* sp_config_parse_duration: "30d", "1d", "12h", "15m", "45s" (or a bare number of seconds) to
  * seconds. Returns 0 and *out_s, or TG_EINVAL. */
 int sp_config_parse_duration(const char *s, int64_t *out_s);
 
-/* sp_config_parse_usd: "12.5" (USD, up to 9 decimals) to nano-USD. Returns 0 or TG_EINVAL. */
+/* sp_config_parse_usd: "12.5" (USD, up to 9 decimals) to nano-USD. Returns 0 or TG_EINVAL (also
+ * for an amount above INT64_MAX nano-USD, about 9.2e9 USD). */
 int sp_config_parse_usd(const char *s, int64_t *out_nusd);
 
 #endif

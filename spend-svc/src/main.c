@@ -25,8 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "admin_http.h"
 #include "budgets.h"
 #include "config.h"
@@ -557,79 +555,23 @@ static void revoking_hook(void *ctx, const int32_t *parts, int n)
 }
 
 /* Control topic: key:<hash> records mirror api_keys and the budgets. */
-static int json_str_field(json_t *o, const char *name, char *out, size_t cap)
-{
-    json_t *v = json_object_get(o, name);
-    out[0] = '\0';
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_string(v))
-        return TG_EINVAL;
-    snprintf(out, cap, "%s", json_string_value(v));
-    return 0;
-}
-
-static int parse_key_record(const char *hash, const void *value, size_t len, struct sp_pg_key *k,
-                            char **metadata)
-{
-    json_error_t jerr;
-    json_t *o = json_loadb(value, len, 0, &jerr);
-    json_t *v;
-    int rc = TG_EINVAL;
-
-    memset(k, 0, sizeof(*k));
-    *metadata = NULL;
-    if (!o || !json_is_object(o))
-        goto out;
-    snprintf(k->key_hash, sizeof(k->key_hash), "%s", hash);
-    if (json_str_field(o, "key_alias", k->key_alias, sizeof(k->key_alias)) < 0 ||
-        json_str_field(o, "team_id", k->team_id, sizeof(k->team_id)) < 0 ||
-        json_str_field(o, "user_id", k->user_id, sizeof(k->user_id)) < 0)
-        goto out;
-    k->max_budget_nusd = -1;
-    v = json_object_get(o, "max_budget_nusd");
-    if (json_is_integer(v))
-        k->max_budget_nusd = (int64_t)json_integer_value(v);
-    v = json_object_get(o, "max_budget");
-    if (k->max_budget_nusd < 0 && json_is_number(v) && json_number_value(v) >= 0)
-        k->max_budget_nusd = (int64_t)(json_number_value(v) * 1e9 + 0.5);
-    v = json_object_get(o, "budget_duration_s");
-    if (json_is_integer(v) && json_integer_value(v) > 0)
-        k->budget_period_s = (int64_t)json_integer_value(v);
-    v = json_object_get(o, "budget_duration");
-    if (k->budget_period_s == 0 && json_is_string(v) &&
-        sp_config_parse_duration(json_string_value(v), &k->budget_period_s) < 0)
-        k->budget_period_s = 0;
-    v = json_object_get(o, "metadata");
-    if (json_is_object(v))
-        *metadata = json_dumps(v, JSON_COMPACT);
-    k->metadata_json = *metadata;
-    rc = 0;
-out:
-    if (o)
-        json_decref(o);
-    return rc;
-}
-
 static int control_record(void *ctx, const char *key, size_t keylen, const void *value,
                           size_t vlen)
 {
     struct app *a = ctx;
-    char hash[SP_PG_SUBJECT_MAX];
     struct sp_pg_key k;
     char *metadata = NULL;
     int rc;
 
-    if (!key || keylen <= 4 || keylen - 4 >= sizeof(hash) || memcmp(key, "key:", 4) != 0)
+    rc = sp_budgets_record_decode(key, keylen, value, vlen, &k, &metadata);
+    if (rc == SP_RECORD_SKIP)
         return 0; /* block: records and anything else are not ours to mirror */
-    memcpy(hash, key + 4, keylen - 4);
-    hash[keylen - 4] = '\0';
     atomic_fetch_add(&a->control_records, 1);
-    if (!value) {
-        sp_budgets_key_delete(a->budgets, hash);
-        return sp_pg_api_key_delete(a->pg, hash) < 0 ? -1 : 0;
+    if (rc == SP_RECORD_KEY_DELETE) {
+        sp_budgets_key_delete(a->budgets, k.key_hash);
+        return sp_pg_api_key_delete(a->pg, k.key_hash) < 0 ? -1 : 0;
     }
-    if (parse_key_record(hash, value, vlen, &k, &metadata) < 0) {
+    if (rc < 0) {
         TG_WARN_RL("msg=\"control record ignored: not a key object\" len=%zu", vlen);
         return 0;
     }

@@ -1,6 +1,7 @@
 /* Corpus replay: feeds every file of the directories (or files) named on the command line to
- * LLVMFuzzerTestOneInput, so the fuzz properties are checked in every build, not only in
- * clang fuzzing builds. Fails when no input was found, so a moved corpus cannot pass silently. */
+ * LLVMFuzzerTestOneInput (after LLVMFuzzerInitialize when the target has one), so the fuzz
+ * properties are checked in every build, not only in clang fuzzing builds. Fails when no input
+ * was found, so a moved corpus cannot pass silently. */
 #include <dirent.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +13,8 @@
 #define REPLAY_FILE_MAX_BYTES (1024 * 1024)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* Optional, as in libFuzzer: a target that defines it is set up once before the first input. */
+int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
 
 /* Returns 1 when the file was fed, 0 when skipped, -1 on a read error. */
 static int replay_file(const char *path)
@@ -49,6 +52,8 @@ int main(int argc, char **argv)
 {
     long fed = 0;
 
+    if (LLVMFuzzerInitialize != NULL && LLVMFuzzerInitialize(&argc, &argv) != 0)
+        return 1;
     for (int i = 1; i < argc; i++) {
         DIR *d = opendir(argv[i]);
         struct dirent *de;

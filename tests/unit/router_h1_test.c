@@ -255,6 +255,23 @@ static void test_errors(void **state)
 
 /* Header lines and sections over their caps fail whatever the pieces, and never buffer more
  * than the cap. */
+/* An empty line before the status line is tolerated whole; it was refused ("malformed status
+ * line") when its CR and LF arrived in two reads (found by h1_response_fuzz). */
+static void test_stray_empty_line_split_across_reads(void **state)
+{
+    struct outcome o;
+
+    (void)state;
+    check_all("\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx", 0, &o);
+    assert_true(o.done);
+    assert_false(o.error);
+    assert_int_equal(o.status, 200);
+    assert_int_equal(o.body_len, 1);
+    check_all("\nHTTP/1.1 204 No Content\r\n\r\n", 0, &o);
+    assert_true(o.done);
+    assert_int_equal(o.status, 204);
+}
+
 static void test_limits(void **state)
 {
     size_t big = H1_LINE_MAX + 64;
@@ -315,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_interim_and_no_body),
         cmocka_unit_test(test_connection_and_retry_after),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_stray_empty_line_split_across_reads),
         cmocka_unit_test(test_limits),
     };
 

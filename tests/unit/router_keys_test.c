@@ -465,6 +465,119 @@ static void test_json_stored_round_trip(void **state)
     rt_config_destroy(&cfg);
 }
 
+/* The stored form listed model limits in the order the spec held them, which follows the order
+ * model_rpm_limit and model_tpm_limit came in: a record with model_tpm_limit first, decoded and
+ * stored again, gave other bytes each time (found by control_record_fuzz's fixpoint check).
+ * Limits are stored by group name now. */
+static void test_json_stored_model_limits_order_stable(void **state)
+{
+    struct rt_key_spec *a = calloc(1, sizeof(*a));
+    struct rt_key_spec *b = calloc(1, sizeof(*b));
+    static char once[RT_KEY_JSON_MAX], twice[RT_KEY_JSON_MAX];
+    char body[512], err[256];
+    size_t n1 = 0, n2 = 0;
+
+    (void)state;
+    assert_true(a != NULL && b != NULL);
+    rt_key_spec_init(a);
+    rt_key_spec_init(b);
+    snprintf(body, sizeof(body),
+             "{\"key_hash\":\"%064d\",\"model_tpm_limit\":{\"z\":1,\"b\":2},"
+             "\"model_rpm_limit\":{\"b\":3,\"a\":4}}",
+             0);
+    assert_int_equal(
+        rt_key_spec_from_json(a, RT_KEY_JSON_STORED, body, strlen(body), NULL, err, sizeof(err)),
+        0);
+    assert_int_equal(rt_key_spec_to_json(a, once, sizeof(once), &n1), 0);
+    assert_non_null(strstr(once, "\"model_rpm_limit\":{\"a\":4,\"b\":3},"
+                                 "\"model_tpm_limit\":{\"b\":2,\"z\":1}"));
+    assert_int_equal(rt_key_spec_from_json(b, RT_KEY_JSON_STORED, once, n1, NULL, err, sizeof(err)),
+                     0);
+    assert_int_equal(rt_key_spec_to_json(b, twice, sizeof(twice), &n2), 0);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(once, twice, n1);
+    free(a);
+    free(b);
+}
+
+/* Fill a field of cap bytes with the character JSON escapes the longest (\u0001, 6 bytes). */
+static void fill_worst(char *s, size_t cap, char first)
+{
+    memset(s, 1, cap - 1);
+    s[0] = first;
+    s[cap - 1] = '\0';
+}
+
+/* RT_KEY_JSON_MAX was 64 KiB while a valid spec (every string at its capacity, every list at its
+ * maximum, characters JSON escapes as \u00XX) encodes to about 92 KiB: such a key, accepted
+ * from the control topic, could not be written to the snapshot (every later snapshot failed) nor
+ * shown by /key/info. The bound now holds for the worst case. */
+static void test_json_stored_worst_case_fits(void **state)
+{
+    struct rt_key_spec *a = calloc(1, sizeof(*a));
+    struct rt_key_spec *b = calloc(1, sizeof(*b));
+    char *out = malloc(RT_KEY_JSON_MAX), *again = malloc(RT_KEY_JSON_MAX);
+    char rkey[80], err[256];
+    struct rt_key_change ch;
+    size_t len = 0, len2 = 0;
+
+    (void)state;
+    assert_true(a != NULL && b != NULL && out != NULL && again != NULL);
+    rt_key_spec_init(a);
+    tg_sha256_hex("sk-worst-case-key", 17, a->key_hash);
+    fill_worst(a->key_alias, RT_ID_CAP, 'k');
+    fill_worst(a->team_id, RT_ID_CAP, 't');
+    fill_worst(a->user_id, RT_ID_CAP, 'u');
+    a->n_models = RT_KEY_MODELS_MAX;
+    for (int i = 0; i < RT_KEY_MODELS_MAX; i++)
+        fill_worst(a->models[i], RT_NAME_CAP, 'm');
+    a->n_model_limits = RT_KEY_MODEL_LIMITS_MAX;
+    for (int i = 0; i < RT_KEY_MODEL_LIMITS_MAX; i++) {
+        fill_worst(a->model_limits[i].group, RT_NAME_CAP, (char)('a' + i)); /* distinct keys */
+        a->model_limits[i].rpm = INT64_MAX;
+        a->model_limits[i].tpm = INT64_MAX;
+    }
+    a->n_tags = RT_KEY_TAGS_MAX;
+    for (int i = 0; i < RT_KEY_TAGS_MAX; i++)
+        fill_worst(a->tags[i], RT_TAG_CAP, 'g');
+    a->has_fallbacks = 1;
+    a->n_fallbacks = RT_KEY_FALLBACK_RULES_MAX;
+    for (int i = 0; i < RT_KEY_FALLBACK_RULES_MAX; i++) {
+        fill_worst(a->fallbacks[i].group, RT_NAME_CAP, 'f');
+        a->fallbacks[i].n_targets = RT_FALLBACK_TARGETS_MAX;
+        for (int t = 0; t < RT_FALLBACK_TARGETS_MAX; t++)
+            fill_worst(a->fallbacks[i].targets[t], RT_NAME_CAP, 'x');
+    }
+    a->n_aliases = RT_KEY_ALIASES_MAX;
+    for (int i = 0; i < RT_KEY_ALIASES_MAX; i++) {
+        fill_worst(a->aliases[i].alias, RT_NAME_CAP, (char)('a' + i));
+        fill_worst(a->aliases[i].group, RT_NAME_CAP, 'g');
+    }
+    a->max_budget_nusd = INT64_MAX;
+    a->budget_duration_s = INT64_MAX;
+    a->rpm_limit = INT64_MAX;
+    a->tpm_limit = INT64_MAX;
+    a->max_parallel_requests = INT64_MAX;
+    a->expires_epoch_ms = INT64_MAX;
+    a->num_retries = 16;
+    a->disable_fallbacks = 1;
+
+    assert_int_equal(rt_key_spec_to_json(a, out, RT_KEY_JSON_MAX, &len), 0);
+    assert_true(len > 65536); /* the case the old bound missed */
+    /* it comes back from the control topic as the same record */
+    snprintf(rkey, sizeof(rkey), "key:%s", a->key_hash);
+    assert_int_equal(
+        rt_keys_control_decode(rkey, strlen(rkey), out, len, NULL, &ch, b, err, sizeof(err)), 0);
+    assert_int_equal(ch.op, RT_KEY_PUT);
+    assert_int_equal(rt_key_spec_to_json(b, again, RT_KEY_JSON_MAX, &len2), 0);
+    assert_int_equal(len2, len);
+    assert_memory_equal(out, again, len);
+    free(again);
+    free(out);
+    free(b);
+    free(a);
+}
+
 static void test_control_records(void **state)
 {
     struct rt_key_spec *a = spec_for("sk-control-key-1", "ctl");
@@ -635,6 +748,8 @@ int main(void)
         cmocka_unit_test(test_json_api_body),
         cmocka_unit_test(test_json_errors_name_the_field),
         cmocka_unit_test(test_json_stored_round_trip),
+        cmocka_unit_test(test_json_stored_worst_case_fits),
+        cmocka_unit_test(test_json_stored_model_limits_order_stable),
         cmocka_unit_test(test_control_records),
         cmocka_unit_test(test_foreach),
         cmocka_unit_test(test_json_models_may_name_own_alias),

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -153,6 +154,62 @@ static void test_budget_mirror(void **state)
     assert_null(b);
 }
 
+/* A key: record as spend-svc reads it. Found by control_record_fuzz: a LiteLLM max_budget too
+ * large for int64 nano-USD was converted out of range (undefined; a negative budget on x86), a
+ * negative max_budget_nusd was kept as a budget, and a budget_duration_s near INT64_MAX
+ * overflowed the mirror's rounding to whole minutes. */
+static void test_key_record_budget_out_of_range(void **state)
+{
+    static const char rkey[] = "key:h1";
+    struct sp_config cfg;
+    struct sp_budgets *b;
+    struct sp_pg_key k;
+    char *metadata = NULL;
+    char err[256];
+    const char *v;
+    (void)state;
+
+    v = "{\"max_budget\":1e300,\"budget_duration\":\"30d\",\"metadata\":{\"a\":1}}";
+    assert_int_equal(sp_budgets_record_decode(rkey, strlen(rkey), v, strlen(v), &k, &metadata),
+                     SP_RECORD_KEY_PUT);
+    assert_string_equal(k.key_hash, "h1");
+    assert_int_equal(k.max_budget_nusd, INT64_MAX);
+    assert_int_equal(k.budget_period_s, 30 * 86400);
+    assert_string_equal(metadata, "{\"a\":1}");
+    assert_ptr_equal(k.metadata_json, metadata);
+    free(metadata);
+
+    v = "{\"max_budget_nusd\":-5,\"budget_duration_s\":9223372036854775807}";
+    assert_int_equal(sp_budgets_record_decode(rkey, strlen(rkey), v, strlen(v), &k, &metadata),
+                     SP_RECORD_KEY_PUT);
+    assert_int_equal(k.max_budget_nusd, -1);
+    assert_null(metadata);
+
+    sp_config_defaults(&cfg);
+    cfg.keys_max = 2;
+    cfg.teams_n = 1;
+    snprintf(cfg.teams[0].team_id, sizeof(cfg.teams[0].team_id), "t1");
+    cfg.teams[0].max_budget_nusd = 5;
+    /* the longest period sp_config_parse_duration gives */
+    cfg.teams[0].budget_period_s = INT64_MAX / 1000;
+    b = sp_budgets_create(&cfg, NULL, err, sizeof(err));
+    assert_non_null(b);
+    k.max_budget_nusd = 10;
+    assert_int_equal(sp_budgets_key_set(b, &k), 0);
+    assert_int_equal(sp_budgets_period_of(b, 0, "h1"), SP_BUDGET_LIFETIME_S);
+    assert_int_equal(sp_budgets_period_of(b, 1, "t1"), SP_BUDGET_LIFETIME_S);
+    sp_budgets_destroy(&b);
+
+    /* what is not a key object, or not a key: record */
+    assert_int_equal(sp_budgets_record_decode(rkey, strlen(rkey), "[1]", 3, &k, &metadata),
+                     TG_EINVAL);
+    assert_int_equal(sp_budgets_record_decode(rkey, strlen(rkey), NULL, 0, &k, &metadata),
+                     SP_RECORD_KEY_DELETE);
+    assert_string_equal(k.key_hash, "h1");
+    assert_int_equal(sp_budgets_record_decode("block:h1", 8, "{}", 2, &k, &metadata),
+                     SP_RECORD_SKIP);
+}
+
 static void test_valid_day(void **state)
 {
     (void)state;
@@ -174,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_dead_payload_capped),
         cmocka_unit_test(test_counter_names),
         cmocka_unit_test(test_budget_mirror),
+        cmocka_unit_test(test_key_record_budget_out_of_range),
         cmocka_unit_test(test_valid_day),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

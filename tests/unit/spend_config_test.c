@@ -179,6 +179,42 @@ static void test_alerting_hook(void **state)
     assert_int_equal(alerting_seen, 7);
 }
 
+/* sp_config_load_buffer: the same configuration and the same messages as from a file. */
+static void test_load_buffer(void **state)
+{
+    static struct sp_config from_file;
+    const char *text = "listen: 127.0.0.1:4101\npostgres: {dsn: x, writers: 3}\n"
+                       "budgets: {teams: [{team_id: t1, max_budget: 2}]}\nalerting: {a: 1}\n";
+    int ctx = 5;
+    (void)state;
+
+    alerting_seen = 0;
+    assert_int_equal(sp_config_load_buffer("mem.yaml", text, strlen(text), &cfg, alerting_hook,
+                                           &ctx, err, sizeof(err)),
+                     0);
+    assert_int_equal(alerting_seen, 5);
+    assert_string_equal(cfg.file, "mem.yaml");
+    assert_int_equal(cfg.pg_writers, 3);
+    assert_int_equal(cfg.teams_n, 1);
+    assert_int_equal(sp_config_load(write_cfg(text), &from_file, NULL, NULL, err, sizeof(err)), 0);
+    unlink(tmp_path);
+    memcpy(from_file.file, cfg.file, sizeof(cfg.file)); /* the name is the one difference */
+    assert_memory_equal(&cfg, &from_file, sizeof(cfg));
+
+    /* not NUL-terminated: only len bytes are read */
+    assert_int_equal(sp_config_load_buffer("mem.yaml", "postgres: {dsn: x}\nbatch: 1", 19, &cfg,
+                                           NULL, NULL, err, sizeof(err)),
+                     0);
+    assert_int_equal(sp_config_load_buffer("mem.yaml",
+                                           "postgres: {dsn: x}\nbatch:\n  max_events: 0", 41, &cfg,
+                                           NULL, NULL, err, sizeof(err)),
+                     TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:3: batch.max_events: must be between 1 and 50000");
+    assert_int_equal(sp_config_load_buffer("mem.yaml", NULL, 0, &cfg, NULL, NULL, err, sizeof(err)),
+                     TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:0: file: empty document");
+}
+
 static void test_durations_and_usd(void **state)
 {
     int64_t v;
@@ -204,6 +240,27 @@ static void test_durations_and_usd(void **state)
     assert_int_equal(sp_config_parse_usd("-2", &v), TG_EINVAL);
 }
 
+/* An amount above INT64_MAX nano-USD overflowed the conversion (UBSan: signed integer overflow;
+ * found by spend_config_fuzz with max_budget: 49999999999): refused now, up to the last
+ * nano-USD that fits. */
+static void test_usd_beyond_int64_refused(void **state)
+{
+    int64_t v;
+    (void)state;
+    assert_int_equal(sp_config_parse_usd("9223372036.854775807", &v), 0);
+    assert_int_equal(v, INT64_MAX);
+    assert_int_equal(sp_config_parse_usd("9223372036.854775808", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_usd("9223372037", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_usd("49999999999", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_usd("99999999999999999999999", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_usd("9000000000.5", &v), 0);
+    assert_int_equal(v, 9000000000500000000LL);
+    assert_int_equal(load("postgres: {dsn: x}\nbudgets:\n  teams:\n"
+                          "    - {team_id: t1, max_budget: 49999999999}\n"),
+                     TG_ECONFIG);
+    assert_non_null(strstr(err, ":4: budgets.teams.max_budget: expected a positive USD amount"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,7 +268,9 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_errors_name_file_line_key),
         cmocka_unit_test(test_alerting_hook),
+        cmocka_unit_test(test_load_buffer),
         cmocka_unit_test(test_durations_and_usd),
+        cmocka_unit_test(test_usd_beyond_int64_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
