@@ -1549,6 +1549,57 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
     return 0;
 }
 
+static int key_cmp(const void *a, const void *b)
+{
+    const yaml_node_t *x = *(const yaml_node_t *const *)a;
+    const yaml_node_t *y = *(const yaml_node_t *const *)b;
+
+    return strcmp((const char *)x->data.scalar.value, (const char *)y->data.scalar.value);
+}
+
+/* Every mapping of the document with a key given twice is an error naming it: the section
+ * parsers read each key once (a second `keys:` or `models:` would append past what the first
+ * allocated), and YAML's own rule is that keys are unique. Keys are sorted per mapping, so a
+ * mapping of n keys costs n log n. */
+static int check_duplicate_keys(struct ld *ld)
+{
+    for (yaml_node_t *n = ld->doc.nodes.start; n < ld->doc.nodes.top; n++) {
+        size_t np, k = 0;
+        const yaml_node_t **keys;
+
+        if (n->type != YAML_MAPPING_NODE)
+            continue;
+        np = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+        if (np < 2)
+            continue;
+        keys = malloc(np * sizeof(*keys));
+        if (keys == NULL)
+            return fail(ld, n, "", "out of memory");
+        FOR_PAIRS(n, pair)
+        {
+            yaml_node_t *kn = node_at(ld, pair->key);
+
+            if (kn != NULL && kn->type == YAML_SCALAR_NODE)
+                keys[k++] = kn;
+        }
+        qsort(keys, k, sizeof(*keys), key_cmp);
+        for (size_t i = 1; i < k; i++) {
+            if (key_cmp(&keys[i - 1], &keys[i]) == 0) {
+                const yaml_node_t *second =
+                    keys[i]->start_mark.index > keys[i - 1]->start_mark.index ? keys[i]
+                                                                              : keys[i - 1];
+                char name[96];
+
+                fmt_cut(name, sizeof(name), "%s", (const char *)second->data.scalar.value);
+                free(keys);
+                return fail(ld, second, name, "duplicate key (given twice in one mapping)");
+            }
+        }
+        free(keys);
+    }
+    return 0;
+}
+
 static void set_defaults(struct rt_config *cfg)
 {
     cfg->routing_strategy = RT_STRATEGY_SIMPLE_SHUFFLE;
@@ -1684,7 +1735,8 @@ struct rt_config *rt_config_load_buffer(const char *name, const char *data, size
         goto out;
     }
     doc_ok = 1;
-    parse_root(&ld, yaml_document_get_root_node(&ld.doc));
+    if (check_duplicate_keys(&ld) == 0)
+        parse_root(&ld, yaml_document_get_root_node(&ld.doc));
 out:
     if (doc_ok)
         yaml_document_delete(&ld.doc);

@@ -1870,6 +1870,8 @@ static void slot_begin(struct slot *s, struct rt_upstream_request *req,
     s->retry_after_s = -1;
     s->ttfb_us = 0;
     s->paused = 0;
+    /* the largest on_data delivery, on either client (libcurl's are cut to it: curl_deliver) */
+    s->recv_max = req->recv_buffer_bytes > 0 ? (size_t)req->recv_buffer_bytes : 0;
     /* the module's clock (native transfers; libcurl streams, see curl_timer) */
     if (req->stream) {
         s->timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : 30000L;
@@ -1919,7 +1921,6 @@ static int h1_submit(struct rt_upstream *up, uint32_t idx, uint32_t gen, uint32_
     s->fail_err = 0;
     s->conn = NULL;
     s->sent = 0;
-    s->recv_max = req->recv_buffer_bytes > 0 ? (size_t)req->recv_buffer_bytes : 0;
     atomic_fetch_add(&up->st_submitted, 1);
     atomic_fetch_add(&up->st_active, 1);
     *handle = handle_make(idx, gen);

@@ -194,6 +194,61 @@ static int same_bytes(const char *a, size_t an, const char *b, size_t bn)
     return an == bn && (an == 0 || memcmp(a, b, an) == 0);
 }
 
+/* Depth and values of a jansson tree (the container itself counts as a value). */
+static void tree_size(const json_t *j, unsigned depth, unsigned *max_depth, uint64_t *values)
+{
+    (*values)++;
+    if (json_is_object(j) || json_is_array(j)) {
+        const char *k;
+        json_t *v;
+        size_t i;
+
+        if (depth + 1 > *max_depth)
+            *max_depth = depth + 1;
+        if (json_is_object(j)) {
+            json_object_foreach((json_t *)j, k, v) tree_size(v, depth + 1, max_depth, values);
+        } else {
+            json_array_foreach(j, i, v) tree_size(v, depth + 1, max_depth, values);
+        }
+    }
+}
+
+/* The bounded slow path (rt_json_load_bounded, small bounds so both answers are reached): when
+ * the bounds pass, the same result as json_loadb; the bounds are exact on depth, and refuse on
+ * values only a document that has more. */
+#define FZ_DEPTH 8u
+#define FZ_VALUES 64u
+static void check_bounded(const char *body, size_t size)
+{
+    json_error_t jerr, jerr2;
+    json_t *plain = json_loadb(body, size, 0, &jerr);
+    json_t *bounded = rt_json_load_bounded(body, size, FZ_DEPTH, FZ_VALUES, &jerr2);
+
+    if (bounded != NULL) {
+        if (plain == NULL || !json_equal(plain, bounded))
+            fail("the bounded parse differs from jansson's", NULL);
+    } else if (plain != NULL && jerr2.position < 0) {
+        unsigned depth = 0;
+        uint64_t values = 0;
+
+        tree_size(plain, 0, &depth, &values);
+        if (depth <= FZ_DEPTH && values <= FZ_VALUES)
+            fail("the bounds refused a document within them", jerr2.text);
+    }
+    if (plain != NULL && bounded == NULL && jerr2.position >= 0)
+        fail("the bounded parse failed on a document jansson parses", jerr2.text);
+    if (plain != NULL) {
+        unsigned depth = 0;
+        uint64_t values = 0;
+
+        tree_size(plain, 0, &depth, &values);
+        if (depth > FZ_DEPTH && bounded != NULL)
+            fail("the bounds let a document deeper than their limit through", NULL);
+    }
+    json_decref(plain);
+    json_decref(bounded);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *body = (const char *)data;
@@ -204,6 +259,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* validation alone (no member wanted) */
     if (size > 0)
         (void)scan(body, size, NULL, 0, NULL, "whole text");
+    check_bounded(body, size);
     if (!fast_path(body, size, &fast))
         return 0;
     req = json_loadb(body, size, 0, &jerr);

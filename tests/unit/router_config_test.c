@@ -498,6 +498,27 @@ static void test_control_bytes_in_values(void **state)
     unsetenv("RT_TEST_CRLF_BASE");
 }
 
+/* duplicate_key_overflowed_key_arrays: a key given twice in one mapping (YAML keeps both) used
+ * to leak the first alias table, overflow the static keys array, a key's models and its tags;
+ * now every mapping refuses a duplicate key, naming it and its line. */
+static void test_duplicate_keys(void **state)
+{
+    (void)state;
+    expect_error(HEAD "router_settings:\n  model_group_alias: {b: a}\n  model_group_alias: {c: a}\n",
+                 "router.yaml:7: model_group_alias: duplicate key (given twice in one mapping)");
+    expect_error(HEAD "tollgate:\n  keys:\n    - key: sk-first-key-000001\n  keys:\n"
+                      "    - key: sk-second-key-00002\n",
+                 "router.yaml:8: keys: duplicate key (given twice in one mapping)");
+    expect_error(HEAD "tollgate:\n  keys:\n    - key: sk-dup-models-key\n      models: [a]\n"
+                      "      models: [a]\n",
+                 "router.yaml:9: models: duplicate key (given twice in one mapping)");
+    expect_error(HEAD "tollgate:\n  keys:\n    - key: sk-dup-tags-key-01\n      metadata:\n"
+                      "        tags: [t]\n        tags: [u]\n",
+                 "router.yaml:10: tags: duplicate key (given twice in one mapping)");
+    expect_error(HEAD "      api_key: a\n      api_key: b\n",
+                 "router.yaml:6: api_key: duplicate key (given twice in one mapping)");
+}
+
 /* open_mode_failed_open: no master key and no key is refused unless allow_unauthenticated says
  * so by name. */
 static void test_fail_closed(void **state)
@@ -615,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_key_models_may_name_own_alias),
         cmocka_unit_test(test_control_bytes_in_values),
         cmocka_unit_test(test_fail_closed),
+        cmocka_unit_test(test_duplicate_keys),
         cmocka_unit_test(test_front_door_limits),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
