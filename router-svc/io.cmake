@@ -9,6 +9,9 @@ target_link_libraries(rt_translate PUBLIC tg_common PkgConfig::JANSSON)
 add_library(rt_h1 STATIC ${RT_SRC}/h1.c)
 target_include_directories(rt_h1 PUBLIC ${RT_SRC})
 
+add_library(rt_sse STATIC ${RT_SRC}/sse.c)
+target_include_directories(rt_sse PUBLIC ${RT_SRC})
+
 add_library(rt_upstream STATIC ${RT_SRC}/upstream.c)
 target_include_directories(rt_upstream PUBLIC ${RT_SRC})
 target_link_libraries(rt_upstream PUBLIC rt_h1 tg_common PkgConfig::CURL Threads::Threads)
@@ -29,7 +32,7 @@ if(TARGET rt_core)
     add_library(rt_http_front STATIC ${RT_SRC}/http_front.c)
     target_include_directories(rt_http_front PUBLIC ${RT_SRC})
     target_link_libraries(rt_http_front PUBLIC tg_common rt_core rt_metrics rt_upstream
-                          rt_translate rt_health rt_key_api rt_hsrv PkgConfig::JANSSON
+                          rt_translate rt_health rt_key_api rt_hsrv rt_sse PkgConfig::JANSSON
                           Threads::Threads)
 
     add_executable(router-svc ${RT_SRC}/main.c)

@@ -21,6 +21,7 @@
 #include "keys.h"
 #include "mask.h"
 #include "router.h"
+#include "sse.h"
 #include "key_api.h"
 #include "rt_metrics.h"
 #include "tg_err.h"
@@ -1229,61 +1230,6 @@ static int is_usage_only_chunk(const char *data, size_t dlen)
     return yes;
 }
 
-/* Find the end of the first complete SSE event in p[0..n): returns its length including the
- * blank line, or 0 when incomplete. */
-static size_t sse_event_len(const char *p, size_t n)
-{
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (p[i] == '\n' && p[i + 1] == '\n')
-            return i + 2;
-        if (i + 3 < n && p[i] == '\r' && p[i + 1] == '\n' && p[i + 2] == '\r' && p[i + 3] == '\n')
-            return i + 4;
-    }
-    return 0;
-}
-
-/* Parse one event: event name and joined data into fixed buffers (NUL-terminated). */
-static void sse_parse(const char *p, size_t n, char *event, size_t ecap, char *data, size_t dcap,
-                      size_t *dlen)
-{
-    size_t i = 0;
-
-    event[0] = '\0';
-    *dlen = 0;
-    data[0] = '\0';
-    while (i < n) {
-        size_t j = i;
-        size_t ll;
-
-        while (j < n && p[j] != '\n')
-            j++;
-        ll = j - i;
-        if (ll > 0 && p[i + ll - 1] == '\r')
-            ll--;
-        if (ll >= 5 && memcmp(p + i, "data:", 5) == 0) {
-            size_t off = (ll > 5 && p[i + 5] == ' ') ? 6 : 5;
-            size_t vl = ll - off;
-
-            if (*dlen > 0 && *dlen + 1 < dcap)
-                data[(*dlen)++] = '\n';
-            if (*dlen + vl >= dcap)
-                vl = dcap - 1 - *dlen;
-            memcpy(data + *dlen, p + i + off, vl);
-            *dlen += vl;
-            data[*dlen] = '\0';
-        } else if (ll >= 6 && memcmp(p + i, "event:", 6) == 0) {
-            size_t off = (ll > 6 && p[i + 6] == ' ') ? 7 : 6;
-            size_t vl = ll - off;
-
-            if (vl >= ecap)
-                vl = ecap - 1;
-            memcpy(event, p + i + off, vl);
-            event[vl] = '\0';
-        }
-        i = j + 1;
-    }
-}
-
 /* Usage of a /v1/responses stream from its response.completed event (whose one line can be
  * longer than the usage parser's line buffer). */
 static void responses_usage_from_event(struct call *c, const char *data, size_t dlen)
@@ -1331,7 +1277,7 @@ static int stream_pump(struct call *c)
     for (;;) {
         unpause = 0;
         pthread_mutex_lock(&c->mu);
-        rl = sse_event_len(c->in, c->in_len);
+        rl = rt_sse_event_len(c->in, c->in_len);
         done = c->upstream_done;
         err = c->res_err;
         if (c->out.data == NULL && (rl > 0 || done || c->in_len >= RT_STREAM_EVENT_MAX_BYTES)) {
@@ -1390,7 +1336,7 @@ static int stream_pump(struct call *c)
         }
         if (c->sse_init)
             rt_sse_usage_feed(&c->sse, raw, rl);
-        sse_parse(raw, rl, event, sizeof(event), data, sizeof(data), &dlen);
+        rt_sse_parse(raw, rl, event, sizeof(event), data, sizeof(data), &dlen);
         produced = 1;
         if (is_terminator(c, event, data, dlen)) {
             c->saw_terminator = 1;
@@ -1460,7 +1406,7 @@ static ssize_t stream_reader(void *cls, char *buf, size_t max)
             continue;
         /* nothing ready: park the connection until upstream bytes arrive */
         pthread_mutex_lock(&c->mu);
-        if (c->in_len > 0 && sse_event_len(c->in, c->in_len) > 0) {
+        if (c->in_len > 0 && rt_sse_event_len(c->in, c->in_len) > 0) {
             pthread_mutex_unlock(&c->mu);
             continue;
         }
