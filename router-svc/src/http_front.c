@@ -1953,29 +1953,33 @@ static int serve_get(struct rt_front *f, struct hs_conn *conn, const char *url)
                        error_body(f, 0, 404, "not_found", "Unknown path"));
 }
 
+/* 413 for a body over max_body_bytes, in the API's error shape (the key API: no call). */
+static int answer_too_large(struct rt_front *f, struct call *c, struct hs_conn *conn)
+{
+    char msg[160];
+
+    rt_metrics_reject(f->d.metrics, RT_REJECT_BODY_TOO_LARGE);
+    snprintf(msg, sizeof(msg), "Request body too large: limit is %llu bytes",
+             (unsigned long long)f->d.cfg->max_body_bytes);
+    if (c->admin) {
+        c->phase = PH_FINAL;
+        return answer_text(conn, 413, "application/json",
+                           error_body(f, 0, 413, "request_too_large", msg));
+    }
+    return answer_error(c, 413, "request_too_large", msg, NULL);
+}
+
 /* After authentication: the body's Content-Length against max_body_bytes (413 at once, before
  * a byte of it is read), and its buffer when the length is known. */
 static int admit_body(struct rt_front *f, struct call *c, struct hs_conn *conn)
 {
     const char *cl = hs_header(conn, "Content-Length");
 
-    (void)conn;
     if (cl != NULL) {
         unsigned long long n = strtoull(cl, NULL, 10); /* digits only: hparse checked */
 
-        if (n > f->d.cfg->max_body_bytes) {
-            char msg[160];
-
-            rt_metrics_reject(f->d.metrics, RT_REJECT_BODY_TOO_LARGE);
-            snprintf(msg, sizeof(msg), "Request body too large: limit is %llu bytes",
-                     (unsigned long long)f->d.cfg->max_body_bytes);
-            if (c->admin) {
-                c->phase = PH_FINAL;
-                return answer_text(conn, 413, "application/json",
-                                   error_body(f, 0, 413, "request_too_large", msg));
-            }
-            return answer_error(c, 413, "request_too_large", msg, NULL);
-        }
+        if (n > f->d.cfg->max_body_bytes)
+            return answer_too_large(f, c, conn);
         if (n > 0) {
             c->body = malloc((size_t)n + 1);
             if (c->body == NULL)
@@ -2105,22 +2109,12 @@ static int access_cb(void *cls, struct hs_conn *conn, const char *url, const cha
             /* no Content-Length (chunked): the cap is hit while reading. Answered at once; the
              * HTTP server closes the connection after the answer and drops what the client
              * still sends, for a bounded time. */
-            char msg[160];
-
             *upload_size = 0;
             free(c->body);
             c->body = NULL;
             c->body_len = 0;
             c->body_alloc = 0;
-            rt_metrics_reject(f->d.metrics, RT_REJECT_BODY_TOO_LARGE);
-            snprintf(msg, sizeof(msg), "Request body too large: limit is %llu bytes",
-                     (unsigned long long)f->d.cfg->max_body_bytes);
-            if (c->admin) {
-                c->phase = PH_FINAL;
-                return answer_text(conn, 413, "application/json",
-                                   error_body(f, 0, 413, "request_too_large", msg));
-            }
-            return answer_error(c, 413, "request_too_large", msg, NULL);
+            return answer_too_large(f, c, conn);
         }
         if (c->body_len + n + 1 > c->body_alloc) {
             size_t want = c->body_alloc ? c->body_alloc * 2 : 16384;

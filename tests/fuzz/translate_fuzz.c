@@ -30,6 +30,7 @@
 
 #include "tg_buf.h"
 #include "tg_err.h"
+#include "sse.h"
 #include "translate.h"
 
 #define FUZZ_STREAM_OUT_BYTES (64 * 1024) /* client-side stream buffer */
@@ -208,53 +209,6 @@ static void responses(const json_t *resp, const char *model)
     }
 }
 
-/* Length of the first complete event in p[0..n) including its blank line, or 0 (as
- * http_front.c's sse_event_len). */
-static size_t event_len(const char *p, size_t n)
-{
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (p[i] == '\n' && p[i + 1] == '\n')
-            return i + 2;
-        if (i + 3 < n && p[i] == '\r' && p[i + 1] == '\n' && p[i + 2] == '\r' && p[i + 3] == '\n')
-            return i + 4;
-    }
-    return 0;
-}
-
-/* Event name and joined data of one event (data NUL-terminated, dcap > n). */
-static void event_parse(const char *p, size_t n, char *name, char *dat, size_t *dlen)
-{
-    size_t i = 0;
-
-    name[0] = '\0';
-    *dlen = 0;
-    while (i < n) {
-        size_t j = i, ll;
-
-        while (j < n && p[j] != '\n')
-            j++;
-        ll = j - i;
-        if (ll > 0 && p[i + ll - 1] == '\r')
-            ll--;
-        if (ll >= 5 && memcmp(p + i, "data:", 5) == 0) {
-            size_t off = ll > 5 && p[i + 5] == ' ' ? 6 : 5;
-
-            if (*dlen > 0)
-                dat[(*dlen)++] = '\n';
-            memcpy(dat + *dlen, p + i + off, ll - off);
-            *dlen += ll - off;
-        } else if (ll >= 6 && memcmp(p + i, "event:", 6) == 0) {
-            size_t off = ll > 6 && p[i + 6] == ' ' ? 7 : 6;
-            size_t vl = ll - off < FUZZ_EVENT_NAME_CAP - 1 ? ll - off : FUZZ_EVENT_NAME_CAP - 1;
-
-            memcpy(name, p + i + off, vl);
-            name[vl] = '\0';
-        }
-        i = j + 1;
-    }
-    dat[*dlen] = '\0';
-}
-
 /* What a translator wrote: "event: x\n" lines and "data: y\n\n" blocks. Returns 1 when the last
  * event is the terminator of the client's API, 2 when it is an error event. */
 static int check_output(const struct tg_buf *out, enum rt_translate_dir dir, const char *model)
@@ -319,11 +273,12 @@ static void stream(const char *s, size_t n, enum rt_translate_dir dir, const cha
 
     check(dat != NULL && tg_buf_init(&out, FUZZ_STREAM_OUT_BYTES) == 0, "out of memory");
     rt_translate_stream_init(&st, dir, model, 1718000000);
-    while (!full && (len = event_len(s + at, n - at)) > 0) {
+    /* events split and parsed by the module the stream pump uses */
+    while (!full && (len = rt_sse_event_len(s + at, n - at)) > 0) {
         size_t dlen, before = out.len;
         int finished = st.finished;
 
-        event_parse(s + at, len, name, dat, &dlen);
+        rt_sse_parse(s + at, len, name, sizeof(name), dat, n + 1, &dlen);
         at += len;
         if (dlen == 0)
             continue; /* http_front.c does not translate an event without data */
