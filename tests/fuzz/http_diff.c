@@ -24,6 +24,11 @@
  *   one item: the calls are joined (a field call after a value call starts a new header).
  *   Trailer fields arrive through the same callbacks after on_headers_complete and are not
  *   counted as header lines.
+ * - Its header-name matcher marks Transfer-Encoding as present as soon as a name STARTS with
+ *   "Transfer-Encoding" ("Transfer-Encodingx: chunked" then fails the request as a
+ *   non-chunked coding), where for hparse that is just another header. Before either parser
+ *   sees the input, the first byte of such a name (in the lines before the first empty line)
+ *   is changed to 'X' — the same unknown header for both — and the case is counted.
  * - It reads on into the next request: it is paused in on_message_complete, where the
  *   request's end is the byte count that http_parser_execute returns.
  * - Header values: it keeps trailing whitespace in the value (hparse strips SP and HTAB), so
@@ -114,6 +119,7 @@ static struct category cats[DIFF_CATEGORIES_MAX];
 static unsigned ncats;
 static unsigned long cats_dropped;
 static unsigned long n_inputs, n_both_accept, n_both_reject, n_both_wait, n_method_subst;
+static unsigned long n_te_prefix;
 static int summary_registered;
 
 static void count(const char *side, int status, const char *hmsg, const char *pverdict)
@@ -144,8 +150,10 @@ static void summary(void)
     for (unsigned i = 0; i < ncats; i++)
         stricter += cats[i].count;
     printf("http_diff: %lu inputs: both accept %lu (method unknown to http_parser %lu), both "
-           "reject %lu, both wait %lu, hparse stricter %lu\n",
-           n_inputs, n_both_accept, n_method_subst, n_both_reject, n_both_wait, stricter);
+           "reject %lu, both wait %lu, hparse stricter %lu; names starting with "
+           "Transfer-Encoding renamed in %lu\n",
+           n_inputs, n_both_accept, n_method_subst, n_both_reject, n_both_wait, stricter,
+           n_te_prefix);
     for (unsigned i = 0; i < ncats; i++)
         printf("http_diff:   %s (%d %s), http_parser %s: %lu\n", cats[i].side, cats[i].status,
                cats[i].hmsg != NULL ? cats[i].hmsg : "-", cats[i].pverdict, cats[i].count);
@@ -387,6 +395,31 @@ static char *substitute_method(const char *in, size_t len, long *delta)
     return out;
 }
 
+/* http_parser's Transfer-Encoding prefix quirk (see the top): in the lines before the first
+ * empty line, a name that starts with "Transfer-Encoding" and goes on with a token byte gets
+ * 'X' as its first byte. Returns how many were changed. */
+static unsigned rename_te_prefixed(char *in, size_t len)
+{
+    static const char te[] = "transfer-encoding";
+    size_t n = sizeof(te) - 1;
+    unsigned changed = 0;
+    size_t i = 0;
+
+    while (i < len) {
+        const char *nl = memchr(in + i, '\n', len - i);
+        size_t eol = nl != NULL ? (size_t)(nl - in) : len;
+
+        if (eol == i || (eol == i + 1 && in[i] == '\r'))
+            break; /* the empty line */
+        if (eol - i > n && strncasecmp(in + i, te, n) == 0 && is_tchar((unsigned char)in[i + n])) {
+            in[i] = 'X';
+            changed++;
+        }
+        i = eol + 1;
+    }
+    return changed;
+}
+
 static void defect(const char *what, const struct hside *hs, const struct pside *ps)
 {
     fprintf(stderr,
@@ -535,6 +568,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     n_inputs++;
     if (size > 0)
         memcpy(in, data, size);
+    /* the header lines: after the empty lines and the request line */
+    {
+        size_t lead = 0;
+        const char *nl;
+
+        while (lead < size && (in[lead] == '\r' || in[lead] == '\n'))
+            lead++;
+        nl = memchr(in + lead, '\n', size - lead);
+        if (nl != NULL) {
+            lead = (size_t)(nl - in) + 1;
+            n_te_prefix += rename_te_prefixed(in + lead, size - lead) > 0;
+        }
+    }
     subst = substitute_method(in, size, &delta);
     pin = subst != NULL ? subst : in;
     plen = (size_t)((long)size + delta);
