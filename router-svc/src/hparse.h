@@ -90,8 +90,10 @@ int hp_head_scan(struct hp_scan *s, const char *buf, size_t len, size_t max, siz
 
 /* hp_head_parse: parse a head that hp_head_scan delimited (n bytes at h, through the empty
  * line) in place: h must be writable and have room for n + 1 bytes (a NUL is written at h[n]);
- * lines are cut and the request's strings point into h. kv has room for kv_cap >= HP_HEADERS_MAX
- * entries. Returns 0, or the status to answer with (400, 431, 501, 505) and a static *msg. */
+ * lines are cut and the request's strings point into h. kv has room for kv_cap entries: more
+ * header lines than kv_cap or HP_HEADERS_MAX are a 431 (hsrv sizes kv to the head's lines, so
+ * only HP_HEADERS_MAX bites). Returns 0, or the status to answer with (400, 431, 501, 505) and a
+ * static *msg. */
 int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct hp_request *req,
                   const char **msg);
 
