@@ -232,6 +232,10 @@ static void test_lone_cr_after_empty_lines_is_not_droppable(void **state)
     const char *msg = NULL;
 
     (void)state;
+    /* a read that ends in a CR, alone (after a pipelined request) or after empty lines */
+    hp_scan_reset(&s);
+    assert_int_equal(hp_head_scan(&s, "\r", 1, 64, &hs, &he, &msg), HP_SCAN_MORE);
+    assert_false(s.prefix);
     hp_scan_reset(&s);
     assert_int_equal(hp_head_scan(&s, "\r\n\r", 3, 64, &hs, &he, &msg), HP_SCAN_MORE);
     assert_false(s.prefix);
