@@ -39,11 +39,12 @@
  *   values are compared with trailing SP/HTAB removed from http_parser's.
  * - Keep-alive: it also obeys Proxy-Connection (hparse ignores it), keeps an HTTP/1.0
  *   connection alive when "keep-alive" is listed even beside "close", does not close after an
- *   HTTP/1.0 chunked request (hparse does: RFC 9112 6.1), and takes no HTAB after a Connection
- *   token as whitespace ("keep-alive<HTAB>" is not keep-alive for it; HTAB is OWS, RFC 9110
- *   5.6.3). Those cases are not compared;
- *   otherwise only hparse keeping alive what http_parser closes is a failure (the reverse is
- *   hparse being stricter).
+ *   HTTP/1.0 chunked request (hparse does: RFC 9112 6.1), and misreads Connection lists that
+ *   are not plain "token, token": no HTAB is whitespace after a token for it
+ *   ("keep-alive<HTAB>"), and an empty first element hides the next one (",keep-alive" is not
+ *   keep-alive for it; RFC 9110 5.6.1 has recipients accept empty elements). Those cases are
+ *   not compared; otherwise only hparse keeping alive what http_parser closes is a failure (the
+ *   reverse is hparse being stricter).
  * - Its head cap (80 KiB) is above hsrv's (16 KiB): hparse always answers 431 first.
  * - Exact versions of Debian's build differ from the v2.9.4 tag only in the allow_chunked_length
  *   flag (left off here: Content-Length with chunked stays an error). */
@@ -513,6 +514,34 @@ static struct span trim_value(const char *pb, struct span v)
     return v;
 }
 
+/* A Connection value that http_parser reads as hparse does: elements of tokens and SP
+ * separated by commas, none empty, no HTAB. */
+static int plain_list(const char *v, size_t n)
+{
+    size_t i = 0;
+
+    for (;;) {
+        int words = 0;
+
+        while (i < n && v[i] != ',') {
+            size_t t = i;
+
+            while (i < n && v[i] == ' ')
+                i++;
+            while (i < n && is_tchar((unsigned char)v[i]))
+                i++;
+            if (i == t)
+                return 0; /* a byte that is neither token nor SP */
+            words += i > t && is_tchar((unsigned char)v[i - 1]);
+        }
+        if (words == 0)
+            return 0; /* an empty element */
+        if (i == n)
+            return 1;
+        i++; /* the comma */
+    }
+}
+
 static int keep_alive_comparable(const char *in, size_t len, const struct hside *hs)
 {
     int ka = 0, cl = 0;
@@ -524,12 +553,11 @@ static int keep_alive_comparable(const char *in, size_t len, const struct hside 
             return 0;
         if (hs->k[i].len == 10 && strncasecmp(k, "Connection", 10) == 0) {
             const char *v = in + hs->v[i].off;
-
             size_t e = hs->v[i].off + hs->v[i].len;
 
             while (e < len && (in[e] == ' ' || in[e] == '\t'))
-                e++; /* the OWS hparse trimmed */
-            if (memchr(v, '\t', e - hs->v[i].off) != NULL)
+                e++; /* with the OWS that hparse trimmed */
+            if (!plain_list(v, e - hs->v[i].off))
                 return 0;
             for (size_t j = 0; j + 5 <= hs->v[i].len; j++) {
                 if (strncasecmp(v + j, "close", 5) == 0)
