@@ -338,6 +338,33 @@ static void test_htab_and_obs_text_in_header_value(void **state)
     parsed_free(&p);
 }
 
+/* hp_head_parse may be handed bytes that hp_head_scan never saw: it checks them again, so no NUL
+ * can hide the rest of a line from the string functions it uses. */
+static void test_parse_checks_bytes_again(void **state)
+{
+    struct hp_kv kv[HP_HEADERS_MAX];
+    struct hp_request req;
+    const char *msg;
+    char nul[] = "GET / HTTP/1.1\r\nHost: h\r\nX: a\0\r\nContent-Length: 5\r\n\r\n";
+    char cr[] = "GET / HTTP/1.1\r\nHost: h\rContent-Length: 5\r\n\r\n";
+    char ctl[] = "GET / HTTP/1.1\r\nHost: h\x1b\r\n\r\n";
+    char noend[] = "GET / HTTP/1.1\r\nHost: h\r\n";
+
+    (void)state;
+    msg = NULL;
+    assert_int_equal(hp_head_parse(nul, sizeof(nul) - 1, kv, HP_HEADERS_MAX, &req, &msg), 400);
+    assert_string_equal(msg, "NUL byte in the request head");
+    msg = NULL;
+    assert_int_equal(hp_head_parse(cr, sizeof(cr) - 1, kv, HP_HEADERS_MAX, &req, &msg), 400);
+    assert_string_equal(msg, "bare CR in the request head");
+    msg = NULL;
+    assert_int_equal(hp_head_parse(ctl, sizeof(ctl) - 1, kv, HP_HEADERS_MAX, &req, &msg), 400);
+    assert_string_equal(msg, "control byte in the request head");
+    msg = NULL;
+    assert_int_equal(hp_head_parse(noend, sizeof(noend) - 1, kv, HP_HEADERS_MAX, &req, &msg), 400);
+    assert_non_null(msg);
+}
+
 /* ---- size caps */
 
 static void test_head_size_cap(void **state)
@@ -1058,6 +1085,7 @@ int main(void)
         cmocka_unit_test(test_bare_cr_header_line_ended_header_section),
         cmocka_unit_test(test_control_bytes_in_head),
         cmocka_unit_test(test_htab_and_obs_text_in_header_value),
+        cmocka_unit_test(test_parse_checks_bytes_again),
         cmocka_unit_test(test_head_size_cap),
         cmocka_unit_test(test_head_over_16k_is_431),
         cmocka_unit_test(test_empty_lines_do_not_count_toward_head_cap),
