@@ -16,9 +16,14 @@ add_library(rt_upstream STATIC ${RT_SRC}/upstream.c)
 target_include_directories(rt_upstream PUBLIC ${RT_SRC})
 target_link_libraries(rt_upstream PUBLIC rt_h1 tg_common PkgConfig::CURL Threads::Threads)
 
-add_library(rt_hsrv STATIC ${RT_SRC}/hsrv.c ${RT_SRC}/hparse.c)
+# hparse: pure HTTP/1.x request framing (no I/O, no dependency): its unit test and the fuzz
+# targets link it alone.
+add_library(rt_hparse STATIC ${RT_SRC}/hparse.c)
+target_include_directories(rt_hparse PUBLIC ${RT_SRC})
+
+add_library(rt_hsrv STATIC ${RT_SRC}/hsrv.c)
 target_include_directories(rt_hsrv PUBLIC ${RT_SRC})
-target_link_libraries(rt_hsrv PUBLIC tg_common Threads::Threads)
+target_link_libraries(rt_hsrv PUBLIC rt_hparse tg_common Threads::Threads)
 
 add_library(rt_health STATIC ${RT_SRC}/health.c)
 target_include_directories(rt_health PUBLIC ${RT_SRC})

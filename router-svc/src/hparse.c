@@ -58,6 +58,7 @@ void hp_scan_reset(struct hp_scan *s)
     s->off = 0;
     s->start = 0;
     s->prefix = 1;
+    s->lead = 1;
     s->bol = 0;
     s->cr = 0;
 }
@@ -68,7 +69,9 @@ int hp_head_scan(struct hp_scan *s, const char *buf, size_t len, size_t max, siz
     for (size_t i = s->off; i < len; i++) {
         unsigned char ch = (unsigned char)buf[i];
 
-        if (i >= max) {
+        /* the cap counts from the request line: empty lines before it are not the head (the
+         * caller drops them while they are all it has, however they were split) */
+        if (i - s->start >= max) {
             s->off = i;
             *msg = "request headers too large";
             return HP_SCAN_LARGE;
@@ -82,11 +85,15 @@ int hp_head_scan(struct hp_scan *s, const char *buf, size_t len, size_t max, siz
             s->cr = 0;
         } else if (ch == '\r') {
             s->cr = 1;
+            /* not droppable until its LF is seen: a caller that dropped a lone CR would accept
+             * "\r" + "GET ..." arriving in two reads, and reject it in one */
+            s->prefix = 0;
             continue;
         }
         if (ch == '\n') {
-            if (s->prefix) {
+            if (s->lead) {
                 s->start = i + 1; /* an empty line before the request line */
+                s->prefix = 1;
             } else if (s->bol) {
                 s->off = i + 1;
                 *start = s->start;
@@ -103,10 +110,11 @@ int hp_head_scan(struct hp_scan *s, const char *buf, size_t len, size_t max, siz
             return HP_SCAN_BAD;
         }
         s->prefix = 0;
+        s->lead = 0;
         s->bol = 0;
     }
     s->off = len;
-    if (len > max) {
+    if (len > s->start && len - s->start > max) {
         *msg = "request headers too large";
         return HP_SCAN_LARGE;
     }
@@ -166,6 +174,28 @@ static int host_ok(const char *v)
     return 1;
 }
 
+/* Connection: a comma-separated list (RFC 9110 5.6.1) — each element with its OWS trimmed is
+ * compared whole, so "x close" (one malformed element) is not "close". */
+static void connection_tokens(const char *v, int *tok_close, int *tok_keep)
+{
+    while (*v != '\0') {
+        size_t len = strcspn(v, ",");
+        size_t a = 0, b = len;
+
+        while (a < b && (v[a] == ' ' || v[a] == '\t'))
+            a++;
+        while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+            b--;
+        if (b - a == 5 && strncasecmp(v + a, "close", 5) == 0)
+            *tok_close = 1;
+        else if (b - a == 10 && strncasecmp(v + a, "keep-alive", 10) == 0)
+            *tok_keep = 1;
+        v += len;
+        if (*v == ',')
+            v++;
+    }
+}
+
 /* The request line (a NUL-terminated string without CR/LF). */
 static int request_line(char *line, struct hp_request *req, const char **msg)
 {
@@ -211,12 +241,24 @@ static int request_line(char *line, struct hp_request *req, const char **msg)
     }
     req->minor = ver[7] == '0' ? 0 : 1;
     req->method = line;
+    if (strcmp(line, "CONNECT") == 0) {
+        /* CONNECT takes an authority-form target (RFC 9112 3.2.3), which is not served; with
+         * any other form the request is malformed (and other parsers read no body after it) */
+        *msg = "CONNECT is not supported";
+        return 400;
+    }
     if (strncasecmp(target, "http://", 7) == 0 || strncasecmp(target, "https://", 8) == 0) {
-        /* absolute form: the path starts after the authority */
+        /* absolute form: the path starts after the authority, which is a host and port (no
+         * userinfo, RFC 9110 4.2.4; no fragment) */
         char *auth = target + (target[4] == ':' ? 7 : 8);
-        size_t alen = strcspn(auth, "/?#");
+        size_t alen = strcspn(auth, "/?");
+        char save = auth[alen];
+        int ok;
 
-        if (alen == 0) {
+        auth[alen] = '\0';
+        ok = alen > 0 && host_ok(auth);
+        auth[alen] = save;
+        if (!ok) {
             *msg = "malformed request target";
             return 400;
         }
@@ -281,6 +323,7 @@ int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct h
         return rc;
     for (;;) {
         char *colon, *v, *e;
+        int trail_tab;
 
         line = cut_line(&p, end);
         if (line == NULL) {
@@ -309,8 +352,11 @@ int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct h
         while (*v == ' ' || *v == '\t')
             v++;
         e = v + strlen(v);
-        while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+        trail_tab = 0;
+        while (e > v && (e[-1] == ' ' || e[-1] == '\t')) {
+            trail_tab |= e[-1] == '\t';
             *--e = '\0';
+        }
         if (req->nh >= kv_cap || req->nh >= HP_HEADERS_MAX) {
             *msg = "too many header lines";
             return 431;
@@ -332,7 +378,7 @@ int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct h
                 *msg = "more than one Content-Length header";
                 return 400;
             }
-            if (parse_length(v, &req->content_length) != 0) {
+            if (trail_tab || parse_length(v, &req->content_length) != 0) {
                 *msg = "malformed Content-Length";
                 return 400;
             }
@@ -342,26 +388,17 @@ int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct h
                 *msg = "more than one Transfer-Encoding header";
                 return 400;
             }
+            if (trail_tab) {
+                *msg = "malformed Transfer-Encoding";
+                return 400;
+            }
             if (strcasecmp(v, "chunked") != 0) {
                 *msg = "unsupported transfer coding (only chunked is)";
                 return 501;
             }
             req->chunked = 1;
         } else if (strcasecmp(line, "Connection") == 0) {
-            const char *t = v;
-
-            while (*t != '\0') {
-                size_t len;
-
-                while (*t == ' ' || *t == '\t' || *t == ',')
-                    t++;
-                len = strcspn(t, " \t,");
-                if (len == 5 && strncasecmp(t, "close", 5) == 0)
-                    tok_close = 1;
-                else if (len == 10 && strncasecmp(t, "keep-alive", 10) == 0)
-                    tok_keep = 1;
-                t += len;
-            }
+            connection_tokens(v, &tok_close, &tok_keep);
         }
     }
     if (p != end) {
@@ -398,6 +435,37 @@ void hp_chunked_init(struct hp_chunked *d, uint64_t trailer_max)
     memset(d, 0, sizeof(*d));
     d->state = CH_SIZE;
     d->trailer_max = trailer_max;
+}
+
+/* Trailer names that would frame the message (RFC 9110 6.5.1; http_parser even parses a
+ * trailer Content-Length and fails on a bad one): matched case-insensitively while the name
+ * arrives, one bit of d->tr_match per name still possible, d->line counting the name's bytes. */
+static const char *const tr_framing_names[] = {"content-length", "transfer-encoding"};
+#define TR_FRAMING_N 2u
+
+static void tr_name_byte(struct hp_chunked *d, unsigned char ch)
+{
+    unsigned char lc = ch >= 'A' && ch <= 'Z' ? (unsigned char)(ch + 32) : ch;
+
+    if (d->tr_match == 0)
+        return; /* no framing name: no need to count further */
+    for (unsigned k = 0; k < TR_FRAMING_N; k++) {
+        const char *n = tr_framing_names[k];
+
+        if (d->line >= strlen(n) || (unsigned char)n[d->line] != lc)
+            d->tr_match &= ~(1u << k);
+    }
+    d->line++;
+}
+
+/* The trailer name ended (at its colon): is it a framing name? */
+static int tr_framing(const struct hp_chunked *d)
+{
+    for (unsigned k = 0; k < TR_FRAMING_N; k++) {
+        if ((d->tr_match & (1u << k)) && d->line == strlen(tr_framing_names[k]))
+            return 1;
+    }
+    return 0;
 }
 
 static int ch_fail(struct hp_chunked *d, int status, const char *m, int *st, const char **msg)
@@ -448,7 +516,8 @@ int hp_chunked_feed(struct hp_chunked *d, const char *buf, size_t len, size_t *u
                     return ch_fail(d, 400, "control byte in a chunk extension", status, msg);
             } else if (ch == ';' && d->digits > 0) {
                 d->state = CH_EXT;
-            } else if ((ch == ' ' || ch == '\t') && d->digits > 0) {
+            } else if (ch == ' ' && d->digits > 0) {
+                /* SP only: a HTAB here splits parsers (http_parser rejects it) */
                 d->state = CH_SIZE_WS;
             } else if (d->state == CH_SIZE && hexval(ch) >= 0 && d->digits < 16) {
                 d->left = d->left * 16 + (uint64_t)hexval(ch);
@@ -488,11 +557,20 @@ int hp_chunked_feed(struct hp_chunked *d, const char *buf, size_t len, size_t *u
                     d->state = CH_TR_LF;
                 }
             } else if (d->state == CH_TR_VALUE) {
-                if (is_bad_ctl(ch) || ch == '\n')
+                if (ch == '\n')
+                    return ch_fail(d, 400, "trailer line not ended by CRLF", status, msg);
+                if (is_bad_ctl(ch))
                     return ch_fail(d, 400, "control byte in a trailer", status, msg);
             } else if (ch == ':' && d->state == CH_TR_NAME) {
+                if (tr_framing(d))
+                    return ch_fail(d, 400, "framing field in the trailer section", status, msg);
                 d->state = CH_TR_VALUE;
             } else if (is_tchar(ch)) {
+                if (d->state == CH_TR_BOL) {
+                    d->line = 0;
+                    d->tr_match = (1u << TR_FRAMING_N) - 1;
+                }
+                tr_name_byte(d, ch);
                 d->state = CH_TR_NAME;
             } else {
                 return ch_fail(d, 400, "malformed trailer line", status, msg);

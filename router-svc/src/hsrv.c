@@ -674,12 +674,30 @@ static void conn_close(struct hs_conn *c, enum hs_toe toe)
     ST_ADD(s, st_open, (uint64_t)-1);
 }
 
-/* The server's own answer to a request it cannot take (400, 431, 501, 505): JSON in the
+/* The error code of the server's own answers, by status. */
+static const char *own_code(int status)
+{
+    switch (status) {
+    case 431:
+        return "request_header_fields_too_large";
+    case 501:
+        return "unsupported_transfer_coding";
+    case 503:
+        return "service_unavailable";
+    case 505:
+        return "http_version_not_supported";
+    default:
+        return "bad_request";
+    }
+}
+
+/* The server's own answer to a request it cannot take (400, 431, 501, 503, 505): JSON in the
  * OpenAI error shape, then close. A request whose handler already ran ends with HS_TOE_ERROR. */
-static void answer_own(struct hs_conn *c, int status, const char *code, const char *message)
+static void answer_own(struct hs_conn *c, int status, const char *message)
 {
     char *body = malloc(512);
     struct hs_response *r;
+    const char *code = own_code(status);
     int n;
 
     ST_ADD(c->s, st_bad, 1);
@@ -1136,8 +1154,7 @@ static size_t chunked_feed(struct hs_conn *c, const char *buf, size_t len)
 
         off += used;
         if (r < 0) {
-            answer_own(c, status, status == 431 ? "request_header_fields_too_large" : "bad_request",
-                       msg);
+            answer_own(c, status, msg);
             return len;
         }
         if (r == HP_CH_DATA) {
@@ -1180,6 +1197,15 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
                     hp_scan_reset(&c->scan);
                     break;
                 }
+                if (c->scan.start > 0) {
+                    /* the empty lines before the request line are dropped as soon as they are
+                     * seen: what the head may take does not depend on how the bytes came */
+                    off += c->scan.start;
+                    c->scan.off -= c->scan.start;
+                    c->scan.start = 0;
+                }
+                if (c->scan.lead)
+                    break; /* (a CR waits for its LF: no request yet) */
                 if (!c->head_started) {
                     c->head_started = 1;
                     c->head_start_ms = tg_now_mono_ms();
@@ -1187,9 +1213,7 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
                 break;
             }
             if (st != HP_SCAN_DONE) {
-                answer_own(c, st == HP_SCAN_LARGE ? 431 : 400,
-                           st == HP_SCAN_LARGE ? "request_header_fields_too_large" : "bad_request",
-                           msg);
+                answer_own(c, st == HP_SCAN_LARGE ? 431 : 400, msg);
                 off = len;
                 break;
             }
@@ -1199,8 +1223,7 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
             c->head_started = 0;
             c->nreq++;
             if (st != 0) {
-                answer_own(c, st, st == 431 ? "request_header_fields_too_large" : "bad_request",
-                           msg);
+                answer_own(c, st, msg);
                 off = len;
                 break;
             }
@@ -1359,7 +1382,7 @@ static void conn_read(struct hs_conn *c)
             cap = sizeof(s->scratch);
         }
         if (have == cap) {
-            answer_own(c, 431, "request_header_fields_too_large", "request headers too large");
+            answer_own(c, 431, "request headers too large");
             return;
         }
         n = recv(c->fd, buf + have, cap - have, 0);

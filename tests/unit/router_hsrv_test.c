@@ -3151,6 +3151,42 @@ static void test_head_policy(void **state)
     expect_closed("http10_with_transfer_encoding_was_kept_alive", &c, WAIT_MS);
     cl_close(&c);
 
+    /* empty_lines_before_the_request_line_depended_on_the_split: 8,000 empty lines (16,000
+     * bytes) before a request of 1.5 KB: served whole and in 100-byte pieces alike (they are
+     * dropped as they are seen; kept with the head they filled the read buffer, a 431 when they
+     * came whole) */
+    for (int pieces = 0; pieces < 2; pieces++) {
+        static char lead[16000 + 2048];
+        char pad[1500];
+        const char *what = pieces ? "8,000 empty lines, then a request, in 100-byte pieces"
+                                  : "8,000 empty lines, then a request, in one piece";
+        size_t n = 0;
+
+        memset(pad, 'p', sizeof(pad) - 1);
+        pad[sizeof(pad) - 1] = '\0';
+        for (int i = 0; i < 8000; i++) {
+            lead[n++] = '\r';
+            lead[n++] = '\n';
+        }
+        n += (size_t)snprintf(lead + n, sizeof(lead) - n,
+                              "GET /echo?t=e%d HTTP/1.1\r\nHost: a\r\nX-Pad: %s\r\n"
+                              "Connection: close\r\n\r\n",
+                              pieces, pad);
+        open_cl(&c, 0);
+        if (pieces) {
+            for (size_t o = 0; o < n; o += 100) {
+                cl_send(&c, lead + o, n - o < 100 ? n - o : 100);
+                usleep(1000);
+            }
+        } else {
+            cl_send(&c, lead, n);
+        }
+        rc = cl_read_resp(&c, &r, 0, WAIT_MS);
+        expect_status(what, &r, rc, "HTTP/1.1 200 OK");
+        resp_free(&r);
+        cl_close(&c);
+    }
+
     /* HTTP/1.0 needs no Host */
     open_cl(&c, 0);
     rc = roundtrip(&c, "GET /echo?t=p4 HTTP/1.0\r\n\r\n", &r, 0);
