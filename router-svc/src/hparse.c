@@ -25,7 +25,7 @@ enum {
     CH_DONE
 };
 
-static int is_tchar(unsigned char ch)
+int hp_tchar(unsigned char ch)
 {
     static const char extra[] = "!#$%&'*+-.^_`|~";
 
@@ -40,7 +40,7 @@ static int is_bad_ctl(unsigned char ch)
     return (ch < 0x20 && ch != '\t' && ch != '\r' && ch != '\n') || ch == 0x7f;
 }
 
-static int hexval(unsigned char ch)
+int hp_hexval(unsigned char ch)
 {
     if (ch >= '0' && ch <= '9')
         return ch - '0';
@@ -211,7 +211,7 @@ static int request_line(char *line, struct hp_request *req, const char **msg)
     }
     *sp1 = '\0';
     for (const char *m = line; *m != '\0'; m++) {
-        if (!is_tchar((unsigned char)*m)) {
+        if (!hp_tchar((unsigned char)*m)) {
             *msg = "malformed request method";
             return 400;
         }
@@ -343,7 +343,7 @@ int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct h
         }
         *colon = '\0';
         for (const char *k = line; *k != '\0'; k++) {
-            if (!is_tchar((unsigned char)*k)) {
+            if (!hp_tchar((unsigned char)*k)) {
                 *msg = "malformed header name";
                 return 400;
             }
@@ -519,8 +519,8 @@ int hp_chunked_feed(struct hp_chunked *d, const char *buf, size_t len, size_t *u
             } else if (ch == ' ' && d->digits > 0) {
                 /* SP only: a HTAB here splits parsers (http_parser rejects it) */
                 d->state = CH_SIZE_WS;
-            } else if (d->state == CH_SIZE && hexval(ch) >= 0 && d->digits < 16) {
-                d->left = d->left * 16 + (uint64_t)hexval(ch);
+            } else if (d->state == CH_SIZE && hp_hexval(ch) >= 0 && d->digits < 16) {
+                d->left = d->left * 16 + (uint64_t)hp_hexval(ch);
                 d->digits++;
             } else {
                 return ch_fail(d, 400, "malformed chunk size", status, msg);
@@ -565,7 +565,7 @@ int hp_chunked_feed(struct hp_chunked *d, const char *buf, size_t len, size_t *u
                 if (tr_framing(d))
                     return ch_fail(d, 400, "framing field in the trailer section", status, msg);
                 d->state = CH_TR_VALUE;
-            } else if (is_tchar(ch)) {
+            } else if (hp_tchar(ch)) {
                 if (d->state == CH_TR_BOL) {
                     d->line = 0;
                     d->tr_match = (1u << TR_FRAMING_N) - 1;

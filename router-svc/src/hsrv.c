@@ -174,34 +174,14 @@ static void start_send(struct hs_conn *c);
 
 /* ------------------------------------------------------------------ small helpers */
 
-static int is_tchar(unsigned char ch)
-{
-    static const char extra[] = "!#$%&'*+-.^_`|~";
-
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
-        return 1;
-    return ch != 0 && strchr(extra, ch) != NULL;
-}
-
-static int hexval(unsigned char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decode s in place ('+' as a space when plus). Bad escapes stay as they are. */
 static void pct_decode(char *s, int plus)
 {
     char *o = s;
 
     for (char *p = s; *p != '\0'; p++) {
-        if (*p == '%' && hexval((unsigned char)p[1]) >= 0 && hexval((unsigned char)p[2]) >= 0) {
-            *o++ = (char)(hexval((unsigned char)p[1]) * 16 + hexval((unsigned char)p[2]));
+        if (*p == '%' && hp_hexval((unsigned char)p[1]) >= 0 && hp_hexval((unsigned char)p[2]) >= 0) {
+            *o++ = (char)(hp_hexval((unsigned char)p[1]) * 16 + hp_hexval((unsigned char)p[2]));
             p += 2;
         } else if (plus && *p == '+') {
             *o++ = ' ';
@@ -472,7 +452,7 @@ static int field_append(char *buf, size_t cap, size_t *len, const char *name, co
     if (nl == 0 || *len + nl + 2 + vl + 2 > cap)
         return -1;
     for (size_t i = 0; i < nl; i++) {
-        if (!is_tchar((unsigned char)name[i]))
+        if (!hp_tchar((unsigned char)name[i]))
             return -1;
     }
     for (size_t i = 0; i < vl; i++) {
