@@ -20,9 +20,15 @@ function(rt_core_module name)
 endfunction()
 
 rt_core_module(mask)
+
+# providers/: the provider families (pure: URL, headers, wire API, error classes).
+add_library(rt_providers STATIC ${RT_SRC}/providers/registry.c ${RT_SRC}/providers/openai.c
+                                ${RT_SRC}/providers/anthropic.c)
+target_include_directories(rt_providers PUBLIC ${RT_SRC} ${PROJECT_SOURCE_DIR}/proto)
+target_link_libraries(rt_providers PUBLIC tg_common PkgConfig::JANSSON)
 rt_core_module(trail DEPS rt_mask)
 rt_core_module(limiter)
-rt_core_module(config DEPS PkgConfig::YAML)
+rt_core_module(config DEPS PkgConfig::YAML rt_providers)
 rt_core_module(keys DEPS rt_config PkgConfig::JANSSON Threads::Threads)
 rt_core_module(usage DEPS rt_config PkgConfig::JANSSON)
 rt_core_module(router DEPS rt_config rt_keys rt_limiter rt_trail rt_mask Threads::Threads)

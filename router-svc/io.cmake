@@ -12,7 +12,7 @@ target_include_directories(rt_h1 PUBLIC ${RT_SRC})
 add_library(rt_sse STATIC ${RT_SRC}/sse.c)
 target_include_directories(rt_sse PUBLIC ${RT_SRC})
 
-add_library(rt_upstream STATIC ${RT_SRC}/upstream.c)
+add_library(rt_upstream STATIC ${RT_SRC}/upstream.c ${RT_SRC}/h1client.c ${RT_SRC}/resolver.c)
 target_include_directories(rt_upstream PUBLIC ${RT_SRC})
 target_link_libraries(rt_upstream PUBLIC rt_h1 tg_common PkgConfig::CURL Threads::Threads)
 
@@ -21,7 +21,7 @@ target_link_libraries(rt_upstream PUBLIC rt_h1 tg_common PkgConfig::CURL Threads
 add_library(rt_hparse STATIC ${RT_SRC}/hparse.c)
 target_include_directories(rt_hparse PUBLIC ${RT_SRC})
 
-add_library(rt_hsrv STATIC ${RT_SRC}/hsrv.c)
+add_library(rt_hsrv STATIC ${RT_SRC}/hsrv.c ${RT_SRC}/hs_request.c ${RT_SRC}/hs_response.c ${RT_SRC}/hs_ipcap.c)
 target_include_directories(rt_hsrv PUBLIC ${RT_SRC})
 target_link_libraries(rt_hsrv PUBLIC rt_hparse tg_common Threads::Threads)
 
@@ -34,10 +34,15 @@ if(TARGET rt_core)
     target_include_directories(rt_metrics PUBLIC ${RT_SRC})
     target_link_libraries(rt_metrics PUBLIC tg_common rt_core)
 
+    add_library(rt_call STATIC ${RT_SRC}/call.c ${RT_SRC}/relay.c ${RT_SRC}/api_error.c)
+    target_include_directories(rt_call PUBLIC ${RT_SRC})
+    target_link_libraries(rt_call PUBLIC tg_common rt_core rt_metrics rt_upstream rt_translate
+                          rt_hsrv rt_sse rt_providers PkgConfig::JANSSON)
+
     add_library(rt_http_front STATIC ${RT_SRC}/http_front.c)
     target_include_directories(rt_http_front PUBLIC ${RT_SRC})
-    target_link_libraries(rt_http_front PUBLIC tg_common rt_core rt_metrics rt_upstream
-                          rt_translate rt_health rt_key_api rt_hsrv rt_sse PkgConfig::JANSSON
+    target_link_libraries(rt_http_front PUBLIC tg_common rt_core rt_metrics rt_call rt_upstream
+                          rt_health rt_key_api rt_hsrv PkgConfig::JANSSON
                           Threads::Threads)
 
     add_executable(router-svc ${RT_SRC}/main.c)

@@ -9,6 +9,7 @@
 
 #include <yaml.h>
 
+#include "providers/provider.h"
 #include "tg_cfgtext.h"
 #include "tg_err.h"
 #include "tg_log.h"
@@ -561,7 +562,9 @@ static int parse_provider_model(struct ld *ld, const yaml_node_t *n, const char 
         d->provider[plen] = '\0';
         fmt_cut(d->model, sizeof(d->model), "%s", slash + 1);
     }
-    d->kind = strcmp(d->provider, "anthropic") == 0 ? RT_PROVIDER_ANTHROPIC : RT_PROVIDER_OPENAI;
+    d->prov = rt_provider_find(d->provider);
+    if (d->prov == NULL)
+        d->prov = rt_provider_default();
     return 0;
 }
 

@@ -95,11 +95,6 @@
 /* "no limit" for the optional rate limits below (rpm, tpm, rpm_limit, ...). */
 #define RT_LIMIT_NONE (-1)
 
-enum rt_provider_kind {
-    RT_PROVIDER_OPENAI = 0,    /* "openai/" and every other prefix: OpenAI-compatible wire API */
-    RT_PROVIDER_ANTHROPIC = 1, /* "anthropic/": native /v1/messages upstream */
-};
-
 enum rt_strategy {
     RT_STRATEGY_SIMPLE_SHUFFLE = 0, /* "simple-shuffle" (default): weighted random */
     RT_STRATEGY_LEAST_BUSY = 1,     /* "least-busy": fewest in-flight attempts */
@@ -107,6 +102,8 @@ enum rt_strategy {
 };
 
 /* One model_list entry. */
+struct rt_provider; /* providers/provider.h */
+
 struct rt_deployment_conf {
     char id[RT_ID_CAP];             /* model_info.id, or generated "<group>-<index>" (index in
                                      * model_list, 0-based) when absent: stable across reloads of
@@ -114,7 +111,8 @@ struct rt_deployment_conf {
     char group[RT_NAME_CAP];        /* model_name */
     char provider[RT_PROVIDER_CAP]; /* prefix of litellm_params.model as written ("openai",
                                      * "anthropic", "azure", ...); "openai" when no prefix */
-    enum rt_provider_kind kind;     /* wire API spoken to this deployment */
+    const struct rt_provider *prov; /* the provider family of the prefix (providers/provider.h);
+                                     * a prefix without one of its own: OpenAI-compatible */
     char model[RT_NAME_CAP];        /* litellm_params.model after the prefix */
     char api_base[RT_URL_CAP];      /* "" when absent (upstream uses the provider default) */
     char api_key[RT_SECRET_CAP];    /* secret; "" when absent. Never log it. */

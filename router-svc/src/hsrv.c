@@ -22,150 +22,9 @@
 #include <unistd.h>
 
 #include "hparse.h"
+#include "hsrv_int.h"
 #include "tg_log.h"
 #include "tg_time.h"
-
-#define HS_HEAD_MAX_DEFAULT (16u * 1024u)
-#define HS_SCRATCH_BYTES (16u * 1024u) /* the loop's shared read buffer */
-#define HS_RBUF_MIN_BYTES                                                                          \
-    1024u /* a connection's own read buffer starts this small: a head                              \
-           * dribbled in (slowloris) holds 1 KiB, not the head cap */
-#define HS_STREAM_PIECE_BYTES (16u * 1024u) /* one reader call at most */
-#define HS_CHUNK_PREFIX 10u                 /* hex size + CRLF, right-aligned */
-#define HS_RESP_HEADER_ROOM 2048u
-#define HS_RESP_TRAILER_ROOM 512u
-#define HS_OUT_HEAD_BYTES (HS_RESP_HEADER_ROOM + 256u) /* status line, Date, framing, ... */
-#define HS_SWEEP_MS 1000u                              /* idle checks */
-/* Work per loop turn, so that a burst (a flood of connections, thousands of them reaching a
- * deadline in the same second) is spread over turns with the loop's other work in between
- * instead of stalling it: connections accepted, and closed by a deadline, per call. */
-#define HS_ACCEPT_PER_TURN 64u
-#define HS_SWEEP_CLOSE_PER_TURN 64u
-#define HS_LINGER_IDLE_MS 2000u   /* after an early answer: drop input until quiet this long */
-#define HS_LINGER_TOTAL_MS 10000u /* ... or at most this long */
-#define HS_LINGER_MAX_BYTES_DEFAULT (16u * 1024u * 1024u) /* ... or at most this many bytes */
-#define HS_HEADER_TIMEOUT_MS_DEFAULT 10000u
-#define HS_BODY_TIMEOUT_MS_DEFAULT 60000u
-#define HS_BODY_MIN_RATE_DEFAULT 1024u /* bytes/s */
-#define HS_KEEPALIVE_TIMEOUT_MS_DEFAULT 75000u
-#define HS_SEND_TIMEOUT_MS_DEFAULT 60000u
-
-enum { HS_KIND_LISTEN = 1, HS_KIND_CONN = 2 };
-
-enum cstate {
-    CS_HEAD = 0, /* reading a request head (or idle between requests) */
-    CS_BODY,     /* reading the body, handing it to the handler */
-    CS_WAIT,     /* body read; the handler has not answered yet */
-    CS_SEND,     /* a response is being written */
-    CS_LINGER,   /* answered early: dropping input until the client is done, then close */
-    CS_CLOSED    /* closed; freed at the end of the loop turn */
-};
-
-struct hs_response {
-    hs_reader_fn reader;
-    void *rcls;
-    hs_free_fn rfree;
-    char *body;
-    size_t body_len;
-    int close;
-    size_t hlen;
-    size_t tlen;
-    char hdr[HS_RESP_HEADER_ROOM];
-    char trl[HS_RESP_TRAILER_ROOM];
-};
-
-struct hs_conn {
-    int kind;
-    int fd;
-    struct hs_server *s;
-    struct hs_conn *prev, *next; /* every open connection */
-    struct hs_conn *rnext;       /* resumed, loop thread */
-    struct hs_conn *xnext;       /* resumed from another thread (s->xmu) */
-    struct hs_conn *gnext;       /* closed, to free at the end of the turn */
-    enum cstate state;
-    int in_r, in_x;
-    int suspended;
-    int handler_live;  /* the handler was called and completed is owed */
-    int in_process;    /* process() is on the stack for this connection */
-    int pending_parse; /* rbuf holds bytes not parsed yet (pipelined) */
-    int maybe_more;    /* the socket may hold unread bytes (no short read or EAGAIN seen) */
-    uint64_t last_ms;  /* last progress (a byte read or written), monotonic ms */
-    uint64_t accept_ms;
-    uint64_t head_start_ms; /* first byte of the current request's head */
-    uint64_t body_start_ms; /* the head was parsed: the body may arrive from now on */
-    uint64_t body_got;      /* body bytes handed to the handler (deadline by min rate) */
-    uint64_t linger_start_ms;
-    uint64_t linger_bytes;
-    unsigned nreq;    /* requests started on this connection */
-    int head_started; /* a byte of the current request's head has arrived */
-    int ip_held;      /* counted in the server's per-address table */
-    uint32_t peer;    /* IPv4 address, network order */
-
-    /* request */
-    char *head; /* the head, parsed in place, followed by its kv table */
-    size_t head_bytes;
-    struct hp_kv *kv;
-    unsigned nh, na;
-    struct hp_scan scan;
-    struct hp_request req;
-    const char *method;
-    const char *url;
-    int minor;
-    int keep_alive;
-    int is_head;
-    int chunked;
-    uint64_t body_left; /* length framing */
-    struct hp_chunked ch;
-    void *req_ctx;
-
-    /* read buffer while a request arrives in pieces (or pipelined bytes wait) */
-    char *rbuf;
-    size_t rlen;
-    size_t rcap; /* rbuf's size: grows by doubling from HS_RBUF_MIN_BYTES to rbuf_cap */
-
-    /* response */
-    struct hs_response *resp;
-    int resp_status;
-    int early;       /* answered before the body was read whole */
-    int close_after; /* close once the response is out */
-    int stream_end;  /* nothing more to ask the reader */
-    char *obuf;      /* unsent bytes of the head, a piece or the last chunk */
-    size_t olen, ooff;
-    int obuf_borrowed; /* obuf points into the server's scratch (only within one call) */
-    size_t body_off;
-};
-
-struct hs_server {
-    int kind;
-    int lfd;
-    struct hs_config cfg;
-    size_t head_max;
-    size_t rbuf_cap;
-    uint64_t linger_max; /* bytes dropped after an early answer, at most */
-    uint64_t header_timeout_ms, body_timeout_ms, body_min_rate, keepalive_timeout_ms,
-        send_timeout_ms;
-    uint16_t port;
-    int quiesced;
-    pthread_t loop_tid;
-    int have_tid;
-    struct hs_conn *conns;
-    struct hs_conn *rhead, *rtail;
-    pthread_mutex_t xmu;
-    struct hs_conn *xhead; /* (xmu) */
-    struct hs_conn *graveyard;
-    uint64_t next_sweep_ms;
-    int accept_more;          /* the listening socket may hold more connections */
-    struct hs_conn *sweep_at; /* a sweep stopped here (its budget spent); NULL: none */
-    /* counters: written by the loop thread only, read by any (hs_server_stats) */
-    _Atomic uint64_t st_accepted, st_refused, st_refused_ip, st_requests, st_bad, st_timeouts,
-        st_open, st_header_timeouts, st_body_timeouts, st_send_timeouts, st_linger_cut;
-    time_t date_t;
-    char date[48];
-    size_t date_len;
-    char scratch[HS_SCRATCH_BYTES];
-    char piece[HS_CHUNK_PREFIX + HS_STREAM_PIECE_BYTES + HS_RESP_TRAILER_ROOM + 16];
-    char ohead[HS_OUT_HEAD_BYTES];
-};
 
 static void conn_close(struct hs_conn *c, enum hs_toe toe);
 static void conn_read(struct hs_conn *c);
@@ -174,90 +33,10 @@ static void start_send(struct hs_conn *c);
 
 /* ------------------------------------------------------------------ small helpers */
 
-/* Percent-decode s in place ('+' as a space when plus). Bad escapes stay as they are. */
-static void pct_decode(char *s, int plus)
-{
-    char *o = s;
-
-    for (char *p = s; *p != '\0'; p++) {
-        if (*p == '%' && hp_hexval((unsigned char)p[1]) >= 0 && hp_hexval((unsigned char)p[2]) >= 0) {
-            *o++ = (char)(hp_hexval((unsigned char)p[1]) * 16 + hp_hexval((unsigned char)p[2]));
-            p += 2;
-        } else if (plus && *p == '+') {
-            *o++ = ' ';
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o = '\0';
-}
-
 /* One writer: a relaxed load and store (plain moves), no locked instruction. */
 #define ST_ADD(s, f, d)                                                                            \
     atomic_store_explicit(&(s)->f, atomic_load_explicit(&(s)->f, memory_order_relaxed) + (d),      \
                           memory_order_relaxed)
-
-static const char *reason_of(int status)
-{
-    switch (status) {
-    case 100:
-        return "Continue";
-    case 200:
-        return "OK";
-    case 201:
-        return "Created";
-    case 202:
-        return "Accepted";
-    case 204:
-        return "No Content";
-    case 301:
-        return "Moved Permanently";
-    case 302:
-        return "Found";
-    case 304:
-        return "Not Modified";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 402:
-        return "Payment Required";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 408:
-        return "Request Timeout";
-    case 409:
-        return "Conflict";
-    case 413:
-        return "Content Too Large";
-    case 415:
-        return "Unsupported Media Type";
-    case 422:
-        return "Unprocessable Content";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 500:
-        return "Internal Server Error";
-    case 501:
-        return "Not Implemented";
-    case 502:
-        return "Bad Gateway";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    case 505:
-        return "HTTP Version Not Supported";
-    default:
-        return "Status";
-    }
-}
 
 static int on_loop(const struct hs_server *s)
 {
@@ -289,239 +68,9 @@ static const char *date_line(struct hs_server *s, size_t *len)
     return s->date;
 }
 
-/* ------------------------------------------------------------------ per-address cap */
-
-struct hs_ipcap_slot {
-    uint32_t addr;  /* network order */
-    uint32_t count; /* open connections; 0: the slot is free */
-};
-
-struct hs_ipcap {
-    pthread_mutex_t mu;
-    unsigned per_addr; /* connections per address, at most */
-    unsigned cap;      /* addresses held at most (the connection cap: one each at worst) */
-    unsigned used;
-    size_t mask; /* slots - 1; slots is a power of two >= 2 * cap */
-    struct hs_ipcap_slot slot[];
-};
-
-struct hs_ipcap *hs_ipcap_create(unsigned per_addr, unsigned capacity)
-{
-    size_t n = 16;
-    struct hs_ipcap *t;
-
-    if (per_addr == 0 || capacity == 0)
-        return NULL;
-    while (n < (size_t)capacity * 2)
-        n *= 2;
-    t = calloc(1, sizeof(*t) + n * sizeof(t->slot[0]));
-    if (t == NULL)
-        return NULL;
-    pthread_mutex_init(&t->mu, NULL);
-    t->per_addr = per_addr;
-    t->cap = capacity;
-    t->mask = n - 1;
-    return t;
-}
-
-void hs_ipcap_destroy(struct hs_ipcap **tp)
-{
-    if (tp == NULL || *tp == NULL)
-        return;
-    pthread_mutex_destroy(&(*tp)->mu);
-    free(*tp);
-    *tp = NULL;
-}
-
-static size_t ipcap_home(const struct hs_ipcap *t, uint32_t addr)
-{
-    return (size_t)((addr * 2654435761u) >> 7) & t->mask;
-}
-
-int hs_ipcap_acquire(struct hs_ipcap *t, uint32_t addr)
-{
-    size_t i;
-    int rc = -1;
-
-    pthread_mutex_lock(&t->mu);
-    for (i = ipcap_home(t, addr); t->slot[i].count > 0; i = (i + 1) & t->mask) {
-        if (t->slot[i].addr == addr) {
-            if (t->slot[i].count < t->per_addr) {
-                t->slot[i].count++;
-                rc = 0;
-            }
-            goto out;
-        }
-    }
-    if (t->used < t->cap) {
-        t->slot[i].addr = addr;
-        t->slot[i].count = 1;
-        t->used++;
-        rc = 0;
-    }
-out:
-    pthread_mutex_unlock(&t->mu);
-    return rc;
-}
-
-void hs_ipcap_release(struct hs_ipcap *t, uint32_t addr)
-{
-    size_t i, j;
-
-    if (t == NULL)
-        return;
-    pthread_mutex_lock(&t->mu);
-    for (i = ipcap_home(t, addr); t->slot[i].count > 0; i = (i + 1) & t->mask) {
-        if (t->slot[i].addr != addr)
-            continue;
-        if (--t->slot[i].count > 0)
-            goto out;
-        /* the address's last connection: delete with backward shift (linear probing) */
-        t->used--;
-        j = i;
-        for (;;) {
-            size_t k;
-
-            j = (j + 1) & t->mask;
-            if (t->slot[j].count == 0)
-                break;
-            k = ipcap_home(t, t->slot[j].addr);
-            /* slot j may move into the hole at i unless its home lies cyclically in (i, j] */
-            if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
-                t->slot[i] = t->slot[j];
-                t->slot[j].count = 0;
-                i = j;
-            }
-        }
-        t->slot[i].count = 0;
-        goto out;
-    }
-out:
-    pthread_mutex_unlock(&t->mu);
-}
-
 /* ------------------------------------------------------------------ responses */
 
-static struct hs_response *response_new(void)
-{
-    struct hs_response *r = malloc(sizeof(*r));
-
-    if (r == NULL)
-        return NULL;
-    r->reader = NULL;
-    r->rcls = NULL;
-    r->rfree = NULL;
-    r->body = NULL;
-    r->body_len = 0;
-    r->close = 0;
-    r->hlen = 0;
-    r->tlen = 0;
-    return r;
-}
-
-struct hs_response *hs_response_buffer(char *body, size_t len)
-{
-    struct hs_response *r = response_new();
-
-    if (r == NULL) {
-        free(body);
-        return NULL;
-    }
-    r->body = body;
-    r->body_len = body != NULL ? len : 0;
-    return r;
-}
-
-struct hs_response *hs_response_reader(hs_reader_fn reader, void *cls, hs_free_fn free_fn)
-{
-    struct hs_response *r = response_new();
-
-    if (r == NULL)
-        return NULL;
-    r->reader = reader;
-    r->rcls = cls;
-    r->rfree = free_fn;
-    return r;
-}
-
-static int field_append(char *buf, size_t cap, size_t *len, const char *name, const char *value)
-{
-    size_t nl = strlen(name);
-    size_t vl = strlen(value);
-
-    if (nl == 0 || *len + nl + 2 + vl + 2 > cap)
-        return -1;
-    for (size_t i = 0; i < nl; i++) {
-        if (!hp_tchar((unsigned char)name[i]))
-            return -1;
-    }
-    for (size_t i = 0; i < vl; i++) {
-        if (value[i] == '\r' || value[i] == '\n')
-            return -1; /* no header injection */
-    }
-    memcpy(buf + *len, name, nl);
-    *len += nl;
-    buf[(*len)++] = ':';
-    buf[(*len)++] = ' ';
-    memcpy(buf + *len, value, vl);
-    *len += vl;
-    buf[(*len)++] = '\r';
-    buf[(*len)++] = '\n';
-    return 0;
-}
-
-int hs_response_header(struct hs_response *r, const char *name, const char *value)
-{
-    if (strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Transfer-Encoding") == 0 ||
-        strcasecmp(name, "Date") == 0)
-        return -1;
-    if (strcasecmp(name, "Connection") == 0) {
-        if (strcasecmp(value, "close") == 0)
-            r->close = 1;
-        return 0; /* the server writes Connection itself */
-    }
-    return field_append(r->hdr, sizeof(r->hdr), &r->hlen, name, value);
-}
-
-int hs_response_trailer(struct hs_response *r, const char *name, const char *value)
-{
-    return field_append(r->trl, sizeof(r->trl), &r->tlen, name, value);
-}
-
-void hs_response_free(struct hs_response *r)
-{
-    if (r == NULL)
-        return;
-    if (r->reader != NULL && r->rfree != NULL)
-        r->rfree(r->rcls);
-    free(r->body);
-    free(r);
-}
-
 /* ------------------------------------------------------------------ request accessors */
-
-const char *hs_header(const struct hs_conn *c, const char *name)
-{
-    for (unsigned i = 0; i < c->nh; i++) {
-        if (strcasecmp(c->kv[i].k, name) == 0)
-            return c->kv[i].v;
-    }
-    return NULL;
-}
-
-const char *hs_query_arg(const struct hs_conn *c, const char *name)
-{
-    for (unsigned i = c->nh; i < c->nh + c->na; i++) {
-        if (strcmp(c->kv[i].k, name) == 0)
-            return c->kv[i].v;
-    }
-    return NULL;
-}
-
-size_t hs_head_bytes(const struct hs_conn *c)
-{
-    return c->head_bytes;
-}
 
 void hs_suspend(struct hs_conn *c)
 {
@@ -730,77 +279,11 @@ static void refuse_fd(struct hs_server *s, int fd, int minor, int status, const 
     n = snprintf(o, sizeof(s->ohead),
                  "HTTP/1.%d %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                  "%sConnection: close\r\n\r\n%.*s",
-                 minor == 0 ? 0 : 1, status, reason_of(status), bl,
+                 minor == 0 ? 0 : 1, status, hs_reason(status), bl,
                  status == 503 ? "Retry-After: 1\r\n" : "", bl, body);
     if (n > 0 && (size_t)n < sizeof(s->ohead))
         (void)send(fd, o, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(fd, SHUT_WR);
-}
-
-/* The head delimited by hp_head_scan (n bytes at p) into c: a copy parsed in place, followed by
- * the table of its headers and query arguments. Returns 0, or the status to answer with (400,
- * 431, 501, 503, 505) and a message. */
-static int head_parse(struct hs_conn *c, const char *p, size_t n, const char **msg)
-{
-    size_t lines = 0, amps = 0;
-    size_t table_off = (n + 1 + (_Alignof(struct hp_kv) - 1)) & ~(_Alignof(struct hp_kv) - 1);
-    size_t slots;
-    char *h;
-    char *q;
-    int rc;
-
-    for (size_t i = 0; i < n; i++) {
-        lines += p[i] == '\n';
-        amps += p[i] == '&';
-    }
-    slots = lines + amps + 2;
-    h = malloc(table_off + slots * sizeof(struct hp_kv));
-    if (h == NULL) {
-        *msg = "out of memory";
-        return 503;
-    }
-    memcpy(h, p, n);
-    c->head = h;
-    c->kv = (struct hp_kv *)(void *)(h + table_off);
-    c->head_bytes = n;
-    rc = hp_head_parse(h, n, c->kv, (unsigned)(lines < HP_HEADERS_MAX ? lines + 1 : HP_HEADERS_MAX),
-                       &c->req, msg);
-    if (c->req.method != NULL)
-        c->minor = c->req.minor; /* an error is answered in the client's version */
-    if (rc != 0)
-        return rc;
-    c->nh = c->req.nh;
-    c->method = c->req.method;
-    c->url = c->req.path;
-    c->keep_alive = c->req.keep_alive;
-    c->is_head = strcmp(c->method, "HEAD") == 0;
-    c->chunked = c->req.chunked;
-    c->body_left = c->chunked ? 0 : c->req.content_length;
-    if (c->chunked)
-        hp_chunked_init(&c->ch, c->s->head_max);
-
-    /* query arguments, decoded in place after the headers in the table (the path is not) */
-    q = (char *)(uintptr_t)c->req.query;
-    while (q != NULL && *q != '\0' && c->nh + c->na < slots) {
-        char *amp = strchr(q, '&');
-        char *eq;
-
-        if (amp != NULL)
-            *amp = '\0';
-        if (*q != '\0') {
-            eq = strchr(q, '=');
-            if (eq != NULL)
-                *eq = '\0';
-            pct_decode(q, 1);
-            if (eq != NULL)
-                pct_decode(eq + 1, 1);
-            c->kv[c->nh + c->na].k = q;
-            c->kv[c->nh + c->na].v = eq != NULL ? eq + 1 : "";
-            c->na++;
-        }
-        q = amp != NULL ? amp + 1 : NULL;
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------------ sending */
@@ -1010,7 +493,7 @@ static void start_send(struct hs_conn *c)
     c->close_after = c->close_after || r->close || !c->keep_alive || c->early || s->quiesced ||
                      (stream && body && !c->is_head && c->minor == 0);
     n = (size_t)snprintf(o, 64, "HTTP/1.%d %d %s\r\n", c->minor == 0 ? 0 : 1, status,
-                         reason_of(status));
+                         hs_reason(status));
     memcpy(o + n, date, dl);
     n += dl;
     memcpy(o + n, r->hdr, r->hlen);
@@ -1197,7 +680,7 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
                 off = len;
                 break;
             }
-            st = head_parse(c, buf + off + hs, he - hs, &msg);
+            st = hs_head_take(c, buf + off + hs, he - hs, &msg);
             off += he;
             hp_scan_reset(&c->scan);
             c->head_started = 0;
@@ -1527,11 +1010,14 @@ void hs_server_event(struct hs_server *s, const struct epoll_event *ev)
 }
 
 /* A deadline passed while the request or its head arrives: 408 (best effort) and the close.
- * The handler, when it was called, sees HS_TOE_TIMEOUT. */
+ * A connection that never sent a byte is closed without one (as nginx does: there is no
+ * request to answer, and a flood of idle connections costs one close each). The handler, when
+ * it was called, sees HS_TOE_TIMEOUT. */
 static void request_timeout(struct hs_conn *c, const char *message)
 {
     completed(c, HS_TOE_TIMEOUT);
-    refuse_fd(c->s, c->fd, c->minor, 408, "request_timeout", message);
+    if (c->nreq > 0 || c->head_started)
+        refuse_fd(c->s, c->fd, c->minor, 408, "request_timeout", message);
     conn_close(c, HS_TOE_TIMEOUT);
 }
 

@@ -46,7 +46,8 @@
  * - connections: past max_connections, or past the per-address cap (ipcap), a new connection
  *   gets 503 with Retry-After and is closed;
  * - the head must arrive whole within header_timeout_ms of its first byte (of the accept, for a
- *   connection's first request): 408 and close. Bytes dribbled slowly do not extend it;
+ *   connection's first request): 408 and close (a close only, for a connection that never sent
+ *   a byte). Bytes dribbled slowly do not extend it;
  * - the body must arrive within body_timeout_ms of the head plus one second for every
  *   body_min_rate bytes received (a minimum transfer rate): 408 and close;
  * - a kept-alive connection idle between requests for keepalive_timeout_ms is closed;
@@ -170,7 +171,7 @@ int hs_server_run(struct hs_server *s);
 
 /* hs_server_housekeep: the server's own work, once per loop turn (after the turn's events):
  * connections accepted beyond a turn's share (64 per call, so that a flood of connections is
- * spread over turns) and the deadlines (checked once a second, at most 64 connections closed
+ * spread over turns) and the deadlines (checked once a second, at most 16 connections closed
  * per call). Returns 1 when work is left for the next
  * turn (hs_server_timeout_ms is then 0). Loop thread. */
 int hs_server_housekeep(struct hs_server *s);

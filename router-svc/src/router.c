@@ -815,17 +815,15 @@ enum rt_step rt_router_report(struct rt_router *router, struct rt_plan *plan,
     }
     pthread_mutex_unlock(&r->lock);
 
-    /* The outcome so far is this attempt's. */
-    if (status == 0) {
-        if (c == RT_ERR_TIMEOUT)
-            status = 504;
-        else if (c == RT_ERR_NONE)
-            status = 200;
-        else
-            status = 502;
-    } else if (c == RT_ERR_INVALID_RESPONSE) {
+    /* The outcome so far is this attempt's, and its status the client's: the one place an
+     * attempt's result becomes a status. A failure without an error status of its own is 504
+     * (timeout) or 502; an unusable answer or a broken connection is 502 whatever came. */
+    if (c == RT_ERR_NONE && status == 0)
+        status = 200;
+    else if (c != RT_ERR_NONE && status < 400)
+        status = c == RT_ERR_TIMEOUT ? 504 : 502;
+    if (c == RT_ERR_INVALID_RESPONSE || c == RT_ERR_CONNECT)
         status = 502;
-    }
     p->outcome.status = status;
     snprintf(p->outcome.error_class, sizeof(p->outcome.error_class), "%s", rt_error_class_name(c));
     rt_mask_apply(r->mask, res->message, res->message != NULL ? res->message_len : 0,

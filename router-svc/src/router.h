@@ -105,6 +105,7 @@ enum rt_error_class {
     RT_ERR_BAD_REQUEST,      /* "bad_request": other 4xx */
     RT_ERR_INVALID_RESPONSE, /* "invalid_response": 2xx with an unusable body, cut stream */
 };
+#define RT_ERR_CLASSES (RT_ERR_INVALID_RESPONSE + 1)
 
 /* rt_error_class_name: the event/trail string of a class ("" for RT_ERR_NONE). Static. */
 const char *rt_error_class_name(enum rt_error_class c);

@@ -11,25 +11,33 @@
 static const int status_codes[] = {200, 400, 401, 403, 404, 408, 413, 422, 429, 500, 502, 503, 504};
 #define N_STATUS (sizeof(status_codes) / sizeof(status_codes[0]) + 1)
 
-static const char *const outcome_names[RT_OUTCOME_COUNT] = {
-    "success",        "rate_limited",   "server_error",     "timeout",  "connect_error",
-    "context_window", "content_policy", "client_error", "invalid_response", "cancelled"};
+/* The outcome label of an attempt, by error class (the metric's own vocabulary). */
+static const char *const outcome_names[RT_ERR_CLASSES] = {
+    [RT_ERR_NONE] = "success",
+    [RT_ERR_RATE_LIMIT] = "rate_limited",
+    [RT_ERR_SERVER] = "server_error",
+    [RT_ERR_TIMEOUT] = "timeout",
+    [RT_ERR_CONNECT] = "connect_error",
+    [RT_ERR_CONTEXT_WINDOW] = "context_window",
+    [RT_ERR_CONTENT_POLICY] = "content_policy",
+    [RT_ERR_BAD_REQUEST] = "client_error",
+    [RT_ERR_INVALID_RESPONSE] = "invalid_response"};
 
 static const char *const reject_names[RT_REJECT_COUNT] = {
-    "body_too_large", "in_flight_full", "upstream_full", "bad_json", "auth", "shutting_down",
-    "not_admitted", "headers_too_large"};
+    "body_too_large", "in_flight_full", "upstream_full", "bad_json",
+    "auth",           "shutting_down",  "not_admitted",  "headers_too_large"};
 
 struct rt_metrics {
     const struct rt_config *cfg;
-    size_t ngroups;               /* distinct groups; row ngroups is "" (no group resolved) */
-    const char **groups;          /* borrowed names, ngroups */
-    _Atomic uint64_t *requests;   /* (ngroups + 1) x N_STATUS */
-    _Atomic uint64_t *retries;    /* ngroups + 1 */
-    _Atomic uint64_t *fallbacks;  /* (ngroups + 1) x (ngroups + 1) */
+    size_t ngroups;                /* distinct groups; row ngroups is "" (no group resolved) */
+    const char **groups;           /* borrowed names, ngroups */
+    _Atomic uint64_t *requests;    /* (ngroups + 1) x N_STATUS */
+    _Atomic uint64_t *retries;     /* ngroups + 1 */
+    _Atomic uint64_t *fallbacks;   /* (ngroups + 1) x (ngroups + 1) */
     struct tg_histogram *duration; /* ngroups + 1 */
     size_t ndeps;
-    _Atomic uint64_t *attempts;   /* ndeps x RT_OUTCOME_COUNT */
-    _Atomic uint64_t *cooldowns;  /* ndeps */
+    _Atomic uint64_t *attempts;  /* ndeps x RT_ERR_CLASSES */
+    _Atomic uint64_t *cooldowns; /* ndeps */
     struct tg_histogram overhead;
     _Atomic int64_t in_flight;
     _Atomic uint64_t rejects[RT_REJECT_COUNT];
@@ -37,13 +45,6 @@ struct rt_metrics {
     rt_metrics_writer_fn writer;
     void *writer_ud;
 };
-
-const char *rt_attempt_outcome_name(enum rt_attempt_outcome o)
-{
-    if ((unsigned)o >= RT_OUTCOME_COUNT)
-        return "unknown";
-    return outcome_names[o];
-}
 
 struct rt_metrics *rt_metrics_create(const struct rt_config *cfg)
 {
@@ -73,7 +74,7 @@ struct rt_metrics *rt_metrics_create(const struct rt_config *cfg)
     m->retries = calloc(g1, sizeof(*m->retries));
     m->fallbacks = calloc(g1 * g1, sizeof(*m->fallbacks));
     m->duration = calloc(g1, sizeof(*m->duration));
-    m->attempts = calloc(m->ndeps * RT_OUTCOME_COUNT + 1, sizeof(*m->attempts));
+    m->attempts = calloc(m->ndeps * RT_ERR_CLASSES + 1, sizeof(*m->attempts));
     m->cooldowns = calloc(m->ndeps + 1, sizeof(*m->cooldowns));
     if (m->requests == NULL || m->retries == NULL || m->fallbacks == NULL || m->duration == NULL ||
         m->attempts == NULL || m->cooldowns == NULL)
@@ -152,13 +153,13 @@ void rt_metrics_request(struct rt_metrics *m, const char *group, int status, dou
     tg_histogram_observe(&m->duration[row], seconds);
 }
 
-void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt_attempt_outcome o)
+void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt_error_class o)
 {
     int d = dep_index(m, deployment_id);
 
-    if (d < 0 || (unsigned)o >= RT_OUTCOME_COUNT)
+    if (d < 0 || (unsigned)o >= RT_ERR_CLASSES)
         return;
-    atomic_fetch_add_explicit(&m->attempts[(size_t)d * RT_OUTCOME_COUNT + o], 1,
+    atomic_fetch_add_explicit(&m->attempts[(size_t)d * RT_ERR_CLASSES + o], 1,
                               memory_order_relaxed);
 }
 
@@ -251,9 +252,9 @@ void rt_metrics_write(struct rt_metrics *m, struct tg_buf *b)
     tg_prom_header(b, "tollgate_router_attempts_total", "counter",
                    "Upstream attempts, by model group, deployment and outcome.");
     for (size_t d = 0; d < m->ndeps; d++) {
-        for (size_t o = 0; o < RT_OUTCOME_COUNT; o++) {
-            uint64_t v = atomic_load_explicit(&m->attempts[d * RT_OUTCOME_COUNT + o],
-                                              memory_order_relaxed);
+        for (size_t o = 0; o < RT_ERR_CLASSES; o++) {
+            uint64_t v =
+                atomic_load_explicit(&m->attempts[d * RT_ERR_CLASSES + o], memory_order_relaxed);
             struct tg_label l[3];
 
             if (v == 0)
@@ -264,8 +265,7 @@ void rt_metrics_write(struct rt_metrics *m, struct tg_buf *b)
             tg_prom_sample_u64(b, "tollgate_router_attempts_total", l, 3, v);
         }
     }
-    tg_prom_header(b, "tollgate_router_retries_total", "counter",
-                   "Retries within a model group.");
+    tg_prom_header(b, "tollgate_router_retries_total", "counter", "Retries within a model group.");
     for (size_t g = 0; g < m->ngroups; g++) {
         struct tg_label l = {"model_group", group_name(m, g)};
 
@@ -286,8 +286,7 @@ void rt_metrics_write(struct rt_metrics *m, struct tg_buf *b)
             tg_prom_sample_u64(b, "tollgate_router_fallbacks_total", l, 2, v);
         }
     }
-    tg_prom_header(b, "tollgate_router_cooldowns_total", "counter",
-                   "Deployments put in cooldown.");
+    tg_prom_header(b, "tollgate_router_cooldowns_total", "counter", "Deployments put in cooldown.");
     for (size_t d = 0; d < m->ndeps; d++) {
         struct tg_label l = {"deployment", m->cfg->deployments[d].id};
 

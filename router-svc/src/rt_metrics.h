@@ -12,24 +12,12 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "router.h"
 #include "tg_buf.h"
 
 struct rt_metrics;
 
 /* Attempt outcomes (label "outcome"). */
-enum rt_attempt_outcome {
-    RT_OUTCOME_SUCCESS = 0,
-    RT_OUTCOME_RATE_LIMITED,
-    RT_OUTCOME_SERVER_ERROR,
-    RT_OUTCOME_TIMEOUT,
-    RT_OUTCOME_CONNECT_ERROR,
-    RT_OUTCOME_CONTEXT_WINDOW,
-    RT_OUTCOME_CONTENT_POLICY,
-    RT_OUTCOME_CLIENT_ERROR,
-    RT_OUTCOME_INVALID_RESPONSE,
-    RT_OUTCOME_CANCELLED,
-    RT_OUTCOME_COUNT
-};
 
 /* Reasons a request was refused before routing (tollgate_router_rejected_total{reason}). */
 enum rt_reject {
@@ -63,7 +51,7 @@ int rt_metrics_group_index(const struct rt_metrics *m, const char *group);
 /* A request answered with status after seconds (also feeds the duration histogram). */
 void rt_metrics_request(struct rt_metrics *m, const char *group, int status, double seconds);
 /* One upstream attempt and its outcome. */
-void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt_attempt_outcome o);
+void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt_error_class o);
 /* A retry inside group; a fallback from one group to another; a deployment cooled down. */
 void rt_metrics_retry(struct rt_metrics *m, const char *group);
 void rt_metrics_fallback(struct rt_metrics *m, const char *from, const char *to);
@@ -85,9 +73,5 @@ void rt_metrics_set_writer(struct rt_metrics *m, rt_metrics_writer_fn fn, void *
 
 /* rt_metrics_write: the whole exposition into b (fixed capacity; cut when full). */
 void rt_metrics_write(struct rt_metrics *m, struct tg_buf *b);
-
-/* rt_attempt_outcome_name: label value of an outcome; static string ("unknown" when out of
- * range). */
-const char *rt_attempt_outcome_name(enum rt_attempt_outcome o);
 
 #endif

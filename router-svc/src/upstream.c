@@ -1,178 +1,36 @@
 #include "upstream.h"
 
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-#include "h1.h"
 #include "tg_err.h"
 #include "tg_log.h"
 #include "tg_time.h"
-
-/* epoll events handled per wakeup of the loop */
-#define RT_UPSTREAM_EVENTS_BATCH 64
-/* Sockets below this descriptor number that curl opened through us keep their epoll
- * registration between transfers (see socket_cb); higher ones are registered per transfer. */
-#define RT_UPSTREAM_FD_TABLE 65536
-/* native HTTP/1.1 client: origins (scheme http, literal address) per loop, the tag that marks
- * its connections in epoll data, the shared receive buffer, the idle age after which a kept
- * connection is not reused */
-#define H1_ORIGINS_MAX 64
-#define H1_TAG (1ull << 63)
-#define H1_RECV_BYTES (16u * 1024u)
-#define H1_IDLE_MAX_US (60ull * 1000000ull)
-#define H1_NO_HEAP UINT32_MAX
-#define H1_DNS_CHECK_US 1000000ull
-
-/* fd table states (one byte per descriptor) */
-enum {
-    FD_OURS = 1,    /* opened by opensocket_cb, not yet closed */
-    FD_IN_EPOLL = 2, /* registered in up->epfd */
-    FD_WATCHED = 4, /* curl watches it now (else the registration is only kept) */
-    FD_EV_IN = 8,   /* registered events */
-    FD_EV_OUT = 16
-};
+#include "upstream_int.h"
 
 /* SSL_CERT_FILE (OpenSSL's and curl's name): a CA bundle that replaces the system's for the
  * providers' certificates, read once at start. "" when unset. */
 static char ca_file[4096];
 
-enum { CMD_SUBMIT = 1, CMD_CANCEL = 2, CMD_UNPAUSE = 4 };
-enum { SLOT_FREE = 0, SLOT_QUEUED, SLOT_ACTIVE };
-
-struct slot {
-    uint32_t gen;        /* bumped when the slot is freed; guarded by up->lock */
-    unsigned cmds;       /* pending CMD_* bits; guarded by up->lock */
-    int queued;          /* index is in the command ring; guarded by up->lock */
-    int submitted;       /* CMD_SUBMIT posted, slot not yet released; guarded by up->lock */
-    int state;           /* SLOT_*; loop thread after submit */
-    CURL *easy;          /* reused across transfers */
-    struct curl_slist *hdrs; /* kept across transfers while the next one sends the same set */
-    int hdrs_n;              /* request headers at the head of hdrs (the fixed two follow) */
-    char *req_body;      /* owned */
-    char *resp;          /* response body, grows up to resp_cap */
-    size_t resp_len;
-    size_t resp_alloc;
-    size_t resp_cap;     /* bytes */
-    int too_big;
-    int stream;
-    long retry_after_s;
-    uint64_t start_us;   /* monotonic */
-    uint64_t ttfb_us;
-    const struct rt_upstream_ops *ops;
-    void *ud;
-    char errbuf[CURL_ERROR_SIZE];
-    /* native HTTP/1.1 transfers (native == 1); loop thread after submit */
-    int native;
-    int paused;          /* on_data asked to pause; bytes wait in stash */
-    int retried;         /* already moved once from a dead kept-alive connection */
-    int fail_err;        /* TG_* to report from the timer (a failure found inside submit) */
-    long status;
-    uint32_t origin;
-    uint32_t heap_pos;   /* index in up->heap, H1_NO_HEAP when not armed */
-    struct h1conn *conn; /* the connection carrying the transfer (borrowed: up->conns owns
-                            it), NULL when none */
-    char *head;          /* request line and headers, owned (freed at slot release) */
-    size_t head_len;
-    size_t body_len;
-    size_t sent;         /* bytes of head + body written */
-    size_t recv_max;     /* largest single on_data delivery */
-    long timeout_ms, idle_ms;
-    uint64_t deadline_us; /* heap key */
-    uint64_t last_byte_us;
-    char *stash;         /* owned; paused: stash_dec body bytes not yet delivered, then stash_raw
-                            received bytes not yet parsed */
-    size_t stash_dec, stash_raw;
-};
-
-/* A native connection: one transfer at a time, kept alive between them. */
-struct h1conn {
-    int fd;
-    uint32_t id;          /* index in up->conns */
-    uint32_t origin;
-    int connecting;       /* connect() in progress */
-    int readable;         /* edge-triggered: bytes (or EOF) may be waiting */
-    int writable;
-    int rdhup;            /* the peer shut its side: read to the end */
-    int busy;
-    int reused;           /* carried a complete response before */
-    uint32_t slot;        /* when busy */
-    uint64_t idle_since_us;
-    struct h1conn *prev, *next; /* origin's idle list (most recent first) */
-    struct h1_parser rp;
-};
-
-struct h1origin {
-    char hostport[270];   /* Host header value */
-    struct sockaddr_storage sa; /* guarded by up->lock (submit may change it for a name) */
-    socklen_t salen;
-    int named;            /* a host name, not a literal address */
-    uint64_t checked_us;  /* last look at the resolver's answer */
-    struct h1conn *idle;  /* idle list head */
-    unsigned n_idle;
-};
-
-struct rt_upstream {
-    CURLM *multi;
-    pthread_t thread;
-    int thread_started;
-    _Atomic int stop;
-    int embedded;         /* no thread: the owner drives rt_upstream_run */
-    pthread_t owner;      /* embedded: the thread that runs the loop (set on its first run) */
-    _Atomic int owner_set;
-    int in_curl;          /* owner thread is inside the loop (curl calls, callbacks) */
-    int epfd;             /* epoll set: curl's sockets and the wakeup */
-    int wakefd;           /* eventfd: commands are waiting */
-    uint64_t deadline_us; /* curl's timer, monotonic us, 0 = none; loop thread */
-    _Atomic int wake_pending; /* an eventfd write is on its way to the loop */
-    int closed;           /* guarded by lock: submit refuses */
-    pthread_mutex_t lock; /* guards the free stack, the command ring and slot gen/cmds/queued */
-    size_t cap;           /* slots */
-    struct slot *slots;
-    uint32_t *free_stack; /* cap entries */
-    size_t free_len;
-    uint32_t *ring;       /* cap entries: slot indices with pending commands */
-    size_t ring_head, ring_len;
-    uint32_t *batch;      /* loop-thread scratch, cap entries */
-    unsigned char *fds;   /* RT_UPSTREAM_FD_TABLE FD_* states; loop thread */
-    unsigned *batch_cmds; /* cap entries */
-    _Atomic uint64_t st_submitted, st_completed, st_cancelled, st_timeouts, st_full, st_too_big;
-    _Atomic uint64_t st_active, st_native, st_native_full;
-    /* native HTTP/1.1 client; loop thread */
-    int native;           /* http:// to a literal address goes through it */
-    long max_conns, max_idle_per_origin;
-    struct h1origin *origins; /* H1_ORIGINS_MAX */
-    unsigned n_origins;
-    int origins_full_warned;
-    struct h1conn **conns;    /* max_conns entries; owns every connection (idle or busy) */
-    uint32_t *conn_free;      /* free ids */
-    size_t conn_free_len;
-    long n_conns;
-    uint32_t *heap;           /* cap entries: slots ordered by deadline_us */
-    size_t heap_len;
-    char *rbuf;               /* H1_RECV_BYTES, shared by every connection of the loop */
-};
-
-static uint64_t handle_make(uint32_t idx, uint32_t gen)
+uint64_t up_handle_make(uint32_t idx, uint32_t gen)
 {
     return ((uint64_t)gen << 32) | idx;
 }
 
 /* Queue cmd for slot idx when the handle's generation is current. Caller holds up->lock. */
-static void cmd_post_locked(struct rt_upstream *up, uint32_t idx, unsigned cmd)
+void up_cmd_post_locked(struct rt_upstream *up, uint32_t idx, unsigned cmd)
 {
     struct slot *s = &up->slots[idx];
 
@@ -189,7 +47,7 @@ static void cmd_post_locked(struct rt_upstream *up, uint32_t idx, unsigned cmd)
  * a stream's error body). Over resp_cap: a non-stream transfer is too big (-1, too_big set); a
  * stream's error body keeps its head and drops the rest (0). -1 with errbuf set when memory ran
  * out. Both clients. */
-static int resp_append(struct slot *s, const char *p, size_t n)
+int up_resp_append(struct slot *s, const char *p, size_t n)
 {
     if (s->resp_len + n > s->resp_cap) {
         if (!s->stream) {
@@ -221,8 +79,6 @@ static int resp_append(struct slot *s, const char *p, size_t n)
     s->resp[s->resp_len] = '\0';
     return 0;
 }
-
-static int h1_stash(struct slot *s, const char *dec, size_t ndec, const char *raw, size_t nraw);
 
 /* Stream bytes from libcurl to on_data in pieces of at most recv_max (the receiver's contract:
  * curl delivers up to CURL_MAX_WRITE_SIZE whatever CURLOPT_BUFFERSIZE says when it speaks
@@ -274,12 +130,12 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userdata)
             return CURL_WRITEFUNC_PAUSE; /* curl keeps the bytes and delivers them again */
         /* part of the delivery was taken: keep the rest here (curl cannot take a partial
          * count), and stop curl until the receiver asks for more */
-        if (h1_stash(s, p + took, n - took, NULL, 0) != 0)
+        if (up_slot_stash(s, p + took, n - took, NULL, 0) != 0)
             return 0;
         curl_easy_pause(s->easy, CURLPAUSE_RECV);
         return n;
     }
-    if (resp_append(s, p, n) != 0)
+    if (up_resp_append(s, p, n) != 0)
         return 0; /* aborts the transfer with CURLE_WRITE_ERROR (too_big says which) */
     return size * nmemb;
 }
@@ -351,7 +207,7 @@ static int slot_headers_same(const struct slot *s, const struct rt_upstream_requ
     return i == s->hdrs_n;
 }
 
-static void slot_release(struct rt_upstream *up, uint32_t idx)
+void up_slot_release(struct rt_upstream *up, uint32_t idx)
 {
     struct slot *s = &up->slots[idx];
 
@@ -391,9 +247,7 @@ static void slot_release(struct rt_upstream *up, uint32_t idx)
  * not counted while paused), pause/unpause, response cap, retry-after, cancel, one silent retry
  * when a kept-alive connection turns out dead before any response byte. */
 
-static void slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int cancelled);
-
-static uint64_t h1_deadline(const struct slot *s, uint64_t now)
+uint64_t up_slot_deadline(const struct slot *s, uint64_t now)
 {
     if (s->fail_err != 0)
         return 0;
@@ -440,7 +294,7 @@ static void heap_fix(struct rt_upstream *up, size_t i)
     }
 }
 
-static void timer_arm(struct rt_upstream *up, uint32_t idx, uint64_t deadline)
+void up_timer_arm(struct rt_upstream *up, uint32_t idx, uint64_t deadline)
 {
     struct slot *s = &up->slots[idx];
 
@@ -452,7 +306,7 @@ static void timer_arm(struct rt_upstream *up, uint32_t idx, uint64_t deadline)
     heap_fix(up, s->heap_pos);
 }
 
-static void timer_disarm(struct rt_upstream *up, uint32_t idx)
+void up_timer_disarm(struct rt_upstream *up, uint32_t idx)
 {
     struct slot *s = &up->slots[idx];
     size_t i = s->heap_pos;
@@ -468,287 +322,8 @@ static void timer_disarm(struct rt_upstream *up, uint32_t idx)
     }
 }
 
-static void idle_unlink(struct rt_upstream *up, struct h1conn *c)
-{
-    struct h1origin *o = &up->origins[c->origin];
-
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        o->idle = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
-    c->prev = c->next = NULL;
-    o->n_idle--;
-}
-
-static void conn_close(struct rt_upstream *up, struct h1conn *c)
-{
-    if (!c->busy)
-        idle_unlink(up, c);
-    close(c->fd); /* leaves the epoll set with it */
-    h1_reset(&c->rp);
-    up->conns[c->id] = NULL;
-    up->conn_free[up->conn_free_len++] = c->id;
-    up->n_conns--;
-    free(c);
-}
-
-/* Detach the transfer's connection: kept for the next request when the response ended cleanly
- * on a connection that stays open, closed otherwise. */
-static void conn_release(struct rt_upstream *up, struct slot *s, int keep)
-{
-    struct h1conn *c = s->conn;
-    struct h1origin *o;
-
-    if (c == NULL)
-        return;
-    s->conn = NULL;
-    if (!keep || (long)up->origins[c->origin].n_idle >= up->max_idle_per_origin) {
-        conn_close(up, c);
-        return;
-    }
-    o = &up->origins[c->origin];
-    c->busy = 0;
-    c->reused = 1;
-    c->idle_since_us = tg_now_mono_us();
-    h1_reset(&c->rp);
-    c->prev = NULL;
-    c->next = o->idle;
-    if (o->idle != NULL)
-        o->idle->prev = c;
-    o->idle = c;
-    o->n_idle++;
-}
-
-/* Close one idle connection of any origin to make room (the least recently used of the first
- * origin that has one). Returns 0 when none was idle. */
-static int conn_evict_idle(struct rt_upstream *up)
-{
-    for (unsigned i = 0; i < up->n_origins; i++) {
-        struct h1conn *c = up->origins[i].idle;
-
-        if (c == NULL)
-            continue;
-        while (c->next != NULL)
-            c = c->next;
-        conn_close(up, c);
-        return 1;
-    }
-    return 0;
-}
-
-/* A new connection to origin oi, connect() started. NULL with errbuf set on failure. */
-static struct h1conn *conn_open(struct rt_upstream *up, uint32_t oi, char *errbuf, size_t cap)
-{
-    const struct h1origin *o = &up->origins[oi];
-    struct h1conn *c;
-    struct epoll_event ev;
-    struct sockaddr_storage sa;
-    socklen_t salen;
-    int one = 1;
-    int fd;
-
-    pthread_mutex_lock(&up->lock);
-    sa = o->sa;
-    salen = o->salen;
-    pthread_mutex_unlock(&up->lock);
-
-    if (up->n_conns >= up->max_conns && !conn_evict_idle(up)) {
-        snprintf(errbuf, cap, "upstream connection limit reached");
-        return NULL;
-    }
-    fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(errbuf, cap, "cannot create a socket: %s", strerror(errno));
-        return NULL;
-    }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-    c = calloc(1, sizeof(*c));
-    if (c == NULL) {
-        close(fd);
-        snprintf(errbuf, cap, "out of memory");
-        return NULL;
-    }
-    c->fd = fd;
-    c->origin = oi;
-    h1_init(&c->rp);
-    if (connect(fd, (const struct sockaddr *)&sa, salen) == 0) {
-        c->writable = 1;
-    } else if (errno == EINPROGRESS) {
-        c->connecting = 1;
-    } else {
-        snprintf(errbuf, cap, "cannot connect to %.64s: %.72s", o->hostport, strerror(errno));
-        close(fd);
-        free(c);
-        return NULL;
-    }
-    c->id = up->conn_free[--up->conn_free_len];
-    up->conns[c->id] = c;
-    up->n_conns++;
-    memset(&ev, 0, sizeof(ev));
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-    ev.data.u64 = H1_TAG | c->id;
-    if (epoll_ctl(up->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        snprintf(errbuf, cap, "cannot watch a socket: %s", strerror(errno));
-        c->busy = 1; /* not on an idle list */
-        conn_close(up, c);
-        return NULL;
-    }
-    return c;
-}
-
-/* End the transfer with an error: its connection is closed. */
-static void h1_fail(struct rt_upstream *up, uint32_t idx, int err, const char *why)
-{
-    struct slot *s = &up->slots[idx];
-
-    snprintf(s->errbuf, sizeof(s->errbuf), "%s", why);
-    s->fail_err = err;
-    conn_release(up, s, 0);
-    slot_finish(up, idx, err == TG_ETIMEOUT ? CURLE_OPERATION_TIMEDOUT : CURLE_RECV_ERROR, 0);
-}
-
-/* A failure found where on_done must not run yet (inside submit): reported by the timer on the
- * loop's next turn. */
-static void h1_fail_later(struct rt_upstream *up, uint32_t idx, int err)
-{
-    struct slot *s = &up->slots[idx];
-
-    conn_release(up, s, 0);
-    s->fail_err = err;
-    timer_arm(up, idx, 0);
-}
-
-static void h1_progress(struct rt_upstream *up, uint32_t idx);
-
-/* Attach a connection to the transfer: the most recently used idle one of its origin, or a new
- * one (always new when fresh is set). 0, or -1 with errbuf set. */
-static int h1_attach(struct rt_upstream *up, uint32_t idx, int fresh)
-{
-    struct slot *s = &up->slots[idx];
-    struct h1origin *o = &up->origins[s->origin];
-    struct h1conn *c = NULL;
-    uint64_t now = tg_now_mono_us();
-
-    while (!fresh && o->idle != NULL) {
-        c = o->idle;
-        idle_unlink(up, c);
-        c->busy = 1;
-        if (now - c->idle_since_us <= H1_IDLE_MAX_US && !c->readable)
-            break;
-        conn_close(up, c); /* too old, or the peer sent something (a close) while idle */
-        c = NULL;
-    }
-    if (c == NULL) {
-        c = conn_open(up, s->origin, s->errbuf, sizeof(s->errbuf));
-        if (c == NULL)
-            return -1;
-    }
-    c->busy = 1;
-    c->slot = idx;
-    s->conn = c;
-    s->sent = 0;
-    return 0;
-}
-
-/* Write what is left of the request. 0 (written, or waiting for the socket), -1 on an error
- * (errbuf set). */
-static int h1_send(struct slot *s)
-{
-    struct h1conn *c = s->conn;
-    size_t total = s->head_len + s->body_len;
-
-    while (s->sent < total && c->writable) {
-        struct iovec iov[2];
-        struct msghdr mh;
-        int niov = 0;
-        ssize_t n;
-
-        if (s->sent < s->head_len) {
-            iov[niov].iov_base = s->head + s->sent;
-            iov[niov++].iov_len = s->head_len - s->sent;
-            if (s->body_len > 0) {
-                iov[niov].iov_base = s->req_body;
-                iov[niov++].iov_len = s->body_len;
-            }
-        } else {
-            iov[niov].iov_base = s->req_body + (s->sent - s->head_len);
-            iov[niov++].iov_len = total - s->sent;
-        }
-        memset(&mh, 0, sizeof(mh));
-        mh.msg_iov = iov;
-        mh.msg_iovlen = (size_t)niov;
-        n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                c->writable = 0;
-                return 0;
-            }
-            snprintf(s->errbuf, sizeof(s->errbuf), "sending the request failed: %s",
-                     strerror(errno));
-            return -1;
-        }
-        s->sent += (size_t)n;
-    }
-    return 0;
-}
-
-/* The connection died before any byte of a response: a kept-alive connection the provider had
- * closed is retried once on a new one; anything else fails the transfer. */
-static void h1_dead(struct rt_upstream *up, uint32_t idx, const char *why)
-{
-    struct slot *s = &up->slots[idx];
-
-    if (s->conn != NULL && s->conn->reused && !h1_started(&s->conn->rp) && !s->retried) {
-        s->retried = 1;
-        conn_release(up, s, 0);
-        if (h1_attach(up, idx, 1) != 0) {
-            h1_fail(up, idx, TG_EIO, s->errbuf);
-            return;
-        }
-        h1_progress(up, idx);
-        return;
-    }
-    h1_fail(up, idx, TG_EIO, why);
-}
-
-/* Body bytes for the transfer. Returns 0 when all were taken, 1 when on_data paused (*took
- * bytes taken), -1 when the transfer must end (errbuf set, or too_big). */
-static int h1_body(struct slot *s, const char *p, size_t n, size_t *took)
-{
-    *took = 0;
-    if (s->stream && s->status >= 200 && s->status < 300 && s->ops->on_data != NULL) {
-        while (*took < n) {
-            size_t piece = n - *took;
-            size_t r;
-
-            if (s->recv_max > 0 && piece > s->recv_max)
-                piece = s->recv_max;
-            r = s->ops->on_data(s->ud, p + *took, piece);
-            if (r == RT_UPSTREAM_PAUSE) {
-                s->paused = 1;
-                return 1;
-            }
-            if (r != piece) {
-                snprintf(s->errbuf, sizeof(s->errbuf), "response bytes refused");
-                return -1;
-            }
-            *took += piece;
-        }
-        return 0;
-    }
-    if (resp_append(s, p, n) != 0)
-        return -1;
-    *took = n;
-    return 0;
-}
-
 /* Keep what a pause left: dec body bytes not delivered, then raw bytes not parsed. */
-static int h1_stash(struct slot *s, const char *dec, size_t ndec, const char *raw, size_t nraw)
+int up_slot_stash(struct slot *s, const char *dec, size_t ndec, const char *raw, size_t nraw)
 {
     char *b = NULL;
 
@@ -767,578 +342,8 @@ static int h1_stash(struct slot *s, const char *dec, size_t ndec, const char *ra
     return 0;
 }
 
-/* Parse received bytes. Returns 0 to read on, 1 when the transfer ended or paused. */
-static int h1_parse(struct rt_upstream *up, uint32_t idx, const char *buf, size_t n)
-{
-    struct slot *s = &up->slots[idx];
-    struct h1conn *c = s->conn;
-
-    for (;;) {
-        struct h1_event ev;
-        size_t used = h1_feed(&c->rp, buf, n, &ev);
-        size_t took = 0;
-        int r;
-
-        buf += used;
-        n -= used;
-        switch (ev.kind) {
-        case H1_NEED_MORE:
-            return 0;
-        case H1_HEADERS:
-            s->status = c->rp.status;
-            s->retry_after_s = c->rp.retry_after_s;
-            continue;
-        case H1_BODY:
-            r = h1_body(s, ev.p, ev.n, &took);
-            if (r == 0)
-                continue;
-            if (r > 0) {
-                if (h1_stash(s, ev.p + took, ev.n - took, buf, n) != 0) {
-                    h1_fail(up, idx, TG_EIO, "out of memory");
-                    return 1;
-                }
-                timer_arm(up, idx, h1_deadline(s, tg_now_mono_us()));
-                return 1;
-            }
-            h1_fail(up, idx, TG_EIO, s->errbuf);
-            return 1;
-        case H1_DONE:
-            /* bytes after the response: the provider broke framing, do not reuse; nor when it
-             * answered before taking the whole request */
-            conn_release(up, s,
-                         c->rp.keep_alive && n == 0 && !c->rdhup &&
-                             s->sent == s->head_len + s->body_len);
-            slot_finish(up, idx, CURLE_OK, 0);
-            return 1;
-        case H1_ERROR:
-        default: {
-            char why[160];
-
-            snprintf(why, sizeof(why), "invalid HTTP response from upstream: %s", ev.err);
-            h1_fail(up, idx, TG_EIO, why);
-            return 1;
-        }
-        }
-    }
-}
-
-/* Read and parse until the socket is drained, the transfer ends or it pauses. */
-static void h1_read(struct rt_upstream *up, uint32_t idx)
-{
-    struct slot *s = &up->slots[idx];
-    struct h1conn *c = s->conn;
-
-    while (c->readable && !s->paused) {
-        ssize_t n = recv(c->fd, up->rbuf, H1_RECV_BYTES, 0);
-
-        if (n > 0) {
-            s->last_byte_us = tg_now_mono_us(); /* a stream is idle only without any byte */
-            if (s->ttfb_us == 0)
-                s->ttfb_us = s->last_byte_us - s->start_us + 1;
-            /* a short read drained the socket (edge-triggered: new bytes raise a new event),
-             * unless the peer also closed: then read on to see the end */
-            if ((size_t)n < H1_RECV_BYTES && !c->rdhup)
-                c->readable = 0;
-            if (h1_parse(up, idx, up->rbuf, (size_t)n) != 0)
-                return;
-            continue;
-        }
-        if (n == 0) {
-            struct h1_event ev;
-
-            c->readable = 0;
-            if (!h1_started(&c->rp)) {
-                h1_dead(up, idx, "connection closed before a response");
-                return;
-            }
-            if (h1_eof(&c->rp, &ev) == H1_DONE) {
-                conn_release(up, s, 0);
-                slot_finish(up, idx, CURLE_OK, 0);
-            } else {
-                char why[160];
-
-                snprintf(why, sizeof(why), "upstream %s", ev.err);
-                h1_fail(up, idx, TG_EIO, why);
-            }
-            return;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            c->readable = 0;
-            return;
-        }
-        {
-            char why[160];
-
-            snprintf(why, sizeof(why), "receiving the response failed: %s", strerror(errno));
-            if (!h1_started(&c->rp))
-                h1_dead(up, idx, why);
-            else
-                h1_fail(up, idx, TG_EIO, why);
-        }
-        return;
-    }
-}
-
-/* Move the transfer on as far as its connection allows. */
-static void h1_progress(struct rt_upstream *up, uint32_t idx)
-{
-    struct slot *s = &up->slots[idx];
-    struct h1conn *c = s->conn;
-
-    if (c == NULL)
-        return;
-    if (c->connecting) {
-        int soerr = 0;
-        socklen_t sl = sizeof(soerr);
-
-        if (!c->writable)
-            return;
-        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
-            soerr = errno;
-        if (soerr != 0) {
-            char why[160];
-
-            snprintf(why, sizeof(why), "cannot connect to %.64s: %.72s",
-                     up->origins[c->origin].hostport, strerror(soerr));
-            h1_fail(up, idx, TG_EIO, why);
-            return;
-        }
-        c->connecting = 0;
-    }
-    if (s->sent < s->head_len + s->body_len && h1_send(s) != 0) {
-        uint32_t gen = s->gen;
-
-        /* the provider may have answered early and closed (a 413 before the whole body): what
-         * it said is the outcome; with nothing said, the connection was dead */
-        c->readable = 1;
-        h1_read(up, idx);
-        if (s->gen != gen || s->conn != c)
-            return; /* the read ended the transfer */
-        if (!h1_started(&c->rp)) {
-            h1_dead(up, idx, s->errbuf);
-            return;
-        }
-        s->sent = s->head_len + s->body_len; /* nothing more can be written: read on */
-        return;
-    }
-    h1_read(up, idx);
-}
-
-/* epoll event on a native connection. */
-static void h1_event(struct rt_upstream *up, uint32_t id, uint32_t events)
-{
-    struct h1conn *c = id < (uint32_t)up->max_conns ? up->conns[id] : NULL;
-
-    if (c == NULL)
-        return; /* closed earlier in this batch */
-    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-        c->readable = 1;
-    if (events & (EPOLLRDHUP | EPOLLHUP))
-        c->rdhup = 1;
-    if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
-        c->writable = 1;
-    if (!c->busy) {
-        /* an idle connection has nothing to say but a close (or garbage): drop it now */
-        if (c->readable)
-            conn_close(up, c);
-        return;
-    }
-    h1_progress(up, c->slot);
-}
-
-/* Deliver what a pause kept, then read on. */
-static void h1_unpause(struct rt_upstream *up, uint32_t idx)
-{
-    struct slot *s = &up->slots[idx];
-    char *b = s->stash;
-    size_t ndec = s->stash_dec, nraw = s->stash_raw;
-    size_t took = 0;
-    int r;
-
-    if (!s->paused || s->conn == NULL)
-        return;
-    s->paused = 0;
-    s->stash = NULL;
-    s->stash_dec = s->stash_raw = 0;
-    s->last_byte_us = tg_now_mono_us();
-    timer_arm(up, idx, h1_deadline(s, s->last_byte_us));
-    r = ndec > 0 ? h1_body(s, b, ndec, &took) : 0;
-    if (r > 0) {
-        if (h1_stash(s, b + took, ndec - took, b + ndec, nraw) != 0)
-            h1_fail(up, idx, TG_EIO, "out of memory");
-        free(b);
-        return;
-    }
-    if (r < 0) {
-        free(b);
-        h1_fail(up, idx, TG_EIO, s->errbuf);
-        return;
-    }
-    /* parsed even when no raw byte is left: the paused bytes may have been the last of a
-     * Content-Length body, and only a feed (of nothing) reports the response's end then */
-    if (h1_parse(up, idx, b != NULL ? b + ndec : "", nraw) != 0) {
-        free(b);
-        return;
-    }
-    free(b);
-    if (s->conn != NULL && !s->paused)
-        h1_read(up, idx);
-}
-
-/* Timers due: timeouts, and failures found inside submit. */
-static void h1_timers(struct rt_upstream *up)
-{
-    uint64_t now = tg_now_mono_us();
-
-    for (int i = 0; i < 4 * RT_UPSTREAM_EVENTS_BATCH && up->heap_len > 0; i++) {
-        uint32_t idx = up->heap[0];
-        struct slot *s = &up->slots[idx];
-        uint64_t d;
-
-        if (s->deadline_us > now)
-            break;
-        if (s->fail_err != 0) {
-            h1_fail(up, idx, s->fail_err, s->errbuf);
-            continue;
-        }
-        d = h1_deadline(s, now);
-        if (d > now) {
-            timer_arm(up, idx, d);
-            continue;
-        }
-        if (!s->native) {
-            slot_finish(up, idx, CURLE_OPERATION_TIMEDOUT, 0);
-            continue;
-        }
-        h1_fail(up, idx, TG_ETIMEOUT, "upstream timed out");
-    }
-}
-
-/* ------------------------------------------------------------------ host names for the native
- * client
- *
- * getaddrinfo blocks, so it never runs on a loop: one resolver thread for the process keeps a
- * small table of names. A name not yet resolved (or that failed) sends its request through
- * libcurl, whose resolver runs off the loop too; once resolved, the built-in client takes it.
- * Entries are refreshed in the background every H1_DNS_TTL_US (a Service's address may
- * change) and the old address serves until the new one is known. IPv4 is preferred when a
- * name has both (a provider listening on one family is the common case). */
-
-#define H1_DNS_MAX 64
-#define H1_DNS_TTL_US (30ull * 1000000ull)
-#define H1_DNS_RETRY_US (5ull * 1000000ull)
-
-enum { DNS_EMPTY = 0, DNS_PENDING, DNS_OK, DNS_FAILED };
-
-struct dns_entry {
-    char host[256];
-    char port[8];
-    int state;
-    int queued;          /* waiting for the resolver thread */
-    uint64_t when_us;    /* resolved or failed at */
-    struct sockaddr_storage sa;
-    socklen_t salen;
-};
-
-static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int started;
-    struct dns_entry e[H1_DNS_MAX];
-} dns = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-
-static void *dns_main(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&dns.mu);
-    for (;;) {
-        struct dns_entry *job = NULL;
-        char host[256], port[8];
-        struct addrinfo hints, *res = NULL, *pick = NULL;
-        int rc;
-
-        for (int i = 0; i < H1_DNS_MAX && job == NULL; i++) {
-            if (dns.e[i].queued)
-                job = &dns.e[i];
-        }
-        if (job == NULL) {
-            pthread_cond_wait(&dns.cv, &dns.mu);
-            continue;
-        }
-        memcpy(host, job->host, sizeof(host));
-        memcpy(port, job->port, sizeof(port));
-        pthread_mutex_unlock(&dns.mu);
-        memset(&hints, 0, sizeof(hints));
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        /* no AI_ADDRCONFIG: a host with only loopback would get nothing */
-        hints.ai_flags = AI_NUMERICSERV;
-        rc = getaddrinfo(host, port, &hints, &res);
-        for (struct addrinfo *a = rc == 0 ? res : NULL; a != NULL; a = a->ai_next) {
-            if (a->ai_addrlen > sizeof(struct sockaddr_storage))
-                continue;
-            if (pick == NULL || (a->ai_family == AF_INET && pick->ai_family != AF_INET))
-                pick = a;
-        }
-        pthread_mutex_lock(&dns.mu);
-        job->queued = 0;
-        job->when_us = tg_now_mono_us();
-        if (pick != NULL) {
-            memcpy(&job->sa, pick->ai_addr, pick->ai_addrlen);
-            job->salen = pick->ai_addrlen;
-            job->state = DNS_OK;
-        } else if (job->state != DNS_OK) {
-            job->state = DNS_FAILED; /* a failed refresh keeps the last good address */
-        }
-        if (res != NULL)
-            freeaddrinfo(res);
-    }
-    return NULL;
-}
-
-/* Address of host:port when known (1), else 0 (resolution queued) or -1 (the table is full:
- * the name is never resolved here). Any thread. */
-static int dns_lookup(const char *host, const char *port, struct sockaddr_storage *sa,
-                      socklen_t *salen)
-{
-    uint64_t now = tg_now_mono_us();
-    struct dns_entry *e = NULL, *free_e = NULL;
-    int hit = 0, wake_it = 0;
-
-    pthread_mutex_lock(&dns.mu);
-    for (int i = 0; i < H1_DNS_MAX; i++) {
-        if (dns.e[i].state == DNS_EMPTY) {
-            if (free_e == NULL)
-                free_e = &dns.e[i];
-        } else if (strcmp(dns.e[i].host, host) == 0 && strcmp(dns.e[i].port, port) == 0) {
-            e = &dns.e[i];
-            break;
-        }
-    }
-    if (e == NULL && free_e == NULL) {
-        pthread_mutex_unlock(&dns.mu);
-        return -1;
-    }
-    if (e == NULL) {
-        e = free_e;
-        snprintf(e->host, sizeof(e->host), "%s", host);
-        snprintf(e->port, sizeof(e->port), "%s", port);
-        e->state = DNS_PENDING;
-        e->queued = 1;
-        wake_it = 1;
-    } else if (e != NULL) {
-        if (e->state == DNS_OK) {
-            memcpy(sa, &e->sa, sizeof(*sa));
-            *salen = e->salen;
-            hit = 1;
-        }
-        if (!e->queued && ((e->state == DNS_OK && now - e->when_us > H1_DNS_TTL_US) ||
-                           (e->state == DNS_FAILED && now - e->when_us > H1_DNS_RETRY_US))) {
-            e->queued = 1;
-            wake_it = 1;
-        }
-    }
-    if (wake_it && !dns.started) {
-        pthread_t th;
-        pthread_attr_t at;
-
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&th, &at, dns_main, NULL) == 0)
-            dns.started = 1;
-        pthread_attr_destroy(&at);
-    }
-    if (wake_it)
-        pthread_cond_signal(&dns.cv);
-    pthread_mutex_unlock(&dns.mu);
-    return hit;
-}
-
-/* Origin index for an http:// URL, the path in *path; -1 when the URL is for curl (https,
- * credentials in the URL, a name not resolved yet), -2 when it is because the origin or name
- * table is full (counted by the caller). Caller holds up->lock. */
-static int h1_origin_of(struct rt_upstream *up, const char *url, const char **path)
-{
-    const char *h, *e, *pe;
-    char host[256];
-    long port = 80;
-    struct sockaddr_storage sa;
-    socklen_t salen = 0;
-    size_t hl;
-    uint64_t now;
-    int named = 0;
-    int rc;
-
-    if (strncmp(url, "http://", 7) != 0)
-        return -1;
-    h = url + 7;
-    pe = h + strcspn(h, "/?#");
-    if (*h == '[') {
-        e = memchr(h, ']', (size_t)(pe - h));
-        if (e == NULL)
-            return -1;
-        hl = (size_t)(e - h - 1);
-        if (hl == 0 || hl >= sizeof(host))
-            return -1;
-        memcpy(host, h + 1, hl);
-        e++;
-    } else {
-        e = h;
-        while (e < pe && *e != ':' && *e != '@')
-            e++;
-        if (e < pe && *e == '@')
-            return -1; /* credentials in the URL: curl's business */
-        hl = (size_t)(e - h);
-        if (hl == 0 || hl >= sizeof(host))
-            return -1;
-        memcpy(host, h, hl);
-    }
-    host[hl] = '\0';
-    if (e < pe) {
-        char *end;
-
-        if (*e != ':')
-            return -1;
-        port = strtol(e + 1, &end, 10);
-        if (end != pe || port <= 0 || port > 65535)
-            return -1;
-    }
-    if (*pe != '/')
-        return -1; /* the router always builds an absolute path */
-    *path = pe;
-    now = tg_now_mono_us();
-    for (unsigned i = 0; i < up->n_origins; i++) {
-        struct h1origin *o = &up->origins[i];
-
-        if (strncmp(o->hostport, h, (size_t)(pe - h)) != 0 || o->hostport[pe - h] != '\0')
-            continue;
-        if (o->named && now - o->checked_us > H1_DNS_CHECK_US) {
-            /* a named origin follows its name: new connections go to the current address */
-            char ps[8];
-
-            o->checked_us = now;
-            snprintf(ps, sizeof(ps), "%ld", port);
-            if (dns_lookup(host, ps, &sa, &salen) > 0) {
-                o->sa = sa;
-                o->salen = salen;
-            }
-        }
-        return (int)i;
-    }
-    memset(&sa, 0, sizeof(sa));
-    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&sa)->sin_addr) == 1) {
-        ((struct sockaddr_in *)&sa)->sin_family = AF_INET;
-        ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
-        salen = sizeof(struct sockaddr_in);
-    } else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&sa)->sin6_addr) == 1) {
-        ((struct sockaddr_in6 *)&sa)->sin6_family = AF_INET6;
-        ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
-        salen = sizeof(struct sockaddr_in6);
-    } else {
-        char ps[8];
-
-        /* a host name: the resolver thread's answer, or curl until there is one */
-        snprintf(ps, sizeof(ps), "%ld", port);
-        rc = dns_lookup(host, ps, &sa, &salen);
-        if (rc <= 0)
-            return rc < 0 ? -2 : -1;
-        named = 1;
-    }
-    if (up->n_origins >= H1_ORIGINS_MAX || (size_t)(pe - h) >= sizeof(up->origins[0].hostport)) {
-        if (!up->origins_full_warned) {
-            up->origins_full_warned = 1;
-            TG_WARN("upstream: more than %d plain-http provider addresses on one loop; the "
-                    "others go through libcurl",
-                    H1_ORIGINS_MAX);
-        }
-        return -2;
-    }
-    {
-        struct h1origin *o = &up->origins[up->n_origins];
-
-        memcpy(o->hostport, h, (size_t)(pe - h));
-        o->hostport[pe - h] = '\0';
-        o->sa = sa;
-        o->salen = salen;
-        o->named = named;
-        o->checked_us = now;
-        o->idle = NULL;
-        o->n_idle = 0;
-    }
-    return (int)up->n_origins++;
-}
-
-/* Prepare a native transfer in its slot (submit, any thread: no loop state touched).
- * Returns 0, or -1 when out of memory. */
-static int h1_prepare(struct slot *s, const struct rt_upstream_request *req, const char *path,
-                      const char *hostport)
-{
-    size_t cap = strlen(path) + strlen(hostport) + 128;
-    size_t len;
-    char *b;
-
-    for (int i = 0; i < RT_UPSTREAM_HEADERS_MAX && req->headers[i] != NULL; i++)
-        cap += strlen(req->headers[i]) + 2;
-    b = malloc(cap);
-    if (b == NULL)
-        return -1;
-    len = (size_t)snprintf(b, cap, "POST %s HTTP/1.1\r\nHost: %s\r\n", path, hostport);
-    for (int i = 0; i < RT_UPSTREAM_HEADERS_MAX && req->headers[i] != NULL; i++) {
-        size_t hl = strlen(req->headers[i]);
-
-        memcpy(b + len, req->headers[i], hl);
-        memcpy(b + len + hl, "\r\n", 2);
-        len += hl + 2;
-    }
-    len += (size_t)snprintf(b + len, cap - len,
-                            "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
-                            s->body_len);
-    free(s->head);
-    s->head = b;
-    s->head_len = len;
-    return 0;
-}
-
-/* Start a prepared native transfer. Loop thread. in_submit: on_done must not run now. */
-static void h1_start(struct rt_upstream *up, uint32_t idx, int in_submit)
-{
-    struct slot *s = &up->slots[idx];
-
-    s->state = SLOT_ACTIVE;
-    if (h1_attach(up, idx, 0) != 0) {
-        h1_fail_later(up, idx, TG_EIO);
-        if (!in_submit)
-            h1_timers(up);
-        return;
-    }
-    timer_arm(up, idx, h1_deadline(s, s->start_us));
-    if (in_submit) {
-        /* write now (no callback can run from a write); the answer comes through the loop */
-        struct h1conn *c = s->conn;
-
-        if (!c->connecting && h1_send(s) != 0) {
-            snprintf(s->errbuf, sizeof(s->errbuf), "%s", "sending the request failed");
-            if (c->reused && !s->retried) {
-                /* a dead kept-alive connection: once more on a new one */
-                s->retried = 1;
-                conn_release(up, s, 0);
-                if (h1_attach(up, idx, 1) == 0) {
-                    if (!s->conn->connecting && h1_send(s) != 0)
-                        h1_fail_later(up, idx, TG_EIO);
-                    return;
-                }
-            }
-            h1_fail_later(up, idx, TG_EIO);
-        }
-        return;
-    }
-    h1_progress(up, idx);
-}
-
 /* Finish a transfer: report to the owner, then free the slot. Loop thread. */
-static void slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int cancelled)
+void up_slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int cancelled)
 {
     struct slot *s = &up->slots[idx];
     struct rt_upstream_result res;
@@ -1347,11 +352,11 @@ static void slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int c
     res.retry_after_s = s->retry_after_s;
     res.ttfb_us = s->ttfb_us;
     if (s->native) {
-        timer_disarm(up, idx);
-        conn_release(up, s, 0); /* still attached: cancelled mid-transfer */
+        up_timer_disarm(up, idx);
+        h1c_conn_release(up, s, 0); /* still attached: cancelled mid-transfer */
         res.status = s->status;
     } else {
-        timer_disarm(up, idx);
+        up_timer_disarm(up, idx);
         if (s->state == SLOT_ACTIVE)
             curl_multi_remove_handle(up->multi, s->easy);
         curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &res.status);
@@ -1382,7 +387,7 @@ static void slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int c
     free(res.body);
     /* no curl_easy_reset: submit sets every option a transfer uses, and a reset would cost a
      * few KB of memset per request */
-    slot_release(up, idx);
+    up_slot_release(up, idx);
 }
 
 /* A libcurl stream keeps the built-in client's clock too: first byte within timeout_ms, then
@@ -1393,7 +398,7 @@ static void curl_timer(struct rt_upstream *up, uint32_t idx)
     struct slot *s = &up->slots[idx];
 
     if (s->stream)
-        timer_arm(up, idx, h1_deadline(s, tg_now_mono_us()));
+        up_timer_arm(up, idx, up_slot_deadline(s, tg_now_mono_us()));
 }
 
 static void slot_start(struct rt_upstream *up, uint32_t idx)
@@ -1401,12 +406,12 @@ static void slot_start(struct rt_upstream *up, uint32_t idx)
     struct slot *s = &up->slots[idx];
 
     if (s->native) {
-        h1_start(up, idx, 0);
+        h1c_start(up, idx, 0);
         return;
     }
     if (curl_multi_add_handle(up->multi, s->easy) != CURLM_OK) {
         s->state = SLOT_QUEUED;
-        slot_finish(up, idx, CURLE_FAILED_INIT, 0);
+        up_slot_finish(up, idx, CURLE_FAILED_INIT, 0);
         return;
     }
     s->state = SLOT_ACTIVE;
@@ -1439,12 +444,12 @@ static void loop_commands(struct rt_upstream *up)
             slot_start(up, idx);
         if (cmds & CMD_CANCEL) {
             if (s->state != SLOT_FREE)
-                slot_finish(up, idx, CURLE_ABORTED_BY_CALLBACK, 1);
+                up_slot_finish(up, idx, CURLE_ABORTED_BY_CALLBACK, 1);
             continue;
         }
         if ((cmds & CMD_UNPAUSE) && s->state == SLOT_ACTIVE) {
             if (s->native)
-                h1_unpause(up, idx);
+                h1c_unpause(up, idx);
             else
                 curl_unpause(s);
         }
@@ -1464,14 +469,13 @@ static void drain_done(struct rt_upstream *up)
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
         if (s == NULL)
             continue;
-        slot_finish(up, (uint32_t)(s - up->slots), msg->data.result, 0);
+        up_slot_finish(up, (uint32_t)(s - up->slots), msg->data.result, 0);
     }
 }
 
 /* Sockets for curl: created here so that the fd table knows which descriptors it may keep
  * registered (curl's resolver pipes are closed behind our back and never enter the table). */
-static curl_socket_t opensocket_cb(void *clientp, curlsocktype purpose,
-                                   struct curl_sockaddr *addr)
+static curl_socket_t opensocket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addr)
 {
     struct rt_upstream *up = clientp;
     curl_socket_t fd;
@@ -1608,7 +612,7 @@ static int loop_timeout_ms(const struct rt_upstream *up)
 
 /* Wake the loop for new commands. Coalesced: while a wakeup is pending and not yet taken by
  * the loop, further calls cost one atomic exchange instead of a write(2). */
-static void wake(struct rt_upstream *up)
+void up_wake(struct rt_upstream *up)
 {
     uint64_t one = 1;
     ssize_t n;
@@ -1635,7 +639,7 @@ static void loop_once(struct rt_upstream *up, int timeout_ms)
         int fd = evs[i].data.fd;
 
         if (evs[i].data.u64 & H1_TAG) {
-            h1_event(up, (uint32_t)(evs[i].data.u64 & 0xffffffffu), evs[i].events);
+            h1c_event(up, (uint32_t)(evs[i].data.u64 & 0xffffffffu), evs[i].events);
         } else if (fd == up->wakefd) {
             uint64_t v;
             ssize_t r = read(up->wakefd, &v, sizeof(v));
@@ -1664,7 +668,7 @@ static void loop_once(struct rt_upstream *up, int timeout_ms)
         up->deadline_us = 0;
         curl_multi_socket_action(up->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     }
-    h1_timers(up);
+    h1c_timers(up);
     drain_done(up);
 }
 
@@ -1674,13 +678,13 @@ static void loop_finish_all(struct rt_upstream *up)
     loop_commands(up);
     for (size_t i = 0; i < up->cap; i++) {
         if (up->slots[i].state != SLOT_FREE)
-            slot_finish(up, (uint32_t)i, CURLE_ABORTED_BY_CALLBACK, 1);
+            up_slot_finish(up, (uint32_t)i, CURLE_ABORTED_BY_CALLBACK, 1);
     }
 }
 
 /* 1 when the caller is the embedded loop's owner thread and not inside a curl call, so a
  * command can run at once instead of going through the queue. */
-static int on_owner_thread(struct rt_upstream *up)
+int up_on_owner_thread(struct rt_upstream *up)
 {
     return up->embedded && atomic_load_explicit(&up->owner_set, memory_order_acquire) &&
            pthread_equal(pthread_self(), up->owner) && !up->in_curl;
@@ -1815,7 +819,7 @@ void rt_upstream_destroy(struct rt_upstream **upp)
     *upp = NULL;
     if (up->thread_started) {
         atomic_store(&up->stop, 1);
-        wake(up);
+        up_wake(up);
         pthread_join(up->thread, NULL);
     } else if (up->embedded && up->slots != NULL && up->multi != NULL) {
         loop_finish_all(up);
@@ -1832,7 +836,7 @@ void rt_upstream_destroy(struct rt_upstream **upp)
     if (up->conns != NULL) {
         for (long i = 0; i < up->max_conns; i++) {
             if (up->conns[i] != NULL)
-                conn_close(up, up->conns[i]);
+                h1c_conn_close(up, up->conns[i]);
         }
     }
     free(up->conns);
@@ -1856,8 +860,8 @@ void rt_upstream_destroy(struct rt_upstream **upp)
 
 /* slot_begin: the fields every transfer starts with, whichever client carries it; takes
  * req->body. The slot is the submitter's alone until its CMD_SUBMIT is posted. */
-static void slot_begin(struct slot *s, struct rt_upstream_request *req,
-                       const struct rt_upstream_ops *ops, void *ud)
+void up_slot_begin(struct slot *s, struct rt_upstream_request *req,
+                   const struct rt_upstream_ops *ops, void *ud)
 {
     s->state = SLOT_QUEUED;
     s->req_body = req->body;
@@ -1886,7 +890,7 @@ static void slot_begin(struct slot *s, struct rt_upstream_request *req,
 
 /* slot_give_back: a submit that failed after slot_begin: the body is freed, the slot free
  * again (its generation unchanged: no handle was given out). */
-static void slot_give_back(struct rt_upstream *up, uint32_t idx)
+void up_slot_give_back(struct rt_upstream *up, uint32_t idx)
 {
     struct slot *s = &up->slots[idx];
 
@@ -1898,45 +902,6 @@ static void slot_give_back(struct rt_upstream *up, uint32_t idx)
     pthread_mutex_lock(&up->lock);
     up->free_stack[up->free_len++] = idx;
     pthread_mutex_unlock(&up->lock);
-}
-
-/* submit for a native transfer: slot idx is taken (generation gen). */
-static int h1_submit(struct rt_upstream *up, uint32_t idx, uint32_t gen, uint32_t oi,
-                     const char *path, const char *hostport, struct rt_upstream_request *req,
-                     const struct rt_upstream_ops *ops, void *ud, uint64_t *handle)
-{
-    struct slot *s = &up->slots[idx];
-
-    slot_begin(s, req, ops, ud);
-    s->body_len = s->req_body != NULL ? req->body_len : 0;
-    if (h1_prepare(s, req, path, hostport) != 0) {
-        slot_give_back(up, idx);
-        return TG_ENOMEM;
-    }
-    s->native = 1;
-    atomic_fetch_add(&up->st_native, 1);
-    s->origin = oi;
-    s->status = 0;
-    s->retried = 0;
-    s->fail_err = 0;
-    s->conn = NULL;
-    s->sent = 0;
-    atomic_fetch_add(&up->st_submitted, 1);
-    atomic_fetch_add(&up->st_active, 1);
-    *handle = handle_make(idx, gen);
-    pthread_mutex_lock(&up->lock);
-    s->submitted = 1;
-    if (!on_owner_thread(up)) {
-        cmd_post_locked(up, idx, CMD_SUBMIT);
-        pthread_mutex_unlock(&up->lock);
-        wake(up);
-        return 0;
-    }
-    pthread_mutex_unlock(&up->lock);
-    /* embedded, on the loop's own thread and outside it: connect and write now; every
-     * callback comes from the loop's next turns */
-    h1_start(up, idx, 1);
-    return 0;
 }
 
 int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
@@ -1979,20 +944,20 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
         int oi;
 
         pthread_mutex_lock(&up->lock); /* the origin table grows under it */
-        oi = h1_origin_of(up, req->url, &path);
+        oi = h1c_origin_of(up, req->url, &path);
         if (oi >= 0)
             memcpy(hostport, up->origins[oi].hostport, sizeof(hostport));
         pthread_mutex_unlock(&up->lock);
         if (oi >= 0)
-            return h1_submit(up, idx, gen, (uint32_t)oi, path, hostport, req, ops, ud, handle);
+            return h1c_submit(up, idx, gen, (uint32_t)oi, path, hostport, req, ops, ud, handle);
         if (oi == -2)
             atomic_fetch_add(&up->st_native_full, 1);
     }
-    slot_begin(s, req, ops, ud);
+    up_slot_begin(s, req, ops, ud);
     if (s->easy == NULL)
         s->easy = curl_easy_init();
     if (s->easy == NULL) {
-        slot_give_back(up, idx);
+        up_slot_give_back(up, idx);
         return TG_ENOMEM;
     }
     if (!slot_headers_same(s, req)) {
@@ -2071,8 +1036,8 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
 
     atomic_fetch_add(&up->st_submitted, 1);
     atomic_fetch_add(&up->st_active, 1);
-    *handle = handle_make(idx, gen);
-    if (on_owner_thread(up)) {
+    *handle = up_handle_make(idx, gen);
+    if (up_on_owner_thread(up)) {
         /* embedded, on the loop's own thread and outside curl: start it here, no queue */
         pthread_mutex_lock(&up->lock);
         s->submitted = 1;
@@ -2084,17 +1049,17 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
             /* on_done must not run inside submit (the caller may hold its own lock): the
              * failure is reported by the loop's next turn */
             pthread_mutex_lock(&up->lock);
-            cmd_post_locked(up, idx, CMD_CANCEL);
+            up_cmd_post_locked(up, idx, CMD_CANCEL);
             pthread_mutex_unlock(&up->lock);
-            wake(up);
+            up_wake(up);
         }
         return 0;
     }
     pthread_mutex_lock(&up->lock);
     s->submitted = 1;
-    cmd_post_locked(up, idx, CMD_SUBMIT);
+    up_cmd_post_locked(up, idx, CMD_SUBMIT);
     pthread_mutex_unlock(&up->lock);
-    wake(up);
+    up_wake(up);
     return 0;
 }
 
@@ -2106,7 +1071,7 @@ static void post_for_handle(struct rt_upstream *up, uint64_t handle, unsigned cm
 
     if (idx >= up->cap)
         return;
-    if (on_owner_thread(up)) {
+    if (up_on_owner_thread(up)) {
         /* embedded, on the loop's own thread and outside curl: only this thread frees slots,
          * so a matching generation stays valid while the command runs */
         struct slot *s = &up->slots[idx];
@@ -2118,7 +1083,7 @@ static void post_for_handle(struct rt_upstream *up, uint64_t handle, unsigned cm
         if (!live)
             return;
         if (cmd == CMD_CANCEL && s->state != SLOT_FREE) {
-            slot_finish(up, idx, CURLE_ABORTED_BY_CALLBACK, 1);
+            up_slot_finish(up, idx, CURLE_ABORTED_BY_CALLBACK, 1);
             return;
         }
         if (cmd == CMD_UNPAUSE && s->state == SLOT_ACTIVE && !s->native) {
@@ -2132,12 +1097,12 @@ static void post_for_handle(struct rt_upstream *up, uint64_t handle, unsigned cm
     }
     pthread_mutex_lock(&up->lock);
     if (up->slots[idx].gen == gen) {
-        cmd_post_locked(up, idx, cmd);
+        up_cmd_post_locked(up, idx, cmd);
         posted = 1;
     }
     pthread_mutex_unlock(&up->lock);
     if (posted)
-        wake(up);
+        up_wake(up);
 }
 
 void rt_upstream_shutdown(struct rt_upstream *up)
@@ -2146,10 +1111,10 @@ void rt_upstream_shutdown(struct rt_upstream *up)
     up->closed = 1;
     for (size_t i = 0; i < up->cap; i++) {
         if (up->slots[i].submitted)
-            cmd_post_locked(up, (uint32_t)i, CMD_CANCEL);
+            up_cmd_post_locked(up, (uint32_t)i, CMD_CANCEL);
     }
     pthread_mutex_unlock(&up->lock);
-    wake(up);
+    up_wake(up);
 }
 
 void rt_upstream_cancel(struct rt_upstream *up, uint64_t handle)

@@ -1,16 +1,17 @@
-/* upstream: every provider transfer, driven by one libcurl multi handle on its own event-loop
- * thread. No other thread ever blocks on a provider.
+/* upstream: every provider transfer, on an event loop; no thread ever blocks on a provider.
  *
- * Request threads hand a transfer over with rt_upstream_submit(): the request is copied into a
- * slot of a fixed table (capacity set at creation) and a command goes into a bounded queue that
- * wakes the loop (curl_multi_wakeup). Results come back through callbacks that run on the loop
- * thread. Transfers are named by a handle (slot index + generation), so a late cancel or
- * unpause for a transfer that already finished is recognised and ignored.
+ * Embedded (the router's use): the upstream has no thread of its own; its owner polls
+ * rt_upstream_fd() in its loop and calls rt_upstream_run(), and every callback runs on that
+ * thread. Standalone: one loop thread of its own. Submitters hand a transfer over with
+ * rt_upstream_submit(): the request is copied into a slot of a fixed table (capacity set at
+ * creation), started at once from the owner's thread or through a bounded command queue that
+ * wakes the loop from any other. Transfers are named by a handle (slot index + generation), so
+ * a late cancel or unpause for a transfer that already finished is recognised and ignored.
  *
- * Connections are kept alive and reused through the multi's connection cache; HTTP/2 is used
- * when the provider offers it over TLS. With config.native, plain http:// transfers skip
- * libcurl: a built-in HTTP/1.1 client on the same loop (h1.h parses the responses) with the same
- * callbacks and semantics, its connections kept alive per origin. */
+ * Two clients with the same callbacks, clock and semantics: libcurl (https, proxies; HTTP/2
+ * when the provider offers it over TLS; connections kept in the multi's cache) and, with
+ * config.native, the built-in HTTP/1.1 client for plain http:// (h1client.c, responses parsed
+ * by h1.h, connections kept alive per origin, names resolved off the loop by resolver.h). */
 #ifndef RT_UPSTREAM_H
 #define RT_UPSTREAM_H
 

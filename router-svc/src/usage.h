@@ -26,16 +26,10 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "api.h"
 #include "config.h"
 
 #define RT_SSE_LINE_MAX 32768 /* default SSE line buffer, bytes; longer lines are skipped */
-
-enum rt_api {
-    RT_API_CHAT = 0,       /* OpenAI /v1/chat/completions (also legacy completions) */
-    RT_API_EMBEDDINGS = 1, /* OpenAI /v1/embeddings */
-    RT_API_RESPONSES = 2,  /* OpenAI /v1/responses */
-    RT_API_MESSAGES = 3,   /* Anthropic /v1/messages */
-};
 
 /* Token counts are capped here: a provider cannot report more (a larger value is taken as this
  * one), so sums of counts (prompt + completion, the tpm windows) never overflow. */

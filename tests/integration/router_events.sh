@@ -136,7 +136,9 @@ tg_kafka_up
 start_router
 ok_ids "$STATE/r4.tsv" >"$STATE/ok4"
 wait_on_topic "$STATE/ok4" 60 || fail "after Kafka down + SIGKILL + torn tail"
-curl -fsS "http://127.0.0.1:$PORT/metrics" | grep -q '^tollgate_router_spool_corrupt_records_total [1-9]' ||
+# (the exposition is read whole first: with pipefail, grep -q leaving early fails curl's write)
+curl -fsS -o "$STATE/metrics4.txt" "http://127.0.0.1:$PORT/metrics" || fail "metrics"
+grep -q '^tollgate_router_spool_corrupt_records_total [1-9]' "$STATE/metrics4.txt" ||
     fail "the torn record was not counted"
 echo "ok 4 - Kafka down, SIGKILL, torn tail: all 200 call ids arrive, the torn record is counted"
 echo "4 passed, 0 failed"

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "providers/provider.h"
 #include "tg_err.h"
 #include "tg_log.h"
 
@@ -68,7 +69,7 @@ static void test_full_file(void **state)
     assert_string_equal(d->id, "main-1");
     assert_string_equal(d->group, "gpt-main");
     assert_string_equal(d->provider, "openai");
-    assert_int_equal(d->kind, RT_PROVIDER_OPENAI);
+    assert_ptr_equal(d->prov, &rt_provider_openai);
     assert_string_equal(d->model, "gpt-5.4-nano");
     assert_string_equal(d->api_base, "http://127.0.0.1:9100/v1");
     assert_string_equal(d->api_key, "sk-test-openai-0001");
@@ -87,10 +88,10 @@ static void test_full_file(void **state)
     assert_int_equal(d->timeout_ms, 45000);
     assert_int_equal(d->stream_timeout_ms, 45000);
     assert_int_equal(d->weight, 1);
-    assert_int_equal(cfg->deployments[2].kind, RT_PROVIDER_ANTHROPIC);
+    assert_ptr_equal(cfg->deployments[2].prov, &rt_provider_anthropic);
     assert_string_equal(cfg->deployments[2].provider, "anthropic");
     assert_string_equal(cfg->deployments[3].provider, "azure");
-    assert_int_equal(cfg->deployments[3].kind, RT_PROVIDER_OPENAI);
+    assert_ptr_equal(cfg->deployments[3].prov, &rt_provider_openai);
     assert_int_equal(rt_config_find_deployment(cfg, "big-1"), 3);
     assert_int_equal(rt_config_find_deployment(cfg, "nope"), -1);
     assert_true(rt_config_has_group(cfg, "gpt-big"));

@@ -1,0 +1,115 @@
+/* hs_request: a request's head taken from the connection's bytes (hparse), and its accessors. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "hsrv_int.h"
+
+/* Percent-decode s in place ('+' as a space when plus). Bad escapes stay as they are. */
+static void pct_decode(char *s, int plus)
+{
+    char *o = s;
+
+    for (char *p = s; *p != '\0'; p++) {
+        if (*p == '%' && hp_hexval((unsigned char)p[1]) >= 0 &&
+            hp_hexval((unsigned char)p[2]) >= 0) {
+            *o++ = (char)(hp_hexval((unsigned char)p[1]) * 16 + hp_hexval((unsigned char)p[2]));
+            p += 2;
+        } else if (plus && *p == '+') {
+            *o++ = ' ';
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = '\0';
+}
+
+const char *hs_header(const struct hs_conn *c, const char *name)
+{
+    for (unsigned i = 0; i < c->nh; i++) {
+        if (strcasecmp(c->kv[i].k, name) == 0)
+            return c->kv[i].v;
+    }
+    return NULL;
+}
+
+const char *hs_query_arg(const struct hs_conn *c, const char *name)
+{
+    for (unsigned i = c->nh; i < c->nh + c->na; i++) {
+        if (strcmp(c->kv[i].k, name) == 0)
+            return c->kv[i].v;
+    }
+    return NULL;
+}
+
+size_t hs_head_bytes(const struct hs_conn *c)
+{
+    return c->head_bytes;
+}
+
+/* The head delimited by hp_head_scan (n bytes at p) into c: a copy parsed in place, followed by
+ * the table of its headers and query arguments. Returns 0, or the status to answer with (400,
+ * 431, 501, 503, 505) and a message. */
+int hs_head_take(struct hs_conn *c, const char *p, size_t n, const char **msg)
+{
+    size_t lines = 0, amps = 0;
+    size_t table_off = (n + 1 + (_Alignof(struct hp_kv) - 1)) & ~(_Alignof(struct hp_kv) - 1);
+    size_t slots;
+    char *h;
+    char *q;
+    int rc;
+
+    for (size_t i = 0; i < n; i++) {
+        lines += p[i] == '\n';
+        amps += p[i] == '&';
+    }
+    slots = lines + amps + 2;
+    h = malloc(table_off + slots * sizeof(struct hp_kv));
+    if (h == NULL) {
+        *msg = "out of memory";
+        return 503;
+    }
+    memcpy(h, p, n);
+    c->head = h;
+    c->kv = (struct hp_kv *)(void *)(h + table_off);
+    c->head_bytes = n;
+    rc = hp_head_parse(h, n, c->kv, (unsigned)(lines < HP_HEADERS_MAX ? lines + 1 : HP_HEADERS_MAX),
+                       &c->req, msg);
+    if (c->req.method != NULL)
+        c->minor = c->req.minor; /* an error is answered in the client's version */
+    if (rc != 0)
+        return rc;
+    c->nh = c->req.nh;
+    c->method = c->req.method;
+    c->url = c->req.path;
+    c->keep_alive = c->req.keep_alive;
+    c->is_head = strcmp(c->method, "HEAD") == 0;
+    c->chunked = c->req.chunked;
+    c->body_left = c->chunked ? 0 : c->req.content_length;
+    if (c->chunked)
+        hp_chunked_init(&c->ch, c->s->head_max);
+
+    /* query arguments, decoded in place after the headers in the table (the path is not) */
+    q = (char *)(uintptr_t)c->req.query;
+    while (q != NULL && *q != '\0' && c->nh + c->na < slots) {
+        char *amp = strchr(q, '&');
+        char *eq;
+
+        if (amp != NULL)
+            *amp = '\0';
+        if (*q != '\0') {
+            eq = strchr(q, '=');
+            if (eq != NULL)
+                *eq = '\0';
+            pct_decode(q, 1);
+            if (eq != NULL)
+                pct_decode(eq + 1, 1);
+            c->kv[c->nh + c->na].k = q;
+            c->kv[c->nh + c->na].v = eq != NULL ? eq + 1 : "";
+            c->na++;
+        }
+        q = amp != NULL ? amp + 1 : NULL;
+    }
+    return 0;
+}

@@ -1,0 +1,165 @@
+/* hs_response: the server's response objects (headers and trailers in fixed room, a body or a
+ * stream reader) and status reasons. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "hsrv_int.h"
+
+const char *hs_reason(int status)
+{
+    switch (status) {
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 402:
+        return "Payment Required";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 413:
+        return "Content Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Status";
+    }
+}
+
+static struct hs_response *response_new(void)
+{
+    struct hs_response *r = malloc(sizeof(*r));
+
+    if (r == NULL)
+        return NULL;
+    r->reader = NULL;
+    r->rcls = NULL;
+    r->rfree = NULL;
+    r->body = NULL;
+    r->body_len = 0;
+    r->close = 0;
+    r->hlen = 0;
+    r->tlen = 0;
+    return r;
+}
+
+struct hs_response *hs_response_buffer(char *body, size_t len)
+{
+    struct hs_response *r = response_new();
+
+    if (r == NULL) {
+        free(body);
+        return NULL;
+    }
+    r->body = body;
+    r->body_len = body != NULL ? len : 0;
+    return r;
+}
+
+struct hs_response *hs_response_reader(hs_reader_fn reader, void *cls, hs_free_fn free_fn)
+{
+    struct hs_response *r = response_new();
+
+    if (r == NULL)
+        return NULL;
+    r->reader = reader;
+    r->rcls = cls;
+    r->rfree = free_fn;
+    return r;
+}
+
+static int field_append(char *buf, size_t cap, size_t *len, const char *name, const char *value)
+{
+    size_t nl = strlen(name);
+    size_t vl = strlen(value);
+
+    if (nl == 0 || *len + nl + 2 + vl + 2 > cap)
+        return -1;
+    for (size_t i = 0; i < nl; i++) {
+        if (!hp_tchar((unsigned char)name[i]))
+            return -1;
+    }
+    for (size_t i = 0; i < vl; i++) {
+        if (value[i] == '\r' || value[i] == '\n')
+            return -1; /* no header injection */
+    }
+    memcpy(buf + *len, name, nl);
+    *len += nl;
+    buf[(*len)++] = ':';
+    buf[(*len)++] = ' ';
+    memcpy(buf + *len, value, vl);
+    *len += vl;
+    buf[(*len)++] = '\r';
+    buf[(*len)++] = '\n';
+    return 0;
+}
+
+int hs_response_header(struct hs_response *r, const char *name, const char *value)
+{
+    if (strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Transfer-Encoding") == 0 ||
+        strcasecmp(name, "Date") == 0)
+        return -1;
+    if (strcasecmp(name, "Connection") == 0) {
+        if (strcasecmp(value, "close") == 0)
+            r->close = 1;
+        return 0; /* the server writes Connection itself */
+    }
+    return field_append(r->hdr, sizeof(r->hdr), &r->hlen, name, value);
+}
+
+int hs_response_trailer(struct hs_response *r, const char *name, const char *value)
+{
+    return field_append(r->trl, sizeof(r->trl), &r->tlen, name, value);
+}
+
+void hs_response_free(struct hs_response *r)
+{
+    if (r == NULL)
+        return;
+    if (r->reader != NULL && r->rfree != NULL)
+        r->rfree(r->rcls);
+    free(r->body);
+    free(r);
+}

@@ -1,0 +1,55 @@
+/* anthropic: Anthropic's Messages API. /v1/messages is spoken as sent; a chat completions
+ * request is translated to a messages request and its answer back; embeddings and responses are
+ * not served. x-api-key: <api_key>, anthropic-version. */
+#include "providers/provider.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "tg_err.h"
+
+#define ANTHROPIC_VERSION "2023-06-01"
+
+static int anthropic_wire(enum rt_api client, struct rt_wire *out)
+{
+    out->api = RT_API_MESSAGES;
+    if (client == RT_API_MESSAGES)
+        out->dir = RT_TRANSLATE_NONE;
+    else if (client == RT_API_CHAT)
+        out->dir = RT_TRANSLATE_MESSAGES_TO_CHAT;
+    else
+        return TG_EINVAL;
+    return 0;
+}
+
+static void anthropic_url(const struct rt_deployment_conf *dep, enum rt_api wire, char *out,
+                          size_t cap)
+{
+    size_t bl;
+    const char *base = rt_provider_base(dep, &rt_provider_anthropic, &bl);
+
+    (void)wire;
+    /* an api_base given with its /v1 (LiteLLM's examples have both forms) */
+    snprintf(out, cap, "%.*s%s", (int)bl, base,
+             bl >= 3 && strncmp(base + bl - 3, "/v1", 3) == 0 ? "/messages" : "/v1/messages");
+}
+
+static int anthropic_headers(const struct rt_deployment_conf *dep,
+                             char hdr[][RT_PROVIDER_HEADER_CAP])
+{
+    int n = 0;
+
+    if (dep->api_key[0] != '\0')
+        snprintf(hdr[n++], RT_PROVIDER_HEADER_CAP, "x-api-key: %s", dep->api_key);
+    snprintf(hdr[n++], RT_PROVIDER_HEADER_CAP, "anthropic-version: %s", ANTHROPIC_VERSION);
+    return n;
+}
+
+const struct rt_provider rt_provider_anthropic = {
+    .name = "anthropic",
+    .default_base = "https://api.anthropic.com",
+    .wire = anthropic_wire,
+    .url = anthropic_url,
+    .headers = anthropic_headers,
+    .classify = NULL,
+};

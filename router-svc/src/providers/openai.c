@@ -1,0 +1,58 @@
+/* openai: OpenAI and every OpenAI-compatible server. Chat completions, embeddings and responses
+ * are spoken as the client sent them; an Anthropic /v1/messages request is translated to chat
+ * completions and its answer back. Authorization: Bearer <api_key>. */
+#include "providers/provider.h"
+
+#include <stdio.h>
+
+#include "tg_err.h"
+
+static int openai_wire(enum rt_api client, struct rt_wire *out)
+{
+    if (client == RT_API_MESSAGES) {
+        out->api = RT_API_CHAT;
+        out->dir = RT_TRANSLATE_CHAT_TO_MESSAGES;
+    } else {
+        out->api = client;
+        out->dir = RT_TRANSLATE_NONE;
+    }
+    return 0;
+}
+
+static void openai_url(const struct rt_deployment_conf *dep, enum rt_api wire, char *out,
+                       size_t cap)
+{
+    size_t bl;
+    const char *base = rt_provider_base(dep, &rt_provider_openai, &bl);
+    const char *path;
+
+    switch (wire) {
+    case RT_API_EMBEDDINGS:
+        path = "/embeddings";
+        break;
+    case RT_API_RESPONSES:
+        path = "/responses";
+        break;
+    default:
+        path = "/chat/completions";
+        break;
+    }
+    snprintf(out, cap, "%.*s%s", (int)bl, base, path);
+}
+
+static int openai_headers(const struct rt_deployment_conf *dep, char hdr[][RT_PROVIDER_HEADER_CAP])
+{
+    if (dep->api_key[0] == '\0')
+        return 0;
+    snprintf(hdr[0], RT_PROVIDER_HEADER_CAP, "Authorization: Bearer %s", dep->api_key);
+    return 1;
+}
+
+const struct rt_provider rt_provider_openai = {
+    .name = "openai",
+    .default_base = "https://api.openai.com/v1",
+    .wire = openai_wire,
+    .url = openai_url,
+    .headers = openai_headers,
+    .classify = NULL,
+};

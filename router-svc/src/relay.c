@@ -1,0 +1,304 @@
+/* relay: a provider's stream relayed to the client event by event (call_int.h has the buffer
+ * bounds): complete events move from the raw upstream buffer to the client-bound buffer, each
+ * passed through as is or translated (the direction the provider's wire chose), with the usage
+ * read on the way; the transfer is paused while the raw buffer is full and resumed once the
+ * reader has taken an event; the routing side and the event are finished before the stream's
+ * terminating event leaves, and the cost follows as a trailer. Loop thread. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "call_int.h"
+#include "mask.h"
+#include "rt_metrics.h"
+#include "sse.h"
+#include "tg_err.h"
+#include "tg_time.h"
+#include "upstream.h"
+
+/* Client-side stream state (the output buffer itself is allocated by stream_pump when it has
+ * something to write). Returns 0 or TG_ENOMEM. */
+int relay_begin(struct rt_call *c)
+{
+    tg_buf_reset(&c->out);
+    c->out.truncated = 0;
+    c->out_off = 0;
+    if (!c->sse_init) {
+        if (rt_sse_usage_init(&c->sse, c->wire.api, RT_STREAM_USAGE_LINE_BYTES) == 0)
+            c->sse_init = 1;
+    }
+    rt_translate_stream_init(&c->tr, c->wire.dir, c->model_requested, (int64_t)time(NULL));
+    return 0;
+}
+
+/* Finish the routing side of a stream once, before its terminating event is sent. */
+void relay_finalize(struct rt_call *c, enum rt_error_class ec, const char *msg)
+{
+    struct rt_result res;
+
+    if (c->stream_finalized)
+        return;
+    c->stream_finalized = 1;
+    if (c->sse_init)
+        rt_sse_usage_get(&c->sse, &c->usage);
+    if (c->wire.dir != RT_TRANSLATE_NONE && !c->usage.found) {
+        c->usage.prompt_tokens = c->tr.prompt_tokens;
+        c->usage.completion_tokens = c->tr.completion_tokens;
+    }
+    c->cost_nusd = rt_usage_cost_nusd(c->target.dep, &c->usage);
+    if (c->have_target) {
+        memset(&res, 0, sizeof(res));
+        res.http_status = 200;
+        res.error_class = ec;
+        res.latency_ms = (uint32_t)((tg_now_mono_us() - c->attempt_start_us) / 1000);
+        res.message = msg;
+        res.message_len = msg != NULL ? strlen(msg) : 0;
+        res.committed = 1;
+        rt_router_report(c->env->router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL);
+        c->have_target = 0;
+        if (ec != RT_ERR_NONE)
+            rt_metrics_attempt(c->env->metrics, c->target.dep->id, ec);
+    }
+    call_complete(c, 200, ec == RT_ERR_NONE ? NULL : rt_error_class_name(ec));
+}
+
+/* In-band error for a stream that already started. */
+static void stream_error_event(struct rt_call *c, const char *msg)
+{
+    char masked[RT_CALL_MESSAGE_MAX];
+    json_t *j;
+    char *s;
+
+    if (c->out.data == NULL)
+        return; /* no output buffer (out of memory): the stream just ends */
+    rt_mask_apply(c->env->mask, msg, strlen(msg), masked, sizeof(masked));
+    if (c->api == RT_API_MESSAGES)
+        j = json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type", "api_error", "message",
+                      masked);
+    else
+        j = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", masked, "type", "api_error", "code",
+                      "stream_error");
+    s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (s == NULL)
+        return;
+    if (c->api == RT_API_MESSAGES)
+        tg_buf_printf(&c->out, "event: error\ndata: %s\n\n", s);
+    else
+        tg_buf_printf(&c->out, "data: %s\n\n", s);
+    free(s);
+}
+
+/* Is this upstream event the stream's terminating event? */
+static int is_terminator(const struct rt_call *c, const char *event, const char *data, size_t dlen)
+{
+    if (c->wire.api == RT_API_MESSAGES)
+        return (event != NULL && strcmp(event, "message_stop") == 0) ||
+               (dlen > 0 && strstr(data, "\"message_stop\"") != NULL);
+    if (c->wire.api == RT_API_RESPONSES)
+        return event != NULL &&
+               (strcmp(event, "response.completed") == 0 || strcmp(event, "response.failed") == 0 ||
+                strcmp(event, "response.incomplete") == 0);
+    return dlen == 6 && memcmp(data, "[DONE]", 6) == 0;
+}
+
+/* An OpenAI chunk with no choices and a usage object (the include_usage chunk). */
+static int is_usage_only_chunk(const char *data, size_t dlen)
+{
+    json_t *j;
+    int yes;
+
+    if (dlen < 2 || data[0] != '{' || strstr(data, "\"usage\"") == NULL)
+        return 0;
+    j = json_loadb(data, dlen, 0, NULL);
+    yes = json_is_object(json_object_get(j, "usage")) &&
+          json_array_size(json_object_get(j, "choices")) == 0;
+    json_decref(j);
+    return yes;
+}
+
+/* Usage of a /v1/responses stream from its response.completed event (whose one line can be
+ * longer than the usage parser's line buffer). */
+static void responses_usage_from_event(struct rt_call *c, const char *data, size_t dlen)
+{
+    json_t *j = json_loadb(data, dlen, 0, NULL);
+    json_t *u = json_object_get(json_object_get(j, "response"), "usage");
+    json_t *in = json_object_get(u, "input_tokens");
+    json_t *out = json_object_get(u, "output_tokens");
+
+    if (json_is_integer(in) && json_is_integer(out) && json_integer_value(in) >= 0 &&
+        json_integer_value(out) >= 0) {
+        c->usage.prompt_tokens = json_integer_value(in);
+        c->usage.completion_tokens = json_integer_value(out);
+        c->usage.found = 1;
+    }
+    json_decref(j);
+}
+
+/* Stream failed after it started: finish the routing side, say so in-band, stop the transfer. */
+static void stream_fail(struct rt_call *c, enum rt_error_class ec, const char *msg, int cancel)
+{
+    relay_finalize(c, ec, msg);
+    stream_error_event(c, msg);
+    if (cancel) {
+        c->discard = 1; /* on_data refuses further bytes, which ends the transfer */
+        rt_upstream_cancel(c->env->up, c->handle);
+    }
+}
+
+/* Move complete events from c->in to c->out, as many as fit. Returns 1 when something was
+ * produced or the stream state changed. c->out is allocated here and released by the reader
+ * once drained, and c->in is released here once emptied: an idle stream (waiting for its
+ * provider's next event) holds neither. */
+static int stream_pump(struct rt_call *c)
+{
+    char raw[RT_STREAM_EVENT_MAX_BYTES];
+    char data[RT_STREAM_EVENT_MAX_BYTES + 1];
+    char event[64];
+    size_t rl, dlen;
+    int done, err, unpause;
+    int produced = 0;
+
+    for (;;) {
+        unpause = 0;
+        rl = rt_sse_event_len(c->in, c->in_len);
+        done = c->upstream_done;
+        err = c->res_err;
+        if (c->out.data == NULL && (rl > 0 || done || c->in_len >= RT_STREAM_EVENT_MAX_BYTES)) {
+            /* something will be written: the output buffer is needed (c->out is reader-thread
+             * state, allocated without the lock) */
+            if (tg_buf_init(&c->out, RT_STREAM_OUT_MAX_BYTES) != 0) {
+                /* nothing can be written to the client: end the stream (cost as known so far;
+                 * the error event cannot be written either) */
+                stream_fail(c, RT_ERR_INVALID_RESPONSE, "out of memory", 1);
+                return 1;
+            }
+            continue;
+        }
+        if (rl > RT_STREAM_EVENT_MAX_BYTES || (rl == 0 && c->in_len >= RT_STREAM_EVENT_MAX_BYTES)) {
+            stream_fail(c, RT_ERR_INVALID_RESPONSE, "upstream stream event too large", 1);
+            return 1;
+        }
+        /* take the event only when its output surely fits: passthrough needs rl bytes, a
+         * translation starts from an empty output buffer */
+        if (rl > 0 && ((c->wire.dir == RT_TRANSLATE_NONE && c->out.len + rl > c->out.cap) ||
+                       (c->wire.dir != RT_TRANSLATE_NONE && c->out.len > 0))) {
+            return produced;
+        }
+        if (rl > 0) {
+            memcpy(raw, c->in, rl);
+            memmove(c->in, c->in + rl, c->in_len - rl);
+            c->in_len -= rl;
+            if (c->in_len == 0) {
+                free(c->in);
+                c->in = NULL;
+            }
+            if (c->paused) {
+                c->paused = 0;
+                unpause = 1;
+            }
+        }
+        if (unpause)
+            rt_upstream_unpause(c->env->up, c->handle);
+
+        if (rl == 0) {
+            if (!done)
+                return produced;
+            if (err != 0 || !c->saw_terminator) {
+                int timeout = err == TG_ETIMEOUT;
+
+                stream_fail(c, timeout ? RT_ERR_TIMEOUT : RT_ERR_INVALID_RESPONSE,
+                            timeout ? "upstream stream timed out" : "upstream stream ended early",
+                            0);
+            }
+            return 1;
+        }
+        if (c->sse_init)
+            rt_sse_usage_feed(&c->sse, raw, rl);
+        rt_sse_parse(raw, rl, event, sizeof(event), data, sizeof(data), &dlen);
+        produced = 1;
+        if (is_terminator(c, event, data, dlen)) {
+            c->saw_terminator = 1;
+            if (c->wire.api == RT_API_RESPONSES)
+                responses_usage_from_event(c, data, dlen);
+            /* the translator writes its closing events (usage is known by now) */
+            if (c->wire.dir != RT_TRANSLATE_NONE)
+                rt_translate_stream_event(&c->tr, event, data, dlen, &c->out);
+            /* routing outcome and completion hook before the terminating event leaves */
+            relay_finalize(c, RT_ERR_NONE, NULL);
+            if (c->wire.dir == RT_TRANSLATE_NONE)
+                tg_buf_append(&c->out, raw, rl);
+            return 1;
+        }
+        if (c->wire.dir != RT_TRANSLATE_NONE) {
+            int rc = dlen > 0 ? rt_translate_stream_event(&c->tr, event, data, dlen, &c->out) : 0;
+
+            if (rc == TG_EPROTO || rc == TG_EFULL || c->out.truncated) {
+                tg_buf_reset(&c->out);
+                c->out.truncated = 0;
+                stream_fail(c, RT_ERR_INVALID_RESPONSE,
+                            "upstream sent a stream event that cannot be translated", 1);
+                return 1;
+            }
+            if (c->tr.finished) {
+                /* an in-band upstream error ended the translated stream */
+                relay_finalize(c, RT_ERR_INVALID_RESPONSE, "upstream stream error event");
+                return 1;
+            }
+        } else if (!(c->strip_usage_chunk && is_usage_only_chunk(data, dlen))) {
+            tg_buf_append(&c->out, raw, rl);
+        }
+    }
+}
+
+ssize_t relay_reader(void *cls, char *buf, size_t max)
+{
+    struct rt_call *c = cls;
+
+    for (;;) {
+        if (c->out_off < c->out.len) {
+            size_t n = c->out.len - c->out_off;
+
+            if (n > max)
+                n = max;
+            memcpy(buf, c->out.data + c->out_off, n);
+            c->out_off += n;
+            if (c->out_off == c->out.len) {
+                tg_buf_fini(&c->out); /* drained: stream_pump allocates it again when needed */
+                c->out.truncated = 0;
+                c->out_off = 0;
+            }
+            return (ssize_t)n;
+        }
+        if (c->stream_finalized) {
+            /* the cost is known only now: send it as a trailer */
+            if (c->resp != NULL) {
+                char v[40];
+
+                hs_response_trailer(c->resp, "x-tollgate-response-cost",
+                                    call_cost_text(v, c->cost_nusd));
+                c->resp = NULL;
+            }
+            return HS_READER_END;
+        }
+        if (stream_pump(c))
+            continue;
+        /* nothing ready: park the connection until upstream bytes arrive */
+        if (c->in_len > 0 && rt_sse_event_len(c->in, c->in_len) > 0) {
+            continue;
+        }
+        if (c->upstream_done) {
+            continue;
+        }
+        c->suspended = 1;
+        hs_suspend(c->conn);
+        return 0;
+    }
+}
+
+void relay_free(void *cls)
+{
+    call_unref(cls);
+}

@@ -1,0 +1,141 @@
+/* resolver: names of providers for the built-in HTTP/1.1 client, resolved off the loops. See
+ * resolver.h. */
+#include "resolver.h"
+
+#include <netdb.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tg_time.h"
+
+/* The table: a name, its state, its address; the resolver thread takes queued entries. */
+
+#define RES_MAX 64
+#define RES_TTL_US (30ull * 1000000ull)
+#define RES_RETRY_US (5ull * 1000000ull)
+
+enum { DNS_EMPTY = 0, DNS_PENDING, DNS_OK, DNS_FAILED };
+
+struct dns_entry {
+    char host[256];
+    char port[8];
+    int state;
+    int queued;       /* waiting for the resolver thread */
+    uint64_t when_us; /* resolved or failed at */
+    struct sockaddr_storage sa;
+    socklen_t salen;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started;
+    struct dns_entry e[RES_MAX];
+} dns = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void *dns_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&dns.mu);
+    for (;;) {
+        struct dns_entry *job = NULL;
+        char host[256], port[8];
+        struct addrinfo hints, *res = NULL, *pick = NULL;
+        int rc;
+
+        for (int i = 0; i < RES_MAX && job == NULL; i++) {
+            if (dns.e[i].queued)
+                job = &dns.e[i];
+        }
+        if (job == NULL) {
+            pthread_cond_wait(&dns.cv, &dns.mu);
+            continue;
+        }
+        memcpy(host, job->host, sizeof(host));
+        memcpy(port, job->port, sizeof(port));
+        pthread_mutex_unlock(&dns.mu);
+        memset(&hints, 0, sizeof(hints));
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        /* no AI_ADDRCONFIG: a host with only loopback would get nothing */
+        hints.ai_flags = AI_NUMERICSERV;
+        rc = getaddrinfo(host, port, &hints, &res);
+        for (struct addrinfo *a = rc == 0 ? res : NULL; a != NULL; a = a->ai_next) {
+            if (a->ai_addrlen > sizeof(struct sockaddr_storage))
+                continue;
+            if (pick == NULL || (a->ai_family == AF_INET && pick->ai_family != AF_INET))
+                pick = a;
+        }
+        pthread_mutex_lock(&dns.mu);
+        job->queued = 0;
+        job->when_us = tg_now_mono_us();
+        if (pick != NULL) {
+            memcpy(&job->sa, pick->ai_addr, pick->ai_addrlen);
+            job->salen = pick->ai_addrlen;
+            job->state = DNS_OK;
+        } else if (job->state != DNS_OK) {
+            job->state = DNS_FAILED; /* a failed refresh keeps the last good address */
+        }
+        if (res != NULL)
+            freeaddrinfo(res);
+    }
+    return NULL;
+}
+
+int rt_resolver_lookup(const char *host, const char *port, struct sockaddr_storage *sa,
+                       socklen_t *salen)
+{
+    uint64_t now = tg_now_mono_us();
+    struct dns_entry *e = NULL, *free_e = NULL;
+    int hit = 0, wake_it = 0;
+
+    pthread_mutex_lock(&dns.mu);
+    for (int i = 0; i < RES_MAX; i++) {
+        if (dns.e[i].state == DNS_EMPTY) {
+            if (free_e == NULL)
+                free_e = &dns.e[i];
+        } else if (strcmp(dns.e[i].host, host) == 0 && strcmp(dns.e[i].port, port) == 0) {
+            e = &dns.e[i];
+            break;
+        }
+    }
+    if (e == NULL && free_e == NULL) {
+        pthread_mutex_unlock(&dns.mu);
+        return -1;
+    }
+    if (e == NULL) {
+        e = free_e;
+        snprintf(e->host, sizeof(e->host), "%s", host);
+        snprintf(e->port, sizeof(e->port), "%s", port);
+        e->state = DNS_PENDING;
+        e->queued = 1;
+        wake_it = 1;
+    } else if (e != NULL) {
+        if (e->state == DNS_OK) {
+            memcpy(sa, &e->sa, sizeof(*sa));
+            *salen = e->salen;
+            hit = 1;
+        }
+        if (!e->queued && ((e->state == DNS_OK && now - e->when_us > RES_TTL_US) ||
+                           (e->state == DNS_FAILED && now - e->when_us > RES_RETRY_US))) {
+            e->queued = 1;
+            wake_it = 1;
+        }
+    }
+    if (wake_it && !dns.started) {
+        pthread_t th;
+        pthread_attr_t at;
+
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, dns_main, NULL) == 0)
+            dns.started = 1;
+        pthread_attr_destroy(&at);
+    }
+    if (wake_it)
+        pthread_cond_signal(&dns.cv);
+    pthread_mutex_unlock(&dns.mu);
+    return hit;
+}

@@ -1,0 +1,20 @@
+/* resolver: host names of providers for the built-in HTTP/1.1 client.
+ *
+ * getaddrinfo blocks, so it never runs on a loop: one resolver thread for the process (started
+ * on the first name) keeps a table of at most 64 names. A name not yet resolved (or that failed)
+ * is sent through libcurl meanwhile, whose resolver runs off the loop too; once resolved, the
+ * built-in client takes it. Entries are refreshed in the background every 30 s (a Service's
+ * address may change; a failure is retried after 5 s) and the old address serves until the new
+ * one is known. IPv4 is preferred when a name has both. */
+#ifndef RT_RESOLVER_H
+#define RT_RESOLVER_H
+
+#include <sys/socket.h>
+
+/* rt_resolver_lookup: the address of host:port into *sa and *salen when known (1), else 0 (the
+ * resolution is queued) or -1 (the table is full: the name is never resolved here). Any
+ * thread. */
+int rt_resolver_lookup(const char *host, const char *port, struct sockaddr_storage *sa,
+                       socklen_t *salen);
+
+#endif

@@ -1,0 +1,185 @@
+/* upstream_int: the upstream module's state, shared by upstream.c (the transfer table, the
+ * loop, the module's clock, libcurl) and h1client.c (the built-in HTTP/1.1 client). Private to
+ * those two files; upstream.h is the module's interface. */
+#ifndef RT_UPSTREAM_INT_H
+#define RT_UPSTREAM_INT_H
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "h1.h"
+#include "upstream.h"
+
+/* epoll events handled per wakeup of the loop */
+#define RT_UPSTREAM_EVENTS_BATCH 64
+/* Sockets below this descriptor number that curl opened through us keep their epoll
+ * registration between transfers (see socket_cb); higher ones are registered per transfer. */
+#define RT_UPSTREAM_FD_TABLE 65536
+/* native HTTP/1.1 client: origins (scheme http, literal address) per loop, the tag that marks
+ * its connections in epoll data, the shared receive buffer, the idle age after which a kept
+ * connection is not reused */
+#define H1_ORIGINS_MAX 64
+#define H1_TAG (1ull << 63)
+#define H1_RECV_BYTES (16u * 1024u)
+#define H1_IDLE_MAX_US (60ull * 1000000ull)
+#define H1_NO_HEAP UINT32_MAX
+#define H1_DNS_CHECK_US 1000000ull
+
+/* fd table states (one byte per descriptor) */
+enum {
+    FD_OURS = 1,     /* opened by opensocket_cb, not yet closed */
+    FD_IN_EPOLL = 2, /* registered in up->epfd */
+    FD_WATCHED = 4,  /* curl watches it now (else the registration is only kept) */
+    FD_EV_IN = 8,    /* registered events */
+    FD_EV_OUT = 16
+};
+
+enum { CMD_SUBMIT = 1, CMD_CANCEL = 2, CMD_UNPAUSE = 4 };
+enum { SLOT_FREE = 0, SLOT_QUEUED, SLOT_ACTIVE };
+
+struct slot {
+    uint32_t gen;            /* bumped when the slot is freed; guarded by up->lock */
+    unsigned cmds;           /* pending CMD_* bits; guarded by up->lock */
+    int queued;              /* index is in the command ring; guarded by up->lock */
+    int submitted;           /* CMD_SUBMIT posted, slot not yet released; guarded by up->lock */
+    int state;               /* SLOT_*; loop thread after submit */
+    CURL *easy;              /* reused across transfers */
+    struct curl_slist *hdrs; /* kept across transfers while the next one sends the same set */
+    int hdrs_n;              /* request headers at the head of hdrs (the fixed two follow) */
+    char *req_body;          /* owned */
+    char *resp;              /* response body, grows up to resp_cap */
+    size_t resp_len;
+    size_t resp_alloc;
+    size_t resp_cap; /* bytes */
+    int too_big;
+    int stream;
+    long retry_after_s;
+    uint64_t start_us; /* monotonic */
+    uint64_t ttfb_us;
+    const struct rt_upstream_ops *ops;
+    void *ud;
+    char errbuf[CURL_ERROR_SIZE];
+    /* native HTTP/1.1 transfers (native == 1); loop thread after submit */
+    int native;
+    int paused;   /* on_data asked to pause; bytes wait in stash */
+    int retried;  /* already moved once from a dead kept-alive connection */
+    int fail_err; /* TG_* to report from the timer (a failure found inside submit) */
+    long status;
+    uint32_t origin;
+    uint32_t heap_pos;   /* index in up->heap, H1_NO_HEAP when not armed */
+    struct h1conn *conn; /* the connection carrying the transfer (borrowed: up->conns owns
+                            it), NULL when none */
+    char *head;          /* request line and headers, owned (freed at slot release) */
+    size_t head_len;
+    size_t body_len;
+    size_t sent;     /* bytes of head + body written */
+    size_t recv_max; /* largest single on_data delivery */
+    long timeout_ms, idle_ms;
+    uint64_t deadline_us; /* heap key */
+    uint64_t last_byte_us;
+    char *stash; /* owned; paused: stash_dec body bytes not yet delivered, then stash_raw
+                    received bytes not yet parsed */
+    size_t stash_dec, stash_raw;
+};
+
+/* A native connection: one transfer at a time, kept alive between them. */
+struct h1conn {
+    int fd;
+    uint32_t id; /* index in up->conns */
+    uint32_t origin;
+    int connecting; /* connect() in progress */
+    int readable;   /* edge-triggered: bytes (or EOF) may be waiting */
+    int writable;
+    int rdhup; /* the peer shut its side: read to the end */
+    int busy;
+    int reused;    /* carried a complete response before */
+    uint32_t slot; /* when busy */
+    uint64_t idle_since_us;
+    struct h1conn *prev, *next; /* origin's idle list (most recent first) */
+    struct h1_parser rp;
+};
+
+struct h1origin {
+    char hostport[270];         /* Host header value */
+    struct sockaddr_storage sa; /* guarded by up->lock (submit may change it for a name) */
+    socklen_t salen;
+    int named;           /* a host name, not a literal address */
+    uint64_t checked_us; /* last look at the resolver's answer */
+    struct h1conn *idle; /* idle list head */
+    unsigned n_idle;
+};
+
+struct rt_upstream {
+    CURLM *multi;
+    pthread_t thread;
+    int thread_started;
+    _Atomic int stop;
+    int embedded;    /* no thread: the owner drives rt_upstream_run */
+    pthread_t owner; /* embedded: the thread that runs the loop (set on its first run) */
+    _Atomic int owner_set;
+    int in_curl;              /* owner thread is inside the loop (curl calls, callbacks) */
+    int epfd;                 /* epoll set: curl's sockets and the wakeup */
+    int wakefd;               /* eventfd: commands are waiting */
+    uint64_t deadline_us;     /* curl's timer, monotonic us, 0 = none; loop thread */
+    _Atomic int wake_pending; /* an eventfd write is on its way to the loop */
+    int closed;               /* guarded by lock: submit refuses */
+    pthread_mutex_t lock;     /* guards the free stack, the command ring and slot gen/cmds/queued */
+    size_t cap;               /* slots */
+    struct slot *slots;
+    uint32_t *free_stack; /* cap entries */
+    size_t free_len;
+    uint32_t *ring; /* cap entries: slot indices with pending commands */
+    size_t ring_head, ring_len;
+    uint32_t *batch;      /* loop-thread scratch, cap entries */
+    unsigned char *fds;   /* RT_UPSTREAM_FD_TABLE FD_* states; loop thread */
+    unsigned *batch_cmds; /* cap entries */
+    _Atomic uint64_t st_submitted, st_completed, st_cancelled, st_timeouts, st_full, st_too_big;
+    _Atomic uint64_t st_active, st_native, st_native_full;
+    /* native HTTP/1.1 client; loop thread */
+    int native; /* http:// to a literal address goes through it */
+    long max_conns, max_idle_per_origin;
+    struct h1origin *origins; /* H1_ORIGINS_MAX */
+    unsigned n_origins;
+    int origins_full_warned;
+    struct h1conn **conns; /* max_conns entries; owns every connection (idle or busy) */
+    uint32_t *conn_free;   /* free ids */
+    size_t conn_free_len;
+    long n_conns;
+    uint32_t *heap; /* cap entries: slots ordered by deadline_us */
+    size_t heap_len;
+    char *rbuf; /* H1_RECV_BYTES, shared by every connection of the loop */
+};
+
+/* ---- upstream.c, for h1client.c: the slots, the command ring, the module's clock ---- */
+void up_slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int cancelled);
+int up_resp_append(struct slot *s, const char *p, size_t n);
+void up_timer_arm(struct rt_upstream *up, uint32_t idx, uint64_t deadline);
+void up_timer_disarm(struct rt_upstream *up, uint32_t idx);
+uint64_t up_slot_deadline(const struct slot *s, uint64_t now);
+int up_slot_stash(struct slot *s, const char *dec, size_t ndec, const char *raw, size_t nraw);
+void up_slot_begin(struct slot *s, struct rt_upstream_request *req,
+                   const struct rt_upstream_ops *ops, void *ud);
+void up_slot_give_back(struct rt_upstream *up, uint32_t idx);
+uint64_t up_handle_make(uint32_t idx, uint32_t gen);
+void up_cmd_post_locked(struct rt_upstream *up, uint32_t idx, unsigned cmd);
+void up_wake(struct rt_upstream *up);
+int up_on_owner_thread(struct rt_upstream *up);
+void up_slot_release(struct rt_upstream *up, uint32_t idx);
+
+/* ---- h1client.c, for upstream.c: the built-in client's transfers and connections ---- */
+void h1c_conn_close(struct rt_upstream *up, struct h1conn *c);
+void h1c_conn_release(struct rt_upstream *up, struct slot *s, int keep);
+void h1c_event(struct rt_upstream *up, uint32_t id, uint32_t events);
+void h1c_unpause(struct rt_upstream *up, uint32_t idx);
+void h1c_timers(struct rt_upstream *up);
+int h1c_origin_of(struct rt_upstream *up, const char *url, const char **path);
+void h1c_start(struct rt_upstream *up, uint32_t idx, int in_submit);
+int h1c_submit(struct rt_upstream *up, uint32_t idx, uint32_t gen, uint32_t oi, const char *path,
+               const char *hostport, struct rt_upstream_request *req,
+               const struct rt_upstream_ops *ops, void *ud, uint64_t *handle);
+
+#endif
