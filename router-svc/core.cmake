@@ -28,8 +28,8 @@ target_include_directories(rt_providers PUBLIC ${RT_SRC} ${PROJECT_SOURCE_DIR}/p
 target_link_libraries(rt_providers PUBLIC tg_common PkgConfig::JANSSON)
 rt_core_module(trail DEPS rt_mask)
 rt_core_module(limiter)
-rt_core_module(config DEPS PkgConfig::YAML rt_providers)
-rt_core_module(keys DEPS rt_config PkgConfig::JANSSON Threads::Threads)
+rt_core_module(config DEPS tg_yaml tg_units rt_providers)
+rt_core_module(keys DEPS rt_config tg_units PkgConfig::JANSSON Threads::Threads)
 rt_core_module(usage DEPS rt_config PkgConfig::JANSSON)
 rt_core_module(router DEPS rt_config rt_keys rt_limiter rt_trail rt_mask Threads::Threads)
 

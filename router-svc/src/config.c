@@ -13,22 +13,22 @@
 #include "tg_cfgtext.h"
 #include "tg_err.h"
 #include "tg_log.h"
+#include "tg_units.h"
+#include "tg_yaml.h"
 
-#define PATH_MAX_LEN 256
-#define ENV_PREFIX "os.environ/"
+#define TG_YAML_PATH_MAX 256
 #define CONFIG_FILE_MAX_BYTES (16u * 1024u * 1024u)
 
-/* Load context. The first error stops the load; warnings accumulate. */
+/* Load context: the document and its diagnostics (tg_yaml), the diagnostics' destination, the
+ * configuration being built. */
 struct ld {
-    yaml_document_t doc;
-    const char *file;
+    struct tg_yaml y;
     struct rt_config_diag *diag;
     struct rt_config *cfg;
-    int failed;
 };
 
 /* snprintf that cuts silently: every caller either checked the length before or wants a cut
- * diagnostic rather than none. Returns what vsnprintf returns. */
+ * value rather than none. Returns what vsnprintf returns. */
 static int fmt_cut(char *dst, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -43,446 +43,35 @@ static int fmt_cut(char *dst, size_t cap, const char *fmt, ...)
     return n;
 }
 
-static void diag_add(struct ld *ld, int is_error, const yaml_node_t *node, const char *path,
-                     const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
-
-static void diag_add(struct ld *ld, int is_error, const yaml_node_t *node, const char *path,
-                     const char *fmt, va_list ap)
+/* tg_yaml's diagnostics into rt_config_diag: the first error, the warnings (logged too). */
+static void diag_sink(void *ud, int is_error, const char *line)
 {
-    char problem[RT_CONFIG_MSG_CAP];
-    char line[RT_CONFIG_MSG_CAP];
-    unsigned long lineno = node != NULL ? (unsigned long)node->start_mark.line + 1 : 0;
+    struct rt_config_diag *diag = ud;
 
-    vsnprintf(problem, sizeof(problem), fmt, ap);
-    if (path != NULL && path[0] != '\0')
-        fmt_cut(line, sizeof(line), "%s:%lu: %s: %s", ld->file, lineno, path, problem);
-    else
-        fmt_cut(line, sizeof(line), "%s:%lu: %s", ld->file, lineno, problem);
     if (is_error) {
-        if (!ld->failed)
-            fmt_cut(ld->diag->error, sizeof(ld->diag->error), "%s", line);
-        ld->failed = 1;
+        fmt_cut(diag->error, sizeof(diag->error), "%s", line);
         return;
     }
     TG_WARN("msg=\"config warning\" detail=\"%s\"", line);
-    if (ld->diag->n_warnings < RT_CONFIG_WARNINGS_MAX)
-        fmt_cut(ld->diag->warnings[ld->diag->n_warnings++], RT_CONFIG_MSG_CAP, "%s", line);
+    if (diag->n_warnings < RT_CONFIG_WARNINGS_MAX)
+        fmt_cut(diag->warnings[diag->n_warnings++], RT_CONFIG_MSG_CAP, "%s", line);
     else
-        ld->diag->warnings_dropped++;
+        diag->warnings_dropped++;
 }
 
-static int fail(struct ld *ld, const yaml_node_t *node, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(struct ld *ld, const yaml_node_t *node, const char *path, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    diag_add(ld, 1, node, path, fmt, ap);
-    va_end(ap);
-    return TG_ECONFIG;
-}
-
-static void warn(struct ld *ld, const yaml_node_t *node, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void warn(struct ld *ld, const yaml_node_t *node, const char *path, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    diag_add(ld, 0, node, path, fmt, ap);
-    va_end(ap);
-}
-
-static void path_join(char *out, const char *base, const char *key)
-{
-    if (base[0] == '\0')
-        fmt_cut(out, PATH_MAX_LEN, "%s", key);
-    else
-        fmt_cut(out, PATH_MAX_LEN, "%s.%s", base, key);
-}
-
-static void path_index(char *out, const char *base, size_t i)
-{
-    fmt_cut(out, PATH_MAX_LEN, "%s[%zu]", base, i);
-}
-
-static yaml_node_t *node_at(struct ld *ld, int id)
-{
-    return yaml_document_get_node(&ld->doc, id);
-}
-
-static int is_null(const yaml_node_t *n)
-{
-    const char *v = NULL;
-
-    if (n == NULL)
-        return 1;
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return 0;
-    v = (const char *)n->data.scalar.value;
-    return v[0] == '\0' || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 ||
-           strcmp(v, "Null") == 0 || strcmp(v, "NULL") == 0;
-}
-
-/* The text of a scalar with os.environ/NAME resolved. Borrowed (document or environment).
- * Values reach wires (provider request heads, URLs, Kafka settings, event fields), so a control
- * byte (NUL, CR, LF, any other below 0x20, DEL) in one is an error naming the key — never cut or
- * passed on: a secret with a trailing newline would otherwise corrupt the request framing of
- * every pooled connection it is sent on. */
-static int scalar(struct ld *ld, const yaml_node_t *n, const char *path, const char **out)
-{
-    const char *v = NULL;
-    const char *env_name = NULL;
-    size_t yaml_len;
-    char why[160];
-
-    if (n == NULL || n->type != YAML_SCALAR_NODE)
-        return fail(ld, n, path, "expected a scalar value");
-    v = (const char *)n->data.scalar.value;
-    yaml_len = n->data.scalar.length;
-    if (tg_cfgtext_check(v, yaml_len, NULL, why, sizeof(why)) != 0)
-        return fail(ld, n, path, "%s", why);
-    if (strncmp(v, ENV_PREFIX, strlen(ENV_PREFIX)) == 0) {
-        const char *name = v + strlen(ENV_PREFIX);
-        const char *env;
-
-        if (name[0] == '\0')
-            return fail(ld, n, path, "os.environ/ without a variable name");
-        env = getenv(name);
-        if (env == NULL)
-            return fail(ld, n, path, "environment variable %s is not set", name);
-        v = env;
-        env_name = name;
-    }
-    if (env_name != NULL && tg_cfgtext_check(v, (size_t)-1, env_name, why, sizeof(why)) != 0)
-        return fail(ld, n, path, "%s", why);
-    *out = v;
-    return 0;
-}
-
-static int get_str(struct ld *ld, const yaml_node_t *n, const char *path, char *dst, size_t cap)
-{
-    const char *v = NULL;
-    size_t len;
-
-    if (scalar(ld, n, path, &v) != 0)
-        return TG_ECONFIG;
-    len = strlen(v);
-    if (len >= cap)
-        return fail(ld, n, path, "value too long (%zu bytes, max %zu)", len, cap - 1);
-    memcpy(dst, v, len + 1);
-    return 0;
-}
-
-static int get_nonempty_str(struct ld *ld, const yaml_node_t *n, const char *path, char *dst,
-                            size_t cap)
-{
-    if (get_str(ld, n, path, dst, cap) != 0)
-        return TG_ECONFIG;
-    if (dst[0] == '\0')
-        return fail(ld, n, path, "expected a non-empty string");
-    return 0;
-}
-
-static int parse_u64_text(const char *v, uint64_t *out)
-{
-    uint64_t r = 0;
-
-    if (*v == '+')
-        v++;
-    if (*v == '\0')
-        return TG_EINVAL;
-    for (; *v != '\0'; v++) {
-        if (*v < '0' || *v > '9')
-            return TG_EINVAL;
-        if (r > (UINT64_MAX - (uint64_t)(*v - '0')) / 10)
-            return TG_ERANGE;
-        r = r * 10 + (uint64_t)(*v - '0');
-    }
-    *out = r;
-    return 0;
-}
-
-static int get_u64(struct ld *ld, const yaml_node_t *n, const char *path, uint64_t max,
-                   uint64_t *out)
-{
-    const char *v = NULL;
-    uint64_t r = 0;
-
-    if (scalar(ld, n, path, &v) != 0)
-        return TG_ECONFIG;
-    if (parse_u64_text(v, &r) != 0)
-        return fail(ld, n, path, "expected a non-negative integer");
-    if (r > max)
-        return fail(ld, n, path, "value %llu out of range (max %llu)", (unsigned long long)r,
-                    (unsigned long long)max);
-    *out = r;
-    return 0;
-}
-
-static int get_u32(struct ld *ld, const yaml_node_t *n, const char *path, uint32_t max,
-                   uint32_t *out)
-{
-    uint64_t r = 0;
-
-    if (get_u64(ld, n, path, max, &r) != 0)
-        return TG_ECONFIG;
-    *out = (uint32_t)r;
-    return 0;
-}
-
+/* A limit: absent or null is RT_LIMIT_NONE. */
 static int get_limit(struct ld *ld, const yaml_node_t *n, const char *path, int64_t *out)
 {
     uint64_t r = 0;
 
-    if (is_null(n)) {
+    if (tg_yaml_is_null(n)) {
         *out = RT_LIMIT_NONE;
         return 0;
     }
-    if (get_u64(ld, n, path, (uint64_t)INT64_MAX, &r) != 0)
+    if (tg_yaml_u64(&ld->y, n, path, (uint64_t)INT64_MAX, &r) != 0)
         return TG_ECONFIG;
     *out = (int64_t)r;
     return 0;
-}
-
-static int get_i32(struct ld *ld, const yaml_node_t *n, const char *path, int32_t *out)
-{
-    const char *v = NULL;
-    char *end = NULL;
-    long long r;
-
-    if (scalar(ld, n, path, &v) != 0)
-        return TG_ECONFIG;
-    errno = 0;
-    r = strtoll(v, &end, 10);
-    if (v[0] == '\0' || *end != '\0' || errno != 0 || r < INT32_MIN || r > INT32_MAX)
-        return fail(ld, n, path, "expected an integer");
-    *out = (int32_t)r;
-    return 0;
-}
-
-static int get_bool(struct ld *ld, const yaml_node_t *n, const char *path, int *out)
-{
-    const char *v = NULL;
-
-    if (scalar(ld, n, path, &v) != 0)
-        return TG_ECONFIG;
-    if (strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0 || strcasecmp(v, "on") == 0) {
-        *out = 1;
-        return 0;
-    }
-    if (strcasecmp(v, "false") == 0 || strcasecmp(v, "no") == 0 || strcasecmp(v, "off") == 0) {
-        *out = 0;
-        return 0;
-    }
-    return fail(ld, n, path, "expected true or false");
-}
-
-/* Exact decimal parse: value = mant * 10^exp10. */
-static int parse_decimal(const char *text, unsigned __int128 *mant, int *exp10)
-{
-    const char *p = text;
-    unsigned __int128 m = 0;
-    int e = 0, digits = 0, any = 0;
-
-    if (*p == '+')
-        p++;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        any = 1;
-        if (m == 0 && *p == '0')
-            continue;
-        if (digits >= 36)
-            return TG_ERANGE;
-        m = m * 10 + (unsigned)(*p - '0');
-        digits++;
-    }
-    if (*p == '.') {
-        p++;
-        for (; *p >= '0' && *p <= '9'; p++) {
-            any = 1;
-            if (digits >= 36) {
-                continue; /* beyond 36 significant digits: far below a femto-USD */
-            }
-            m = m * 10 + (unsigned)(*p - '0');
-            if (m != 0)
-                digits++;
-            e--;
-        }
-    }
-    if (!any)
-        return TG_EINVAL;
-    if (*p == 'e' || *p == 'E') {
-        int sign = 1, x = 0, xd = 0;
-
-        p++;
-        if (*p == '+' || *p == '-') {
-            sign = *p == '-' ? -1 : 1;
-            p++;
-        }
-        for (; *p >= '0' && *p <= '9'; p++) {
-            if (x < 10000)
-                x = x * 10 + (*p - '0');
-            xd++;
-        }
-        if (xd == 0)
-            return TG_EINVAL;
-        e += sign * x;
-    }
-    if (*p != '\0')
-        return TG_EINVAL;
-    *mant = m;
-    *exp10 = e;
-    return 0;
-}
-
-/* mant * 10^shift, rounded half-up, into int64. */
-static int scale_round(unsigned __int128 m, int shift, int64_t *out)
-{
-    if (m == 0) {
-        *out = 0;
-        return 0;
-    }
-    if (shift >= 0) {
-        for (int i = 0; i < shift; i++) {
-            if (m > (unsigned __int128)INT64_MAX)
-                return TG_ERANGE;
-            m *= 10;
-        }
-    } else {
-        int drop = -shift;
-        unsigned __int128 rem_half;
-
-        if (drop > 38) {
-            *out = 0;
-            return 0;
-        }
-        for (int i = 0; i < drop - 1; i++)
-            m /= 10;
-        rem_half = m % 10;
-        m /= 10;
-        if (rem_half >= 5)
-            m += 1;
-    }
-    if (m > (unsigned __int128)INT64_MAX)
-        return TG_ERANGE;
-    *out = (int64_t)m;
-    return 0;
-}
-
-int rt_config_parse_usd_fusd(const char *text, int64_t *fusd_out)
-{
-    unsigned __int128 m;
-    int e, rc;
-
-    if (text == NULL)
-        return TG_EINVAL;
-    rc = parse_decimal(text, &m, &e);
-    if (rc != 0)
-        return rc;
-    return scale_round(m, e + 15, fusd_out);
-}
-
-int rt_config_parse_duration_s(const char *text, int64_t *seconds_out)
-{
-    char *end = NULL;
-    long long v;
-    int64_t mult = 1;
-
-    if (text == NULL || text[0] < '0' || text[0] > '9')
-        return TG_EINVAL;
-    errno = 0;
-    v = strtoll(text, &end, 10);
-    if (errno != 0 || v < 0)
-        return TG_EINVAL;
-    if (strcmp(end, "") == 0 || strcmp(end, "s") == 0)
-        mult = 1;
-    else if (strcmp(end, "m") == 0)
-        mult = 60;
-    else if (strcmp(end, "h") == 0)
-        mult = 3600;
-    else if (strcmp(end, "d") == 0)
-        mult = 86400;
-    else if (strcmp(end, "w") == 0)
-        mult = 7 * 86400;
-    else if (strcmp(end, "mo") == 0)
-        mult = 30 * 86400;
-    else
-        return TG_EINVAL;
-    if (v > INT64_MAX / mult)
-        return TG_EINVAL;
-    *seconds_out = (int64_t)v * mult;
-    return 0;
-}
-
-static int get_fusd(struct ld *ld, const yaml_node_t *n, const char *path, int64_t *out)
-{
-    const char *v = NULL;
-    int rc;
-
-    if (scalar(ld, n, path, &v) != 0)
-        return TG_ECONFIG;
-    rc = rt_config_parse_usd_fusd(v, out);
-    if (rc == TG_ERANGE)
-        return fail(ld, n, path, "price too large");
-    if (rc != 0)
-        return fail(ld, n, path, "expected a non-negative decimal number (USD)");
-    return 0;
-}
-
-/* Seconds, possibly fractional ("30", "2.5"), to milliseconds, 1 ms .. 24 h. */
-static int get_seconds_ms(struct ld *ld, const yaml_node_t *n, const char *path, uint32_t *out)
-{
-    const char *v = NULL;
-    unsigned __int128 m;
-    int e;
-    int64_t ms;
-
-    if (scalar(ld, n, path, &v) != 0)
-        return TG_ECONFIG;
-    if (parse_decimal(v, &m, &e) != 0 || scale_round(m, e + 3, &ms) != 0)
-        return fail(ld, n, path, "expected a number of seconds");
-    if (ms < 1 || ms > 86400000)
-        return fail(ld, n, path, "expected between 0.001 and 86400 seconds");
-    *out = (uint32_t)ms;
-    return 0;
-}
-
-static int expect_type(struct ld *ld, const yaml_node_t *n, const char *path, yaml_node_type_t t)
-{
-    if (n != NULL && n->type == t)
-        return 0;
-    if (t == YAML_MAPPING_NODE)
-        return fail(ld, n, path, "expected a mapping");
-    if (t == YAML_SEQUENCE_NODE)
-        return fail(ld, n, path, "expected a list");
-    return fail(ld, n, path, "expected a scalar value");
-}
-
-#define FOR_PAIRS(node, pair)                                                                      \
-    for (yaml_node_pair_t *pair = (node)->data.mapping.pairs.start;                                \
-         pair < (node)->data.mapping.pairs.top; pair++)
-#define FOR_ITEMS(node, item)                                                                      \
-    for (yaml_node_item_t *item = (node)->data.sequence.items.start;                               \
-         item < (node)->data.sequence.items.top; item++)
-
-static size_t seq_len(const yaml_node_t *n)
-{
-    return (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
-}
-
-/* The key text of a pair, or NULL (with an error) when the key is not a scalar. */
-static const char *pair_key(struct ld *ld, yaml_node_pair_t *pair, const char *path)
-{
-    yaml_node_t *k = node_at(ld, pair->key);
-
-    if (k == NULL || k->type != YAML_SCALAR_NODE) {
-        fail(ld, k, path, "mapping keys must be scalars");
-        return NULL;
-    }
-    return (const char *)k->data.scalar.value;
 }
 
 /* ---- groups (known once model_list is parsed) ---- */
@@ -529,7 +118,7 @@ static int has_alias(const struct rt_config *cfg, const char *name)
 static int require_group(struct ld *ld, const yaml_node_t *n, const char *path, const char *group)
 {
     if (!rt_config_has_group(ld->cfg, group))
-        return fail(ld, n, path, "unknown model group \"%s\" (no model_list entry has it)", group);
+        return tg_yaml_fail(&ld->y, n, path, "unknown model group \"%s\" (no model_list entry has it)", group);
     return 0;
 }
 
@@ -542,22 +131,22 @@ static int parse_provider_model(struct ld *ld, const yaml_node_t *n, const char 
     const char *slash;
     size_t plen;
 
-    if (get_nonempty_str(ld, n, path, full, sizeof(full)) != 0)
+    if (tg_yaml_str_nonempty(&ld->y, n, path, full, sizeof(full)) != 0)
         return TG_ECONFIG;
     slash = strchr(full, '/');
     if (slash == NULL) {
         fmt_cut(d->provider, sizeof(d->provider), "openai");
         if (strlen(full) >= sizeof(d->model))
-            return fail(ld, n, path, "model name too long (max %d bytes)", RT_NAME_CAP - 1);
+            return tg_yaml_fail(&ld->y, n, path, "model name too long (max %d bytes)", RT_NAME_CAP - 1);
         fmt_cut(d->model, sizeof(d->model), "%s", full);
     } else {
         plen = (size_t)(slash - full);
         if (plen == 0 || plen >= sizeof(d->provider))
-            return fail(ld, n, path, "provider prefix must be 1..%d bytes", RT_PROVIDER_CAP - 1);
+            return tg_yaml_fail(&ld->y, n, path, "provider prefix must be 1..%d bytes", RT_PROVIDER_CAP - 1);
         if (slash[1] == '\0')
-            return fail(ld, n, path, "missing model name after \"%.*s/\"", (int)plen, full);
+            return tg_yaml_fail(&ld->y, n, path, "missing model name after \"%.*s/\"", (int)plen, full);
         if (strlen(slash + 1) >= sizeof(d->model))
-            return fail(ld, n, path, "model name too long (max %d bytes)", RT_NAME_CAP - 1);
+            return tg_yaml_fail(&ld->y, n, path, "model name too long (max %d bytes)", RT_NAME_CAP - 1);
         memcpy(d->provider, full, plen);
         d->provider[plen] = '\0';
         fmt_cut(d->model, sizeof(d->model), "%s", slash + 1);
@@ -572,56 +161,56 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
                                 struct rt_deployment_conf *d, int *timeout_set,
                                 int *stream_timeout_set)
 {
-    char p[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX];
     int have_model = 0;
 
-    if (expect_type(ld, n, path, YAML_MAPPING_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
-    FOR_PAIRS(n, pair)
+    TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = pair_key(ld, pair, path);
-        yaml_node_t *v = node_at(ld, pair->value);
+        const char *k = tg_yaml_key(&ld->y, pair, path);
+        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
         int rc = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        path_join(p, path, k);
+        tg_yaml_path(p, path, k);
         if (strcmp(k, "model") == 0) {
             rc = parse_provider_model(ld, v, p, d);
             have_model = 1;
         } else if (strcmp(k, "api_base") == 0) {
-            rc = is_null(v) ? 0 : get_str(ld, v, p, d->api_base, sizeof(d->api_base));
+            rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, d->api_base, sizeof(d->api_base));
         } else if (strcmp(k, "api_key") == 0) {
-            rc = is_null(v) ? 0 : get_str(ld, v, p, d->api_key, sizeof(d->api_key));
+            rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, d->api_key, sizeof(d->api_key));
         } else if (strcmp(k, "rpm") == 0) {
             rc = get_limit(ld, v, p, &d->rpm);
         } else if (strcmp(k, "tpm") == 0) {
             rc = get_limit(ld, v, p, &d->tpm);
         } else if (strcmp(k, "timeout") == 0) {
-            rc = get_seconds_ms(ld, v, p, &d->timeout_ms);
+            rc = tg_yaml_seconds_ms(&ld->y, v, p, &d->timeout_ms);
             *timeout_set = 1;
         } else if (strcmp(k, "stream_timeout") == 0) {
-            rc = get_seconds_ms(ld, v, p, &d->stream_timeout_ms);
+            rc = tg_yaml_seconds_ms(&ld->y, v, p, &d->stream_timeout_ms);
             *stream_timeout_set = 1;
         } else if (strcmp(k, "weight") == 0) {
-            rc = get_u32(ld, v, p, 1000000, &d->weight);
+            rc = tg_yaml_u32(&ld->y, v, p, 1000000, &d->weight);
         } else if (strcmp(k, "order") == 0) {
-            rc = get_i32(ld, v, p, &d->order);
+            rc = tg_yaml_i32(&ld->y, v, p, &d->order);
             if (rc == 0 && d->order < 0)
-                rc = fail(ld, v, p, "expected a non-negative integer");
+                rc = tg_yaml_fail(&ld->y, v, p, "expected a non-negative integer");
         } else if (strcmp(k, "input_cost_per_token") == 0) {
-            rc = get_fusd(ld, v, p, &d->in_fusd_per_token);
+            rc = tg_yaml_usd_fusd(&ld->y, v, p, &d->in_fusd_per_token);
         } else if (strcmp(k, "output_cost_per_token") == 0) {
-            rc = get_fusd(ld, v, p, &d->out_fusd_per_token);
+            rc = tg_yaml_usd_fusd(&ld->y, v, p, &d->out_fusd_per_token);
         } else {
-            warn(ld, node_at(ld, pair->key), p, "unknown key, ignored");
+            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
         }
         if (rc != 0)
             return TG_ECONFIG;
     }
     if (!have_model) {
-        path_join(p, path, "model");
-        return fail(ld, n, p, "missing");
+        tg_yaml_path(p, path, "model");
+        return tg_yaml_fail(&ld->y, n, p, "missing");
     }
     return 0;
 }
@@ -629,29 +218,29 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
 static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, size_t index,
                             struct rt_deployment_conf *d)
 {
-    char p[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX];
     yaml_node_t *params = NULL;
     int have_name = 0, timeout_set = 0, stream_timeout_set = 0;
     int64_t entry_rpm = RT_LIMIT_NONE, entry_tpm = RT_LIMIT_NONE;
 
-    if (expect_type(ld, n, path, YAML_MAPPING_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
     memset(d, 0, sizeof(*d));
     d->rpm = RT_LIMIT_NONE;
     d->tpm = RT_LIMIT_NONE;
     d->weight = 1;
     d->line = (uint32_t)n->start_mark.line + 1;
-    FOR_PAIRS(n, pair)
+    TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = pair_key(ld, pair, path);
-        yaml_node_t *v = node_at(ld, pair->value);
+        const char *k = tg_yaml_key(&ld->y, pair, path);
+        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
         int rc = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        path_join(p, path, k);
+        tg_yaml_path(p, path, k);
         if (strcmp(k, "model_name") == 0) {
-            rc = get_nonempty_str(ld, v, p, d->group, sizeof(d->group));
+            rc = tg_yaml_str_nonempty(&ld->y, v, p, d->group, sizeof(d->group));
             have_name = 1;
         } else if (strcmp(k, "litellm_params") == 0) {
             params = v;
@@ -661,38 +250,38 @@ static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, siz
         } else if (strcmp(k, "tpm") == 0) {
             rc = get_limit(ld, v, p, &entry_tpm);
         } else if (strcmp(k, "model_info") == 0) {
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
-            if (expect_type(ld, v, p, YAML_MAPPING_NODE) != 0)
+            if (tg_yaml_expect(&ld->y, v, p, YAML_MAPPING_NODE) != 0)
                 return TG_ECONFIG;
-            FOR_PAIRS(v, ip)
+            TG_YAML_FOR_PAIRS(v, ip)
             {
-                char q[PATH_MAX_LEN];
-                const char *ik = pair_key(ld, ip, p);
+                char q[TG_YAML_PATH_MAX];
+                const char *ik = tg_yaml_key(&ld->y, ip, p);
 
                 if (ik == NULL)
                     return TG_ECONFIG;
-                path_join(q, p, ik);
+                tg_yaml_path(q, p, ik);
                 if (strcmp(ik, "id") == 0) {
-                    if (get_nonempty_str(ld, node_at(ld, ip->value), q, d->id, sizeof(d->id)))
+                    if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, ip->value), q, d->id, sizeof(d->id)))
                         return TG_ECONFIG;
                 } else {
-                    warn(ld, node_at(ld, ip->key), q, "unknown key, ignored");
+                    tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, ip->key), q, "unknown key, ignored");
                 }
             }
         } else {
-            warn(ld, node_at(ld, pair->key), p, "unknown key, ignored");
+            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
         }
         if (rc != 0)
             return TG_ECONFIG;
     }
     if (!have_name) {
-        path_join(p, path, "model_name");
-        return fail(ld, n, p, "missing");
+        tg_yaml_path(p, path, "model_name");
+        return tg_yaml_fail(&ld->y, n, p, "missing");
     }
     if (params == NULL) {
-        path_join(p, path, "litellm_params");
-        return fail(ld, n, p, "missing");
+        tg_yaml_path(p, path, "litellm_params");
+        return tg_yaml_fail(&ld->y, n, p, "missing");
     }
     if (d->rpm == RT_LIMIT_NONE)
         d->rpm = entry_rpm; /* litellm_params.rpm wins when both are given */
@@ -720,37 +309,37 @@ static int parse_model_list(struct ld *ld, yaml_node_t *n)
 {
     struct rt_config *cfg = ld->cfg;
     size_t count;
-    char p[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX];
 
-    if (expect_type(ld, n, "model_list", YAML_SEQUENCE_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, "model_list", YAML_SEQUENCE_NODE) != 0)
         return TG_ECONFIG;
-    count = seq_len(n);
+    count = tg_yaml_seq_len(n);
     if (count > RT_CONFIG_DEPLOYMENTS_MAX)
-        return fail(ld, n, "model_list", "too many entries (%zu, max %d)", count,
+        return tg_yaml_fail(&ld->y, n, "model_list", "too many entries (%zu, max %d)", count,
                     RT_CONFIG_DEPLOYMENTS_MAX);
     if (count > 0) {
         cfg->deployments = calloc(count, sizeof(*cfg->deployments));
         if (cfg->deployments == NULL)
-            return fail(ld, n, "model_list", "out of memory");
+            return tg_yaml_fail(&ld->y, n, "model_list", "out of memory");
     }
-    FOR_ITEMS(n, item)
+    TG_YAML_FOR_ITEMS(n, item)
     {
         size_t i = cfg->n_deployments;
-        yaml_node_t *e = node_at(ld, *item);
+        yaml_node_t *e = tg_yaml_node(&ld->y, *item);
         struct rt_deployment_conf *d = &cfg->deployments[i];
         uint32_t same = 0, groups = 0;
 
-        path_index(p, "model_list", i);
+        tg_yaml_path_index(p, "model_list", i);
         if (parse_deployment(ld, e, p, i, d) != 0)
             return TG_ECONFIG;
         for (size_t j = 0; j < i; j++) {
             int first_of_group = 1;
 
             if (strcmp(cfg->deployments[j].id, d->id) == 0) {
-                char q[PATH_MAX_LEN];
+                char q[TG_YAML_PATH_MAX];
 
-                path_join(q, p, "model_info.id");
-                return fail(ld, e, q, "duplicate id \"%s\" (also at line %u)", d->id,
+                tg_yaml_path(q, p, "model_info.id");
+                return tg_yaml_fail(&ld->y, e, q, "duplicate id \"%s\" (also at line %u)", d->id,
                             cfg->deployments[j].line);
             }
             if (strcmp(cfg->deployments[j].group, d->group) == 0)
@@ -764,10 +353,10 @@ static int parse_model_list(struct ld *ld, yaml_node_t *n)
             groups += (uint32_t)first_of_group;
         }
         if (same + 1 > RT_GROUP_DEPLOYMENTS_MAX)
-            return fail(ld, e, p, "too many deployments in model group \"%s\" (max %d)", d->group,
+            return tg_yaml_fail(&ld->y, e, p, "too many deployments in model group \"%s\" (max %d)", d->group,
                         RT_GROUP_DEPLOYMENTS_MAX);
         if (same == 0 && groups + 1 > RT_CONFIG_GROUPS_MAX)
-            return fail(ld, e, p, "too many model groups (max %d)", RT_CONFIG_GROUPS_MAX);
+            return tg_yaml_fail(&ld->y, e, p, "too many model groups (max %d)", RT_CONFIG_GROUPS_MAX);
         cfg->n_deployments++;
     }
     return 0;
@@ -779,20 +368,20 @@ static int parse_model_list(struct ld *ld, yaml_node_t *n)
 static int parse_group_list(struct ld *ld, yaml_node_t *n, const char *path,
                             char (*out)[RT_NAME_CAP], uint32_t *n_out, int validate)
 {
-    char p[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX];
 
     *n_out = 0;
-    if (expect_type(ld, n, path, YAML_SEQUENCE_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, path, YAML_SEQUENCE_NODE) != 0)
         return TG_ECONFIG;
-    if (seq_len(n) > RT_FALLBACK_TARGETS_MAX)
-        return fail(ld, n, path, "too many groups (%zu, max %d)", seq_len(n),
+    if (tg_yaml_seq_len(n) > RT_FALLBACK_TARGETS_MAX)
+        return tg_yaml_fail(&ld->y, n, path, "too many groups (%zu, max %d)", tg_yaml_seq_len(n),
                     RT_FALLBACK_TARGETS_MAX);
-    FOR_ITEMS(n, item)
+    TG_YAML_FOR_ITEMS(n, item)
     {
-        yaml_node_t *e = node_at(ld, *item);
+        yaml_node_t *e = tg_yaml_node(&ld->y, *item);
 
-        path_index(p, path, *n_out);
-        if (get_nonempty_str(ld, e, p, out[*n_out], RT_NAME_CAP) != 0)
+        tg_yaml_path_index(p, path, *n_out);
+        if (tg_yaml_str_nonempty(&ld->y, e, p, out[*n_out], RT_NAME_CAP) != 0)
             return TG_ECONFIG;
         if (validate && require_group(ld, e, p, out[*n_out]) != 0)
             return TG_ECONFIG;
@@ -805,42 +394,42 @@ static int parse_group_list(struct ld *ld, yaml_node_t *n, const char *path,
 static int parse_fallback_rules(struct ld *ld, yaml_node_t *n, const char *path,
                                 struct rt_fallback_rule *rules, uint32_t cap, uint32_t *n_out)
 {
-    char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX], q[TG_YAML_PATH_MAX];
     size_t idx = 0;
 
     *n_out = 0;
-    if (expect_type(ld, n, path, YAML_SEQUENCE_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, path, YAML_SEQUENCE_NODE) != 0)
         return TG_ECONFIG;
-    FOR_ITEMS(n, item)
+    TG_YAML_FOR_ITEMS(n, item)
     {
-        yaml_node_t *e = node_at(ld, *item);
+        yaml_node_t *e = tg_yaml_node(&ld->y, *item);
 
-        path_index(p, path, idx++);
-        if (expect_type(ld, e, p, YAML_MAPPING_NODE) != 0)
+        tg_yaml_path_index(p, path, idx++);
+        if (tg_yaml_expect(&ld->y, e, p, YAML_MAPPING_NODE) != 0)
             return TG_ECONFIG;
-        FOR_PAIRS(e, pair)
+        TG_YAML_FOR_PAIRS(e, pair)
         {
-            const char *k = pair_key(ld, pair, p);
+            const char *k = tg_yaml_key(&ld->y, pair, p);
             struct rt_fallback_rule *r;
 
             if (k == NULL)
                 return TG_ECONFIG;
-            path_join(q, p, k);
+            tg_yaml_path(q, p, k);
             if (*n_out >= cap)
-                return fail(ld, e, path, "too many fallback rules (max %u)", cap);
+                return tg_yaml_fail(&ld->y, e, path, "too many fallback rules (max %u)", cap);
             r = &rules[*n_out];
             memset(r, 0, sizeof(*r));
             if (strlen(k) >= sizeof(r->group))
-                return fail(ld, e, q, "group name too long (max %d bytes)", RT_NAME_CAP - 1);
+                return tg_yaml_fail(&ld->y, e, q, "group name too long (max %d bytes)", RT_NAME_CAP - 1);
             fmt_cut(r->group, sizeof(r->group), "%s", k);
-            if (require_group(ld, node_at(ld, pair->key), q, r->group) != 0)
+            if (require_group(ld, tg_yaml_node(&ld->y, pair->key), q, r->group) != 0)
                 return TG_ECONFIG;
             for (uint32_t j = 0; j < *n_out; j++) {
                 if (strcmp(rules[j].group, r->group) == 0)
-                    return fail(ld, node_at(ld, pair->key), q, "duplicate fallback rule for \"%s\"",
+                    return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), q, "duplicate fallback rule for \"%s\"",
                                 r->group);
             }
-            if (parse_group_list(ld, node_at(ld, pair->value), q, r->targets, &r->n_targets, 1) !=
+            if (parse_group_list(ld, tg_yaml_node(&ld->y, pair->value), q, r->targets, &r->n_targets, 1) !=
                 0)
                 return TG_ECONFIG;
             (*n_out)++;
@@ -852,66 +441,66 @@ static int parse_fallback_rules(struct ld *ld, yaml_node_t *n, const char *path,
 static int parse_aliases(struct ld *ld, yaml_node_t *n, const char *path, struct rt_alias_rule *out,
                          uint32_t cap, uint32_t *n_out)
 {
-    char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX], q[TG_YAML_PATH_MAX];
 
     *n_out = 0;
-    if (expect_type(ld, n, path, YAML_MAPPING_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
-    FOR_PAIRS(n, pair)
+    TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = pair_key(ld, pair, path);
-        yaml_node_t *v = node_at(ld, pair->value);
+        const char *k = tg_yaml_key(&ld->y, pair, path);
+        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
         struct rt_alias_rule *a;
 
         if (k == NULL)
             return TG_ECONFIG;
-        path_join(p, path, k);
+        tg_yaml_path(p, path, k);
         if (*n_out >= cap)
-            return fail(ld, node_at(ld, pair->key), p, "too many aliases (max %u)", cap);
+            return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "too many aliases (max %u)", cap);
         a = &out[*n_out];
         memset(a, 0, sizeof(*a));
         if (k[0] == '\0' || strlen(k) >= sizeof(a->alias))
-            return fail(ld, node_at(ld, pair->key), p, "alias must be 1..%d bytes",
+            return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "alias must be 1..%d bytes",
                         RT_NAME_CAP - 1);
         fmt_cut(a->alias, sizeof(a->alias), "%s", k);
         if (v != NULL && v->type == YAML_MAPPING_NODE) {
             int have_model = 0;
 
-            FOR_PAIRS(v, ap)
+            TG_YAML_FOR_PAIRS(v, ap)
             {
-                const char *ak = pair_key(ld, ap, p);
+                const char *ak = tg_yaml_key(&ld->y, ap, p);
 
                 if (ak == NULL)
                     return TG_ECONFIG;
-                path_join(q, p, ak);
+                tg_yaml_path(q, p, ak);
                 if (strcmp(ak, "model") == 0) {
-                    if (get_nonempty_str(ld, node_at(ld, ap->value), q, a->group,
+                    if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, ap->value), q, a->group,
                                          sizeof(a->group)) != 0)
                         return TG_ECONFIG;
                     have_model = 1;
                 } else if (strcmp(ak, "hidden") == 0) {
-                    if (get_bool(ld, node_at(ld, ap->value), q, &a->hidden) != 0)
+                    if (tg_yaml_bool(&ld->y, tg_yaml_node(&ld->y, ap->value), q, &a->hidden) != 0)
                         return TG_ECONFIG;
                 } else {
-                    warn(ld, node_at(ld, ap->key), q, "unknown key, ignored");
+                    tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, ap->key), q, "unknown key, ignored");
                 }
             }
             if (!have_model) {
-                path_join(q, p, "model");
-                return fail(ld, v, q, "missing");
+                tg_yaml_path(q, p, "model");
+                return tg_yaml_fail(&ld->y, v, q, "missing");
             }
-            path_join(q, p, "model");
+            tg_yaml_path(q, p, "model");
             if (require_group(ld, v, q, a->group) != 0)
                 return TG_ECONFIG;
         } else {
-            if (get_nonempty_str(ld, v, p, a->group, sizeof(a->group)) != 0)
+            if (tg_yaml_str_nonempty(&ld->y, v, p, a->group, sizeof(a->group)) != 0)
                 return TG_ECONFIG;
             if (require_group(ld, v, p, a->group) != 0)
                 return TG_ECONFIG;
         }
         for (uint32_t j = 0; j < *n_out; j++) {
             if (strcmp(out[j].alias, a->alias) == 0)
-                return fail(ld, node_at(ld, pair->key), p, "duplicate alias");
+                return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "duplicate alias");
         }
         (*n_out)++;
     }
@@ -925,22 +514,22 @@ static int alloc_rules(struct ld *ld, yaml_node_t *n, const char *path,
 {
     size_t pairs = 0;
 
-    if (expect_type(ld, n, path, YAML_SEQUENCE_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, path, YAML_SEQUENCE_NODE) != 0)
         return TG_ECONFIG;
-    FOR_ITEMS(n, item)
+    TG_YAML_FOR_ITEMS(n, item)
     {
-        yaml_node_t *e = node_at(ld, *item);
+        yaml_node_t *e = tg_yaml_node(&ld->y, *item);
 
         if (e != NULL && e->type == YAML_MAPPING_NODE)
             pairs += (size_t)(e->data.mapping.pairs.top - e->data.mapping.pairs.start);
     }
     if (pairs > RT_CONFIG_FALLBACK_RULES_MAX)
-        return fail(ld, n, path, "too many fallback rules (%zu, max %d)", pairs,
+        return tg_yaml_fail(&ld->y, n, path, "too many fallback rules (%zu, max %d)", pairs,
                     RT_CONFIG_FALLBACK_RULES_MAX);
     *cap = (uint32_t)pairs;
     *rules = calloc(pairs > 0 ? pairs : 1, sizeof(**rules));
     if (*rules == NULL)
-        return fail(ld, n, path, "out of memory");
+        return tg_yaml_fail(&ld->y, n, path, "out of memory");
     return 0;
 }
 
@@ -951,22 +540,22 @@ static int alloc_rules(struct ld *ld, yaml_node_t *n, const char *path,
 static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *section, int litellm)
 {
     struct rt_config *cfg = ld->cfg;
-    char p[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX];
 
-    if (is_null(n))
+    if (tg_yaml_is_null(n))
         return 0;
-    if (expect_type(ld, n, section, YAML_MAPPING_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, section, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
-    FOR_PAIRS(n, pair)
+    TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = pair_key(ld, pair, section);
-        yaml_node_t *v = node_at(ld, pair->value);
+        const char *k = tg_yaml_key(&ld->y, pair, section);
+        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
         int rc = 0;
         uint32_t cap = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        path_join(p, section, k);
+        tg_yaml_path(p, section, k);
         if (strcmp(k, litellm ? "request_timeout" : "timeout") == 0) {
             continue;
         } else if (litellm && strcmp(k, "num_retries") != 0 && strcmp(k, "allowed_fails") != 0 &&
@@ -974,11 +563,11 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
                    strcmp(k, "context_window_fallbacks") != 0 &&
                    strcmp(k, "content_policy_fallbacks") != 0 &&
                    strcmp(k, "default_fallbacks") != 0) {
-            warn(ld, node_at(ld, pair->key), p, "unknown key, ignored");
+            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
         } else if (strcmp(k, "routing_strategy") == 0) {
             const char *s = NULL;
 
-            if (scalar(ld, v, p, &s) != 0)
+            if (tg_yaml_scalar(&ld->y, v, p, &s) != 0)
                 return TG_ECONFIG;
             if (strcmp(s, "simple-shuffle") == 0)
                 cfg->routing_strategy = RT_STRATEGY_SIMPLE_SHUFFLE;
@@ -987,32 +576,32 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
             else if (strcmp(s, "latency-based-routing") == 0)
                 cfg->routing_strategy = RT_STRATEGY_LATENCY;
             else /* an existing LiteLLM config keeps working: warn, route by shuffle */
-                warn(ld, v, p,
+                tg_yaml_warn(&ld->y, v, p,
                      "unsupported strategy \"%s\", using simple-shuffle (supported: "
                      "simple-shuffle, least-busy, latency-based-routing)",
                      s);
         } else if (strcmp(k, "num_retries") == 0) {
             uint32_t r = 0;
 
-            rc = get_u32(ld, v, p, 16, &r);
+            rc = tg_yaml_u32(&ld->y, v, p, 16, &r);
             cfg->num_retries = (int32_t)r;
         } else if (strcmp(k, "retry_after") == 0) {
-            rc = get_u32(ld, v, p, 3600, &cfg->retry_after_s);
+            rc = tg_yaml_u32(&ld->y, v, p, 3600, &cfg->retry_after_s);
         } else if (strcmp(k, "allowed_fails") == 0) {
-            rc = get_u32(ld, v, p, 1000000, &cfg->allowed_fails);
+            rc = tg_yaml_u32(&ld->y, v, p, 1000000, &cfg->allowed_fails);
         } else if (strcmp(k, "cooldown_time") == 0) {
             uint32_t ms = 0;
             const char *txt = NULL;
 
             /* 0 disables cooldowns (as in LiteLLM). */
-            if (scalar(ld, v, p, &txt) != 0)
+            if (tg_yaml_scalar(&ld->y, v, p, &txt) != 0)
                 return TG_ECONFIG;
             if (strcmp(txt, "0") == 0 || strcmp(txt, "0.0") == 0)
                 cfg->cooldown_s = 0;
-            else if ((rc = get_seconds_ms(ld, v, p, &ms)) == 0)
+            else if ((rc = tg_yaml_seconds_ms(&ld->y, v, p, &ms)) == 0)
                 cfg->cooldown_s = (ms + 999) / 1000;
         } else if (strcmp(k, "fallbacks") == 0) {
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
             free(cfg->fallbacks);
             cfg->fallbacks = NULL;
@@ -1021,7 +610,7 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
             if (rc == 0)
                 rc = parse_fallback_rules(ld, v, p, cfg->fallbacks, cap, &cfg->n_fallbacks);
         } else if (strcmp(k, "context_window_fallbacks") == 0) {
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
             free(cfg->cw_fallbacks);
             cfg->cw_fallbacks = NULL;
@@ -1030,7 +619,7 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
             if (rc == 0)
                 rc = parse_fallback_rules(ld, v, p, cfg->cw_fallbacks, cap, &cfg->n_cw_fallbacks);
         } else if (strcmp(k, "content_policy_fallbacks") == 0) {
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
             free(cfg->cp_fallbacks);
             cfg->cp_fallbacks = NULL;
@@ -1039,20 +628,20 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
             if (rc == 0)
                 rc = parse_fallback_rules(ld, v, p, cfg->cp_fallbacks, cap, &cfg->n_cp_fallbacks);
         } else if (strcmp(k, "default_fallbacks") == 0) {
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
             rc = parse_group_list(ld, v, p, cfg->default_fallbacks, &cfg->n_default_fallbacks, 1);
         } else if (strcmp(k, "model_group_alias") == 0) {
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
             cfg->aliases = calloc(RT_CONFIG_ALIASES_MAX, sizeof(*cfg->aliases)); /* 66 KB */
             if (cfg->aliases == NULL)
-                return fail(ld, v, p, "out of memory");
+                return tg_yaml_fail(&ld->y, v, p, "out of memory");
             rc = parse_aliases(ld, v, p, cfg->aliases, RT_CONFIG_ALIASES_MAX, &cfg->n_aliases);
         } else if (strcmp(k, "enforce_fallback_model_access") == 0) {
-            rc = get_bool(ld, v, p, &cfg->enforce_fallback_model_access);
+            rc = tg_yaml_bool(&ld->y, v, p, &cfg->enforce_fallback_model_access);
         } else {
-            warn(ld, node_at(ld, pair->key), p, "unknown key, ignored");
+            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
         }
         if (rc != 0)
             return TG_ECONFIG;
@@ -1062,27 +651,27 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
 
 static int parse_general_settings(struct ld *ld, yaml_node_t *n)
 {
-    char p[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX];
 
-    if (is_null(n))
+    if (tg_yaml_is_null(n))
         return 0;
-    if (expect_type(ld, n, "general_settings", YAML_MAPPING_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, "general_settings", YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
-    FOR_PAIRS(n, pair)
+    TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = pair_key(ld, pair, "general_settings");
+        const char *k = tg_yaml_key(&ld->y, pair, "general_settings");
 
         if (k == NULL)
             return TG_ECONFIG;
-        path_join(p, "general_settings", k);
+        tg_yaml_path(p, "general_settings", k);
         if (strcmp(k, "master_key") == 0) {
-            yaml_node_t *v = node_at(ld, pair->value);
+            yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
 
-            if (!is_null(v) &&
-                get_str(ld, v, p, ld->cfg->master_key, sizeof(ld->cfg->master_key)) != 0)
+            if (!tg_yaml_is_null(v) &&
+                tg_yaml_str(&ld->y, v, p, ld->cfg->master_key, sizeof(ld->cfg->master_key)) != 0)
                 return TG_ECONFIG;
         } else {
-            warn(ld, node_at(ld, pair->key), p, "unknown key, ignored");
+            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
         }
     }
     return 0;
@@ -1092,7 +681,7 @@ static int parse_general_settings(struct ld *ld, yaml_node_t *n)
 
 static int unknown_key(struct ld *ld, yaml_node_pair_t *pair, const char *p)
 {
-    return fail(ld, node_at(ld, pair->key), p, "unknown key");
+    return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key");
 }
 
 static int model_name_known(struct ld *ld, const char *name)
@@ -1103,24 +692,24 @@ static int model_name_known(struct ld *ld, const char *name)
 static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *path,
                                   struct rt_key_spec *ks, int is_tpm)
 {
-    char p[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX];
 
-    if (is_null(n))
+    if (tg_yaml_is_null(n))
         return 0;
-    if (expect_type(ld, n, path, YAML_MAPPING_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
-    FOR_PAIRS(n, pair)
+    TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = pair_key(ld, pair, path);
+        const char *k = tg_yaml_key(&ld->y, pair, path);
         struct rt_key_model_limit *l = NULL;
         int64_t v = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        path_join(p, path, k);
+        tg_yaml_path(p, path, k);
         if (!model_name_known(ld, k))
-            return fail(ld, node_at(ld, pair->key), p, "unknown model group \"%s\"", k);
-        if (get_limit(ld, node_at(ld, pair->value), p, &v) != 0)
+            return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown model group \"%s\"", k);
+        if (get_limit(ld, tg_yaml_node(&ld->y, pair->value), p, &v) != 0)
             return TG_ECONFIG;
         for (uint32_t i = 0; i < ks->n_model_limits; i++) {
             if (strcmp(ks->model_limits[i].group, k) == 0)
@@ -1128,10 +717,10 @@ static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *pat
         }
         if (l == NULL) {
             if (ks->n_model_limits >= RT_KEY_MODEL_LIMITS_MAX)
-                return fail(ld, node_at(ld, pair->key), p, "too many model limits (max %d)",
+                return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "too many model limits (max %d)",
                             RT_KEY_MODEL_LIMITS_MAX);
             if (strlen(k) >= RT_NAME_CAP)
-                return fail(ld, node_at(ld, pair->key), p, "group name too long");
+                return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "group name too long");
             l = &ks->model_limits[ks->n_model_limits++];
             fmt_cut(l->group, sizeof(l->group), "%s", k);
             l->rpm = RT_LIMIT_NONE;
@@ -1148,36 +737,36 @@ static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *pat
 static int parse_key_metadata(struct ld *ld, yaml_node_t *n, const char *path,
                               struct rt_key_spec *ks)
 {
-    char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX], q[TG_YAML_PATH_MAX];
 
-    if (is_null(n))
+    if (tg_yaml_is_null(n))
         return 0;
-    if (expect_type(ld, n, path, YAML_MAPPING_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
     /* metadata is free-form user data: keys other than these two are kept out of the router
      * (they never enter events or logs) and are not an error. */
-    FOR_PAIRS(n, pair)
+    TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = pair_key(ld, pair, path);
-        yaml_node_t *v = node_at(ld, pair->value);
+        const char *k = tg_yaml_key(&ld->y, pair, path);
+        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
 
         if (k == NULL)
             return TG_ECONFIG;
-        path_join(p, path, k);
+        tg_yaml_path(p, path, k);
         if (strcmp(k, "disable_fallbacks") == 0) {
-            if (!is_null(v) && get_bool(ld, v, p, &ks->disable_fallbacks) != 0)
+            if (!tg_yaml_is_null(v) && tg_yaml_bool(&ld->y, v, p, &ks->disable_fallbacks) != 0)
                 return TG_ECONFIG;
         } else if (strcmp(k, "tags") == 0) {
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
-            if (expect_type(ld, v, p, YAML_SEQUENCE_NODE) != 0)
+            if (tg_yaml_expect(&ld->y, v, p, YAML_SEQUENCE_NODE) != 0)
                 return TG_ECONFIG;
-            if (seq_len(v) > RT_KEY_TAGS_MAX)
-                return fail(ld, v, p, "too many tags (max %d)", RT_KEY_TAGS_MAX);
-            FOR_ITEMS(v, item)
+            if (tg_yaml_seq_len(v) > RT_KEY_TAGS_MAX)
+                return tg_yaml_fail(&ld->y, v, p, "too many tags (max %d)", RT_KEY_TAGS_MAX);
+            TG_YAML_FOR_ITEMS(v, item)
             {
-                path_index(q, p, ks->n_tags);
-                if (get_nonempty_str(ld, node_at(ld, *item), q, ks->tags[ks->n_tags], RT_TAG_CAP) !=
+                tg_yaml_path_index(q, p, ks->n_tags);
+                if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, *item), q, ks->tags[ks->n_tags], RT_TAG_CAP) !=
                     0)
                     return TG_ECONFIG;
                 ks->n_tags++;
@@ -1190,38 +779,38 @@ static int parse_key_metadata(struct ld *ld, yaml_node_t *n, const char *path,
 static int parse_key_router_settings(struct ld *ld, yaml_node_t *n, const char *path,
                                      struct rt_key_spec *ks)
 {
-    char p[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX];
 
-    if (is_null(n))
+    if (tg_yaml_is_null(n))
         return 0;
-    if (expect_type(ld, n, path, YAML_MAPPING_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
-    FOR_PAIRS(n, pair)
+    TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = pair_key(ld, pair, path);
-        yaml_node_t *v = node_at(ld, pair->value);
+        const char *k = tg_yaml_key(&ld->y, pair, path);
+        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
 
         if (k == NULL)
             return TG_ECONFIG;
-        path_join(p, path, k);
+        tg_yaml_path(p, path, k);
         if (strcmp(k, "fallbacks") == 0) {
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue; /* null: the global list applies */
             ks->has_fallbacks = 1;
             if (parse_fallback_rules(ld, v, p, ks->fallbacks, RT_KEY_FALLBACK_RULES_MAX,
                                      &ks->n_fallbacks) != 0)
                 return TG_ECONFIG;
         } else if (strcmp(k, "model_group_alias") == 0) {
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
             if (parse_aliases(ld, v, p, ks->aliases, RT_KEY_ALIASES_MAX, &ks->n_aliases) != 0)
                 return TG_ECONFIG;
         } else if (strcmp(k, "num_retries") == 0) {
             uint32_t r = 0;
 
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
-            if (get_u32(ld, v, p, 16, &r) != 0)
+            if (tg_yaml_u32(&ld->y, v, p, 16, &r) != 0)
                 return TG_ECONFIG;
             ks->num_retries = (int32_t)r;
         } else {
@@ -1233,11 +822,11 @@ static int parse_key_router_settings(struct ld *ld, yaml_node_t *n, const char *
 
 static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_key_spec *ks)
 {
-    char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX], q[TG_YAML_PATH_MAX];
     int have_key = 0;
     yaml_node_t *model_nodes[RT_KEY_MODELS_MAX]; /* models entries, for the line of an error */
 
-    if (expect_type(ld, n, path, YAML_MAPPING_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
     memset(ks, 0, sizeof(*ks));
     ks->max_budget_nusd = RT_LIMIT_NONE;
@@ -1245,43 +834,43 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
     ks->tpm_limit = RT_LIMIT_NONE;
     ks->max_parallel_requests = RT_LIMIT_NONE;
     ks->num_retries = -1;
-    FOR_PAIRS(n, pair)
+    TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = pair_key(ld, pair, path);
-        yaml_node_t *v = node_at(ld, pair->value);
+        const char *k = tg_yaml_key(&ld->y, pair, path);
+        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
         int rc = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        path_join(p, path, k);
+        tg_yaml_path(p, path, k);
         if (strcmp(k, "key") == 0) {
             const char *s = NULL;
 
-            if (scalar(ld, v, p, &s) != 0)
+            if (tg_yaml_scalar(&ld->y, v, p, &s) != 0)
                 return TG_ECONFIG;
             if (strlen(s) < 8 || strlen(s) >= RT_SECRET_CAP)
-                return fail(ld, v, p, "key must be 8..%d bytes", RT_SECRET_CAP - 1);
+                return tg_yaml_fail(&ld->y, v, p, "key must be 8..%d bytes", RT_SECRET_CAP - 1);
             tg_sha256_hex(s, strlen(s), ks->key_hash);
             have_key = 1;
         } else if (strcmp(k, "key_alias") == 0) {
-            rc = is_null(v) ? 0 : get_str(ld, v, p, ks->key_alias, sizeof(ks->key_alias));
+            rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, ks->key_alias, sizeof(ks->key_alias));
         } else if (strcmp(k, "team_id") == 0) {
-            rc = is_null(v) ? 0 : get_str(ld, v, p, ks->team_id, sizeof(ks->team_id));
+            rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, ks->team_id, sizeof(ks->team_id));
         } else if (strcmp(k, "user_id") == 0) {
-            rc = is_null(v) ? 0 : get_str(ld, v, p, ks->user_id, sizeof(ks->user_id));
+            rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, ks->user_id, sizeof(ks->user_id));
         } else if (strcmp(k, "models") == 0) {
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
-            if (expect_type(ld, v, p, YAML_SEQUENCE_NODE) != 0)
+            if (tg_yaml_expect(&ld->y, v, p, YAML_SEQUENCE_NODE) != 0)
                 return TG_ECONFIG;
-            if (seq_len(v) > RT_KEY_MODELS_MAX)
-                return fail(ld, v, p, "too many models (max %d)", RT_KEY_MODELS_MAX);
-            FOR_ITEMS(v, item)
+            if (tg_yaml_seq_len(v) > RT_KEY_MODELS_MAX)
+                return tg_yaml_fail(&ld->y, v, p, "too many models (max %d)", RT_KEY_MODELS_MAX);
+            TG_YAML_FOR_ITEMS(v, item)
             {
-                yaml_node_t *e = node_at(ld, *item);
+                yaml_node_t *e = tg_yaml_node(&ld->y, *item);
 
-                path_index(q, p, ks->n_models);
-                if (get_nonempty_str(ld, e, q, ks->models[ks->n_models], RT_NAME_CAP) != 0)
+                tg_yaml_path_index(q, p, ks->n_models);
+                if (tg_yaml_str_nonempty(&ld->y, e, q, ks->models[ks->n_models], RT_NAME_CAP) != 0)
                     return TG_ECONFIG;
                 model_nodes[ks->n_models] = e; /* checked once the key's aliases are known */
                 ks->n_models++;
@@ -1289,19 +878,19 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
         } else if (strcmp(k, "max_budget") == 0) {
             int64_t fusd = 0;
 
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
-            rc = get_fusd(ld, v, p, &fusd);
+            rc = tg_yaml_usd_fusd(&ld->y, v, p, &fusd);
             ks->max_budget_nusd = fusd / 1000000;
         } else if (strcmp(k, "budget_duration") == 0) {
             const char *s = NULL;
 
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
-            if (scalar(ld, v, p, &s) != 0)
+            if (tg_yaml_scalar(&ld->y, v, p, &s) != 0)
                 return TG_ECONFIG;
-            if (rt_config_parse_duration_s(s, &ks->budget_duration_s) != 0)
-                rc = fail(ld, v, p, "expected a duration like 30s, 10m, 1h, 7d or 1mo");
+            if (tg_parse_duration_s(s, &ks->budget_duration_s) != 0)
+                rc = tg_yaml_fail(&ld->y, v, p, "expected a duration like 30s, 10m, 1h, 7d or 1mo");
         } else if (strcmp(k, "rpm_limit") == 0) {
             rc = get_limit(ld, v, p, &ks->rpm_limit);
         } else if (strcmp(k, "tpm_limit") == 0) {
@@ -1323,8 +912,8 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
             return TG_ECONFIG;
     }
     if (!have_key) {
-        path_join(p, path, "key");
-        return fail(ld, n, p, "missing");
+        tg_yaml_path(p, path, "key");
+        return tg_yaml_fail(&ld->y, n, p, "missing");
     }
     /* models may name a group, a global alias or one of the key's own aliases (whichever order
      * models and router_settings came in) */
@@ -1334,9 +923,9 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
         for (uint32_t a = 0; a < ks->n_aliases; a++)
             own |= strcmp(ks->aliases[a].alias, ks->models[i]) == 0;
         if (!own && !model_name_known(ld, ks->models[i])) {
-            path_join(p, path, "models");
-            path_index(q, p, i);
-            return fail(ld, model_nodes[i], q, "unknown model group or alias \"%s\"",
+            tg_yaml_path(p, path, "models");
+            tg_yaml_path_index(q, p, i);
+            return tg_yaml_fail(&ld->y, model_nodes[i], q, "unknown model group or alias \"%s\"",
                         ks->models[i]);
         }
     }
@@ -1346,31 +935,31 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
 static int parse_keys(struct ld *ld, yaml_node_t *n, const char *path)
 {
     struct rt_config *cfg = ld->cfg;
-    char p[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX];
     size_t count;
 
-    if (is_null(n))
+    if (tg_yaml_is_null(n))
         return 0;
-    if (expect_type(ld, n, path, YAML_SEQUENCE_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, path, YAML_SEQUENCE_NODE) != 0)
         return TG_ECONFIG;
-    count = seq_len(n);
+    count = tg_yaml_seq_len(n);
     if (count > RT_CONFIG_STATIC_KEYS_MAX)
-        return fail(ld, n, path, "too many keys (%zu, max %d)", count, RT_CONFIG_STATIC_KEYS_MAX);
+        return tg_yaml_fail(&ld->y, n, path, "too many keys (%zu, max %d)", count, RT_CONFIG_STATIC_KEYS_MAX);
     if (count == 0)
         return 0;
     cfg->keys = calloc(count, sizeof(*cfg->keys));
     if (cfg->keys == NULL)
-        return fail(ld, n, path, "out of memory");
-    FOR_ITEMS(n, item)
+        return tg_yaml_fail(&ld->y, n, path, "out of memory");
+    TG_YAML_FOR_ITEMS(n, item)
     {
-        yaml_node_t *e = node_at(ld, *item);
+        yaml_node_t *e = tg_yaml_node(&ld->y, *item);
 
-        path_index(p, path, cfg->n_keys);
+        tg_yaml_path_index(p, path, cfg->n_keys);
         if (parse_key(ld, e, p, &cfg->keys[cfg->n_keys]) != 0)
             return TG_ECONFIG;
         for (uint32_t j = 0; j < cfg->n_keys; j++) {
             if (strcmp(cfg->keys[j].key_hash, cfg->keys[cfg->n_keys].key_hash) == 0)
-                return fail(ld, e, p, "duplicate key (same value as %s[%u])", path, j);
+                return tg_yaml_fail(&ld->y, e, p, "duplicate key (same value as %s[%u])", path, j);
         }
         cfg->n_keys++;
     }
@@ -1382,133 +971,133 @@ static int parse_listen(struct ld *ld, yaml_node_t *n, const char *p)
     const char *colon;
     uint64_t port = 0;
 
-    if (get_nonempty_str(ld, n, p, ld->cfg->listen, sizeof(ld->cfg->listen)) != 0)
+    if (tg_yaml_str_nonempty(&ld->y, n, p, ld->cfg->listen, sizeof(ld->cfg->listen)) != 0)
         return TG_ECONFIG;
     colon = strrchr(ld->cfg->listen, ':');
-    if (colon == NULL || colon == ld->cfg->listen || parse_u64_text(colon + 1, &port) != 0 ||
+    if (colon == NULL || colon == ld->cfg->listen || tg_parse_u64(colon + 1, &port) != 0 ||
         port == 0 || port > 65535)
-        return fail(ld, n, p, "expected host:port");
+        return tg_yaml_fail(&ld->y, n, p, "expected host:port");
     return 0;
 }
 
 static int parse_tollgate(struct ld *ld, yaml_node_t *n)
 {
     struct rt_config *cfg = ld->cfg;
-    char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
+    char p[TG_YAML_PATH_MAX], q[TG_YAML_PATH_MAX];
 
-    if (is_null(n))
+    if (tg_yaml_is_null(n))
         return 0;
-    if (expect_type(ld, n, "tollgate", YAML_MAPPING_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, n, "tollgate", YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
-    FOR_PAIRS(n, pair)
+    TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = pair_key(ld, pair, "tollgate");
-        yaml_node_t *v = node_at(ld, pair->value);
+        const char *k = tg_yaml_key(&ld->y, pair, "tollgate");
+        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
         int rc = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        path_join(p, "tollgate", k);
+        tg_yaml_path(p, "tollgate", k);
         if (strcmp(k, "listen") == 0) {
             rc = parse_listen(ld, v, p);
         } else if (strcmp(k, "threads") == 0) {
-            rc = get_u32(ld, v, p, 256, &cfg->threads);
+            rc = tg_yaml_u32(&ld->y, v, p, 256, &cfg->threads);
             if (rc == 0 && cfg->threads == 0)
-                rc = fail(ld, v, p, "expected at least 1");
+                rc = tg_yaml_fail(&ld->y, v, p, "expected at least 1");
         } else if (strcmp(k, "upstream_client") == 0) {
             const char *s = NULL;
 
-            if (scalar(ld, v, p, &s) != 0)
+            if (tg_yaml_scalar(&ld->y, v, p, &s) != 0)
                 return TG_ECONFIG;
             if (strcmp(s, "native") == 0)
                 cfg->upstream_native = 1;
             else if (strcmp(s, "curl") == 0)
                 cfg->upstream_native = 0;
             else
-                rc = fail(ld, v, p, "expected native or curl");
+                rc = tg_yaml_fail(&ld->y, v, p, "expected native or curl");
         } else if (strcmp(k, "keys") == 0) {
             rc = parse_keys(ld, v, p);
         } else if (strcmp(k, "allow_unauthenticated") == 0) {
-            rc = get_bool(ld, v, p, &cfg->allow_unauthenticated);
+            rc = tg_yaml_bool(&ld->y, v, p, &cfg->allow_unauthenticated);
         } else if (strcmp(k, "kafka") == 0 || strcmp(k, "spool") == 0 || strcmp(k, "limits") == 0) {
-            if (is_null(v))
+            if (tg_yaml_is_null(v))
                 continue;
-            if (expect_type(ld, v, p, YAML_MAPPING_NODE) != 0)
+            if (tg_yaml_expect(&ld->y, v, p, YAML_MAPPING_NODE) != 0)
                 return TG_ECONFIG;
-            FOR_PAIRS(v, sp)
+            TG_YAML_FOR_PAIRS(v, sp)
             {
-                const char *sk = pair_key(ld, sp, p);
-                yaml_node_t *sv = node_at(ld, sp->value);
+                const char *sk = tg_yaml_key(&ld->y, sp, p);
+                yaml_node_t *sv = tg_yaml_node(&ld->y, sp->value);
 
                 if (sk == NULL)
                     return TG_ECONFIG;
-                path_join(q, p, sk);
+                tg_yaml_path(q, p, sk);
                 if (strcmp(k, "kafka") == 0 && strcmp(sk, "brokers") == 0) {
-                    rc = get_str(ld, sv, q, cfg->kafka_brokers, sizeof(cfg->kafka_brokers));
+                    rc = tg_yaml_str(&ld->y, sv, q, cfg->kafka_brokers, sizeof(cfg->kafka_brokers));
                 } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "events_topic") == 0) {
-                    rc = get_nonempty_str(ld, sv, q, cfg->events_topic, sizeof(cfg->events_topic));
+                    rc = tg_yaml_str_nonempty(&ld->y, sv, q, cfg->events_topic, sizeof(cfg->events_topic));
                 } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "control_topic") == 0) {
                     rc =
-                        get_nonempty_str(ld, sv, q, cfg->control_topic, sizeof(cfg->control_topic));
+                        tg_yaml_str_nonempty(&ld->y, sv, q, cfg->control_topic, sizeof(cfg->control_topic));
                 } else if (strcmp(k, "spool") == 0 && strcmp(sk, "dir") == 0) {
-                    rc = get_nonempty_str(ld, sv, q, cfg->spool_dir, sizeof(cfg->spool_dir));
+                    rc = tg_yaml_str_nonempty(&ld->y, sv, q, cfg->spool_dir, sizeof(cfg->spool_dir));
                 } else if (strcmp(k, "spool") == 0 && strcmp(sk, "max_bytes") == 0) {
-                    rc = get_u64(ld, sv, q, UINT64_MAX, &cfg->spool_max_bytes);
+                    rc = tg_yaml_u64(&ld->y, sv, q, UINT64_MAX, &cfg->spool_max_bytes);
                     if (rc == 0 && cfg->spool_max_bytes < 1024u * 1024u)
-                        rc = fail(ld, sv, q, "expected at least 1048576 bytes");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1048576 bytes");
                 } else if (strcmp(k, "spool") == 0 && strcmp(sk, "full_policy") == 0) {
                     const char *s = NULL;
 
-                    if (scalar(ld, sv, q, &s) != 0)
+                    if (tg_yaml_scalar(&ld->y, sv, q, &s) != 0)
                         return TG_ECONFIG;
                     if (strcmp(s, "drop") == 0)
                         cfg->spool_full_policy = RT_SPOOL_FULL_DROP;
                     else if (strcmp(s, "reject") == 0)
                         cfg->spool_full_policy = RT_SPOOL_FULL_REJECT;
                     else
-                        rc = fail(ld, sv, q, "expected drop or reject");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected drop or reject");
                 } else if (strcmp(k, "spool") == 0 && strcmp(sk, "fsync") == 0) {
                     const char *s = NULL;
                     uint64_t ms = 0;
 
-                    if (scalar(ld, sv, q, &s) != 0)
+                    if (tg_yaml_scalar(&ld->y, sv, q, &s) != 0)
                         return TG_ECONFIG;
                     if (strcmp(s, "none") == 0) {
                         cfg->spool_fsync = RT_SPOOL_FSYNC_NONE;
-                    } else if (parse_u64_text(s, &ms) == 0 && ms >= 1 && ms <= 60000) {
+                    } else if (tg_parse_u64(s, &ms) == 0 && ms >= 1 && ms <= 60000) {
                         cfg->spool_fsync = RT_SPOOL_FSYNC_INTERVAL;
                         cfg->spool_fsync_interval_ms = (uint32_t)ms;
                     } else {
-                        rc = fail(ld, sv, q, "expected none or an interval in ms (1..60000)");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected none or an interval in ms (1..60000)");
                     }
                 } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_body_bytes") == 0) {
-                    rc = get_u64(ld, sv, q, 1ull << 32, &cfg->max_body_bytes);
+                    rc = tg_yaml_u64(&ld->y, sv, q, 1ull << 32, &cfg->max_body_bytes);
                     if (rc == 0 && cfg->max_body_bytes == 0)
-                        rc = fail(ld, sv, q, "expected at least 1");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1");
                 } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_connections") == 0) {
-                    rc = get_u32(ld, sv, q, 1000000, &cfg->max_connections);
+                    rc = tg_yaml_u32(&ld->y, sv, q, 1000000, &cfg->max_connections);
                     if (rc == 0 && cfg->max_connections == 0)
-                        rc = fail(ld, sv, q, "expected at least 1");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1");
                 } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_in_flight") == 0) {
-                    rc = get_u32(ld, sv, q, 1000000, &cfg->max_in_flight);
+                    rc = tg_yaml_u32(&ld->y, sv, q, 1000000, &cfg->max_in_flight);
                     if (rc == 0 && cfg->max_in_flight == 0)
-                        rc = fail(ld, sv, q, "expected at least 1");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1");
                 } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_response_bytes") == 0) {
-                    rc = get_u64(ld, sv, q, 1ull << 34, &cfg->max_response_bytes);
+                    rc = tg_yaml_u64(&ld->y, sv, q, 1ull << 34, &cfg->max_response_bytes);
                     if (rc == 0 && cfg->max_response_bytes == 0)
-                        rc = fail(ld, sv, q, "expected at least 1");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1");
                 } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_keys") == 0) {
-                    rc = get_u32(ld, sv, q, 10000000, &cfg->max_keys);
+                    rc = tg_yaml_u32(&ld->y, sv, q, 10000000, &cfg->max_keys);
                     if (rc == 0 && cfg->max_keys == 0)
-                        rc = fail(ld, sv, q, "expected at least 1");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1");
                 } else if (strcmp(k, "limits") == 0 && strcmp(sk, "limiter_keys") == 0) {
-                    rc = get_u32(ld, sv, q, 10000000, &cfg->limiter_keys);
+                    rc = tg_yaml_u32(&ld->y, sv, q, 10000000, &cfg->limiter_keys);
                     if (rc == 0 && cfg->limiter_keys == 0)
-                        rc = fail(ld, sv, q, "expected at least 1");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1");
                 } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_connections_per_ip") == 0) {
-                    rc = get_u32(ld, sv, q, 1000000, &cfg->max_connections_per_ip);
+                    rc = tg_yaml_u32(&ld->y, sv, q, 1000000, &cfg->max_connections_per_ip);
                     if (rc == 0 && cfg->max_connections_per_ip == 0)
-                        rc = fail(ld, sv, q, "expected at least 1");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1");
                 } else if (strcmp(k, "limits") == 0 && (strcmp(sk, "header_timeout_ms") == 0 ||
                                                         strcmp(sk, "body_timeout_ms") == 0 ||
                                                         strcmp(sk, "keepalive_timeout_ms") == 0 ||
@@ -1519,21 +1108,21 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                                         ? &cfg->send_timeout_ms
                                         : &cfg->keepalive_timeout_ms;
 
-                    rc = get_u32(ld, sv, q, 3600000, dst);
+                    rc = tg_yaml_u32(&ld->y, sv, q, 3600000, dst);
                     if (rc == 0 && *dst < 100)
-                        rc = fail(ld, sv, q, "expected at least 100 (milliseconds)");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 100 (milliseconds)");
                 } else if (strcmp(k, "limits") == 0 && strcmp(sk, "body_min_rate") == 0) {
-                    rc = get_u32(ld, sv, q, 1u << 30, &cfg->body_min_rate);
+                    rc = tg_yaml_u32(&ld->y, sv, q, 1u << 30, &cfg->body_min_rate);
                     if (rc == 0 && cfg->body_min_rate == 0)
-                        rc = fail(ld, sv, q, "expected at least 1 (bytes per second)");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1 (bytes per second)");
                 } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_json_depth") == 0) {
-                    rc = get_u32(ld, sv, q, 1000, &cfg->max_json_depth);
+                    rc = tg_yaml_u32(&ld->y, sv, q, 1000, &cfg->max_json_depth);
                     if (rc == 0 && cfg->max_json_depth < 2)
-                        rc = fail(ld, sv, q, "expected at least 2");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 2");
                 } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_json_elements") == 0) {
-                    rc = get_u32(ld, sv, q, 100000000, &cfg->max_json_elements);
+                    rc = tg_yaml_u32(&ld->y, sv, q, 100000000, &cfg->max_json_elements);
                     if (rc == 0 && cfg->max_json_elements < 2)
-                        rc = fail(ld, sv, q, "expected at least 2");
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 2");
                 } else {
                     rc = unknown_key(ld, sp, q);
                 }
@@ -1547,59 +1136,8 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
             return TG_ECONFIG;
     }
     if (cfg->n_keys > cfg->max_keys)
-        return fail(ld, n, "tollgate.keys", "more static keys (%u) than limits.max_keys (%u)",
+        return tg_yaml_fail(&ld->y, n, "tollgate.keys", "more static keys (%u) than limits.max_keys (%u)",
                     cfg->n_keys, cfg->max_keys);
-    return 0;
-}
-
-static int key_cmp(const void *a, const void *b)
-{
-    const yaml_node_t *x = *(const yaml_node_t *const *)a;
-    const yaml_node_t *y = *(const yaml_node_t *const *)b;
-
-    return strcmp((const char *)x->data.scalar.value, (const char *)y->data.scalar.value);
-}
-
-/* Every mapping of the document with a key given twice is an error naming it: the section
- * parsers read each key once (a second `keys:` or `models:` would append past what the first
- * allocated), and YAML's own rule is that keys are unique. Keys are sorted per mapping, so a
- * mapping of n keys costs n log n. */
-static int check_duplicate_keys(struct ld *ld)
-{
-    for (yaml_node_t *n = ld->doc.nodes.start; n < ld->doc.nodes.top; n++) {
-        size_t np, k = 0;
-        const yaml_node_t **keys;
-
-        if (n->type != YAML_MAPPING_NODE)
-            continue;
-        np = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
-        if (np < 2)
-            continue;
-        keys = malloc(np * sizeof(*keys));
-        if (keys == NULL)
-            return fail(ld, n, "", "out of memory");
-        FOR_PAIRS(n, pair)
-        {
-            yaml_node_t *kn = node_at(ld, pair->key);
-
-            if (kn != NULL && kn->type == YAML_SCALAR_NODE)
-                keys[k++] = kn;
-        }
-        qsort(keys, k, sizeof(*keys), key_cmp);
-        for (size_t i = 1; i < k; i++) {
-            if (key_cmp(&keys[i - 1], &keys[i]) == 0) {
-                const yaml_node_t *second =
-                    keys[i]->start_mark.index > keys[i - 1]->start_mark.index ? keys[i]
-                                                                              : keys[i - 1];
-                char name[96];
-
-                fmt_cut(name, sizeof(name), "%s", (const char *)second->data.scalar.value);
-                free(keys);
-                return fail(ld, second, name, "duplicate key (given twice in one mapping)");
-            }
-        }
-        free(keys);
-    }
     return 0;
 }
 
@@ -1643,12 +1181,12 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
     yaml_node_t *sections[5] = {NULL, NULL, NULL, NULL, NULL};
 
     if (root == NULL)
-        return fail(ld, NULL, "", "empty document");
+        return tg_yaml_fail(&ld->y, NULL, "", "empty document");
     if (root->type != YAML_MAPPING_NODE)
-        return fail(ld, root, "", "expected a mapping at the top level");
-    FOR_PAIRS(root, pair)
+        return tg_yaml_fail(&ld->y, root, "", "expected a mapping at the top level");
+    TG_YAML_FOR_PAIRS(root, pair)
     {
-        const char *k = pair_key(ld, pair, "");
+        const char *k = tg_yaml_key(&ld->y, pair, "");
         int known = 0;
 
         if (k == NULL)
@@ -1656,40 +1194,40 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
         for (int i = 0; i < 5; i++) {
             if (strcmp(k, order[i]) == 0) {
                 if (sections[i] != NULL)
-                    return fail(ld, node_at(ld, pair->key), k, "duplicate section");
-                sections[i] = node_at(ld, pair->value);
+                    return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), k, "duplicate section");
+                sections[i] = tg_yaml_node(&ld->y, pair->value);
                 known = 1;
             }
         }
         if (!known)
-            warn(ld, node_at(ld, pair->key), k, "unknown key, ignored");
+            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), k, "unknown key, ignored");
     }
     /* The default timeout of every deployment (litellm_settings.request_timeout, overridden by
      * router_settings.timeout) is needed before model_list: read it first. */
     for (int si = 4; si >= 1; si -= 3) {
         const char *name = si == 4 ? "request_timeout" : "timeout";
-        char p[PATH_MAX_LEN];
+        char p[TG_YAML_PATH_MAX];
 
         if (sections[si] == NULL || sections[si]->type != YAML_MAPPING_NODE)
             continue;
-        FOR_PAIRS(sections[si], pair)
+        TG_YAML_FOR_PAIRS(sections[si], pair)
         {
-            yaml_node_t *k = node_at(ld, pair->key);
+            yaml_node_t *k = tg_yaml_node(&ld->y, pair->key);
 
             if (k == NULL || k->type != YAML_SCALAR_NODE ||
                 strcmp((const char *)k->data.scalar.value, name) != 0)
                 continue;
-            path_join(p, order[si], name);
-            if (get_seconds_ms(ld, node_at(ld, pair->value), p, &ld->cfg->timeout_ms) != 0)
+            tg_yaml_path(p, order[si], name);
+            if (tg_yaml_seconds_ms(&ld->y, tg_yaml_node(&ld->y, pair->value), p, &ld->cfg->timeout_ms) != 0)
                 return TG_ECONFIG;
         }
     }
-    if (sections[0] == NULL || is_null(sections[0]))
-        return fail(ld, root, "model_list", "missing (at least one deployment is needed)");
+    if (sections[0] == NULL || tg_yaml_is_null(sections[0]))
+        return tg_yaml_fail(&ld->y, root, "model_list", "missing (at least one deployment is needed)");
     if (parse_model_list(ld, sections[0]) != 0)
         return TG_ECONFIG;
     if (ld->cfg->n_deployments == 0)
-        return fail(ld, sections[0], "model_list", "empty (at least one deployment is needed)");
+        return tg_yaml_fail(&ld->y, sections[0], "model_list", "empty (at least one deployment is needed)");
     if (sections[4] != NULL && parse_router_settings(ld, sections[4], "litellm_settings", 1) != 0)
         return TG_ECONFIG;
     if (sections[1] != NULL && parse_router_settings(ld, sections[1], "router_settings", 0) != 0)
@@ -1708,46 +1246,26 @@ struct rt_config *rt_config_load_buffer(const char *name, const char *data, size
                                         struct rt_config_diag *diag)
 {
     struct ld ld;
-    yaml_parser_t parser;
-    int parser_ok = 0, doc_ok = 0;
+    const char *file = name != NULL ? name : "config";
     struct rt_config *cfg = NULL;
 
     memset(diag, 0, sizeof(*diag));
     memset(&ld, 0, sizeof(ld));
-    ld.file = name != NULL ? name : "config";
     ld.diag = diag;
     cfg = calloc(1, sizeof(*cfg));
     if (cfg == NULL) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s: out of memory", ld.file);
+        fmt_cut(diag->error, sizeof(diag->error), "%s: out of memory", file);
         return NULL;
     }
     ld.cfg = cfg;
-    fmt_cut(cfg->path, sizeof(cfg->path), "%s", ld.file);
+    fmt_cut(cfg->path, sizeof(cfg->path), "%s", file);
     set_defaults(cfg);
-    if (!yaml_parser_initialize(&parser)) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s: out of memory", ld.file);
-        goto out;
-    }
-    parser_ok = 1;
-    yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
-    if (!yaml_parser_load(&parser, &ld.doc)) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s:%lu: YAML syntax error: %s", ld.file,
-                (unsigned long)parser.problem_mark.line + 1,
-                parser.problem != NULL ? parser.problem : "unknown");
-        ld.failed = 1;
-        goto out;
-    }
-    doc_ok = 1;
-    if (check_duplicate_keys(&ld) == 0)
-        parse_root(&ld, yaml_document_get_root_node(&ld.doc));
-out:
-    if (doc_ok)
-        yaml_document_delete(&ld.doc);
-    if (parser_ok)
-        yaml_parser_delete(&parser);
-    if (ld.failed || diag->error[0] != '\0') {
+    if (tg_yaml_open(&ld.y, file, data, len, diag_sink, diag) == 0)
+        parse_root(&ld, tg_yaml_root(&ld.y));
+    tg_yaml_close(&ld.y);
+    if (ld.y.failed || diag->error[0] != '\0') {
         if (diag->error[0] == '\0')
-            fmt_cut(diag->error, sizeof(diag->error), "%s: invalid configuration", ld.file);
+            fmt_cut(diag->error, sizeof(diag->error), "%s: invalid configuration", file);
         rt_config_destroy(&cfg);
         return NULL;
     }
@@ -1756,42 +1274,16 @@ out:
 
 struct rt_config *rt_config_load_file(const char *path, struct rt_config_diag *diag)
 {
-    FILE *f = NULL;
-    char *data = NULL;
+    char *data;
     size_t len = 0;
-    struct rt_config *cfg = NULL;
-    long size;
+    struct rt_config *cfg;
 
     memset(diag, 0, sizeof(*diag));
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s:0: cannot open: %s", path, strerror(errno));
-        goto out;
-    }
-    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s:0: cannot read: %s", path, strerror(errno));
-        goto out;
-    }
-    if ((unsigned long)size > CONFIG_FILE_MAX_BYTES) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s:0: file too large (max %u bytes)", path,
-                CONFIG_FILE_MAX_BYTES);
-        goto out;
-    }
-    data = malloc((size_t)size + 1);
-    if (data == NULL) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s:0: out of memory", path);
-        goto out;
-    }
-    len = fread(data, 1, (size_t)size, f);
-    if (len != (size_t)size) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s:0: short read", path);
-        goto out;
-    }
+    data = tg_yaml_read_file(path, CONFIG_FILE_MAX_BYTES, &len, diag->error, sizeof(diag->error));
+    if (data == NULL)
+        return NULL;
     cfg = rt_config_load_buffer(path, data, len, diag);
-out:
     free(data);
-    if (f != NULL)
-        fclose(f);
     return cfg;
 }
 

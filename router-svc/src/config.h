@@ -302,14 +302,4 @@ int rt_config_has_group(const struct rt_config *cfg, const char *group);
  * cap: then only cap were written). For rt_mask_create(). Valid while cfg lives. */
 size_t rt_config_secrets(const struct rt_config *cfg, const char **out, size_t cap);
 
-/* rt_config_parse_usd_fusd: parse a decimal USD amount ("0.00000005", "5e-8", "1.5E-06", "3")
- * exactly into femto-USD (rounded half-up). Returns 0, TG_EINVAL (not a non-negative decimal)
- * or TG_ERANGE (> INT64_MAX fUSD). Exposed for the key API (max_budget uses nano-USD: divide by
- * 1e6). Any thread. */
-int rt_config_parse_usd_fusd(const char *text, int64_t *fusd_out);
-
-/* rt_config_parse_duration_s: "30s", "10m", "1h", "7d", "1mo" (30 days) or a bare number of
- * seconds -> seconds. Returns 0 or TG_EINVAL. For budget_duration and the key API. */
-int rt_config_parse_duration_s(const char *text, int64_t *seconds_out);
-
 #endif

@@ -14,6 +14,7 @@
 #include "tg_ids.h"
 #include "tg_log.h"
 #include "tg_time.h"
+#include "tg_units.h"
 
 #define MSG_UNAVAILABLE                                                                            \
     "key store unavailable: the control topic could not confirm the change; retry later"
@@ -414,7 +415,7 @@ static int parse_duration(json_t *o, int64_t *expires_ms, int *present, char *er
         *expires_ms = 0;
         return 0;
     }
-    if (!json_is_string(v) || rt_config_parse_duration_s(json_string_value(v), &s) != 0 || s <= 0 ||
+    if (!json_is_string(v) || tg_parse_duration_s(json_string_value(v), &s) != 0 || s <= 0 ||
         s > 100LL * 365 * 86400) {
         snprintf(err, errlen,
                  "duration: expected a duration like 30s, 10m, 1h, 7d or 1mo, or null");

@@ -11,6 +11,7 @@
 
 #include "tg_err.h"
 #include "tg_log.h"
+#include "tg_units.h"
 
 /* A record: reference counted (one reference per snapshot holding it), immutable once built.
  * Everything the public struct rt_key points to lives in the same allocation, after it. A
@@ -1184,7 +1185,7 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
             if (!json_is_number(v) || json_number_value(v) < 0)
                 return jfail(j, k, "expected a non-negative number (USD) or null");
             snprintf(num, sizeof(num), "%.15g", json_number_value(v));
-            if (rt_config_parse_usd_fusd(num, &fusd) != 0)
+            if (tg_parse_usd_fusd(num, &fusd) != 0)
                 return jfail(j, k, "out of range");
             s->max_budget_nusd = fusd / 1000000;
             return 0;
@@ -1195,7 +1196,7 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
                 return 0;
             }
             if (!json_is_string(v) ||
-                rt_config_parse_duration_s(json_string_value(v), &s->budget_duration_s) != 0)
+                tg_parse_duration_s(json_string_value(v), &s->budget_duration_s) != 0)
                 return jfail(j, k, "expected a duration like 30s, 10m, 1h, 7d or 1mo");
             return 0;
         }

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "tg_units.h"
 #include "providers/provider.h"
 #include "tg_err.h"
 #include "tg_log.h"
@@ -396,34 +397,34 @@ static void test_money_and_durations(void **state)
     int64_t v = -1;
 
     (void)state;
-    assert_int_equal(rt_config_parse_usd_fusd("0.00000005", &v), 0);
+    assert_int_equal(tg_parse_usd_fusd("0.00000005", &v), 0);
     assert_int_equal(v, 50000000);
-    assert_int_equal(rt_config_parse_usd_fusd("4e-7", &v), 0);
+    assert_int_equal(tg_parse_usd_fusd("4e-7", &v), 0);
     assert_int_equal(v, 400000000);
-    assert_int_equal(rt_config_parse_usd_fusd("1.5E-06", &v), 0);
+    assert_int_equal(tg_parse_usd_fusd("1.5E-06", &v), 0);
     assert_int_equal(v, 1500000000);
-    assert_int_equal(rt_config_parse_usd_fusd("3", &v), 0);
+    assert_int_equal(tg_parse_usd_fusd("3", &v), 0);
     assert_int_equal(v, 3000000000000000LL);
-    assert_int_equal(rt_config_parse_usd_fusd("0.0000000000000005", &v), 0);
+    assert_int_equal(tg_parse_usd_fusd("0.0000000000000005", &v), 0);
     assert_int_equal(v, 1); /* half-up at the 15th decimal */
-    assert_int_equal(rt_config_parse_usd_fusd("0.0000000000000004", &v), 0);
+    assert_int_equal(tg_parse_usd_fusd("0.0000000000000004", &v), 0);
     assert_int_equal(v, 0);
-    assert_int_equal(rt_config_parse_usd_fusd("0.000000000000000049999", &v), 0);
+    assert_int_equal(tg_parse_usd_fusd("0.000000000000000049999", &v), 0);
     assert_int_equal(v, 0);
-    assert_int_equal(rt_config_parse_usd_fusd("-1", &v), TG_EINVAL);
-    assert_int_equal(rt_config_parse_usd_fusd("1e30", &v), TG_ERANGE);
-    assert_int_equal(rt_config_parse_usd_fusd("1e", &v), TG_EINVAL);
-    assert_int_equal(rt_config_parse_usd_fusd(".", &v), TG_EINVAL);
-    assert_int_equal(rt_config_parse_duration_s("30d", &v), 0);
+    assert_int_equal(tg_parse_usd_fusd("-1", &v), TG_EINVAL);
+    assert_int_equal(tg_parse_usd_fusd("1e30", &v), TG_ERANGE);
+    assert_int_equal(tg_parse_usd_fusd("1e", &v), TG_EINVAL);
+    assert_int_equal(tg_parse_usd_fusd(".", &v), TG_EINVAL);
+    assert_int_equal(tg_parse_duration_s("30d", &v), 0);
     assert_int_equal(v, 2592000);
-    assert_int_equal(rt_config_parse_duration_s("10m", &v), 0);
+    assert_int_equal(tg_parse_duration_s("10m", &v), 0);
     assert_int_equal(v, 600);
-    assert_int_equal(rt_config_parse_duration_s("1mo", &v), 0);
+    assert_int_equal(tg_parse_duration_s("1mo", &v), 0);
     assert_int_equal(v, 2592000);
-    assert_int_equal(rt_config_parse_duration_s("45", &v), 0);
+    assert_int_equal(tg_parse_duration_s("45", &v), 0);
     assert_int_equal(v, 45);
-    assert_int_equal(rt_config_parse_duration_s("1y", &v), TG_EINVAL);
-    assert_int_equal(rt_config_parse_duration_s("h", &v), TG_EINVAL);
+    assert_int_equal(tg_parse_duration_s("1y", &v), TG_EINVAL);
+    assert_int_equal(tg_parse_duration_s("h", &v), TG_EINVAL);
 }
 
 /* Byte mutations of a valid file: every load either succeeds or fails with a located message;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "config.h"
+#include "tg_units.h"
 #include "tg_err.h"
 #include "usage.h"
 
@@ -59,8 +60,8 @@ static void test_cost(void **state)
 
     (void)state;
     memset(&d, 0, sizeof(d));
-    assert_int_equal(rt_config_parse_usd_fusd("0.00000005", &d.in_fusd_per_token), 0);
-    assert_int_equal(rt_config_parse_usd_fusd("0.0000004", &d.out_fusd_per_token), 0);
+    assert_int_equal(tg_parse_usd_fusd("0.00000005", &d.in_fusd_per_token), 0);
+    assert_int_equal(tg_parse_usd_fusd("0.0000004", &d.out_fusd_per_token), 0);
     /* 12 * 5e-8 + 8 * 4e-7 = 3.8e-6 USD = 3800 nUSD exactly. */
     assert_int_equal(rt_usage_cost_nusd(&d, &u), 3800);
     /* Sub-nano amounts are floored, never rounded up. */
