@@ -35,8 +35,7 @@ static void report(struct tg_yaml *y, int is_error, const yaml_node_t *node, con
         y->diag(y->diag_ud, is_error, line);
 }
 
-int tg_yaml_fail(struct tg_yaml *y, const yaml_node_t *node, const char *path, const char *fmt,
-                 ...)
+int tg_yaml_fail(struct tg_yaml *y, const yaml_node_t *node, const char *path, const char *fmt, ...)
 {
     va_list ap;
 
@@ -183,8 +182,8 @@ int tg_yaml_u64(struct tg_yaml *y, const yaml_node_t *n, const char *path, uint6
     if (tg_parse_u64(v, &r) != 0)
         return tg_yaml_fail(y, n, path, "expected a non-negative integer");
     if (r > max)
-        return tg_yaml_fail(y, n, path, "value %llu out of range (max %llu)",
-                            (unsigned long long)r, (unsigned long long)max);
+        return tg_yaml_fail(y, n, path, "value %llu out of range (max %llu)", (unsigned long long)r,
+                            (unsigned long long)max);
     *out = r;
     return 0;
 }

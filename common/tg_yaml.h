@@ -18,8 +18,8 @@
 #include <stdint.h>
 #include <yaml.h>
 
-#define TG_YAML_PATH_MAX 256   /* a key's dotted path, bytes */
-#define TG_YAML_LINE_MAX 512   /* one diagnostic line, bytes */
+#define TG_YAML_PATH_MAX 256 /* a key's dotted path, bytes */
+#define TG_YAML_LINE_MAX 512 /* one diagnostic line, bytes */
 #define TG_YAML_ENV_PREFIX "os.environ/"
 
 /* is_error: 1 for the first error, 0 for a warning; line: "FILE:LINE: key: problem". */
@@ -55,8 +55,8 @@ void tg_yaml_close(struct tg_yaml *y);
 
 /* tg_yaml_fail / tg_yaml_warn: report at node (may be NULL: line 0) for the key path (may be
  * "" or NULL). fail returns TG_ECONFIG. */
-int tg_yaml_fail(struct tg_yaml *y, const yaml_node_t *node, const char *path, const char *fmt,
-                 ...) __attribute__((format(printf, 4, 5)));
+int tg_yaml_fail(struct tg_yaml *y, const yaml_node_t *node, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 void tg_yaml_warn(struct tg_yaml *y, const yaml_node_t *node, const char *path, const char *fmt,
                   ...) __attribute__((format(printf, 4, 5)));
 

@@ -118,7 +118,8 @@ static int has_alias(const struct rt_config *cfg, const char *name)
 static int require_group(struct ld *ld, const yaml_node_t *n, const char *path, const char *group)
 {
     if (!rt_config_has_group(ld->cfg, group))
-        return tg_yaml_fail(&ld->y, n, path, "unknown model group \"%s\" (no model_list entry has it)", group);
+        return tg_yaml_fail(&ld->y, n, path,
+                            "unknown model group \"%s\" (no model_list entry has it)", group);
     return 0;
 }
 
@@ -137,16 +138,20 @@ static int parse_provider_model(struct ld *ld, const yaml_node_t *n, const char 
     if (slash == NULL) {
         fmt_cut(d->provider, sizeof(d->provider), "openai");
         if (strlen(full) >= sizeof(d->model))
-            return tg_yaml_fail(&ld->y, n, path, "model name too long (max %d bytes)", RT_NAME_CAP - 1);
+            return tg_yaml_fail(&ld->y, n, path, "model name too long (max %d bytes)",
+                                RT_NAME_CAP - 1);
         fmt_cut(d->model, sizeof(d->model), "%s", full);
     } else {
         plen = (size_t)(slash - full);
         if (plen == 0 || plen >= sizeof(d->provider))
-            return tg_yaml_fail(&ld->y, n, path, "provider prefix must be 1..%d bytes", RT_PROVIDER_CAP - 1);
+            return tg_yaml_fail(&ld->y, n, path, "provider prefix must be 1..%d bytes",
+                                RT_PROVIDER_CAP - 1);
         if (slash[1] == '\0')
-            return tg_yaml_fail(&ld->y, n, path, "missing model name after \"%.*s/\"", (int)plen, full);
+            return tg_yaml_fail(&ld->y, n, path, "missing model name after \"%.*s/\"", (int)plen,
+                                full);
         if (strlen(slash + 1) >= sizeof(d->model))
-            return tg_yaml_fail(&ld->y, n, path, "model name too long (max %d bytes)", RT_NAME_CAP - 1);
+            return tg_yaml_fail(&ld->y, n, path, "model name too long (max %d bytes)",
+                                RT_NAME_CAP - 1);
         memcpy(d->provider, full, plen);
         d->provider[plen] = '\0';
         fmt_cut(d->model, sizeof(d->model), "%s", slash + 1);
@@ -179,7 +184,8 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
             rc = parse_provider_model(ld, v, p, d);
             have_model = 1;
         } else if (strcmp(k, "api_base") == 0) {
-            rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, d->api_base, sizeof(d->api_base));
+            rc = tg_yaml_is_null(v) ? 0
+                                    : tg_yaml_str(&ld->y, v, p, d->api_base, sizeof(d->api_base));
         } else if (strcmp(k, "api_key") == 0) {
             rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, d->api_key, sizeof(d->api_key));
         } else if (strcmp(k, "rpm") == 0) {
@@ -263,7 +269,8 @@ static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, siz
                     return TG_ECONFIG;
                 tg_yaml_path(q, p, ik);
                 if (strcmp(ik, "id") == 0) {
-                    if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, ip->value), q, d->id, sizeof(d->id)))
+                    if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, ip->value), q, d->id,
+                                             sizeof(d->id)))
                         return TG_ECONFIG;
                 } else {
                     tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, ip->key), q, "unknown key, ignored");
@@ -316,7 +323,7 @@ static int parse_model_list(struct ld *ld, yaml_node_t *n)
     count = tg_yaml_seq_len(n);
     if (count > RT_CONFIG_DEPLOYMENTS_MAX)
         return tg_yaml_fail(&ld->y, n, "model_list", "too many entries (%zu, max %d)", count,
-                    RT_CONFIG_DEPLOYMENTS_MAX);
+                            RT_CONFIG_DEPLOYMENTS_MAX);
     if (count > 0) {
         cfg->deployments = calloc(count, sizeof(*cfg->deployments));
         if (cfg->deployments == NULL)
@@ -340,7 +347,7 @@ static int parse_model_list(struct ld *ld, yaml_node_t *n)
 
                 tg_yaml_path(q, p, "model_info.id");
                 return tg_yaml_fail(&ld->y, e, q, "duplicate id \"%s\" (also at line %u)", d->id,
-                            cfg->deployments[j].line);
+                                    cfg->deployments[j].line);
             }
             if (strcmp(cfg->deployments[j].group, d->group) == 0)
                 same++;
@@ -353,10 +360,11 @@ static int parse_model_list(struct ld *ld, yaml_node_t *n)
             groups += (uint32_t)first_of_group;
         }
         if (same + 1 > RT_GROUP_DEPLOYMENTS_MAX)
-            return tg_yaml_fail(&ld->y, e, p, "too many deployments in model group \"%s\" (max %d)", d->group,
-                        RT_GROUP_DEPLOYMENTS_MAX);
+            return tg_yaml_fail(&ld->y, e, p, "too many deployments in model group \"%s\" (max %d)",
+                                d->group, RT_GROUP_DEPLOYMENTS_MAX);
         if (same == 0 && groups + 1 > RT_CONFIG_GROUPS_MAX)
-            return tg_yaml_fail(&ld->y, e, p, "too many model groups (max %d)", RT_CONFIG_GROUPS_MAX);
+            return tg_yaml_fail(&ld->y, e, p, "too many model groups (max %d)",
+                                RT_CONFIG_GROUPS_MAX);
         cfg->n_deployments++;
     }
     return 0;
@@ -375,7 +383,7 @@ static int parse_group_list(struct ld *ld, yaml_node_t *n, const char *path,
         return TG_ECONFIG;
     if (tg_yaml_seq_len(n) > RT_FALLBACK_TARGETS_MAX)
         return tg_yaml_fail(&ld->y, n, path, "too many groups (%zu, max %d)", tg_yaml_seq_len(n),
-                    RT_FALLBACK_TARGETS_MAX);
+                            RT_FALLBACK_TARGETS_MAX);
     TG_YAML_FOR_ITEMS(n, item)
     {
         yaml_node_t *e = tg_yaml_node(&ld->y, *item);
@@ -420,17 +428,18 @@ static int parse_fallback_rules(struct ld *ld, yaml_node_t *n, const char *path,
             r = &rules[*n_out];
             memset(r, 0, sizeof(*r));
             if (strlen(k) >= sizeof(r->group))
-                return tg_yaml_fail(&ld->y, e, q, "group name too long (max %d bytes)", RT_NAME_CAP - 1);
+                return tg_yaml_fail(&ld->y, e, q, "group name too long (max %d bytes)",
+                                    RT_NAME_CAP - 1);
             fmt_cut(r->group, sizeof(r->group), "%s", k);
             if (require_group(ld, tg_yaml_node(&ld->y, pair->key), q, r->group) != 0)
                 return TG_ECONFIG;
             for (uint32_t j = 0; j < *n_out; j++) {
                 if (strcmp(rules[j].group, r->group) == 0)
-                    return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), q, "duplicate fallback rule for \"%s\"",
-                                r->group);
+                    return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), q,
+                                        "duplicate fallback rule for \"%s\"", r->group);
             }
-            if (parse_group_list(ld, tg_yaml_node(&ld->y, pair->value), q, r->targets, &r->n_targets, 1) !=
-                0)
+            if (parse_group_list(ld, tg_yaml_node(&ld->y, pair->value), q, r->targets,
+                                 &r->n_targets, 1) != 0)
                 return TG_ECONFIG;
             (*n_out)++;
         }
@@ -456,12 +465,13 @@ static int parse_aliases(struct ld *ld, yaml_node_t *n, const char *path, struct
             return TG_ECONFIG;
         tg_yaml_path(p, path, k);
         if (*n_out >= cap)
-            return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "too many aliases (max %u)", cap);
+            return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
+                                "too many aliases (max %u)", cap);
         a = &out[*n_out];
         memset(a, 0, sizeof(*a));
         if (k[0] == '\0' || strlen(k) >= sizeof(a->alias))
-            return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "alias must be 1..%d bytes",
-                        RT_NAME_CAP - 1);
+            return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
+                                "alias must be 1..%d bytes", RT_NAME_CAP - 1);
         fmt_cut(a->alias, sizeof(a->alias), "%s", k);
         if (v != NULL && v->type == YAML_MAPPING_NODE) {
             int have_model = 0;
@@ -475,7 +485,7 @@ static int parse_aliases(struct ld *ld, yaml_node_t *n, const char *path, struct
                 tg_yaml_path(q, p, ak);
                 if (strcmp(ak, "model") == 0) {
                     if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, ap->value), q, a->group,
-                                         sizeof(a->group)) != 0)
+                                             sizeof(a->group)) != 0)
                         return TG_ECONFIG;
                     have_model = 1;
                 } else if (strcmp(ak, "hidden") == 0) {
@@ -525,7 +535,7 @@ static int alloc_rules(struct ld *ld, yaml_node_t *n, const char *path,
     }
     if (pairs > RT_CONFIG_FALLBACK_RULES_MAX)
         return tg_yaml_fail(&ld->y, n, path, "too many fallback rules (%zu, max %d)", pairs,
-                    RT_CONFIG_FALLBACK_RULES_MAX);
+                            RT_CONFIG_FALLBACK_RULES_MAX);
     *cap = (uint32_t)pairs;
     *rules = calloc(pairs > 0 ? pairs : 1, sizeof(**rules));
     if (*rules == NULL)
@@ -577,9 +587,9 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
                 cfg->routing_strategy = RT_STRATEGY_LATENCY;
             else /* an existing LiteLLM config keeps working: warn, route by shuffle */
                 tg_yaml_warn(&ld->y, v, p,
-                     "unsupported strategy \"%s\", using simple-shuffle (supported: "
-                     "simple-shuffle, least-busy, latency-based-routing)",
-                     s);
+                             "unsupported strategy \"%s\", using simple-shuffle (supported: "
+                             "simple-shuffle, least-busy, latency-based-routing)",
+                             s);
         } else if (strcmp(k, "num_retries") == 0) {
             uint32_t r = 0;
 
@@ -708,7 +718,8 @@ static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *pat
             return TG_ECONFIG;
         tg_yaml_path(p, path, k);
         if (!model_name_known(ld, k))
-            return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown model group \"%s\"", k);
+            return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
+                                "unknown model group \"%s\"", k);
         if (get_limit(ld, tg_yaml_node(&ld->y, pair->value), p, &v) != 0)
             return TG_ECONFIG;
         for (uint32_t i = 0; i < ks->n_model_limits; i++) {
@@ -717,10 +728,11 @@ static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *pat
         }
         if (l == NULL) {
             if (ks->n_model_limits >= RT_KEY_MODEL_LIMITS_MAX)
-                return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "too many model limits (max %d)",
-                            RT_KEY_MODEL_LIMITS_MAX);
+                return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
+                                    "too many model limits (max %d)", RT_KEY_MODEL_LIMITS_MAX);
             if (strlen(k) >= RT_NAME_CAP)
-                return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "group name too long");
+                return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
+                                    "group name too long");
             l = &ks->model_limits[ks->n_model_limits++];
             fmt_cut(l->group, sizeof(l->group), "%s", k);
             l->rpm = RT_LIMIT_NONE;
@@ -766,8 +778,8 @@ static int parse_key_metadata(struct ld *ld, yaml_node_t *n, const char *path,
             TG_YAML_FOR_ITEMS(v, item)
             {
                 tg_yaml_path_index(q, p, ks->n_tags);
-                if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, *item), q, ks->tags[ks->n_tags], RT_TAG_CAP) !=
-                    0)
+                if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, *item), q,
+                                         ks->tags[ks->n_tags], RT_TAG_CAP) != 0)
                     return TG_ECONFIG;
                 ks->n_tags++;
             }
@@ -853,11 +865,15 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
             tg_sha256_hex(s, strlen(s), ks->key_hash);
             have_key = 1;
         } else if (strcmp(k, "key_alias") == 0) {
-            rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, ks->key_alias, sizeof(ks->key_alias));
+            rc = tg_yaml_is_null(v)
+                     ? 0
+                     : tg_yaml_str(&ld->y, v, p, ks->key_alias, sizeof(ks->key_alias));
         } else if (strcmp(k, "team_id") == 0) {
-            rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, ks->team_id, sizeof(ks->team_id));
+            rc = tg_yaml_is_null(v) ? 0
+                                    : tg_yaml_str(&ld->y, v, p, ks->team_id, sizeof(ks->team_id));
         } else if (strcmp(k, "user_id") == 0) {
-            rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, ks->user_id, sizeof(ks->user_id));
+            rc = tg_yaml_is_null(v) ? 0
+                                    : tg_yaml_str(&ld->y, v, p, ks->user_id, sizeof(ks->user_id));
         } else if (strcmp(k, "models") == 0) {
             if (tg_yaml_is_null(v))
                 continue;
@@ -926,7 +942,7 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
             tg_yaml_path(p, path, "models");
             tg_yaml_path_index(q, p, i);
             return tg_yaml_fail(&ld->y, model_nodes[i], q, "unknown model group or alias \"%s\"",
-                        ks->models[i]);
+                                ks->models[i]);
         }
     }
     return 0;
@@ -944,7 +960,8 @@ static int parse_keys(struct ld *ld, yaml_node_t *n, const char *path)
         return TG_ECONFIG;
     count = tg_yaml_seq_len(n);
     if (count > RT_CONFIG_STATIC_KEYS_MAX)
-        return tg_yaml_fail(&ld->y, n, path, "too many keys (%zu, max %d)", count, RT_CONFIG_STATIC_KEYS_MAX);
+        return tg_yaml_fail(&ld->y, n, path, "too many keys (%zu, max %d)", count,
+                            RT_CONFIG_STATIC_KEYS_MAX);
     if (count == 0)
         return 0;
     cfg->keys = calloc(count, sizeof(*cfg->keys));
@@ -1035,12 +1052,14 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                 if (strcmp(k, "kafka") == 0 && strcmp(sk, "brokers") == 0) {
                     rc = tg_yaml_str(&ld->y, sv, q, cfg->kafka_brokers, sizeof(cfg->kafka_brokers));
                 } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "events_topic") == 0) {
-                    rc = tg_yaml_str_nonempty(&ld->y, sv, q, cfg->events_topic, sizeof(cfg->events_topic));
+                    rc = tg_yaml_str_nonempty(&ld->y, sv, q, cfg->events_topic,
+                                              sizeof(cfg->events_topic));
                 } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "control_topic") == 0) {
-                    rc =
-                        tg_yaml_str_nonempty(&ld->y, sv, q, cfg->control_topic, sizeof(cfg->control_topic));
+                    rc = tg_yaml_str_nonempty(&ld->y, sv, q, cfg->control_topic,
+                                              sizeof(cfg->control_topic));
                 } else if (strcmp(k, "spool") == 0 && strcmp(sk, "dir") == 0) {
-                    rc = tg_yaml_str_nonempty(&ld->y, sv, q, cfg->spool_dir, sizeof(cfg->spool_dir));
+                    rc =
+                        tg_yaml_str_nonempty(&ld->y, sv, q, cfg->spool_dir, sizeof(cfg->spool_dir));
                 } else if (strcmp(k, "spool") == 0 && strcmp(sk, "max_bytes") == 0) {
                     rc = tg_yaml_u64(&ld->y, sv, q, UINT64_MAX, &cfg->spool_max_bytes);
                     if (rc == 0 && cfg->spool_max_bytes < 1024u * 1024u)
@@ -1068,7 +1087,8 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                         cfg->spool_fsync = RT_SPOOL_FSYNC_INTERVAL;
                         cfg->spool_fsync_interval_ms = (uint32_t)ms;
                     } else {
-                        rc = tg_yaml_fail(&ld->y, sv, q, "expected none or an interval in ms (1..60000)");
+                        rc = tg_yaml_fail(&ld->y, sv, q,
+                                          "expected none or an interval in ms (1..60000)");
                     }
                 } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_body_bytes") == 0) {
                     rc = tg_yaml_u64(&ld->y, sv, q, 1ull << 32, &cfg->max_body_bytes);
@@ -1136,8 +1156,9 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
             return TG_ECONFIG;
     }
     if (cfg->n_keys > cfg->max_keys)
-        return tg_yaml_fail(&ld->y, n, "tollgate.keys", "more static keys (%u) than limits.max_keys (%u)",
-                    cfg->n_keys, cfg->max_keys);
+        return tg_yaml_fail(&ld->y, n, "tollgate.keys",
+                            "more static keys (%u) than limits.max_keys (%u)", cfg->n_keys,
+                            cfg->max_keys);
     return 0;
 }
 
@@ -1194,7 +1215,8 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
         for (int i = 0; i < 5; i++) {
             if (strcmp(k, order[i]) == 0) {
                 if (sections[i] != NULL)
-                    return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), k, "duplicate section");
+                    return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), k,
+                                        "duplicate section");
                 sections[i] = tg_yaml_node(&ld->y, pair->value);
                 known = 1;
             }
@@ -1218,16 +1240,19 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
                 strcmp((const char *)k->data.scalar.value, name) != 0)
                 continue;
             tg_yaml_path(p, order[si], name);
-            if (tg_yaml_seconds_ms(&ld->y, tg_yaml_node(&ld->y, pair->value), p, &ld->cfg->timeout_ms) != 0)
+            if (tg_yaml_seconds_ms(&ld->y, tg_yaml_node(&ld->y, pair->value), p,
+                                   &ld->cfg->timeout_ms) != 0)
                 return TG_ECONFIG;
         }
     }
     if (sections[0] == NULL || tg_yaml_is_null(sections[0]))
-        return tg_yaml_fail(&ld->y, root, "model_list", "missing (at least one deployment is needed)");
+        return tg_yaml_fail(&ld->y, root, "model_list",
+                            "missing (at least one deployment is needed)");
     if (parse_model_list(ld, sections[0]) != 0)
         return TG_ECONFIG;
     if (ld->cfg->n_deployments == 0)
-        return tg_yaml_fail(&ld->y, sections[0], "model_list", "empty (at least one deployment is needed)");
+        return tg_yaml_fail(&ld->y, sections[0], "model_list",
+                            "empty (at least one deployment is needed)");
     if (sections[4] != NULL && parse_router_settings(ld, sections[4], "litellm_settings", 1) != 0)
         return TG_ECONFIG;
     if (sections[1] != NULL && parse_router_settings(ld, sections[1], "router_settings", 0) != 0)

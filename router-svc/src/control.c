@@ -1360,11 +1360,6 @@ int rt_control_wait_replayed(const struct rt_control *ctl, uint32_t timeout_ms)
     }
 }
 
-int rt_control_kafka_up(const struct rt_control *ctl)
-{
-    return atomic_load(&ctl->kafka_up);
-}
-
 void rt_control_get_stats(const struct rt_control *ctl, struct rt_control_stats *out)
 {
     struct rt_control *c = (struct rt_control *)ctl; /* the mutex is not part of the value */

@@ -199,9 +199,6 @@ int rt_control_ready(const struct rt_control *ctl);
  * Returns 0 or TG_ETIMEOUT. For start-up sequencing and tests; never on a request thread. */
 int rt_control_wait_replayed(const struct rt_control *ctl, uint32_t timeout_ms);
 
-/* rt_control_kafka_up: 1 when the last word from the brokers was good. Any thread. */
-int rt_control_kafka_up(const struct rt_control *ctl);
-
 /* rt_control_get_stats: counters snapshot. Any thread. */
 void rt_control_get_stats(const struct rt_control *ctl, struct rt_control_stats *out);
 

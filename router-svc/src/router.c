@@ -207,17 +207,6 @@ static int resolve_index(const struct rt_router *r, const struct rt_key *key, co
     return group_index(r, model);
 }
 
-int rt_router_resolve(const struct rt_router *router, const struct rt_key *key, const char *model,
-                      char *group, size_t cap)
-{
-    int g = resolve_index(router, key, model);
-
-    if (g < 0)
-        return TG_ENOTFOUND;
-    snprintf(group, cap, "%s", router->groups[g].name);
-    return 0;
-}
-
 /* ---- plan helpers ---- */
 
 static uint64_t rng_next(struct rt_plan *p)
@@ -967,11 +956,4 @@ int rt_router_deployment_state(struct rt_router *router, uint32_t idx, uint64_t 
     out->cooldowns = ds->cooldowns;
     pthread_mutex_unlock(&router->lock);
     return 0;
-}
-
-void rt_router_limiter_stats(struct rt_router *router, struct rt_limiter_stats *out)
-{
-    pthread_mutex_lock(&router->lock);
-    rt_limiter_get_stats(router->lim, out);
-    pthread_mutex_unlock(&router->lock);
 }

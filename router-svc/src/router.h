@@ -31,8 +31,9 @@
  *   latency-based-routing (lowest latency EWMA, untried deployments first).
  * - A group the key has used up (model_rpm_limit/model_tpm_limit; a limit given under an alias
  *   name is the limit of the group the alias resolves to, whatever name the client uses) or
- *   whose deployments are all unavailable is left for the next fallback group. When nothing could be attempted at all
- *   because of limits/cooldowns -> 429 for the *requested* model, message like
+ *   whose deployments are all unavailable is left for the next fallback group. When nothing
+ *   could be attempted at all because of limits/cooldowns -> 429 for the *requested* model,
+ *   message like
  *   "Model capacity reached for gpt-ex: rpm limit 1, remaining 0", retry_after_s = the earliest
  *   time any option frees (>= 1).
  * - Outcome of an attempt (rt_router_report):
@@ -271,18 +272,9 @@ uint32_t rt_router_fallbacks(const struct rt_plan *plan);
 void rt_router_fill_event(const struct rt_router *router, const struct rt_plan *plan,
                           struct proto_event *ev);
 
-/* rt_router_resolve: the group a model name resolves to for key (key aliases, then global
- * aliases, then group names), copied into group (cap bytes). Returns 0 or TG_ENOTFOUND. No
- * router state touched (config only). */
-int rt_router_resolve(const struct rt_router *router, const struct rt_key *key, const char *model,
-                      char *group, size_t cap);
-
 /* rt_router_deployment_state: health view of deployment idx at now_ms. Returns 0 or TG_EINVAL.
  * Takes the mutex. */
 int rt_router_deployment_state(struct rt_router *router, uint32_t idx, uint64_t now_ms,
                                struct rt_deployment_state *out);
-
-/* rt_router_limiter_stats: the limiter's counters. Takes the mutex. */
-void rt_router_limiter_stats(struct rt_router *router, struct rt_limiter_stats *out);
 
 #endif

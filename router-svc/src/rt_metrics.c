@@ -106,7 +106,8 @@ void rt_metrics_destroy(struct rt_metrics **mp)
     free(m);
 }
 
-int rt_metrics_group_index(const struct rt_metrics *m, const char *group)
+/* Index of a group name, or -1 (then the "" row is used). */
+static int group_index(const struct rt_metrics *m, const char *group)
 {
     if (group == NULL)
         return -1;
@@ -119,7 +120,7 @@ int rt_metrics_group_index(const struct rt_metrics *m, const char *group)
 
 static size_t group_row(const struct rt_metrics *m, const char *group)
 {
-    int i = rt_metrics_group_index(m, group);
+    int i = group_index(m, group);
 
     return i < 0 ? m->ngroups : (size_t)i;
 }

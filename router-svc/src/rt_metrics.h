@@ -41,9 +41,6 @@ struct rt_metrics *rt_metrics_create(const struct rt_config *cfg);
 /* rt_metrics_destroy: free; sets *m to NULL; accepts NULL. After every user stopped. */
 void rt_metrics_destroy(struct rt_metrics **m);
 
-/* Index of a group name, or -1 (then the "" row is used). Any thread. */
-int rt_metrics_group_index(const struct rt_metrics *m, const char *group);
-
 /* Observations. Names are borrowed for the call; a group or deployment the configuration does
  * not know is counted under model_group="" (requests) or not at all (per deployment), so a
  * client can never add a series. Lock-free; any thread. */

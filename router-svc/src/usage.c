@@ -140,8 +140,11 @@ static int usage_scan(enum rt_api api, const char *body, size_t len, struct rt_u
     return 0;
 }
 
-int rt_json_bounds(const char *text, size_t len, unsigned max_depth, unsigned max_elements,
-                   char *why, size_t whycap)
+/* Nesting depth and values (array elements and object members, the containers themselves
+ * included) of text[0..len), counted without validating it. 0 when within both bounds, else
+ * TG_ERANGE with the reason in why. */
+static int json_bounds(const char *text, size_t len, unsigned max_depth, unsigned max_elements,
+                       char *why, size_t whycap)
 {
     unsigned depth = 0;
     uint64_t values = 1; /* the top-level value */
@@ -184,7 +187,7 @@ json_t *rt_json_load_bounded(const char *text, size_t len, unsigned max_depth,
 {
     char why[96];
 
-    if (rt_json_bounds(text, len, max_depth, max_elements, why, sizeof(why)) != 0) {
+    if (json_bounds(text, len, max_depth, max_elements, why, sizeof(why)) != 0) {
         memset(jerr, 0, sizeof(*jerr));
         jerr->line = -1;
         jerr->column = -1;

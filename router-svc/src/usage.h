@@ -53,8 +53,8 @@ int64_t rt_usage_cost_nusd(const struct rt_deployment_conf *dep, const struct rt
  * functions below. */
 struct rt_sse_usage {
     enum rt_api api;
-    char *line; /* owned buffer of line_cap bytes for a line split across feeds; NULL until one
-                 * is (lines that end inside one feed are parsed in place) */
+    char *line;      /* owned buffer of line_cap bytes for a line split across feeds; NULL until one
+                      * is (lines that end inside one feed are parsed in place) */
     size_t line_cap; /* longest line parsed is line_cap - 1 bytes; 0 once finished */
     size_t line_len;
     int skipping;           /* 1 while discarding the rest of an over-long line */
@@ -112,19 +112,13 @@ int rt_json_scan_object(const char *text, size_t len, struct rt_json_member *m, 
  * values or the nesting (the loop thread would spend its time and memory on whatever a client or
  * a provider sends). Before a full parse, one pass over the bytes counts both: a document past
  * either bound is refused without a tree. */
-#define RT_JSON_ANSWER_MAX_DEPTH 128          /* providers' answers (not configurable) */
+#define RT_JSON_ANSWER_MAX_DEPTH 128         /* providers' answers (not configurable) */
 #define RT_JSON_ANSWER_MAX_ELEMENTS 1000000u /* ... about 100 MB of tree at most */
 
-/* rt_json_bounds: nesting depth and values (array elements and object members, the containers
- * themselves included) of text[0..len), counted without validating it (strings skipped with
- * their escapes). Returns 0 when depth <= max_depth and values <= max_elements, else TG_ERANGE
- * with the reason in why. Any thread. */
-int rt_json_bounds(const char *text, size_t len, unsigned max_depth, unsigned max_elements,
-                   char *why, size_t whycap);
-
-/* rt_json_load_bounded: json_loadb (flags 0) of text after rt_json_bounds. NULL when the bounds
- * are exceeded (jerr->text says which, jerr->position is -1) or the text is not JSON (jansson's
- * jerr). Returns new (json_decref). Any thread. */
+/* rt_json_load_bounded: json_loadb (flags 0) of text after counting its depth and values (one pass,
+ * strings skipped with their escapes). NULL when the bounds are exceeded (jerr->text says which,
+ * jerr->position is -1) or the text is not JSON (jansson's jerr). Returns new (json_decref). Any
+ * thread. */
 json_t *rt_json_load_bounded(const char *text, size_t len, unsigned max_depth,
                              unsigned max_elements, json_error_t *jerr);
 
