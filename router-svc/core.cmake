@@ -2,21 +2,11 @@
 # rt_core links them all. Included from router-svc/CMakeLists.txt.
 set(RT_SRC ${CMAKE_CURRENT_SOURCE_DIR}/src)
 
-# proto: the event struct (proto_event.h) and its helpers.
-if(TARGET proto)
-    set(RT_PROTO proto)
-else()
-    set(RT_PROTO "")
-endif()
-
 function(rt_core_module name)
     cmake_parse_arguments(M "" "" "DEPS" ${ARGN})
-    if(NOT EXISTS ${RT_SRC}/${name}.c)
-        return()
-    endif()
     add_library(rt_${name} STATIC ${RT_SRC}/${name}.c)
     target_include_directories(rt_${name} PUBLIC ${RT_SRC} ${PROJECT_SOURCE_DIR}/proto)
-    target_link_libraries(rt_${name} PUBLIC ${M_DEPS} tg_common ${RT_PROTO})
+    target_link_libraries(rt_${name} PUBLIC ${M_DEPS} tg_common proto)
 endfunction()
 
 rt_core_module(mask)
@@ -33,15 +23,7 @@ rt_core_module(keys DEPS rt_config tg_units PkgConfig::JANSSON Threads::Threads)
 rt_core_module(usage DEPS rt_config PkgConfig::JANSSON)
 rt_core_module(router DEPS rt_config rt_keys rt_limiter rt_trail rt_mask Threads::Threads)
 
-# rt_core exists once every module does (consumers gate on if(TARGET rt_core)).
-set(RT_CORE_COMPLETE ON)
-foreach(m config router keys trail mask usage limiter)
-    if(NOT TARGET rt_${m})
-        set(RT_CORE_COMPLETE OFF)
-    endif()
-endforeach()
-if(RT_CORE_COMPLETE)
-    add_library(rt_core INTERFACE)
-    target_link_libraries(rt_core INTERFACE rt_config rt_router rt_keys rt_trail rt_mask rt_usage
-                          rt_limiter)
-endif()
+# rt_core: every core module.
+add_library(rt_core INTERFACE)
+target_link_libraries(rt_core INTERFACE rt_config rt_router rt_keys rt_trail rt_mask rt_usage
+                      rt_limiter)

@@ -29,23 +29,21 @@ add_library(rt_health STATIC ${RT_SRC}/health.c)
 target_include_directories(rt_health PUBLIC ${RT_SRC})
 target_link_libraries(rt_health PUBLIC tg_common)
 
-if(TARGET rt_core)
-    add_library(rt_metrics STATIC ${RT_SRC}/rt_metrics.c)
-    target_include_directories(rt_metrics PUBLIC ${RT_SRC})
-    target_link_libraries(rt_metrics PUBLIC tg_common rt_core)
+add_library(rt_metrics STATIC ${RT_SRC}/rt_metrics.c)
+target_include_directories(rt_metrics PUBLIC ${RT_SRC})
+target_link_libraries(rt_metrics PUBLIC tg_common rt_core)
 
-    add_library(rt_call STATIC ${RT_SRC}/call.c ${RT_SRC}/relay.c ${RT_SRC}/api_error.c)
-    target_include_directories(rt_call PUBLIC ${RT_SRC})
-    target_link_libraries(rt_call PUBLIC tg_common rt_core rt_metrics rt_upstream rt_translate
-                          rt_hsrv rt_sse rt_providers PkgConfig::JANSSON)
+add_library(rt_call STATIC ${RT_SRC}/call.c ${RT_SRC}/relay.c ${RT_SRC}/api_error.c)
+target_include_directories(rt_call PUBLIC ${RT_SRC})
+target_link_libraries(rt_call PUBLIC tg_common rt_core rt_metrics rt_upstream rt_translate
+                      rt_hsrv rt_sse rt_providers PkgConfig::JANSSON)
 
-    add_library(rt_http_front STATIC ${RT_SRC}/http_front.c)
-    target_include_directories(rt_http_front PUBLIC ${RT_SRC})
-    target_link_libraries(rt_http_front PUBLIC tg_common rt_core rt_metrics rt_call rt_upstream
-                          rt_health rt_key_api rt_hsrv PkgConfig::JANSSON
-                          Threads::Threads)
+add_library(rt_http_front STATIC ${RT_SRC}/http_front.c)
+target_include_directories(rt_http_front PUBLIC ${RT_SRC})
+target_link_libraries(rt_http_front PUBLIC tg_common rt_core rt_metrics rt_call rt_upstream
+                      rt_health rt_key_api rt_hsrv PkgConfig::JANSSON
+                      Threads::Threads)
 
-    add_executable(router-svc ${RT_SRC}/main.c)
-    target_link_libraries(router-svc PRIVATE rt_http_front rt_core rt_metrics rt_upstream
-                          rt_translate rt_health rt_key_api rt_control rt_publisher tg_common)
-endif()
+add_executable(router-svc ${RT_SRC}/main.c)
+target_link_libraries(router-svc PRIVATE rt_http_front rt_core rt_metrics rt_upstream
+                      rt_translate rt_health rt_key_api rt_control rt_publisher tg_common)
