@@ -18,12 +18,19 @@ target_include_directories(rt_providers PUBLIC ${RT_SRC} ${PROJECT_SOURCE_DIR}/p
 target_link_libraries(rt_providers PUBLIC tg_common PkgConfig::JANSSON)
 rt_core_module(trail DEPS rt_mask)
 rt_core_module(limiter)
-rt_core_module(config DEPS tg_yaml tg_units rt_providers)
+rt_core_module(jbound DEPS PkgConfig::JANSSON)
+# prices: the price maps; the built-in one (data/model_prices.json) is compiled in.
+# (the data in a library of its own: only bytes, nothing to instrument or fuzz)
+add_library(rt_prices_data STATIC)
+tg_embed_file(rt_prices_data rt_prices_builtin_json
+              ${CMAKE_CURRENT_SOURCE_DIR}/data/model_prices.json)
+rt_core_module(prices DEPS rt_prices_data rt_jbound tg_units PkgConfig::JANSSON Threads::Threads)
+rt_core_module(config DEPS tg_yaml tg_units rt_providers rt_prices)
 rt_core_module(keys DEPS rt_config tg_units PkgConfig::JANSSON Threads::Threads)
-rt_core_module(usage DEPS rt_config PkgConfig::JANSSON)
+rt_core_module(usage DEPS rt_config rt_jbound PkgConfig::JANSSON)
 rt_core_module(router DEPS rt_config rt_keys rt_limiter rt_trail rt_mask Threads::Threads)
 
 # rt_core: every core module.
 add_library(rt_core INTERFACE)
 target_link_libraries(rt_core INTERFACE rt_config rt_router rt_keys rt_trail rt_mask rt_usage
-                      rt_limiter)
+                      rt_limiter rt_prices rt_jbound)

@@ -124,19 +124,36 @@ static char *fmt_dec(char *b, uint64_t v, uint64_t frac, int frac_digits)
     return b;
 }
 
-/* Cost in USD with nine decimals, for the header and a stream's trailer. Returns v. */
-char *call_cost_text(char v[40], int64_t nusd)
+/* Cost in USD with nine decimals, for the header and a stream's trailer; "unknown" when tokens
+ * were used at a deployment without a price. Returns v. */
+char *call_cost_text(char v[40], const struct rt_call *c)
 {
+    int64_t nusd = c->cost_nusd;
+
+    if (c->price_unknown) {
+        memcpy(v, "unknown", 8);
+        return v;
+    }
     if (nusd < 0)
         nusd = 0;
     return fmt_dec(v, (uint64_t)nusd / 1000000000u, (uint64_t)nusd % 1000000000u, 9);
 }
 
-static void add_cost_header(struct hs_response *r, int64_t nusd)
+void call_price(struct rt_call *c)
+{
+    const struct rt_deployment_conf *d = c->target.dep;
+
+    if (d == NULL)
+        return;
+    c->cost_nusd = rt_usage_cost_nusd(d, &c->usage);
+    c->price_unknown = !d->priced && (c->usage.prompt_tokens > 0 || c->usage.completion_tokens > 0);
+}
+
+static void add_cost_header(struct hs_response *r, const struct rt_call *c)
 {
     char v[40];
 
-    hs_response_header(r, "x-tollgate-response-cost", call_cost_text(v, nusd));
+    hs_response_header(r, "x-tollgate-response-cost", call_cost_text(v, c));
 }
 
 void call_add_headers(struct rt_call *c, struct hs_response *r, const struct rt_outcome *o,
@@ -157,7 +174,7 @@ void call_add_headers(struct rt_call *c, struct hs_response *r, const struct rt_
     hs_response_header(r, "x-tollgate-fallbacks",
                        fmt_dec(v, c->plan_begun ? rt_router_fallbacks(&c->plan) : 0u, 0, 0));
     if (with_cost)
-        add_cost_header(r, c->cost_nusd);
+        add_cost_header(r, c);
     /* microseconds as milliseconds with three decimals */
     hs_response_header(r, "x-tollgate-overhead-ms", fmt_dec(v, over / 1000u, over % 1000u, 3));
     rt_metrics_overhead(c->env->metrics, (double)over / 1e6);
@@ -229,6 +246,8 @@ void call_complete(struct rt_call *c, int status, const char *err_class)
     ev->prompt_tokens = c->usage.prompt_tokens;
     ev->completion_tokens = c->usage.completion_tokens;
     ev->cost_nusd = c->cost_nusd;
+    if (c->price_unknown && c->target.dep != NULL)
+        rt_metrics_unpriced(e->metrics, c->target.dep->id);
     if (status > 0)
         ev->status = status;
     else if (o != NULL && ev->status == 0)
@@ -693,7 +712,7 @@ static enum rt_error_class attempt_class(struct rt_call *c, char *msg, size_t ca
                      c->res_body_len);
             return RT_ERR_INVALID_RESPONSE;
         }
-        c->cost_nusd = rt_usage_cost_nusd(c->target.dep, &c->usage);
+        call_price(c);
     } else if (ec == RT_ERR_NONE) {
         snprintf(msg, cap, "upstream stream ended without data"); /* a 2xx stream, no byte */
         return RT_ERR_INVALID_RESPONSE;
@@ -1118,7 +1137,7 @@ void rt_call_completed(struct rt_call *c, enum hs_toe toe)
         if (c->sse_init)
             rt_sse_usage_get(&c->sse, &c->usage);
         if (c->have_target && c->target.dep != NULL)
-            c->cost_nusd = rt_usage_cost_nusd(c->target.dep, &c->usage);
+            call_price(c);
         TG_DEBUG("msg=client_gone call_id=%s toe=%d", c->call_id, (int)toe);
         call_complete(c, 499, "client_closed");
     }

@@ -129,7 +129,8 @@ struct rt_call {
     /* outcome */
     struct rt_usage usage;
     int64_t cost_nusd;
-    int event_done; /* the event was built and handed to on_complete */
+    int price_unknown; /* tokens were used at a deployment without a price (call_price) */
+    int event_done;    /* the event was built and handed to on_complete */
     uint64_t t_start_us;
     int64_t ts_start_ms;
     int64_t ttft_ms;
@@ -144,7 +145,9 @@ int call_answer_error(struct rt_call *c, int status, const char *code, const cha
                       const struct rt_outcome *o);
 void call_add_headers(struct rt_call *c, struct hs_response *r, const struct rt_outcome *o,
                       int with_cost);
-char *call_cost_text(char v[40], int64_t nusd);
+char *call_cost_text(char v[40], const struct rt_call *c);
+/* call_price: cost_nusd and price_unknown from the usage at the target deployment. */
+void call_price(struct rt_call *c);
 int64_t call_elapsed_ms(const struct rt_call *c);
 
 /* relay.c, for call.c */

@@ -25,6 +25,7 @@ struct ld {
     struct tg_yaml y;
     struct rt_config_diag *diag;
     struct rt_config *cfg;
+    uint32_t price_map_line; /* line of tollgate.price_map */
 };
 
 /* snprintf that cuts silently: every caller either checked the length before or wants a cut
@@ -162,9 +163,48 @@ static int parse_provider_model(struct ld *ld, const yaml_node_t *n, const char 
     return 0;
 }
 
+/* A price field of litellm_params or model_info (LiteLLM's names) into own. Returns 1 when k is
+ * one (*rc set), 0 when it is not. */
+static int price_field(struct ld *ld, const char *k, const yaml_node_t *v, const char *p,
+                       struct rt_model_price *own, int *rc)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+    } f[] = {
+        {"input_cost_per_token", offsetof(struct rt_model_price, input)},
+        {"output_cost_per_token", offsetof(struct rt_model_price, output)},
+        {"cache_read_input_token_cost", offsetof(struct rt_model_price, cache_read)},
+        {"cache_creation_input_token_cost", offsetof(struct rt_model_price, cache_creation)},
+        {"output_cost_per_reasoning_token", offsetof(struct rt_model_price, reasoning)},
+    };
+
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        if (strcmp(k, f[i].name) == 0) {
+            *rc = tg_yaml_is_null(v)
+                      ? 0
+                      : tg_yaml_usd_fusd(&ld->y, v, p, (int64_t *)((char *)own + f[i].off));
+            return 1;
+        }
+    }
+    if (strcmp(k, "max_input_tokens") == 0 || strcmp(k, "max_output_tokens") == 0) {
+        uint64_t t = 0;
+
+        *rc = tg_yaml_is_null(v) ? 0 : tg_yaml_u64(&ld->y, v, p, 1000000000000ull, &t);
+        if (*rc == 0 && !tg_yaml_is_null(v)) {
+            if (k[4] == 'i')
+                own->max_input_tokens = (int64_t)t;
+            else
+                own->max_output_tokens = (int64_t)t;
+        }
+        return 1;
+    }
+    return 0;
+}
+
 static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
-                                struct rt_deployment_conf *d, int *timeout_set,
-                                int *stream_timeout_set)
+                                struct rt_deployment_conf *d, struct rt_model_price *own,
+                                int *timeout_set, int *stream_timeout_set)
 {
     char p[TG_YAML_PATH_MAX];
     int have_model = 0;
@@ -204,10 +244,8 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
             rc = tg_yaml_i32(&ld->y, v, p, &d->order);
             if (rc == 0 && d->order < 0)
                 rc = tg_yaml_fail(&ld->y, v, p, "expected a non-negative integer");
-        } else if (strcmp(k, "input_cost_per_token") == 0) {
-            rc = tg_yaml_usd_fusd(&ld->y, v, p, &d->in_fusd_per_token);
-        } else if (strcmp(k, "output_cost_per_token") == 0) {
-            rc = tg_yaml_usd_fusd(&ld->y, v, p, &d->out_fusd_per_token);
+        } else if (price_field(ld, k, v, p, own, &rc)) {
+            /* done */
         } else {
             tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
         }
@@ -221,6 +259,31 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
     return 0;
 }
 
+/* One price field: the first given of a, b. */
+static int64_t price_pick(int64_t a, int64_t b)
+{
+    return a != RT_PRICE_NONE ? a : b;
+}
+
+/* The deployment's own prices: litellm_params over model_info, field by field. */
+static void own_prices(struct rt_deployment_conf *d, const struct rt_model_price *lp,
+                       const struct rt_model_price *mi)
+{
+    d->price.input = price_pick(lp->input, mi->input);
+    d->price.output = price_pick(lp->output, mi->output);
+    d->price.cache_read = price_pick(lp->cache_read, mi->cache_read);
+    d->price.cache_creation = price_pick(lp->cache_creation, mi->cache_creation);
+    d->price.reasoning = price_pick(lp->reasoning, mi->reasoning);
+    d->price.max_input_tokens =
+        lp->max_input_tokens > 0 ? lp->max_input_tokens : mi->max_input_tokens;
+    d->price.max_output_tokens =
+        lp->max_output_tokens > 0 ? lp->max_output_tokens : mi->max_output_tokens;
+    if (lp->input != RT_PRICE_NONE || lp->output != RT_PRICE_NONE)
+        fmt_cut(d->price_source, sizeof(d->price_source), "litellm_params");
+    else if (mi->input != RT_PRICE_NONE || mi->output != RT_PRICE_NONE)
+        fmt_cut(d->price_source, sizeof(d->price_source), "model_info");
+}
+
 static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, size_t index,
                             struct rt_deployment_conf *d)
 {
@@ -228,9 +291,12 @@ static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, siz
     yaml_node_t *params = NULL;
     int have_name = 0, timeout_set = 0, stream_timeout_set = 0;
     int64_t entry_rpm = RT_LIMIT_NONE, entry_tpm = RT_LIMIT_NONE;
+    struct rt_model_price lp, mi; /* prices given in litellm_params, in model_info */
 
     if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
+    rt_model_price_none(&lp);
+    rt_model_price_none(&mi);
     memset(d, 0, sizeof(*d));
     d->rpm = RT_LIMIT_NONE;
     d->tpm = RT_LIMIT_NONE;
@@ -250,7 +316,7 @@ static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, siz
             have_name = 1;
         } else if (strcmp(k, "litellm_params") == 0) {
             params = v;
-            rc = parse_litellm_params(ld, v, p, d, &timeout_set, &stream_timeout_set);
+            rc = parse_litellm_params(ld, v, p, d, &lp, &timeout_set, &stream_timeout_set);
         } else if (strcmp(k, "rpm") == 0) {
             rc = get_limit(ld, v, p, &entry_rpm); /* older LiteLLM configs put it here */
         } else if (strcmp(k, "tpm") == 0) {
@@ -272,6 +338,15 @@ static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, siz
                     if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, ip->value), q, d->id,
                                              sizeof(d->id)))
                         return TG_ECONFIG;
+                } else if (strcmp(ik, "base_model") == 0) {
+                    yaml_node_t *bv = tg_yaml_node(&ld->y, ip->value);
+
+                    if (!tg_yaml_is_null(bv) &&
+                        tg_yaml_str(&ld->y, bv, q, d->base_model, sizeof(d->base_model)))
+                        return TG_ECONFIG;
+                } else if (price_field(ld, ik, tg_yaml_node(&ld->y, ip->value), q, &mi, &rc)) {
+                    if (rc != 0)
+                        return TG_ECONFIG;
                 } else {
                     tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, ip->key), q, "unknown key, ignored");
                 }
@@ -290,6 +365,7 @@ static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, siz
         tg_yaml_path(p, path, "litellm_params");
         return tg_yaml_fail(&ld->y, n, p, "missing");
     }
+    own_prices(d, &lp, &mi);
     if (d->rpm == RT_LIMIT_NONE)
         d->rpm = entry_rpm; /* litellm_params.rpm wins when both are given */
     if (d->tpm == RT_LIMIT_NONE)
@@ -650,6 +726,8 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
             rc = parse_aliases(ld, v, p, cfg->aliases, RT_CONFIG_ALIASES_MAX, &cfg->n_aliases);
         } else if (strcmp(k, "enforce_fallback_model_access") == 0) {
             rc = tg_yaml_bool(&ld->y, v, p, &cfg->enforce_fallback_model_access);
+        } else if (strcmp(k, "enable_pre_call_checks") == 0) {
+            rc = tg_yaml_bool(&ld->y, v, p, &cfg->enable_pre_call_checks);
         } else {
             tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
         }
@@ -1036,6 +1114,9 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
             rc = parse_keys(ld, v, p);
         } else if (strcmp(k, "allow_unauthenticated") == 0) {
             rc = tg_yaml_bool(&ld->y, v, p, &cfg->allow_unauthenticated);
+        } else if (strcmp(k, "price_map") == 0) {
+            rc = tg_yaml_str_nonempty(&ld->y, v, p, cfg->price_map, sizeof(cfg->price_map));
+            ld->price_map_line = (uint32_t)v->start_mark.line + 1;
         } else if (strcmp(k, "kafka") == 0 || strcmp(k, "spool") == 0 || strcmp(k, "limits") == 0) {
             if (tg_yaml_is_null(v))
                 continue;
@@ -1193,6 +1274,101 @@ static void set_defaults(struct rt_config *cfg)
     cfg->upstream_native = 1;
 }
 
+/* A node standing for a line of the file (diagnostics about what no node holds any more). */
+static yaml_node_t *line_node(yaml_node_t *at, uint32_t line)
+{
+    memset(at, 0, sizeof(*at));
+    at->start_mark.line = line > 0 ? line - 1 : 0;
+    return at;
+}
+
+/* The price map file: a relative path is taken from the configuration file's folder. */
+static void price_map_path(const struct rt_config *cfg, char *out, size_t cap)
+{
+    const char *slash = strrchr(cfg->path, '/');
+
+    if (cfg->price_map[0] == '/' || slash == NULL)
+        fmt_cut(out, cap, "%s", cfg->price_map);
+    else
+        fmt_cut(out, cap, "%.*s/%s", (int)(slash - cfg->path), cfg->path, cfg->price_map);
+}
+
+/* Every deployment's prices: its own when it gives any (litellm_params over model_info, field
+ * by field), else its price map entry (by base_model or model); token limits from the entry
+ * where it gives none. A deployment with neither an input nor an output price is a warning
+ * naming it: its calls would cost 0. */
+static int resolve_prices(struct ld *ld)
+{
+    struct rt_config *cfg = ld->cfg;
+    const struct rt_prices *builtin = rt_prices_builtin();
+    struct rt_prices *user = NULL;
+    yaml_node_t at;
+
+    if (builtin == NULL)
+        return tg_yaml_fail(&ld->y, NULL, "", "the built-in price map could not be loaded");
+    if (cfg->price_map[0] != '\0') {
+        char path[2 * RT_PATH_CAP], err[RT_CONFIG_MSG_CAP - 64];
+
+        price_map_path(cfg, path, sizeof(path));
+        if (rt_prices_load_file(path, &user, err, sizeof(err)) != 0)
+            return tg_yaml_fail(&ld->y, line_node(&at, ld->price_map_line), "tollgate.price_map",
+                                "%s", err);
+    }
+    for (uint32_t i = 0; i < cfg->n_deployments; i++) {
+        struct rt_deployment_conf *d = &cfg->deployments[i];
+        const struct rt_price_entry *e;
+        char prov[RT_NAME_CAP];
+        const char *model = d->model;
+        const char *slash;
+
+        fmt_cut(prov, sizeof(prov), "%s", d->provider);
+        if (d->base_model[0] != '\0') {
+            slash = strchr(d->base_model, '/');
+            if (slash != NULL) {
+                fmt_cut(prov, sizeof(prov), "%.*s", (int)(slash - d->base_model), d->base_model);
+                model = slash + 1;
+            } else {
+                prov[0] = '\0';
+                model = d->base_model;
+            }
+        }
+        e = rt_prices_lookup(user, builtin, prov, model);
+        if (e != NULL && d->price_source[0] != '\0') {
+            /* prices of its own are a set (a negotiated rate is not mixed with list prices):
+             * only the token limits come from the map */
+            if (d->price.max_input_tokens == 0)
+                d->price.max_input_tokens = e->price.max_input_tokens;
+            if (d->price.max_output_tokens == 0)
+                d->price.max_output_tokens = e->price.max_output_tokens;
+        } else if (e != NULL) {
+            d->price.input = price_pick(d->price.input, e->price.input);
+            d->price.output = price_pick(d->price.output, e->price.output);
+            d->price.cache_read = price_pick(d->price.cache_read, e->price.cache_read);
+            d->price.cache_creation = price_pick(d->price.cache_creation, e->price.cache_creation);
+            d->price.reasoning = price_pick(d->price.reasoning, e->price.reasoning);
+            if (d->price.max_input_tokens == 0)
+                d->price.max_input_tokens = e->price.max_input_tokens;
+            if (d->price.max_output_tokens == 0)
+                d->price.max_output_tokens = e->price.max_output_tokens;
+            fmt_cut(d->price_source, sizeof(d->price_source), "%s", e->key);
+        }
+        d->priced = d->price.input != RT_PRICE_NONE || d->price.output != RT_PRICE_NONE;
+        if (!d->priced) {
+            char p[TG_YAML_PATH_MAX];
+
+            d->price_source[0] = '\0';
+            fmt_cut(p, sizeof(p), "model_list[%u] (%s)", i, d->id);
+            tg_yaml_warn(&ld->y, line_node(&at, d->line), p,
+                         "no price for \"%s%s%s\" in the price maps: its calls cost 0 (set "
+                         "litellm_params.input_cost_per_token and output_cost_per_token, "
+                         "model_info.base_model, or tollgate.price_map)",
+                         prov, prov[0] != '\0' ? "/" : "", model);
+        }
+    }
+    rt_prices_destroy(&user);
+    return 0;
+}
+
 /* Root: model_list is parsed first wherever it appears (the other sections refer to its
  * groups), then router_settings (aliases are needed by key models lists), then the rest. */
 static int parse_root(struct ld *ld, yaml_node_t *root)
@@ -1264,7 +1440,7 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
     if (ld->cfg->max_connections_per_ip == 0 ||
         ld->cfg->max_connections_per_ip > ld->cfg->max_connections)
         ld->cfg->max_connections_per_ip = ld->cfg->max_connections;
-    return 0;
+    return resolve_prices(ld);
 }
 
 struct rt_config *rt_config_load_buffer(const char *name, const char *data, size_t len,

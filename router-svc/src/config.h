@@ -25,8 +25,10 @@
  * Money: LiteLLM prices are USD per token (input_cost_per_token: 0.00000005). They are parsed
  * exactly from their decimal text (no floating point) into integer femto-USD per token
  * (1 fUSD = 1e-15 USD; 0.00000005 USD = 50,000,000 fUSD), rounded half-up at the 15th decimal.
- * Cost of a call in nano-USD is then (prompt * in_fusd + completion * out_fusd) / 1e6 computed
- * in 128-bit integers (see usage.h), exact to the nano-USD (floored).
+ * A deployment without prices of its own takes them from the price maps (prices.h: the built-in
+ * one and tollgate.price_map) by its model_info.base_model or its model; one that finds none is
+ * a warning naming it. Cost of a call in nano-USD is computed in 128-bit integers (see usage.h),
+ * exact to the nano-USD (floored).
  *
  * Threads: load on one thread (main), then share read-only. */
 #ifndef RT_CONFIG_H
@@ -35,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "prices.h"
 #include "proto_event.h"
 #include "tg_ids.h"
 
@@ -124,9 +127,15 @@ struct rt_deployment_conf {
     uint32_t weight;                /* simple-shuffle weight, default 1 (0 = never chosen unless
                                      * every healthy deployment has weight 0) */
     int32_t order;                  /* litellm "order": lower is tried first; 0 = unset (last) */
-    int64_t in_fusd_per_token;      /* input_cost_per_token in femto-USD, 0 when absent */
-    int64_t out_fusd_per_token;     /* output_cost_per_token in femto-USD, 0 when absent */
-    uint32_t line;                  /* line of the entry in the file (for diagnostics) */
+    char base_model[RT_NAME_CAP];   /* model_info.base_model: the name its prices are looked
+                                     * up by ("provider/model" or "model"); "" = the model */
+    struct rt_model_price price;    /* its prices (prices.h): its own (litellm_params over
+                                     * model_info) when it gives any, else its price map
+                                     * entry's; RT_PRICE_NONE where none is given */
+    int priced;                     /* 1 when an input or output price is known */
+    char price_source[RT_NAME_CAP + 16]; /* where: "litellm_params", "model_info" or the price
+                                          * map's model name; "" when unpriced */
+    uint32_t line;                       /* line of the entry in the file (for diagnostics) */
 };
 
 /* A fallback list entry: {group: [targets...]}. */
@@ -210,6 +219,8 @@ struct rt_config {
     uint32_t cooldown_s;               /* cooldown_time (s), default 5; 0 = never */
     uint32_t timeout_ms;               /* router_settings.timeout, default RT_DEFAULT_TIMEOUT_MS */
     int enforce_fallback_model_access; /* default 1 */
+    int enable_pre_call_checks;        /* skip deployments whose max_input_tokens the request
+                                        * exceeds, before sending (default 0) */
     uint32_t n_fallbacks;
     struct rt_fallback_rule *fallbacks; /* owned, n_fallbacks */
     uint32_t n_cw_fallbacks;
@@ -251,6 +262,7 @@ struct rt_config {
     uint32_t max_json_depth;                     /* limits.max_json_depth: nesting of a request
                                                   * body the full JSON parser takes */
     uint32_t max_json_elements;                  /* limits.max_json_elements: its values */
+    char price_map[RT_PATH_CAP];                 /* tollgate.price_map as written, "" = none */
     int allow_unauthenticated;                   /* tollgate.allow_unauthenticated: requests
                                                   * without a key are served (open mode); only
                                                   * when set explicitly */

@@ -23,6 +23,7 @@
 #include "key_api.h"
 #include "keys.h"
 #include "mask.h"
+#include "prices.h"
 #include "publisher.h"
 #include "router.h"
 #include "upstream.h"
@@ -141,6 +142,28 @@ static int env_seconds(const char *name, int dflt)
     return (int)v;
 }
 
+/* --check: where each deployment's prices come from, every unpriced one named. */
+static void print_prices(const struct rt_config *cfg)
+{
+    uint32_t unpriced = 0;
+
+    printf("prices: built-in map of %s (%zu models)%s%s\n", rt_prices_builtin_date(),
+           rt_prices_count(rt_prices_builtin()),
+           cfg->price_map[0] != '\0' ? ", tollgate.price_map " : "", cfg->price_map);
+    for (uint32_t i = 0; i < cfg->n_deployments; i++) {
+        const struct rt_deployment_conf *d = &cfg->deployments[i];
+
+        if (d->priced) {
+            printf("  %s (%s/%s): %s\n", d->id, d->provider, d->model, d->price_source);
+        } else {
+            printf("  %s (%s/%s): NO PRICE, its calls cost 0\n", d->id, d->provider, d->model);
+            unpriced++;
+        }
+    }
+    if (unpriced > 0)
+        printf("prices: %u of %u deployments without a price\n", unpriced, cfg->n_deployments);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = getenv("TOLLGATE_CONFIG");
@@ -197,6 +220,7 @@ int main(int argc, char **argv)
             return 2;
         }
         printf("%s: ok (%u deployments, %u static keys)\n", path, cfg->n_deployments, cfg->n_keys);
+        print_prices(cfg);
         rt_config_destroy(&cfg);
         return 0;
     }

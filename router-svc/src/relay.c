@@ -46,8 +46,10 @@ void relay_finalize(struct rt_call *c, enum rt_error_class ec, const char *msg)
     if (c->wire.dir != RT_TRANSLATE_NONE && !c->usage.found) {
         c->usage.prompt_tokens = c->tr.prompt_tokens;
         c->usage.completion_tokens = c->tr.completion_tokens;
+        c->usage.cache_read_tokens = c->tr.cache_read_tokens;
+        c->usage.cache_creation_tokens = c->tr.cache_creation_tokens;
     }
-    c->cost_nusd = rt_usage_cost_nusd(c->target.dep, &c->usage);
+    call_price(c);
     if (c->have_target) {
         memset(&res, 0, sizeof(res));
         res.http_status = 200;
@@ -124,16 +126,11 @@ static int is_usage_only_chunk(const char *data, size_t dlen)
 static void responses_usage_from_event(struct rt_call *c, const char *data, size_t dlen)
 {
     json_t *j = json_loadb(data, dlen, 0, NULL);
-    json_t *u = json_object_get(json_object_get(j, "response"), "usage");
-    json_t *in = json_object_get(u, "input_tokens");
-    json_t *out = json_object_get(u, "output_tokens");
+    struct rt_usage u;
 
-    if (json_is_integer(in) && json_is_integer(out) && json_integer_value(in) >= 0 &&
-        json_integer_value(out) >= 0) {
-        c->usage.prompt_tokens = json_integer_value(in);
-        c->usage.completion_tokens = json_integer_value(out);
-        c->usage.found = 1;
-    }
+    if (rt_usage_read(RT_API_RESPONSES, json_object_get(json_object_get(j, "response"), "usage"),
+                      &u))
+        c->usage = u;
     json_decref(j);
 }
 
@@ -277,8 +274,7 @@ ssize_t relay_reader(void *cls, char *buf, size_t max)
             if (c->resp != NULL) {
                 char v[40];
 
-                hs_response_trailer(c->resp, "x-tollgate-response-cost",
-                                    call_cost_text(v, c->cost_nusd));
+                hs_response_trailer(c->resp, "x-tollgate-response-cost", call_cost_text(v, c));
                 c->resp = NULL;
             }
             return HS_READER_END;

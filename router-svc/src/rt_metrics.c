@@ -38,6 +38,7 @@ struct rt_metrics {
     size_t ndeps;
     _Atomic uint64_t *attempts;  /* ndeps x RT_ERR_CLASSES */
     _Atomic uint64_t *cooldowns; /* ndeps */
+    _Atomic uint64_t *unpriced;  /* ndeps: calls with tokens and no price */
     struct tg_histogram overhead;
     _Atomic int64_t in_flight;
     _Atomic uint64_t rejects[RT_REJECT_COUNT];
@@ -76,8 +77,9 @@ struct rt_metrics *rt_metrics_create(const struct rt_config *cfg)
     m->duration = calloc(g1, sizeof(*m->duration));
     m->attempts = calloc(m->ndeps * RT_ERR_CLASSES + 1, sizeof(*m->attempts));
     m->cooldowns = calloc(m->ndeps + 1, sizeof(*m->cooldowns));
+    m->unpriced = calloc(m->ndeps + 1, sizeof(*m->unpriced));
     if (m->requests == NULL || m->retries == NULL || m->fallbacks == NULL || m->duration == NULL ||
-        m->attempts == NULL || m->cooldowns == NULL)
+        m->attempts == NULL || m->cooldowns == NULL || m->unpriced == NULL)
         goto fail;
     for (size_t i = 0; i < g1; i++)
         tg_histogram_init(&m->duration[i], tg_latency_bounds_s, tg_latency_bounds_n);
@@ -96,6 +98,7 @@ void rt_metrics_destroy(struct rt_metrics **mp)
         return;
     m = *mp;
     *mp = NULL;
+    free(m->unpriced);
     free(m->cooldowns);
     free(m->attempts);
     free(m->duration);
@@ -183,6 +186,14 @@ void rt_metrics_cooldown(struct rt_metrics *m, const char *deployment_id)
 
     if (d >= 0)
         atomic_fetch_add_explicit(&m->cooldowns[d], 1, memory_order_relaxed);
+}
+
+void rt_metrics_unpriced(struct rt_metrics *m, const char *deployment_id)
+{
+    int d = dep_index(m, deployment_id);
+
+    if (d >= 0)
+        atomic_fetch_add_explicit(&m->unpriced[d], 1, memory_order_relaxed);
 }
 
 void rt_metrics_overhead(struct rt_metrics *m, double seconds)
@@ -293,6 +304,14 @@ void rt_metrics_write(struct rt_metrics *m, struct tg_buf *b)
 
         tg_prom_sample_u64(b, "tollgate_router_cooldowns_total", &l, 1,
                            atomic_load_explicit(&m->cooldowns[d], memory_order_relaxed));
+    }
+    tg_prom_header(b, "tollgate_router_unpriced_calls_total", "counter",
+                   "Calls that used tokens of a deployment without a price (cost 0).");
+    for (size_t d = 0; d < m->ndeps; d++) {
+        struct tg_label l = {"deployment", m->cfg->deployments[d].id};
+
+        tg_prom_sample_u64(b, "tollgate_router_unpriced_calls_total", &l, 1,
+                           atomic_load_explicit(&m->unpriced[d], memory_order_relaxed));
     }
     tg_prom_header(b, "tollgate_router_request_duration_seconds", "histogram",
                    "Request duration from first byte received to response decided.");

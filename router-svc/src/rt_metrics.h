@@ -53,6 +53,8 @@ void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt
 void rt_metrics_retry(struct rt_metrics *m, const char *group);
 void rt_metrics_fallback(struct rt_metrics *m, const char *from, const char *to);
 void rt_metrics_cooldown(struct rt_metrics *m, const char *deployment_id);
+/* A call that used tokens of a deployment without a price (its cost is 0). */
+void rt_metrics_unpriced(struct rt_metrics *m, const char *deployment_id);
 /* Time spent in router-svc itself for one request, seconds. */
 void rt_metrics_overhead(struct rt_metrics *m, double seconds);
 /* In-flight gauge: add +1/-1; read. */

@@ -259,6 +259,55 @@ static json_int_t tokens_sum(json_int_t a, json_int_t b)
     return s;
 }
 
+/* The cache's part of an OpenAI usage object (prompt_tokens_details.cached_tokens), cut to the
+ * prompt tokens. */
+static json_int_t chat_cached(const json_t *usage)
+{
+    json_int_t p = int_or_zero(usage, "prompt_tokens");
+    json_int_t c = int_or_zero(json_object_get(usage, "prompt_tokens_details"), "cached_tokens");
+
+    return c < 0 ? 0 : c > p ? p : c;
+}
+
+/* Anthropic's usage for prompt (cache included), read and written from the cache, output. */
+static json_t *messages_usage(json_int_t prompt, json_int_t read, json_int_t written,
+                              json_int_t output)
+{
+    json_t *u;
+
+    /* garbage counts cannot make the plain input negative (or overflow) */
+    prompt = prompt < 0 ? 0 : prompt;
+    read = read < 0 ? 0 : read > prompt ? prompt : read;
+    written = written < 0 ? 0 : written > prompt - read ? prompt - read : written;
+    u = json_pack("{s:I,s:I}", "input_tokens", prompt - read - written, "output_tokens",
+                          output);
+
+    if (u != NULL && written > 0)
+        json_object_set_new(u, "cache_creation_input_tokens", json_integer(written));
+    if (u != NULL && read > 0)
+        json_object_set_new(u, "cache_read_input_tokens", json_integer(read));
+    return u;
+}
+
+/* OpenAI's usage for the same counts (cache reads in prompt_tokens_details.cached_tokens). */
+static json_t *chat_usage(json_int_t prompt, json_int_t read, json_int_t output)
+{
+    json_t *u = json_pack("{s:I,s:I,s:I}", "prompt_tokens", prompt, "completion_tokens", output,
+                          "total_tokens", tokens_sum(prompt, output));
+
+    if (u != NULL && read > 0)
+        json_object_set_new(u, "prompt_tokens_details", json_pack("{s:I}", "cached_tokens", read));
+    return u;
+}
+
+/* An Anthropic usage object's prompt total (input + cache reads + cache writes). */
+static json_int_t messages_prompt(const json_t *usage)
+{
+    return tokens_sum(tokens_sum(int_or_zero(usage, "input_tokens"),
+                                 int_or_zero(usage, "cache_read_input_tokens")),
+                      int_or_zero(usage, "cache_creation_input_tokens"));
+}
+
 json_t *rt_translate_chat_resp_to_messages(const json_t *resp, const char *model)
 {
     json_t *choices = json_object_get(resp, "choices");
@@ -274,13 +323,13 @@ json_t *rt_translate_chat_resp_to_messages(const json_t *resp, const char *model
         return NULL;
     text = content_text(json_object_get(msg, "content"));
     copy_utf8(idbuf, sizeof(idbuf), "msg_", json_is_string(id) ? json_string_value(id) : "0");
-    out = json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:s}],s:s,s:n,s:{s:I,s:I}}", "id", idbuf, "type",
+    out = json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:s}],s:s,s:n,s:o}", "id", idbuf, "type",
                     "message", "role", "assistant", "model", model, "content", "type", "text",
                     "text", text != NULL ? text : "", "stop_reason",
                     finish_to_stop(json_string_value(json_object_get(c0, "finish_reason"))),
-                    "stop_sequence", "usage", "input_tokens",
-                    (json_int_t)int_or_zero(usage, "prompt_tokens"), "output_tokens",
-                    (json_int_t)int_or_zero(usage, "completion_tokens"));
+                    "stop_sequence", "usage",
+                    messages_usage(int_or_zero(usage, "prompt_tokens"), chat_cached(usage), 0,
+                                   int_or_zero(usage, "completion_tokens")));
     free(text);
     return out;
 }
@@ -297,16 +346,16 @@ json_t *rt_translate_messages_resp_to_chat(const json_t *resp, const char *model
     if (!json_is_array(content))
         return NULL;
     text = content_text(content);
-    in = int_or_zero(usage, "input_tokens");
+    in = messages_prompt(usage);
     outk = int_or_zero(usage, "output_tokens");
-    out = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:{s:s,s:s},s:s}],s:{s:I,s:I,s:I}}", "id",
+    out = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:{s:s,s:s},s:s}],s:o}", "id",
                     json_is_string(id) ? json_string_value(id) : "chatcmpl-0", "object",
                     "chat.completion", "created", (json_int_t)time(NULL), "model", model,
                     "choices", "index", 0, "message", "role", "assistant", "content",
                     text != NULL ? text : "", "finish_reason",
                     stop_to_finish(json_string_value(json_object_get(resp, "stop_reason"))),
-                    "usage", "prompt_tokens", in, "completion_tokens", outk, "total_tokens",
-                    tokens_sum(in, outk));
+                    "usage",
+                    chat_usage(in, int_or_zero(usage, "cache_read_input_tokens"), outk));
     free(text);
     return out;
 }
@@ -348,11 +397,11 @@ static int anth_start(struct rt_translate_stream *st, struct tg_buf *out)
 
     st->started = 1;
     rc = emit(out, "message_start",
-              json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:{s:I,s:i}}}", "type",
-                        "message_start", "message", "id", st->id, "type", "message", "role",
-                        "assistant", "model", st->model, "content", "stop_reason",
-                        "stop_sequence", "usage", "input_tokens", (json_int_t)st->prompt_tokens,
-                        "output_tokens", 0));
+              json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:o}}", "type", "message_start",
+                        "message", "id", st->id, "type", "message", "role", "assistant", "model",
+                        st->model, "content", "stop_reason", "stop_sequence", "usage",
+                        messages_usage(st->prompt_tokens, st->cache_read_tokens,
+                                       st->cache_creation_tokens, 0)));
     if (rc == 0)
         rc = emit(out, "content_block_start",
                   json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_start", "index", 0,
@@ -373,11 +422,11 @@ static int anth_finish(struct rt_translate_stream *st, struct tg_buf *out)
                   json_pack("{s:s,s:i}", "type", "content_block_stop", "index", 0));
     if (rc == 0)
         rc = emit(out, "message_delta",
-                  json_pack("{s:s,s:{s:s,s:n},s:{s:I,s:I}}", "type", "message_delta", "delta",
+                  json_pack("{s:s,s:{s:s,s:n},s:o}", "type", "message_delta", "delta",
                             "stop_reason", st->finish[0] ? st->finish : "end_turn",
-                            "stop_sequence", "usage", "input_tokens",
-                            (json_int_t)st->prompt_tokens, "output_tokens",
-                            (json_int_t)st->completion_tokens));
+                            "stop_sequence", "usage",
+                            messages_usage(st->prompt_tokens, st->cache_read_tokens,
+                                           st->cache_creation_tokens, st->completion_tokens)));
     if (rc == 0)
         rc = emit(out, "message_stop", json_pack("{s:s}", "type", "message_stop"));
     st->finished = 1;
@@ -398,12 +447,11 @@ static int oai_finish(struct rt_translate_stream *st, struct tg_buf *out)
     if (st->finished)
         return 0;
     rc = emit(out, NULL,
-              json_pack("{s:s,s:s,s:I,s:s,s:[],s:{s:I,s:I,s:I}}", "id", st->id, "object",
+              json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", st->id, "object",
                         "chat.completion.chunk", "created", (json_int_t)st->created_s, "model",
-                        st->model, "choices", "usage", "prompt_tokens",
-                        (json_int_t)st->prompt_tokens, "completion_tokens",
-                        (json_int_t)st->completion_tokens, "total_tokens",
-                        tokens_sum(st->prompt_tokens, st->completion_tokens)));
+                        st->model, "choices", "usage",
+                        chat_usage(st->prompt_tokens, st->cache_read_tokens,
+                                   st->completion_tokens)));
     if (rc == 0 && tg_buf_puts(out, "data: [DONE]\n\n") != 0)
         rc = TG_EFULL;
     st->finished = 1;
@@ -449,6 +497,7 @@ static int chat_to_messages(struct rt_translate_stream *st, const char *data, si
     if (json_is_object(usage)) {
         st->prompt_tokens = int_or_zero(usage, "prompt_tokens");
         st->completion_tokens = int_or_zero(usage, "completion_tokens");
+        st->cache_read_tokens = chat_cached(usage);
     }
     if (!st->started)
         rc = anth_start(st, out);
@@ -486,8 +535,12 @@ static int messages_to_chat(struct rt_translate_stream *st, const char *data, si
 
         if (json_is_string(id))
             copy_utf8(st->id, sizeof(st->id), "", json_string_value(id));
-        st->prompt_tokens = int_or_zero(json_object_get(m, "usage"), "input_tokens");
-        st->completion_tokens = int_or_zero(json_object_get(m, "usage"), "output_tokens");
+        json_t *u = json_object_get(m, "usage");
+
+        st->prompt_tokens = messages_prompt(u);
+        st->cache_read_tokens = int_or_zero(u, "cache_read_input_tokens");
+        st->cache_creation_tokens = int_or_zero(u, "cache_creation_input_tokens");
+        st->completion_tokens = int_or_zero(u, "output_tokens");
         st->started = 1;
         rc = emit(out, NULL,
                   oai_chunk(st, json_pack("{s:s,s:s}", "role", "assistant", "content", ""),
@@ -503,8 +556,11 @@ static int messages_to_chat(struct rt_translate_stream *st, const char *data, si
 
         if (json_is_integer(json_object_get(usage, "output_tokens")))
             st->completion_tokens = int_or_zero(usage, "output_tokens");
-        if (json_is_integer(json_object_get(usage, "input_tokens")))
-            st->prompt_tokens = int_or_zero(usage, "input_tokens");
+        if (json_is_integer(json_object_get(usage, "input_tokens"))) {
+            st->prompt_tokens = messages_prompt(usage);
+            st->cache_read_tokens = int_or_zero(usage, "cache_read_input_tokens");
+            st->cache_creation_tokens = int_or_zero(usage, "cache_creation_input_tokens");
+        }
         snprintf(st->finish, sizeof(st->finish), "%s",
                  stop_to_finish(json_string_value(sr)));
         rc = emit(out, NULL, oai_chunk(st, json_object(), st->finish));

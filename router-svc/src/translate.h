@@ -41,14 +41,16 @@ enum rt_translate_dir {
 /* Streaming state, caller storage; rt_translate_stream_init before use. Fixed size. */
 struct rt_translate_stream {
     enum rt_translate_dir dir;
-    int started;            /* first client event written */
-    int finished;           /* terminating event written */
+    int started;  /* first client event written */
+    int finished; /* terminating event written */
     char id[72];
-    char model[129];        /* name shown to the client */
-    char finish[32];        /* finish/stop reason in the client's vocabulary */
-    int64_t prompt_tokens;
+    char model[129];       /* name shown to the client */
+    char finish[32];       /* finish/stop reason in the client's vocabulary */
+    int64_t prompt_tokens; /* every input token, the cache's included */
     int64_t completion_tokens;
-    int64_t created_s;      /* epoch seconds for OpenAI chunks */
+    int64_t cache_read_tokens;     /* of prompt_tokens: read from the prompt cache */
+    int64_t cache_creation_tokens; /* of prompt_tokens: written to it */
+    int64_t created_s;             /* epoch seconds for OpenAI chunks */
 };
 
 void rt_translate_stream_init(struct rt_translate_stream *st, enum rt_translate_dir dir,

@@ -27,31 +27,69 @@ static int64_t tokens_add(int64_t a, int64_t b)
     return a + b > RT_USAGE_TOKENS_MAX ? RT_USAGE_TOKENS_MAX : a + b;
 }
 
-/* Usage object of one API into out; returns 1 when it carried usage. */
-static int read_usage(enum rt_api api, const json_t *usage, struct rt_usage *out)
+/* Where one API writes its counts. Input and output are totals (cached and reasoning tokens
+ * included) except Anthropic's input_tokens, which leaves out the cache's reads and writes. */
+struct usage_shape {
+    const char *input;
+    const char *output;
+    const char *input_details;  /* object with the cached part of input (OpenAI), or NULL */
+    const char *cached;         /* ... its member */
+    const char *output_details; /* object with the reasoning part of output, or NULL */
+    const char *reasoning;      /* ... its member */
+    const char *cache_read;     /* top-level counts added to input (Anthropic), or NULL */
+    const char *cache_creation;
+};
+
+static const struct usage_shape shapes[] = {
+    [RT_API_CHAT] = {"prompt_tokens", "completion_tokens", "prompt_tokens_details", "cached_tokens",
+                     "completion_tokens_details", "reasoning_tokens", NULL, NULL},
+    [RT_API_EMBEDDINGS] = {"prompt_tokens", "completion_tokens", "prompt_tokens_details",
+                           "cached_tokens", NULL, NULL, NULL, NULL},
+    [RT_API_RESPONSES] = {"input_tokens", "output_tokens", "input_tokens_details", "cached_tokens",
+                          "output_tokens_details", "reasoning_tokens", NULL, NULL},
+    [RT_API_MESSAGES] = {"input_tokens", "output_tokens", NULL, NULL, NULL, NULL,
+                         "cache_read_input_tokens", "cache_creation_input_tokens"},
+};
+
+static const struct usage_shape *shape_of(enum rt_api api)
 {
-    int present = 0;
+    return (unsigned)api < sizeof(shapes) / sizeof(shapes[0]) ? &shapes[api] : &shapes[RT_API_CHAT];
+}
+
+/* The parts never exceed their totals (a provider's garbage cannot make a cost negative). */
+static void usage_clamp(struct rt_usage *u)
+{
+    if (u->cache_read_tokens > u->prompt_tokens)
+        u->cache_read_tokens = u->prompt_tokens;
+    if (u->cache_creation_tokens > u->prompt_tokens - u->cache_read_tokens)
+        u->cache_creation_tokens = u->prompt_tokens - u->cache_read_tokens;
+    if (u->reasoning_tokens > u->completion_tokens)
+        u->reasoning_tokens = u->completion_tokens;
+}
+
+int rt_usage_read(enum rt_api api, const json_t *usage, struct rt_usage *out)
+{
+    const struct usage_shape *sh = shape_of(api);
+    int present = 0, unused = 0;
 
     if (!json_is_object(usage))
         return 0;
-    switch (api) {
-    case RT_API_CHAT:
-    case RT_API_EMBEDDINGS:
-        out->prompt_tokens = int_member(usage, "prompt_tokens", &present);
-        out->completion_tokens = int_member(usage, "completion_tokens", &present);
-        break;
-    case RT_API_RESPONSES:
-        out->prompt_tokens = int_member(usage, "input_tokens", &present);
-        out->completion_tokens = int_member(usage, "output_tokens", &present);
-        break;
-    case RT_API_MESSAGES:
-        out->prompt_tokens =
-            tokens_add(tokens_add(int_member(usage, "input_tokens", &present),
-                                  int_member(usage, "cache_creation_input_tokens", &present)),
-                       int_member(usage, "cache_read_input_tokens", &present));
-        out->completion_tokens = int_member(usage, "output_tokens", &present);
-        break;
+    memset(out, 0, sizeof(*out));
+    out->prompt_tokens = int_member(usage, sh->input, &present);
+    out->completion_tokens = int_member(usage, sh->output, &present);
+    if (sh->input_details != NULL)
+        out->cache_read_tokens =
+            int_member(json_object_get(usage, sh->input_details), sh->cached, &unused);
+    if (sh->output_details != NULL)
+        out->reasoning_tokens =
+            int_member(json_object_get(usage, sh->output_details), sh->reasoning, &unused);
+    if (sh->cache_read != NULL) {
+        out->cache_read_tokens = int_member(usage, sh->cache_read, &present);
+        out->cache_creation_tokens = int_member(usage, sh->cache_creation, &present);
+        out->prompt_tokens = tokens_add(tokens_add(out->prompt_tokens, out->cache_read_tokens),
+                                        out->cache_creation_tokens);
     }
+    usage_clamp(out);
     if (present)
         out->found = 1;
     return present;
@@ -87,115 +125,67 @@ static int64_t span_count(const char *text, const struct rt_json_member *m, int 
     return x > RT_USAGE_TOKENS_MAX ? RT_USAGE_TOKENS_MAX : x;
 }
 
+/* One count of a nested object scanned from text (a member of the usage object). */
+static int64_t nested_count(const char *text, const struct rt_json_member *obj, const char *name)
+{
+    struct rt_json_member m[1] = {{name, 0, 0, 0}};
+    int unused = 0;
+
+    if (obj->val_len == 0 || text[obj->val_off] != '{' ||
+        rt_json_scan_object(text + obj->val_off, obj->val_len, m, 1, NULL) != 0)
+        return 0;
+    return span_count(text + obj->val_off, &m[0], &unused);
+}
+
 /* rt_usage_from_json without building a tree: the scanner validates the whole body and finds
  * "usage"; its members are read from the bytes. Returns 0 (done), or TG_EINVAL when the body is
  * outside what the scanner handles (the caller parses it with jansson). */
 static int usage_scan(enum rt_api api, const char *body, size_t len, struct rt_usage *out)
 {
+    const struct usage_shape *sh = shape_of(api);
     struct rt_json_member top[1] = {{"usage", 0, 0, 0}};
-    struct rt_json_member um[4];
+    struct rt_json_member um[6];
     const char *ub;
     int present = 0;
-    size_t nm;
+    size_t nm = 2;
 
     if (rt_json_scan_object(body, len, top, 1, NULL) != 0)
         return TG_EINVAL;
     if (top[0].val_len == 0 || body[top[0].val_off] != '{')
         return 0;
     memset(um, 0, sizeof(um));
-    switch (api) {
-    case RT_API_CHAT:
-    case RT_API_EMBEDDINGS:
-        um[0].name = "prompt_tokens";
-        um[1].name = "completion_tokens";
-        nm = 2;
-        break;
-    case RT_API_RESPONSES:
-        um[0].name = "input_tokens";
-        um[1].name = "output_tokens";
-        nm = 2;
-        break;
-    case RT_API_MESSAGES:
-    default:
-        um[0].name = "input_tokens";
-        um[1].name = "output_tokens";
-        um[2].name = "cache_creation_input_tokens";
-        um[3].name = "cache_read_input_tokens";
-        nm = 4;
-        break;
+    um[0].name = sh->input;
+    um[1].name = sh->output;
+    if (sh->input_details != NULL)
+        um[nm++].name = sh->input_details; /* um[2] */
+    if (sh->output_details != NULL)
+        um[nm++].name = sh->output_details;
+    if (sh->cache_read != NULL) {
+        um[nm++].name = sh->cache_read;
+        um[nm++].name = sh->cache_creation;
     }
     ub = body + top[0].val_off;
     if (rt_json_scan_object(ub, top[0].val_len, um, nm, NULL) != 0)
         return TG_EINVAL;
-    if (api == RT_API_MESSAGES) {
-        out->prompt_tokens = tokens_add(
-            tokens_add(span_count(ub, &um[0], &present), span_count(ub, &um[2], &present)),
-            span_count(ub, &um[3], &present));
-    } else {
-        out->prompt_tokens = span_count(ub, &um[0], &present);
-    }
+    out->prompt_tokens = span_count(ub, &um[0], &present);
     out->completion_tokens = span_count(ub, &um[1], &present);
+    for (size_t i = 2; i < nm; i++) {
+        if (um[i].name == sh->input_details)
+            out->cache_read_tokens = nested_count(ub, &um[i], sh->cached);
+        else if (um[i].name == sh->output_details)
+            out->reasoning_tokens = nested_count(ub, &um[i], sh->reasoning);
+        else if (um[i].name == sh->cache_read)
+            out->cache_read_tokens = span_count(ub, &um[i], &present);
+        else
+            out->cache_creation_tokens = span_count(ub, &um[i], &present);
+    }
+    if (sh->cache_read != NULL)
+        out->prompt_tokens = tokens_add(tokens_add(out->prompt_tokens, out->cache_read_tokens),
+                                        out->cache_creation_tokens);
+    usage_clamp(out);
     if (present)
         out->found = 1;
     return 0;
-}
-
-/* Nesting depth and values (array elements and object members, the containers themselves
- * included) of text[0..len), counted without validating it. 0 when within both bounds, else
- * TG_ERANGE with the reason in why. */
-static int json_bounds(const char *text, size_t len, unsigned max_depth, unsigned max_elements,
-                       char *why, size_t whycap)
-{
-    unsigned depth = 0;
-    uint64_t values = 1; /* the top-level value */
-
-    for (size_t i = 0; i < len; i++) {
-        switch (text[i]) {
-        case '"':
-            for (i++; i < len && text[i] != '"'; i++) {
-                if (text[i] == '\\')
-                    i++;
-            }
-            break;
-        case '{':
-        case '[':
-            if (++depth > max_depth) {
-                snprintf(why, whycap, "JSON nested deeper than %u levels", max_depth);
-                return TG_ERANGE;
-            }
-            break;
-        case '}':
-        case ']':
-            if (depth > 0)
-                depth--;
-            break;
-        case ',':
-            if (++values > max_elements) {
-                snprintf(why, whycap, "JSON with more than %u values", max_elements);
-                return TG_ERANGE;
-            }
-            break;
-        default:
-            break;
-        }
-    }
-    return 0;
-}
-
-json_t *rt_json_load_bounded(const char *text, size_t len, unsigned max_depth,
-                             unsigned max_elements, json_error_t *jerr)
-{
-    char why[96];
-
-    if (json_bounds(text, len, max_depth, max_elements, why, sizeof(why)) != 0) {
-        memset(jerr, 0, sizeof(*jerr));
-        jerr->line = -1;
-        jerr->column = -1;
-        jerr->position = -1;
-        snprintf(jerr->text, sizeof(jerr->text), "%s", why);
-        return NULL;
-    }
-    return json_loadb(text, len, 0, jerr);
 }
 
 int rt_usage_from_json(enum rt_api api, const char *body, size_t len, struct rt_usage *out)
@@ -217,21 +207,41 @@ int rt_usage_from_json(enum rt_api api, const char *body, size_t len, struct rt_
         json_decref(root);
         return TG_EPROTO;
     }
-    read_usage(api, json_object_get(root, "usage"), out);
+    rt_usage_read(api, json_object_get(root, "usage"), out);
     json_decref(root);
     return 0;
 }
 
+/* A price to charge at: the given one, else fallback, else 0. */
+static uint64_t price_or(int64_t p, int64_t fallback)
+{
+    if (p >= 0)
+        return (uint64_t)p;
+    return fallback >= 0 ? (uint64_t)fallback : 0;
+}
+
 int64_t rt_usage_cost_nusd(const struct rt_deployment_conf *dep, const struct rt_usage *u)
 {
+    const struct rt_model_price *pr;
     unsigned __int128 fusd;
     unsigned __int128 nusd;
+    struct rt_usage c;
 
     if (dep == NULL || u == NULL || u->prompt_tokens < 0 || u->completion_tokens < 0 ||
-        dep->in_fusd_per_token < 0 || dep->out_fusd_per_token < 0)
+        u->cache_read_tokens < 0 || u->cache_creation_tokens < 0 || u->reasoning_tokens < 0)
         return 0;
-    fusd = (unsigned __int128)u->prompt_tokens * (uint64_t)dep->in_fusd_per_token +
-           (unsigned __int128)u->completion_tokens * (uint64_t)dep->out_fusd_per_token;
+    pr = &dep->price;
+    c = *u;
+    usage_clamp(&c);
+    fusd = (unsigned __int128)(uint64_t)(c.prompt_tokens - c.cache_read_tokens -
+                                         c.cache_creation_tokens) *
+               price_or(pr->input, -1) +
+           (unsigned __int128)(uint64_t)c.cache_read_tokens * price_or(pr->cache_read, pr->input) +
+           (unsigned __int128)(uint64_t)c.cache_creation_tokens *
+               price_or(pr->cache_creation, pr->input) +
+           (unsigned __int128)(uint64_t)(c.completion_tokens - c.reasoning_tokens) *
+               price_or(pr->output, -1) +
+           (unsigned __int128)(uint64_t)c.reasoning_tokens * price_or(pr->reasoning, pr->output);
     nusd = fusd / 1000000u;
     if (nusd > (unsigned __int128)INT64_MAX)
         return INT64_MAX;
@@ -278,19 +288,19 @@ static void sse_data(struct rt_sse_usage *p, const char *data, size_t len)
     case RT_API_CHAT:
     case RT_API_EMBEDDINGS:
         usage = json_object_get(root, "usage");
-        if (read_usage(p->api, usage, &u))
+        if (rt_usage_read(p->api, usage, &u))
             p->usage = u;
         break;
     case RT_API_RESPONSES:
         /* response.completed (also .incomplete/.failed) carries the final response object. */
         usage = json_object_get(json_object_get(root, "response"), "usage");
-        if (read_usage(p->api, usage, &u))
+        if (rt_usage_read(p->api, usage, &u))
             p->usage = u;
         break;
     case RT_API_MESSAGES:
         if (type != NULL && strcmp(type, "message_start") == 0) {
             usage = json_object_get(json_object_get(root, "message"), "usage");
-            if (read_usage(p->api, usage, &u))
+            if (rt_usage_read(p->api, usage, &u))
                 p->usage = u;
         } else if (type != NULL && strcmp(type, "message_delta") == 0) {
             int present = 0;
@@ -305,18 +315,13 @@ static void sse_data(struct rt_sse_usage *p, const char *data, size_t len)
                 p->usage.completion_tokens = out_tokens;
                 p->usage.found = 1;
             }
-            present = 0;
-            {
-                int64_t in = tokens_add(
-                    tokens_add(int_member(usage, "input_tokens", &present),
-                               int_member(usage, "cache_creation_input_tokens", &present)),
-                    int_member(usage, "cache_read_input_tokens", &present));
-
-                if (present && in > 0) {
-                    p->usage.prompt_tokens = in;
-                    p->usage.found = 1;
-                }
+            /* input counts may be restated (cumulative too): taken when they are */
+            if (rt_usage_read(p->api, usage, &u) && u.prompt_tokens > 0) {
+                p->usage.prompt_tokens = u.prompt_tokens;
+                p->usage.cache_read_tokens = u.cache_read_tokens;
+                p->usage.cache_creation_tokens = u.cache_creation_tokens;
             }
+            usage_clamp(&p->usage);
         }
         break;
     }

@@ -2,21 +2,27 @@
  *
  * From a whole JSON body (rt_usage_from_json) or incrementally from an SSE stream
  * (struct rt_sse_usage: feed it the bytes as they arrive, split anywhere). Understood shapes:
- * - OpenAI chat completions / completions: usage.prompt_tokens, usage.completion_tokens; in a
- *   stream, the chunk that carries "usage" (stream_options.include_usage).
+ * - OpenAI chat completions / completions: usage.prompt_tokens (of them
+ *   prompt_tokens_details.cached_tokens from the cache), usage.completion_tokens (of them
+ *   completion_tokens_details.reasoning_tokens); in a stream, the chunk that carries "usage"
+ *   (stream_options.include_usage).
  * - OpenAI embeddings: usage.prompt_tokens (completion 0).
- * - OpenAI responses: usage.input_tokens, usage.output_tokens; in a stream, the
+ * - OpenAI responses: usage.input_tokens (input_tokens_details.cached_tokens),
+ *   usage.output_tokens (output_tokens_details.reasoning_tokens); in a stream, the
  *   response.completed event's response.usage.
- * - Anthropic messages: usage.input_tokens (+ cache_creation_input_tokens +
- *   cache_read_input_tokens, counted as prompt tokens), usage.output_tokens; in a stream,
- *   message_start's message.usage and message_delta's usage (output_tokens is cumulative: the
- *   last value wins).
+ * - Anthropic messages: usage.input_tokens + cache_creation_input_tokens +
+ *   cache_read_input_tokens are the prompt tokens, usage.output_tokens; in a stream,
+ *   message_start's message.usage and message_delta's usage (cumulative: the last value wins).
  * Missing or malformed usage leaves found = 0 (cost 0); it is never an error for the request.
  * Counts are capped at RT_USAGE_TOKENS_MAX (a garbage count cannot overflow a sum).
  *
- * Cost: integer nano-USD from the deployment's prices in femto-USD per token (config.h):
- *   cost_nusd = (prompt * in_fusd + completion * out_fusd) / 1,000,000   (128-bit, floored,
- *   saturated at INT64_MAX).
+ * Cost: integer nano-USD from the deployment's prices in femto-USD per token (config.h,
+ * prices.h), each kind of token at its own price:
+ *   cost_nusd = ((prompt - cache_read - cache_creation) * input + cache_read * cache_read_price
+ *              + cache_creation * cache_creation_price + (completion - reasoning) * output
+ *              + reasoning * reasoning_price) / 1,000,000   (128-bit, floored, saturated at
+ *   INT64_MAX); a cache price not given is the input price, a reasoning price not given the
+ *   output price, an input or output price not given 0.
  *
  * Threads: a struct rt_sse_usage belongs to one stream, used by one thread at a time. */
 #ifndef RT_USAGE_H
@@ -28,6 +34,7 @@
 
 #include "api.h"
 #include "config.h"
+#include "jbound.h"
 
 #define RT_SSE_LINE_MAX 32768 /* default SSE line buffer, bytes; longer lines are skipped */
 
@@ -36,10 +43,17 @@
 #define RT_USAGE_TOKENS_MAX 1000000000000ll /* 10^12 tokens per count */
 
 struct rt_usage {
-    int64_t prompt_tokens;     /* 0..RT_USAGE_TOKENS_MAX */
-    int64_t completion_tokens; /* 0..RT_USAGE_TOKENS_MAX */
-    int found;                 /* 1 when the response carried usage */
+    int64_t prompt_tokens;         /* every input token, cached ones included */
+    int64_t completion_tokens;     /* every output token, reasoning included */
+    int64_t cache_read_tokens;     /* of prompt_tokens: read from the provider's prompt cache */
+    int64_t cache_creation_tokens; /* of prompt_tokens: written to it (Anthropic) */
+    int64_t reasoning_tokens;      /* of completion_tokens: reasoning */
+    int found;                     /* 1 when the response carried usage */
 };
+
+/* rt_usage_read: the usage object of an answer of the given API (a JSON object, borrowed) into
+ * *out (zeroed first). Returns 1 when it carried a count, else 0. Any thread. */
+int rt_usage_read(enum rt_api api, const json_t *usage, struct rt_usage *out);
 
 /* rt_usage_from_json: usage from a complete response body of the given API (what the provider
  * returned, before any translation). Fills *out (zeroed first). Returns 0, or TG_EPROTO when the
@@ -106,21 +120,6 @@ struct rt_json_member {
  * or TG_EINVAL (not handled here: use a full parser). Any thread; text borrowed. */
 int rt_json_scan_object(const char *text, size_t len, struct rt_json_member *m, size_t nm,
                         size_t *close_off);
-
-/* ---- bounded full parse ----
- * jansson builds a tree of about 40 to 100 bytes per value, with no bound of its own on the
- * values or the nesting (the loop thread would spend its time and memory on whatever a client or
- * a provider sends). Before a full parse, one pass over the bytes counts both: a document past
- * either bound is refused without a tree. */
-#define RT_JSON_ANSWER_MAX_DEPTH 128         /* providers' answers (not configurable) */
-#define RT_JSON_ANSWER_MAX_ELEMENTS 1000000u /* ... about 100 MB of tree at most */
-
-/* rt_json_load_bounded: json_loadb (flags 0) of text after counting its depth and values (one pass,
- * strings skipped with their escapes). NULL when the bounds are exceeded (jerr->text says which,
- * jerr->position is -1) or the text is not JSON (jansson's jerr). Returns new (json_decref). Any
- * thread. */
-json_t *rt_json_load_bounded(const char *text, size_t len, unsigned max_depth,
-                             unsigned max_elements, json_error_t *jerr);
 
 /* rt_json_is_true: the member's value is the literal true. */
 int rt_json_is_true(const char *text, const struct rt_json_member *m);

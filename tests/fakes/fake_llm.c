@@ -464,6 +464,9 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
     gen.model = model;
     gen.prompt_tokens = dec.b.prompt_tokens;
     gen.completion_tokens = dec.b.completion_tokens;
+    gen.cached_tokens = dec.b.cached_tokens;
+    gen.cache_creation_tokens = dec.b.cache_creation_tokens;
+    gen.reasoning_tokens = dec.b.reasoning_tokens;
     gen.chunks = dec.b.chunks ? dec.b.chunks : 1;
     gen.include_usage = include_usage;
     gen.id = atomic_fetch_add(&app->next_id, 1) + 1;

@@ -84,21 +84,53 @@ size_t fl_body_capacity(const struct fl_gen *g, int stream)
     return cap;
 }
 
+/* The parts of the usage, each cut to what its total leaves. */
+static uint32_t cached_of(const struct fl_gen *g)
+{
+    return g->cached_tokens < g->prompt_tokens ? g->cached_tokens : g->prompt_tokens;
+}
+
+static uint32_t creation_of(const struct fl_gen *g)
+{
+    uint32_t left = g->prompt_tokens - cached_of(g);
+
+    return g->cache_creation_tokens < left ? g->cache_creation_tokens : left;
+}
+
+static uint32_t reasoning_of(const struct fl_gen *g)
+{
+    return g->reasoning_tokens < g->completion_tokens ? g->reasoning_tokens : g->completion_tokens;
+}
+
+/* OpenAI's shape: totals, with the cached and reasoning parts in the details objects. */
 static void chat_usage(struct tg_buf *b, const struct fl_gen *g)
 {
-    tg_buf_printf(b, "{\"prompt_tokens\":%u,\"completion_tokens\":%u,\"total_tokens\":%llu}",
+    tg_buf_printf(b,
+                  "{\"prompt_tokens\":%u,\"completion_tokens\":%u,\"total_tokens\":%llu,"
+                  "\"prompt_tokens_details\":{\"cached_tokens\":%u,\"audio_tokens\":0},"
+                  "\"completion_tokens_details\":{\"reasoning_tokens\":%u,\"audio_tokens\":0}}",
                   g->prompt_tokens, g->completion_tokens,
-                  (unsigned long long)g->prompt_tokens + g->completion_tokens);
+                  (unsigned long long)g->prompt_tokens + g->completion_tokens, cached_of(g),
+                  reasoning_of(g));
 }
 
 static void responses_usage(struct tg_buf *b, const struct fl_gen *g)
 {
     tg_buf_printf(b,
-                  "{\"input_tokens\":%u,\"input_tokens_details\":{\"cached_tokens\":0},"
-                  "\"output_tokens\":%u,\"output_tokens_details\":{\"reasoning_tokens\":0},"
+                  "{\"input_tokens\":%u,\"input_tokens_details\":{\"cached_tokens\":%u},"
+                  "\"output_tokens\":%u,\"output_tokens_details\":{\"reasoning_tokens\":%u},"
                   "\"total_tokens\":%llu}",
-                  g->prompt_tokens, g->completion_tokens,
+                  g->prompt_tokens, cached_of(g), g->completion_tokens, reasoning_of(g),
                   (unsigned long long)g->prompt_tokens + g->completion_tokens);
+}
+
+/* Anthropic's shape: input_tokens leaves out the cache's reads and writes. */
+static void messages_input_usage(struct tg_buf *b, const struct fl_gen *g)
+{
+    tg_buf_printf(b,
+                  "\"input_tokens\":%u,\"cache_creation_input_tokens\":%u,"
+                  "\"cache_read_input_tokens\":%u",
+                  g->prompt_tokens - cached_of(g) - creation_of(g), creation_of(g), cached_of(g));
 }
 
 /* The Responses API message item; completed: with the whole text. */
@@ -182,10 +214,10 @@ int fl_body_success(struct tg_buf *out, const struct fl_gen *g)
                       "\"model\":\"%s\",\"content\":[{\"type\":\"text\",\"text\":\"",
                       (unsigned long long)g->id, model);
         put_words(out, 0, text_words(g));
-        tg_buf_printf(out,
-                      "\"}],\"stop_reason\":\"end_turn\",\"stop_sequence\":null,"
-                      "\"usage\":{\"input_tokens\":%u,\"output_tokens\":%u}}",
-                      g->prompt_tokens, g->completion_tokens);
+        tg_buf_puts(out, "\"}],\"stop_reason\":\"end_turn\",\"stop_sequence\":null,"
+                         "\"usage\":{");
+        messages_input_usage(out, g);
+        tg_buf_printf(out, ",\"output_tokens\":%u}}", g->completion_tokens);
         break;
     }
     return out->truncated ? TG_EFULL : 0;
@@ -324,8 +356,10 @@ static int stream_messages(struct tg_buf *out, struct fl_segments *seg, const st
                   "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{"
                   "\"id\":\"msg_%016llx\",\"type\":\"message\",\"role\":\"assistant\","
                   "\"model\":\"%s\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,"
-                  "\"usage\":{\"input_tokens\":%u,\"output_tokens\":1}}}\n\n",
-                  (unsigned long long)g->id, model, g->prompt_tokens);
+                  "\"usage\":{",
+                  (unsigned long long)g->id, model);
+    messages_input_usage(out, g);
+    tg_buf_puts(out, ",\"output_tokens\":1}}}\n\n");
     rc = seg_end(out, seg);
     tg_buf_puts(out, "event: content_block_start\ndata: {\"type\":\"content_block_start\","
                      "\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");

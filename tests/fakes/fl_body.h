@@ -28,15 +28,18 @@ enum fl_api {
 /* What to generate. */
 struct fl_gen {
     enum fl_api api;
-    const char *model;          /* borrowed, valid UTF-8 */
-    uint32_t prompt_tokens;     /* usage */
-    uint32_t completion_tokens; /* usage */
-    uint32_t chunks;            /* stream content chunks, >= 1 */
-    int include_usage;          /* chat stream: stream_options.include_usage */
-    uint64_t id;                /* per-request number used in ids */
-    uint64_t created_s;         /* epoch seconds */
-    uint32_t embed_inputs;      /* embeddings: items */
-    uint32_t embed_dims;        /* embeddings: dimensions */
+    const char *model;              /* borrowed, valid UTF-8 */
+    uint32_t prompt_tokens;         /* usage */
+    uint32_t completion_tokens;     /* usage */
+    uint32_t cached_tokens;         /* of prompt_tokens, from the cache (cut to prompt_tokens) */
+    uint32_t cache_creation_tokens; /* of prompt_tokens, written to the cache */
+    uint32_t reasoning_tokens;      /* of completion_tokens */
+    uint32_t chunks;                /* stream content chunks, >= 1 */
+    int include_usage;              /* chat stream: stream_options.include_usage */
+    uint64_t id;                    /* per-request number used in ids */
+    uint64_t created_s;             /* epoch seconds */
+    uint32_t embed_inputs;          /* embeddings: items */
+    uint32_t embed_dims;            /* embeddings: dimensions */
 };
 
 /* Segments of a stream: event i is bytes [i ? ends[i-1] : 0, ends[i]) of the buffer. */

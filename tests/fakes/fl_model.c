@@ -190,6 +190,12 @@ static int parse_fields(json_t *obj, struct fl_behaviour *b, char *err, size_t e
             bit = FL_SET_COMPLETION_TOKENS;
         else if (strcmp(key, "chunks") == 0)
             bit = FL_SET_CHUNKS;
+        else if (strcmp(key, "cached_tokens") == 0)
+            bit = FL_SET_CACHED_TOKENS;
+        else if (strcmp(key, "cache_creation_tokens") == 0)
+            bit = FL_SET_CACHE_CREATION_TOKENS;
+        else if (strcmp(key, "reasoning_tokens") == 0)
+            bit = FL_SET_REASONING_TOKENS;
         else {
             snprintf(err, errlen, "unknown field \"%.64s\"", key);
             return TG_EINVAL;
@@ -228,6 +234,15 @@ static int parse_fields(json_t *obj, struct fl_behaviour *b, char *err, size_t e
             break;
         case FL_SET_CHUNKS:
             rc = get_u32(v, key, 1, FL_CHUNKS_MAX, &b->chunks, err, errlen);
+            break;
+        case FL_SET_CACHED_TOKENS:
+            rc = get_u32(v, key, 0, FL_TOKENS_MAX, &b->cached_tokens, err, errlen);
+            break;
+        case FL_SET_CACHE_CREATION_TOKENS:
+            rc = get_u32(v, key, 0, FL_TOKENS_MAX, &b->cache_creation_tokens, err, errlen);
+            break;
+        case FL_SET_REASONING_TOKENS:
+            rc = get_u32(v, key, 0, FL_TOKENS_MAX, &b->reasoning_tokens, err, errlen);
             break;
         case FL_SET_ERROR: {
             const char *s = json_string_value(v);
@@ -361,6 +376,12 @@ static void overlay(struct fl_behaviour *dst, const struct fl_behaviour *src)
         dst->completion_tokens = src->completion_tokens;
     if (src->set & FL_SET_CHUNKS)
         dst->chunks = src->chunks;
+    if (src->set & FL_SET_CACHED_TOKENS)
+        dst->cached_tokens = src->cached_tokens;
+    if (src->set & FL_SET_CACHE_CREATION_TOKENS)
+        dst->cache_creation_tokens = src->cache_creation_tokens;
+    if (src->set & FL_SET_REASONING_TOKENS)
+        dst->reasoning_tokens = src->reasoning_tokens;
     dst->set |= src->set;
 }
 

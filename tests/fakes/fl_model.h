@@ -44,18 +44,24 @@ enum fl_fault {
 #define FL_SET_PROMPT_TOKENS (1u << 6)
 #define FL_SET_COMPLETION_TOKENS (1u << 7)
 #define FL_SET_CHUNKS (1u << 8)
+#define FL_SET_CACHED_TOKENS (1u << 9)
+#define FL_SET_CACHE_CREATION_TOKENS (1u << 10)
+#define FL_SET_REASONING_TOKENS (1u << 11)
 
 struct fl_behaviour {
-    double fail_rate;           /* 0..1 */
-    int status;                 /* HTTP status of injected failures, 400..599 */
-    uint32_t latency_ms;        /* delay of the whole response (stream: its last chunk) */
-    uint32_t ttft_ms;           /* stream: delay of the first chunk */
-    uint32_t retry_after_s;     /* retry-after header on failures; 0 = none */
-    enum fl_fault error;        /* error mode used when a request fails */
-    uint32_t prompt_tokens;     /* usage reported */
-    uint32_t completion_tokens; /* usage reported */
-    uint32_t chunks;            /* stream content chunks, 1..FL_CHUNKS_MAX */
-    unsigned set;               /* FL_SET_* bits */
+    double fail_rate;               /* 0..1 */
+    int status;                     /* HTTP status of injected failures, 400..599 */
+    uint32_t latency_ms;            /* delay of the whole response (stream: its last chunk) */
+    uint32_t ttft_ms;               /* stream: delay of the first chunk */
+    uint32_t retry_after_s;         /* retry-after header on failures; 0 = none */
+    enum fl_fault error;            /* error mode used when a request fails */
+    uint32_t prompt_tokens;         /* usage reported */
+    uint32_t completion_tokens;     /* usage reported */
+    uint32_t cached_tokens;         /* of prompt_tokens: read from the prompt cache */
+    uint32_t cache_creation_tokens; /* of prompt_tokens: written to it (Anthropic's shape) */
+    uint32_t reasoning_tokens;      /* of completion_tokens */
+    uint32_t chunks;                /* stream content chunks, 1..FL_CHUNKS_MAX */
+    unsigned set;                   /* FL_SET_* bits */
 };
 
 struct fl_counters {

@@ -128,7 +128,12 @@ static void check_config(const struct rt_config *cfg)
         check(rt_config_find_deployment(cfg, d->id) == (int)i, "deployment ids are not unique",
               d->id);
         check(rt_config_has_group(cfg, d->group), "deployment group not found", d->group);
-        check(d->in_fusd_per_token >= 0 && d->out_fusd_per_token >= 0, "negative price", d->id);
+        check(d->price.input >= RT_PRICE_NONE && d->price.output >= RT_PRICE_NONE &&
+                  d->price.cache_read >= RT_PRICE_NONE &&
+                  d->price.cache_creation >= RT_PRICE_NONE && d->price.reasoning >= RT_PRICE_NONE,
+              "negative price", d->id);
+        check(d->priced == (d->price.input != RT_PRICE_NONE || d->price.output != RT_PRICE_NONE),
+              "priced flag disagrees with the prices", d->id);
         check(d->timeout_ms >= 1 && d->stream_timeout_ms >= 1, "zero timeout", d->id);
         if (d->api_key[0] != '\0')
             want_secrets++;

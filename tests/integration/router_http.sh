@@ -18,7 +18,11 @@ cat >"$RT_DIR/fake.json" <<'JSON'
             "fake-inflight": {"latency_ms": 1500},
             "fake-429": {"fail_rate": 1.0, "status": 429, "retry_after": 7},
             "fake-midstream": {"chunks": 10, "ttft_ms": 50, "latency_ms": 2000},
-            "fake-longstream": {"chunks": 40, "ttft_ms": 50, "latency_ms": 8000}}}
+            "fake-longstream": {"chunks": 40, "ttft_ms": 50, "latency_ms": 8000},
+            "gpt-4o-mini": {"prompt_tokens": 12, "cached_tokens": 8, "completion_tokens": 8,
+                            "reasoning_tokens": 3},
+            "claude-sonnet-4-5": {"prompt_tokens": 5100, "cached_tokens": 4000,
+                                  "cache_creation_tokens": 1000, "completion_tokens": 50}}}
 JSON
 rt_fake_start "$RT_DIR/fake.json"
 
@@ -93,6 +97,18 @@ model_list:
     litellm_params: {model: openai/fake-named, api_base: "http://localhost:$RT_FAKE_PORT/v1",
                      api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
     model_info: {id: named-1}
+  - model_name: gpt-listed
+    litellm_params: {model: openai/gpt-4o-mini, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: listed-1}
+  - model_name: claude-listed
+    litellm_params: {model: anthropic/claude-sonnet-4-5, api_base: $RT_FAKE,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: claude-listed-1}
+  - model_name: gpt-unpriced
+    litellm_params: {model: openai/fake-unpriced, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
+    model_info: {id: unpriced-1}
   - model_name: gpt-longstream
     litellm_params: {model: openai/fake-longstream, api_base: $RT_FAKE/v1,
                      api_key: os.environ/RT_PROVIDER_KEY, timeout: 30}
@@ -199,6 +215,40 @@ rt_eq "messages stream 200" "$RT_STATUS" 200
 rt_true "messages stream has message_stop" grep -q '^event: message_stop' "$RT_DIR/msg_s.body"
 rt_eq "messages stream cost trailer" "$(rt_hdr msg_s x-tollgate-response-cost)" 0.000156000
 rt_true "messages stream passes sse_check" "$SSE_CHECK" --dialect anthropic --require-usage "$RT_DIR/msg_s.body"
+
+# -------------------------------------------------------------- prices from the built-in map
+# gpt-4o-mini and claude-sonnet-4-5 carry no prices in the config: the built-in map's entries
+# price them (USD per token: gpt-4o-mini input 1.5e-7, cached input 7.5e-8, output 6e-7;
+# claude-sonnet-4-5 input 3e-6, cache read 3e-7, cache write 3.75e-6, output 1.5e-5).
+# 4 * 1.5e-7 + 8 * 7.5e-8 + 8 * 6e-7 (3 of them reasoning, at the output price) = 0.000006
+rt_post listed /v1/chat/completions '{"model":"gpt-listed","messages":[{"role":"user","content":"hi"}]}'
+rt_eq "listed model 200" "$RT_STATUS" 200
+rt_eq "listed model: cached input at its own price" "$(rt_hdr listed x-tollgate-response-cost)" 0.000006000
+rt_post listed_s /v1/chat/completions '{"model":"gpt-listed","stream":true,"messages":[{"role":"user","content":"hi"}]}' -N
+rt_eq "listed model stream: the same cost in the trailer" "$(rt_hdr listed_s x-tollgate-response-cost)" 0.000006000
+# 100 * 3e-6 + 4000 * 3e-7 + 1000 * 3.75e-6 + 50 * 1.5e-5 = 0.006
+rt_post clisted /v1/messages '{"model":"claude-listed","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}'
+rt_eq "anthropic listed model: cache reads and writes at their prices" "$(rt_hdr clisted x-tollgate-response-cost)" 0.006000000
+rt_post clisted_s /v1/messages '{"model":"claude-listed","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}' -N
+rt_eq "anthropic listed model stream: the same cost" "$(rt_hdr clisted_s x-tollgate-response-cost)" 0.006000000
+# an OpenAI client of the Anthropic deployment: translated, priced the same, cache counts shown
+rt_post clisted_tr /v1/chat/completions '{"model":"claude-listed","messages":[{"role":"user","content":"hi"}]}'
+rt_eq "translated: the same cost" "$(rt_hdr clisted_tr x-tollgate-response-cost)" 0.006000000
+rt_eq "translated: usage in OpenAI's shape with the cache's part" \
+    "$(jq -c '[.usage.prompt_tokens,.usage.prompt_tokens_details.cached_tokens,.usage.completion_tokens]' "$RT_DIR/clisted_tr.body")" "[5100,4000,50]"
+# no price anywhere: the cost is unknown, not a silent 0, and counted
+rt_post unpriced /v1/chat/completions '{"model":"gpt-unpriced","messages":[{"role":"user","content":"hi"}]}'
+rt_eq "unpriced 200" "$RT_STATUS" 200
+rt_eq "unpriced: cost unknown" "$(rt_hdr unpriced x-tollgate-response-cost)" unknown
+rt_post unpriced_s /v1/chat/completions '{"model":"gpt-unpriced","stream":true,"messages":[{"role":"user","content":"hi"}]}' -N
+rt_eq "unpriced stream: cost unknown in the trailer" "$(rt_hdr unpriced_s x-tollgate-response-cost)" unknown
+rt_req price_metrics GET /metrics
+rt_true "unpriced calls counted" \
+    grep -q '^tollgate_router_unpriced_calls_total{deployment="unpriced-1"} 2$' "$RT_DIR/price_metrics.body"
+rt_true "priced calls not counted" \
+    grep -q '^tollgate_router_unpriced_calls_total{deployment="listed-1"} 0$' "$RT_DIR/price_metrics.body"
+rt_true "the log warned about the unpriced deployment at start" \
+    grep -q 'no price for .*openai/fake-unpriced' "$RT_DIR/router.log"
 
 # -------------------------------------------------------------- translation
 rt_post tr1 /v1/messages "$(jq -c '.model="gpt-main"' <<<"$MSG")"

@@ -26,6 +26,12 @@ YAML
 # --check: a valid file exits 0, a broken one prints FILE:LINE: key: problem and exits 2
 "$TG_BUILD_DIR/router-svc/router-svc" --config "$RT_DIR/router.yaml" --check >"$RT_DIR/check.out" 2>&1
 rt_eq "--check on a valid config exits 0" "$?" 0
+rt_true "--check warns about the deployment without a price, naming it" \
+    grep -q "model_list\[0\] (main-a): no price for \"openai/fake-a\"" "$RT_DIR/check.out"
+rt_true "--check lists it among the prices" \
+    grep -q "^  main-a (openai/fake-a): NO PRICE, its calls cost 0$" "$RT_DIR/check.out"
+rt_true "--check counts the deployments without a price" \
+    grep -q "^prices: 1 of 1 deployments without a price$" "$RT_DIR/check.out"
 sed 's/timeout: 10}/timeout: ten}/' "$RT_DIR/router.yaml" >"$RT_DIR/broken.yaml"
 "$TG_BUILD_DIR/router-svc/router-svc" --config "$RT_DIR/broken.yaml" --check >"$RT_DIR/check2.out" 2>&1
 rt_eq "--check on a broken config exits 2" "$?" 2

@@ -80,8 +80,8 @@ static void test_full_file(void **state)
     assert_int_equal(d->stream_timeout_ms, 12500);
     assert_int_equal(d->weight, 3);
     assert_int_equal(d->order, 1);
-    assert_int_equal(d->in_fusd_per_token, 50000000);
-    assert_int_equal(d->out_fusd_per_token, 400000000);
+    assert_int_equal(d->price.input, 50000000);
+    assert_int_equal(d->price.output, 400000000);
     /* Second deployment: generated id, router_settings.timeout as default. */
     d = &cfg->deployments[1];
     assert_string_equal(d->id, "gpt-main-1");
@@ -170,8 +170,13 @@ static void test_full_file(void **state)
     assert_int_equal(cfg->keys[1].num_retries, -1);
     assert_int_equal(cfg->keys[1].rpm_limit, RT_LIMIT_NONE);
 
-    /* Unknown LiteLLM keys: one warning each, with file:line. */
-    assert_int_equal(diag.n_warnings, 5);
+    /* Unknown LiteLLM keys: one warning each, with file:line; then one per deployment without
+     * a price. */
+    assert_int_equal(diag.n_warnings, 7);
+    assert_non_null(strstr(diag.warnings[5], "full.yaml:24: model_list[2] (gpt-fallback-2): no "
+                                             "price for \"anthropic/claude-x\" in the price maps"));
+    assert_non_null(strstr(diag.warnings[6], "full.yaml:28: model_list[3] (big-1): no price for "
+                                             "\"azure/gpt-big-deploy\""));
     assert_non_null(strstr(diag.warnings[0], "full.yaml:16: "
                                              "model_list[0].litellm_params.api_version: unknown "
                                              "key, ignored"));
@@ -323,9 +328,11 @@ static void test_litellm_settings_routing_keys(void **state)
     assert_int_equal(cfg->deployments[1].timeout_ms, 3000);
     assert_int_equal(cfg->n_fallbacks, 1);
     assert_int_equal(cfg->n_cw_fallbacks, 1);
-    assert_int_equal(diag.n_warnings, 1);
+    assert_int_equal(diag.n_warnings, 3); /* and x, y have no price */
     assert_string_equal(diag.warnings[0],
                         "router.yaml:9: litellm_settings.set_verbose: unknown key, ignored");
+    assert_non_null(strstr(diag.warnings[1], "no price for \"openai/x\""));
+    assert_non_null(strstr(diag.warnings[2], "no price for \"openai/y\""));
     rt_config_destroy(&cfg);
     /* router_settings wins over litellm_settings. */
     cfg = load("model_list:\n"
@@ -347,7 +354,9 @@ static void test_unsupported_strategy_warns(void **state)
     (void)state;
     assert_non_null(cfg);
     assert_int_equal(cfg->routing_strategy, RT_STRATEGY_SIMPLE_SHUFFLE);
-    assert_int_equal(diag.n_warnings, 1);
+    assert_int_equal(diag.n_warnings, 2); /* and openai/x has no price */
+    assert_non_null(strstr(diag.warnings[1], "router.yaml:2: model_list[0] (a-0): no price for "
+                                             "\"openai/x\""));
     assert_string_equal(diag.warnings[0],
                         "router.yaml:6: router_settings.routing_strategy: unsupported strategy "
                         "\"usage-based-routing\", using simple-shuffle (supported: "
@@ -384,7 +393,8 @@ static void test_warnings_are_not_errors(void **state)
 
     (void)state;
     assert_non_null(cfg);
-    assert_int_equal(diag.n_warnings, 2);
+    assert_int_equal(diag.n_warnings, 3); /* and openai/x has no price */
+    assert_non_null(strstr(diag.warnings[2], "no price for \"openai/x\""));
     assert_string_equal(diag.warnings[0], "router.yaml:5: model_list[0].extra: unknown key, "
                                           "ignored");
     assert_string_equal(diag.warnings[1], "router.yaml:7: router_settings.cache: unknown key, "

@@ -61,6 +61,76 @@ static void test_total_tokens_saturates(void **state)
     tg_buf_fini(&b);
 }
 
+/* The prompt cache's counts cross over: OpenAI's prompt_tokens (cache included, the cached part
+ * in prompt_tokens_details.cached_tokens) is Anthropic's input_tokens + cache_read_input_tokens
+ * + cache_creation_input_tokens, both ways, in answers and in streams. */
+static void test_cache_usage_translated(void **state)
+{
+    json_t *chat =
+        parse("{\"id\":\"c1\",\"choices\":[{\"message\":{\"role\":\"assistant\","
+              "\"content\":\"hi\"},\"finish_reason\":\"stop\"}],\"usage\":{"
+              "\"prompt_tokens\":2000,\"completion_tokens\":30,\"prompt_tokens_details\":"
+              "{\"cached_tokens\":1500}}}");
+    json_t *msg = parse("{\"id\":\"m1\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}],"
+                        "\"usage\":{\"input_tokens\":100,\"cache_creation_input_tokens\":1000,"
+                        "\"cache_read_input_tokens\":4000,\"output_tokens\":50}}");
+    json_t *out;
+    struct rt_translate_stream st;
+    struct tg_buf b;
+    const char *start = "{\"type\":\"message_start\",\"message\":{\"id\":\"m2\",\"usage\":"
+                        "{\"input_tokens\":100,\"cache_creation_input_tokens\":1000,"
+                        "\"cache_read_input_tokens\":4000,\"output_tokens\":1}}}";
+    const char *delta = "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},"
+                        "\"usage\":{\"output_tokens\":50}}";
+    const char *chunk =
+        "{\"id\":\"c2\",\"choices\":[],\"usage\":{\"prompt_tokens\":2000,"
+        "\"completion_tokens\":30,\"prompt_tokens_details\":{\"cached_tokens\":1500}}}";
+
+    (void)state;
+    out = rt_translate_chat_resp_to_messages(chat, "claude-main");
+    assert_non_null(out);
+    assert_int_equal(usage_int(out, "input_tokens"), 500);
+    assert_int_equal(usage_int(out, "cache_read_input_tokens"), 1500);
+    assert_null(json_object_get(json_object_get(out, "usage"), "cache_creation_input_tokens"));
+    assert_int_equal(usage_int(out, "output_tokens"), 30);
+    json_decref(out);
+    out = rt_translate_messages_resp_to_chat(msg, "gpt-main");
+    assert_non_null(out);
+    assert_int_equal(usage_int(out, "prompt_tokens"), 5100);
+    assert_int_equal(usage_int(out, "completion_tokens"), 50);
+    assert_int_equal(usage_int(out, "total_tokens"), 5150);
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(json_object_get(out, "usage"), "prompt_tokens_details"),
+                         "cached_tokens")),
+                     4000);
+    json_decref(out);
+    json_decref(chat);
+    json_decref(msg);
+
+    /* Anthropic stream -> OpenAI chunks: the usage chunk carries the totals */
+    assert_int_equal(tg_buf_init(&b, 8192), 0);
+    rt_translate_stream_init(&st, RT_TRANSLATE_MESSAGES_TO_CHAT, "gpt-main", 1);
+    assert_int_equal(rt_translate_stream_event(&st, "message_start", start, strlen(start), &b), 0);
+    assert_int_equal(rt_translate_stream_event(&st, "message_delta", delta, strlen(delta), &b), 0);
+    assert_int_equal(rt_translate_stream_finish(&st, &b), 0);
+    assert_int_equal(st.prompt_tokens, 5100);
+    assert_int_equal(st.cache_read_tokens, 4000);
+    assert_int_equal(st.cache_creation_tokens, 1000);
+    assert_non_null(strstr(b.data, "\"prompt_tokens\":5100"));
+    assert_non_null(strstr(b.data, "\"cached_tokens\":4000"));
+    tg_buf_fini(&b);
+
+    /* OpenAI chunks -> Anthropic events: message_delta restates the input split */
+    assert_int_equal(tg_buf_init(&b, 8192), 0);
+    rt_translate_stream_init(&st, RT_TRANSLATE_CHAT_TO_MESSAGES, "claude-main", 1);
+    assert_int_equal(rt_translate_stream_event(&st, NULL, chunk, strlen(chunk), &b), 0);
+    assert_int_equal(rt_translate_stream_finish(&st, &b), 0);
+    assert_non_null(strstr(b.data, "\"input_tokens\":500"));
+    assert_non_null(strstr(b.data, "\"cache_read_input_tokens\":1500"));
+    assert_non_null(strstr(b.data, "\"output_tokens\":30"));
+    tg_buf_fini(&b);
+}
+
 /* An id cut to its field inside a two-byte character made the text invalid UTF-8: json_pack
  * refused every event of the stream (TG_ENOMEM, outside the contract) and the chat response
  * translation returned NULL (found by translate_fuzz). The cut is now before the character. */
@@ -119,6 +189,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_total_tokens_saturates),
+        cmocka_unit_test(test_cache_usage_translated),
         cmocka_unit_test(test_long_utf8_id_cut_at_character),
     };
 

@@ -56,26 +56,164 @@ static void test_json(void **state)
 static void test_cost(void **state)
 {
     struct rt_deployment_conf d;
-    struct rt_usage u = {12, 8, 1};
+    struct rt_usage u = {.prompt_tokens = 12, .completion_tokens = 8, .found = 1};
 
     (void)state;
     memset(&d, 0, sizeof(d));
-    assert_int_equal(tg_parse_usd_fusd("0.00000005", &d.in_fusd_per_token), 0);
-    assert_int_equal(tg_parse_usd_fusd("0.0000004", &d.out_fusd_per_token), 0);
+    rt_model_price_none(&d.price);
+    assert_int_equal(tg_parse_usd_fusd("0.00000005", &d.price.input), 0);
+    assert_int_equal(tg_parse_usd_fusd("0.0000004", &d.price.output), 0);
     /* 12 * 5e-8 + 8 * 4e-7 = 3.8e-6 USD = 3800 nUSD exactly. */
     assert_int_equal(rt_usage_cost_nusd(&d, &u), 3800);
     /* Sub-nano amounts are floored, never rounded up. */
     u.prompt_tokens = 1;
     u.completion_tokens = 0;
-    d.in_fusd_per_token = 999999;
+    d.price.input = 999999;
     assert_int_equal(rt_usage_cost_nusd(&d, &u), 0);
     u.prompt_tokens = 1000000;
     assert_int_equal(rt_usage_cost_nusd(&d, &u), 999999);
     /* Saturates instead of wrapping. */
     u.prompt_tokens = INT64_MAX;
-    d.in_fusd_per_token = INT64_MAX;
+    d.price.input = INT64_MAX;
     assert_int_equal(rt_usage_cost_nusd(&d, &u), INT64_MAX);
     assert_int_equal(rt_usage_cost_nusd(NULL, &u), 0);
+    /* No price at all: 0. */
+    rt_model_price_none(&d.price);
+    u.prompt_tokens = 1000;
+    assert_int_equal(rt_usage_cost_nusd(&d, &u), 0);
+}
+
+/* A deployment priced like claude-sonnet-4-5 in the built-in map (USD per token: input 3e-6,
+ * output 1.5e-5, cache read 3e-7, cache write 3.75e-6) or gpt-4o (input 2.5e-6, output 1e-5,
+ * cached input 1.25e-6). */
+static void priced(struct rt_deployment_conf *d, const char *in, const char *out, const char *cr,
+                   const char *cc, const char *rs)
+{
+    memset(d, 0, sizeof(*d));
+    rt_model_price_none(&d->price);
+    assert_int_equal(tg_parse_usd_fusd(in, &d->price.input), 0);
+    assert_int_equal(tg_parse_usd_fusd(out, &d->price.output), 0);
+    if (cr != NULL)
+        assert_int_equal(tg_parse_usd_fusd(cr, &d->price.cache_read), 0);
+    if (cc != NULL)
+        assert_int_equal(tg_parse_usd_fusd(cc, &d->price.cache_creation), 0);
+    if (rs != NULL)
+        assert_int_equal(tg_parse_usd_fusd(rs, &d->price.reasoning), 0);
+}
+
+/* Each usage shape read from an answer and priced at its own rates; the figures by hand. */
+static void test_cost_per_usage_shape(void **state)
+{
+    struct rt_deployment_conf d;
+    struct rt_usage u;
+    static const char chat[] =
+        "{\"id\":\"c\",\"usage\":{\"prompt_tokens\":2000,\"completion_tokens\":300,"
+        "\"prompt_tokens_details\":{\"cached_tokens\":1500,\"audio_tokens\":0},"
+        "\"completion_tokens_details\":{\"reasoning_tokens\":100}}}";
+    static const char responses[] =
+        "{\"id\":\"r\",\"usage\":{\"input_tokens\":2000,\"input_tokens_details\":"
+        "{\"cached_tokens\":1500},\"output_tokens\":300,\"output_tokens_details\":"
+        "{\"reasoning_tokens\":100},\"total_tokens\":2300}}";
+    static const char messages[] =
+        "{\"id\":\"m\",\"usage\":{\"input_tokens\":100,\"cache_creation_input_tokens\":1000,"
+        "\"cache_read_input_tokens\":4000,\"output_tokens\":50}}";
+    static const char embeddings[] =
+        "{\"object\":\"list\",\"usage\":{\"prompt_tokens\":8000,\"total_tokens\":8000}}";
+
+    (void)state;
+    /* OpenAI chat, gpt-4o prices: 500 * 2.5e-6 + 1500 * 1.25e-6 + 300 * 1e-5
+     * = 0.00125 + 0.001875 + 0.003 = 0.006125 USD (reasoning at the output price). */
+    priced(&d, "2.5e-6", "1e-5", "1.25e-6", NULL, NULL);
+    assert_int_equal(rt_usage_from_json(RT_API_CHAT, chat, strlen(chat), &u), 0);
+    assert_int_equal(u.prompt_tokens, 2000);
+    assert_int_equal(u.cache_read_tokens, 1500);
+    assert_int_equal(u.completion_tokens, 300);
+    assert_int_equal(u.reasoning_tokens, 100);
+    assert_int_equal(rt_usage_cost_nusd(&d, &u), 6125000);
+    /* the same through the full parser (an exponent sends the scanner to jansson) */
+    {
+        char big[512];
+
+        snprintf(big, sizeof(big), "{\"x\":1e0,%s", chat + 1);
+        assert_int_equal(rt_usage_from_json(RT_API_CHAT, big, strlen(big), &u), 0);
+        assert_int_equal(rt_usage_cost_nusd(&d, &u), 6125000);
+    }
+    /* a reasoning price of its own: 200 * 1e-5 + 100 * 4e-5 replaces 300 * 1e-5:
+     * 0.006125 - 0.003 + 0.002 + 0.004 = 0.009125 USD */
+    priced(&d, "2.5e-6", "1e-5", "1.25e-6", NULL, "4e-5");
+    assert_int_equal(rt_usage_cost_nusd(&d, &u), 9125000);
+    /* no cache price: cached input at the input price, 2000 * 2.5e-6 + 300 * 1e-5 = 0.008 */
+    priced(&d, "2.5e-6", "1e-5", NULL, NULL, NULL);
+    assert_int_equal(rt_usage_cost_nusd(&d, &u), 8000000);
+
+    /* OpenAI responses: the same counts under their names. */
+    priced(&d, "2.5e-6", "1e-5", "1.25e-6", NULL, NULL);
+    assert_int_equal(rt_usage_from_json(RT_API_RESPONSES, responses, strlen(responses), &u), 0);
+    assert_int_equal(u.prompt_tokens, 2000);
+    assert_int_equal(u.cache_read_tokens, 1500);
+    assert_int_equal(u.reasoning_tokens, 100);
+    assert_int_equal(rt_usage_cost_nusd(&d, &u), 6125000);
+
+    /* Anthropic, claude-sonnet-4-5 prices: 100 * 3e-6 + 1000 * 3.75e-6 + 4000 * 3e-7
+     * + 50 * 1.5e-5 = 0.0003 + 0.00375 + 0.0012 + 0.00075 = 0.006 USD; prompt = 5100. */
+    priced(&d, "3e-6", "1.5e-5", "3e-7", "3.75e-6", NULL);
+    assert_int_equal(rt_usage_from_json(RT_API_MESSAGES, messages, strlen(messages), &u), 0);
+    assert_int_equal(u.prompt_tokens, 5100);
+    assert_int_equal(u.cache_read_tokens, 4000);
+    assert_int_equal(u.cache_creation_tokens, 1000);
+    assert_int_equal(u.completion_tokens, 50);
+    assert_int_equal(rt_usage_cost_nusd(&d, &u), 6000000);
+
+    /* Embeddings, text-embedding-3-small: 8000 * 2e-8 = 0.00016 USD on input alone. */
+    priced(&d, "2e-8", "0", NULL, NULL, NULL);
+    assert_int_equal(rt_usage_from_json(RT_API_EMBEDDINGS, embeddings, strlen(embeddings), &u), 0);
+    assert_int_equal(u.prompt_tokens, 8000);
+    assert_int_equal(rt_usage_cost_nusd(&d, &u), 160000);
+
+    /* Parts larger than their totals are cut to them: never a negative plain count. */
+    u.prompt_tokens = 10;
+    u.cache_read_tokens = 50;
+    u.cache_creation_tokens = 50;
+    u.completion_tokens = 1;
+    u.reasoning_tokens = 9;
+    priced(&d, "1e-6", "1e-6", "1e-6", "1e-6", "1e-6");
+    assert_int_equal(rt_usage_cost_nusd(&d, &u), 11000);
+}
+
+/* Streams: cached and reasoning counts from the usage chunk / event. */
+static void test_stream_usage_parts(void **state)
+{
+    static const char chat_s[] =
+        "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":2000,"
+        "\"completion_tokens\":300,\"prompt_tokens_details\":{\"cached_tokens\":1500},"
+        "\"completion_tokens_details\":{\"reasoning_tokens\":100}}}\n\ndata: [DONE]\n\n";
+    static const char msg_s[] =
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
+        "{\"input_tokens\":100,\"cache_creation_input_tokens\":1000,"
+        "\"cache_read_input_tokens\":4000,\"output_tokens\":1}}}\n\n"
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":"
+        "{\"output_tokens\":50}}\n\n";
+    struct rt_sse_usage p;
+    struct rt_usage u;
+
+    (void)state;
+    assert_int_equal(rt_sse_usage_init(&p, RT_API_CHAT, 0), 0);
+    for (size_t i = 0; i < sizeof(chat_s) - 1; i += 7)
+        rt_sse_usage_feed(&p, chat_s + i, sizeof(chat_s) - 1 - i < 7 ? sizeof(chat_s) - 1 - i : 7);
+    rt_sse_usage_get(&p, &u);
+    rt_sse_usage_fini(&p);
+    assert_int_equal(u.prompt_tokens, 2000);
+    assert_int_equal(u.cache_read_tokens, 1500);
+    assert_int_equal(u.reasoning_tokens, 100);
+
+    assert_int_equal(rt_sse_usage_init(&p, RT_API_MESSAGES, 0), 0);
+    rt_sse_usage_feed(&p, msg_s, sizeof(msg_s) - 1);
+    rt_sse_usage_get(&p, &u);
+    rt_sse_usage_fini(&p);
+    assert_int_equal(u.prompt_tokens, 5100);
+    assert_int_equal(u.cache_read_tokens, 4000);
+    assert_int_equal(u.cache_creation_tokens, 1000);
+    assert_int_equal(u.completion_tokens, 50);
 }
 
 static const char *chat_stream =
@@ -448,6 +586,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_cost),
+        cmocka_unit_test(test_cost_per_usage_shape),
+        cmocka_unit_test(test_stream_usage_parts),
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_stream_without_usage_and_long_lines),
         cmocka_unit_test(test_line_cap_any_split),
