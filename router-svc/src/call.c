@@ -1028,6 +1028,8 @@ static int request_start(struct rt_call *c)
     rc = rt_router_begin(e->router, c->key, c->model_requested, disable_fallbacks, rnd,
                          tg_now_mono_ms(), &c->plan);
     c->plan_begun = 1;
+    if (rc == 0 && e->cfg->enable_pre_call_checks)
+        rt_router_set_input_tokens(&c->plan, rt_usage_estimate_input(c->body, c->body_len));
     if (rc != 0) {
         const struct rt_outcome *o = rt_router_outcome(&c->plan);
 

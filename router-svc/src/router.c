@@ -435,6 +435,24 @@ static int dep_available(struct rt_router *r, struct rt_plan *p, uint32_t di, ui
     return 1;
 }
 
+/* router_settings.enable_pre_call_checks: the request does not fit deployment di. */
+static int too_long(const struct rt_router *r, struct rt_plan *p, uint32_t di)
+{
+    int64_t max = r->cfg->deployments[di].price.max_input_tokens;
+
+    if (!r->cfg->enable_pre_call_checks || p->input_tokens <= 0 || max <= 0 ||
+        p->input_tokens <= max)
+        return 0;
+    if (max > p->too_long_max)
+        p->too_long_max = max;
+    return 1;
+}
+
+void rt_router_set_input_tokens(struct rt_plan *plan, int64_t tokens)
+{
+    plan->input_tokens = tokens > 0 ? tokens : 0;
+}
+
 /* Pick a deployment of group g, or -1 when none is available. */
 static int pick(struct rt_router *r, struct rt_plan *p, int g, uint64_t now_ms)
 {
@@ -448,10 +466,16 @@ static int pick(struct rt_router *r, struct rt_plan *p, int g, uint64_t now_ms)
     uint32_t pool[RT_GROUP_DEPLOYMENTS_MAX], n_pool = 0;
     const struct rt_config *cfg = r->cfg;
 
+    uint32_t n_too_long = 0;
+
     memset(&first_st, 0, sizeof(first_st));
     for (uint32_t i = 0; i < grp->n; i++) {
         uint32_t di = grp->deps[i];
 
+        if (too_long(r, p, di)) {
+            n_too_long++;
+            continue;
+        }
         if (!dep_available(r, p, di, now_ms, is_requested, &first_blocked, &first_st, &limit_sum))
             continue;
         cand[n] = di;
@@ -460,6 +484,9 @@ static int pick(struct rt_router *r, struct rt_plan *p, int g, uint64_t now_ms)
         if (!(p->tried_mask & (1ull << i)))
             n_untried++;
     }
+    p->group_too_long = n == 0 && n_too_long == grp->n && grp->n > 0;
+    if (n == 0 && p->group_too_long)
+        return -1;
     if (n == 0) {
         if (is_requested && !p->requested_limited) {
             p->requested_limited = 1;
@@ -667,6 +694,14 @@ static void finalize(struct rt_router *r, struct rt_plan *p)
         reject(r, p, 429, "rate_limit", p->limited_retry_after_s);
         return;
     }
+    if (p->too_long_max > 0) {
+        outcome_msg(r, p,
+                    "This request has about %lld input tokens, more than the %lld any deployment "
+                    "of %s takes (router_settings.enable_pre_call_checks)",
+                    (long long)p->input_tokens, (long long)p->too_long_max, p->requested);
+        reject(r, p, 400, "context_length_exceeded", 0); /* OpenAI's code */
+        return;
+    }
     outcome_msg(r, p, "No deployments available for %s", p->requested);
     reject(r, p, 429, "rate_limit", 1);
 }
@@ -738,7 +773,8 @@ int rt_router_next(struct rt_router *router, struct rt_plan *plan, uint64_t now_
             break;
         }
         if (p->list_kind == LIST_NONE)
-            load_list(r, p, LIST_GENERAL);
+            load_list(r, p, p->group_too_long ? LIST_CONTEXT : LIST_GENERAL);
+        p->group_too_long = 0;
         g = pop_fallback(r, p);
         if (g < 0) {
             finalize(r, p);

@@ -194,6 +194,9 @@ struct rt_plan {
     uint32_t limited_retry_after_s;
     char limited_msg[RT_OUTCOME_MESSAGE_CAP];
     int requested_limited; /* limited_msg describes the requested group */
+    int64_t input_tokens;  /* estimate for router_settings.enable_pre_call_checks, 0 = none */
+    int64_t too_long_max;  /* the largest max_input_tokens of a deployment skipped for size */
+    int group_too_long;    /* every deployment of the group just left was skipped for size */
     struct rt_outcome outcome;
     struct rt_trail trail;
 };
@@ -271,6 +274,13 @@ uint32_t rt_router_fallbacks(const struct rt_plan *plan);
  * team_id, user_id, tags. Leaves every other field alone. No lock. */
 void rt_router_fill_event(const struct rt_router *router, const struct rt_plan *plan,
                           struct proto_event *ev);
+
+/* rt_router_set_input_tokens: the request's input tokens (an estimate, usage.h) for the
+ * pre-call checks (router_settings.enable_pre_call_checks): a deployment whose
+ * max_input_tokens the estimate exceeds is skipped before sending; a group left with none goes
+ * to its context_window_fallbacks, and with nothing at all to try the outcome is 400
+ * context_length_exceeded. After rt_router_begin, before the first rt_router_next. */
+void rt_router_set_input_tokens(struct rt_plan *plan, int64_t tokens);
 
 /* rt_router_deployment_state: health view of deployment idx at now_ms. Returns 0 or TG_EINVAL.
  * Takes the mutex. */

@@ -248,6 +248,77 @@ int64_t rt_usage_cost_nusd(const struct rt_deployment_conf *dep, const struct rt
     return (int64_t)nusd;
 }
 
+/* Character classes of the estimate. */
+enum est_class { EST_SPACE, EST_LETTER, EST_DIGIT, EST_PUNCT, EST_WIDE };
+
+static int64_t est_run_tokens(enum est_class c, int64_t run)
+{
+    switch (c) {
+    case EST_LETTER:
+        return (run + 7) / 8;
+    case EST_DIGIT:
+        return (run + 2) / 3;
+    case EST_PUNCT:
+        return (run + 1) / 2;
+    case EST_WIDE:
+        return run;
+    case EST_SPACE:
+    default:
+        return 0;
+    }
+}
+
+int64_t rt_usage_estimate_input(const char *body, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)body;
+    enum est_class cur = EST_SPACE, c;
+    int64_t run = 0, tokens = 0;
+    int in_string = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        unsigned char b = s[i];
+
+        if (!in_string) {
+            if (b == '"')
+                in_string = 1;
+            continue;
+        }
+        if (b == '"') {
+            in_string = 0;
+            c = EST_SPACE;
+        } else if (b == '\\' && i + 1 < len) {
+            i++; /* an escape: \n, \t are space, the rest punctuation; \uXXXX a character */
+            if (s[i] == 'n' || s[i] == 't' || s[i] == 'r')
+                c = EST_SPACE;
+            else if (s[i] == 'u') {
+                c = EST_WIDE;
+                i += i + 4 < len ? 4 : 0;
+            } else
+                c = EST_PUNCT;
+        } else if ((b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= 0xC0 && b < 0xE0)) {
+            c = EST_LETTER; /* 2-byte UTF-8 starts: accented Latin, Greek, Cyrillic letters */
+        } else if (b >= 0x80 && b < 0xC0) {
+            continue; /* continuation byte: part of the character already counted */
+        } else if (b >= 0xE0) {
+            c = EST_WIDE;
+        } else if (b >= '0' && b <= '9') {
+            c = EST_DIGIT;
+        } else if (b <= ' ' || b == 0x7f) {
+            c = EST_SPACE;
+        } else {
+            c = EST_PUNCT;
+        }
+        if (c == cur && c != EST_WIDE) {
+            run++;
+            continue;
+        }
+        tokens += est_run_tokens(cur, run);
+        cur = c;
+        run = 1;
+    }
+    return tokens + est_run_tokens(cur, run);
+}
+
 int rt_sse_usage_init(struct rt_sse_usage *p, enum rt_api api, size_t line_cap)
 {
     memset(p, 0, sizeof(*p));

@@ -63,6 +63,17 @@ int rt_usage_from_json(enum rt_api api, const char *body, size_t len, struct rt_
 /* rt_usage_cost_nusd: cost in nano-USD of u at dep's prices (borrowed). Any thread. */
 int64_t rt_usage_cost_nusd(const struct rt_deployment_conf *dep, const struct rt_usage *u);
 
+/* rt_usage_estimate_input: an estimate of the input tokens of a request body (JSON text),
+ * without a tokenizer, for router_settings.enable_pre_call_checks. Only the text inside JSON
+ * strings counts: a run of letters is one token per 8 letters begun, a run of digits one per 3,
+ * a run of other visible ASCII one per 2, a character outside Latin scripts (3 and 4 byte UTF-8:
+ * CJK, emoji, ...) one each; whitespace none. BPE tokenizers give about 1.3 tokens per English
+ * word, so for prose and code this stays below the true count: a deployment is skipped only
+ * when the request is well past its window (the provider's own context-window error, and the
+ * context_window_fallbacks it leads to, still decide the cases in between). One pass, no
+ * allocation. Any thread. */
+int64_t rt_usage_estimate_input(const char *body, size_t len);
+
 /* Incremental SSE usage parser. Caller storage; fields are private except through the
  * functions below. */
 struct rt_sse_usage {

@@ -120,6 +120,7 @@ router_settings:
   fallbacks: [{gpt-main: [gpt-fallback]}, {gpt-slow: [gpt-fallback]}]
   context_window_fallbacks: [{gpt-cw: [gpt-big]}]
   model_group_alias: {alias-main: gpt-main}
+  enable_pre_call_checks: true
 general_settings:
   master_key: os.environ/RT_MASTER_KEY
 tollgate:
@@ -236,6 +237,19 @@ rt_post clisted_tr /v1/chat/completions '{"model":"claude-listed","messages":[{"
 rt_eq "translated: the same cost" "$(rt_hdr clisted_tr x-tollgate-response-cost)" 0.006000000
 rt_eq "translated: usage in OpenAI's shape with the cache's part" \
     "$(jq -c '[.usage.prompt_tokens,.usage.prompt_tokens_details.cached_tokens,.usage.completion_tokens]' "$RT_DIR/clisted_tr.body")" "[5100,4000,50]"
+# pre-call checks: gpt-4o-mini takes 128,000 input tokens (the built-in map); a request of about
+# 150,000 words is refused before it is sent, in OpenAI's words
+{ printf '{"model":"gpt-listed","messages":[{"role":"user","content":"'
+  yes brown | head -n 150000 | tr '\n' ' '
+  printf '"}]}'; } >"$RT_DIR/long.json"
+before=$(rt_fake_stat gpt-4o-mini requests)
+rt_true "the fake counts gpt-4o-mini's requests (the check below can fail)" [ "$before" -gt 0 ]
+rt_post toolong /v1/chat/completions "@$RT_DIR/long.json"
+rt_eq "pre-call check: 400" "$RT_STATUS" 400
+rt_eq "pre-call check: OpenAI's code" "$(jq -r .error.code "$RT_DIR/toolong.body")" context_length_exceeded
+rt_true "pre-call check: the message names the window" grep -q 'more than the 128000' "$RT_DIR/toolong.body"
+rt_eq "pre-call check: nothing reached the provider" "$(rt_fake_stat gpt-4o-mini requests)" "$before"
+
 # no price anywhere: the cost is unknown, not a silent 0, and counted
 rt_post unpriced /v1/chat/completions '{"model":"gpt-unpriced","messages":[{"role":"user","content":"hi"}]}'
 rt_eq "unpriced 200" "$RT_STATUS" 200

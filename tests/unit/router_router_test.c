@@ -1033,6 +1033,81 @@ static void test_upstream_429_without_retry_after_gets_one(void **state)
     env_free(e);
 }
 
+#define PRE_CALL_YAML(on)                                                                          \
+        "model_list:\n"                                                                            \
+        "  - {model_name: small, litellm_params: {model: openai/s1, input_cost_per_token: 1e-6},"  \
+        " model_info: {id: s1, max_input_tokens: 1000}}\n"                                         \
+        "  - {model_name: small, litellm_params: {model: openai/s2, input_cost_per_token: 1e-6},"  \
+        " model_info: {id: s2, max_input_tokens: 1000}}\n"                                         \
+        "  - {model_name: mixed, litellm_params: {model: openai/m1, input_cost_per_token: 1e-6},"  \
+        " model_info: {id: m-small, max_input_tokens: 1000}}\n"                                    \
+        "  - {model_name: mixed, litellm_params: {model: openai/m2, input_cost_per_token: 1e-6},"  \
+        " model_info: {id: m-big, max_input_tokens: 100000}}\n"                                    \
+        "  - {model_name: big, litellm_params: {model: openai/b1, input_cost_per_token: 1e-6},"    \
+        " model_info: {id: b1, max_input_tokens: 200000}}\n"                                       \
+        "  - {model_name: lone, litellm_params: {model: openai/l1, input_cost_per_token: 1e-6},"   \
+        " model_info: {id: l1, max_input_tokens: 1000}}\n"                                         \
+        "router_settings:\n"                                                                       \
+        "  enable_pre_call_checks: " on "\n"                                                       \
+        "  context_window_fallbacks: [{small: [big]}]\n"                                           \
+        "  fallbacks: [{small: [lone]}]\n"
+
+/* router_settings.enable_pre_call_checks: a deployment whose max_input_tokens the request's
+ * estimate exceeds is skipped before sending; a group left with none goes to its
+ * context_window_fallbacks; with nothing to try the answer is 400 context_length_exceeded. Off,
+ * or without an estimate, nothing is skipped. */
+static void test_pre_call_checks(void **state)
+{
+    struct env *e;
+    struct rt_plan plan;
+    struct rt_target t;
+    const struct rt_outcome *o;
+
+    (void)state;
+    e = env_new(PRE_CALL_YAML("true"));
+    /* fits: the group's own deployment */
+    assert_int_equal(rt_router_begin(e->router, NULL, "small", 0, 1, 1000, &plan), 0);
+    rt_router_set_input_tokens(&plan, 900);
+    assert_true(rt_router_next(e->router, &plan, 1000, &t));
+    assert_string_equal(t.group, "small");
+    rt_router_finish(e->router, &plan, 0, 1000);
+    /* too long for every deployment of small: its context-window fallback, not the general one */
+    assert_int_equal(rt_router_begin(e->router, NULL, "small", 0, 1, 1000, &plan), 0);
+    rt_router_set_input_tokens(&plan, 5000);
+    assert_true(rt_router_next(e->router, &plan, 1000, &t));
+    assert_string_equal(t.group, "big");
+    assert_int_equal(t.is_fallback, 1);
+    rt_router_finish(e->router, &plan, 0, 1000);
+    /* a group with one deployment that fits: only that one is ever picked */
+    for (uint64_t rnd = 1; rnd < 40; rnd++) {
+        assert_int_equal(rt_router_begin(e->router, NULL, "mixed", 0, rnd, 1000, &plan), 0);
+        rt_router_set_input_tokens(&plan, 5000);
+        assert_true(rt_router_next(e->router, &plan, 1000, &t));
+        assert_string_equal(t.dep->id, "m-big");
+        rt_router_finish(e->router, &plan, 0, 1000);
+    }
+    /* nothing fits anywhere: 400 before any attempt */
+    assert_int_equal(rt_router_begin(e->router, NULL, "lone", 0, 1, 1000, &plan), 0);
+    rt_router_set_input_tokens(&plan, 5000);
+    assert_false(rt_router_next(e->router, &plan, 1000, &t));
+    o = rt_router_outcome(&plan);
+    assert_int_equal(o->status, 400);
+    assert_string_equal(o->error_class, "context_length_exceeded");
+    assert_non_null(strstr(o->message, "about 5000 input tokens, more than the 1000"));
+    assert_int_equal(rt_router_attempts(&plan), 0);
+    rt_router_finish(e->router, &plan, 0, 1000);
+    env_free(e);
+
+    /* off: nothing skipped */
+    e = env_new(PRE_CALL_YAML("false"));
+    assert_int_equal(rt_router_begin(e->router, NULL, "lone", 0, 1, 1000, &plan), 0);
+    rt_router_set_input_tokens(&plan, 5000);
+    assert_true(rt_router_next(e->router, &plan, 1000, &t));
+    assert_string_equal(t.group, "lone");
+    rt_router_finish(e->router, &plan, 0, 1000);
+    env_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1060,6 +1135,7 @@ int main(void)
         cmocka_unit_test(test_key_model_limit_by_alias_applies_to_group),
         cmocka_unit_test(test_fallback_allowed_through_listed_alias),
         cmocka_unit_test(test_upstream_429_without_retry_after_gets_one),
+        cmocka_unit_test(test_pre_call_checks),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -216,6 +216,39 @@ static void test_stream_usage_parts(void **state)
     assert_int_equal(u.completion_tokens, 50);
 }
 
+/* The input estimate of the pre-call checks: text inside JSON strings only, runs by class. */
+static void test_estimate_input(void **state)
+{
+    static const char a[] = "{\"model\":\"gpt\",\"messages\":[{\"role\":\"user\","
+                            "\"content\":\"Hello world, 12345!\"}]}";
+    char *big;
+    size_t n = 0;
+
+    (void)state;
+    /* model gpt messages role user content: 6 words; Hello world: 2; ",": 1; 12345: 2; "!": 1 */
+    assert_int_equal(rt_usage_estimate_input(a, strlen(a)), 12);
+    assert_int_equal(rt_usage_estimate_input("", 0), 0);
+    assert_int_equal(rt_usage_estimate_input("{}", 2), 0);
+    /* an escaped quote does not end the string; \n is space; \u00e9 one character */
+    {
+        static const char esc[] = "\"a\\\"b\\nc\\u00e9\"";
+
+        assert_int_equal(rt_usage_estimate_input(esc, strlen(esc)), 5);
+    }
+    /* CJK: one per character (3-byte UTF-8), accented Latin inside a word: the word */
+    assert_int_equal(rt_usage_estimate_input("\"\xe4\xbd\xa0\xe5\xa5\xbd\"", 8), 2);
+    assert_int_equal(rt_usage_estimate_input("\"caf\xc3\xa9\"", 7), 1);
+    /* about 1 token a word for 4,000 English words: at most the count a tokenizer gives */
+    big = malloc(64 * 1024);
+    assert_non_null(big);
+    big[n++] = '"';
+    for (int i = 0; i < 4000; i++)
+        n += (size_t)snprintf(big + n, 64 * 1024 - n, "%s ", i % 2 ? "quick" : "brown");
+    big[n++] = '"';
+    assert_int_equal(rt_usage_estimate_input(big, n), 4000);
+    free(big);
+}
+
 static const char *chat_stream =
     "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"Hel\"}}],\"usage\":null}\n\n"
     "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"lo usage\"}}]}\n\n"
@@ -441,7 +474,6 @@ static void test_huge_token_counts_capped(void **state)
     rt_sse_usage_fini(&p);
 }
 
-
 /* The scanner's contract: whenever it answers 0, jansson (flags 0) accepts the same text as an
  * object and the located member has the same value. */
 static void scan_agrees(const char *text, size_t len, int expect_handled)
@@ -490,12 +522,33 @@ static void test_scan_matches_jansson(void **state)
         "{\"a\":{\"model\":1,\"model\":2}}", /* duplicates below the top level are not looked at */
     };
     static const char *const refused[] = {
-        "", "[1]", "\"s\"", "{", "{\"model\":\"x\"", "{\"model\":\"x\"} x", "{\"model\":\"x\",}",
-        "{model:\"x\"}", "{\"n\":01}", "{\"n\":1.}", "{\"n\":-}", "{\"n\":.5}", "{\"n\":1e5}",
-        "{\"n\":1234567890123456789}", "{\"n\":tru}", "{\"n\":truex}", "{\"s\":\"a\x01\"}",
-        "{\"s\":\"\\u0000\"}", "{\"s\":\"\\ud800\"}", "{\"s\":\"\\udc00\"}", "{\"s\":\"\\x\"}",
-        "{\"s\":\"\xc0\xaf\"}", "{\"s\":\"\xed\xa0\x80\"}", "{\"s\":\"\xf4\x90\x80\x80\"}",
-        "{\"s\":\"\xe2\x82\"}", "{\"model\":\"a\",\"model\":\"b\"}", "{\"mod\\u0065l\":\"a\"}",
+        "",
+        "[1]",
+        "\"s\"",
+        "{",
+        "{\"model\":\"x\"",
+        "{\"model\":\"x\"} x",
+        "{\"model\":\"x\",}",
+        "{model:\"x\"}",
+        "{\"n\":01}",
+        "{\"n\":1.}",
+        "{\"n\":-}",
+        "{\"n\":.5}",
+        "{\"n\":1e5}",
+        "{\"n\":1234567890123456789}",
+        "{\"n\":tru}",
+        "{\"n\":truex}",
+        "{\"s\":\"a\x01\"}",
+        "{\"s\":\"\\u0000\"}",
+        "{\"s\":\"\\ud800\"}",
+        "{\"s\":\"\\udc00\"}",
+        "{\"s\":\"\\x\"}",
+        "{\"s\":\"\xc0\xaf\"}",
+        "{\"s\":\"\xed\xa0\x80\"}",
+        "{\"s\":\"\xf4\x90\x80\x80\"}",
+        "{\"s\":\"\xe2\x82\"}",
+        "{\"model\":\"a\",\"model\":\"b\"}",
+        "{\"mod\\u0065l\":\"a\"}",
         "\xef\xbb\xbf{}",
     };
     char deep[2 * RT_JSON_SCAN_DEPTH_MAX + 16];
@@ -572,8 +625,8 @@ static void test_json_edges(void **state)
     json_case(RT_API_CHAT,
               " {\n \"usage\" : { \"completion_tokens\" : 8 , \"prompt_tokens\" : 12 } }\r\n", 1,
               12, 8);
-    json_case(RT_API_MESSAGES,
-              "{\"usage\":{\"output_tokens\":2,\"cache_read_input_tokens\":3}}", 1, 3, 2);
+    json_case(RT_API_MESSAGES, "{\"usage\":{\"output_tokens\":2,\"cache_read_input_tokens\":3}}", 1,
+              3, 2);
     /* not JSON: trailing bytes, bad UTF-8, a control character in a string */
     assert_int_equal(rt_usage_from_json(RT_API_CHAT, "{\"usage\":{}} x", 14, &u), TG_EPROTO);
     assert_int_equal(rt_usage_from_json(RT_API_CHAT, "{\"a\":\"\xff\"}", 9, &u), TG_EPROTO);
@@ -586,6 +639,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_cost),
+        cmocka_unit_test(test_estimate_input),
         cmocka_unit_test(test_cost_per_usage_shape),
         cmocka_unit_test(test_stream_usage_parts),
         cmocka_unit_test(test_streams),
