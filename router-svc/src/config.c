@@ -26,6 +26,7 @@ struct ld {
     struct rt_config_diag *diag;
     struct rt_config *cfg;
     uint32_t price_map_line; /* line of tollgate.price_map */
+    yaml_node_t *admin_node; /* tollgate.admin_listen */
 };
 
 /* snprintf that cuts silently: every caller either checked the length before or wants a cut
@@ -1061,16 +1062,17 @@ static int parse_keys(struct ld *ld, yaml_node_t *n, const char *path)
     return 0;
 }
 
-static int parse_listen(struct ld *ld, yaml_node_t *n, const char *p)
+/* "host:port" into dst (cap bytes); its port in *port. */
+static int parse_listen(struct ld *ld, yaml_node_t *n, const char *p, char *dst, size_t cap,
+                        uint64_t *port)
 {
     const char *colon;
-    uint64_t port = 0;
 
-    if (tg_yaml_str_nonempty(&ld->y, n, p, ld->cfg->listen, sizeof(ld->cfg->listen)) != 0)
+    if (tg_yaml_str_nonempty(&ld->y, n, p, dst, cap) != 0)
         return TG_ECONFIG;
-    colon = strrchr(ld->cfg->listen, ':');
-    if (colon == NULL || colon == ld->cfg->listen || tg_parse_u64(colon + 1, &port) != 0 ||
-        port == 0 || port > 65535)
+    colon = strrchr(dst, ':');
+    if (colon == NULL || colon == dst || tg_parse_u64(colon + 1, port) != 0 || *port == 0 ||
+        *port > 65535)
         return tg_yaml_fail(&ld->y, n, p, "expected host:port");
     return 0;
 }
@@ -1094,7 +1096,16 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
             return TG_ECONFIG;
         tg_yaml_path(p, "tollgate", k);
         if (strcmp(k, "listen") == 0) {
-            rc = parse_listen(ld, v, p);
+            uint64_t port = 0;
+
+            rc = parse_listen(ld, v, p, cfg->listen, sizeof(cfg->listen), &port);
+        } else if (strcmp(k, "admin_listen") == 0) {
+            uint64_t port = 0;
+
+            if (tg_yaml_is_null(v))
+                continue;
+            rc = parse_listen(ld, v, p, cfg->admin_listen, sizeof(cfg->admin_listen), &port);
+            ld->admin_node = v;
         } else if (strcmp(k, "threads") == 0) {
             rc = tg_yaml_u32(&ld->y, v, p, 256, &cfg->threads);
             if (rc == 0 && cfg->threads == 0)
@@ -1440,6 +1451,12 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
     if (ld->cfg->max_connections_per_ip == 0 ||
         ld->cfg->max_connections_per_ip > ld->cfg->max_connections)
         ld->cfg->max_connections_per_ip = ld->cfg->max_connections;
+    if (ld->cfg->admin_listen[0] != '\0' &&
+        strcmp(strrchr(ld->cfg->admin_listen, ':'), strrchr(ld->cfg->listen, ':')) == 0)
+        return tg_yaml_fail(&ld->y, ld->admin_node, "tollgate.admin_listen",
+                            "the port of tollgate.listen (%s): give the admin listener a port of "
+                            "its own",
+                            ld->cfg->listen);
     return resolve_prices(ld);
 }
 

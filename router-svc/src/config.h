@@ -237,6 +237,9 @@ struct rt_config {
 
     /* tollgate: */
     char listen[RT_LISTEN_CAP];                  /* "host:port", default RT_DEFAULT_LISTEN */
+    char admin_listen[RT_LISTEN_CAP];            /* "host:port" of the admin listener (/metrics,
+                                                  * the key API); "" = none: they are served on
+                                                  * listen */
     char kafka_brokers[RT_BROKERS_CAP];          /* "" when absent (events stay in the spool) */
     char events_topic[RT_TOPIC_CAP];             /* default RT_DEFAULT_EVENTS_TOPIC */
     char control_topic[RT_TOPIC_CAP];            /* default RT_DEFAULT_CONTROL_TOPIC */

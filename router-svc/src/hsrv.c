@@ -970,6 +970,15 @@ static void accept_all(struct hs_server *s)
     }
 }
 
+struct hs_server *hs_event_server(const struct epoll_event *ev)
+{
+    int kind = *(const int *)ev->data.ptr;
+
+    if (kind == HS_KIND_LISTEN)
+        return ev->data.ptr;
+    return ((struct hs_conn *)ev->data.ptr)->s;
+}
+
 void hs_server_event(struct hs_server *s, const struct epoll_event *ev)
 {
     int kind = *(const int *)ev->data.ptr;

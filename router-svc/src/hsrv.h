@@ -161,6 +161,10 @@ struct hs_server *hs_server_create(const struct hs_config *cfg, char *err, size_
 /* hs_server_port: the bound port. */
 uint16_t hs_server_port(const struct hs_server *s);
 
+/* hs_event_server: the server an event of the shared epoll set belongs to (its listening socket
+ * or one of its connections), for a loop that holds several servers. */
+struct hs_server *hs_event_server(const struct epoll_event *ev);
+
 /* hs_server_event: one epoll event of the server's (data.u64 >= HS_TAG_LIMIT). Loop thread. */
 void hs_server_event(struct hs_server *s, const struct epoll_event *ev);
 

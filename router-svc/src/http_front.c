@@ -43,6 +43,8 @@
 #define RT_FRONT_EXTRA_TRANSFERS 64
 /* File descriptors beyond the client and provider connections (rt_front_fds_needed). */
 #define RT_FRONT_FDS_RESERVE 256
+/* Connections the admin listener (tollgate.admin_listen) takes at once. */
+#define RT_FRONT_ADMIN_CONNECTIONS 64u
 /* Messages of the front's own answers, bytes. */
 #define RT_FRONT_MESSAGE_MAX 512
 
@@ -57,6 +59,7 @@ static void worker_wake(struct worker *w);
 struct worker {
     struct rt_front *f;
     struct hs_server *srv;
+    struct hs_server *admin; /* the admin listener (first loop only, when configured) */
     struct rt_upstream *up;
     struct rt_call_env env; /* what this loop's calls share */
     pthread_t thread;
@@ -71,6 +74,7 @@ struct worker {
 struct rt_front {
     struct rt_front_deps d;
     uint16_t port;
+    uint16_t admin_port; /* 0 when there is no admin listener */
     unsigned nworkers;
     struct worker *workers; /* nworkers */
     struct hs_ipcap *ipcap; /* connections per source address, shared by the loops; NULL when
@@ -526,13 +530,26 @@ static int admin_step(struct rt_front *f, struct admin_req *a, const char *metho
 /* The first handler call of a request: its headers are complete. Routes the path; an API
  * request is authenticated from its headers before anything is spent on it, then becomes a
  * call. */
+/* Paths of the admin side: /metrics and the key API. */
+static int is_admin_path(const char *url)
+{
+    return strcmp(url, "/metrics") == 0 || rt_key_api_is_admin_path(url);
+}
+
+/* on_admin: the request came to the admin listener. With one configured, the admin paths are
+ * served there only (the public listener answers them 404, as if they did not exist), and the
+ * admin listener serves nothing but them and the health checks. */
 static int request_begin(struct worker *w, struct hs_conn *conn, const char *url,
-                         const char *method, void **con_cls)
+                         const char *method, void **con_cls, int on_admin)
 {
     struct rt_front *f = w->f;
     enum rt_api api;
     const char *name;
     int anthropic;
+
+    if (f->d.cfg->admin_listen[0] != '\0' &&
+        (on_admin ? !is_admin_path(url) && strncmp(url, "/health/", 8) != 0 : is_admin_path(url)))
+        return answer_front_error(f, conn, 0, 404, "not_found", "Unknown path");
 
     if (hs_head_bytes(conn) > RT_FRONT_HEADER_MAX_BYTES) {
         /* answered at the HTTP layer, like the server's own 431: not a call, no event */
@@ -617,20 +634,33 @@ static int request_begin(struct worker *w, struct hs_conn *conn, const char *url
     }
 }
 
-static int access_cb(void *cls, struct hs_conn *conn, const char *url, const char *method,
-                     const char *version, const char *upload, size_t *upload_size, void **con_cls)
+static int front_access(struct worker *w, int on_admin, struct hs_conn *conn, const char *url,
+                        const char *method, const char *upload, size_t *upload_size, void **con_cls)
 {
-    struct worker *w = cls;
     enum rt_req_kind *kind = *con_cls;
 
-    (void)version;
     if (kind == NULL)
-        return request_begin(w, conn, url, method, con_cls);
+        return request_begin(w, conn, url, method, con_cls, on_admin);
     if (*kind == RT_REQ_ADMIN)
         return admin_step(w->f, *con_cls, method, upload, upload_size);
     if (upload != NULL)
         return rt_call_body(*con_cls, upload, upload_size);
     return rt_call_run(*con_cls);
+}
+
+static int access_cb(void *cls, struct hs_conn *conn, const char *url, const char *method,
+                     const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    return front_access(cls, 0, conn, url, method, upload, upload_size, con_cls);
+}
+
+static int admin_access_cb(void *cls, struct hs_conn *conn, const char *url, const char *method,
+                           const char *version, const char *upload, size_t *upload_size,
+                           void **con_cls)
+{
+    (void)version;
+    return front_access(cls, 1, conn, url, method, upload, upload_size, con_cls);
 }
 
 static void completed_cb(void *cls, struct hs_conn *conn, void **con_cls, enum hs_toe toe)
@@ -700,6 +730,11 @@ static void *worker_main(void *arg)
 
         if (ht >= 0 && (t < 0 || ht < t))
             t = ht;
+        if (w->admin != NULL) {
+            ht = hs_server_timeout_ms(w->admin);
+            if (ht >= 0 && (t < 0 || ht < t))
+                t = ht;
+        }
         n = epoll_wait(w->epfd, evs, 64, t);
         for (int i = 0; i < n; i++) {
             uint64_t tag = evs[i].data.u64;
@@ -710,16 +745,22 @@ static void *worker_main(void *arg)
 
                 (void)r;
             } else if (tag >= HS_TAG_LIMIT) {
-                hs_server_event(w->srv, &evs[i]);
+                hs_server_event(w->admin != NULL ? hs_event_server(&evs[i]) : w->srv, &evs[i]);
             }
             /* RT_FRONT_TAG_UPSTREAM: rt_upstream_run below */
         }
         if (atomic_load(&f->quiesced) && !w->quiesced) {
             hs_server_quiesce(w->srv);
+            if (w->admin != NULL)
+                hs_server_quiesce(w->admin);
             w->quiesced = 1;
         }
         mailbox_run(w);
         hs_server_housekeep(w->srv); /* bounded: a burst of it spreads over turns */
+        if (w->admin != NULL) {
+            hs_server_housekeep(w->admin);
+            hs_server_run(w->admin);
+        }
         /* providers, then the connections their results resumed; repeated while runs resume
          * connections (a resumed request may start the next attempt), bounded per turn */
         for (int k = 0; k < RT_FRONT_RUNS_PER_TURN; k++) {
@@ -812,6 +853,22 @@ static int worker_init(struct rt_front *f, struct worker *w, struct sockaddr_in 
     }
     if (sa->sin_port == 0)
         sa->sin_port = htons(hs_server_port(w->srv)); /* the next loops share the port */
+    if (w == &f->workers[0] && f->d.cfg->admin_listen[0] != '\0') {
+        /* the admin listener: on the first loop only (its traffic is small) */
+        if (parse_listen(f->d.cfg->admin_listen, &hc.addr, err, errlen) != 0)
+            return TG_EINVAL;
+        hc.reuse_port = 0;
+        hc.max_connections = RT_FRONT_ADMIN_CONNECTIONS;
+        hc.ipcap = NULL;
+        hc.handler = admin_access_cb;
+        w->admin = hs_server_create(&hc, herr, sizeof(herr));
+        if (w->admin == NULL) {
+            snprintf(err, errlen, "cannot listen on %s (admin_listen): %s", f->d.cfg->admin_listen,
+                     herr);
+            return TG_EIO;
+        }
+        f->admin_port = hs_server_port(w->admin);
+    }
     memset(&ev, 0, sizeof(ev));
     ev.events = EPOLLIN;
     ev.data.u64 = RT_FRONT_TAG_UPSTREAM;
@@ -835,7 +892,9 @@ uint64_t rt_front_fds_needed(const struct rt_config *cfg)
      * may hold one per upstream slot), and the rest: listening sockets, epoll sets and
      * eventfds, the spool's files, Kafka's broker connections, libcurl's own descriptors */
     return (uint64_t)cfg->max_connections + loops +
-           loops * ((uint64_t)cfg->max_in_flight + RT_FRONT_EXTRA_TRANSFERS) + RT_FRONT_FDS_RESERVE;
+           loops * ((uint64_t)cfg->max_in_flight + RT_FRONT_EXTRA_TRANSFERS) +
+           (cfg->admin_listen[0] != '\0' ? RT_FRONT_ADMIN_CONNECTIONS + 1u : 0u) +
+           RT_FRONT_FDS_RESERVE;
 }
 
 struct rt_front *rt_front_start(const struct rt_front_deps *deps, char *err, size_t errlen)
@@ -904,6 +963,11 @@ uint16_t rt_front_port(const struct rt_front *f)
     return f->port;
 }
 
+uint16_t rt_front_admin_port(const struct rt_front *f)
+{
+    return f->admin_port;
+}
+
 void rt_front_quiesce(struct rt_front *f)
 {
     /* new connections are refused; keep-alive connections get 503 for new requests */
@@ -950,6 +1014,7 @@ void rt_front_stop(struct rt_front **fp)
         rt_upstream_destroy(&w->up);
         mailbox_run(w);
         hs_server_destroy(&w->srv);
+        hs_server_destroy(&w->admin);
         pthread_mutex_destroy(&w->mbox_mu);
         if (w->epfd >= 0)
             close(w->epfd);

@@ -60,6 +60,9 @@ struct rt_front *rt_front_start(const struct rt_front_deps *deps, char *err, siz
 /* rt_front_port: the bound TCP port (useful with listen port 0). */
 uint16_t rt_front_port(const struct rt_front *front);
 
+/* rt_front_admin_port: the admin listener's port (tollgate.admin_listen), 0 when none. */
+uint16_t rt_front_admin_port(const struct rt_front *front);
+
 /* rt_front_quiesce: stop accepting new connections (existing ones are served). Main thread. */
 void rt_front_quiesce(struct rt_front *front);
 

@@ -349,8 +349,11 @@ int main(int argc, char **argv)
         }
     }
     rt_health_set_ready(health, 1);
-    TG_INFO("msg=listening listen=%s port=%u deployments=%u keys=%u threads=%u", cfg->listen,
-            (unsigned)rt_front_port(front), cfg->n_deployments, cfg->n_keys, cfg->threads);
+    TG_INFO("msg=listening listen=%s port=%u admin_listen=%s admin_port=%u deployments=%u "
+            "keys=%u threads=%u",
+            cfg->listen, (unsigned)rt_front_port(front),
+            cfg->admin_listen[0] != '\0' ? cfg->admin_listen : "-",
+            (unsigned)rt_front_admin_port(front), cfg->n_deployments, cfg->n_keys, cfg->threads);
 
     /* Wait for a signal, refreshing the dependency states readiness reports. */
     for (;;) {

@@ -236,4 +236,44 @@ if command -v setpriv >/dev/null 2>&1; then
     rt_true "rlimit_nofile_never_raised: the error names both limits" \
         grep -q 'limits.max_connections and limits.max_in_flight need .* file descriptors, but RLIMIT_NOFILE allows 512' "$RT_DIR/nofile.out"
 fi
+# admin_listener: with tollgate.admin_listen, /metrics and the key API answer only there (the
+# public listener says 404 as for any unknown path), and the admin listener serves nothing else
+# but the health checks; the same port twice is a config error
+ADMIN_PORT=$(rt_free_port)
+sed "s|^  listen: 127.0.0.1:$RT_ROUTER_PORT|  listen: 127.0.0.1:$RT_ROUTER_PORT\n  admin_listen: 127.0.0.1:$ADMIN_PORT|" \
+    "$RT_DIR/router.yaml" >"$RT_DIR/admin.yaml"
+rt_router_start "$RT_DIR/admin.yaml"
+ADMIN="http://127.0.0.1:$ADMIN_PORT"
+rt_true "admin_listener: the log names it" grep -q "admin_port=$ADMIN_PORT" "$RT_DIR/router.log"
+rt_eq "admin_listener: public /metrics 404" \
+    "$(curl -s -o /dev/null -w '%{http_code}' "$RT_URL/metrics")" 404
+rt_eq "admin_listener: public key API 404" \
+    "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $RT_MASTER_KEY" \
+        -H 'Content-Type: application/json' -d '{}' "$RT_URL/key/generate")" 404
+rt_eq "admin_listener: public API still served" \
+    "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $RT_KEY" \
+        -H 'Content-Type: application/json' -d "$CHAT" "$RT_URL/v1/chat/completions")" 200
+rt_eq "admin_listener: admin /metrics 200" \
+    "$(curl -s -o "$RT_DIR/admin_metrics" -w '%{http_code}' "$ADMIN/metrics")" 200
+rt_true "admin_listener: the metrics count the public request" \
+    grep -q '^tollgate_router_requests_total{model_group="gpt-main",status="200"} 1$' "$RT_DIR/admin_metrics"
+rt_eq "admin_listener: admin key API 200 with the master key" \
+    "$(curl -s -o "$RT_DIR/admin_key" -w '%{http_code}' -H "Authorization: Bearer $RT_MASTER_KEY" \
+        -H 'Content-Type: application/json' -d "{\"key\":\"$RT_KEY\"}" "$ADMIN/key/info")" 200
+rt_true "admin_listener: the key's info came back" jq -e '.info.static == true and (.info.key_hash | length == 64)' "$RT_DIR/admin_key"
+rt_eq "admin_listener: admin key API 401 without it" \
+    "$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' -d '{}' \
+        "$ADMIN/key/generate")" 401
+rt_eq "admin_listener: no API calls on the admin port" \
+    "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $RT_KEY" \
+        -H 'Content-Type: application/json' -d "$CHAT" "$ADMIN/v1/chat/completions")" 404
+rt_eq "admin_listener: health on both" \
+    "$(curl -s -o /dev/null -w '%{http_code}' "$ADMIN/health/liveness")$(curl -s -o /dev/null -w '%{http_code}' "$RT_URL/health/liveness")" 200200
+rt_router_stop
+sed "s|^  listen: 127.0.0.1:$RT_ROUTER_PORT|  listen: 127.0.0.1:$RT_ROUTER_PORT\n  admin_listen: 0.0.0.0:$RT_ROUTER_PORT|" \
+    "$RT_DIR/router.yaml" >"$RT_DIR/admin_same.yaml"
+"$TG_BUILD_DIR/router-svc/router-svc" --config "$RT_DIR/admin_same.yaml" --check >"$RT_DIR/admin_same.out" 2>&1
+rt_eq "admin_listener: the public port twice is a config error" "$?" 2
+rt_true "admin_listener: ... naming the key" \
+    grep -q "tollgate.admin_listen: the port of tollgate.listen" "$RT_DIR/admin_same.out"
 rt_finish
