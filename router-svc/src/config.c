@@ -620,6 +620,23 @@ static int alloc_rules(struct ld *ld, yaml_node_t *n, const char *path,
     return 0;
 }
 
+/* One fallback list (fallbacks, context_window_fallbacks, content_policy_fallbacks): replaces
+ * what an earlier section set (router_settings is read after litellm_settings); null keeps it. */
+static int parse_rule_list(struct ld *ld, yaml_node_t *n, const char *path,
+                           struct rt_fallback_rule **rules, uint32_t *n_rules)
+{
+    uint32_t cap = 0;
+
+    if (tg_yaml_is_null(n))
+        return 0;
+    free(*rules);
+    *rules = NULL;
+    *n_rules = 0;
+    if (alloc_rules(ld, n, path, rules, &cap) != 0)
+        return TG_ECONFIG;
+    return parse_fallback_rules(ld, n, path, *rules, cap, n_rules);
+}
+
 /* router_settings, or (litellm = 1) the routing keys LiteLLM also reads from litellm_settings:
  * fallbacks, context_window_fallbacks, content_policy_fallbacks, default_fallbacks,
  * num_retries, allowed_fails, cooldown_time (request_timeout is read with the timeouts).
@@ -638,7 +655,6 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
         const char *k = tg_yaml_key(&ld->y, pair, section);
         yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
         int rc = 0;
-        uint32_t cap = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
@@ -688,32 +704,11 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
             else if ((rc = tg_yaml_seconds_ms(&ld->y, v, p, &ms)) == 0)
                 cfg->cooldown_s = (ms + 999) / 1000;
         } else if (strcmp(k, "fallbacks") == 0) {
-            if (tg_yaml_is_null(v))
-                continue;
-            free(cfg->fallbacks);
-            cfg->fallbacks = NULL;
-            cfg->n_fallbacks = 0;
-            rc = alloc_rules(ld, v, p, &cfg->fallbacks, &cap);
-            if (rc == 0)
-                rc = parse_fallback_rules(ld, v, p, cfg->fallbacks, cap, &cfg->n_fallbacks);
+            rc = parse_rule_list(ld, v, p, &cfg->fallbacks, &cfg->n_fallbacks);
         } else if (strcmp(k, "context_window_fallbacks") == 0) {
-            if (tg_yaml_is_null(v))
-                continue;
-            free(cfg->cw_fallbacks);
-            cfg->cw_fallbacks = NULL;
-            cfg->n_cw_fallbacks = 0;
-            rc = alloc_rules(ld, v, p, &cfg->cw_fallbacks, &cap);
-            if (rc == 0)
-                rc = parse_fallback_rules(ld, v, p, cfg->cw_fallbacks, cap, &cfg->n_cw_fallbacks);
+            rc = parse_rule_list(ld, v, p, &cfg->cw_fallbacks, &cfg->n_cw_fallbacks);
         } else if (strcmp(k, "content_policy_fallbacks") == 0) {
-            if (tg_yaml_is_null(v))
-                continue;
-            free(cfg->cp_fallbacks);
-            cfg->cp_fallbacks = NULL;
-            cfg->n_cp_fallbacks = 0;
-            rc = alloc_rules(ld, v, p, &cfg->cp_fallbacks, &cap);
-            if (rc == 0)
-                rc = parse_fallback_rules(ld, v, p, cfg->cp_fallbacks, cap, &cfg->n_cp_fallbacks);
+            rc = parse_rule_list(ld, v, p, &cfg->cp_fallbacks, &cfg->n_cp_fallbacks);
         } else if (strcmp(k, "default_fallbacks") == 0) {
             if (tg_yaml_is_null(v))
                 continue;
