@@ -13,7 +13,8 @@ rt_core_module(mask)
 
 # providers/: the provider families (pure: URL, headers, wire API, error classes).
 add_library(rt_providers STATIC ${RT_SRC}/providers/registry.c ${RT_SRC}/providers/openai.c
-                                ${RT_SRC}/providers/anthropic.c)
+                                ${RT_SRC}/providers/anthropic.c
+                                ${RT_SRC}/providers/openai_compat.c)
 target_include_directories(rt_providers PUBLIC ${RT_SRC} ${PROJECT_SOURCE_DIR}/proto)
 target_link_libraries(rt_providers PUBLIC tg_common PkgConfig::JANSSON)
 rt_core_module(trail DEPS rt_mask)

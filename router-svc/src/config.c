@@ -137,6 +137,7 @@ static int parse_provider_model(struct ld *ld, const yaml_node_t *n, const char 
     slash = strchr(full, '/');
     if (slash == NULL) {
         fmt_cut(d->provider, sizeof(d->provider), "openai");
+        d->provider_implicit = 1;
         if (strlen(full) >= sizeof(d->model))
             return tg_yaml_fail(&ld->y, n, path, "model name too long (max %d bytes)",
                                 RT_NAME_CAP - 1);
@@ -156,9 +157,111 @@ static int parse_provider_model(struct ld *ld, const yaml_node_t *n, const char 
         d->provider[plen] = '\0';
         fmt_cut(d->model, sizeof(d->model), "%s", slash + 1);
     }
-    d->prov = rt_provider_find(d->provider);
-    if (d->prov == NULL)
-        d->prov = rt_provider_default();
+    return 0;
+}
+
+/* The value of the first of names that is set and not empty, checked for control bytes; NULL
+ * when none is (or on a bad value, with *bad = 1 after the error was reported). *which gets the
+ * variable's name. */
+static const char *env_first(struct ld *ld, const yaml_node_t *n, const char *path,
+                             const char *const *names, const char **which, int *bad)
+{
+    char why[160];
+
+    *bad = 0;
+    for (size_t i = 0; names != NULL && names[i] != NULL && i < RT_PROVIDER_ENV_MAX; i++) {
+        const char *v = getenv(names[i]);
+
+        if (v == NULL || v[0] == '\0')
+            continue;
+        if (tg_cfgtext_check(v, (size_t)-1, names[i], why, sizeof(why)) != 0) {
+            tg_yaml_fail(&ld->y, n, path, "%s", why);
+            *bad = 1;
+            return NULL;
+        }
+        *which = names[i];
+        return v;
+    }
+    return NULL;
+}
+
+/* The deployment's provider family, base URL and key (provider.h has the rules). model is the
+ * litellm_params.model node, path its key path; api_key_given: the config gave api_key. */
+static int resolve_provider(struct ld *ld, const yaml_node_t *model, const char *path,
+                            struct rt_deployment_conf *d, int api_key_given)
+{
+    const struct rt_provider *p;
+    const char *v, *var = NULL;
+    int base_is_own = 0, bad = 0;
+    size_t n;
+
+    n = strlen(d->api_base);
+    while (n > 0 && d->api_base[n - 1] == '/')
+        d->api_base[--n] = '\0';
+    if (d->provider_implicit && strncmp(d->model, "claude-", 7) == 0)
+        fmt_cut(d->provider, sizeof(d->provider), "anthropic"); /* as LiteLLM infers it */
+    p = rt_provider_find(d->provider);
+    if (p == NULL) {
+        if (rt_provider_unsupported(d->provider))
+            return tg_yaml_fail(&ld->y, model, path,
+                                "provider \"%s\" is not supported by Tollgate yet (README: "
+                                "Providers)",
+                                d->provider);
+        if (d->api_base[0] == '\0')
+            return tg_yaml_fail(&ld->y, model, path,
+                                "unknown provider \"%s\"; set api_base or use openai/ for an "
+                                "OpenAI-compatible server",
+                                d->provider);
+        d->prov = &rt_provider_openai; /* a generic OpenAI-compatible server: no key from the
+                                        * environment */
+        return 0;
+    }
+    d->prov = p;
+    if (d->api_base[0] == '\0') {
+        v = env_first(ld, model, path, p->base_env, &var, &bad);
+        if (bad)
+            return TG_ECONFIG;
+        if (v == NULL)
+            v = p->default_base;
+        if (v == NULL)
+            return tg_yaml_fail(&ld->y, model, path,
+                                "provider \"%s\" has no default base URL: set api_base%s%s",
+                                p->name, p->base_env != NULL ? " or " : "",
+                                p->base_env != NULL ? p->base_env[0] : "");
+        if (strlen(v) >= sizeof(d->api_base))
+            return tg_yaml_fail(&ld->y, model, path, "base URL too long (%s, max %zu bytes)",
+                                var != NULL ? var : "default", sizeof(d->api_base) - 1);
+        fmt_cut(d->api_base, sizeof(d->api_base), "%s", v);
+        base_is_own = 1;
+    }
+    n = strlen(d->api_base);
+    while (n > 0 && d->api_base[n - 1] == '/')
+        d->api_base[--n] = '\0';
+    if ((p->flags & RT_PROVIDER_BASE_V1) && (n < 3 || strcmp(d->api_base + n - 3, "/v1") != 0)) {
+        if (n + 3 >= sizeof(d->api_base))
+            return tg_yaml_fail(&ld->y, model, path, "base URL too long");
+        fmt_cut(d->api_base + n, sizeof(d->api_base) - n, "/v1");
+    }
+    if (api_key_given || p->key_env == NULL)
+        return 0;
+    var = NULL;
+    v = env_first(ld, model, path, p->key_env, &var, &bad);
+    if (bad)
+        return TG_ECONFIG;
+    if (v == NULL)
+        return 0;
+    if (!base_is_own && !(p->flags & RT_PROVIDER_SELF_HOSTED)) {
+        /* the variable holds a key for the provider's own service; api_base is another host */
+        tg_yaml_warn(&ld->y, model, path,
+                     "%s is set but not sent: api_base is not %s's own; give api_key to send a "
+                     "key there",
+                     var, p->name);
+        return 0;
+    }
+    if (strlen(v) >= sizeof(d->api_key))
+        return tg_yaml_fail(&ld->y, model, path, "the value of %s is too long (max %zu bytes)", var,
+                            sizeof(d->api_key) - 1);
+    fmt_cut(d->api_key, sizeof(d->api_key), "%s", v);
     return 0;
 }
 
@@ -167,7 +270,9 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
                                 int *stream_timeout_set)
 {
     char p[TG_YAML_PATH_MAX];
-    int have_model = 0;
+    char model_path[TG_YAML_PATH_MAX];
+    const yaml_node_t *model = NULL;
+    int api_key_given = 0;
 
     if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
@@ -182,11 +287,13 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
         tg_yaml_path(p, path, k);
         if (strcmp(k, "model") == 0) {
             rc = parse_provider_model(ld, v, p, d);
-            have_model = 1;
+            model = v;
+            fmt_cut(model_path, sizeof(model_path), "%s", p);
         } else if (strcmp(k, "api_base") == 0) {
             rc = tg_yaml_is_null(v) ? 0
                                     : tg_yaml_str(&ld->y, v, p, d->api_base, sizeof(d->api_base));
         } else if (strcmp(k, "api_key") == 0) {
+            api_key_given = !tg_yaml_is_null(v);
             rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, d->api_key, sizeof(d->api_key));
         } else if (strcmp(k, "rpm") == 0) {
             rc = get_limit(ld, v, p, &d->rpm);
@@ -214,11 +321,11 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
         if (rc != 0)
             return TG_ECONFIG;
     }
-    if (!have_model) {
+    if (model == NULL) {
         tg_yaml_path(p, path, "model");
         return tg_yaml_fail(&ld->y, n, p, "missing");
     }
-    return 0;
+    return resolve_provider(ld, model, model_path, d, api_key_given);
 }
 
 static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, size_t index,

@@ -80,8 +80,8 @@
 #define RT_DEFAULT_MAX_IN_FLIGHT 4096u
 #define RT_DEFAULT_MAX_RESPONSE_BYTES (64ull * 1024ull * 1024ull)
 #define RT_DEFAULT_THREADS 2u
-#define RT_DEFAULT_MAX_KEYS 100000u    /* virtual keys table capacity */
-#define RT_DEFAULT_LIMITER_KEYS 10000u /* limiter slots for keys / key+group pairs */
+#define RT_DEFAULT_MAX_KEYS 100000u            /* virtual keys table capacity */
+#define RT_DEFAULT_LIMITER_KEYS 10000u         /* limiter slots for keys / key+group pairs */
 #define RT_DEFAULT_HEADER_TIMEOUT_MS 10000u    /* limits.header_timeout_ms */
 #define RT_DEFAULT_BODY_TIMEOUT_MS 60000u      /* limits.body_timeout_ms (nginx's) */
 #define RT_DEFAULT_BODY_MIN_RATE 1024u         /* limits.body_min_rate, bytes/s */
@@ -110,12 +110,17 @@ struct rt_deployment_conf {
                                      * the same file */
     char group[RT_NAME_CAP];        /* model_name */
     char provider[RT_PROVIDER_CAP]; /* prefix of litellm_params.model as written ("openai",
-                                     * "anthropic", "azure", ...); "openai" when no prefix */
+                                     * "anthropic", "groq", ...); without a prefix "openai"
+                                     * ("anthropic" for claude-*, as LiteLLM infers it) */
+    int provider_implicit;          /* 1: the model had no prefix */
     const struct rt_provider *prov; /* the provider family of the prefix (providers/provider.h);
-                                     * a prefix without one of its own: OpenAI-compatible */
+                                     * an unknown prefix with api_base: OpenAI-compatible */
     char model[RT_NAME_CAP];        /* litellm_params.model after the prefix */
-    char api_base[RT_URL_CAP];      /* "" when absent (upstream uses the provider default) */
-    char api_key[RT_SECRET_CAP];    /* secret; "" when absent. Never log it. */
+    char api_base[RT_URL_CAP];      /* the base URL, resolved at load (provider.h): api_base, a
+                                     * provider variable, or the provider's default; no trailing
+                                     * slash */
+    char api_key[RT_SECRET_CAP];    /* secret; api_key or (provider.h's rules) the provider's
+                                     * key variable; "" when none. Never log it. */
     int64_t rpm;                    /* requests per minute, RT_LIMIT_NONE when absent */
     int64_t tpm;                    /* tokens per minute, RT_LIMIT_NONE when absent */
     uint32_t timeout_ms;            /* litellm_params.timeout (s, may be fractional), else

@@ -3,6 +3,8 @@
  *   router-svc --config FILE          serve (FILE may also come from TOLLGATE_CONFIG)
  *   router-svc --config FILE --check  validate, print warnings, exit 0; or print
  *                                     FILE:LINE: key: problem and exit 2
+ *   router-svc --providers            the provider table, one line each: prefix, default base,
+ *                                     key variables, base variables (tab-separated)
  *
  * SIGTERM/SIGINT: readiness turns false, new connections are refused, requests in flight get
  * up to TOLLGATE_SHUTDOWN_GRACE_S seconds (default 25) to finish, then whatever is left is
@@ -18,6 +20,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "providers/provider.h"
 #include "health.h"
 #include "http_front.h"
 #include "key_api.h"
@@ -125,7 +128,28 @@ static int fit_fd_limit(uint64_t need, char *err, size_t errlen)
 static void usage(FILE *out)
 {
     fprintf(out, "usage: router-svc --config FILE [--check]\n"
+                 "       router-svc --providers\n"
                  "  FILE may also be given in TOLLGATE_CONFIG\n");
+}
+
+/* The provider table on stdout: prefix, default base ("-" when none), key variables, base
+ * variables ("-" when none), tab-separated. */
+static void print_providers(void)
+{
+    for (size_t i = 0; i < rt_provider_count(); i++) {
+        const struct rt_provider *p = rt_provider_at(i);
+        const char *const *lists[2] = {p->key_env, p->base_env};
+
+        printf("%s\t%s", p->name, p->default_base != NULL ? p->default_base : "-");
+        for (int l = 0; l < 2; l++) {
+            printf("\t");
+            if (lists[l] == NULL || lists[l][0] == NULL)
+                printf("-");
+            for (size_t j = 0; lists[l] != NULL && lists[l][j] != NULL; j++)
+                printf("%s%s", j > 0 ? "," : "", lists[l][j]);
+        }
+        printf("\n");
+    }
 }
 
 static int env_seconds(const char *name, int dflt)
@@ -170,6 +194,9 @@ int main(int argc, char **argv)
             path = argv[++i];
         } else if (strcmp(argv[i], "--check") == 0) {
             check = 1;
+        } else if (strcmp(argv[i], "--providers") == 0) {
+            print_providers();
+            return 0;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;

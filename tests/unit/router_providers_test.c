@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -29,7 +30,56 @@ static void test_registry(void **state)
     assert_ptr_equal(rt_provider_find("openai"), &rt_provider_openai);
     assert_ptr_equal(rt_provider_find("anthropic"), &rt_provider_anthropic);
     assert_null(rt_provider_find("no-such-family"));
-    assert_ptr_equal(rt_provider_default(), &rt_provider_openai);
+    assert_ptr_equal(rt_provider_find("groq"), &rt_provider_compat[0]);
+    assert_true(rt_provider_unsupported("bedrock"));
+    assert_false(rt_provider_unsupported("groq"));
+    /* one row per name; every row complete */
+    for (size_t i = 0; i < rt_provider_count(); i++) {
+        const struct rt_provider *p = rt_provider_at(i);
+
+        assert_non_null(p->name);
+        assert_ptr_equal(rt_provider_find(p->name), p);
+        assert_false(rt_provider_unsupported(p->name));
+        assert_non_null(p->wire);
+        assert_non_null(p->url);
+        assert_non_null(p->headers);
+        assert_non_null(p->key_env);
+        assert_non_null(p->key_env[0]);
+        /* a default base is https, or plain http on the local machine (self-hosted rows) */
+        if (p->default_base != NULL && strncmp(p->default_base, "https://", 8) != 0) {
+            assert_true(p->flags & RT_PROVIDER_SELF_HOSTED);
+            assert_int_equal(strncmp(p->default_base, "http://localhost:", 17), 0);
+        }
+        if (p->default_base == NULL)
+            assert_true(p->flags & RT_PROVIDER_SELF_HOSTED);
+    }
+    assert_null(rt_provider_at(rt_provider_count()));
+}
+
+/* A named OpenAI-compatible row speaks OpenAI at its own base. */
+static void test_compat(void **state)
+{
+    const struct rt_provider *p = rt_provider_find("deepinfra");
+    struct rt_deployment_conf d = dep("", "di-key");
+    char url[256];
+    char hdr[RT_PROVIDER_HEADERS_MAX][RT_PROVIDER_HEADER_CAP];
+    struct rt_wire w;
+
+    (void)state;
+    assert_non_null(p);
+    d.prov = p;
+    p->url(&d, RT_API_CHAT, url, sizeof(url));
+    assert_string_equal(url, "https://api.deepinfra.com/v1/openai/chat/completions");
+    p->url(&d, RT_API_EMBEDDINGS, url, sizeof(url));
+    assert_string_equal(url, "https://api.deepinfra.com/v1/openai/embeddings");
+    assert_int_equal(p->wire(RT_API_MESSAGES, &w), 0);
+    assert_int_equal(w.api, RT_API_CHAT);
+    assert_int_equal(w.dir, RT_TRANSLATE_CHAT_TO_MESSAGES);
+    assert_int_equal(p->headers(&d, hdr), 1);
+    assert_string_equal(hdr[0], "Authorization: Bearer di-key");
+    snprintf(d.api_base, sizeof(d.api_base), "http://10.1.1.1:8000/v1");
+    p->url(&d, RT_API_RESPONSES, url, sizeof(url));
+    assert_string_equal(url, "http://10.1.1.1:8000/v1/responses");
 }
 
 static void test_openai(void **state)
@@ -90,6 +140,11 @@ static void test_anthropic(void **state)
     d.api_base[0] = '\0';
     p->url(&d, RT_API_MESSAGES, url, sizeof(url));
     assert_string_equal(url, "https://api.anthropic.com/v1/messages");
+    /* the whole endpoint as a base (LiteLLM's ANTHROPIC_API_BASE examples) */
+    snprintf(d.api_base, sizeof(d.api_base), "https://gw.example/anthropic/v1/messages");
+    p->url(&d, RT_API_MESSAGES, url, sizeof(url));
+    assert_string_equal(url, "https://gw.example/anthropic/v1/messages");
+    d.api_base[0] = '\0';
     assert_int_equal(p->headers(&d, hdr), 2);
     assert_string_equal(hdr[0], "x-api-key: sk-ant");
     assert_string_equal(hdr[1], "anthropic-version: 2023-06-01");
@@ -104,6 +159,7 @@ int main(void)
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_openai),
         cmocka_unit_test(test_anthropic),
+        cmocka_unit_test(test_compat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

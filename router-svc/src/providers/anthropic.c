@@ -29,9 +29,13 @@ static void anthropic_url(const struct rt_deployment_conf *dep, enum rt_api wire
     const char *base = rt_provider_base(dep, &rt_provider_anthropic, &bl);
 
     (void)wire;
-    /* an api_base given with its /v1 (LiteLLM's examples have both forms) */
-    snprintf(out, cap, "%.*s%s", (int)bl, base,
-             bl >= 3 && strncmp(base + bl - 3, "/v1", 3) == 0 ? "/messages" : "/v1/messages");
+    /* an api_base given with its /v1 (LiteLLM's examples have both forms), or as the whole
+     * endpoint (LiteLLM's ANTHROPIC_API_BASE examples) */
+    if (bl >= 9 && strncmp(base + bl - 9, "/messages", 9) == 0)
+        snprintf(out, cap, "%.*s", (int)bl, base);
+    else
+        snprintf(out, cap, "%.*s%s", (int)bl, base,
+                 bl >= 3 && strncmp(base + bl - 3, "/v1", 3) == 0 ? "/messages" : "/v1/messages");
 }
 
 static int anthropic_headers(const struct rt_deployment_conf *dep,
@@ -45,9 +49,14 @@ static int anthropic_headers(const struct rt_deployment_conf *dep,
     return n;
 }
 
+/* Variables: LiteLLM's Anthropic handler reads ANTHROPIC_API_KEY, and ANTHROPIC_API_BASE then
+ * ANTHROPIC_BASE_URL for the base (litellm/main.py, completion(), the "anthropic" branch). */
 const struct rt_provider rt_provider_anthropic = {
     .name = "anthropic",
     .default_base = "https://api.anthropic.com",
+    .key_env = (const char *const[]){"ANTHROPIC_API_KEY", NULL},
+    .base_env = (const char *const[]){"ANTHROPIC_API_BASE", "ANTHROPIC_BASE_URL", NULL},
+    .flags = 0,
     .wire = anthropic_wire,
     .url = anthropic_url,
     .headers = anthropic_headers,

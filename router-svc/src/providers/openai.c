@@ -1,5 +1,6 @@
-/* openai: OpenAI and every OpenAI-compatible server. Chat completions, embeddings and responses
- * are spoken as the client sent them; an Anthropic /v1/messages request is translated to chat
+/* openai: OpenAI and every OpenAI-compatible server (the named ones are rows of
+ * openai_compat.c sharing these functions). Chat completions, embeddings and responses are
+ * spoken as the client sent them; an Anthropic /v1/messages request is translated to chat
  * completions and its answer back. Authorization: Bearer <api_key>. */
 #include "providers/provider.h"
 
@@ -7,7 +8,7 @@
 
 #include "tg_err.h"
 
-static int openai_wire(enum rt_api client, struct rt_wire *out)
+int rt_openai_wire(enum rt_api client, struct rt_wire *out)
 {
     if (client == RT_API_MESSAGES) {
         out->api = RT_API_CHAT;
@@ -19,11 +20,11 @@ static int openai_wire(enum rt_api client, struct rt_wire *out)
     return 0;
 }
 
-static void openai_url(const struct rt_deployment_conf *dep, enum rt_api wire, char *out,
-                       size_t cap)
+void rt_openai_url(const struct rt_deployment_conf *dep, enum rt_api wire, char *out, size_t cap)
 {
     size_t bl;
-    const char *base = rt_provider_base(dep, &rt_provider_openai, &bl);
+    const char *base =
+        rt_provider_base(dep, dep->prov != NULL ? dep->prov : &rt_provider_openai, &bl);
     const char *path;
 
     switch (wire) {
@@ -40,7 +41,7 @@ static void openai_url(const struct rt_deployment_conf *dep, enum rt_api wire, c
     snprintf(out, cap, "%.*s%s", (int)bl, base, path);
 }
 
-static int openai_headers(const struct rt_deployment_conf *dep, char hdr[][RT_PROVIDER_HEADER_CAP])
+int rt_openai_headers(const struct rt_deployment_conf *dep, char hdr[][RT_PROVIDER_HEADER_CAP])
 {
     if (dep->api_key[0] == '\0')
         return 0;
@@ -48,11 +49,16 @@ static int openai_headers(const struct rt_deployment_conf *dep, char hdr[][RT_PR
     return 1;
 }
 
+/* Variables: LiteLLM's OpenAI handler reads OPENAI_API_KEY, and OPENAI_BASE_URL then
+ * OPENAI_API_BASE for the base (litellm/main.py, completion(), the "openai" branch). */
 const struct rt_provider rt_provider_openai = {
     .name = "openai",
     .default_base = "https://api.openai.com/v1",
-    .wire = openai_wire,
-    .url = openai_url,
-    .headers = openai_headers,
+    .key_env = (const char *const[]){"OPENAI_API_KEY", NULL},
+    .base_env = (const char *const[]){"OPENAI_BASE_URL", "OPENAI_API_BASE", NULL},
+    .flags = 0,
+    .wire = rt_openai_wire,
+    .url = rt_openai_url,
+    .headers = rt_openai_headers,
     .classify = NULL,
 };

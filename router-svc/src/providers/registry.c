@@ -1,33 +1,67 @@
-/* registry: the provider families by their litellm_params.model prefix. */
+/* registry: the provider families by their litellm_params.model prefix: the families with a file
+ * of their own, then the named OpenAI-compatible rows (openai_compat.c). */
 #include "providers/provider.h"
 
 #include <string.h>
 
-static const struct rt_provider *const providers[] = {
+static const struct rt_provider *const families[] = {
     &rt_provider_openai,
     &rt_provider_anthropic,
 };
+#define N_FAMILIES (sizeof(families) / sizeof(families[0]))
+
+/* Prefixes LiteLLM routes to an API that is not OpenAI's and Tollgate does not speak: a
+ * deployment naming one is refused at load, with or without api_base, rather than sent an
+ * OpenAI-shaped request carrying its credentials (names from LiteLLM's provider list,
+ * litellm/types/utils.py, LlmProviders). */
+static const char *const unsupported[] = {
+    "azure",     "azure_ai",   "azure_text", "bedrock",     "sagemaker",      "sagemaker_chat",
+    "vertex_ai", "gemini",     "cohere",     "cohere_chat", "huggingface",    "replicate",
+    "watsonx",   "cloudflare", "voyage",     "palm",        "vertex_ai_beta",
+};
+
+size_t rt_provider_count(void)
+{
+    return N_FAMILIES + rt_provider_compat_count;
+}
+
+const struct rt_provider *rt_provider_at(size_t i)
+{
+    if (i < N_FAMILIES)
+        return families[i];
+    i -= N_FAMILIES;
+    return i < rt_provider_compat_count ? &rt_provider_compat[i] : NULL;
+}
 
 const struct rt_provider *rt_provider_find(const char *name)
 {
-    for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++) {
-        if (strcmp(providers[i]->name, name) == 0)
-            return providers[i];
+    for (size_t i = 0; i < rt_provider_count(); i++) {
+        const struct rt_provider *p = rt_provider_at(i);
+
+        if (strcmp(p->name, name) == 0)
+            return p;
     }
     return NULL;
 }
 
-const struct rt_provider *rt_provider_default(void)
+int rt_provider_unsupported(const char *name)
 {
-    return &rt_provider_openai;
+    for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++) {
+        if (strcmp(unsupported[i], name) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 const char *rt_provider_base(const struct rt_deployment_conf *dep, const struct rt_provider *p,
                              size_t *len)
 {
-    const char *base = dep->api_base[0] != '\0' ? dep->api_base : p->default_base;
-    size_t n = strlen(base);
+    const char *base = dep->api_base;
+    size_t n;
 
+    if (base[0] == '\0')
+        base = p != NULL && p->default_base != NULL ? p->default_base : "";
+    n = strlen(base);
     while (n > 0 && base[n - 1] == '/')
         n--;
     *len = n;
