@@ -8,6 +8,7 @@
 
 #include "api_error.h"
 #include "call_int.h"
+#include "creds.h"
 #include "rt_metrics.h"
 #include "tg_err.h"
 #include "tg_log.h"
@@ -541,8 +542,11 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     const struct rt_deployment_conf *dep = c->target.dep;
     const struct rt_provider *prov = dep->prov;
     struct rt_upstream_request req;
-    char url[RT_URL_CAP + 32];
+    struct rt_provider_attempt pa;
+    char url[RT_PROVIDER_URL_CAP];
     char hdr[RT_PROVIDER_HEADERS_MAX][RT_PROVIDER_HEADER_CAP];
+    char why[RT_CREDS_ERR_CAP] = "";
+    char *tok = NULL;
     char tp[96];
     int nh = 0, np;
     int rc;
@@ -556,9 +560,34 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     req.body = attempt_body(c, dep, msg, msgcap, &req.body_len);
     if (req.body == NULL)
         return TG_EINVAL;
-    prov->url(dep, c->wire.api, url, sizeof(url));
+    memset(&pa, 0, sizeof(pa));
+    pa.dep = dep;
+    pa.wire = c->wire.api;
+    pa.stream = c->stream;
+    pa.body = req.body;
+    pa.body_len = req.body_len;
+    pa.now_s = (int64_t)(tg_now_epoch_ms() / 1000);
+    if (rt_provider_needs_token(dep)) {
+        /* a copy of the current token; the refresher never makes a request wait for one */
+        tok = malloc(RT_TOKEN_CAP);
+        if (tok == NULL || rt_creds_token(c->env->creds, (uint32_t)(dep - c->env->cfg->deployments),
+                                          tok, RT_TOKEN_CAP, why, sizeof(why)) == 0)
+            pa.token = tok;
+    }
+    prov->url(&pa, url, sizeof(url));
     req.url = url;
-    np = prov->headers(dep, hdr);
+    np = prov->headers(&pa, url, hdr);
+    if (tok != NULL) {
+        memset(tok, 0, RT_TOKEN_CAP);
+        free(tok);
+    }
+    if (np < 0) {
+        free(req.body);
+        memset(hdr, 0, sizeof(hdr));
+        snprintf(msg, msgcap, "deployment %s (%s): no valid token from its token endpoint: %s",
+                 dep->id, prov->name, why[0] != '\0' ? why : "out of memory");
+        return TG_EAGAIN;
+    }
     for (int i = 0; i < np && nh < RT_UPSTREAM_HEADERS_MAX; i++)
         req.headers[nh++] = hdr[i];
     if (c->stream && nh < RT_UPSTREAM_HEADERS_MAX)
@@ -591,6 +620,7 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     c->refs++; /* the transfer's reference, dropped in on_done */
     c->attempt_start_us = tg_now_mono_us();
     rc = rt_upstream_submit(c->env->up, &req, &call_ops, c, &c->handle);
+    memset(hdr, 0, (size_t)np * sizeof(hdr[0])); /* copied by the upstream; they held secrets */
     if (rc != 0) {
         c->xfer_active = 0;
         c->phase = PH_BODY;
@@ -800,6 +830,28 @@ static int attempt_next(struct rt_call *c, int *ret)
     snprintf(c->prev_group, sizeof(c->prev_group), "%s", c->target.group);
     msg[0] = '\0';
     rc = attempt_start(c, msg, sizeof(msg));
+    if (rc == TG_EAGAIN) {
+        /* the deployment has no valid token (creds.h): a failed attempt, at once, like a
+         * provider's 503; the router retries elsewhere or falls back */
+        struct rt_result res;
+
+        memset(&res, 0, sizeof(res));
+        res.http_status = 503;
+        res.error_class = RT_ERR_SERVER;
+        res.message = msg;
+        res.message_len = strlen(msg);
+        rt_metrics_attempt(e->metrics, c->target.dep->id, RT_ERR_SERVER);
+        TG_DEBUG("msg=attempt_no_token call_id=%s deployment=%s", c->call_id, c->target.dep->id);
+        if (rt_router_report(e->router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL) ==
+            RT_STEP_DONE) {
+            c->have_target = 0;
+            *ret = answer_outcome(c);
+            return 1;
+        }
+        c->have_target = 0;
+        c->phase = PH_BODY;
+        return 0;
+    }
     if (rc == TG_EINVAL) {
         /* this deployment cannot take the request: a final client error */
         struct rt_result res;

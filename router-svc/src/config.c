@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +161,74 @@ static int parse_provider_model(struct ld *ld, const yaml_node_t *n, const char 
     return 0;
 }
 
+/* Provider-specific litellm_params (struct rt_dep_cloud), by name. */
+struct cloud_param {
+    const char *name;
+    size_t off, cap;
+};
+#define CLOUD_PARAM(f)                                                                             \
+    {                                                                                              \
+#f, offsetof(struct rt_dep_cloud, f), sizeof(((struct rt_dep_cloud *)0)->f)                \
+    }
+static const struct cloud_param cloud_params[] = {
+    CLOUD_PARAM(api_version),
+    CLOUD_PARAM(azure_ad_token),
+    CLOUD_PARAM(tenant_id),
+    CLOUD_PARAM(client_id),
+    CLOUD_PARAM(client_secret),
+    CLOUD_PARAM(azure_scope),
+    CLOUD_PARAM(azure_authority_host),
+};
+#define N_CLOUD_PARAMS (sizeof(cloud_params) / sizeof(cloud_params[0]))
+
+/* The provider-specific params one litellm_params mapping gave: which, and where (for the
+ * warning when the family does not read it). */
+struct given_params {
+    size_t n;
+    const yaml_node_t *node[N_CLOUD_PARAMS];
+    size_t idx[N_CLOUD_PARAMS];
+    char path[N_CLOUD_PARAMS][TG_YAML_PATH_MAX];
+};
+
+/* k is a provider-specific param: parse it into d->cloud (allocated on the first one). Returns 1
+ * when k is not one, else 0 or TG_ECONFIG. */
+static int parse_cloud_param(struct ld *ld, const char *k, yaml_node_t *v, const char *path,
+                             struct rt_deployment_conf *d, struct given_params *given)
+{
+    for (size_t i = 0; i < N_CLOUD_PARAMS; i++) {
+        if (strcmp(k, cloud_params[i].name) != 0)
+            continue;
+        if (tg_yaml_is_null(v))
+            return 0;
+        if (d->cloud == NULL) {
+            d->cloud = calloc(1, sizeof(*d->cloud));
+            if (d->cloud == NULL)
+                return tg_yaml_fail(&ld->y, v, path, "out of memory");
+        }
+        if (tg_yaml_str(&ld->y, v, path, (char *)d->cloud + cloud_params[i].off,
+                        cloud_params[i].cap) != 0)
+            return TG_ECONFIG;
+        if (given->n < N_CLOUD_PARAMS) { /* each at most once: duplicate keys are refused */
+            given->node[given->n] = v;
+            given->idx[given->n] = i;
+            fmt_cut(given->path[given->n], TG_YAML_PATH_MAX, "%s", path);
+            given->n++;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+static int family_reads(const struct rt_provider *p, const char *name)
+{
+    for (size_t i = 0; p->params != NULL && p->params[i] != NULL && i < RT_PROVIDER_PARAMS_MAX;
+         i++) {
+        if (strcmp(p->params[i], name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* The value of the first of names that is set and not empty, checked for control bytes; NULL
  * when none is (or on a bad value, with *bad = 1 after the error was reported). *which gets the
  * variable's name. */
@@ -187,8 +256,44 @@ static const char *env_first(struct ld *ld, const yaml_node_t *n, const char *pa
 
 /* The deployment's provider family, base URL and key (provider.h has the rules). model is the
  * litellm_params.model node, path its key path; api_key_given: the config gave api_key. */
+/* A provider-specific param the config did not give, from the variable names[0] when it is
+ * set. Returns 0 or TG_ECONFIG. */
+static int param_env_default(struct ld *ld, const yaml_node_t *model, const char *path,
+                             struct rt_deployment_conf *d, const char *param,
+                             const char *const *names)
+{
+    const char *var = NULL, *v;
+    int bad = 0;
+
+    for (size_t i = 0; i < N_CLOUD_PARAMS; i++) {
+        char *field;
+
+        if (strcmp(cloud_params[i].name, param) != 0)
+            continue;
+        field = d->cloud != NULL ? (char *)d->cloud + cloud_params[i].off : NULL;
+        if (field != NULL && field[0] != '\0')
+            return 0; /* given */
+        v = env_first(ld, model, path, names, &var, &bad);
+        if (bad)
+            return TG_ECONFIG;
+        if (v == NULL)
+            return 0;
+        if (strlen(v) >= cloud_params[i].cap)
+            return tg_yaml_fail(&ld->y, model, path, "the value of %s is too long", var);
+        if (d->cloud == NULL) {
+            d->cloud = calloc(1, sizeof(*d->cloud));
+            if (d->cloud == NULL)
+                return tg_yaml_fail(&ld->y, model, path, "out of memory");
+        }
+        fmt_cut((char *)d->cloud + cloud_params[i].off, cloud_params[i].cap, "%s", v);
+        return 0;
+    }
+    return 0;
+}
+
 static int resolve_provider(struct ld *ld, const yaml_node_t *model, const char *path,
-                            struct rt_deployment_conf *d, int api_key_given)
+                            struct rt_deployment_conf *d, int api_key_given,
+                            const struct given_params *given)
 {
     const struct rt_provider *p;
     const char *v, *var = NULL;
@@ -212,11 +317,25 @@ static int resolve_provider(struct ld *ld, const yaml_node_t *model, const char 
                                 "unknown provider \"%s\"; set api_base or use openai/ for an "
                                 "OpenAI-compatible server",
                                 d->provider);
-        d->prov = &rt_provider_openai; /* a generic OpenAI-compatible server: no key from the
-                                        * environment */
-        return 0;
+        p = &rt_provider_openai; /* a generic OpenAI-compatible server: no key from the
+                                  * environment */
+        base_is_own = -1;
     }
     d->prov = p;
+    for (size_t i = 0; i < given->n; i++) {
+        if (!family_reads(p, cloud_params[given->idx[i]].name))
+            tg_yaml_warn(&ld->y, given->node[i], given->path[i],
+                         "not used by provider \"%s\", ignored", d->provider);
+    }
+    if (base_is_own < 0)
+        return 0;
+    for (size_t i = 0;
+         p->param_env != NULL && p->param_env[i] != NULL && p->param_env[i + 1] != NULL; i += 2) {
+        const char *const names[2] = {p->param_env[i + 1], NULL};
+
+        if (param_env_default(ld, model, path, d, p->param_env[i], names) != 0)
+            return TG_ECONFIG;
+    }
     if (d->api_base[0] == '\0') {
         v = env_first(ld, model, path, p->base_env, &var, &bad);
         if (bad)
@@ -265,6 +384,21 @@ static int resolve_provider(struct ld *ld, const yaml_node_t *model, const char 
     return 0;
 }
 
+/* resolve_provider, then the family's own check of what the deployment gave. */
+static int resolve_deployment(struct ld *ld, const yaml_node_t *model, const char *path,
+                              struct rt_deployment_conf *d, int api_key_given,
+                              const struct given_params *given)
+{
+    char why[RT_CONFIG_MSG_CAP];
+
+    if (resolve_provider(ld, model, path, d, api_key_given, given) != 0)
+        return TG_ECONFIG;
+    why[0] = '\0';
+    if (d->prov->check != NULL && d->prov->check(d, why, sizeof(why)) != 0)
+        return tg_yaml_fail(&ld->y, model, path, "%s", why);
+    return 0;
+}
+
 static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
                                 struct rt_deployment_conf *d, int *timeout_set,
                                 int *stream_timeout_set)
@@ -273,7 +407,9 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
     char model_path[TG_YAML_PATH_MAX];
     const yaml_node_t *model = NULL;
     int api_key_given = 0;
+    struct given_params given;
 
+    given.n = 0;
     if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
     TG_YAML_FOR_PAIRS(n, pair)
@@ -311,12 +447,15 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
             rc = tg_yaml_i32(&ld->y, v, p, &d->order);
             if (rc == 0 && d->order < 0)
                 rc = tg_yaml_fail(&ld->y, v, p, "expected a non-negative integer");
+        } else if ((rc = parse_cloud_param(ld, k, v, p, d, &given)) != 1) {
+            /* a provider-specific param: parsed (rc 0) or an error */
         } else if (strcmp(k, "input_cost_per_token") == 0) {
             rc = tg_yaml_usd_fusd(&ld->y, v, p, &d->in_fusd_per_token);
         } else if (strcmp(k, "output_cost_per_token") == 0) {
             rc = tg_yaml_usd_fusd(&ld->y, v, p, &d->out_fusd_per_token);
         } else {
             tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
+            rc = 0;
         }
         if (rc != 0)
             return TG_ECONFIG;
@@ -325,7 +464,7 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
         tg_yaml_path(p, path, "model");
         return tg_yaml_fail(&ld->y, n, p, "missing");
     }
-    return resolve_provider(ld, model, model_path, d, api_key_given);
+    return resolve_deployment(ld, model, model_path, d, api_key_given, &given);
 }
 
 static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, size_t index,
@@ -419,6 +558,16 @@ static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, siz
     return 0;
 }
 
+/* Free a deployment's provider-specific params, secrets wiped first. */
+static void free_cloud(struct rt_deployment_conf *d)
+{
+    if (d->cloud != NULL) {
+        memset(d->cloud, 0, sizeof(*d->cloud));
+        free(d->cloud);
+        d->cloud = NULL;
+    }
+}
+
 static int parse_model_list(struct ld *ld, yaml_node_t *n)
 {
     struct rt_config *cfg = ld->cfg;
@@ -444,8 +593,10 @@ static int parse_model_list(struct ld *ld, yaml_node_t *n)
         uint32_t same = 0, groups = 0;
 
         tg_yaml_path_index(p, "model_list", i);
-        if (parse_deployment(ld, e, p, i, d) != 0)
+        if (parse_deployment(ld, e, p, i, d) != 0) {
+            free_cloud(d); /* the failed entry is not counted in n_deployments */
             return TG_ECONFIG;
+        }
         for (size_t j = 0; j < i; j++) {
             int first_of_group = 1;
 
@@ -1428,6 +1579,8 @@ void rt_config_destroy(struct rt_config **cfg)
     c = *cfg;
     if (c->deployments != NULL) {
         /* Provider keys are secrets: leave nothing behind in freed memory. */
+        for (uint32_t i = 0; i < c->n_deployments; i++)
+            free_cloud(&c->deployments[i]);
         memset(c->deployments, 0, (size_t)c->n_deployments * sizeof(*c->deployments));
         free(c->deployments);
     }
@@ -1455,11 +1608,17 @@ size_t rt_config_secrets(const struct rt_config *cfg, const char **out, size_t c
         n++;
     }
     for (uint32_t i = 0; i < cfg->n_deployments; i++) {
-        if (cfg->deployments[i].api_key[0] == '\0')
-            continue;
-        if (n < cap)
-            out[n] = cfg->deployments[i].api_key;
-        n++;
+        const struct rt_deployment_conf *d = &cfg->deployments[i];
+        const char *s[3] = {d->api_key, d->cloud != NULL ? d->cloud->azure_ad_token : "",
+                            d->cloud != NULL ? d->cloud->client_secret : ""};
+
+        for (size_t j = 0; j < 3; j++) {
+            if (s[j][0] == '\0')
+                continue;
+            if (n < cap)
+                out[n] = s[j];
+            n++;
+        }
     }
     return n;
 }

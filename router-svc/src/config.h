@@ -45,6 +45,8 @@
 #define RT_TAG_CAP PROTO_TAG_CAP           /* key metadata tags */
 #define RT_URL_CAP 512                     /* api_base */
 #define RT_SECRET_CAP 512                  /* api_key, master_key, static key values */
+#define RT_TOKEN_CAP 4096                  /* a bearer token (Entra ID tokens run to 2-3 KB) */
+#define RT_CLOUD_ID_CAP 256                /* tenant_id, client_id, api_version, ... */
 #define RT_PATH_CAP 512                    /* spool dir */
 #define RT_LISTEN_CAP 128                  /* "host:port" */
 #define RT_BROKERS_CAP 512                 /* Kafka bootstrap list */
@@ -104,6 +106,20 @@ enum rt_strategy {
 /* One model_list entry. */
 struct rt_provider; /* providers/provider.h */
 
+/* Provider-specific litellm_params (cloud authentication and addressing; LiteLLM's names),
+ * allocated for a deployment that gives at least one of them, NULL otherwise. Which family reads
+ * which: the params list of its row (providers/provider.h); given to another family a value is
+ * ignored with a warning. "" when absent. Secrets: never log them. */
+struct rt_dep_cloud {
+    char api_version[RT_CLOUD_ID_CAP];     /* azure, azure_ai: the api-version query */
+    char azure_ad_token[RT_TOKEN_CAP];     /* azure: a Microsoft Entra ID token (secret) */
+    char tenant_id[RT_CLOUD_ID_CAP];       /* azure: Entra ID client credentials: tenant, */
+    char client_id[RT_CLOUD_ID_CAP];       /* application (client) id */
+    char client_secret[RT_SECRET_CAP];     /* and its secret (secret) */
+    char azure_scope[RT_URL_CAP];          /* the token's scope (azure.c has the default) */
+    char azure_authority_host[RT_URL_CAP]; /* the token endpoint's host (azure.c's default) */
+};
+
 struct rt_deployment_conf {
     char id[RT_ID_CAP];             /* model_info.id, or generated "<group>-<index>" (index in
                                      * model_list, 0-based) when absent: stable across reloads of
@@ -121,6 +137,7 @@ struct rt_deployment_conf {
                                      * slash */
     char api_key[RT_SECRET_CAP];    /* secret; api_key or (provider.h's rules) the provider's
                                      * key variable; "" when none. Never log it. */
+    struct rt_dep_cloud *cloud;     /* owned; NULL when no provider-specific param is given */
     int64_t rpm;                    /* requests per minute, RT_LIMIT_NONE when absent */
     int64_t tpm;                    /* tokens per minute, RT_LIMIT_NONE when absent */
     uint32_t timeout_ms;            /* litellm_params.timeout (s, may be fractional), else
@@ -303,8 +320,9 @@ int rt_config_find_deployment(const struct rt_config *cfg, const char *id);
 int rt_config_has_group(const struct rt_config *cfg, const char *group);
 
 /* rt_config_secrets: borrowed pointers to every non-empty secret in the config (provider
- * api_keys and master_key) written into out[0..cap-1]; returns how many there are (may exceed
- * cap: then only cap were written). For rt_mask_create(). Valid while cfg lives. */
+ * api_keys, azure_ad_token and client_secret values, master_key) written into out[0..cap-1];
+ * returns how many there are (may exceed cap: then only cap were written). For rt_mask_create().
+ * Valid while cfg lives. */
 size_t rt_config_secrets(const struct rt_config *cfg, const char **out, size_t cap);
 
 #endif

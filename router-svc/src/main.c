@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "creds.h"
 #include "providers/provider.h"
 #include "health.h"
 #include "http_front.h"
@@ -31,6 +32,7 @@
 #include "upstream.h"
 #include "rt_metrics.h"
 #include "tg_log.h"
+#include "tg_metrics.h"
 #include "tg_time.h"
 
 #define RT_SHUTDOWN_GRACE_S_DEFAULT 25
@@ -74,6 +76,7 @@ static int admit_publisher(void *ud)
 struct extra_metrics {
     struct rt_publisher *pub;
     struct rt_control *ctl;
+    struct rt_creds *creds;
 };
 
 static void write_extra_metrics(struct tg_buf *b, void *ud)
@@ -84,6 +87,21 @@ static void write_extra_metrics(struct tg_buf *b, void *ud)
         rt_publisher_write_metrics(x->pub, b);
     if (x->ctl != NULL)
         rt_control_write_metrics(x->ctl, b);
+    if (x->creds != NULL && rt_creds_slots(x->creds) > 0) {
+        struct rt_creds_stats st;
+
+        rt_creds_stats(x->creds, &st);
+        tg_prom_counter(b, "tollgate_router_tokens_fetched_total",
+                        "Provider tokens obtained from token endpoints (refreshed off the request "
+                        "path)",
+                        st.fetched);
+        tg_prom_counter(b, "tollgate_router_token_fetch_failures_total",
+                        "Token endpoint requests that failed", st.failed);
+        tg_prom_counter(b, "tollgate_router_token_missing_total",
+                        "Attempts that found no valid token for their deployment (answered 503 "
+                        "or retried elsewhere)",
+                        st.missing);
+    }
 }
 
 /* Raise RLIMIT_NOFILE to need (the hard limit too, when the process may), or explain why the
@@ -181,7 +199,8 @@ int main(int argc, char **argv)
     struct rt_publisher *pub = NULL;
     struct rt_control *ctl = NULL;
     struct rt_key_api *key_api = NULL;
-    struct extra_metrics extra = {NULL, NULL};
+    struct extra_metrics extra = {NULL, NULL, NULL};
+    struct rt_creds *creds = NULL;
     int dep_kafka = -1, dep_keys = -1;
     const char **secrets = NULL;
     size_t nsecrets;
@@ -327,8 +346,16 @@ int main(int argc, char **argv)
         TG_WARN("msg=spend_events_disabled reason=\"tollgate.kafka.brokers and "
                 "tollgate.spool.dir must both be set to publish spend events\"");
     }
+    /* Tokens of the deployments that need one, refreshed off the request path; the first ones
+     * are waited for here, once. */
+    creds = rt_creds_create(cfg, err, sizeof(err));
+    if (creds == NULL || rt_creds_start(creds, RT_CREDS_FIRST_WAIT_MS, err, sizeof(err)) != 0) {
+        TG_ERROR("msg=start_failed part=credentials reason=\"%s\"", err);
+        goto out;
+    }
     extra.pub = pub;
     extra.ctl = ctl;
+    extra.creds = creds;
     rt_metrics_set_writer(metrics, write_extra_metrics, &extra);
     {
         struct rt_front_deps deps;
@@ -340,6 +367,7 @@ int main(int argc, char **argv)
         deps.metrics = metrics;
         deps.health = health;
         deps.router = router;
+        deps.creds = creds;
         deps.on_complete = pub != NULL ? on_complete_publish : on_complete_log;
         deps.on_complete_ud = pub;
         deps.admit = pub != NULL ? admit_publisher : NULL;
@@ -418,6 +446,7 @@ int main(int argc, char **argv)
     rc = 0;
 out:
     rt_front_stop(&front);
+    rt_creds_destroy(&creds);
     rt_publisher_destroy(&pub);
     rt_control_destroy(&ctl);
     rt_key_api_destroy(&key_api);

@@ -188,8 +188,8 @@ static void test_full_file(void **state)
     /* Unknown LiteLLM keys: one warning each, with file:line. */
     assert_int_equal(diag.n_warnings, 5);
     assert_non_null(strstr(diag.warnings[0], "full.yaml:16: "
-                                             "model_list[0].litellm_params.api_version: unknown "
-                                             "key, ignored"));
+                                             "model_list[0].litellm_params.api_version: not used "
+                                             "by provider \"openai\", ignored"));
     assert_non_null(strstr(diag.warnings[1], "full.yaml:19: model_list[0].model_info.mode: "));
     assert_non_null(strstr(diag.warnings[2], "full.yaml:51: litellm_settings.drop_params: "
                                              "unknown key, ignored"));
@@ -695,6 +695,85 @@ static void test_provider_environment(void **state)
     unsetenv("OLLAMA_API_BASE");
 }
 
+/* Azure: LiteLLM's fields and variables, the Entra ID credentials checked together, secrets
+ * listed for the mask. */
+static void test_provider_azure(void **state)
+{
+    struct rt_config *cfg;
+    const char *secrets[8];
+    size_t n;
+
+    (void)state;
+    expect_error("model_list:\n  - model_name: a\n    litellm_params:\n      model: azure/dep-1\n"
+                 "      api_key: k\n",
+                 "router.yaml:4: model_list[0].litellm_params.model: provider \"azure\" has no "
+                 "default base URL: set api_base or AZURE_API_BASE");
+    expect_error("model_list:\n  - model_name: a\n    litellm_params:\n      model: azure/dep-1\n"
+                 "      api_base: https://r.openai.azure.com\n      tenant_id: t1\n",
+                 "router.yaml:4: model_list[0].litellm_params.model: Microsoft Entra ID client "
+                 "credentials need tenant_id, client_id and client_secret together");
+    setenv("AZURE_API_KEY", "az-env-key", 1);
+    setenv("AZURE_API_VERSION", "2025-01-01-preview", 1);
+    setenv("RT_TEST_ENTRA_SECRET", "entra-secret-1", 1);
+    cfg = load("model_list:\n"
+               "  - model_name: a\n"
+               "    litellm_params:\n"
+               "      model: azure/gpt-4o-dep\n"
+               "      api_base: https://r.openai.azure.com/\n"
+               "      api_version: \"2024-06-01\"\n"
+               "      azure_ad_token: eyJhbGciOi.static\n"
+               "  - model_name: b\n"
+               "    litellm_params:\n"
+               "      model: azure/emb\n"
+               "      api_base: https://r2.openai.azure.com\n"
+               "      tenant_id: 72f988bf-86f1-41af-91ab-2d7cd011db47\n"
+               "      client_id: app-1\n"
+               "      client_secret: os.environ/RT_TEST_ENTRA_SECRET\n"
+               "  - model_name: c\n"
+               "    litellm_params: {model: openai/x, api_base: http://h/v1, tenant_id: t}\n"
+               "general_settings: {master_key: sk-m}\n");
+    if (cfg == NULL)
+        fail_msg("%s", diag.error);
+    assert_ptr_equal(cfg->deployments[0].prov, &rt_provider_azure);
+    assert_string_equal(cfg->deployments[0].model, "gpt-4o-dep");
+    assert_string_equal(cfg->deployments[0].api_base, "https://r.openai.azure.com");
+    assert_non_null(cfg->deployments[0].cloud);
+    assert_string_equal(cfg->deployments[0].cloud->api_version, "2024-06-01");
+    /* AZURE_API_KEY is for AZURE_API_BASE's resource, not sent to an api_base of the config */
+    assert_string_equal(cfg->deployments[0].api_key, "");
+    assert_false(rt_provider_needs_token(&cfg->deployments[0]));
+    /* the version from AZURE_API_VERSION when the config gives none */
+    assert_string_equal(cfg->deployments[1].cloud->api_version, "2025-01-01-preview");
+    assert_string_equal(cfg->deployments[1].cloud->client_secret, "entra-secret-1");
+    assert_true(rt_provider_needs_token(&cfg->deployments[1]));
+    /* another family's param: ignored with a warning */
+    assert_int_equal(diag.n_warnings, 3);
+    assert_string_equal(diag.warnings[0], "router.yaml:4: model_list[0].litellm_params.model: "
+                                          "AZURE_API_KEY is set but not sent: api_base is not "
+                                          "azure's own; give api_key to send a key there");
+    assert_non_null(strstr(diag.warnings[1], "model_list[1].litellm_params.model: AZURE_API_KEY"));
+    assert_string_equal(diag.warnings[2], "router.yaml:16: model_list[2].litellm_params.tenant_id: "
+                                          "not used by provider \"openai\", ignored");
+    n = rt_config_secrets(cfg, secrets, 8);
+    assert_int_equal(n, 3);
+    assert_string_equal(secrets[0], "sk-m");
+    assert_string_equal(secrets[1], "eyJhbGciOi.static");
+    assert_string_equal(secrets[2], "entra-secret-1");
+    rt_config_destroy(&cfg);
+    /* AZURE_API_BASE names the resource: its key variable goes there */
+    setenv("AZURE_API_BASE", "https://env-res.openai.azure.com", 1);
+    cfg = load("model_list:\n  - {model_name: a, litellm_params: {model: azure/d}}\n");
+    if (cfg == NULL)
+        fail_msg("%s", diag.error);
+    assert_string_equal(cfg->deployments[0].api_base, "https://env-res.openai.azure.com");
+    assert_string_equal(cfg->deployments[0].api_key, "az-env-key");
+    rt_config_destroy(&cfg);
+    unsetenv("AZURE_API_KEY");
+    unsetenv("AZURE_API_BASE");
+    unsetenv("AZURE_API_VERSION");
+    unsetenv("RT_TEST_ENTRA_SECRET");
+}
+
 /* The front door's limits: defaults, values, and errors naming the key. */
 static void test_front_door_limits(void **state)
 {
@@ -779,6 +858,7 @@ int main(void)
         cmocka_unit_test(test_fail_closed),
         cmocka_unit_test(test_provider_prefixes),
         cmocka_unit_test(test_provider_environment),
+        cmocka_unit_test(test_provider_azure),
         cmocka_unit_test(test_duplicate_keys),
         cmocka_unit_test(test_front_door_limits),
     };

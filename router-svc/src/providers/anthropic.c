@@ -22,13 +22,11 @@ static int anthropic_wire(enum rt_api client, struct rt_wire *out)
     return 0;
 }
 
-static void anthropic_url(const struct rt_deployment_conf *dep, enum rt_api wire, char *out,
-                          size_t cap)
+static void anthropic_url(const struct rt_provider_attempt *a, char *out, size_t cap)
 {
     size_t bl;
-    const char *base = rt_provider_base(dep, &rt_provider_anthropic, &bl);
+    const char *base = rt_provider_base(a->dep, &rt_provider_anthropic, &bl);
 
-    (void)wire;
     /* an api_base given with its /v1 (LiteLLM's examples have both forms), or as the whole
      * endpoint (LiteLLM's ANTHROPIC_API_BASE examples) */
     if (bl >= 9 && strncmp(base + bl - 9, "/messages", 9) == 0)
@@ -38,11 +36,13 @@ static void anthropic_url(const struct rt_deployment_conf *dep, enum rt_api wire
                  bl >= 3 && strncmp(base + bl - 3, "/v1", 3) == 0 ? "/messages" : "/v1/messages");
 }
 
-static int anthropic_headers(const struct rt_deployment_conf *dep,
+static int anthropic_headers(const struct rt_provider_attempt *a, const char *url,
                              char hdr[][RT_PROVIDER_HEADER_CAP])
 {
+    const struct rt_deployment_conf *dep = a->dep;
     int n = 0;
 
+    (void)url;
     if (dep->api_key[0] != '\0')
         snprintf(hdr[n++], RT_PROVIDER_HEADER_CAP, "x-api-key: %s", dep->api_key);
     snprintf(hdr[n++], RT_PROVIDER_HEADER_CAP, "anthropic-version: %s", ANTHROPIC_VERSION);

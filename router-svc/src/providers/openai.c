@@ -20,14 +20,15 @@ int rt_openai_wire(enum rt_api client, struct rt_wire *out)
     return 0;
 }
 
-void rt_openai_url(const struct rt_deployment_conf *dep, enum rt_api wire, char *out, size_t cap)
+void rt_openai_url(const struct rt_provider_attempt *a, char *out, size_t cap)
 {
+    const struct rt_deployment_conf *dep = a->dep;
     size_t bl;
     const char *base =
         rt_provider_base(dep, dep->prov != NULL ? dep->prov : &rt_provider_openai, &bl);
     const char *path;
 
-    switch (wire) {
+    switch (a->wire) {
     case RT_API_EMBEDDINGS:
         path = "/embeddings";
         break;
@@ -41,11 +42,13 @@ void rt_openai_url(const struct rt_deployment_conf *dep, enum rt_api wire, char 
     snprintf(out, cap, "%.*s%s", (int)bl, base, path);
 }
 
-int rt_openai_headers(const struct rt_deployment_conf *dep, char hdr[][RT_PROVIDER_HEADER_CAP])
+int rt_openai_headers(const struct rt_provider_attempt *a, const char *url,
+                      char hdr[][RT_PROVIDER_HEADER_CAP])
 {
-    if (dep->api_key[0] == '\0')
+    (void)url;
+    if (a->dep->api_key[0] == '\0')
         return 0;
-    snprintf(hdr[0], RT_PROVIDER_HEADER_CAP, "Authorization: Bearer %s", dep->api_key);
+    snprintf(hdr[0], RT_PROVIDER_HEADER_CAP, "Authorization: Bearer %s", a->dep->api_key);
     return 1;
 }
 

@@ -30,7 +30,14 @@
  * (usage.h) and translated back to the client's by the direction wire chose. A family with a
  * dialect of its own adds its translators and usage reader next to it.
  *
- * Every function is pure (no I/O, no allocation, no clock), any thread. */
+ * Families whose deployments authenticate with short-lived tokens (Entra ID, a Google service
+ * account, AWS STS) describe the token request and parse its answer; creds.c fetches and
+ * refreshes the tokens on its own thread and the call hands the current one to headers(). A
+ * deployment without a token yet fails its attempt at once (503, retried elsewhere): the
+ * request path never waits for a token.
+ *
+ * Every function is pure (no I/O, no clock; token_request allocates the body it returns), any
+ * thread. */
 #ifndef RT_PROVIDER_H
 #define RT_PROVIDER_H
 
@@ -41,9 +48,13 @@
 #include "router.h"
 #include "translate.h"
 
-#define RT_PROVIDER_HEADERS_MAX 4                   /* headers a provider adds to an attempt */
-#define RT_PROVIDER_HEADER_CAP (RT_SECRET_CAP + 64) /* one "Name: value" line, bytes */
-#define RT_PROVIDER_ENV_MAX 4                       /* names in key_env / base_env */
+#define RT_PROVIDER_HEADERS_MAX 4 /* headers a provider adds to an attempt */
+/* one "Name: value" line, bytes: a bearer token from a token endpoint (Entra ID access tokens
+ * run to 2-3 KB) and its name */
+#define RT_PROVIDER_HEADER_CAP (RT_TOKEN_CAP + 64)
+#define RT_PROVIDER_URL_CAP (RT_URL_CAP + RT_NAME_CAP + 192) /* base + path + query */
+#define RT_PROVIDER_ENV_MAX 4                                /* names in key_env / base_env */
+#define RT_PROVIDER_PARAMS_MAX 16 /* provider-specific litellm_params a family takes */
 
 /* struct rt_provider.flags */
 #define RT_PROVIDER_SELF_HOSTED                                                                    \
@@ -57,6 +68,29 @@ struct rt_wire {
     enum rt_translate_dir dir; /* RT_TRANSLATE_NONE when it is the client's own */
 };
 
+/* One attempt, as the provider sees it when it builds the URL and the headers. Borrowed for the
+ * call. */
+struct rt_provider_attempt {
+    const struct rt_deployment_conf *dep;
+    enum rt_api wire; /* the provider's API (struct rt_wire.api) */
+    int stream;       /* the client asked for a stream */
+    const char *body; /* the request body as it will be sent, body_len bytes */
+    size_t body_len;
+    int64_t now_s;     /* wall clock, epoch seconds (request signing) */
+    const char *token; /* the deployment's current token from its token endpoint (creds.h),
+                        * NULL when the deployment authenticates without one */
+};
+
+/* The request that obtains a token from a provider's token endpoint (made by creds.c on its own
+ * thread, never on the request path). */
+struct rt_token_request {
+    char url[RT_PROVIDER_URL_CAP];
+    char headers[RT_PROVIDER_HEADERS_MAX][RT_PROVIDER_HEADER_CAP];
+    int n_headers;
+    char *body; /* new (malloc'd), taken by the caller: the form or document to POST */
+    size_t body_len;
+};
+
 struct rt_provider {
     const char *name;         /* the litellm_params.model prefix ("openai", "groq", ...) */
     const char *default_base; /* base of a deployment that gives none; NULL: api_base (or a
@@ -66,21 +100,49 @@ struct rt_provider {
     const char *const *key_env;  /* the key when api_key is absent (rules above) */
     const char *const *base_env; /* the base when api_base is absent */
     unsigned flags;              /* RT_PROVIDER_* */
+    /* pairs (param name, variable name), NULL-terminated: a provider-specific param the config
+     * does not give is read from that variable (LiteLLM's names; never a secret). NULL: none */
+    const char *const *param_env;
+    /* the provider-specific litellm_params this family reads (config.h, struct rt_dep_cloud),
+     * NULL-terminated, at most RT_PROVIDER_PARAMS_MAX; given to another family they are
+     * ignored with a warning. NULL: none. */
+    const char *const *params;
+
+    /* check: the deployment's configuration as loaded is complete for this family (e.g.
+     * credentials that go together); 0, or TG_ECONFIG with the problem in err (no key: config.c
+     * prefixes FILE:LINE: key:). NULL: nothing to check. Load time. */
+    int (*check)(const struct rt_deployment_conf *dep, char *err, size_t errlen);
 
     /* wire: how to speak to the provider for the client API. Returns 0, or TG_EINVAL when the
      * provider cannot serve that API (the attempt is a 400 naming the deployment). */
     int (*wire)(enum rt_api client, struct rt_wire *out);
 
-    /* url: the attempt's URL for the wire API into out (cap bytes, cut beyond). */
-    void (*url)(const struct rt_deployment_conf *dep, enum rt_api wire, char *out, size_t cap);
+    /* url: the attempt's URL into out (cap bytes, cut beyond). */
+    void (*url)(const struct rt_provider_attempt *a, char *out, size_t cap);
 
-    /* headers: the provider's "Name: value" lines into hdr[0..RT_PROVIDER_HEADERS_MAX);
-     * returns how many. Secrets (api_key) go only here. */
-    int (*headers)(const struct rt_deployment_conf *dep, char hdr[][RT_PROVIDER_HEADER_CAP]);
+    /* headers: the provider's "Name: value" lines into hdr[0..RT_PROVIDER_HEADERS_MAX) for the
+     * attempt at url; returns how many, or TG_EAGAIN when the deployment needs a token it does
+     * not have yet (a->token NULL or ""). Secrets go only here. */
+    int (*headers)(const struct rt_provider_attempt *a, const char *url,
+                   char hdr[][RT_PROVIDER_HEADER_CAP]);
 
     /* classify: the class of an answer with this HTTP status and body (may be NULL); NULL in
      * the table means rt_router_classify. */
     enum rt_error_class (*classify)(int http_status, const char *body, size_t len);
+
+    /* Tokens refreshed off the request path (creds.c), for families whose deployments may
+     * authenticate with a short-lived token from an endpoint (NULL: never):
+     * token_request: the request for a new token for dep; 0, TG_ENOTFOUND when dep authenticates
+     * otherwise (no token needed), or a negative code with err.
+     * token_parse: the endpoint's answer (HTTP status, body) into out (the token the family's
+     * headers() will get, NUL-terminated, < cap bytes) and its lifetime in *expires_in_s; 0, or a
+     * negative code with err (never a secret in it).
+     * needs_token: 1 when dep authenticates with such a token. */
+    int (*needs_token)(const struct rt_deployment_conf *dep);
+    int (*token_request)(const struct rt_deployment_conf *dep, int64_t now_s,
+                         struct rt_token_request *out, char *err, size_t errlen);
+    int (*token_parse)(int http_status, const char *body, size_t len, char *out, size_t cap,
+                       int64_t *expires_in_s, char *err, size_t errlen);
 };
 
 /* rt_provider_find: the family of a litellm_params.model prefix, NULL when none is known by that
@@ -105,12 +167,30 @@ const char *rt_provider_base(const struct rt_deployment_conf *dep, const struct 
 /* The families (one file each) and the named OpenAI-compatible providers (openai_compat.c). */
 extern const struct rt_provider rt_provider_openai;
 extern const struct rt_provider rt_provider_anthropic;
+extern const struct rt_provider rt_provider_azure;
+extern const struct rt_provider rt_provider_azure_ai;
 extern const struct rt_provider rt_provider_compat[];
 extern const size_t rt_provider_compat_count;
 
+/* rt_provider_needs_token: 1 when dep authenticates with a token from its provider's token
+ * endpoint (creds.c keeps one for it). */
+int rt_provider_needs_token(const struct rt_deployment_conf *dep);
+
 /* OpenAI's functions, shared by every OpenAI-compatible row (openai.c). */
 int rt_openai_wire(enum rt_api client, struct rt_wire *out);
-void rt_openai_url(const struct rt_deployment_conf *dep, enum rt_api wire, char *out, size_t cap);
-int rt_openai_headers(const struct rt_deployment_conf *dep, char hdr[][RT_PROVIDER_HEADER_CAP]);
+void rt_openai_url(const struct rt_provider_attempt *a, char *out, size_t cap);
+int rt_openai_headers(const struct rt_provider_attempt *a, const char *url,
+                      char hdr[][RT_PROVIDER_HEADER_CAP]);
+
+/* OAuth 2.0 helpers (oauth.c), for the families with a token endpoint:
+ * rt_oauth_form_append: "&name=value" (no "&" when *len is 0) with value form-encoded
+ * (application/x-www-form-urlencoded) into buf (cap bytes, *len used); 0 or TG_EFULL.
+ * rt_oauth_token_parse: a token endpoint's JSON answer (RFC 6749 section 5.1: access_token,
+ * expires_in; section 5.2 errors: error, error_description) into out/expires_in_s; a non-2xx
+ * status or an error member is an error whose text names the status and the error code (never
+ * a token). Bounded parse; any thread. */
+int rt_oauth_form_append(char *buf, size_t cap, size_t *len, const char *name, const char *value);
+int rt_oauth_token_parse(int http_status, const char *body, size_t len, char *out, size_t cap,
+                         int64_t *expires_in_s, char *err, size_t errlen);
 
 #endif

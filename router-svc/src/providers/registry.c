@@ -7,6 +7,8 @@
 static const struct rt_provider *const families[] = {
     &rt_provider_openai,
     &rt_provider_anthropic,
+    &rt_provider_azure,
+    &rt_provider_azure_ai,
 };
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
 
@@ -15,9 +17,9 @@ static const struct rt_provider *const families[] = {
  * OpenAI-shaped request carrying its credentials (names from LiteLLM's provider list,
  * litellm/types/utils.py, LlmProviders). */
 static const char *const unsupported[] = {
-    "azure",     "azure_ai",   "azure_text", "bedrock",     "sagemaker",      "sagemaker_chat",
-    "vertex_ai", "gemini",     "cohere",     "cohere_chat", "huggingface",    "replicate",
-    "watsonx",   "cloudflare", "voyage",     "palm",        "vertex_ai_beta",
+    "azure_text", "bedrock",    "sagemaker",   "sagemaker_chat", "vertex_ai",
+    "gemini",     "cohere",     "cohere_chat", "huggingface",    "replicate",
+    "watsonx",    "cloudflare", "voyage",      "palm",           "vertex_ai_beta",
 };
 
 size_t rt_provider_count(void)
@@ -51,6 +53,11 @@ int rt_provider_unsupported(const char *name)
             return 1;
     }
     return 0;
+}
+
+int rt_provider_needs_token(const struct rt_deployment_conf *dep)
+{
+    return dep->prov != NULL && dep->prov->needs_token != NULL && dep->prov->needs_token(dep);
 }
 
 const char *rt_provider_base(const struct rt_deployment_conf *dep, const struct rt_provider *p,
