@@ -34,6 +34,9 @@ declare -A WANT_URL=(
     [ollama_chat]=http://localhost:11434/v1/chat/completions
     [hosted_vllm]=http://vllm.test:8000/v1/chat/completions # from HOSTED_VLLM_API_BASE
     [lm_studio]=http://localhost:1234/v1/chat/completions
+    # from AZURE_API_BASE / AZURE_AI_API_BASE (a resource's own endpoint; no default)
+    [azure]="https://res-test.openai.azure.com/openai/deployments/m-azure/chat/completions?api-version=2024-10-21"
+    [azure_ai]=https://hub-test.services.ai.azure.com/models/chat/completions
 )
 "$TG_BUILD_DIR/router-svc/router-svc" --providers >"$RT_DIR/providers.tsv" ||
     rt_die "router-svc --providers failed"
@@ -44,7 +47,7 @@ done <"$RT_DIR/providers.tsv"
 rt_eq "every provider of the table has its documented endpoint in this test" "${missing:-none}" none
 
 # A test CA and one certificate for every https provider host.
-hosts=$(for u in "${WANT_URL[@]}"; do echo "$u"; done | sed -n 's|^https://\([^/:]*\).*|\1|p' | sort -u)
+hosts=$(for u in "${WANT_URL[@]}"; do echo "$u"; done | sed -n 's|^https://\([^/:?]*\).*|\1|p' | sort -u)
 san=$(for h in $hosts; do printf 'DNS:%s,' "$h"; done)
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$RT_DIR/ca.key" -out "$RT_DIR/ca.crt" \
     -days 2 -subj /CN=tollgate-test-ca -addext basicConstraints=critical,CA:TRUE \
@@ -104,6 +107,8 @@ tollgate:
 YAML
 } >"$RT_DIR/router.yaml"
 export HOSTED_VLLM_API_BASE=http://vllm.test:8000/v1
+export AZURE_API_BASE=https://res-test.openai.azure.com
+export AZURE_AI_API_BASE=https://hub-test.services.ai.azure.com
 
 # The proxy for router-svc only; 127.0.0.1 (this script's own requests to the router) bypasses it.
 export https_proxy=$PROXY http_proxy=$PROXY no_proxy=127.0.0.1 NO_PROXY=127.0.0.1
@@ -149,6 +154,7 @@ while IFS=$'\t' read -r name _; do
     want_host=${want_host%%/*}
     case $name in
     anthropic) want_auth="x-api-key=${KEY_OF[$name]}" ;;
+    azure | azure_ai) want_auth="api-key=${KEY_OF[$name]}" ;;
     *) want_auth="authorization=Bearer ${KEY_OF[$name]}" ;;
     esac
     got=$(awk -F'\t' -v m="m-$name" '$1 == m' "$RT_DIR/seen.tsv" | sort -u)
