@@ -166,8 +166,9 @@ class Handler(BaseHTTPRequestHandler):
         e = self.server.cfg["entra"]
         form = urllib.parse.parse_qs(body.decode(), keep_blank_values=True)
         one = {k: v[0] for k, v in form.items() if len(v) == 1}
-        if (self.headers.get("Content-Type", "").split(";")[0] !=
-                "application/x-www-form-urlencoded"):
+        ctypes = self.headers.get_all("Content-Type") or []
+        if len(ctypes) != 1 or ctypes[0].split(";")[0] != "application/x-www-form-urlencoded":
+            # exactly one Content-Type, the form's (a second one makes the request ambiguous)
             self.json_reply(400, {"error": "invalid_request"})
         elif one.get("grant_type") != "client_credentials":
             self.json_reply(400, {"error": "unsupported_grant_type"})
