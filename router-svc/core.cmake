@@ -16,10 +16,13 @@ rt_core_module(mask)
 # the cycle of static libraries as it does any other.
 add_library(rt_providers STATIC ${RT_SRC}/providers/registry.c ${RT_SRC}/providers/openai.c
                                 ${RT_SRC}/providers/azure.c ${RT_SRC}/providers/oauth.c
+                                ${RT_SRC}/providers/dialect.c ${RT_SRC}/providers/gemini.c
+                                ${RT_SRC}/providers/google.c ${RT_SRC}/providers/crypto.c
                                 ${RT_SRC}/providers/anthropic.c
                                 ${RT_SRC}/providers/openai_compat.c)
 target_include_directories(rt_providers PUBLIC ${RT_SRC} ${PROJECT_SOURCE_DIR}/proto)
-target_link_libraries(rt_providers PUBLIC tg_common rt_usage rt_router PkgConfig::JANSSON)
+target_link_libraries(rt_providers PUBLIC tg_common rt_usage rt_router rt_sse PkgConfig::JANSSON
+                      PkgConfig::CRYPTO)
 rt_core_module(trail DEPS rt_mask)
 rt_core_module(limiter)
 rt_core_module(config DEPS tg_yaml tg_units rt_providers)

@@ -37,6 +37,8 @@ void call_unref(struct rt_call *c)
     free(c->in);
     if (c->out.data != NULL)
         tg_buf_fini(&c->out);
+    if (c->conv.data != NULL)
+        tg_buf_fini(&c->conv);
     if (c->sse_init)
         rt_sse_usage_fini(&c->sse);
     free(c);
@@ -482,10 +484,11 @@ static char *attempt_body(struct rt_call *c, const struct rt_deployment_conf *de
                           size_t msgcap, size_t *out_len)
 {
     enum rt_translate_dir dir = c->wire.dir;
+    const struct rt_dialect *dialect = c->wire.dialect;
     json_t *j = NULL;
     char *s;
 
-    if (c->raw && dir == RT_TRANSLATE_NONE) {
+    if (c->raw && dir == RT_TRANSLATE_NONE && dialect == NULL && dep->prov->edit_body == NULL) {
         int add_usage = c->stream && c->wire.api == RT_API_CHAT && !c->include_usage;
 
         c->strip_usage_chunk = add_usage;
@@ -518,6 +521,29 @@ static char *attempt_body(struct rt_call *c, const struct rt_deployment_conf *de
     /* disable_fallbacks is the gateway's parameter: providers reject unknown ones (400) */
     json_object_del(j, "disable_fallbacks");
     c->strip_usage_chunk = 0;
+    if (dialect != NULL) {
+        /* OpenAI chat (or embeddings) in the provider's own dialect; its stream always ends
+         * with a usage chunk, forwarded only when the client asked for one */
+        json_t *pb =
+            c->wire.api == RT_API_EMBEDDINGS
+                ? (dialect->embed_request != NULL ? dialect->embed_request(j, dep, msg, msgcap)
+                                                  : NULL)
+                : dialect->request(j, dep, c->stream, msg, msgcap);
+
+        if (pb == NULL && c->wire.api == RT_API_EMBEDDINGS && dialect->embed_request == NULL)
+            snprintf(msg, msgcap, "deployment %s (%s) does not serve embeddings", dep->id,
+                     dep->prov->name);
+        json_decref(j);
+        if (pb == NULL)
+            return NULL;
+        j = pb;
+        c->strip_usage_chunk = c->stream && dir == RT_TRANSLATE_NONE && !c->include_usage;
+        goto dump;
+    }
+    if (dep->prov->edit_body != NULL && dep->prov->edit_body(j, dep, c->stream, msg, msgcap) != 0) {
+        json_decref(j);
+        return NULL;
+    }
     if (c->stream && c->wire.api == RT_API_CHAT && dir == RT_TRANSLATE_NONE &&
         !json_is_true(
             json_object_get(json_object_get(c->req, "stream_options"), "include_usage"))) {
@@ -526,6 +552,7 @@ static char *attempt_body(struct rt_call *c, const struct rt_deployment_conf *de
         json_object_set_new(j, "stream_options", json_pack("{s:b}", "include_usage", 1));
         c->strip_usage_chunk = 1;
     }
+dump:
     s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (s == NULL)
@@ -552,7 +579,7 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     int rc;
 
     memset(&req, 0, sizeof(req));
-    if (prov->wire(c->api, &c->wire) != 0) {
+    if (prov->wire(dep, c->api, &c->wire) != 0) {
         snprintf(msg, msgcap, "deployment %s (%s) does not serve %s", dep->id, prov->name,
                  c->endpoint);
         return TG_EINVAL;
@@ -701,6 +728,39 @@ static int answer_outcome(struct rt_call *c)
                              o->message[0] ? o->message : "upstream error", o);
 }
 
+/* A dialect's answer converted in place: c->res_body becomes the OpenAI chat completion (or
+ * embeddings list) the rest of the call reads. Returns 0, or -1 with msg. */
+static int dialect_answer(struct rt_call *c, char *msg, size_t cap)
+{
+    const struct rt_dialect *d = c->wire.dialect;
+    json_error_t jerr;
+    json_t *j, *t = NULL;
+    char why[160] = "";
+    char *s = NULL;
+
+    j = rt_json_load_bounded(c->res_body != NULL ? c->res_body : "", c->res_body_len,
+                             RT_JSON_ANSWER_MAX_DEPTH, RT_JSON_ANSWER_MAX_ELEMENTS, &jerr);
+    if (j != NULL)
+        t = c->wire.api == RT_API_EMBEDDINGS
+                ? (d->embed_response != NULL
+                       ? d->embed_response(j, c->model_requested, why, sizeof(why))
+                       : NULL)
+                : d->response(j, c->model_requested, why, sizeof(why));
+    if (t != NULL)
+        s = json_dumps(t, JSON_COMPACT);
+    json_decref(t);
+    json_decref(j);
+    if (s == NULL) {
+        snprintf(msg, cap, "upstream answer cannot be translated (%zu bytes)%s%s", c->res_body_len,
+                 why[0] != '\0' ? ": " : "", why);
+        return -1;
+    }
+    free(c->res_body);
+    c->res_body = s;
+    c->res_body_len = strlen(s);
+    return 0;
+}
+
 /* The class of a finished attempt, and the message for the trail in msg. */
 static enum rt_error_class attempt_class(struct rt_call *c, char *msg, size_t cap)
 {
@@ -717,6 +777,9 @@ static enum rt_error_class attempt_class(struct rt_call *c, char *msg, size_t ca
         ec = c->target.dep->prov->classify((int)c->res_status, c->res_body, c->res_body_len);
     else
         ec = rt_router_classify((int)c->res_status, c->res_body, c->res_body_len);
+    if (ec == RT_ERR_NONE && !c->stream && c->wire.dialect != NULL &&
+        dialect_answer(c, msg, cap) != 0)
+        return RT_ERR_INVALID_RESPONSE;
     if (ec == RT_ERR_NONE && !c->stream) {
         if (rt_usage_from_json(c->wire.api, c->res_body, c->res_body_len, &c->usage) != 0) {
             snprintf(msg, cap, "upstream returned a body that is not JSON (%zu bytes)",
@@ -786,6 +849,13 @@ static int attempt_done(struct rt_call *c, int *ret)
     res.message = ec == RT_ERR_NONE ? NULL : msg;
     res.message_len = ec == RT_ERR_NONE ? 0 : strlen(msg);
     res.retry_after_s = c->res_retry_after_s > 0 ? (uint32_t)c->res_retry_after_s : 0;
+    if (ec == RT_ERR_RATE_LIMIT && res.retry_after_s == 0 &&
+        c->target.dep->prov->retry_after != NULL) {
+        /* the provider says it in the body (Google's RetryInfo) */
+        long ra = c->target.dep->prov->retry_after(c->res_body, c->res_body_len);
+
+        res.retry_after_s = ra > 0 ? (uint32_t)(ra > 86400 ? 86400 : ra) : 0;
+    }
     rt_metrics_attempt(e->metrics, c->target.dep->id, ec);
     if (ec != RT_ERR_NONE)
         TG_DEBUG("msg=attempt_failed call_id=%s deployment=%s status=%ld class=%s latency_ms=%u",

@@ -178,6 +178,9 @@ static const struct cloud_param cloud_params[] = {
     CLOUD_PARAM(client_secret),
     CLOUD_PARAM(azure_scope),
     CLOUD_PARAM(azure_authority_host),
+    CLOUD_PARAM(vertex_project),
+    CLOUD_PARAM(vertex_location),
+    CLOUD_PARAM(vertex_credentials),
 };
 #define N_CLOUD_PARAMS (sizeof(cloud_params) / sizeof(cloud_params[0]))
 
@@ -335,6 +338,13 @@ static int resolve_provider(struct ld *ld, const yaml_node_t *model, const char 
 
         if (param_env_default(ld, model, path, d, p->param_env[i], names) != 0)
             return TG_ECONFIG;
+    }
+    if (p->prepare != NULL) {
+        /* the family completes the deployment (a credentials file, a derived base) */
+        char why[RT_CONFIG_MSG_CAP] = "";
+
+        if (p->prepare(d, why, sizeof(why)) != 0)
+            return tg_yaml_fail(&ld->y, model, path, "%s", why);
     }
     if (d->api_base[0] == '\0') {
         v = env_first(ld, model, path, p->base_env, &var, &bad);

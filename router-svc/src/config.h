@@ -47,6 +47,8 @@
 #define RT_SECRET_CAP 512                  /* api_key, master_key, static key values */
 #define RT_TOKEN_CAP 4096                  /* a bearer token (Entra ID tokens run to 2-3 KB) */
 #define RT_CLOUD_ID_CAP 256                /* tenant_id, client_id, api_version, ... */
+#define RT_SA_KEY_CAP 8192                 /* a service account's private key, PEM */
+#define RT_CREDS_RAW_CAP 12288             /* vertex_credentials: a path or the JSON itself */
 #define RT_PATH_CAP 512                    /* spool dir */
 #define RT_LISTEN_CAP 128                  /* "host:port" */
 #define RT_BROKERS_CAP 512                 /* Kafka bootstrap list */
@@ -111,13 +113,22 @@ struct rt_provider; /* providers/provider.h */
  * which: the params list of its row (providers/provider.h); given to another family a value is
  * ignored with a warning. "" when absent. Secrets: never log them. */
 struct rt_dep_cloud {
-    char api_version[RT_CLOUD_ID_CAP];     /* azure, azure_ai: the api-version query */
-    char azure_ad_token[RT_TOKEN_CAP];     /* azure: a Microsoft Entra ID token (secret) */
-    char tenant_id[RT_CLOUD_ID_CAP];       /* azure: Entra ID client credentials: tenant, */
-    char client_id[RT_CLOUD_ID_CAP];       /* application (client) id */
-    char client_secret[RT_SECRET_CAP];     /* and its secret (secret) */
-    char azure_scope[RT_URL_CAP];          /* the token's scope (azure.c has the default) */
-    char azure_authority_host[RT_URL_CAP]; /* the token endpoint's host (azure.c's default) */
+    char api_version[RT_CLOUD_ID_CAP];         /* azure, azure_ai: the api-version query */
+    char azure_ad_token[RT_TOKEN_CAP];         /* azure: a Microsoft Entra ID token (secret) */
+    char tenant_id[RT_CLOUD_ID_CAP];           /* azure: Entra ID client credentials: tenant, */
+    char client_id[RT_CLOUD_ID_CAP];           /* application (client) id */
+    char client_secret[RT_SECRET_CAP];         /* and its secret (secret) */
+    char azure_scope[RT_URL_CAP];              /* the token's scope (azure.c has the default) */
+    char azure_authority_host[RT_URL_CAP];     /* the token endpoint's host (azure.c's default) */
+    char vertex_project[RT_CLOUD_ID_CAP];      /* vertex_ai: project (default: the credentials') */
+    char vertex_location[RT_CLOUD_ID_CAP];     /* vertex_ai: region, default us-central1 */
+    char vertex_credentials[RT_CREDS_RAW_CAP]; /* vertex_ai: service-account JSON or its path;
+                                                * read at load (google.c) into the sa_ fields,
+                                                * then wiped */
+    char sa_client_email[RT_CLOUD_ID_CAP];     /* from the credentials */
+    char sa_private_key_id[RT_CLOUD_ID_CAP];
+    char sa_private_key[RT_SA_KEY_CAP]; /* PEM (secret) */
+    char sa_token_uri[RT_URL_CAP];
 };
 
 struct rt_deployment_conf {

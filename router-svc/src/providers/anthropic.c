@@ -10,9 +10,12 @@
 
 #define ANTHROPIC_VERSION "2023-06-01"
 
-static int anthropic_wire(enum rt_api client, struct rt_wire *out)
+static int anthropic_wire(const struct rt_deployment_conf *dep, enum rt_api client,
+                          struct rt_wire *out)
 {
+    (void)dep;
     out->api = RT_API_MESSAGES;
+    out->dialect = NULL;
     if (client == RT_API_MESSAGES)
         out->dir = RT_TRANSLATE_NONE;
     else if (client == RT_API_CHAT)

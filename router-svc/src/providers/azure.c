@@ -196,11 +196,12 @@ static enum rt_error_class azure_classify(int status, const char *body, size_t l
 }
 
 /* chat, embeddings and responses as sent; /v1/messages through the chat translation */
-static int azure_ai_wire(enum rt_api client, struct rt_wire *out)
+static int azure_ai_wire(const struct rt_deployment_conf *dep, enum rt_api client,
+                         struct rt_wire *out)
 {
     if (client == RT_API_RESPONSES)
         return TG_EINVAL;
-    return rt_openai_wire(client, out);
+    return rt_openai_wire(dep, client, out);
 }
 
 /* The host of base (after the scheme, up to a port or path) ends with suffix. */

@@ -8,8 +8,10 @@
 
 #include "tg_err.h"
 
-int rt_openai_wire(enum rt_api client, struct rt_wire *out)
+int rt_openai_wire(const struct rt_deployment_conf *dep, enum rt_api client, struct rt_wire *out)
 {
+    (void)dep;
+    out->dialect = NULL;
     if (client == RT_API_MESSAGES) {
         out->api = RT_API_CHAT;
         out->dir = RT_TRANSLATE_CHAT_TO_MESSAGES;

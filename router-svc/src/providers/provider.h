@@ -43,8 +43,12 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+#include <stdint.h>
+
 #include "api.h"
 #include "config.h"
+#include "tg_buf.h"
 #include "router.h"
 #include "translate.h"
 
@@ -61,12 +65,6 @@
     1u                         /* the key variables name the user's own server: read them          \
                                 * whatever the base */
 #define RT_PROVIDER_BASE_V1 2u /* the OpenAI-compatible API is under "/v1" of the base */
-
-/* How the provider is spoken to for one client API. */
-struct rt_wire {
-    enum rt_api api;           /* the provider's API for this request */
-    enum rt_translate_dir dir; /* RT_TRANSLATE_NONE when it is the client's own */
-};
 
 /* One attempt, as the provider sees it when it builds the URL and the headers. Borrowed for the
  * call. */
@@ -91,6 +89,75 @@ struct rt_token_request {
     size_t body_len;
 };
 
+/* A dialect of its own (Gemini's generateContent, Bedrock's Converse): the call speaks OpenAI
+ * chat at the dialect's door (a /v1/messages request is translated to chat first, the answer
+ * back after) and the dialect converts. Usage travels in the converted answer's "usage"
+ * (prompt_tokens, completion_tokens), so that the OpenAI usage reader reads it.
+ *
+ * Streams: the provider's stream is cut into events by event_len (NULL: server-sent events,
+ * sse.h), each event converted by stream_event into OpenAI chat.completion.chunk events
+ * ("data: {...}\n\n") appended to out; stream_end, once the provider's stream ended cleanly,
+ * appends the closing chunk, the usage chunk (choices [] and usage) and "data: [DONE]", or
+ * answers TG_EPROTO when the provider never said it had finished (a cut stream). The state is
+ * fixed-size caller storage (struct rt_dialect_stream), zeroed before the first event. Every
+ * function: 0, or TG_EPROTO (not the provider's shape; out unchanged or cut), TG_EFULL (out
+ * full). */
+#define RT_DIALECT_TOOLS_MAX 32 /* tool calls tracked in one streamed answer */
+
+struct rt_dialect_stream {
+    int started;             /* the first chunk (with the role) went out */
+    int finished;            /* the provider said it finished (finish reason seen) */
+    int ended;               /* stream_end wrote the closing events */
+    char id[64];             /* chat.completion.chunk id */
+    char model[RT_NAME_CAP]; /* the model name shown to the client */
+    int64_t created_s;
+    char finish[24];       /* finish_reason in OpenAI's vocabulary */
+    int64_t prompt_tokens; /* usage as last reported */
+    int64_t completion_tokens;
+    int usage_found;
+    int n_tools;   /* tool calls started (their index in the chunks) */
+    int open_tool; /* Bedrock: index of the tool call whose input is streaming, -1 */
+    char tool_ids[RT_DIALECT_TOOLS_MAX][64];
+};
+
+struct rt_dialect {
+    /* request: the OpenAI chat request (borrowed, not modified) as the provider's body for dep
+     * (stream: the client asked for a stream). New (json_decref) or NULL with err (a client
+     * error: 400). */
+    json_t *(*request)(const json_t *chat, const struct rt_deployment_conf *dep, int stream,
+                       char *err, size_t errlen);
+    /* response: the provider's answer (borrowed) as an OpenAI chat.completion for model (the
+     * name shown to the client). New or NULL with err. */
+    json_t *(*response)(const json_t *answer, const char *model, char *err, size_t errlen);
+    /* embeddings (NULL: the provider has none here): OpenAI embeddings request -> provider
+     * body, provider answer -> OpenAI embeddings list. */
+    json_t *(*embed_request)(const json_t *req, const struct rt_deployment_conf *dep, char *err,
+                             size_t errlen);
+    json_t *(*embed_response)(const json_t *answer, const char *model, char *err, size_t errlen);
+    size_t (*event_len)(const char *p, size_t n); /* NULL: rt_sse_event_len */
+    int (*stream_event)(struct rt_dialect_stream *st, const char *raw, size_t len,
+                        struct tg_buf *out);
+    int (*stream_end)(struct rt_dialect_stream *st, struct tg_buf *out);
+};
+
+/* rt_dialect_stream_init: zero st for a stream shown to the client as model. */
+void rt_dialect_stream_init(struct rt_dialect_stream *st, const char *model, int64_t created_s);
+
+/* Helpers for dialects writing OpenAI chunks (dialect.c): one chat.completion.chunk with the
+ * given delta (new reference taken; NULL: {}) and finish reason (NULL: null), or the usage chunk,
+ * or the closing [DONE]; 0 or TG_EFULL. */
+int rt_dialect_chunk(struct rt_dialect_stream *st, json_t *delta, const char *finish,
+                     struct tg_buf *out);
+int rt_dialect_usage_chunk(struct rt_dialect_stream *st, struct tg_buf *out);
+int rt_dialect_done(struct tg_buf *out);
+
+/* How the provider is spoken to for one client API. */
+struct rt_wire {
+    enum rt_api api;           /* the API at the provider's door (OpenAI chat for a dialect) */
+    enum rt_translate_dir dir; /* RT_TRANSLATE_NONE when it is the client's own */
+    const struct rt_dialect *dialect; /* NULL, or the provider's own dialect behind api */
+};
+
 struct rt_provider {
     const char *name;         /* the litellm_params.model prefix ("openai", "groq", ...) */
     const char *default_base; /* base of a deployment that gives none; NULL: api_base (or a
@@ -113,9 +180,15 @@ struct rt_provider {
      * prefixes FILE:LINE: key:). NULL: nothing to check. Load time. */
     int (*check)(const struct rt_deployment_conf *dep, char *err, size_t errlen);
 
-    /* wire: how to speak to the provider for the client API. Returns 0, or TG_EINVAL when the
+    /* wire: how to speak to dep's provider for the client API. Returns 0, or TG_EINVAL when the
      * provider cannot serve that API (the attempt is a 400 naming the deployment). */
-    int (*wire)(enum rt_api client, struct rt_wire *out);
+    int (*wire)(const struct rt_deployment_conf *dep, enum rt_api client, struct rt_wire *out);
+
+    /* edit_body: a change the provider needs in a body of the wire API it speaks without a
+     * dialect (Anthropic on Vertex: no "model", an "anthropic_version"); 0 or TG_EINVAL with
+     * err. The body is then always built from the parsed request. NULL: none. */
+    int (*edit_body)(json_t *body, const struct rt_deployment_conf *dep, int stream, char *err,
+                     size_t errlen);
 
     /* url: the attempt's URL into out (cap bytes, cut beyond). */
     void (*url)(const struct rt_provider_attempt *a, char *out, size_t cap);
@@ -129,6 +202,16 @@ struct rt_provider {
     /* classify: the class of an answer with this HTTP status and body (may be NULL); NULL in
      * the table means rt_router_classify. */
     enum rt_error_class (*classify)(int http_status, const char *body, size_t len);
+
+    /* retry_after: the seconds a rate-limited answer asks to wait when the provider says it in
+     * the body rather than in a retry-after header (Google's RetryInfo); -1 when it does not.
+     * NULL: the header only. */
+    long (*retry_after)(const char *body, size_t len);
+
+    /* prepare: load-time completion of the deployment from what the config gave (reading a
+     * credentials file named by it, deriving values); 0 or TG_ECONFIG with err. Main thread, at
+     * load only (the one function that may read a file). NULL: nothing to do. */
+    int (*prepare)(struct rt_deployment_conf *dep, char *err, size_t errlen);
 
     /* Tokens refreshed off the request path (creds.c), for families whose deployments may
      * authenticate with a short-lived token from an endpoint (NULL: never):
@@ -177,7 +260,7 @@ extern const size_t rt_provider_compat_count;
 int rt_provider_needs_token(const struct rt_deployment_conf *dep);
 
 /* OpenAI's functions, shared by every OpenAI-compatible row (openai.c). */
-int rt_openai_wire(enum rt_api client, struct rt_wire *out);
+int rt_openai_wire(const struct rt_deployment_conf *dep, enum rt_api client, struct rt_wire *out);
 void rt_openai_url(const struct rt_provider_attempt *a, char *out, size_t cap);
 int rt_openai_headers(const struct rt_provider_attempt *a, const char *url,
                       char hdr[][RT_PROVIDER_HEADER_CAP]);
@@ -192,5 +275,49 @@ int rt_openai_headers(const struct rt_provider_attempt *a, const char *url,
 int rt_oauth_form_append(char *buf, size_t cap, size_t *len, const char *name, const char *value);
 int rt_oauth_token_parse(int http_status, const char *body, size_t len, char *out, size_t cap,
                          int64_t *expires_in_s, char *err, size_t errlen);
+
+/* Signing primitives (crypto.c, on OpenSSL), any thread:
+ * rt_b64url: base64url without padding (RFC 4648 section 5) of data into out; returns the
+ * length, or 0 when cap is too small.
+ * rt_crypto_rsa_key_check: pem (NUL-terminated) is an RSA private key in PEM; 0 or TG_EINVAL
+ * with err.
+ * rt_crypto_rs256: RSASSA-PKCS1-v1_5 over SHA-256 (JWT "RS256") of data with the key in pem
+ * into sig (cap bytes: the key's size; 256 for RSA-2048); 0 or TG_EINVAL.
+ * rt_crypto_sha256 / rt_crypto_hmac_sha256: digests, 32 bytes. */
+size_t rt_b64url(const void *data, size_t len, char *out, size_t cap);
+int rt_crypto_rsa_key_check(const char *pem, char *err, size_t errlen);
+int rt_crypto_rs256(const char *pem, const void *data, size_t len, unsigned char *sig, size_t cap,
+                    size_t *sig_len);
+void rt_crypto_sha256(const void *data, size_t len, unsigned char out[32]);
+void rt_crypto_hmac_sha256(const void *key, size_t klen, const void *data, size_t len,
+                           unsigned char out[32]);
+
+/* Google service-account credentials (google.c): the JSON file Google issues for a service
+ * account ("type": "service_account"), as vertex_credentials gives it. */
+#define RT_SA_JSON_MAX_BYTES (64u * 1024u) /* a service-account file is about 2.4 KB */
+
+struct rt_google_sa {
+    char client_email[RT_CLOUD_ID_CAP];
+    char private_key_id[RT_CLOUD_ID_CAP];
+    char private_key[RT_SA_KEY_CAP]; /* PEM; secret */
+    char token_uri[RT_URL_CAP];      /* default https://oauth2.googleapis.com/token */
+    char project_id[RT_CLOUD_ID_CAP];
+};
+
+/* rt_google_sa_parse: text[0..len) as a service-account JSON into out (zeroed first). 0, or
+ * TG_EINVAL with err naming the member at fault (never a value). Bounded parse; any thread. */
+int rt_google_sa_parse(const char *text, size_t len, struct rt_google_sa *out, char *err,
+                       size_t errlen);
+
+/* rt_google_jwt: the signed JWT assertion of sa for Google's OAuth 2.0 JWT-bearer grant (scope
+ * cloud-platform, audience the token_uri, issued at now_s, an hour) into out (cap bytes). 0, or
+ * TG_EINVAL / TG_EFULL with err. Any thread. */
+int rt_google_jwt(const struct rt_dep_cloud *sa, int64_t now_s, char *out, size_t cap, char *err,
+                  size_t errlen);
+
+extern const struct rt_provider rt_provider_gemini;
+extern const struct rt_provider rt_provider_vertex;
+extern const struct rt_dialect rt_dialect_gemini;
+extern const struct rt_dialect rt_dialect_vertex_gemini;
 
 #endif

@@ -5,10 +5,8 @@
 #include <string.h>
 
 static const struct rt_provider *const families[] = {
-    &rt_provider_openai,
-    &rt_provider_anthropic,
-    &rt_provider_azure,
-    &rt_provider_azure_ai,
+    &rt_provider_openai,   &rt_provider_anthropic, &rt_provider_azure,
+    &rt_provider_azure_ai, &rt_provider_gemini,    &rt_provider_vertex,
 };
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
 
@@ -17,9 +15,9 @@ static const struct rt_provider *const families[] = {
  * OpenAI-shaped request carrying its credentials (names from LiteLLM's provider list,
  * litellm/types/utils.py, LlmProviders). */
 static const char *const unsupported[] = {
-    "azure_text", "bedrock",    "sagemaker",   "sagemaker_chat", "vertex_ai",
-    "gemini",     "cohere",     "cohere_chat", "huggingface",    "replicate",
-    "watsonx",    "cloudflare", "voyage",      "palm",           "vertex_ai_beta",
+    "azure_text",  "bedrock",     "sagemaker",      "sagemaker_chat", "cohere",
+    "cohere_chat", "huggingface", "replicate",      "watsonx",        "cloudflare",
+    "voyage",      "palm",        "vertex_ai_beta",
 };
 
 size_t rt_provider_count(void)
