@@ -21,6 +21,24 @@ Microsoft Entra ID (config "entra": {"tenant", "client_id", "client_secret", "sc
   scope: all must match (else 400/401 with an OAuth error); answers {"token_type": "Bearer",
   "expires_in": N, "access_token": T} with a fresh T each time.
 
+Gemini API (config "gemini": {"api_key", "models": [names]}):
+  POST /v1beta/models/{model}:generateContent | :streamGenerateContent?alt=sse |
+  :batchEmbedContents, key in x-goog-api-key (else 400 "API key not valid", as Google answers);
+  the body must be a generateContent request (contents[] with roles user/model and parts);
+  with tools declared the answer is a call of the first one.
+Vertex AI (config "vertex": {"project", "location", "models": [names]}):
+  POST /v1/projects/{project}/locations/{location}/publishers/google/models/{m}:generateContent
+  | :streamGenerateContent?alt=sse | :predict, and .../publishers/anthropic/models/{m}:rawPredict
+  | :streamRawPredict (the body must carry anthropic_version "vertex-2023-10-16" and no model);
+  "Authorization: Bearer <token>" with a token this fake's Google token endpoint issued (else
+  401 UNAUTHENTICATED).
+Google OAuth 2.0 (config "google": {"client_email", "kid", "public_key": PEM file,
+  "expires_in"}): POST /token with grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer and a
+  JWT assertion: header alg RS256 with the kid, iss the client_email, aud this endpoint's URL,
+  scope cloud-platform, iat now (a minute's skew), exp at most an hour after iat and not past;
+  the RS256 signature is verified against the public key (openssl dgst -verify) before a token
+  is issued; else 400 invalid_grant.
+
 Faults per deployment or model name: POST /_control/fault/{name} with {"status": 429,
 "retry_after": 3} or {"error": "content_filter" | "context_window"}; {} clears. GET /_stats:
 {"tokens_issued": N, "requests": N, "rejected": N}.
@@ -28,9 +46,12 @@ Faults per deployment or model name: POST /_control/fault/{name} with {"status":
 Bounded: bodies 4 MiB, 1024 recorded tokens.
 """
 import argparse
+import base64
 import json
 import os
 import secrets
+import subprocess
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -93,6 +114,83 @@ def responses_answer(model, req):
                                         for n, d in ev).encode()
 
 
+def gemini_check(req):
+    """None when req is a generateContent request, else the problem."""
+    if not isinstance(req, dict) or "model" in req:
+        return "not a generateContent request"
+    contents = req.get("contents")
+    if not isinstance(contents, list) or not contents:
+        return "contents must be a non-empty array"
+    for c in contents:
+        if c.get("role") not in ("user", "model") or not isinstance(c.get("parts"), list):
+            return "each content needs role user|model and parts"
+        for p in c["parts"]:
+            if not isinstance(p, dict) or not (set(p) & {"text", "inlineData", "fileData",
+                                                         "functionCall", "functionResponse"}):
+                return "unknown part"
+    return None
+
+
+def gemini_answer(req, stream):
+    usage = {"promptTokenCount": 13, "candidatesTokenCount": 6, "thoughtsTokenCount": 2,
+             "totalTokenCount": 21}
+    decls = [d for t in req.get("tools", []) for d in t.get("functionDeclarations", [])]
+    if decls:
+        parts = [{"functionCall": {"name": decls[0]["name"], "args": {"city": "Paris"}}}]
+    else:
+        parts = [{"text": "hello from gemini"}]
+    if not stream:
+        return "application/json", json.dumps({
+            "candidates": [{"content": {"role": "model", "parts": parts},
+                            "finishReason": "STOP", "index": 0}],
+            "usageMetadata": usage, "modelVersion": "fake", "responseId": "resp-1"}).encode()
+    chunks = []
+    if decls:
+        chunks.append({"candidates": [{"content": {"role": "model", "parts": parts},
+                                       "finishReason": "STOP", "index": 0}],
+                       "usageMetadata": usage})
+    else:
+        for i, w in enumerate(["hello ", "from ", "gemini"]):
+            c = {"candidates": [{"content": {"role": "model", "parts": [{"text": w}]},
+                                 "index": 0}],
+                 "usageMetadata": {"promptTokenCount": 13}}
+            if i == 2:
+                c["candidates"][0]["finishReason"] = "STOP"
+                c["usageMetadata"] = usage
+            chunks.append(c)
+    return "text/event-stream", "".join("data: " + json.dumps(c) + "\r\n\r\n"
+                                        for c in chunks).encode()
+
+
+def anthropic_answer(model, req):
+    usage = {"input_tokens": 17, "output_tokens": 5}
+    if not req.get("stream"):
+        return "application/json", json.dumps({
+            "id": "msg_vertex", "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": "hello from claude on vertex"}],
+            "stop_reason": "end_turn", "stop_sequence": None, "usage": usage}).encode()
+    ev = [("message_start", {"type": "message_start", "message": {
+              "id": "msg_vertex", "type": "message", "role": "assistant", "model": model,
+              "content": [], "stop_reason": None, "stop_sequence": None,
+              "usage": {"input_tokens": 17, "output_tokens": 1}}}),
+          ("content_block_start", {"type": "content_block_start", "index": 0,
+                                   "content_block": {"type": "text", "text": ""}}),
+          ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                   "delta": {"type": "text_delta",
+                                             "text": "hello from claude on vertex"}}),
+          ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+          ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn",
+                                                                "stop_sequence": None},
+                             "usage": {"output_tokens": 5}}),
+          ("message_stop", {"type": "message_stop"})]
+    return "text/event-stream", "".join("event: %s\ndata: %s\n\n" % (n, json.dumps(d))
+                                        for n, d in ev).encode()
+
+
+def b64url_decode(s):
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -133,8 +231,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/_stats":
             with lock:
-                self.json_reply(200, {k: state[k] for k in ("tokens_issued", "requests",
-                                                            "rejected")})
+                self.json_reply(200, {k: state.get(k, 0)
+                                      for k in ("tokens_issued", "requests", "rejected",
+                                                "jwt_verified", "jwt_refused")})
         else:
             self.json_reply(404, {"error": "not found"})
 
@@ -158,6 +257,12 @@ class Handler(BaseHTTPRequestHandler):
             self.entra_token(body)
         elif "azure" in cfg and path.startswith("/openai/"):
             self.azure(path, query, body)
+        elif "google" in cfg and path == "/token":
+            self.google_token(body)
+        elif "gemini" in cfg and path.startswith("/v1beta/models/"):
+            self.gemini(path, query, body)
+        elif "vertex" in cfg and path.startswith("/v1/projects/"):
+            self.vertex(path, query, body)
         else:
             self.json_reply(404, {"error": {"code": "404", "message": "Resource not found"}})
 
@@ -189,6 +294,193 @@ class Handler(BaseHTTPRequestHandler):
                 state["tokens"][tok] = time.monotonic() + exp
             self.json_reply(200, {"token_type": "Bearer", "expires_in": exp,
                                   "ext_expires_in": exp, "access_token": tok})
+
+    # ---- Google: errors in google.rpc.Status's shape
+    def google_error(self, status, code_name, message, details=None):
+        with lock:
+            state["rejected"] += 1
+        err = {"code": status, "message": message, "status": code_name}
+        if details:
+            err["details"] = details
+        self.json_reply(status, {"error": err})
+
+    def google_faults(self, name):
+        """True when a fault for name was answered."""
+        with lock:
+            fault = dict(state["faults"].get(name, {}))
+        if fault.get("status") == 429:
+            self.google_error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. "
+                              "check quota).", [{"@type": "type.googleapis.com/google.rpc."
+                                                 "RetryInfo",
+                                                 "retryDelay": "%ds" % fault.get("retry_after",
+                                                                                 1)}])
+        elif fault.get("status"):
+            self.google_error(fault["status"], "INTERNAL", "Internal error encountered.")
+        elif fault.get("error") == "block":
+            self.json_reply(200, {"promptFeedback": {"blockReason": "SAFETY"},
+                                  "usageMetadata": {"promptTokenCount": 9,
+                                                    "totalTokenCount": 9}})
+        elif fault.get("error") == "context_window":
+            self.google_error(400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds "
+                              "the maximum number of tokens allowed (1048576).")
+        else:
+            return False
+        return True
+
+    # ---- Google OAuth 2.0: JWT-bearer grant, the assertion verified before a token is issued
+    def google_token(self, body):
+        g = self.server.cfg["google"]
+        form = urllib.parse.parse_qs(body.decode(), keep_blank_values=True)
+        one = {k: v[0] for k, v in form.items() if len(v) == 1}
+        ctypes = self.headers.get_all("Content-Type") or []
+
+        def refuse(why):
+            with lock:
+                state["rejected"] += 1
+                state["jwt_refused"] = state.get("jwt_refused", 0) + 1
+            self.json_reply(400, {"error": "invalid_grant", "error_description": why})
+
+        if len(ctypes) != 1 or ctypes[0].split(";")[0] != "application/x-www-form-urlencoded":
+            return refuse("bad content type")
+        if one.get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer":
+            return self.json_reply(400, {"error": "unsupported_grant_type"})
+        parts = one.get("assertion", "").split(".")
+        if len(parts) != 3:
+            return refuse("Invalid JWT.")
+        try:
+            head = json.loads(b64url_decode(parts[0]))
+            claims = json.loads(b64url_decode(parts[1]))
+            sig = b64url_decode(parts[2])
+        except (ValueError, TypeError):
+            return refuse("Invalid JWT.")
+        now = time.time()
+        aud = "http://127.0.0.1:%d/token" % self.server.server_address[1]
+        if head.get("alg") != "RS256" or head.get("kid") != g["kid"]:
+            return refuse("Invalid JWT header.")
+        if (claims.get("iss") != g["client_email"] or claims.get("aud") != aud or
+                "https://www.googleapis.com/auth/cloud-platform" not in
+                str(claims.get("scope", "")).split()):
+            return refuse("Invalid JWT claims.")
+        iat, exp = claims.get("iat"), claims.get("exp")
+        if (not isinstance(iat, int) or not isinstance(exp, int) or abs(iat - now) > 60 or
+                exp <= now or exp - iat > 3600):
+            return refuse("Invalid JWT: Token must be a short-lived token (60 minutes).")
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "in"), "wb") as f:
+                f.write((parts[0] + "." + parts[1]).encode())
+            with open(os.path.join(d, "sig"), "wb") as f:
+                f.write(sig)
+            r = subprocess.run(["openssl", "dgst", "-sha256", "-verify", g["public_key"],
+                                "-signature", os.path.join(d, "sig"), os.path.join(d, "in")],
+                               capture_output=True)
+        if r.returncode != 0:
+            return refuse("Invalid JWT Signature.")
+        tok = "ya29.fake-" + secrets.token_hex(24)
+        expires = int(g.get("expires_in", 3599))
+        with lock:
+            state["tokens_issued"] += 1
+            state["jwt_verified"] = state.get("jwt_verified", 0) + 1
+            if len(state["tokens"]) >= TOKENS_MAX:
+                state["tokens"].pop(next(iter(state["tokens"])))
+            state["tokens"][tok] = time.monotonic() + expires
+        self.json_reply(200, {"access_token": tok, "expires_in": expires,
+                              "token_type": "Bearer"})
+
+    # ---- Gemini API
+    def gemini(self, path, query, body):
+        g = self.server.cfg["gemini"]
+        if self.headers.get("x-goog-api-key") != g["api_key"]:
+            self.google_error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid "
+                              "API key.")
+            return
+        model, _, method = path[len("/v1beta/models/"):].partition(":")
+        if model not in g["models"]:
+            self.google_error(404, "NOT_FOUND", "models/%s is not found for API version v1beta"
+                              % model)
+            return
+        try:
+            req = json.loads(body)
+        except ValueError:
+            self.google_error(400, "INVALID_ARGUMENT", "Invalid JSON payload received.")
+            return
+        if self.google_faults(model):
+            return
+        self.generate(method, query, req, embed="batchEmbedContents")
+
+    def generate(self, method, query, req, embed):
+        if method == embed and embed == "batchEmbedContents":
+            reqs = req.get("requests")
+            if not isinstance(reqs, list) or not reqs:
+                self.google_error(400, "INVALID_ARGUMENT", "requests must be non-empty")
+                return
+            self.json_reply(200, {"embeddings": [{"values": [0.5, 0.25, 0.125]} for _ in reqs]})
+            return
+        if method == embed and embed == "predict":
+            inst = req.get("instances")
+            if not isinstance(inst, list) or not inst:
+                self.google_error(400, "INVALID_ARGUMENT", "instances must be non-empty")
+                return
+            self.json_reply(200, {"predictions": [
+                {"embeddings": {"values": [0.5, 0.25], "statistics": {"token_count": 4,
+                                                                      "truncated": False}}}
+                for _ in inst]})
+            return
+        problem = gemini_check(req)
+        if problem:
+            self.google_error(400, "INVALID_ARGUMENT", problem)
+            return
+        if method == "generateContent":
+            ctype, out = gemini_answer(req, False)
+        elif method == "streamGenerateContent" and query.get("alt") == ["sse"]:
+            ctype, out = gemini_answer(req, True)
+        else:
+            self.google_error(404, "NOT_FOUND", "unknown method")
+            return
+        self.reply(200, ctype, out)
+
+    # ---- Vertex AI
+    def vertex(self, path, query, body):
+        v = self.server.cfg["vertex"]
+        bearer = self.headers.get("Authorization", "")
+        with lock:
+            exp = state["tokens"].get(bearer[7:]) if bearer.startswith("Bearer ") else None
+        if exp is None or exp <= time.monotonic():
+            self.google_error(401, "UNAUTHENTICATED", "Request had invalid authentication "
+                              "credentials. Expected OAuth 2 access token.")
+            return
+        prefix = "/v1/projects/%s/locations/%s/publishers/" % (v["project"], v["location"])
+        if not path.startswith(prefix):
+            self.google_error(404, "NOT_FOUND", "unknown project or location")
+            return
+        publisher, _, rest = path[len(prefix):].partition("/models/")
+        model, _, method = rest.partition(":")
+        if model not in v["models"]:
+            self.google_error(404, "NOT_FOUND", "Publisher Model %s was not found" % model)
+            return
+        try:
+            req = json.loads(body)
+        except ValueError:
+            self.google_error(400, "INVALID_ARGUMENT", "Invalid JSON payload received.")
+            return
+        if self.google_faults(model):
+            return
+        if publisher == "google":
+            self.generate(method, query, req, embed="predict")
+        elif publisher == "anthropic" and method in ("rawPredict", "streamRawPredict"):
+            if req.get("anthropic_version") != "vertex-2023-10-16" or "model" in req:
+                self.json_reply(400, {"type": "error", "error": {
+                    "type": "invalid_request_error",
+                    "message": "anthropic_version: vertex-2023-10-16 required; model: Extra "
+                               "inputs are not permitted"}})
+                return
+            if bool(req.get("stream")) != (method == "streamRawPredict"):
+                self.json_reply(400, {"type": "error", "error": {
+                    "type": "invalid_request_error", "message": "stream and method disagree"}})
+                return
+            ctype, out = anthropic_answer(model, req)
+            self.reply(200, ctype, out)
+        else:
+            self.google_error(404, "NOT_FOUND", "unknown publisher or method")
 
     # ---- Azure OpenAI
     def azure(self, path, query, body):

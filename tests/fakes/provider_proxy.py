@@ -18,6 +18,7 @@ Binds 127.0.0.1 on a free port (written to --port-file). Bounded: request heads 
 import argparse
 import os
 import json
+import re
 import socket
 import socketserver
 import ssl
@@ -80,9 +81,26 @@ def read_body(f, headers):
     return f.read(n)
 
 
+def path_model(path):
+    """The model a Google-style path names (models/NAME:method), else ""."""
+    m = re.search(r"/models/([^/:]+):", path)
+    return m.group(1) if m else ""
+
+
 def answer(path, req):
     """(content type, body bytes) of the provider's answer to req at path."""
     model = req.get("model", "m")
+    if path.endswith("/token"):
+        # an OAuth 2.0 token endpoint (Google's JWT-bearer grant)
+        return "application/json", json.dumps({
+            "access_token": "proxy-token-" + path_model(path), "expires_in": 3599,
+            "token_type": "Bearer"}).encode()
+    if ":generateContent" in path:
+        return "application/json", json.dumps({
+            "candidates": [{"content": {"role": "model",
+                                        "parts": [{"text": "hello from the proxy"}]},
+                            "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 4}}).encode()
     if path.endswith("/messages"):
         return "application/json", json.dumps({
             "id": "msg_proxy", "type": "message", "role": "assistant", "model": model,
@@ -163,7 +181,8 @@ class Handler(socketserver.StreamRequestHandler):
                 req = {}
             rec = {"tunnel": tunnel or "", "authority": authority,
                    "host": headers.get("host", ""), "method": method, "path": path,
-                   "model": req.get("model", "") if isinstance(req, dict) else "",
+                   "model": (req.get("model", "") if isinstance(req, dict) else "") or
+                            path_model(path),
                    "auth": {h: headers[h] for h in AUTH_HEADERS if h in headers}}
             with log_lock:
                 with open(self.server.log_path, "a") as f:

@@ -37,6 +37,9 @@ declare -A WANT_URL=(
     # from AZURE_API_BASE / AZURE_AI_API_BASE (a resource's own endpoint; no default)
     [azure]="https://res-test.openai.azure.com/openai/deployments/m-azure/chat/completions?api-version=2024-10-21"
     [azure_ai]=https://hub-test.services.ai.azure.com/models/chat/completions
+    [gemini]="https://generativelanguage.googleapis.com/v1beta/models/m-gemini:generateContent"
+    # project from the service account, location from VERTEXAI_LOCATION
+    [vertex_ai]="https://us-central1-aiplatform.googleapis.com/v1/projects/proj-h/locations/us-central1/publishers/google/models/m-vertex_ai:generateContent"
 )
 "$TG_BUILD_DIR/router-svc/router-svc" --providers >"$RT_DIR/providers.tsv" ||
     rt_die "router-svc --providers failed"
@@ -48,7 +51,7 @@ rt_eq "every provider of the table has its documented endpoint in this test" "${
 
 # A test CA and one certificate for every https provider host.
 hosts=$(for u in "${WANT_URL[@]}"; do echo "$u"; done | sed -n 's|^https://\([^/:?]*\).*|\1|p' | sort -u)
-san=$(for h in $hosts; do printf 'DNS:%s,' "$h"; done)
+san=$(for h in $hosts oauth2.googleapis.com; do printf 'DNS:%s,' "$h"; done)
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$RT_DIR/ca.key" -out "$RT_DIR/ca.crt" \
     -days 2 -subj /CN=tollgate-test-ca -addext basicConstraints=critical,CA:TRUE \
     -addext keyUsage=critical,keyCertSign 2>/dev/null || rt_die "openssl: test CA"
@@ -77,7 +80,12 @@ declare -A KEY_OF SET_HERE
     echo "model_list:"
     while IFS=$'\t' read -r name base keyvars basevars; do
         var=${keyvars%%,*}
-        if [ "$name" = mistral ]; then
+        if [ "$name" = vertex_ai ]; then
+            # a service account (its key made here) whose token_uri is Google's: the JWT goes
+            # there, the token the proxy issues goes to the regional host
+            KEY_OF[$name]=proxy-token-
+            extra=""
+        elif [ "$name" = mistral ]; then
             KEY_OF[$name]=$(rt_randkey "$name")
             export RT_MISTRAL_KEY=${KEY_OF[$name]}
             extra=", api_key: os.environ/RT_MISTRAL_KEY"
@@ -106,6 +114,13 @@ tollgate:
     - {key: os.environ/RT_KEY}
 YAML
 } >"$RT_DIR/router.yaml"
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$RT_DIR/sa.key" 2>/dev/null ||
+    rt_die "openssl: service-account key"
+export VERTEXAI_CREDENTIALS=$(jq -cn --rawfile k "$RT_DIR/sa.key" \
+    '{type: "service_account", project_id: "proj-h", private_key_id: "k1", private_key: $k,
+      client_email: "svc@proj-h.iam.gserviceaccount.com",
+      token_uri: "https://oauth2.googleapis.com/token"}')
+export VERTEXAI_LOCATION=us-central1
 export HOSTED_VLLM_API_BASE=http://vllm.test:8000/v1
 export AZURE_API_BASE=https://res-test.openai.azure.com
 export AZURE_AI_API_BASE=https://hub-test.services.ai.azure.com
@@ -155,12 +170,16 @@ while IFS=$'\t' read -r name _; do
     case $name in
     anthropic) want_auth="x-api-key=${KEY_OF[$name]}" ;;
     azure | azure_ai) want_auth="api-key=${KEY_OF[$name]}" ;;
+    gemini) want_auth="x-goog-api-key=${KEY_OF[$name]}" ;;
     *) want_auth="authorization=Bearer ${KEY_OF[$name]}" ;;
     esac
     got=$(awk -F'\t' -v m="m-$name" '$1 == m' "$RT_DIR/seen.tsv" | sort -u)
     rt_eq "$name: the request went to $want with its own key" "$got" \
         "m-$name	$want	$want_host	$want_auth"
 done <"$RT_DIR/providers.tsv"
+rt_eq "vertex_ai: the service account's JWT went to its token_uri, Google's, and only there" \
+    "$(awk -F'\t' '$2 ~ /\/token$/ { print $2 }' "$RT_DIR/seen.tsv" | sort -u)" \
+    "https://oauth2.googleapis.com/token"
 rt_eq "openai/ with api_base on groq's host: OPENAI_API_KEY not sent" \
     "$(awk -F'\t' '$1 == "m-x-openai"' "$RT_DIR/seen.tsv")" \
     "m-x-openai	https://api.groq.com/openai/v1/chat/completions	api.groq.com	"
