@@ -18,6 +18,8 @@ add_library(rt_providers STATIC ${RT_SRC}/providers/registry.c ${RT_SRC}/provide
                                 ${RT_SRC}/providers/azure.c ${RT_SRC}/providers/oauth.c
                                 ${RT_SRC}/providers/dialect.c ${RT_SRC}/providers/gemini.c
                                 ${RT_SRC}/providers/google.c ${RT_SRC}/providers/crypto.c
+                                ${RT_SRC}/providers/sigv4.c ${RT_SRC}/providers/eventstream.c
+                                ${RT_SRC}/providers/bedrock.c
                                 ${RT_SRC}/providers/anthropic.c
                                 ${RT_SRC}/providers/openai_compat.c)
 target_include_directories(rt_providers PUBLIC ${RT_SRC} ${PROJECT_SOURCE_DIR}/proto)

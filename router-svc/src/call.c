@@ -573,6 +573,7 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     char url[RT_PROVIDER_URL_CAP];
     char hdr[RT_PROVIDER_HEADERS_MAX][RT_PROVIDER_HEADER_CAP];
     char why[RT_CREDS_ERR_CAP] = "";
+    char accept[96];
     char *tok = NULL;
     char tp[96];
     int nh = 0, np;
@@ -617,8 +618,16 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     }
     for (int i = 0; i < np && nh < RT_UPSTREAM_HEADERS_MAX; i++)
         req.headers[nh++] = hdr[i];
-    if (c->stream && nh < RT_UPSTREAM_HEADERS_MAX)
-        req.headers[nh++] = "Accept: text/event-stream";
+    if (c->stream && nh < RT_UPSTREAM_HEADERS_MAX) {
+        const struct rt_dialect *d = c->wire.dialect;
+
+        if (d != NULL && d->stream_accept != NULL) {
+            snprintf(accept, sizeof(accept), "Accept: %s", d->stream_accept);
+            req.headers[nh++] = accept;
+        } else {
+            req.headers[nh++] = "Accept: text/event-stream";
+        }
+    }
     if (c->traceparent[0] != '\0' && nh < RT_UPSTREAM_HEADERS_MAX) {
         snprintf(tp, sizeof(tp), "traceparent: %s", c->traceparent);
         req.headers[nh++] = tp;

@@ -181,6 +181,15 @@ static const struct cloud_param cloud_params[] = {
     CLOUD_PARAM(vertex_project),
     CLOUD_PARAM(vertex_location),
     CLOUD_PARAM(vertex_credentials),
+    CLOUD_PARAM(aws_access_key_id),
+    CLOUD_PARAM(aws_secret_access_key),
+    CLOUD_PARAM(aws_session_token),
+    CLOUD_PARAM(aws_region_name),
+    CLOUD_PARAM(aws_bedrock_runtime_endpoint),
+    CLOUD_PARAM(aws_role_name),
+    CLOUD_PARAM(aws_session_name),
+    CLOUD_PARAM(aws_web_identity_token),
+    CLOUD_PARAM(aws_sts_endpoint),
 };
 #define N_CLOUD_PARAMS (sizeof(cloud_params) / sizeof(cloud_params[0]))
 
@@ -1619,10 +1628,14 @@ size_t rt_config_secrets(const struct rt_config *cfg, const char **out, size_t c
     }
     for (uint32_t i = 0; i < cfg->n_deployments; i++) {
         const struct rt_deployment_conf *d = &cfg->deployments[i];
-        const char *s[3] = {d->api_key, d->cloud != NULL ? d->cloud->azure_ad_token : "",
-                            d->cloud != NULL ? d->cloud->client_secret : ""};
+        const char *s[6] = {d->api_key,
+                            d->cloud != NULL ? d->cloud->azure_ad_token : "",
+                            d->cloud != NULL ? d->cloud->client_secret : "",
+                            d->cloud != NULL ? d->cloud->aws_secret_access_key : "",
+                            d->cloud != NULL ? d->cloud->aws_session_token : "",
+                            d->cloud != NULL ? d->cloud->aws_web_identity_token : ""};
 
-        for (size_t j = 0; j < 3; j++) {
+        for (size_t j = 0; j < 6; j++) {
             if (s[j][0] == '\0')
                 continue;
             if (n < cap)

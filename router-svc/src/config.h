@@ -129,6 +129,18 @@ struct rt_dep_cloud {
     char sa_private_key_id[RT_CLOUD_ID_CAP];
     char sa_private_key[RT_SA_KEY_CAP]; /* PEM (secret) */
     char sa_token_uri[RT_URL_CAP];
+    char aws_access_key_id[RT_CLOUD_ID_CAP];       /* bedrock: static credentials ... */
+    char aws_secret_access_key[RT_SECRET_CAP];     /* (secret) */
+    char aws_session_token[RT_TOKEN_CAP];          /* (secret), optional */
+    char aws_region_name[RT_CLOUD_ID_CAP];         /* bedrock: region */
+    char aws_bedrock_runtime_endpoint[RT_URL_CAP]; /* bedrock: endpoint (VPC, proxy) */
+    char aws_role_name[RT_URL_CAP];                /* bedrock: role for a web identity ... */
+    char aws_session_name[RT_CLOUD_ID_CAP];
+    char aws_web_identity_token[RT_TOKEN_CAP];     /* ... the token itself (secret) */
+    char aws_web_identity_token_file[RT_PATH_CAP]; /* ... or its file (IRSA), read at each
+                                                    * renewal */
+    char aws_sts_endpoint[RT_URL_CAP];             /* default https://sts.{region}.amazonaws.com */
+    int aws_env_credentials;                       /* 1: the credentials came from AWS_* */
 };
 
 struct rt_deployment_conf {

@@ -583,10 +583,10 @@ static void test_provider_prefixes(void **state)
                  "      api_key: sk-x\n",
                  "router.yaml:4: model_list[0].litellm_params.model: unknown provider \"x\"; set "
                  "api_base or use openai/ for an OpenAI-compatible server");
-    expect_error("model_list:\n  - model_name: a\n    litellm_params:\n      model: bedrock/m\n"
+    expect_error("model_list:\n  - model_name: a\n    litellm_params:\n      model: sagemaker/m\n"
                  "      api_base: http://127.0.0.1:9/\n",
-                 "router.yaml:4: model_list[0].litellm_params.model: provider \"bedrock\" is not "
-                 "supported by Tollgate yet (README: Providers)");
+                 "router.yaml:4: model_list[0].litellm_params.model: provider \"sagemaker\" is "
+                 "not supported by Tollgate yet (README: Providers)");
     expect_error("model_list:\n  - model_name: a\n    litellm_params:\n"
                  "      model: hosted_vllm/m\n",
                  "router.yaml:4: model_list[0].litellm_params.model: provider \"hosted_vllm\" has "

@@ -64,7 +64,7 @@ static void test_registry(void **state)
     assert_ptr_equal(rt_provider_find("anthropic"), &rt_provider_anthropic);
     assert_null(rt_provider_find("no-such-family"));
     assert_ptr_equal(rt_provider_find("groq"), &rt_provider_compat[0]);
-    assert_true(rt_provider_unsupported("bedrock"));
+    assert_true(rt_provider_unsupported("sagemaker"));
     assert_false(rt_provider_unsupported("groq"));
     /* one row per name; every row complete */
     for (size_t i = 0; i < rt_provider_count(); i++) {

@@ -135,6 +135,7 @@ struct rt_dialect {
                              size_t errlen);
     json_t *(*embed_response)(const json_t *answer, const char *model, char *err, size_t errlen);
     size_t (*event_len)(const char *p, size_t n); /* NULL: rt_sse_event_len */
+    const char *stream_accept; /* the Accept header of a stream; NULL: text/event-stream */
     int (*stream_event)(struct rt_dialect_stream *st, const char *raw, size_t len,
                         struct tg_buf *out);
     int (*stream_end)(struct rt_dialect_stream *st, struct tg_buf *out);
@@ -315,6 +316,67 @@ int rt_google_sa_parse(const char *text, size_t len, struct rt_google_sa *out, c
 int rt_google_jwt(const struct rt_dep_cloud *sa, int64_t now_s, char *out, size_t cap, char *err,
                   size_t errlen);
 
+/* AWS Signature Version 4 (sigv4.c), any thread. */
+#define RT_SIGV4_HEADERS_MAX 8 /* headers signed besides host, x-amz-date, x-amz-security-token */
+#define RT_SIGV4_QUERY_MAX 32  /* query parameters */
+
+struct rt_sigv4_header {
+    const char *name;
+    const char *value;
+};
+
+struct rt_sigv4_request {
+    const char *method;
+    const char *host;                      /* as in the Host header ("h" or "h:port") */
+    const char *path;                      /* as sent ("/model/a%3A0/converse") */
+    const char *query;                     /* as sent, without '?'; NULL or "" when none */
+    const struct rt_sigv4_header *headers; /* further signed headers (content-type, ...) */
+    size_t n_headers;
+    const char *payload_hash; /* hex SHA-256 of the body (rt_sigv4_payload_hash) */
+    const char *amz_date;     /* "YYYYMMDDTHHMMSSZ" (rt_sigv4_amz_date) */
+    const char *region;
+    const char *service;
+    const char *access_key_id;
+    const char *secret;        /* secret */
+    const char *session_token; /* signed as x-amz-security-token when given; NULL: none */
+};
+
+/* rt_sigv4_authorization: the Authorization header's value for r into out; 0, TG_EFULL (a value
+ * too long for its bound) or TG_ENOMEM. */
+int rt_sigv4_authorization(const struct rt_sigv4_request *r, char *out, size_t cap);
+void rt_sigv4_payload_hash(const void *body, size_t len, char out[65]);
+void rt_sigv4_amz_date(int64_t now_s, char out[17]);
+
+/* AWS event-stream framing (eventstream.c; the binary framing of ConverseStream, documented in
+ * the AWS SDKs' event-stream specification): a 12-byte prelude (total length, headers length,
+ * CRC32 of the first 8 bytes, big-endian), headers, payload, CRC32 of all before it. */
+#define RT_EVS_MIN_BYTES 16 /* prelude and message CRC */
+
+struct rt_evs_message {
+    char message_type[32];   /* :message-type: event, exception, error */
+    char event_type[64];     /* :event-type */
+    char exception_type[64]; /* :exception-type, or :error-code */
+    const char *payload;     /* into the frame */
+    size_t payload_len;
+};
+
+/* rt_evs_frame_len: the length of the first frame of p[0, n) once all of it is there, else 0.
+ * A frame whose total length is below RT_EVS_MIN_BYTES is reported as RT_EVS_MIN_BYTES bytes
+ * long (rt_evs_decode refuses it). */
+size_t rt_evs_frame_len(const char *p, size_t n);
+
+/* rt_evs_decode: one whole frame p[0, n) (n its total length) into out; 0, or TG_EPROTO for a
+ * frame that is not one: lengths, CRCs, header encoding. Any thread. */
+int rt_evs_decode(const char *p, size_t n, struct rt_evs_message *out);
+
+/* rt_aws_sts_parse: STS AssumeRoleWithWebIdentity's XML answer into out as
+ * "AccessKeyId\nSecretAccessKey\nSessionToken" (bedrock.c's headers() reads that) and its
+ * lifetime; errors name the status and the error code only. A token_parse. Any thread. */
+int rt_aws_sts_parse(int http_status, const char *body, size_t len, char *out, size_t cap,
+                     int64_t *expires_in_s, char *err, size_t errlen);
+
+extern const struct rt_provider rt_provider_bedrock;
+extern const struct rt_dialect rt_dialect_converse;
 extern const struct rt_provider rt_provider_gemini;
 extern const struct rt_provider rt_provider_vertex;
 extern const struct rt_dialect rt_dialect_gemini;

@@ -5,8 +5,8 @@
 #include <string.h>
 
 static const struct rt_provider *const families[] = {
-    &rt_provider_openai,   &rt_provider_anthropic, &rt_provider_azure,
-    &rt_provider_azure_ai, &rt_provider_gemini,    &rt_provider_vertex,
+    &rt_provider_openai, &rt_provider_anthropic, &rt_provider_azure,   &rt_provider_azure_ai,
+    &rt_provider_gemini, &rt_provider_vertex,    &rt_provider_bedrock,
 };
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
 
@@ -15,9 +15,8 @@ static const struct rt_provider *const families[] = {
  * OpenAI-shaped request carrying its credentials (names from LiteLLM's provider list,
  * litellm/types/utils.py, LlmProviders). */
 static const char *const unsupported[] = {
-    "azure_text",  "bedrock",     "sagemaker",      "sagemaker_chat", "cohere",
-    "cohere_chat", "huggingface", "replicate",      "watsonx",        "cloudflare",
-    "voyage",      "palm",        "vertex_ai_beta",
+    "azure_text", "sagemaker", "sagemaker_chat", "cohere", "cohere_chat", "huggingface",
+    "replicate",  "watsonx",   "cloudflare",     "voyage", "palm",        "vertex_ai_beta",
 };
 
 size_t rt_provider_count(void)
