@@ -39,6 +39,17 @@ Google OAuth 2.0 (config "google": {"client_email", "kid", "public_key": PEM fil
   the RS256 signature is verified against the public key (openssl dgst -verify) before a token
   is issued; else 400 invalid_grant.
 
+Amazon Bedrock (config "bedrock": {"access_key_id", "secret", "region", "models": [ids]}):
+  POST /model/{id}/converse | /converse-stream | /invoke, signed with SigV4: the signature is
+  computed again here from the request as received (path encoded once more, signed headers,
+  the body's SHA-256, the date scope, region, service "bedrock") with the secret, and compared
+  (else 403 SignatureDoesNotMatch); x-amz-date within 5 minutes. Converse bodies must
+  alternate user/assistant from the user. converse-stream answers in AWS's binary event-stream
+  framing (CRC-32s). invoke: Titan embeddings.
+AWS STS (config "sts": {"role_arn", "web_identity_token", "expires_in"}): POST /sts/ with
+  Action=AssumeRoleWithWebIdentity: the token and role must match; answers XML credentials
+  that the Bedrock fake then accepts (with their session token).
+
 Faults per deployment or model name: POST /_control/fault/{name} with {"status": 429,
 "retry_after": 3} or {"error": "content_filter" | "context_window"}; {} clears. GET /_stats:
 {"tokens_issued": N, "requests": N, "rejected": N}.
@@ -47,6 +58,8 @@ Bounded: bodies 4 MiB, 1024 recorded tokens.
 """
 import argparse
 import base64
+import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -55,6 +68,8 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import zlib
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 BODY_MAX = 4 * 1024 * 1024
@@ -187,6 +202,76 @@ def anthropic_answer(model, req):
                                         for n, d in ev).encode()
 
 
+def evs_frame(event_type, payload, message_type="event"):
+    """One AWS event-stream frame (CRC-32s as zlib computes them)."""
+    def header(name, value):
+        n, v = name.encode(), value.encode()
+        return bytes([len(n)]) + n + bytes([7]) + len(v).to_bytes(2, "big") + v
+    kind = ":event-type" if message_type == "event" else ":exception-type"
+    headers = (header(":message-type", message_type) + header(kind, event_type) +
+               header(":content-type", "application/json"))
+    body = json.dumps(payload).encode()
+    total = 12 + len(headers) + len(body) + 4
+    prelude = total.to_bytes(4, "big") + len(headers).to_bytes(4, "big")
+    prelude += zlib.crc32(prelude).to_bytes(4, "big")
+    msg = prelude + headers + body
+    return msg + zlib.crc32(msg).to_bytes(4, "big")
+
+
+def sigv4_check(handler, body, keys):
+    """None when handler's request is signed by one of keys {akid: (secret, session)} for
+    bedrock in its region, else the reason."""
+    auth = handler.headers.get("Authorization", "")
+    if not auth.startswith("AWS4-HMAC-SHA256 "):
+        return "no SigV4 Authorization"
+    fields = dict(p.strip().split("=", 1) for p in auth[len("AWS4-HMAC-SHA256 "):].split(","))
+    try:
+        akid, date, region, service, term = fields["Credential"].split("/")
+        signed = fields["SignedHeaders"].split(";")
+        given = fields["Signature"]
+    except (KeyError, ValueError):
+        return "malformed Authorization"
+    amz = handler.headers.get("X-Amz-Date", "")
+    if akid not in keys:
+        return "unknown access key"
+    secret, session = keys[akid]
+    if session is not None and handler.headers.get("X-Amz-Security-Token") != session:
+        return "missing or wrong session token"
+    if (term != "aws4_request" or service != "bedrock" or
+            region != handler.server.cfg["bedrock"]["region"] or amz[:8] != date):
+        return "wrong scope"
+    try:
+        when = datetime.strptime(amz, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return "bad x-amz-date"
+    if abs(datetime.now(timezone.utc) - when) > timedelta(minutes=5):
+        return "request time too skewed"
+    for h in ("host", "x-amz-date", "content-type"):
+        if h not in signed:
+            return "%s not signed" % h
+    if session is not None and "x-amz-security-token" not in signed:
+        return "session token not signed"
+    path, _, query = handler.path.partition("?")
+    pairs = sorted((urllib.parse.quote(k, safe="-_.~"), urllib.parse.quote(v, safe="-_.~"))
+                   for k, _, v in (q.partition("=") for q in query.split("&") if q))
+    canon = "\n".join([
+        handler.command,
+        urllib.parse.quote(path, safe="/-_.~"),
+        "&".join("%s=%s" % kv for kv in pairs),
+        "".join("%s:%s\n" % (h, " ".join(handler.headers.get(h, "").split())) for h in signed),
+        ";".join(signed),
+        hashlib.sha256(body).hexdigest()])
+    sts = "\n".join(["AWS4-HMAC-SHA256", amz, "%s/%s/%s/aws4_request" % (date, region, service),
+                     hashlib.sha256(canon.encode()).hexdigest()])
+    k = ("AWS4" + secret).encode()
+    for part in (date, region, service, "aws4_request"):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    want = hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(want, given):
+        return "signature mismatch"
+    return None
+
+
 def b64url_decode(s):
     return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
 
@@ -233,7 +318,8 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 self.json_reply(200, {k: state.get(k, 0)
                                       for k in ("tokens_issued", "requests", "rejected",
-                                                "jwt_verified", "jwt_refused")})
+                                                "jwt_verified", "jwt_refused", "sig_verified",
+                                                "sig_refused")})
         else:
             self.json_reply(404, {"error": "not found"})
 
@@ -263,6 +349,10 @@ class Handler(BaseHTTPRequestHandler):
             self.gemini(path, query, body)
         elif "vertex" in cfg and path.startswith("/v1/projects/"):
             self.vertex(path, query, body)
+        elif "bedrock" in cfg and path.startswith("/model/"):
+            self.bedrock(path, body)
+        elif "sts" in cfg and path == "/sts/":
+            self.sts(body)
         else:
             self.json_reply(404, {"error": {"code": "404", "message": "Resource not found"}})
 
@@ -481,6 +571,127 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(200, ctype, out)
         else:
             self.google_error(404, "NOT_FOUND", "unknown publisher or method")
+
+    # ---- Amazon Bedrock
+    def aws_error(self, status, kind, message):
+        with lock:
+            state["rejected"] += 1
+        self.json_reply(status, {"message": message},
+                        {"x-amzn-ErrorType": kind + ":http://internal.amazon.com/coral/"})
+
+    def bedrock(self, path, body):
+        b = self.server.cfg["bedrock"]
+        keys = {b["access_key_id"]: (b["secret"], b.get("session_token"))}
+        with lock:
+            keys.update(state.get("sts_keys", {}))
+        why = sigv4_check(self, body, keys)
+        if why:
+            with lock:
+                state["sig_refused"] = state.get("sig_refused", 0) + 1
+            self.aws_error(403, "SignatureDoesNotMatch", "The request signature we calculated "
+                           "does not match the signature you provided. (%s)" % why)
+            return
+        with lock:
+            state["sig_verified"] = state.get("sig_verified", 0) + 1
+        model_enc, _, action = path[len("/model/"):].partition("/")
+        model = urllib.parse.unquote(model_enc)
+        if model not in b["models"]:
+            self.aws_error(404, "ResourceNotFoundException", "Model not found")
+            return
+        try:
+            req = json.loads(body)
+        except ValueError:
+            self.aws_error(400, "ValidationException", "Malformed input request")
+            return
+        with lock:
+            fault = dict(state["faults"].get(model, {}))
+        if fault.get("status") == 429:
+            self.aws_error(429, "ThrottlingException", "Too many requests, please wait before "
+                           "trying again.")
+            return
+        if fault.get("error") == "context_window":
+            self.aws_error(400, "ValidationException", "Input is too long for requested model.")
+            return
+        if action == "invoke":
+            if not isinstance(req.get("inputText"), str):
+                self.aws_error(400, "ValidationException", "inputText is required")
+                return
+            self.json_reply(200, {"embedding": [0.5, 0.25, 0.125], "inputTextTokenCount": 3})
+            return
+        msgs = req.get("messages")
+        if (not isinstance(msgs, list) or not msgs or "model" in req or
+                any(m.get("role") != ("user", "assistant")[i % 2] for i, m in enumerate(msgs)) or
+                any(not m.get("content") for m in msgs)):
+            self.aws_error(400, "ValidationException", "A conversation must start with a user "
+                           "message and alternate between user and assistant roles.")
+            return
+        tools = [t["toolSpec"] for t in (req.get("toolConfig") or {}).get("tools", [])]
+        usage = {"inputTokens": 21, "outputTokens": 6, "totalTokens": 27}
+        stop = "guardrail_intervened" if fault.get("error") == "guardrail" else (
+            "tool_use" if tools else "end_turn")
+        if action == "converse":
+            content = ([{"toolUse": {"toolUseId": "tooluse_1", "name": tools[0]["name"],
+                                     "input": {"city": "Paris"}}}] if tools
+                       else [{"text": "hello from bedrock"}])
+            self.json_reply(200, {"output": {"message": {"role": "assistant",
+                                                         "content": content}},
+                                  "stopReason": stop, "usage": usage,
+                                  "metrics": {"latencyMs": 12}})
+            return
+        if action != "converse-stream":
+            self.aws_error(404, "UnknownOperationException", "unknown operation")
+            return
+        frames = [evs_frame("messageStart", {"role": "assistant", "p": "abcd"})]
+        if tools:
+            frames += [evs_frame("contentBlockStart", {"contentBlockIndex": 0, "start": {
+                           "toolUse": {"toolUseId": "tooluse_1", "name": tools[0]["name"]}}}),
+                       evs_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {
+                           "toolUse": {"input": "{\"city\":"}}}),
+                       evs_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {
+                           "toolUse": {"input": "\"Paris\"}"}}})]
+        else:
+            for w in ["hello ", "from ", "bedrock"]:
+                frames.append(evs_frame("contentBlockDelta", {"contentBlockIndex": 0,
+                                                              "delta": {"text": w}, "p": "xy"}))
+        if fault.get("error") == "stream_exception":
+            frames.append(evs_frame("throttlingException", {"message": "slow down"},
+                                    "exception"))
+        else:
+            frames += [evs_frame("contentBlockStop", {"contentBlockIndex": 0}),
+                       evs_frame("messageStop", {"stopReason": stop}),
+                       evs_frame("metadata", {"usage": usage, "metrics": {"latencyMs": 9}})]
+        self.reply(200, "application/vnd.amazon.eventstream", b"".join(frames))
+
+    # ---- AWS STS: AssumeRoleWithWebIdentity
+    def sts(self, body):
+        c = self.server.cfg["sts"]
+        form = {k: v[0] for k, v in urllib.parse.parse_qs(body.decode()).items()}
+        if (form.get("Action") != "AssumeRoleWithWebIdentity" or
+                form.get("Version") != "2011-06-15"):
+            self.reply(400, "text/xml", b"<ErrorResponse><Error><Code>InvalidAction</Code>"
+                                        b"</Error></ErrorResponse>")
+            return
+        if (form.get("WebIdentityToken") != c["web_identity_token"] or
+                form.get("RoleArn") != c["role_arn"]):
+            with lock:
+                state["rejected"] += 1
+            self.reply(400, "text/xml", b"<ErrorResponse><Error><Type>Sender</Type><Code>"
+                                        b"InvalidIdentityToken</Code><Message>bad token"
+                                        b"</Message></Error></ErrorResponse>")
+            return
+        akid = "ASIA" + secrets.token_hex(8).upper()
+        secret, session = secrets.token_hex(20), "FwoG" + secrets.token_hex(40)
+        exp = datetime.now(timezone.utc) + timedelta(seconds=int(c.get("expires_in", 3600)))
+        with lock:
+            state.setdefault("sts_keys", {})[akid] = (secret, session)
+            state["tokens_issued"] += 1
+        xml = ("<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/"
+               "2011-06-15/\"><AssumeRoleWithWebIdentityResult><Credentials>"
+               "<AccessKeyId>%s</AccessKeyId><SecretAccessKey>%s</SecretAccessKey>"
+               "<SessionToken>%s</SessionToken><Expiration>%s</Expiration></Credentials>"
+               "</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>" %
+               (akid, secret, session, exp.strftime("%Y-%m-%dT%H:%M:%SZ")))
+        self.reply(200, "text/xml", xml.encode())
 
     # ---- Azure OpenAI
     def azure(self, path, query, body):

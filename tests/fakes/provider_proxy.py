@@ -82,9 +82,10 @@ def read_body(f, headers):
 
 
 def path_model(path):
-    """The model a Google-style path names (models/NAME:method), else ""."""
-    m = re.search(r"/models/([^/:]+):", path)
-    return m.group(1) if m else ""
+    """The model a path names (Google's models/NAME:method, Bedrock's /model/NAME/converse),
+    else ""."""
+    m = re.search(r"/models/([^/:]+):", path) or re.search(r"^/model/([^/]+)/", path)
+    return urllib.parse.unquote(m.group(1)) if m else ""
 
 
 def answer(path, req):
@@ -95,6 +96,12 @@ def answer(path, req):
         return "application/json", json.dumps({
             "access_token": "proxy-token-" + path_model(path), "expires_in": 3599,
             "token_type": "Bearer"}).encode()
+    if path.endswith("/converse"):
+        return "application/json", json.dumps({
+            "output": {"message": {"role": "assistant",
+                                   "content": [{"text": "hello from the proxy"}]}},
+            "stopReason": "end_turn",
+            "usage": {"inputTokens": 5, "outputTokens": 4, "totalTokens": 9}}).encode()
     if ":generateContent" in path:
         return "application/json", json.dumps({
             "candidates": [{"content": {"role": "model",

@@ -39,6 +39,7 @@ declare -A WANT_URL=(
     [azure_ai]=https://hub-test.services.ai.azure.com/models/chat/completions
     [gemini]="https://generativelanguage.googleapis.com/v1beta/models/m-gemini:generateContent"
     # project from the service account, location from VERTEXAI_LOCATION
+    [bedrock]="https://bedrock-runtime.eu-central-1.amazonaws.com/model/m-bedrock/converse" # AWS_REGION
     [vertex_ai]="https://us-central1-aiplatform.googleapis.com/v1/projects/proj-h/locations/us-central1/publishers/google/models/m-vertex_ai:generateContent"
 )
 "$TG_BUILD_DIR/router-svc/router-svc" --providers >"$RT_DIR/providers.tsv" ||
@@ -73,6 +74,10 @@ done
 [ -s "$RT_DIR/proxy.port" ] || rt_die "provider_proxy did not start"
 PROXY="http://127.0.0.1:$(cat "$RT_DIR/proxy.port")"
 
+export AWS_REGION=eu-central-1
+export AWS_ACCESS_KEY_ID="AKIA$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)"
+export AWS_SECRET_ACCESS_KEY=$(rt_randkey aws-secret)
+unset AWS_SESSION_TOKEN AWS_ROLE_ARN AWS_WEB_IDENTITY_TOKEN_FILE
 # One deployment per provider, no api_base. Keys: the provider's first variable (a distinct
 # random value each), except mistral's, given as api_key.
 declare -A KEY_OF SET_HERE
@@ -80,7 +85,12 @@ declare -A KEY_OF SET_HERE
     echo "model_list:"
     while IFS=$'\t' read -r name base keyvars basevars; do
         var=${keyvars%%,*}
-        if [ "$name" = vertex_ai ]; then
+        if [ "$name" = bedrock ]; then
+            # AWS_* credentials for AWS's own endpoint; the access key id is what travels (in
+            # the signature's Credential=), the secret never does
+            KEY_OF[$name]=$AWS_ACCESS_KEY_ID
+            extra=""
+        elif [ "$name" = vertex_ai ]; then
             # a service account (its key made here) whose token_uri is Google's: the JWT goes
             # there, the token the proxy issues goes to the regional host
             KEY_OF[$name]=proxy-token-
@@ -171,9 +181,14 @@ while IFS=$'\t' read -r name _; do
     anthropic) want_auth="x-api-key=${KEY_OF[$name]}" ;;
     azure | azure_ai) want_auth="api-key=${KEY_OF[$name]}" ;;
     gemini) want_auth="x-goog-api-key=${KEY_OF[$name]}" ;;
+    bedrock) want_auth="" ;; # checked below: a signature, not the key
     *) want_auth="authorization=Bearer ${KEY_OF[$name]}" ;;
     esac
     got=$(awk -F'\t' -v m="m-$name" '$1 == m' "$RT_DIR/seen.tsv" | sort -u)
+    if [ "$name" = bedrock ]; then
+        got=$(echo "$got" | sed 's/authorization=AWS4-HMAC-SHA256 Credential=\([^/]*\)\/.*/sigv4=\1/')
+        want_auth="sigv4=${KEY_OF[$name]}"
+    fi
     rt_eq "$name: the request went to $want with its own key" "$got" \
         "m-$name	$want	$want_host	$want_auth"
 done <"$RT_DIR/providers.tsv"
@@ -197,4 +212,6 @@ for name in "${!KEY_OF[@]}"; do
     [ -z "$others" ] || leaks="$leaks $name->$others"
 done
 rt_eq "no key seen at a host other than its provider's" "${leaks:-none}" none
+rt_eq "the AWS secret never went on a wire" \
+    "$(grep -cF -- "$AWS_SECRET_ACCESS_KEY" "$RT_DIR/proxy.jsonl")" 0
 rt_finish
