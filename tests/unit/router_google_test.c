@@ -561,7 +561,9 @@ static void test_vertex(void **state)
     char *inline_json;
 
     (void)state;
-    inline_json = json_dumps(json_string(sa_json), JSON_ENCODE_ANY); /* leaks nothing: freed */
+    body = json_string(sa_json);
+    inline_json = json_dumps(body, JSON_ENCODE_ANY); /* the JSON as a quoted YAML scalar */
+    json_decref(body);
     snprintf(text, sizeof(text),
              "model_list:\n"
              "  - model_name: g\n"
