@@ -755,6 +755,15 @@ static int dialect_answer(struct rt_call *c, char *msg, size_t cap)
                        ? d->embed_response(j, c->model_requested, why, sizeof(why))
                        : NULL)
                 : d->response(j, c->model_requested, why, sizeof(why));
+    if (t != NULL && c->wire.api == RT_API_EMBEDDINGS && c->req != NULL) {
+        const char *fmt = json_string_value(json_object_get(c->req, "encoding_format"));
+
+        /* the provider gives numbers; the client asked for OpenAI's base64 form */
+        if (fmt != NULL && strcmp(fmt, "base64") == 0 && rt_dialect_embeddings_base64(t) != 0) {
+            json_decref(t);
+            t = NULL;
+        }
+    }
     if (t != NULL)
         s = json_dumps(t, JSON_COMPACT);
     json_decref(t);

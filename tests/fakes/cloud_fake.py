@@ -63,6 +63,7 @@ import hmac
 import json
 import os
 import secrets
+import struct
 import subprocess
 import tempfile
 import threading
@@ -104,9 +105,13 @@ def chat_answer(model, req):
 def embeddings_answer(model, req):
     inp = req.get("input")
     n = len(inp) if isinstance(inp, list) else 1
+    vec = [0.5, 0.25]
+    if req.get("encoding_format") == "base64":
+        # as OpenAI and Azure answer it: little-endian float32, base64
+        vec = base64.b64encode(struct.pack("<%df" % len(vec), *vec)).decode()
     return "application/json", json.dumps({
         "object": "list", "model": model,
-        "data": [{"object": "embedding", "index": i, "embedding": [0.5, 0.25]} for i in range(n)],
+        "data": [{"object": "embedding", "index": i, "embedding": vec} for i in range(n)],
         "usage": {"prompt_tokens": 3 * n, "total_tokens": 3 * n}}).encode()
 
 

@@ -362,6 +362,13 @@ static void test_embeddings(void **state)
         json_integer_value(json_object_get(json_object_get(o, "usage"), "prompt_tokens")), 7);
     json_decref(o);
     json_decref(a);
+    /* OpenAI's base64 form, for a client that asked for it */
+    o = parse("{\"data\":[{\"index\":0,\"embedding\":[0.5,0.25]},{\"index\":1,"
+              "\"embedding\":[]}]}");
+    assert_int_equal(rt_dialect_embeddings_base64(o), 0);
+    assert_json(o, "{\"data\":[{\"index\":0,\"embedding\":\"AAAAPwAAgD4=\"},{\"index\":1,"
+                   "\"embedding\":\"\"}]}");
+    json_decref(o);
     json_decref(req);
     req = parse("{\"input\":[[1,2,3]]}");
     assert_null(rt_dialect_gemini.embed_request(req, &d, err, sizeof(err)));

@@ -152,6 +152,12 @@ int rt_dialect_chunk(struct rt_dialect_stream *st, json_t *delta, const char *fi
 int rt_dialect_usage_chunk(struct rt_dialect_stream *st, struct tg_buf *out);
 int rt_dialect_done(struct tg_buf *out);
 
+/* rt_dialect_embeddings_base64: an OpenAI embeddings list whose vectors are number arrays, made
+ * into what a client asking encoding_format "base64" gets (each vector as little-endian
+ * float32 bytes in base64; the official OpenAI clients ask for it by default). 0 or
+ * TG_ENOMEM. */
+int rt_dialect_embeddings_base64(json_t *list);
+
 /* How the provider is spoken to for one client API. */
 struct rt_wire {
     enum rt_api api;           /* the API at the provider's door (OpenAI chat for a dialect) */
