@@ -684,6 +684,8 @@ static void upstream_message(const struct rt_call *c, char *out, size_t cap)
         j = rt_json_load_bounded(c->res_body, c->res_body_len, RT_JSON_ANSWER_MAX_DEPTH,
                                  RT_JSON_ANSWER_MAX_ELEMENTS, &jerr);
         m = json_object_get(json_object_get(j, "error"), "message");
+        if (!json_is_string(m))
+            m = json_object_get(j, "message"); /* AWS's shape: {"message": ...} */
         if (json_is_string(m)) {
             snprintf(out, cap, "%s", json_string_value(m));
             json_decref(j);
