@@ -28,6 +28,7 @@ target_link_libraries(rt_providers PUBLIC tg_common rt_usage rt_router rt_sse Pk
 rt_core_module(trail DEPS rt_mask)
 rt_core_module(limiter)
 rt_core_module(config DEPS tg_yaml tg_units rt_providers)
+target_sources(rt_config PRIVATE ${RT_SRC}/config_model.c) # model_list: config_int.h
 rt_core_module(keys DEPS rt_config tg_units PkgConfig::JANSSON Threads::Threads)
 rt_core_module(usage DEPS rt_config PkgConfig::JANSSON)
 rt_core_module(router DEPS rt_config rt_keys rt_limiter rt_trail rt_mask Threads::Threads)

@@ -17,23 +17,10 @@
 #include "tg_units.h"
 #include "tg_yaml.h"
 
-#define TG_YAML_PATH_MAX 256
+#include "config_int.h"
 #define CONFIG_FILE_MAX_BYTES (16u * 1024u * 1024u)
 
-/* Load context: the document and its diagnostics (tg_yaml), the diagnostics' destination, the
- * configuration being built. */
-struct ld {
-    struct tg_yaml y;
-    struct rt_config_diag *diag;
-    struct rt_config *cfg;
-};
-
-/* snprintf that cuts silently: every caller either checked the length before or wants a cut
- * value rather than none. Returns what vsnprintf returns. */
-static int fmt_cut(char *dst, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fmt_cut(char *dst, size_t cap, const char *fmt, ...)
+int rt_config_fmt_cut(char *dst, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     int n;
@@ -50,18 +37,18 @@ static void diag_sink(void *ud, int is_error, const char *line)
     struct rt_config_diag *diag = ud;
 
     if (is_error) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s", line);
+        rt_config_fmt_cut(diag->error, sizeof(diag->error), "%s", line);
         return;
     }
     TG_WARN("msg=\"config warning\" detail=\"%s\"", line);
     if (diag->n_warnings < RT_CONFIG_WARNINGS_MAX)
-        fmt_cut(diag->warnings[diag->n_warnings++], RT_CONFIG_MSG_CAP, "%s", line);
+        rt_config_fmt_cut(diag->warnings[diag->n_warnings++], RT_CONFIG_MSG_CAP, "%s", line);
     else
         diag->warnings_dropped++;
 }
 
 /* A limit: absent or null is RT_LIMIT_NONE. */
-static int get_limit(struct ld *ld, const yaml_node_t *n, const char *path, int64_t *out)
+int rt_config_get_limit(struct ld *ld, const yaml_node_t *n, const char *path, int64_t *out)
 {
     uint64_t r = 0;
 
@@ -90,11 +77,12 @@ int rt_config_check_auth(const struct rt_config *cfg, char *err, size_t errlen)
 {
     if (cfg->master_key[0] != '\0' || cfg->n_keys > 0 || cfg->allow_unauthenticated)
         return 0;
-    fmt_cut(err, errlen,
-            "%s: general_settings.master_key: no master key and no keys (tollgate.keys): every "
-            "request would be served without authentication; set a master_key, add keys, or set "
-            "tollgate.allow_unauthenticated: true to serve without keys on purpose",
-            cfg->path);
+    rt_config_fmt_cut(
+        err, errlen,
+        "%s: general_settings.master_key: no master key and no keys (tollgate.keys): every "
+        "request would be served without authentication; set a master_key, add keys, or set "
+        "tollgate.allow_unauthenticated: true to serve without keys on purpose",
+        cfg->path);
     return TG_ECONFIG;
 }
 
@@ -121,529 +109,6 @@ static int require_group(struct ld *ld, const yaml_node_t *n, const char *path, 
     if (!rt_config_has_group(ld->cfg, group))
         return tg_yaml_fail(&ld->y, n, path,
                             "unknown model group \"%s\" (no model_list entry has it)", group);
-    return 0;
-}
-
-/* ---- model_list ---- */
-
-static int parse_provider_model(struct ld *ld, const yaml_node_t *n, const char *path,
-                                struct rt_deployment_conf *d)
-{
-    char full[RT_PROVIDER_CAP + RT_NAME_CAP + 1];
-    const char *slash;
-    size_t plen;
-
-    if (tg_yaml_str_nonempty(&ld->y, n, path, full, sizeof(full)) != 0)
-        return TG_ECONFIG;
-    slash = strchr(full, '/');
-    if (slash == NULL) {
-        fmt_cut(d->provider, sizeof(d->provider), "openai");
-        d->provider_implicit = 1;
-        if (strlen(full) >= sizeof(d->model))
-            return tg_yaml_fail(&ld->y, n, path, "model name too long (max %d bytes)",
-                                RT_NAME_CAP - 1);
-        fmt_cut(d->model, sizeof(d->model), "%s", full);
-    } else {
-        plen = (size_t)(slash - full);
-        if (plen == 0 || plen >= sizeof(d->provider))
-            return tg_yaml_fail(&ld->y, n, path, "provider prefix must be 1..%d bytes",
-                                RT_PROVIDER_CAP - 1);
-        if (slash[1] == '\0')
-            return tg_yaml_fail(&ld->y, n, path, "missing model name after \"%.*s/\"", (int)plen,
-                                full);
-        if (strlen(slash + 1) >= sizeof(d->model))
-            return tg_yaml_fail(&ld->y, n, path, "model name too long (max %d bytes)",
-                                RT_NAME_CAP - 1);
-        memcpy(d->provider, full, plen);
-        d->provider[plen] = '\0';
-        fmt_cut(d->model, sizeof(d->model), "%s", slash + 1);
-    }
-    return 0;
-}
-
-/* Provider-specific litellm_params (struct rt_dep_cloud), by name. */
-struct cloud_param {
-    const char *name;
-    size_t off, cap;
-};
-#define CLOUD_PARAM(f)                                                                             \
-    {                                                                                              \
-#f, offsetof(struct rt_dep_cloud, f), sizeof(((struct rt_dep_cloud *)0)->f)                \
-    }
-static const struct cloud_param cloud_params[] = {
-    CLOUD_PARAM(api_version),
-    CLOUD_PARAM(azure_ad_token),
-    CLOUD_PARAM(tenant_id),
-    CLOUD_PARAM(client_id),
-    CLOUD_PARAM(client_secret),
-    CLOUD_PARAM(azure_scope),
-    CLOUD_PARAM(azure_authority_host),
-    CLOUD_PARAM(vertex_project),
-    CLOUD_PARAM(vertex_location),
-    CLOUD_PARAM(vertex_credentials),
-    CLOUD_PARAM(aws_access_key_id),
-    CLOUD_PARAM(aws_secret_access_key),
-    CLOUD_PARAM(aws_session_token),
-    CLOUD_PARAM(aws_region_name),
-    CLOUD_PARAM(aws_bedrock_runtime_endpoint),
-    CLOUD_PARAM(aws_role_name),
-    CLOUD_PARAM(aws_session_name),
-    CLOUD_PARAM(aws_web_identity_token),
-    CLOUD_PARAM(aws_sts_endpoint),
-};
-#define N_CLOUD_PARAMS (sizeof(cloud_params) / sizeof(cloud_params[0]))
-
-/* The provider-specific params one litellm_params mapping gave: which, and where (for the
- * warning when the family does not read it). */
-struct given_params {
-    size_t n;
-    const yaml_node_t *node[N_CLOUD_PARAMS];
-    size_t idx[N_CLOUD_PARAMS];
-    char path[N_CLOUD_PARAMS][TG_YAML_PATH_MAX];
-};
-
-/* k is a provider-specific param: parse it into d->cloud (allocated on the first one). Returns 1
- * when k is not one, else 0 or TG_ECONFIG. */
-static int parse_cloud_param(struct ld *ld, const char *k, yaml_node_t *v, const char *path,
-                             struct rt_deployment_conf *d, struct given_params *given)
-{
-    for (size_t i = 0; i < N_CLOUD_PARAMS; i++) {
-        if (strcmp(k, cloud_params[i].name) != 0)
-            continue;
-        if (tg_yaml_is_null(v))
-            return 0;
-        if (d->cloud == NULL) {
-            d->cloud = calloc(1, sizeof(*d->cloud));
-            if (d->cloud == NULL)
-                return tg_yaml_fail(&ld->y, v, path, "out of memory");
-        }
-        if (tg_yaml_str(&ld->y, v, path, (char *)d->cloud + cloud_params[i].off,
-                        cloud_params[i].cap) != 0)
-            return TG_ECONFIG;
-        if (given->n < N_CLOUD_PARAMS) { /* each at most once: duplicate keys are refused */
-            given->node[given->n] = v;
-            given->idx[given->n] = i;
-            fmt_cut(given->path[given->n], TG_YAML_PATH_MAX, "%s", path);
-            given->n++;
-        }
-        return 0;
-    }
-    return 1;
-}
-
-static int family_reads(const struct rt_provider *p, const char *name)
-{
-    for (size_t i = 0; p->params != NULL && p->params[i] != NULL && i < RT_PROVIDER_PARAMS_MAX;
-         i++) {
-        if (strcmp(p->params[i], name) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* The value of the first of names that is set and not empty, checked for control bytes; NULL
- * when none is (or on a bad value, with *bad = 1 after the error was reported). *which gets the
- * variable's name. */
-static const char *env_first(struct ld *ld, const yaml_node_t *n, const char *path,
-                             const char *const *names, const char **which, int *bad)
-{
-    char why[160];
-
-    *bad = 0;
-    for (size_t i = 0; names != NULL && names[i] != NULL && i < RT_PROVIDER_ENV_MAX; i++) {
-        const char *v = getenv(names[i]);
-
-        if (v == NULL || v[0] == '\0')
-            continue;
-        if (tg_cfgtext_check(v, (size_t)-1, names[i], why, sizeof(why)) != 0) {
-            tg_yaml_fail(&ld->y, n, path, "%s", why);
-            *bad = 1;
-            return NULL;
-        }
-        *which = names[i];
-        return v;
-    }
-    return NULL;
-}
-
-/* The deployment's provider family, base URL and key (provider.h has the rules). model is the
- * litellm_params.model node, path its key path; api_key_given: the config gave api_key. */
-/* A provider-specific param the config did not give, from the variable names[0] when it is
- * set. Returns 0 or TG_ECONFIG. */
-static int param_env_default(struct ld *ld, const yaml_node_t *model, const char *path,
-                             struct rt_deployment_conf *d, const char *param,
-                             const char *const *names)
-{
-    const char *var = NULL, *v;
-    int bad = 0;
-
-    for (size_t i = 0; i < N_CLOUD_PARAMS; i++) {
-        char *field;
-
-        if (strcmp(cloud_params[i].name, param) != 0)
-            continue;
-        field = d->cloud != NULL ? (char *)d->cloud + cloud_params[i].off : NULL;
-        if (field != NULL && field[0] != '\0')
-            return 0; /* given */
-        v = env_first(ld, model, path, names, &var, &bad);
-        if (bad)
-            return TG_ECONFIG;
-        if (v == NULL)
-            return 0;
-        if (strlen(v) >= cloud_params[i].cap)
-            return tg_yaml_fail(&ld->y, model, path, "the value of %s is too long", var);
-        if (d->cloud == NULL) {
-            d->cloud = calloc(1, sizeof(*d->cloud));
-            if (d->cloud == NULL)
-                return tg_yaml_fail(&ld->y, model, path, "out of memory");
-        }
-        fmt_cut((char *)d->cloud + cloud_params[i].off, cloud_params[i].cap, "%s", v);
-        return 0;
-    }
-    return 0;
-}
-
-static int resolve_provider(struct ld *ld, const yaml_node_t *model, const char *path,
-                            struct rt_deployment_conf *d, int api_key_given,
-                            const struct given_params *given)
-{
-    const struct rt_provider *p;
-    const char *v, *var = NULL;
-    int base_is_own = 0, bad = 0;
-    size_t n;
-
-    n = strlen(d->api_base);
-    while (n > 0 && d->api_base[n - 1] == '/')
-        d->api_base[--n] = '\0';
-    if (d->provider_implicit && strncmp(d->model, "claude-", 7) == 0)
-        fmt_cut(d->provider, sizeof(d->provider), "anthropic"); /* as LiteLLM infers it */
-    p = rt_provider_find(d->provider);
-    if (p == NULL) {
-        if (rt_provider_unsupported(d->provider))
-            return tg_yaml_fail(&ld->y, model, path,
-                                "provider \"%s\" is not supported by Tollgate yet (README: "
-                                "Providers)",
-                                d->provider);
-        if (d->api_base[0] == '\0')
-            return tg_yaml_fail(&ld->y, model, path,
-                                "unknown provider \"%s\"; set api_base or use openai/ for an "
-                                "OpenAI-compatible server",
-                                d->provider);
-        p = &rt_provider_openai; /* a generic OpenAI-compatible server: no key from the
-                                  * environment */
-        base_is_own = -1;
-    }
-    d->prov = p;
-    for (size_t i = 0; i < given->n; i++) {
-        if (!family_reads(p, cloud_params[given->idx[i]].name))
-            tg_yaml_warn(&ld->y, given->node[i], given->path[i],
-                         "not used by provider \"%s\", ignored", d->provider);
-    }
-    if (base_is_own < 0)
-        return 0;
-    for (size_t i = 0;
-         p->param_env != NULL && p->param_env[i] != NULL && p->param_env[i + 1] != NULL; i += 2) {
-        const char *const names[2] = {p->param_env[i + 1], NULL};
-
-        if (param_env_default(ld, model, path, d, p->param_env[i], names) != 0)
-            return TG_ECONFIG;
-    }
-    if (p->prepare != NULL) {
-        /* the family completes the deployment (a credentials file, a derived base) */
-        char why[RT_CONFIG_MSG_CAP] = "";
-
-        if (p->prepare(d, why, sizeof(why)) != 0)
-            return tg_yaml_fail(&ld->y, model, path, "%s", why);
-    }
-    if (d->api_base[0] == '\0') {
-        v = env_first(ld, model, path, p->base_env, &var, &bad);
-        if (bad)
-            return TG_ECONFIG;
-        if (v == NULL)
-            v = p->default_base;
-        if (v == NULL)
-            return tg_yaml_fail(&ld->y, model, path,
-                                "provider \"%s\" has no default base URL: set api_base%s%s",
-                                p->name, p->base_env != NULL ? " or " : "",
-                                p->base_env != NULL ? p->base_env[0] : "");
-        if (strlen(v) >= sizeof(d->api_base))
-            return tg_yaml_fail(&ld->y, model, path, "base URL too long (%s, max %zu bytes)",
-                                var != NULL ? var : "default", sizeof(d->api_base) - 1);
-        fmt_cut(d->api_base, sizeof(d->api_base), "%s", v);
-        base_is_own = 1;
-    }
-    n = strlen(d->api_base);
-    while (n > 0 && d->api_base[n - 1] == '/')
-        d->api_base[--n] = '\0';
-    if ((p->flags & RT_PROVIDER_BASE_V1) && (n < 3 || strcmp(d->api_base + n - 3, "/v1") != 0)) {
-        if (n + 3 >= sizeof(d->api_base))
-            return tg_yaml_fail(&ld->y, model, path, "base URL too long");
-        fmt_cut(d->api_base + n, sizeof(d->api_base) - n, "/v1");
-    }
-    if (api_key_given || p->key_env == NULL)
-        return 0;
-    var = NULL;
-    v = env_first(ld, model, path, p->key_env, &var, &bad);
-    if (bad)
-        return TG_ECONFIG;
-    if (v == NULL)
-        return 0;
-    if (!base_is_own && !(p->flags & RT_PROVIDER_SELF_HOSTED)) {
-        /* the variable holds a key for the provider's own service; api_base is another host */
-        tg_yaml_warn(&ld->y, model, path,
-                     "%s is set but not sent: api_base is not %s's own; give api_key to send a "
-                     "key there",
-                     var, p->name);
-        return 0;
-    }
-    if (strlen(v) >= sizeof(d->api_key))
-        return tg_yaml_fail(&ld->y, model, path, "the value of %s is too long (max %zu bytes)", var,
-                            sizeof(d->api_key) - 1);
-    fmt_cut(d->api_key, sizeof(d->api_key), "%s", v);
-    return 0;
-}
-
-/* resolve_provider, then the family's own check of what the deployment gave. */
-static int resolve_deployment(struct ld *ld, const yaml_node_t *model, const char *path,
-                              struct rt_deployment_conf *d, int api_key_given,
-                              const struct given_params *given)
-{
-    char why[RT_CONFIG_MSG_CAP];
-
-    if (resolve_provider(ld, model, path, d, api_key_given, given) != 0)
-        return TG_ECONFIG;
-    why[0] = '\0';
-    if (d->prov->check != NULL && d->prov->check(d, why, sizeof(why)) != 0)
-        return tg_yaml_fail(&ld->y, model, path, "%s", why);
-    return 0;
-}
-
-static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
-                                struct rt_deployment_conf *d, int *timeout_set,
-                                int *stream_timeout_set)
-{
-    char p[TG_YAML_PATH_MAX];
-    char model_path[TG_YAML_PATH_MAX];
-    const yaml_node_t *model = NULL;
-    int api_key_given = 0;
-    struct given_params given;
-
-    given.n = 0;
-    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
-        return TG_ECONFIG;
-    TG_YAML_FOR_PAIRS(n, pair)
-    {
-        const char *k = tg_yaml_key(&ld->y, pair, path);
-        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
-        int rc = 0;
-
-        if (k == NULL)
-            return TG_ECONFIG;
-        tg_yaml_path(p, path, k);
-        if (strcmp(k, "model") == 0) {
-            rc = parse_provider_model(ld, v, p, d);
-            model = v;
-            fmt_cut(model_path, sizeof(model_path), "%s", p);
-        } else if (strcmp(k, "api_base") == 0) {
-            rc = tg_yaml_is_null(v) ? 0
-                                    : tg_yaml_str(&ld->y, v, p, d->api_base, sizeof(d->api_base));
-        } else if (strcmp(k, "api_key") == 0) {
-            api_key_given = !tg_yaml_is_null(v);
-            rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, d->api_key, sizeof(d->api_key));
-        } else if (strcmp(k, "rpm") == 0) {
-            rc = get_limit(ld, v, p, &d->rpm);
-        } else if (strcmp(k, "tpm") == 0) {
-            rc = get_limit(ld, v, p, &d->tpm);
-        } else if (strcmp(k, "timeout") == 0) {
-            rc = tg_yaml_seconds_ms(&ld->y, v, p, &d->timeout_ms);
-            *timeout_set = 1;
-        } else if (strcmp(k, "stream_timeout") == 0) {
-            rc = tg_yaml_seconds_ms(&ld->y, v, p, &d->stream_timeout_ms);
-            *stream_timeout_set = 1;
-        } else if (strcmp(k, "weight") == 0) {
-            rc = tg_yaml_u32(&ld->y, v, p, 1000000, &d->weight);
-        } else if (strcmp(k, "order") == 0) {
-            rc = tg_yaml_i32(&ld->y, v, p, &d->order);
-            if (rc == 0 && d->order < 0)
-                rc = tg_yaml_fail(&ld->y, v, p, "expected a non-negative integer");
-        } else if ((rc = parse_cloud_param(ld, k, v, p, d, &given)) != 1) {
-            /* a provider-specific param: parsed (rc 0) or an error */
-        } else if (strcmp(k, "input_cost_per_token") == 0) {
-            rc = tg_yaml_usd_fusd(&ld->y, v, p, &d->in_fusd_per_token);
-        } else if (strcmp(k, "output_cost_per_token") == 0) {
-            rc = tg_yaml_usd_fusd(&ld->y, v, p, &d->out_fusd_per_token);
-        } else {
-            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
-            rc = 0;
-        }
-        if (rc != 0)
-            return TG_ECONFIG;
-    }
-    if (model == NULL) {
-        tg_yaml_path(p, path, "model");
-        return tg_yaml_fail(&ld->y, n, p, "missing");
-    }
-    return resolve_deployment(ld, model, model_path, d, api_key_given, &given);
-}
-
-static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, size_t index,
-                            struct rt_deployment_conf *d)
-{
-    char p[TG_YAML_PATH_MAX];
-    yaml_node_t *params = NULL;
-    int have_name = 0, timeout_set = 0, stream_timeout_set = 0;
-    int64_t entry_rpm = RT_LIMIT_NONE, entry_tpm = RT_LIMIT_NONE;
-
-    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
-        return TG_ECONFIG;
-    memset(d, 0, sizeof(*d));
-    d->rpm = RT_LIMIT_NONE;
-    d->tpm = RT_LIMIT_NONE;
-    d->weight = 1;
-    d->line = (uint32_t)n->start_mark.line + 1;
-    TG_YAML_FOR_PAIRS(n, pair)
-    {
-        const char *k = tg_yaml_key(&ld->y, pair, path);
-        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
-        int rc = 0;
-
-        if (k == NULL)
-            return TG_ECONFIG;
-        tg_yaml_path(p, path, k);
-        if (strcmp(k, "model_name") == 0) {
-            rc = tg_yaml_str_nonempty(&ld->y, v, p, d->group, sizeof(d->group));
-            have_name = 1;
-        } else if (strcmp(k, "litellm_params") == 0) {
-            params = v;
-            rc = parse_litellm_params(ld, v, p, d, &timeout_set, &stream_timeout_set);
-        } else if (strcmp(k, "rpm") == 0) {
-            rc = get_limit(ld, v, p, &entry_rpm); /* older LiteLLM configs put it here */
-        } else if (strcmp(k, "tpm") == 0) {
-            rc = get_limit(ld, v, p, &entry_tpm);
-        } else if (strcmp(k, "model_info") == 0) {
-            if (tg_yaml_is_null(v))
-                continue;
-            if (tg_yaml_expect(&ld->y, v, p, YAML_MAPPING_NODE) != 0)
-                return TG_ECONFIG;
-            TG_YAML_FOR_PAIRS(v, ip)
-            {
-                char q[TG_YAML_PATH_MAX];
-                const char *ik = tg_yaml_key(&ld->y, ip, p);
-
-                if (ik == NULL)
-                    return TG_ECONFIG;
-                tg_yaml_path(q, p, ik);
-                if (strcmp(ik, "id") == 0) {
-                    if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, ip->value), q, d->id,
-                                             sizeof(d->id)))
-                        return TG_ECONFIG;
-                } else {
-                    tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, ip->key), q, "unknown key, ignored");
-                }
-            }
-        } else {
-            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
-        }
-        if (rc != 0)
-            return TG_ECONFIG;
-    }
-    if (!have_name) {
-        tg_yaml_path(p, path, "model_name");
-        return tg_yaml_fail(&ld->y, n, p, "missing");
-    }
-    if (params == NULL) {
-        tg_yaml_path(p, path, "litellm_params");
-        return tg_yaml_fail(&ld->y, n, p, "missing");
-    }
-    if (d->rpm == RT_LIMIT_NONE)
-        d->rpm = entry_rpm; /* litellm_params.rpm wins when both are given */
-    if (d->tpm == RT_LIMIT_NONE)
-        d->tpm = entry_tpm;
-    if (!timeout_set)
-        d->timeout_ms = ld->cfg->timeout_ms;
-    if (!stream_timeout_set)
-        d->stream_timeout_ms = d->timeout_ms;
-    if (d->id[0] == '\0') {
-        /* Stable generated id: "<group>-<index>", or a digest of the group when too long. */
-        int w = fmt_cut(d->id, sizeof(d->id), "%s-%zu", d->group, index);
-
-        if (w < 0 || (size_t)w >= sizeof(d->id)) {
-            char hex[TG_SHA256_HEX_LEN + 1];
-
-            tg_sha256_hex(d->group, strlen(d->group), hex);
-            fmt_cut(d->id, sizeof(d->id), "%.16s-%zu", hex, index);
-        }
-    }
-    return 0;
-}
-
-/* Free a deployment's provider-specific params, secrets wiped first. */
-static void free_cloud(struct rt_deployment_conf *d)
-{
-    if (d->cloud != NULL) {
-        memset(d->cloud, 0, sizeof(*d->cloud));
-        free(d->cloud);
-        d->cloud = NULL;
-    }
-}
-
-static int parse_model_list(struct ld *ld, yaml_node_t *n)
-{
-    struct rt_config *cfg = ld->cfg;
-    size_t count;
-    char p[TG_YAML_PATH_MAX];
-
-    if (tg_yaml_expect(&ld->y, n, "model_list", YAML_SEQUENCE_NODE) != 0)
-        return TG_ECONFIG;
-    count = tg_yaml_seq_len(n);
-    if (count > RT_CONFIG_DEPLOYMENTS_MAX)
-        return tg_yaml_fail(&ld->y, n, "model_list", "too many entries (%zu, max %d)", count,
-                            RT_CONFIG_DEPLOYMENTS_MAX);
-    if (count > 0) {
-        cfg->deployments = calloc(count, sizeof(*cfg->deployments));
-        if (cfg->deployments == NULL)
-            return tg_yaml_fail(&ld->y, n, "model_list", "out of memory");
-    }
-    TG_YAML_FOR_ITEMS(n, item)
-    {
-        size_t i = cfg->n_deployments;
-        yaml_node_t *e = tg_yaml_node(&ld->y, *item);
-        struct rt_deployment_conf *d = &cfg->deployments[i];
-        uint32_t same = 0, groups = 0;
-
-        tg_yaml_path_index(p, "model_list", i);
-        if (parse_deployment(ld, e, p, i, d) != 0) {
-            free_cloud(d); /* the failed entry is not counted in n_deployments */
-            return TG_ECONFIG;
-        }
-        for (size_t j = 0; j < i; j++) {
-            int first_of_group = 1;
-
-            if (strcmp(cfg->deployments[j].id, d->id) == 0) {
-                char q[TG_YAML_PATH_MAX];
-
-                tg_yaml_path(q, p, "model_info.id");
-                return tg_yaml_fail(&ld->y, e, q, "duplicate id \"%s\" (also at line %u)", d->id,
-                                    cfg->deployments[j].line);
-            }
-            if (strcmp(cfg->deployments[j].group, d->group) == 0)
-                same++;
-            for (size_t k = 0; k < j; k++) {
-                if (strcmp(cfg->deployments[k].group, cfg->deployments[j].group) == 0) {
-                    first_of_group = 0;
-                    break;
-                }
-            }
-            groups += (uint32_t)first_of_group;
-        }
-        if (same + 1 > RT_GROUP_DEPLOYMENTS_MAX)
-            return tg_yaml_fail(&ld->y, e, p, "too many deployments in model group \"%s\" (max %d)",
-                                d->group, RT_GROUP_DEPLOYMENTS_MAX);
-        if (same == 0 && groups + 1 > RT_CONFIG_GROUPS_MAX)
-            return tg_yaml_fail(&ld->y, e, p, "too many model groups (max %d)",
-                                RT_CONFIG_GROUPS_MAX);
-        cfg->n_deployments++;
-    }
     return 0;
 }
 
@@ -707,7 +172,7 @@ static int parse_fallback_rules(struct ld *ld, yaml_node_t *n, const char *path,
             if (strlen(k) >= sizeof(r->group))
                 return tg_yaml_fail(&ld->y, e, q, "group name too long (max %d bytes)",
                                     RT_NAME_CAP - 1);
-            fmt_cut(r->group, sizeof(r->group), "%s", k);
+            rt_config_fmt_cut(r->group, sizeof(r->group), "%s", k);
             if (require_group(ld, tg_yaml_node(&ld->y, pair->key), q, r->group) != 0)
                 return TG_ECONFIG;
             for (uint32_t j = 0; j < *n_out; j++) {
@@ -749,7 +214,7 @@ static int parse_aliases(struct ld *ld, yaml_node_t *n, const char *path, struct
         if (k[0] == '\0' || strlen(k) >= sizeof(a->alias))
             return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
                                 "alias must be 1..%d bytes", RT_NAME_CAP - 1);
-        fmt_cut(a->alias, sizeof(a->alias), "%s", k);
+        rt_config_fmt_cut(a->alias, sizeof(a->alias), "%s", k);
         if (v != NULL && v->type == YAML_MAPPING_NODE) {
             int have_model = 0;
 
@@ -997,7 +462,7 @@ static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *pat
         if (!model_name_known(ld, k))
             return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
                                 "unknown model group \"%s\"", k);
-        if (get_limit(ld, tg_yaml_node(&ld->y, pair->value), p, &v) != 0)
+        if (rt_config_get_limit(ld, tg_yaml_node(&ld->y, pair->value), p, &v) != 0)
             return TG_ECONFIG;
         for (uint32_t i = 0; i < ks->n_model_limits; i++) {
             if (strcmp(ks->model_limits[i].group, k) == 0)
@@ -1011,7 +476,7 @@ static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *pat
                 return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
                                     "group name too long");
             l = &ks->model_limits[ks->n_model_limits++];
-            fmt_cut(l->group, sizeof(l->group), "%s", k);
+            rt_config_fmt_cut(l->group, sizeof(l->group), "%s", k);
             l->rpm = RT_LIMIT_NONE;
             l->tpm = RT_LIMIT_NONE;
         }
@@ -1185,11 +650,11 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
             if (tg_parse_duration_s(s, &ks->budget_duration_s) != 0)
                 rc = tg_yaml_fail(&ld->y, v, p, "expected a duration like 30s, 10m, 1h, 7d or 1mo");
         } else if (strcmp(k, "rpm_limit") == 0) {
-            rc = get_limit(ld, v, p, &ks->rpm_limit);
+            rc = rt_config_get_limit(ld, v, p, &ks->rpm_limit);
         } else if (strcmp(k, "tpm_limit") == 0) {
-            rc = get_limit(ld, v, p, &ks->tpm_limit);
+            rc = rt_config_get_limit(ld, v, p, &ks->tpm_limit);
         } else if (strcmp(k, "max_parallel_requests") == 0) {
-            rc = get_limit(ld, v, p, &ks->max_parallel_requests);
+            rc = rt_config_get_limit(ld, v, p, &ks->max_parallel_requests);
         } else if (strcmp(k, "model_rpm_limit") == 0) {
             rc = parse_key_model_limits(ld, v, p, ks, 0);
         } else if (strcmp(k, "model_tpm_limit") == 0) {
@@ -1447,9 +912,10 @@ static void set_defaults(struct rt_config *cfg)
     cfg->cooldown_s = RT_DEFAULT_COOLDOWN_S;
     cfg->timeout_ms = RT_DEFAULT_TIMEOUT_MS;
     cfg->enforce_fallback_model_access = 1;
-    fmt_cut(cfg->listen, sizeof(cfg->listen), "%s", RT_DEFAULT_LISTEN);
-    fmt_cut(cfg->events_topic, sizeof(cfg->events_topic), "%s", RT_DEFAULT_EVENTS_TOPIC);
-    fmt_cut(cfg->control_topic, sizeof(cfg->control_topic), "%s", RT_DEFAULT_CONTROL_TOPIC);
+    rt_config_fmt_cut(cfg->listen, sizeof(cfg->listen), "%s", RT_DEFAULT_LISTEN);
+    rt_config_fmt_cut(cfg->events_topic, sizeof(cfg->events_topic), "%s", RT_DEFAULT_EVENTS_TOPIC);
+    rt_config_fmt_cut(cfg->control_topic, sizeof(cfg->control_topic), "%s",
+                      RT_DEFAULT_CONTROL_TOPIC);
     cfg->spool_max_bytes = RT_DEFAULT_SPOOL_MAX_BYTES;
     cfg->spool_full_policy = RT_SPOOL_FULL_DROP;
     cfg->spool_fsync = RT_SPOOL_FSYNC_NONE;
@@ -1525,7 +991,7 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
     if (sections[0] == NULL || tg_yaml_is_null(sections[0]))
         return tg_yaml_fail(&ld->y, root, "model_list",
                             "missing (at least one deployment is needed)");
-    if (parse_model_list(ld, sections[0]) != 0)
+    if (rt_config_parse_model_list(ld, sections[0]) != 0)
         return TG_ECONFIG;
     if (ld->cfg->n_deployments == 0)
         return tg_yaml_fail(&ld->y, sections[0], "model_list",
@@ -1556,18 +1022,18 @@ struct rt_config *rt_config_load_buffer(const char *name, const char *data, size
     ld.diag = diag;
     cfg = calloc(1, sizeof(*cfg));
     if (cfg == NULL) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s: out of memory", file);
+        rt_config_fmt_cut(diag->error, sizeof(diag->error), "%s: out of memory", file);
         return NULL;
     }
     ld.cfg = cfg;
-    fmt_cut(cfg->path, sizeof(cfg->path), "%s", file);
+    rt_config_fmt_cut(cfg->path, sizeof(cfg->path), "%s", file);
     set_defaults(cfg);
     if (tg_yaml_open(&ld.y, file, data, len, diag_sink, diag) == 0)
         parse_root(&ld, tg_yaml_root(&ld.y));
     tg_yaml_close(&ld.y);
     if (ld.y.failed || diag->error[0] != '\0') {
         if (diag->error[0] == '\0')
-            fmt_cut(diag->error, sizeof(diag->error), "%s: invalid configuration", file);
+            rt_config_fmt_cut(diag->error, sizeof(diag->error), "%s: invalid configuration", file);
         rt_config_destroy(&cfg);
         return NULL;
     }
@@ -1599,7 +1065,7 @@ void rt_config_destroy(struct rt_config **cfg)
     if (c->deployments != NULL) {
         /* Provider keys are secrets: leave nothing behind in freed memory. */
         for (uint32_t i = 0; i < c->n_deployments; i++)
-            free_cloud(&c->deployments[i]);
+            rt_config_free_cloud(&c->deployments[i]);
         memset(c->deployments, 0, (size_t)c->n_deployments * sizeof(*c->deployments));
         free(c->deployments);
     }
