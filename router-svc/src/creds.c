@@ -196,15 +196,8 @@ static void *refresher(void *arg)
             break;
         if (s->due_mono_ms > now) {
             struct timespec ts;
-            uint64_t wait_ms = s->due_mono_ms - now;
 
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += (time_t)(wait_ms / 1000);
-            ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            tg_mono_deadline(s->due_mono_ms - now, &ts);
             pthread_cond_timedwait(&cr->cond, &cr->lock, &ts);
             continue;
         }
@@ -273,13 +266,7 @@ int rt_creds_start(struct rt_creds *cr, uint32_t first_wait_ms, char *err, size_
         return TG_EIO;
     }
     cr->started = 1;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(first_wait_ms / 1000);
-    ts.tv_nsec += (long)(first_wait_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    tg_mono_deadline(first_wait_ms, &ts);
     pthread_mutex_lock(&cr->lock);
     for (;;) {
         all = 1;

@@ -10,8 +10,7 @@
 
 #define ANTHROPIC_VERSION "2023-06-01"
 
-static int anthropic_wire(const struct rt_deployment_conf *dep, enum rt_api client,
-                          struct rt_wire *out)
+int rt_anthropic_wire(const struct rt_deployment_conf *dep, enum rt_api client, struct rt_wire *out)
 {
     (void)dep;
     out->api = RT_API_MESSAGES;
@@ -60,7 +59,7 @@ const struct rt_provider rt_provider_anthropic = {
     .key_env = (const char *const[]){"ANTHROPIC_API_KEY", NULL},
     .base_env = (const char *const[]){"ANTHROPIC_API_BASE", "ANTHROPIC_BASE_URL", NULL},
     .flags = 0,
-    .wire = anthropic_wire,
+    .wire = rt_anthropic_wire,
     .url = anthropic_url,
     .headers = anthropic_headers,
     .classify = NULL,

@@ -40,47 +40,20 @@
 #define RT_AZURE_AUTHORITY "https://login.microsoftonline.com"
 #define AZURE_FORM_MAX_BYTES 2048
 
-/* s with every byte outside RFC 3986's unreserved set percent-encoded, into out (cap bytes);
- * returns out. */
-static char *path_segment(const char *s, char *out, size_t cap)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = 0;
-
-    for (; *s != '\0' && n + 4 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-
-        if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-            ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-            out[n++] = (char)ch;
-        } else {
-            out[n++] = '%';
-            out[n++] = hex[ch >> 4];
-            out[n++] = hex[ch & 15];
-        }
-    }
-    out[n] = '\0';
-    return out;
-}
-
-static const char *cloud_str(const struct rt_deployment_conf *dep, size_t off)
-{
-    return dep->cloud != NULL ? (const char *)dep->cloud + off : "";
-}
-#define CLOUD(dep, f) cloud_str((dep), offsetof(struct rt_dep_cloud, f))
-
 /* Entra ID client credentials are complete and nothing else authenticates the deployment. */
 static int azure_uses_entra(const struct rt_deployment_conf *dep)
 {
-    return dep->api_key[0] == '\0' && CLOUD(dep, azure_ad_token)[0] == '\0' &&
-           CLOUD(dep, tenant_id)[0] != '\0' && CLOUD(dep, client_id)[0] != '\0' &&
-           CLOUD(dep, client_secret)[0] != '\0';
+    return dep->api_key[0] == '\0' && rt_provider_cloud(dep)->azure_ad_token[0] == '\0' &&
+           rt_provider_cloud(dep)->tenant_id[0] != '\0' &&
+           rt_provider_cloud(dep)->client_id[0] != '\0' &&
+           rt_provider_cloud(dep)->client_secret[0] != '\0';
 }
 
 static int azure_check(const struct rt_deployment_conf *dep, char *err, size_t errlen)
 {
-    int given = (CLOUD(dep, tenant_id)[0] != '\0') + (CLOUD(dep, client_id)[0] != '\0') +
-                (CLOUD(dep, client_secret)[0] != '\0');
+    int given = (rt_provider_cloud(dep)->tenant_id[0] != '\0') +
+                (rt_provider_cloud(dep)->client_id[0] != '\0') +
+                (rt_provider_cloud(dep)->client_secret[0] != '\0');
 
     if (given > 0 && given < 3) {
         snprintf(err, errlen,
@@ -89,7 +62,7 @@ static int azure_check(const struct rt_deployment_conf *dep, char *err, size_t e
         return TG_ECONFIG;
     }
     /* the tenant goes into the token endpoint's path: a GUID or a domain name */
-    for (const char *s = CLOUD(dep, tenant_id); *s != '\0'; s++) {
+    for (const char *s = rt_provider_cloud(dep)->tenant_id; *s != '\0'; s++) {
         if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
               *s == '-' || *s == '.')) {
             snprintf(err, errlen, "tenant_id: expected a tenant id (GUID) or domain name");
@@ -103,18 +76,19 @@ static void azure_url(const struct rt_provider_attempt *a, char *out, size_t cap
 {
     size_t bl;
     const char *base = rt_provider_base(a->dep, &rt_provider_azure, &bl);
-    const char *ver =
-        CLOUD(a->dep, api_version)[0] != '\0' ? CLOUD(a->dep, api_version) : RT_AZURE_API_VERSION;
+    const char *ver = rt_provider_cloud(a->dep)->api_version[0] != '\0'
+                          ? rt_provider_cloud(a->dep)->api_version
+                          : RT_AZURE_API_VERSION;
     char seg[RT_NAME_CAP * 3 + 1];
     char qv[RT_CLOUD_ID_CAP * 3 + 1];
 
-    path_segment(ver, qv, sizeof(qv));
+    rt_provider_segment(ver, NULL, qv, sizeof(qv));
     if (a->wire == RT_API_RESPONSES) {
         snprintf(out, cap, "%.*s/openai/responses?api-version=%s", (int)bl, base, qv);
         return;
     }
     snprintf(out, cap, "%.*s/openai/deployments/%s/%s?api-version=%s", (int)bl, base,
-             path_segment(a->dep->model, seg, sizeof(seg)),
+             rt_provider_segment(a->dep->model, NULL, seg, sizeof(seg)),
              a->wire == RT_API_EMBEDDINGS ? "embeddings" : "chat/completions", qv);
 }
 
@@ -128,9 +102,9 @@ static int azure_headers(const struct rt_provider_attempt *a, const char *url,
         snprintf(hdr[0], RT_PROVIDER_HEADER_CAP, "api-key: %s", dep->api_key);
         return 1;
     }
-    if (CLOUD(dep, azure_ad_token)[0] != '\0') {
+    if (rt_provider_cloud(dep)->azure_ad_token[0] != '\0') {
         snprintf(hdr[0], RT_PROVIDER_HEADER_CAP, "Authorization: Bearer %s",
-                 CLOUD(dep, azure_ad_token));
+                 rt_provider_cloud(dep)->azure_ad_token);
         return 1;
     }
     if (azure_uses_entra(dep)) {
@@ -145,8 +119,8 @@ static int azure_headers(const struct rt_provider_attempt *a, const char *url,
 static int azure_token_request(const struct rt_deployment_conf *dep, int64_t now_s,
                                struct rt_token_request *out, char *err, size_t errlen)
 {
-    const char *auth = CLOUD(dep, azure_authority_host)[0] != '\0'
-                           ? CLOUD(dep, azure_authority_host)
+    const char *auth = rt_provider_cloud(dep)->azure_authority_host[0] != '\0'
+                           ? rt_provider_cloud(dep)->azure_authority_host
                            : RT_AZURE_AUTHORITY;
     size_t al = strlen(auth);
     char form[AZURE_FORM_MAX_BYTES];
@@ -158,12 +132,14 @@ static int azure_token_request(const struct rt_deployment_conf *dep, int64_t now
     while (al > 0 && auth[al - 1] == '/')
         al--;
     if (rt_oauth_form_append(form, sizeof(form), &n, "grant_type", "client_credentials") != 0 ||
-        rt_oauth_form_append(form, sizeof(form), &n, "client_id", CLOUD(dep, client_id)) != 0 ||
-        rt_oauth_form_append(form, sizeof(form), &n, "client_secret", CLOUD(dep, client_secret)) !=
-            0 ||
+        rt_oauth_form_append(form, sizeof(form), &n, "client_id",
+                             rt_provider_cloud(dep)->client_id) != 0 ||
+        rt_oauth_form_append(form, sizeof(form), &n, "client_secret",
+                             rt_provider_cloud(dep)->client_secret) != 0 ||
         rt_oauth_form_append(form, sizeof(form), &n, "scope",
-                             CLOUD(dep, azure_scope)[0] != '\0' ? CLOUD(dep, azure_scope)
-                                                                : RT_AZURE_SCOPE) != 0) {
+                             rt_provider_cloud(dep)->azure_scope[0] != '\0'
+                                 ? rt_provider_cloud(dep)->azure_scope
+                                 : RT_AZURE_SCOPE) != 0) {
         snprintf(err, errlen, "token request too large");
         return TG_EFULL;
     }
@@ -175,7 +151,7 @@ static int azure_token_request(const struct rt_deployment_conf *dep, int64_t now
     }
     out->body_len = n;
     snprintf(out->url, sizeof(out->url), "%.*s/%s/oauth2/v2.0/token", (int)al, auth,
-             CLOUD(dep, tenant_id));
+             rt_provider_cloud(dep)->tenant_id);
     snprintf(out->headers[0], RT_PROVIDER_HEADER_CAP,
              "Content-Type: application/x-www-form-urlencoded");
     snprintf(out->headers[1], RT_PROVIDER_HEADER_CAP, "Accept: application/json");
@@ -220,7 +196,7 @@ static void azure_ai_url(const struct rt_provider_attempt *a, char *out, size_t 
 {
     size_t bl;
     const char *base = rt_provider_base(a->dep, &rt_provider_azure_ai, &bl);
-    const char *ver = CLOUD(a->dep, api_version);
+    const char *ver = rt_provider_cloud(a->dep)->api_version;
     char qv[RT_CLOUD_ID_CAP * 3 + 1];
     int models = host_ends_with(base, bl, ".services.ai.azure.com") &&
                  memmem(base, bl, "/models", 7) == NULL;
@@ -228,7 +204,7 @@ static void azure_ai_url(const struct rt_provider_attempt *a, char *out, size_t 
     snprintf(out, cap, "%.*s%s/%s%s%s", (int)bl, base, models ? "/models" : "",
              a->wire == RT_API_EMBEDDINGS ? "embeddings" : "chat/completions",
              ver[0] != '\0' ? "?api-version=" : "",
-             ver[0] != '\0' ? path_segment(ver, qv, sizeof(qv)) : "");
+             ver[0] != '\0' ? rt_provider_segment(ver, NULL, qv, sizeof(qv)) : "");
 }
 
 static int azure_ai_headers(const struct rt_provider_attempt *a, const char *url,

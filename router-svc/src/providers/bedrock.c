@@ -67,44 +67,6 @@ static json_t *image_block(const json_t *image_url, char *err, size_t errlen)
                      "source", "bytes", semi + 8);
 }
 
-static int content_blocks(const json_t *content, json_t *blocks, char *err, size_t errlen)
-{
-    size_t i;
-    json_t *p;
-
-    if (content == NULL || json_is_null(content))
-        return 0;
-    if (json_is_string(content)) {
-        if (json_string_length(content) > 0)
-            json_array_append_new(blocks, json_pack("{s:O}", "text", content));
-        return 0;
-    }
-    if (!json_is_array(content)) {
-        set_err(err, errlen, "messages: content must be a string, an array of parts or null");
-        return TG_EINVAL;
-    }
-    json_array_foreach(content, i, p)
-    {
-        const char *type = json_string_value(json_object_get(p, "type"));
-        json_t *b;
-
-        if (type != NULL && strcmp(type, "text") == 0 &&
-            json_is_string(json_object_get(p, "text"))) {
-            b = json_pack("{s:O}", "text", json_object_get(p, "text"));
-        } else if (type != NULL && strcmp(type, "image_url") == 0) {
-            b = image_block(json_object_get(p, "image_url"), err, errlen);
-            if (b == NULL)
-                return TG_EINVAL;
-        } else {
-            snprintf(err, errlen, "messages: content part type \"%.32s\" is not supported here",
-                     type != NULL ? type : "(none)");
-            return TG_EINVAL;
-        }
-        json_array_append_new(blocks, b);
-    }
-    return 0;
-}
-
 /* A turn of role with blocks, merged into the last turn when it has the same role. */
 static void add_turn(json_t *msgs, const char *role, json_t *blocks)
 {
@@ -117,17 +79,6 @@ static void add_turn(json_t *msgs, const char *role, json_t *blocks)
         return;
     }
     json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", role, "content", blocks));
-}
-
-static json_t *tool_input(const json_t *fn)
-{
-    const char *a = json_string_value(json_object_get(fn, "arguments"));
-    json_t *j = a != NULL ? json_loads(a, 0, NULL) : NULL;
-
-    if (json_is_object(j))
-        return j;
-    json_decref(j);
-    return json_object();
 }
 
 static json_t *tool_result_content(const json_t *content)
@@ -211,7 +162,7 @@ static int tool_config(json_t *body, const json_t *chat, char *err, size_t errle
 static json_t *converse_request(const json_t *chat, const struct rt_deployment_conf *dep,
                                 int stream, char *err, size_t errlen)
 {
-    const json_t *msgs = json_object_get(chat, "messages");
+    const json_t *msgs;
     json_t *out = json_array(), *sys = json_array(), *body = NULL, *ic = json_object();
     const json_t *v;
     size_t i;
@@ -219,25 +170,17 @@ static json_t *converse_request(const json_t *chat, const struct rt_deployment_c
 
     (void)dep;
     (void)stream;
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
-        set_err(err, errlen, "messages: a non-empty array is required");
+    msgs = rt_dialect_messages(chat, sys, image_block, 1, err, errlen);
+    if (msgs == NULL)
         goto fail;
-    }
     json_array_foreach(msgs, i, m)
     {
         const char *role = json_string_value(json_object_get(m, "role"));
         const json_t *content = json_object_get(m, "content");
         json_t *blocks;
 
-        if (role == NULL) {
-            set_err(err, errlen, "messages: each message needs a role");
-            goto fail;
-        }
-        if (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0) {
-            if (content_blocks(content, sys, err, errlen) != 0)
-                goto fail;
+        if (rt_dialect_is_system(role))
             continue;
-        }
         blocks = json_array();
         if (strcmp(role, "tool") == 0 || strcmp(role, "function") == 0) {
             const char *id = json_string_value(json_object_get(m, "tool_call_id"));
@@ -248,7 +191,7 @@ static json_t *converse_request(const json_t *chat, const struct rt_deployment_c
             add_turn(out, "user", blocks);
             continue;
         }
-        if (content_blocks(content, blocks, err, errlen) != 0) {
+        if (rt_dialect_content(content, blocks, image_block, 1, err, errlen) != 0) {
             json_decref(blocks);
             goto fail;
         }
@@ -269,7 +212,7 @@ static json_t *converse_request(const json_t *chat, const struct rt_deployment_c
                 }
                 json_array_append_new(blocks, json_pack("{s:{s:s,s:s,s:o}}", "toolUse", "toolUseId",
                                                         id != NULL ? id : name, "name", name,
-                                                        "input", tool_input(fn)));
+                                                        "input", rt_dialect_call_args(fn)));
             }
             if (json_array_size(blocks) == 0) {
                 json_decref(blocks);
@@ -336,18 +279,11 @@ static const char *finish_of(const char *r)
     return "stop";
 }
 
-static int64_t count(const json_t *o, const char *k)
-{
-    const json_t *v = json_object_get(o, k);
-
-    return json_is_integer(v) && json_integer_value(v) > 0 ? json_integer_value(v) : 0;
-}
-
 /* Prompt tokens: the input, and what the cache read or wrote. */
 static int64_t prompt_of(const json_t *u)
 {
-    return count(u, "inputTokens") + count(u, "cacheReadInputTokens") +
-           count(u, "cacheWriteInputTokens");
+    return rt_dialect_count(u, "inputTokens") + rt_dialect_count(u, "cacheReadInputTokens") +
+           rt_dialect_count(u, "cacheWriteInputTokens");
 }
 
 static json_t *converse_response(const json_t *answer, const char *model, char *err, size_t errlen)
@@ -417,7 +353,7 @@ static json_t *converse_response(const json_t *answer, const char *model, char *
     else
         json_decref(calls);
     prompt = prompt_of(u);
-    completion = count(u, "outputTokens");
+    completion = rt_dialect_count(u, "outputTokens");
     return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:s}],s:{s:I,s:I,s:I}}", "id",
                      "chatcmpl-bedrock", "object", "chat.completion", "created",
                      (json_int_t)time(NULL), "model", model, "choices", "index", 0, "message", msg,
@@ -488,30 +424,13 @@ static int converse_stream_event(struct rt_dialect_stream *st, const char *raw, 
 
         if (json_is_object(u)) {
             st->prompt_tokens = prompt_of(u);
-            st->completion_tokens = count(u, "outputTokens");
+            st->completion_tokens = rt_dialect_count(u, "outputTokens");
             st->usage_found = 1;
         }
     }
     if (delta != NULL)
         rc = rt_dialect_chunk(st, delta, NULL, out);
     json_decref(j);
-    return rc;
-}
-
-static int converse_stream_end(struct rt_dialect_stream *st, struct tg_buf *out)
-{
-    int rc;
-
-    if (st->ended)
-        return 0;
-    if (!st->finished)
-        return TG_EPROTO;
-    st->ended = 1;
-    rc = rt_dialect_chunk(st, NULL, st->finish, out);
-    if (rc == 0)
-        rc = rt_dialect_usage_chunk(st, out);
-    if (rc == 0)
-        rc = rt_dialect_done(out);
     return rc;
 }
 
@@ -564,7 +483,7 @@ static json_t *embed_response(const json_t *answer, const char *model, char *err
     const json_t *one = json_object_get(answer, "embedding");
     const json_t *many = json_object_get(answer, "embeddings");
     json_t *data = json_array();
-    int64_t tokens = count(answer, "inputTextTokenCount");
+    int64_t tokens = rt_dialect_count(answer, "inputTextTokenCount");
 
     if (json_is_array(one)) {
         json_array_append_new(
@@ -601,7 +520,7 @@ const struct rt_dialect rt_dialect_converse = {
     .event_len = rt_evs_frame_len,
     .stream_accept = "application/vnd.amazon.eventstream",
     .stream_event = converse_stream_event,
-    .stream_end = converse_stream_end,
+    .stream_end = rt_dialect_stream_close,
 };
 
 /* ---- the family ---- */
@@ -700,45 +619,7 @@ static int bedrock_wire(const struct rt_deployment_conf *dep, enum rt_api client
                         struct rt_wire *out)
 {
     (void)dep;
-    out->dialect = &rt_dialect_converse;
-    out->dir = RT_TRANSLATE_NONE;
-    switch (client) {
-    case RT_API_CHAT:
-        out->api = RT_API_CHAT;
-        return 0;
-    case RT_API_MESSAGES:
-        out->api = RT_API_CHAT;
-        out->dir = RT_TRANSLATE_CHAT_TO_MESSAGES;
-        return 0;
-    case RT_API_EMBEDDINGS:
-        out->api = RT_API_EMBEDDINGS;
-        return 0;
-    default:
-        return TG_EINVAL;
-    }
-}
-
-/* The model id as a path segment: every byte outside RFC 3986's unreserved set encoded (a
- * model id's ':' travels as %3A). */
-static const char *segment(const char *s, char *out, size_t cap)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = 0;
-
-    for (; *s != '\0' && n + 4 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-
-        if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-            ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-            out[n++] = (char)ch;
-        } else {
-            out[n++] = '%';
-            out[n++] = hex[ch >> 4];
-            out[n++] = hex[ch & 15];
-        }
-    }
-    out[n] = '\0';
-    return out;
+    return rt_dialect_wire(&rt_dialect_converse, client, out);
 }
 
 static void bedrock_url(const struct rt_provider_attempt *a, char *out, size_t cap)
@@ -747,7 +628,9 @@ static void bedrock_url(const struct rt_provider_attempt *a, char *out, size_t c
     const char *base = rt_provider_base(a->dep, &rt_provider_bedrock, &bl);
     char seg[RT_NAME_CAP * 3 + 1];
 
-    snprintf(out, cap, "%.*s/model/%s/%s", (int)bl, base, segment(a->dep->model, seg, sizeof(seg)),
+    /* the model id's ':' travels as %3A */
+    snprintf(out, cap, "%.*s/model/%s/%s", (int)bl, base,
+             rt_provider_segment(a->dep->model, NULL, seg, sizeof(seg)),
              a->wire == RT_API_EMBEDDINGS ? "invoke"
              : a->stream                  ? "converse-stream"
                                           : "converse");

@@ -1,6 +1,6 @@
 /* crypto: the signing primitives the provider families need, on OpenSSL (the one file of
  * providers/ that includes it): RS256 for Google's service-account JWTs, SHA-256 and
- * HMAC-SHA256 for AWS Signature Version 4, and base64url. See provider.h. */
+ * HMAC-SHA256 for AWS Signature Version 4, and base64. See provider.h. */
 #include "providers/provider.h"
 
 #include <stdio.h>
@@ -14,9 +14,11 @@
 
 #include "tg_err.h"
 
-size_t rt_b64url(const void *data, size_t len, char *out, size_t cap)
+size_t rt_base64(const void *data, size_t len, char *out, size_t cap, int url)
 {
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    static const char std[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char web[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const char *tab = url ? web : std;
     const unsigned char *p = data;
     size_t n = 0;
 
@@ -33,8 +35,12 @@ size_t rt_b64url(const void *data, size_t len, char *out, size_t cap)
         out[n++] = tab[(v >> 12) & 63];
         if (i + 1 < len)
             out[n++] = tab[(v >> 6) & 63];
+        else if (!url)
+            out[n++] = '=';
         if (i + 2 < len)
             out[n++] = tab[v & 63];
+        else if (!url)
+            out[n++] = '=';
     }
     out[n] = '\0';
     return n;

@@ -135,56 +135,6 @@ static json_t *image_part(const json_t *image_url, char *err, size_t errlen)
     return json_pack("{s:{s:s,s:s}}", "fileData", "mimeType", mime, "fileUri", url);
 }
 
-/* A message's content (string, array of parts or null) appended to parts. 0 or TG_EINVAL. */
-static int content_parts(const json_t *content, json_t *parts, char *err, size_t errlen)
-{
-    size_t i;
-    json_t *p;
-
-    if (content == NULL || json_is_null(content))
-        return 0;
-    if (json_is_string(content)) {
-        json_array_append_new(parts, json_pack("{s:O}", "text", content));
-        return 0;
-    }
-    if (!json_is_array(content)) {
-        set_err(err, errlen, "messages: content must be a string, an array of parts or null");
-        return TG_EINVAL;
-    }
-    json_array_foreach(content, i, p)
-    {
-        const char *type = json_string_value(json_object_get(p, "type"));
-        json_t *part;
-
-        if (type != NULL && strcmp(type, "text") == 0 &&
-            json_is_string(json_object_get(p, "text"))) {
-            part = json_pack("{s:O}", "text", json_object_get(p, "text"));
-        } else if (type != NULL && strcmp(type, "image_url") == 0) {
-            part = image_part(json_object_get(p, "image_url"), err, errlen);
-            if (part == NULL)
-                return TG_EINVAL;
-        } else {
-            snprintf(err, errlen, "messages: content part type \"%.32s\" is not supported here",
-                     type != NULL ? type : "(none)");
-            return TG_EINVAL;
-        }
-        json_array_append_new(parts, part);
-    }
-    return 0;
-}
-
-/* A tool call's arguments (a JSON text) as the object Gemini wants. */
-static json_t *call_args(const json_t *fn)
-{
-    const char *a = json_string_value(json_object_get(fn, "arguments"));
-    json_t *j = a != NULL ? json_loads(a, 0, NULL) : NULL;
-
-    if (json_is_object(j))
-        return j;
-    json_decref(j);
-    return a != NULL && a[0] != '\0' ? json_pack("{s:s}", "value", a) : json_object();
-}
-
 /* functionResponse.response from a tool message's content: the JSON object it holds, else
  * {"content": text}. */
 static json_t *tool_result(const json_t *content)
@@ -376,7 +326,7 @@ static const char *call_name(const json_t *ids, const json_t *m)
 static json_t *gemini_request(const json_t *chat, const struct rt_deployment_conf *dep, int stream,
                               char *err, size_t errlen)
 {
-    const json_t *msgs = json_object_get(chat, "messages");
+    const json_t *msgs;
     json_t *body = NULL, *contents = json_array(), *sys = json_array(), *ids = json_object();
     json_t *last_tool = NULL; /* the user turn collecting consecutive tool results */
     size_t i;
@@ -384,25 +334,17 @@ static json_t *gemini_request(const json_t *chat, const struct rt_deployment_con
 
     (void)dep;
     (void)stream;
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
-        set_err(err, errlen, "messages: a non-empty array is required");
+    msgs = rt_dialect_messages(chat, sys, image_part, 0, err, errlen);
+    if (msgs == NULL)
         goto fail;
-    }
     json_array_foreach(msgs, i, m)
     {
         const char *role = json_string_value(json_object_get(m, "role"));
         const json_t *content = json_object_get(m, "content");
         json_t *parts;
 
-        if (role == NULL) {
-            set_err(err, errlen, "messages: each message needs a role");
-            goto fail;
-        }
-        if (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0) {
-            if (content_parts(content, sys, err, errlen) != 0)
-                goto fail;
+        if (rt_dialect_is_system(role))
             continue;
-        }
         if (strcmp(role, "tool") == 0 || strcmp(role, "function") == 0) {
             json_t *fr = json_pack("{s:{s:s,s:o}}", "functionResponse", "name", call_name(ids, m),
                                    "response", tool_result(content));
@@ -416,7 +358,7 @@ static json_t *gemini_request(const json_t *chat, const struct rt_deployment_con
         }
         last_tool = NULL;
         parts = json_array();
-        if (content_parts(content, parts, err, errlen) != 0) {
+        if (rt_dialect_content(content, parts, image_part, 0, err, errlen) != 0) {
             json_decref(parts);
             goto fail;
         }
@@ -439,7 +381,7 @@ static json_t *gemini_request(const json_t *chat, const struct rt_deployment_con
                 if (id != NULL)
                     json_object_set_new(ids, id, json_string(name));
                 json_array_append_new(parts, json_pack("{s:{s:s,s:o}}", "functionCall", "name",
-                                                       name, "args", call_args(fn)));
+                                                       name, "args", rt_dialect_call_args(fn)));
             }
             json_array_append_new(contents,
                                   json_pack("{s:s,s:o}", "role", "model", "parts", parts));
@@ -486,14 +428,6 @@ static const char *finish_of(const char *r)
         strcmp(r, "IMAGE_SAFETY") == 0 || strcmp(r, "LANGUAGE") == 0)
         return "content_filter";
     return "stop";
-}
-
-/* A non-negative count from an answer's usage member, 0 otherwise. */
-static int64_t count(const json_t *o, const char *k)
-{
-    const json_t *v = json_object_get(o, k);
-
-    return json_is_integer(v) && json_integer_value(v) > 0 ? json_integer_value(v) : 0;
 }
 
 /* The parts of one candidate: text, reasoning and tool calls (ids call_<first + k>). */
@@ -609,8 +543,9 @@ static json_t *gemini_response(const json_t *answer, const char *model, char *er
                               json_pack("{s:i,s:{s:s,s:n},s:s}", "index", 0, "message", "role",
                                         "assistant", "content", "finish_reason", "content_filter"));
     }
-    prompt = count(um, "promptTokenCount");
-    completion = count(um, "candidatesTokenCount") + count(um, "thoughtsTokenCount");
+    prompt = rt_dialect_count(um, "promptTokenCount");
+    completion =
+        rt_dialect_count(um, "candidatesTokenCount") + rt_dialect_count(um, "thoughtsTokenCount");
     snprintf(id, sizeof(id), "chatcmpl-%.80s", rid != NULL ? rid : "gemini");
     return json_pack("{s:s,s:s,s:I,s:s,s:o,s:{s:I,s:I,s:I}}", "id", id, "object", "chat.completion",
                      "created", (json_int_t)time(NULL), "model", model, "choices", choices, "usage",
@@ -649,8 +584,9 @@ static int gemini_stream_event(struct rt_dialect_stream *st, const char *raw, si
     cand = json_array_get(json_object_get(j, "candidates"), 0);
     um = json_object_get(j, "usageMetadata");
     if (json_is_object(um)) {
-        st->prompt_tokens = count(um, "promptTokenCount");
-        st->completion_tokens = count(um, "candidatesTokenCount") + count(um, "thoughtsTokenCount");
+        st->prompt_tokens = rt_dialect_count(um, "promptTokenCount");
+        st->completion_tokens = rt_dialect_count(um, "candidatesTokenCount") +
+                                rt_dialect_count(um, "thoughtsTokenCount");
         st->usage_found = 1;
     }
     if (cand == NULL) {
@@ -698,23 +634,6 @@ static int gemini_stream_event(struct rt_dialect_stream *st, const char *raw, si
         st->finished = 1;
     }
     json_decref(j);
-    return rc;
-}
-
-static int gemini_stream_end(struct rt_dialect_stream *st, struct tg_buf *out)
-{
-    int rc;
-
-    if (st->ended)
-        return 0;
-    if (!st->finished)
-        return TG_EPROTO; /* cut before the provider said it finished */
-    st->ended = 1;
-    rc = rt_dialect_chunk(st, NULL, st->finish[0] != '\0' ? st->finish : "stop", out);
-    if (rc == 0)
-        rc = rt_dialect_usage_chunk(st, out);
-    if (rc == 0)
-        rc = rt_dialect_done(out);
     return rc;
 }
 
@@ -860,7 +779,7 @@ static json_t *vertex_embed_response(const json_t *answer, const char *model, ch
             set_err(err, errlen, "the provider's answer has a prediction without values");
             return NULL;
         }
-        tokens += count(json_object_get(e, "statistics"), "token_count");
+        tokens += rt_dialect_count(json_object_get(e, "statistics"), "token_count");
         json_array_append_new(data, json_pack("{s:s,s:I,s:O}", "object", "embedding", "index",
                                               (json_int_t)i, "embedding", vals));
     }
@@ -874,7 +793,7 @@ const struct rt_dialect rt_dialect_gemini = {
     .embed_response = gemini_embed_response,
     .event_len = NULL,
     .stream_event = gemini_stream_event,
-    .stream_end = gemini_stream_end,
+    .stream_end = rt_dialect_stream_close,
 };
 
 const struct rt_dialect rt_dialect_vertex_gemini = {
@@ -884,5 +803,5 @@ const struct rt_dialect rt_dialect_vertex_gemini = {
     .embed_response = vertex_embed_response,
     .event_len = NULL,
     .stream_event = gemini_stream_event,
-    .stream_end = gemini_stream_end,
+    .stream_end = rt_dialect_stream_close,
 };

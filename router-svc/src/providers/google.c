@@ -134,8 +134,8 @@ int rt_google_jwt(const struct rt_dep_cloud *sa, int64_t now_s, char *out, size_
                   sa->sa_client_email, GOOGLE_SCOPE, sa->sa_token_uri, (long long)now_s,
                   (long long)(now_s + GOOGLE_JWT_LIFETIME_S));
     if (hl < 0 || (size_t)hl >= sizeof(head) || cl < 0 || (size_t)cl >= sizeof(claims) ||
-        rt_b64url(head, (size_t)hl, h64, sizeof(h64)) == 0 ||
-        rt_b64url(claims, (size_t)cl, c64, sizeof(c64)) == 0) {
+        rt_base64(head, (size_t)hl, h64, sizeof(h64), 1) == 0 ||
+        rt_base64(claims, (size_t)cl, c64, sizeof(c64), 1) == 0) {
         snprintf(err, errlen, "JWT too large");
         return TG_EFULL;
     }
@@ -148,7 +148,7 @@ int rt_google_jwt(const struct rt_dep_cloud *sa, int64_t now_s, char *out, size_
         snprintf(err, errlen, "the service account's private key cannot sign (RS256)");
         return TG_EINVAL;
     }
-    if (rt_b64url(sig, sl, s64, sizeof(s64)) == 0 || n + 1 + strlen(s64) >= cap) {
+    if (rt_base64(sig, sl, s64, sizeof(s64), 1) == 0 || n + 1 + strlen(s64) >= cap) {
         snprintf(err, errlen, "JWT too large");
         return TG_EFULL;
     }
@@ -158,34 +158,6 @@ int rt_google_jwt(const struct rt_dep_cloud *sa, int64_t now_s, char *out, size_
 }
 
 /* ---- shared ---- */
-
-static const char *cloud_str(const struct rt_deployment_conf *dep, size_t off)
-{
-    return dep->cloud != NULL ? (const char *)dep->cloud + off : "";
-}
-#define CLOUD(dep, f) cloud_str((dep), offsetof(struct rt_dep_cloud, f))
-
-/* s with every byte outside RFC 3986's unreserved set percent-encoded into out. */
-static const char *segment(const char *s, char *out, size_t cap)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = 0;
-
-    for (; *s != '\0' && n + 4 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-
-        if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-            ch == '-' || ch == '.' || ch == '_' || ch == '~' || ch == '@') {
-            out[n++] = (char)ch;
-        } else {
-            out[n++] = '%';
-            out[n++] = hex[ch >> 4];
-            out[n++] = hex[ch & 15];
-        }
-    }
-    out[n] = '\0';
-    return out;
-}
 
 /* A prompt refused before any candidate answers 200 with promptFeedback.blockReason: content
  * policy. A request over the model's input limit: 400 INVALID_ARGUMENT "The input token count
@@ -229,35 +201,13 @@ static long google_retry_after(const char *body, size_t len)
     return v + (frac ? 1 : 0);
 }
 
-/* The generateContent dialect for chat and embeddings; /v1/messages through the chat
- * translation; no responses API. */
-static int dialect_wire(const struct rt_dialect *d, enum rt_api client, struct rt_wire *out)
-{
-    out->dialect = d;
-    out->dir = RT_TRANSLATE_NONE;
-    switch (client) {
-    case RT_API_CHAT:
-        out->api = RT_API_CHAT;
-        return 0;
-    case RT_API_MESSAGES:
-        out->api = RT_API_CHAT;
-        out->dir = RT_TRANSLATE_CHAT_TO_MESSAGES;
-        return 0;
-    case RT_API_EMBEDDINGS:
-        out->api = RT_API_EMBEDDINGS;
-        return 0;
-    default:
-        return TG_EINVAL;
-    }
-}
-
 /* ---- gemini/ (the Gemini API) ---- */
 
 static int gemini_wire(const struct rt_deployment_conf *dep, enum rt_api client,
                        struct rt_wire *out)
 {
     (void)dep;
-    return dialect_wire(&rt_dialect_gemini, client, out);
+    return rt_dialect_wire(&rt_dialect_gemini, client, out);
 }
 
 static void gemini_url(const struct rt_provider_attempt *a, char *out, size_t cap)
@@ -269,7 +219,8 @@ static void gemini_url(const struct rt_provider_attempt *a, char *out, size_t ca
 
     if (strncmp(model, "models/", 7) == 0)
         model += 7;
-    snprintf(out, cap, "%.*s/models/%s:%s", (int)bl, base, segment(model, seg, sizeof(seg)),
+    snprintf(out, cap, "%.*s/models/%s:%s", (int)bl, base,
+             rt_provider_segment(model, "@", seg, sizeof(seg)),
              a->wire == RT_API_EMBEDDINGS ? "batchEmbedContents"
              : a->stream                  ? "streamGenerateContent?alt=sse"
                                           : "generateContent");
@@ -413,17 +364,8 @@ static int vertex_wire(const struct rt_deployment_conf *dep, enum rt_api client,
                        struct rt_wire *out)
 {
     if (!is_claude(dep))
-        return dialect_wire(&rt_dialect_vertex_gemini, client, out);
-    /* Anthropic's Messages API, rawPredict form */
-    out->api = RT_API_MESSAGES;
-    out->dialect = NULL;
-    if (client == RT_API_MESSAGES)
-        out->dir = RT_TRANSLATE_NONE;
-    else if (client == RT_API_CHAT)
-        out->dir = RT_TRANSLATE_MESSAGES_TO_CHAT;
-    else
-        return TG_EINVAL;
-    return 0;
+        return rt_dialect_wire(&rt_dialect_vertex_gemini, client, out);
+    return rt_anthropic_wire(dep, client, out); /* Anthropic's API, rawPredict form */
 }
 
 static int vertex_edit_body(json_t *body, const struct rt_deployment_conf *dep, int stream,
@@ -454,9 +396,9 @@ static void vertex_url(const struct rt_provider_attempt *a, char *out, size_t ca
     else
         method = a->stream ? "streamGenerateContent?alt=sse" : "generateContent";
     snprintf(out, cap, "%.*s/v1/projects/%s/locations/%s/publishers/%s/models/%s:%s", (int)bl, base,
-             CLOUD(a->dep, vertex_project), CLOUD(a->dep, vertex_location),
-             is_claude(a->dep) ? "anthropic" : "google", segment(a->dep->model, seg, sizeof(seg)),
-             method);
+             rt_provider_cloud(a->dep)->vertex_project, rt_provider_cloud(a->dep)->vertex_location,
+             is_claude(a->dep) ? "anthropic" : "google",
+             rt_provider_segment(a->dep->model, "@", seg, sizeof(seg)), method);
 }
 
 static int vertex_headers(const struct rt_provider_attempt *a, const char *url,

@@ -104,6 +104,8 @@ struct rt_token_request {
  * full). */
 #define RT_DIALECT_TOOLS_MAX 32 /* tool calls tracked in one streamed answer */
 
+struct rt_wire; /* below */
+
 struct rt_dialect_stream {
     int started;             /* the first chunk (with the role) went out */
     int finished;            /* the provider said it finished (finish reason seen) */
@@ -151,6 +153,34 @@ int rt_dialect_chunk(struct rt_dialect_stream *st, json_t *delta, const char *fi
                      struct tg_buf *out);
 int rt_dialect_usage_chunk(struct rt_dialect_stream *st, struct tg_buf *out);
 int rt_dialect_done(struct tg_buf *out);
+
+/* More of what the dialects share (dialect.c):
+ * rt_dialect_wire: dialect d behind OpenAI chat for chat and embeddings, /v1/messages through
+ * the chat translation, no responses API (TG_EINVAL).
+ * rt_dialect_content: an OpenAI message's content (a string, an array of parts, or null)
+ * appended to out as {"text": ...} blocks and image() blocks for image_url parts; other part
+ * types are refused (TG_EINVAL with err); skip_empty: an empty string adds no block.
+ * rt_dialect_call_args: a tool call's arguments (a JSON text) as an object; a text that is not
+ * one becomes {"value": text}, none {}. New.
+ * rt_dialect_count: a non-negative integer member of o, 0 otherwise.
+ * rt_dialect_stream_close: a stream_end for dialects whose provider says it finished
+ * (st->finished, st->finish): the closing chunk, the usage chunk and [DONE], once. */
+/* rt_dialect_messages: the chat request's messages checked (a non-empty array, each with a
+ * role), the system and developer messages' content appended to sys as rt_dialect_content
+ * does; the array (borrowed from chat) or NULL with err. The caller walks the others, skipping
+ * those rt_dialect_is_system names. */
+const json_t *rt_dialect_messages(const json_t *chat, json_t *sys,
+                                  json_t *(*image)(const json_t *image_url, char *err,
+                                                   size_t errlen),
+                                  int skip_empty, char *err, size_t errlen);
+int rt_dialect_is_system(const char *role);
+int rt_dialect_wire(const struct rt_dialect *d, enum rt_api client, struct rt_wire *out);
+int rt_dialect_content(const json_t *content, json_t *out,
+                       json_t *(*image)(const json_t *image_url, char *err, size_t errlen),
+                       int skip_empty, char *err, size_t errlen);
+json_t *rt_dialect_call_args(const json_t *fn);
+int64_t rt_dialect_count(const json_t *o, const char *k);
+int rt_dialect_stream_close(struct rt_dialect_stream *st, struct tg_buf *out);
 
 /* rt_dialect_embeddings_base64: an OpenAI embeddings list whose vectors are number arrays, made
  * into what a client asking encoding_format "base64" gets (each vector as little-endian
@@ -262,9 +292,22 @@ extern const struct rt_provider rt_provider_azure_ai;
 extern const struct rt_provider rt_provider_compat[];
 extern const size_t rt_provider_compat_count;
 
+/* rt_provider_segment: s with every byte outside RFC 3986's unreserved set (and keep, may be
+ * NULL) percent-encoded into out (cap bytes, cut beyond); returns out. For names that go into a
+ * URL's path or query (deployments, model ids, versions). */
+const char *rt_provider_segment(const char *s, const char *keep, char *out, size_t cap);
+
+/* rt_provider_cloud: dep's provider-specific params, or one whose every field is "" when the
+ * deployment gave none. Static storage or borrowed from dep; never NULL. */
+const struct rt_dep_cloud *rt_provider_cloud(const struct rt_deployment_conf *dep);
+
 /* rt_provider_needs_token: 1 when dep authenticates with a token from its provider's token
  * endpoint (creds.c keeps one for it). */
 int rt_provider_needs_token(const struct rt_deployment_conf *dep);
+
+/* Anthropic's wire (anthropic.c), shared with Claude on Vertex AI. */
+int rt_anthropic_wire(const struct rt_deployment_conf *dep, enum rt_api client,
+                      struct rt_wire *out);
 
 /* OpenAI's functions, shared by every OpenAI-compatible row (openai.c). */
 int rt_openai_wire(const struct rt_deployment_conf *dep, enum rt_api client, struct rt_wire *out);
@@ -284,14 +327,15 @@ int rt_oauth_token_parse(int http_status, const char *body, size_t len, char *ou
                          int64_t *expires_in_s, char *err, size_t errlen);
 
 /* Signing primitives (crypto.c, on OpenSSL), any thread:
- * rt_b64url: base64url without padding (RFC 4648 section 5) of data into out; returns the
- * length, or 0 when cap is too small.
+ * rt_base64: base64 of data into out: url = 1, base64url without padding (RFC 4648 section 5,
+ * JWTs); url = 0, the standard alphabet with padding (section 4). Returns the length, or 0 when
+ * cap is too small.
  * rt_crypto_rsa_key_check: pem (NUL-terminated) is an RSA private key in PEM; 0 or TG_EINVAL
  * with err.
  * rt_crypto_rs256: RSASSA-PKCS1-v1_5 over SHA-256 (JWT "RS256") of data with the key in pem
  * into sig (cap bytes: the key's size; 256 for RSA-2048); 0 or TG_EINVAL.
  * rt_crypto_sha256 / rt_crypto_hmac_sha256: digests, 32 bytes. */
-size_t rt_b64url(const void *data, size_t len, char *out, size_t cap);
+size_t rt_base64(const void *data, size_t len, char *out, size_t cap, int url);
 int rt_crypto_rsa_key_check(const char *pem, char *err, size_t errlen);
 int rt_crypto_rs256(const char *pem, const void *data, size_t len, unsigned char *sig, size_t cap,
                     size_t *sig_len);

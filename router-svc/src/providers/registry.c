@@ -71,3 +71,32 @@ const char *rt_provider_base(const struct rt_deployment_conf *dep, const struct 
     *len = n;
     return base;
 }
+
+const char *rt_provider_segment(const char *s, const char *keep, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = 0;
+
+    for (; *s != '\0' && n + 4 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+
+        if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+            ch == '-' || ch == '.' || ch == '_' || ch == '~' ||
+            (ch != '\0' && keep != NULL && strchr(keep, ch) != NULL)) {
+            out[n++] = (char)ch;
+        } else {
+            out[n++] = '%';
+            out[n++] = hex[ch >> 4];
+            out[n++] = hex[ch & 15];
+        }
+    }
+    out[n] = '\0';
+    return out;
+}
+
+const struct rt_dep_cloud *rt_provider_cloud(const struct rt_deployment_conf *dep)
+{
+    static const struct rt_dep_cloud none; /* every field "" */
+
+    return dep->cloud != NULL ? dep->cloud : &none;
+}

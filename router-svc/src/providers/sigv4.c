@@ -43,23 +43,20 @@ void rt_sigv4_payload_hash(const void *body, size_t len, char out[65])
 /* Append s[0..n) to b (cap, *len), URI-encoded (keep_slash: '/' as is). 0 or TG_EFULL. */
 static int enc(char *b, size_t cap, size_t *len, const char *s, size_t n, int keep_slash)
 {
-    static const char h[] = "0123456789ABCDEF";
+    char in[2048];
+    size_t el;
 
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if (*len + 4 >= cap)
-            return TG_EFULL;
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '.' || c == '_' || c == '~' || (keep_slash && c == '/')) {
-            b[(*len)++] = (char)c;
-        } else {
-            b[(*len)++] = '%';
-            b[(*len)++] = h[c >> 4];
-            b[(*len)++] = h[c & 15];
-        }
-    }
-    b[*len] = '\0';
+    if (n >= sizeof(in) || *len >= cap)
+        return TG_EFULL;
+    memcpy(in, s, n);
+    in[n] = '\0';
+    if (memchr(in, '\0', n) != NULL)
+        return TG_EFULL; /* no NUL in what is signed */
+    rt_provider_segment(in, keep_slash ? "/" : NULL, b + *len, cap - *len);
+    el = strlen(b + *len);
+    if (*len + el + 1 >= cap || el < n)
+        return TG_EFULL; /* cut */
+    *len += el;
     return 0;
 }
 
