@@ -31,6 +31,17 @@ uint64_t tg_now_epoch_ms(void)
     return clock_ns(CLOCK_REALTIME) / 1000000ull;
 }
 
+void tg_mono_deadline(uint64_t ms, struct timespec *ts)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += (time_t)(ms / 1000);
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
 void tg_sleep_ms(uint64_t ms)
 {
     struct timespec req = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};

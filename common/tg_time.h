@@ -12,6 +12,11 @@ uint64_t tg_now_mono_ns(void);
 /* Wall clock, milliseconds since the Unix epoch. Any thread. */
 uint64_t tg_now_epoch_ms(void);
 
+/* tg_mono_deadline: the CLOCK_MONOTONIC time ms milliseconds from now into *ts, for
+ * pthread_cond_timedwait on a condition variable set to that clock. Any thread. */
+struct timespec;
+void tg_mono_deadline(uint64_t ms, struct timespec *ts);
+
 /* Sleep for ms milliseconds (restarts on EINTR). */
 void tg_sleep_ms(uint64_t ms);
 

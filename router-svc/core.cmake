@@ -11,11 +11,20 @@ endfunction()
 
 rt_core_module(mask)
 
-# providers/: the provider families (pure: URL, headers, wire API, error classes).
+# providers/: the provider families (pure: URL, headers, wire API, error classes). They use the
+# router's generic error classes and usage's bounded JSON parse, and config uses them: CMake links
+# the cycle of static libraries as it does any other.
 add_library(rt_providers STATIC ${RT_SRC}/providers/registry.c ${RT_SRC}/providers/openai.c
-                                ${RT_SRC}/providers/anthropic.c)
+                                ${RT_SRC}/providers/azure.c ${RT_SRC}/providers/oauth.c
+                                ${RT_SRC}/providers/dialect.c ${RT_SRC}/providers/gemini.c
+                                ${RT_SRC}/providers/google.c ${RT_SRC}/providers/crypto.c
+                                ${RT_SRC}/providers/sigv4.c ${RT_SRC}/providers/eventstream.c
+                                ${RT_SRC}/providers/bedrock.c
+                                ${RT_SRC}/providers/anthropic.c
+                                ${RT_SRC}/providers/openai_compat.c)
 target_include_directories(rt_providers PUBLIC ${RT_SRC} ${PROJECT_SOURCE_DIR}/proto)
-target_link_libraries(rt_providers PUBLIC tg_common PkgConfig::JANSSON)
+target_link_libraries(rt_providers PUBLIC tg_common rt_usage rt_router rt_sse PkgConfig::JANSSON
+                      PkgConfig::CRYPTO)
 rt_core_module(trail DEPS rt_mask)
 rt_core_module(limiter)
 rt_core_module(jbound DEPS PkgConfig::JANSSON)
@@ -26,6 +35,7 @@ tg_embed_file(rt_prices_data rt_prices_builtin_json
               ${CMAKE_CURRENT_SOURCE_DIR}/data/model_prices.json)
 rt_core_module(prices DEPS rt_prices_data rt_jbound tg_units PkgConfig::JANSSON Threads::Threads)
 rt_core_module(config DEPS tg_yaml tg_units rt_providers rt_prices)
+target_sources(rt_config PRIVATE ${RT_SRC}/config_model.c) # model_list: config_int.h
 rt_core_module(keys DEPS rt_config tg_units PkgConfig::JANSSON Threads::Threads)
 rt_core_module(usage DEPS rt_config rt_jbound PkgConfig::JANSSON)
 rt_core_module(router DEPS rt_config rt_keys rt_limiter rt_trail rt_mask Threads::Threads)

@@ -33,10 +33,16 @@ add_library(rt_metrics STATIC ${RT_SRC}/rt_metrics.c)
 target_include_directories(rt_metrics PUBLIC ${RT_SRC})
 target_link_libraries(rt_metrics PUBLIC tg_common rt_core)
 
+# creds: provider tokens refreshed on a thread of its own (a standalone upstream), never on the
+# request path.
+add_library(rt_creds STATIC ${RT_SRC}/creds.c)
+target_include_directories(rt_creds PUBLIC ${RT_SRC})
+target_link_libraries(rt_creds PUBLIC rt_upstream rt_providers tg_common Threads::Threads)
+
 add_library(rt_call STATIC ${RT_SRC}/call.c ${RT_SRC}/relay.c ${RT_SRC}/api_error.c)
 target_include_directories(rt_call PUBLIC ${RT_SRC})
 target_link_libraries(rt_call PUBLIC tg_common rt_core rt_metrics rt_upstream rt_translate
-                      rt_hsrv rt_sse rt_providers PkgConfig::JANSSON)
+                      rt_hsrv rt_sse rt_providers rt_creds PkgConfig::JANSSON)
 
 add_library(rt_http_front STATIC ${RT_SRC}/http_front.c)
 target_include_directories(rt_http_front PUBLIC ${RT_SRC})

@@ -8,6 +8,7 @@
 
 #include "api_error.h"
 #include "call_int.h"
+#include "creds.h"
 #include "rt_metrics.h"
 #include "tg_err.h"
 #include "tg_log.h"
@@ -36,6 +37,8 @@ void call_unref(struct rt_call *c)
     free(c->in);
     if (c->out.data != NULL)
         tg_buf_fini(&c->out);
+    if (c->conv.data != NULL)
+        tg_buf_fini(&c->conv);
     if (c->sse_init)
         rt_sse_usage_fini(&c->sse);
     free(c);
@@ -500,10 +503,11 @@ static char *attempt_body(struct rt_call *c, const struct rt_deployment_conf *de
                           size_t msgcap, size_t *out_len)
 {
     enum rt_translate_dir dir = c->wire.dir;
+    const struct rt_dialect *dialect = c->wire.dialect;
     json_t *j = NULL;
     char *s;
 
-    if (c->raw && dir == RT_TRANSLATE_NONE) {
+    if (c->raw && dir == RT_TRANSLATE_NONE && dialect == NULL && dep->prov->edit_body == NULL) {
         int add_usage = c->stream && c->wire.api == RT_API_CHAT && !c->include_usage;
 
         c->strip_usage_chunk = add_usage;
@@ -536,6 +540,29 @@ static char *attempt_body(struct rt_call *c, const struct rt_deployment_conf *de
     /* disable_fallbacks is the gateway's parameter: providers reject unknown ones (400) */
     json_object_del(j, "disable_fallbacks");
     c->strip_usage_chunk = 0;
+    if (dialect != NULL) {
+        /* OpenAI chat (or embeddings) in the provider's own dialect; its stream always ends
+         * with a usage chunk, forwarded only when the client asked for one */
+        json_t *pb =
+            c->wire.api == RT_API_EMBEDDINGS
+                ? (dialect->embed_request != NULL ? dialect->embed_request(j, dep, msg, msgcap)
+                                                  : NULL)
+                : dialect->request(j, dep, c->stream, msg, msgcap);
+
+        if (pb == NULL && c->wire.api == RT_API_EMBEDDINGS && dialect->embed_request == NULL)
+            snprintf(msg, msgcap, "deployment %s (%s) does not serve embeddings", dep->id,
+                     dep->prov->name);
+        json_decref(j);
+        if (pb == NULL)
+            return NULL;
+        j = pb;
+        c->strip_usage_chunk = c->stream && dir == RT_TRANSLATE_NONE && !c->include_usage;
+        goto dump;
+    }
+    if (dep->prov->edit_body != NULL && dep->prov->edit_body(j, dep, c->stream, msg, msgcap) != 0) {
+        json_decref(j);
+        return NULL;
+    }
     if (c->stream && c->wire.api == RT_API_CHAT && dir == RT_TRANSLATE_NONE &&
         !json_is_true(
             json_object_get(json_object_get(c->req, "stream_options"), "include_usage"))) {
@@ -544,6 +571,7 @@ static char *attempt_body(struct rt_call *c, const struct rt_deployment_conf *de
         json_object_set_new(j, "stream_options", json_pack("{s:b}", "include_usage", 1));
         c->strip_usage_chunk = 1;
     }
+dump:
     s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (s == NULL)
@@ -560,14 +588,18 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     const struct rt_deployment_conf *dep = c->target.dep;
     const struct rt_provider *prov = dep->prov;
     struct rt_upstream_request req;
-    char url[RT_URL_CAP + 32];
+    struct rt_provider_attempt pa;
+    char url[RT_PROVIDER_URL_CAP];
     char hdr[RT_PROVIDER_HEADERS_MAX][RT_PROVIDER_HEADER_CAP];
+    char why[RT_CREDS_ERR_CAP] = "";
+    char accept[96];
+    char *tok = NULL;
     char tp[96];
     int nh = 0, np;
     int rc;
 
     memset(&req, 0, sizeof(req));
-    if (prov->wire(c->api, &c->wire) != 0) {
+    if (prov->wire(dep, c->api, &c->wire) != 0) {
         snprintf(msg, msgcap, "deployment %s (%s) does not serve %s", dep->id, prov->name,
                  c->endpoint);
         return TG_EINVAL;
@@ -575,13 +607,46 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     req.body = attempt_body(c, dep, msg, msgcap, &req.body_len);
     if (req.body == NULL)
         return TG_EINVAL;
-    prov->url(dep, c->wire.api, url, sizeof(url));
+    memset(&pa, 0, sizeof(pa));
+    pa.dep = dep;
+    pa.wire = c->wire.api;
+    pa.stream = c->stream;
+    pa.body = req.body;
+    pa.body_len = req.body_len;
+    pa.now_s = (int64_t)(tg_now_epoch_ms() / 1000);
+    if (rt_provider_needs_token(dep)) {
+        /* a copy of the current token; the refresher never makes a request wait for one */
+        tok = malloc(RT_TOKEN_CAP);
+        if (tok == NULL || rt_creds_token(c->env->creds, (uint32_t)(dep - c->env->cfg->deployments),
+                                          tok, RT_TOKEN_CAP, why, sizeof(why)) == 0)
+            pa.token = tok;
+    }
+    prov->url(&pa, url, sizeof(url));
     req.url = url;
-    np = prov->headers(dep, hdr);
+    np = prov->headers(&pa, url, hdr);
+    if (tok != NULL) {
+        memset(tok, 0, RT_TOKEN_CAP);
+        free(tok);
+    }
+    if (np < 0) {
+        free(req.body);
+        memset(hdr, 0, sizeof(hdr));
+        snprintf(msg, msgcap, "deployment %s (%s): no valid token from its token endpoint: %s",
+                 dep->id, prov->name, why[0] != '\0' ? why : "out of memory");
+        return TG_EAGAIN;
+    }
     for (int i = 0; i < np && nh < RT_UPSTREAM_HEADERS_MAX; i++)
         req.headers[nh++] = hdr[i];
-    if (c->stream && nh < RT_UPSTREAM_HEADERS_MAX)
-        req.headers[nh++] = "Accept: text/event-stream";
+    if (c->stream && nh < RT_UPSTREAM_HEADERS_MAX) {
+        const struct rt_dialect *d = c->wire.dialect;
+
+        if (d != NULL && d->stream_accept != NULL) {
+            snprintf(accept, sizeof(accept), "Accept: %s", d->stream_accept);
+            req.headers[nh++] = accept;
+        } else {
+            req.headers[nh++] = "Accept: text/event-stream";
+        }
+    }
     if (c->traceparent[0] != '\0' && nh < RT_UPSTREAM_HEADERS_MAX) {
         snprintf(tp, sizeof(tp), "traceparent: %s", c->traceparent);
         req.headers[nh++] = tp;
@@ -610,6 +675,7 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     c->refs++; /* the transfer's reference, dropped in on_done */
     c->attempt_start_us = tg_now_mono_us();
     rc = rt_upstream_submit(c->env->up, &req, &call_ops, c, &c->handle);
+    memset(hdr, 0, (size_t)np * sizeof(hdr[0])); /* copied by the upstream; they held secrets */
     if (rc != 0) {
         c->xfer_active = 0;
         c->phase = PH_BODY;
@@ -637,6 +703,8 @@ static void upstream_message(const struct rt_call *c, char *out, size_t cap)
         j = rt_json_load_bounded(c->res_body, c->res_body_len, RT_JSON_ANSWER_MAX_DEPTH,
                                  RT_JSON_ANSWER_MAX_ELEMENTS, &jerr);
         m = json_object_get(json_object_get(j, "error"), "message");
+        if (!json_is_string(m))
+            m = json_object_get(j, "message"); /* AWS's shape: {"message": ...} */
         if (json_is_string(m)) {
             snprintf(out, cap, "%s", json_string_value(m));
             json_decref(j);
@@ -690,6 +758,48 @@ static int answer_outcome(struct rt_call *c)
                              o->message[0] ? o->message : "upstream error", o);
 }
 
+/* A dialect's answer converted in place: c->res_body becomes the OpenAI chat completion (or
+ * embeddings list) the rest of the call reads. Returns 0, or -1 with msg. */
+static int dialect_answer(struct rt_call *c, char *msg, size_t cap)
+{
+    const struct rt_dialect *d = c->wire.dialect;
+    json_error_t jerr;
+    json_t *j, *t = NULL;
+    char why[160] = "";
+    char *s = NULL;
+
+    j = rt_json_load_bounded(c->res_body != NULL ? c->res_body : "", c->res_body_len,
+                             RT_JSON_ANSWER_MAX_DEPTH, RT_JSON_ANSWER_MAX_ELEMENTS, &jerr);
+    if (j != NULL)
+        t = c->wire.api == RT_API_EMBEDDINGS
+                ? (d->embed_response != NULL
+                       ? d->embed_response(j, c->model_requested, why, sizeof(why))
+                       : NULL)
+                : d->response(j, c->model_requested, why, sizeof(why));
+    if (t != NULL && c->wire.api == RT_API_EMBEDDINGS && c->req != NULL) {
+        const char *fmt = json_string_value(json_object_get(c->req, "encoding_format"));
+
+        /* the provider gives numbers; the client asked for OpenAI's base64 form */
+        if (fmt != NULL && strcmp(fmt, "base64") == 0 && rt_dialect_embeddings_base64(t) != 0) {
+            json_decref(t);
+            t = NULL;
+        }
+    }
+    if (t != NULL)
+        s = json_dumps(t, JSON_COMPACT);
+    json_decref(t);
+    json_decref(j);
+    if (s == NULL) {
+        snprintf(msg, cap, "upstream answer cannot be translated (%zu bytes)%s%s", c->res_body_len,
+                 why[0] != '\0' ? ": " : "", why);
+        return -1;
+    }
+    free(c->res_body);
+    c->res_body = s;
+    c->res_body_len = strlen(s);
+    return 0;
+}
+
 /* The class of a finished attempt, and the message for the trail in msg. */
 static enum rt_error_class attempt_class(struct rt_call *c, char *msg, size_t cap)
 {
@@ -706,6 +816,9 @@ static enum rt_error_class attempt_class(struct rt_call *c, char *msg, size_t ca
         ec = c->target.dep->prov->classify((int)c->res_status, c->res_body, c->res_body_len);
     else
         ec = rt_router_classify((int)c->res_status, c->res_body, c->res_body_len);
+    if (ec == RT_ERR_NONE && !c->stream && c->wire.dialect != NULL &&
+        dialect_answer(c, msg, cap) != 0)
+        return RT_ERR_INVALID_RESPONSE;
     if (ec == RT_ERR_NONE && !c->stream) {
         if (rt_usage_from_json(c->wire.api, c->res_body, c->res_body_len, &c->usage) != 0) {
             snprintf(msg, cap, "upstream returned a body that is not JSON (%zu bytes)",
@@ -775,6 +888,13 @@ static int attempt_done(struct rt_call *c, int *ret)
     res.message = ec == RT_ERR_NONE ? NULL : msg;
     res.message_len = ec == RT_ERR_NONE ? 0 : strlen(msg);
     res.retry_after_s = c->res_retry_after_s > 0 ? (uint32_t)c->res_retry_after_s : 0;
+    if (ec == RT_ERR_RATE_LIMIT && res.retry_after_s == 0 &&
+        c->target.dep->prov->retry_after != NULL) {
+        /* the provider says it in the body (Google's RetryInfo) */
+        long ra = c->target.dep->prov->retry_after(c->res_body, c->res_body_len);
+
+        res.retry_after_s = ra > 0 ? (uint32_t)(ra > 86400 ? 86400 : ra) : 0;
+    }
     rt_metrics_attempt(e->metrics, c->target.dep->id, ec);
     if (ec != RT_ERR_NONE)
         TG_DEBUG("msg=attempt_failed call_id=%s deployment=%s status=%ld class=%s latency_ms=%u",
@@ -819,6 +939,28 @@ static int attempt_next(struct rt_call *c, int *ret)
     snprintf(c->prev_group, sizeof(c->prev_group), "%s", c->target.group);
     msg[0] = '\0';
     rc = attempt_start(c, msg, sizeof(msg));
+    if (rc == TG_EAGAIN) {
+        /* the deployment has no valid token (creds.h): a failed attempt, at once, like a
+         * provider's 503; the router retries elsewhere or falls back */
+        struct rt_result res;
+
+        memset(&res, 0, sizeof(res));
+        res.http_status = 503;
+        res.error_class = RT_ERR_SERVER;
+        res.message = msg;
+        res.message_len = strlen(msg);
+        rt_metrics_attempt(e->metrics, c->target.dep->id, RT_ERR_SERVER);
+        TG_DEBUG("msg=attempt_no_token call_id=%s deployment=%s", c->call_id, c->target.dep->id);
+        if (rt_router_report(e->router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL) ==
+            RT_STEP_DONE) {
+            c->have_target = 0;
+            *ret = answer_outcome(c);
+            return 1;
+        }
+        c->have_target = 0;
+        c->phase = PH_BODY;
+        return 0;
+    }
     if (rc == TG_EINVAL) {
         /* this deployment cannot take the request: a final client error */
         struct rt_result res;

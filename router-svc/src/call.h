@@ -45,6 +45,8 @@ struct rt_call_env {
     struct rt_metrics *metrics;
     const struct rt_mask *mask;
     struct rt_upstream *up;        /* the loop's own */
+    struct rt_creds *creds;        /* tokens of the deployments that need one (creds.h); may
+                                    * be NULL when none does */
     rt_on_complete_fn on_complete; /* may be NULL */
     void *on_complete_ud;
     /* Admission before a request is routed (the spool's full_policy reject): 0 to serve, else

@@ -121,6 +121,10 @@ struct rt_call {
     struct rt_sse_usage sse;
     int sse_init;
     struct rt_translate_stream tr;
+    struct rt_dialect_stream ds; /* a dialect's stream state (wire.dialect) */
+    struct tg_buf conv;          /* a dialect's events converted to OpenAI chunks, at most
+                                  * RT_STREAM_OUT_MAX_BYTES; allocated by relay_begin for a
+                                  * dialect stream, freed with the call */
     int saw_terminator;
     int stream_finalized;
     struct hs_response *resp; /* the stream's response, for the cost trailer: borrowed (the

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,25 +17,10 @@
 #include "tg_units.h"
 #include "tg_yaml.h"
 
-#define TG_YAML_PATH_MAX 256
+#include "config_int.h"
 #define CONFIG_FILE_MAX_BYTES (16u * 1024u * 1024u)
 
-/* Load context: the document and its diagnostics (tg_yaml), the diagnostics' destination, the
- * configuration being built. */
-struct ld {
-    struct tg_yaml y;
-    struct rt_config_diag *diag;
-    struct rt_config *cfg;
-    uint32_t price_map_line; /* line of tollgate.price_map */
-    yaml_node_t *admin_node; /* tollgate.admin_listen */
-};
-
-/* snprintf that cuts silently: every caller either checked the length before or wants a cut
- * value rather than none. Returns what vsnprintf returns. */
-static int fmt_cut(char *dst, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fmt_cut(char *dst, size_t cap, const char *fmt, ...)
+int rt_config_fmt_cut(char *dst, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     int n;
@@ -51,18 +37,18 @@ static void diag_sink(void *ud, int is_error, const char *line)
     struct rt_config_diag *diag = ud;
 
     if (is_error) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s", line);
+        rt_config_fmt_cut(diag->error, sizeof(diag->error), "%s", line);
         return;
     }
     TG_WARN("msg=\"config warning\" detail=\"%s\"", line);
     if (diag->n_warnings < RT_CONFIG_WARNINGS_MAX)
-        fmt_cut(diag->warnings[diag->n_warnings++], RT_CONFIG_MSG_CAP, "%s", line);
+        rt_config_fmt_cut(diag->warnings[diag->n_warnings++], RT_CONFIG_MSG_CAP, "%s", line);
     else
         diag->warnings_dropped++;
 }
 
 /* A limit: absent or null is RT_LIMIT_NONE. */
-static int get_limit(struct ld *ld, const yaml_node_t *n, const char *path, int64_t *out)
+int rt_config_get_limit(struct ld *ld, const yaml_node_t *n, const char *path, int64_t *out)
 {
     uint64_t r = 0;
 
@@ -91,11 +77,12 @@ int rt_config_check_auth(const struct rt_config *cfg, char *err, size_t errlen)
 {
     if (cfg->master_key[0] != '\0' || cfg->n_keys > 0 || cfg->allow_unauthenticated)
         return 0;
-    fmt_cut(err, errlen,
-            "%s: general_settings.master_key: no master key and no keys (tollgate.keys): every "
-            "request would be served without authentication; set a master_key, add keys, or set "
-            "tollgate.allow_unauthenticated: true to serve without keys on purpose",
-            cfg->path);
+    rt_config_fmt_cut(
+        err, errlen,
+        "%s: general_settings.master_key: no master key and no keys (tollgate.keys): every "
+        "request would be served without authentication; set a master_key, add keys, or set "
+        "tollgate.allow_unauthenticated: true to serve without keys on purpose",
+        cfg->path);
     return TG_ECONFIG;
 }
 
@@ -122,328 +109,6 @@ static int require_group(struct ld *ld, const yaml_node_t *n, const char *path, 
     if (!rt_config_has_group(ld->cfg, group))
         return tg_yaml_fail(&ld->y, n, path,
                             "unknown model group \"%s\" (no model_list entry has it)", group);
-    return 0;
-}
-
-/* ---- model_list ---- */
-
-static int parse_provider_model(struct ld *ld, const yaml_node_t *n, const char *path,
-                                struct rt_deployment_conf *d)
-{
-    char full[RT_PROVIDER_CAP + RT_NAME_CAP + 1];
-    const char *slash;
-    size_t plen;
-
-    if (tg_yaml_str_nonempty(&ld->y, n, path, full, sizeof(full)) != 0)
-        return TG_ECONFIG;
-    slash = strchr(full, '/');
-    if (slash == NULL) {
-        fmt_cut(d->provider, sizeof(d->provider), "openai");
-        if (strlen(full) >= sizeof(d->model))
-            return tg_yaml_fail(&ld->y, n, path, "model name too long (max %d bytes)",
-                                RT_NAME_CAP - 1);
-        fmt_cut(d->model, sizeof(d->model), "%s", full);
-    } else {
-        plen = (size_t)(slash - full);
-        if (plen == 0 || plen >= sizeof(d->provider))
-            return tg_yaml_fail(&ld->y, n, path, "provider prefix must be 1..%d bytes",
-                                RT_PROVIDER_CAP - 1);
-        if (slash[1] == '\0')
-            return tg_yaml_fail(&ld->y, n, path, "missing model name after \"%.*s/\"", (int)plen,
-                                full);
-        if (strlen(slash + 1) >= sizeof(d->model))
-            return tg_yaml_fail(&ld->y, n, path, "model name too long (max %d bytes)",
-                                RT_NAME_CAP - 1);
-        memcpy(d->provider, full, plen);
-        d->provider[plen] = '\0';
-        fmt_cut(d->model, sizeof(d->model), "%s", slash + 1);
-    }
-    d->prov = rt_provider_find(d->provider);
-    if (d->prov == NULL)
-        d->prov = rt_provider_default();
-    return 0;
-}
-
-/* A price field of litellm_params or model_info (LiteLLM's names) into own. Returns 1 when k is
- * one (*rc set), 0 when it is not. */
-static int price_field(struct ld *ld, const char *k, const yaml_node_t *v, const char *p,
-                       struct rt_model_price *own, int *rc)
-{
-    static const struct {
-        const char *name;
-        size_t off;
-    } f[] = {
-        {"input_cost_per_token", offsetof(struct rt_model_price, input)},
-        {"output_cost_per_token", offsetof(struct rt_model_price, output)},
-        {"cache_read_input_token_cost", offsetof(struct rt_model_price, cache_read)},
-        {"cache_creation_input_token_cost", offsetof(struct rt_model_price, cache_creation)},
-        {"output_cost_per_reasoning_token", offsetof(struct rt_model_price, reasoning)},
-    };
-
-    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
-        if (strcmp(k, f[i].name) == 0) {
-            *rc = tg_yaml_is_null(v)
-                      ? 0
-                      : tg_yaml_usd_fusd(&ld->y, v, p, (int64_t *)((char *)own + f[i].off));
-            return 1;
-        }
-    }
-    if (strcmp(k, "max_input_tokens") == 0 || strcmp(k, "max_output_tokens") == 0) {
-        uint64_t t = 0;
-
-        *rc = tg_yaml_is_null(v) ? 0 : tg_yaml_u64(&ld->y, v, p, 1000000000000ull, &t);
-        if (*rc == 0 && !tg_yaml_is_null(v)) {
-            if (k[4] == 'i')
-                own->max_input_tokens = (int64_t)t;
-            else
-                own->max_output_tokens = (int64_t)t;
-        }
-        return 1;
-    }
-    return 0;
-}
-
-static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
-                                struct rt_deployment_conf *d, struct rt_model_price *own,
-                                int *timeout_set, int *stream_timeout_set)
-{
-    char p[TG_YAML_PATH_MAX];
-    int have_model = 0;
-
-    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
-        return TG_ECONFIG;
-    TG_YAML_FOR_PAIRS(n, pair)
-    {
-        const char *k = tg_yaml_key(&ld->y, pair, path);
-        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
-        int rc = 0;
-
-        if (k == NULL)
-            return TG_ECONFIG;
-        tg_yaml_path(p, path, k);
-        if (strcmp(k, "model") == 0) {
-            rc = parse_provider_model(ld, v, p, d);
-            have_model = 1;
-        } else if (strcmp(k, "api_base") == 0) {
-            rc = tg_yaml_is_null(v) ? 0
-                                    : tg_yaml_str(&ld->y, v, p, d->api_base, sizeof(d->api_base));
-        } else if (strcmp(k, "api_key") == 0) {
-            rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, d->api_key, sizeof(d->api_key));
-        } else if (strcmp(k, "rpm") == 0) {
-            rc = get_limit(ld, v, p, &d->rpm);
-        } else if (strcmp(k, "tpm") == 0) {
-            rc = get_limit(ld, v, p, &d->tpm);
-        } else if (strcmp(k, "timeout") == 0) {
-            rc = tg_yaml_seconds_ms(&ld->y, v, p, &d->timeout_ms);
-            *timeout_set = 1;
-        } else if (strcmp(k, "stream_timeout") == 0) {
-            rc = tg_yaml_seconds_ms(&ld->y, v, p, &d->stream_timeout_ms);
-            *stream_timeout_set = 1;
-        } else if (strcmp(k, "weight") == 0) {
-            rc = tg_yaml_u32(&ld->y, v, p, 1000000, &d->weight);
-        } else if (strcmp(k, "order") == 0) {
-            rc = tg_yaml_i32(&ld->y, v, p, &d->order);
-            if (rc == 0 && d->order < 0)
-                rc = tg_yaml_fail(&ld->y, v, p, "expected a non-negative integer");
-        } else if (price_field(ld, k, v, p, own, &rc)) {
-            /* done */
-        } else {
-            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
-        }
-        if (rc != 0)
-            return TG_ECONFIG;
-    }
-    if (!have_model) {
-        tg_yaml_path(p, path, "model");
-        return tg_yaml_fail(&ld->y, n, p, "missing");
-    }
-    return 0;
-}
-
-/* One price field: the first given of a, b. */
-static int64_t price_pick(int64_t a, int64_t b)
-{
-    return a != RT_PRICE_NONE ? a : b;
-}
-
-/* The deployment's own prices: litellm_params over model_info, field by field. */
-static void own_prices(struct rt_deployment_conf *d, const struct rt_model_price *lp,
-                       const struct rt_model_price *mi)
-{
-    d->price.input = price_pick(lp->input, mi->input);
-    d->price.output = price_pick(lp->output, mi->output);
-    d->price.cache_read = price_pick(lp->cache_read, mi->cache_read);
-    d->price.cache_creation = price_pick(lp->cache_creation, mi->cache_creation);
-    d->price.reasoning = price_pick(lp->reasoning, mi->reasoning);
-    d->price.max_input_tokens =
-        lp->max_input_tokens > 0 ? lp->max_input_tokens : mi->max_input_tokens;
-    d->price.max_output_tokens =
-        lp->max_output_tokens > 0 ? lp->max_output_tokens : mi->max_output_tokens;
-    if (lp->input != RT_PRICE_NONE || lp->output != RT_PRICE_NONE)
-        fmt_cut(d->price_source, sizeof(d->price_source), "litellm_params");
-    else if (mi->input != RT_PRICE_NONE || mi->output != RT_PRICE_NONE)
-        fmt_cut(d->price_source, sizeof(d->price_source), "model_info");
-}
-
-static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, size_t index,
-                            struct rt_deployment_conf *d)
-{
-    char p[TG_YAML_PATH_MAX];
-    yaml_node_t *params = NULL;
-    int have_name = 0, timeout_set = 0, stream_timeout_set = 0;
-    int64_t entry_rpm = RT_LIMIT_NONE, entry_tpm = RT_LIMIT_NONE;
-    struct rt_model_price lp, mi; /* prices given in litellm_params, in model_info */
-
-    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
-        return TG_ECONFIG;
-    rt_model_price_none(&lp);
-    rt_model_price_none(&mi);
-    memset(d, 0, sizeof(*d));
-    d->rpm = RT_LIMIT_NONE;
-    d->tpm = RT_LIMIT_NONE;
-    d->weight = 1;
-    d->line = (uint32_t)n->start_mark.line + 1;
-    TG_YAML_FOR_PAIRS(n, pair)
-    {
-        const char *k = tg_yaml_key(&ld->y, pair, path);
-        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
-        int rc = 0;
-
-        if (k == NULL)
-            return TG_ECONFIG;
-        tg_yaml_path(p, path, k);
-        if (strcmp(k, "model_name") == 0) {
-            rc = tg_yaml_str_nonempty(&ld->y, v, p, d->group, sizeof(d->group));
-            have_name = 1;
-        } else if (strcmp(k, "litellm_params") == 0) {
-            params = v;
-            rc = parse_litellm_params(ld, v, p, d, &lp, &timeout_set, &stream_timeout_set);
-        } else if (strcmp(k, "rpm") == 0) {
-            rc = get_limit(ld, v, p, &entry_rpm); /* older LiteLLM configs put it here */
-        } else if (strcmp(k, "tpm") == 0) {
-            rc = get_limit(ld, v, p, &entry_tpm);
-        } else if (strcmp(k, "model_info") == 0) {
-            if (tg_yaml_is_null(v))
-                continue;
-            if (tg_yaml_expect(&ld->y, v, p, YAML_MAPPING_NODE) != 0)
-                return TG_ECONFIG;
-            TG_YAML_FOR_PAIRS(v, ip)
-            {
-                char q[TG_YAML_PATH_MAX];
-                const char *ik = tg_yaml_key(&ld->y, ip, p);
-
-                if (ik == NULL)
-                    return TG_ECONFIG;
-                tg_yaml_path(q, p, ik);
-                if (strcmp(ik, "id") == 0) {
-                    if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, ip->value), q, d->id,
-                                             sizeof(d->id)))
-                        return TG_ECONFIG;
-                } else if (strcmp(ik, "base_model") == 0) {
-                    yaml_node_t *bv = tg_yaml_node(&ld->y, ip->value);
-
-                    if (!tg_yaml_is_null(bv) &&
-                        tg_yaml_str(&ld->y, bv, q, d->base_model, sizeof(d->base_model)))
-                        return TG_ECONFIG;
-                } else if (price_field(ld, ik, tg_yaml_node(&ld->y, ip->value), q, &mi, &rc)) {
-                    if (rc != 0)
-                        return TG_ECONFIG;
-                } else {
-                    tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, ip->key), q, "unknown key, ignored");
-                }
-            }
-        } else {
-            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
-        }
-        if (rc != 0)
-            return TG_ECONFIG;
-    }
-    if (!have_name) {
-        tg_yaml_path(p, path, "model_name");
-        return tg_yaml_fail(&ld->y, n, p, "missing");
-    }
-    if (params == NULL) {
-        tg_yaml_path(p, path, "litellm_params");
-        return tg_yaml_fail(&ld->y, n, p, "missing");
-    }
-    own_prices(d, &lp, &mi);
-    if (d->rpm == RT_LIMIT_NONE)
-        d->rpm = entry_rpm; /* litellm_params.rpm wins when both are given */
-    if (d->tpm == RT_LIMIT_NONE)
-        d->tpm = entry_tpm;
-    if (!timeout_set)
-        d->timeout_ms = ld->cfg->timeout_ms;
-    if (!stream_timeout_set)
-        d->stream_timeout_ms = d->timeout_ms;
-    if (d->id[0] == '\0') {
-        /* Stable generated id: "<group>-<index>", or a digest of the group when too long. */
-        int w = fmt_cut(d->id, sizeof(d->id), "%s-%zu", d->group, index);
-
-        if (w < 0 || (size_t)w >= sizeof(d->id)) {
-            char hex[TG_SHA256_HEX_LEN + 1];
-
-            tg_sha256_hex(d->group, strlen(d->group), hex);
-            fmt_cut(d->id, sizeof(d->id), "%.16s-%zu", hex, index);
-        }
-    }
-    return 0;
-}
-
-static int parse_model_list(struct ld *ld, yaml_node_t *n)
-{
-    struct rt_config *cfg = ld->cfg;
-    size_t count;
-    char p[TG_YAML_PATH_MAX];
-
-    if (tg_yaml_expect(&ld->y, n, "model_list", YAML_SEQUENCE_NODE) != 0)
-        return TG_ECONFIG;
-    count = tg_yaml_seq_len(n);
-    if (count > RT_CONFIG_DEPLOYMENTS_MAX)
-        return tg_yaml_fail(&ld->y, n, "model_list", "too many entries (%zu, max %d)", count,
-                            RT_CONFIG_DEPLOYMENTS_MAX);
-    if (count > 0) {
-        cfg->deployments = calloc(count, sizeof(*cfg->deployments));
-        if (cfg->deployments == NULL)
-            return tg_yaml_fail(&ld->y, n, "model_list", "out of memory");
-    }
-    TG_YAML_FOR_ITEMS(n, item)
-    {
-        size_t i = cfg->n_deployments;
-        yaml_node_t *e = tg_yaml_node(&ld->y, *item);
-        struct rt_deployment_conf *d = &cfg->deployments[i];
-        uint32_t same = 0, groups = 0;
-
-        tg_yaml_path_index(p, "model_list", i);
-        if (parse_deployment(ld, e, p, i, d) != 0)
-            return TG_ECONFIG;
-        for (size_t j = 0; j < i; j++) {
-            int first_of_group = 1;
-
-            if (strcmp(cfg->deployments[j].id, d->id) == 0) {
-                char q[TG_YAML_PATH_MAX];
-
-                tg_yaml_path(q, p, "model_info.id");
-                return tg_yaml_fail(&ld->y, e, q, "duplicate id \"%s\" (also at line %u)", d->id,
-                                    cfg->deployments[j].line);
-            }
-            if (strcmp(cfg->deployments[j].group, d->group) == 0)
-                same++;
-            for (size_t k = 0; k < j; k++) {
-                if (strcmp(cfg->deployments[k].group, cfg->deployments[j].group) == 0) {
-                    first_of_group = 0;
-                    break;
-                }
-            }
-            groups += (uint32_t)first_of_group;
-        }
-        if (same + 1 > RT_GROUP_DEPLOYMENTS_MAX)
-            return tg_yaml_fail(&ld->y, e, p, "too many deployments in model group \"%s\" (max %d)",
-                                d->group, RT_GROUP_DEPLOYMENTS_MAX);
-        if (same == 0 && groups + 1 > RT_CONFIG_GROUPS_MAX)
-            return tg_yaml_fail(&ld->y, e, p, "too many model groups (max %d)",
-                                RT_CONFIG_GROUPS_MAX);
-        cfg->n_deployments++;
-    }
     return 0;
 }
 
@@ -507,7 +172,7 @@ static int parse_fallback_rules(struct ld *ld, yaml_node_t *n, const char *path,
             if (strlen(k) >= sizeof(r->group))
                 return tg_yaml_fail(&ld->y, e, q, "group name too long (max %d bytes)",
                                     RT_NAME_CAP - 1);
-            fmt_cut(r->group, sizeof(r->group), "%s", k);
+            rt_config_fmt_cut(r->group, sizeof(r->group), "%s", k);
             if (require_group(ld, tg_yaml_node(&ld->y, pair->key), q, r->group) != 0)
                 return TG_ECONFIG;
             for (uint32_t j = 0; j < *n_out; j++) {
@@ -549,7 +214,7 @@ static int parse_aliases(struct ld *ld, yaml_node_t *n, const char *path, struct
         if (k[0] == '\0' || strlen(k) >= sizeof(a->alias))
             return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
                                 "alias must be 1..%d bytes", RT_NAME_CAP - 1);
-        fmt_cut(a->alias, sizeof(a->alias), "%s", k);
+        rt_config_fmt_cut(a->alias, sizeof(a->alias), "%s", k);
         if (v != NULL && v->type == YAML_MAPPING_NODE) {
             int have_model = 0;
 
@@ -794,7 +459,7 @@ static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *pat
         if (!model_name_known(ld, k))
             return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
                                 "unknown model group \"%s\"", k);
-        if (get_limit(ld, tg_yaml_node(&ld->y, pair->value), p, &v) != 0)
+        if (rt_config_get_limit(ld, tg_yaml_node(&ld->y, pair->value), p, &v) != 0)
             return TG_ECONFIG;
         for (uint32_t i = 0; i < ks->n_model_limits; i++) {
             if (strcmp(ks->model_limits[i].group, k) == 0)
@@ -808,7 +473,7 @@ static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *pat
                 return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
                                     "group name too long");
             l = &ks->model_limits[ks->n_model_limits++];
-            fmt_cut(l->group, sizeof(l->group), "%s", k);
+            rt_config_fmt_cut(l->group, sizeof(l->group), "%s", k);
             l->rpm = RT_LIMIT_NONE;
             l->tpm = RT_LIMIT_NONE;
         }
@@ -982,11 +647,11 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
             if (tg_parse_duration_s(s, &ks->budget_duration_s) != 0)
                 rc = tg_yaml_fail(&ld->y, v, p, "expected a duration like 30s, 10m, 1h, 7d or 1mo");
         } else if (strcmp(k, "rpm_limit") == 0) {
-            rc = get_limit(ld, v, p, &ks->rpm_limit);
+            rc = rt_config_get_limit(ld, v, p, &ks->rpm_limit);
         } else if (strcmp(k, "tpm_limit") == 0) {
-            rc = get_limit(ld, v, p, &ks->tpm_limit);
+            rc = rt_config_get_limit(ld, v, p, &ks->tpm_limit);
         } else if (strcmp(k, "max_parallel_requests") == 0) {
-            rc = get_limit(ld, v, p, &ks->max_parallel_requests);
+            rc = rt_config_get_limit(ld, v, p, &ks->max_parallel_requests);
         } else if (strcmp(k, "model_rpm_limit") == 0) {
             rc = parse_key_model_limits(ld, v, p, ks, 0);
         } else if (strcmp(k, "model_tpm_limit") == 0) {
@@ -1257,9 +922,10 @@ static void set_defaults(struct rt_config *cfg)
     cfg->cooldown_s = RT_DEFAULT_COOLDOWN_S;
     cfg->timeout_ms = RT_DEFAULT_TIMEOUT_MS;
     cfg->enforce_fallback_model_access = 1;
-    fmt_cut(cfg->listen, sizeof(cfg->listen), "%s", RT_DEFAULT_LISTEN);
-    fmt_cut(cfg->events_topic, sizeof(cfg->events_topic), "%s", RT_DEFAULT_EVENTS_TOPIC);
-    fmt_cut(cfg->control_topic, sizeof(cfg->control_topic), "%s", RT_DEFAULT_CONTROL_TOPIC);
+    rt_config_fmt_cut(cfg->listen, sizeof(cfg->listen), "%s", RT_DEFAULT_LISTEN);
+    rt_config_fmt_cut(cfg->events_topic, sizeof(cfg->events_topic), "%s", RT_DEFAULT_EVENTS_TOPIC);
+    rt_config_fmt_cut(cfg->control_topic, sizeof(cfg->control_topic), "%s",
+                      RT_DEFAULT_CONTROL_TOPIC);
     cfg->spool_max_bytes = RT_DEFAULT_SPOOL_MAX_BYTES;
     cfg->spool_full_policy = RT_SPOOL_FULL_DROP;
     cfg->spool_fsync = RT_SPOOL_FSYNC_NONE;
@@ -1278,101 +944,6 @@ static void set_defaults(struct rt_config *cfg)
     cfg->max_json_elements = RT_DEFAULT_MAX_JSON_ELEMENTS;
     cfg->threads = RT_DEFAULT_THREADS;
     cfg->upstream_native = 1;
-}
-
-/* A node standing for a line of the file (diagnostics about what no node holds any more). */
-static yaml_node_t *line_node(yaml_node_t *at, uint32_t line)
-{
-    memset(at, 0, sizeof(*at));
-    at->start_mark.line = line > 0 ? line - 1 : 0;
-    return at;
-}
-
-/* The price map file: a relative path is taken from the configuration file's folder. */
-static void price_map_path(const struct rt_config *cfg, char *out, size_t cap)
-{
-    const char *slash = strrchr(cfg->path, '/');
-
-    if (cfg->price_map[0] == '/' || slash == NULL)
-        fmt_cut(out, cap, "%s", cfg->price_map);
-    else
-        fmt_cut(out, cap, "%.*s/%s", (int)(slash - cfg->path), cfg->path, cfg->price_map);
-}
-
-/* Every deployment's prices: its own when it gives any (litellm_params over model_info, field
- * by field), else its price map entry (by base_model or model); token limits from the entry
- * where it gives none. A deployment with neither an input nor an output price is a warning
- * naming it: its calls would cost 0. */
-static int resolve_prices(struct ld *ld)
-{
-    struct rt_config *cfg = ld->cfg;
-    const struct rt_prices *builtin = rt_prices_builtin();
-    struct rt_prices *user = NULL;
-    yaml_node_t at;
-
-    if (builtin == NULL)
-        return tg_yaml_fail(&ld->y, NULL, "", "the built-in price map could not be loaded");
-    if (cfg->price_map[0] != '\0') {
-        char path[2 * RT_PATH_CAP], err[RT_CONFIG_MSG_CAP - 64];
-
-        price_map_path(cfg, path, sizeof(path));
-        if (rt_prices_load_file(path, &user, err, sizeof(err)) != 0)
-            return tg_yaml_fail(&ld->y, line_node(&at, ld->price_map_line), "tollgate.price_map",
-                                "%s", err);
-    }
-    for (uint32_t i = 0; i < cfg->n_deployments; i++) {
-        struct rt_deployment_conf *d = &cfg->deployments[i];
-        const struct rt_price_entry *e;
-        char prov[RT_NAME_CAP];
-        const char *model = d->model;
-        const char *slash;
-
-        fmt_cut(prov, sizeof(prov), "%s", d->provider);
-        if (d->base_model[0] != '\0') {
-            slash = strchr(d->base_model, '/');
-            if (slash != NULL) {
-                fmt_cut(prov, sizeof(prov), "%.*s", (int)(slash - d->base_model), d->base_model);
-                model = slash + 1;
-            } else {
-                prov[0] = '\0';
-                model = d->base_model;
-            }
-        }
-        e = rt_prices_lookup(user, builtin, prov, model);
-        if (e != NULL && d->price_source[0] != '\0') {
-            /* prices of its own are a set (a negotiated rate is not mixed with list prices):
-             * only the token limits come from the map */
-            if (d->price.max_input_tokens == 0)
-                d->price.max_input_tokens = e->price.max_input_tokens;
-            if (d->price.max_output_tokens == 0)
-                d->price.max_output_tokens = e->price.max_output_tokens;
-        } else if (e != NULL) {
-            d->price.input = price_pick(d->price.input, e->price.input);
-            d->price.output = price_pick(d->price.output, e->price.output);
-            d->price.cache_read = price_pick(d->price.cache_read, e->price.cache_read);
-            d->price.cache_creation = price_pick(d->price.cache_creation, e->price.cache_creation);
-            d->price.reasoning = price_pick(d->price.reasoning, e->price.reasoning);
-            if (d->price.max_input_tokens == 0)
-                d->price.max_input_tokens = e->price.max_input_tokens;
-            if (d->price.max_output_tokens == 0)
-                d->price.max_output_tokens = e->price.max_output_tokens;
-            fmt_cut(d->price_source, sizeof(d->price_source), "%s", e->key);
-        }
-        d->priced = d->price.input != RT_PRICE_NONE || d->price.output != RT_PRICE_NONE;
-        if (!d->priced) {
-            char p[TG_YAML_PATH_MAX];
-
-            d->price_source[0] = '\0';
-            fmt_cut(p, sizeof(p), "model_list[%u] (%s)", i, d->id);
-            tg_yaml_warn(&ld->y, line_node(&at, d->line), p,
-                         "no price for \"%s%s%s\" in the price maps: its calls cost 0 (set "
-                         "litellm_params.input_cost_per_token and output_cost_per_token, "
-                         "model_info.base_model, or tollgate.price_map)",
-                         prov, prov[0] != '\0' ? "/" : "", model);
-        }
-    }
-    rt_prices_destroy(&user);
-    return 0;
 }
 
 /* Root: model_list is parsed first wherever it appears (the other sections refer to its
@@ -1430,7 +1001,7 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
     if (sections[0] == NULL || tg_yaml_is_null(sections[0]))
         return tg_yaml_fail(&ld->y, root, "model_list",
                             "missing (at least one deployment is needed)");
-    if (parse_model_list(ld, sections[0]) != 0)
+    if (rt_config_parse_model_list(ld, sections[0]) != 0)
         return TG_ECONFIG;
     if (ld->cfg->n_deployments == 0)
         return tg_yaml_fail(&ld->y, sections[0], "model_list",
@@ -1452,7 +1023,7 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
                             "the port of tollgate.listen (%s): give the admin listener a port of "
                             "its own",
                             ld->cfg->listen);
-    return resolve_prices(ld);
+    return rt_config_resolve_prices(ld);
 }
 
 struct rt_config *rt_config_load_buffer(const char *name, const char *data, size_t len,
@@ -1467,18 +1038,18 @@ struct rt_config *rt_config_load_buffer(const char *name, const char *data, size
     ld.diag = diag;
     cfg = calloc(1, sizeof(*cfg));
     if (cfg == NULL) {
-        fmt_cut(diag->error, sizeof(diag->error), "%s: out of memory", file);
+        rt_config_fmt_cut(diag->error, sizeof(diag->error), "%s: out of memory", file);
         return NULL;
     }
     ld.cfg = cfg;
-    fmt_cut(cfg->path, sizeof(cfg->path), "%s", file);
+    rt_config_fmt_cut(cfg->path, sizeof(cfg->path), "%s", file);
     set_defaults(cfg);
     if (tg_yaml_open(&ld.y, file, data, len, diag_sink, diag) == 0)
         parse_root(&ld, tg_yaml_root(&ld.y));
     tg_yaml_close(&ld.y);
     if (ld.y.failed || diag->error[0] != '\0') {
         if (diag->error[0] == '\0')
-            fmt_cut(diag->error, sizeof(diag->error), "%s: invalid configuration", file);
+            rt_config_fmt_cut(diag->error, sizeof(diag->error), "%s: invalid configuration", file);
         rt_config_destroy(&cfg);
         return NULL;
     }
@@ -1509,6 +1080,8 @@ void rt_config_destroy(struct rt_config **cfg)
     c = *cfg;
     if (c->deployments != NULL) {
         /* Provider keys are secrets: leave nothing behind in freed memory. */
+        for (uint32_t i = 0; i < c->n_deployments; i++)
+            rt_config_free_cloud(&c->deployments[i]);
         memset(c->deployments, 0, (size_t)c->n_deployments * sizeof(*c->deployments));
         free(c->deployments);
     }
@@ -1536,11 +1109,21 @@ size_t rt_config_secrets(const struct rt_config *cfg, const char **out, size_t c
         n++;
     }
     for (uint32_t i = 0; i < cfg->n_deployments; i++) {
-        if (cfg->deployments[i].api_key[0] == '\0')
-            continue;
-        if (n < cap)
-            out[n] = cfg->deployments[i].api_key;
-        n++;
+        const struct rt_deployment_conf *d = &cfg->deployments[i];
+        const char *s[6] = {d->api_key,
+                            d->cloud != NULL ? d->cloud->azure_ad_token : "",
+                            d->cloud != NULL ? d->cloud->client_secret : "",
+                            d->cloud != NULL ? d->cloud->aws_secret_access_key : "",
+                            d->cloud != NULL ? d->cloud->aws_session_token : "",
+                            d->cloud != NULL ? d->cloud->aws_web_identity_token : ""};
+
+        for (size_t j = 0; j < 6; j++) {
+            if (s[j][0] == '\0')
+                continue;
+            if (n < cap)
+                out[n] = s[j];
+            n++;
+        }
     }
     return n;
 }

@@ -48,6 +48,10 @@
 #define RT_TAG_CAP PROTO_TAG_CAP           /* key metadata tags */
 #define RT_URL_CAP 512                     /* api_base */
 #define RT_SECRET_CAP 512                  /* api_key, master_key, static key values */
+#define RT_TOKEN_CAP 4096                  /* a bearer token (Entra ID tokens run to 2-3 KB) */
+#define RT_CLOUD_ID_CAP 256                /* tenant_id, client_id, api_version, ... */
+#define RT_SA_KEY_CAP 8192                 /* a service account's private key, PEM */
+#define RT_CREDS_RAW_CAP 12288             /* vertex_credentials: a path or the JSON itself */
 #define RT_PATH_CAP 512                    /* spool dir */
 #define RT_LISTEN_CAP 128                  /* "host:port" */
 #define RT_BROKERS_CAP 512                 /* Kafka bootstrap list */
@@ -83,8 +87,8 @@
 #define RT_DEFAULT_MAX_IN_FLIGHT 4096u
 #define RT_DEFAULT_MAX_RESPONSE_BYTES (64ull * 1024ull * 1024ull)
 #define RT_DEFAULT_THREADS 2u
-#define RT_DEFAULT_MAX_KEYS 100000u    /* virtual keys table capacity */
-#define RT_DEFAULT_LIMITER_KEYS 10000u /* limiter slots for keys / key+group pairs */
+#define RT_DEFAULT_MAX_KEYS 100000u            /* virtual keys table capacity */
+#define RT_DEFAULT_LIMITER_KEYS 10000u         /* limiter slots for keys / key+group pairs */
 #define RT_DEFAULT_HEADER_TIMEOUT_MS 10000u    /* limits.header_timeout_ms */
 #define RT_DEFAULT_BODY_TIMEOUT_MS 60000u      /* limits.body_timeout_ms (nginx's) */
 #define RT_DEFAULT_BODY_MIN_RATE 1024u         /* limits.body_min_rate, bytes/s */
@@ -107,18 +111,59 @@ enum rt_strategy {
 /* One model_list entry. */
 struct rt_provider; /* providers/provider.h */
 
+/* Provider-specific litellm_params (cloud authentication and addressing; LiteLLM's names),
+ * allocated for a deployment that gives at least one of them, NULL otherwise. Which family reads
+ * which: the params list of its row (providers/provider.h); given to another family a value is
+ * ignored with a warning. "" when absent. Secrets: never log them. */
+struct rt_dep_cloud {
+    char api_version[RT_CLOUD_ID_CAP];         /* azure, azure_ai: the api-version query */
+    char azure_ad_token[RT_TOKEN_CAP];         /* azure: a Microsoft Entra ID token (secret) */
+    char tenant_id[RT_CLOUD_ID_CAP];           /* azure: Entra ID client credentials: tenant, */
+    char client_id[RT_CLOUD_ID_CAP];           /* application (client) id */
+    char client_secret[RT_SECRET_CAP];         /* and its secret (secret) */
+    char azure_scope[RT_URL_CAP];              /* the token's scope (azure.c has the default) */
+    char azure_authority_host[RT_URL_CAP];     /* the token endpoint's host (azure.c's default) */
+    char vertex_project[RT_CLOUD_ID_CAP];      /* vertex_ai: project (default: the credentials') */
+    char vertex_location[RT_CLOUD_ID_CAP];     /* vertex_ai: region, default us-central1 */
+    char vertex_credentials[RT_CREDS_RAW_CAP]; /* vertex_ai: service-account JSON or its path;
+                                                * read at load (google.c) into the sa_ fields,
+                                                * then wiped */
+    char sa_client_email[RT_CLOUD_ID_CAP];     /* from the credentials */
+    char sa_private_key_id[RT_CLOUD_ID_CAP];
+    char sa_private_key[RT_SA_KEY_CAP]; /* PEM (secret) */
+    char sa_token_uri[RT_URL_CAP];
+    char aws_access_key_id[RT_CLOUD_ID_CAP];       /* bedrock: static credentials ... */
+    char aws_secret_access_key[RT_SECRET_CAP];     /* (secret) */
+    char aws_session_token[RT_TOKEN_CAP];          /* (secret), optional */
+    char aws_region_name[RT_CLOUD_ID_CAP];         /* bedrock: region */
+    char aws_bedrock_runtime_endpoint[RT_URL_CAP]; /* bedrock: endpoint (VPC, proxy) */
+    char aws_role_name[RT_URL_CAP];                /* bedrock: role for a web identity ... */
+    char aws_session_name[RT_CLOUD_ID_CAP];
+    char aws_web_identity_token[RT_TOKEN_CAP];     /* ... the token itself (secret) */
+    char aws_web_identity_token_file[RT_PATH_CAP]; /* ... or its file (IRSA), read at each
+                                                    * renewal */
+    char aws_sts_endpoint[RT_URL_CAP];             /* default https://sts.{region}.amazonaws.com */
+    int aws_env_credentials;                       /* 1: the credentials came from AWS_* */
+};
+
 struct rt_deployment_conf {
     char id[RT_ID_CAP];             /* model_info.id, or generated "<group>-<index>" (index in
                                      * model_list, 0-based) when absent: stable across reloads of
                                      * the same file */
     char group[RT_NAME_CAP];        /* model_name */
     char provider[RT_PROVIDER_CAP]; /* prefix of litellm_params.model as written ("openai",
-                                     * "anthropic", "azure", ...); "openai" when no prefix */
+                                     * "anthropic", "groq", ...); without a prefix "openai"
+                                     * ("anthropic" for claude-*, as LiteLLM infers it) */
+    int provider_implicit;          /* 1: the model had no prefix */
     const struct rt_provider *prov; /* the provider family of the prefix (providers/provider.h);
-                                     * a prefix without one of its own: OpenAI-compatible */
+                                     * an unknown prefix with api_base: OpenAI-compatible */
     char model[RT_NAME_CAP];        /* litellm_params.model after the prefix */
-    char api_base[RT_URL_CAP];      /* "" when absent (upstream uses the provider default) */
-    char api_key[RT_SECRET_CAP];    /* secret; "" when absent. Never log it. */
+    char api_base[RT_URL_CAP];      /* the base URL, resolved at load (provider.h): api_base, a
+                                     * provider variable, or the provider's default; no trailing
+                                     * slash */
+    char api_key[RT_SECRET_CAP];    /* secret; api_key or (provider.h's rules) the provider's
+                                     * key variable; "" when none. Never log it. */
+    struct rt_dep_cloud *cloud;     /* owned; NULL when no provider-specific param is given */
     int64_t rpm;                    /* requests per minute, RT_LIMIT_NONE when absent */
     int64_t tpm;                    /* tokens per minute, RT_LIMIT_NONE when absent */
     uint32_t timeout_ms;            /* litellm_params.timeout (s, may be fractional), else
@@ -313,8 +358,9 @@ int rt_config_find_deployment(const struct rt_config *cfg, const char *id);
 int rt_config_has_group(const struct rt_config *cfg, const char *group);
 
 /* rt_config_secrets: borrowed pointers to every non-empty secret in the config (provider
- * api_keys and master_key) written into out[0..cap-1]; returns how many there are (may exceed
- * cap: then only cap were written). For rt_mask_create(). Valid while cfg lives. */
+ * api_keys, azure_ad_token and client_secret values, master_key) written into out[0..cap-1];
+ * returns how many there are (may exceed cap: then only cap were written). For rt_mask_create().
+ * Valid while cfg lives. */
 size_t rt_config_secrets(const struct rt_config *cfg, const char **out, size_t cap);
 
 #endif

@@ -684,8 +684,8 @@ static int h1_prepare(struct slot *s, const struct rt_upstream_request *req, con
         memcpy(b + len + hl, "\r\n", 2);
         len += hl + 2;
     }
-    len += (size_t)snprintf(b + len, cap - len,
-                            "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+    len += (size_t)snprintf(b + len, cap - len, "%sContent-Length: %zu\r\n\r\n",
+                            up_has_content_type(req) ? "" : "Content-Type: application/json\r\n",
                             s->body_len);
     free(s->head);
     s->head = b;

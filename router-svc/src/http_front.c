@@ -817,6 +817,7 @@ static int worker_init(struct rt_front *f, struct worker *w, struct sockaddr_in 
     w->env.metrics = f->d.metrics;
     w->env.mask = f->d.mask;
     w->env.up = w->up;
+    w->env.creds = f->d.creds;
     w->env.on_complete = f->d.on_complete;
     w->env.on_complete_ud = f->d.on_complete_ud;
     w->env.admit = f->d.admit;

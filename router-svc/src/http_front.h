@@ -36,6 +36,7 @@ struct rt_front_deps {
     struct rt_metrics *metrics;    /* borrowed */
     struct rt_health *health;      /* borrowed */
     void *router;                  /* borrowed struct rt_router * */
+    struct rt_creds *creds;        /* borrowed; NULL when no deployment needs a token */
     rt_on_complete_fn on_complete; /* may be NULL */
     void *on_complete_ud;
     /* Admission check before a request is routed (e.g. the spool's full_policy reject): 0 to

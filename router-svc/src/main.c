@@ -3,6 +3,8 @@
  *   router-svc --config FILE          serve (FILE may also come from TOLLGATE_CONFIG)
  *   router-svc --config FILE --check  validate, print warnings, exit 0; or print
  *                                     FILE:LINE: key: problem and exit 2
+ *   router-svc --providers            the provider table, one line each: prefix, default base,
+ *                                     key variables, base variables (tab-separated)
  *
  * SIGTERM/SIGINT: readiness turns false, new connections are refused, requests in flight get
  * up to TOLLGATE_SHUTDOWN_GRACE_S seconds (default 25) to finish, then whatever is left is
@@ -18,6 +20,8 @@
 
 #include "config.h"
 #include "control.h"
+#include "creds.h"
+#include "providers/provider.h"
 #include "health.h"
 #include "http_front.h"
 #include "key_api.h"
@@ -29,6 +33,7 @@
 #include "upstream.h"
 #include "rt_metrics.h"
 #include "tg_log.h"
+#include "tg_metrics.h"
 #include "tg_time.h"
 
 #define RT_SHUTDOWN_GRACE_S_DEFAULT 25
@@ -72,6 +77,7 @@ static int admit_publisher(void *ud)
 struct extra_metrics {
     struct rt_publisher *pub;
     struct rt_control *ctl;
+    struct rt_creds *creds;
 };
 
 static void write_extra_metrics(struct tg_buf *b, void *ud)
@@ -82,6 +88,21 @@ static void write_extra_metrics(struct tg_buf *b, void *ud)
         rt_publisher_write_metrics(x->pub, b);
     if (x->ctl != NULL)
         rt_control_write_metrics(x->ctl, b);
+    if (x->creds != NULL && rt_creds_slots(x->creds) > 0) {
+        struct rt_creds_stats st;
+
+        rt_creds_stats(x->creds, &st);
+        tg_prom_counter(b, "tollgate_router_tokens_fetched_total",
+                        "Provider tokens obtained from token endpoints (refreshed off the request "
+                        "path)",
+                        st.fetched);
+        tg_prom_counter(b, "tollgate_router_token_fetch_failures_total",
+                        "Token endpoint requests that failed", st.failed);
+        tg_prom_counter(b, "tollgate_router_token_missing_total",
+                        "Attempts that found no valid token for their deployment (answered 503 "
+                        "or retried elsewhere)",
+                        st.missing);
+    }
 }
 
 /* Raise RLIMIT_NOFILE to need (the hard limit too, when the process may), or explain why the
@@ -126,7 +147,28 @@ static int fit_fd_limit(uint64_t need, char *err, size_t errlen)
 static void usage(FILE *out)
 {
     fprintf(out, "usage: router-svc --config FILE [--check]\n"
+                 "       router-svc --providers\n"
                  "  FILE may also be given in TOLLGATE_CONFIG\n");
+}
+
+/* The provider table on stdout: prefix, default base ("-" when none), key variables, base
+ * variables ("-" when none), tab-separated. */
+static void print_providers(void)
+{
+    for (size_t i = 0; i < rt_provider_count(); i++) {
+        const struct rt_provider *p = rt_provider_at(i);
+        const char *const *lists[2] = {p->key_env, p->base_env};
+
+        printf("%s\t%s", p->name, p->default_base != NULL ? p->default_base : "-");
+        for (int l = 0; l < 2; l++) {
+            printf("\t");
+            if (lists[l] == NULL || lists[l][0] == NULL)
+                printf("-");
+            for (size_t j = 0; lists[l] != NULL && lists[l][j] != NULL; j++)
+                printf("%s%s", j > 0 ? "," : "", lists[l][j]);
+        }
+        printf("\n");
+    }
 }
 
 static int env_seconds(const char *name, int dflt)
@@ -180,7 +222,8 @@ int main(int argc, char **argv)
     struct rt_publisher *pub = NULL;
     struct rt_control *ctl = NULL;
     struct rt_key_api *key_api = NULL;
-    struct extra_metrics extra = {NULL, NULL};
+    struct extra_metrics extra = {NULL, NULL, NULL};
+    struct rt_creds *creds = NULL;
     int dep_kafka = -1, dep_keys = -1;
     const char **secrets = NULL;
     size_t nsecrets;
@@ -193,6 +236,9 @@ int main(int argc, char **argv)
             path = argv[++i];
         } else if (strcmp(argv[i], "--check") == 0) {
             check = 1;
+        } else if (strcmp(argv[i], "--providers") == 0) {
+            print_providers();
+            return 0;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -324,8 +370,16 @@ int main(int argc, char **argv)
         TG_WARN("msg=spend_events_disabled reason=\"tollgate.kafka.brokers and "
                 "tollgate.spool.dir must both be set to publish spend events\"");
     }
+    /* Tokens of the deployments that need one, refreshed off the request path; the first ones
+     * are waited for here, once. */
+    creds = rt_creds_create(cfg, err, sizeof(err));
+    if (creds == NULL || rt_creds_start(creds, RT_CREDS_FIRST_WAIT_MS, err, sizeof(err)) != 0) {
+        TG_ERROR("msg=start_failed part=credentials reason=\"%s\"", err);
+        goto out;
+    }
     extra.pub = pub;
     extra.ctl = ctl;
+    extra.creds = creds;
     rt_metrics_set_writer(metrics, write_extra_metrics, &extra);
     {
         struct rt_front_deps deps;
@@ -337,6 +391,7 @@ int main(int argc, char **argv)
         deps.metrics = metrics;
         deps.health = health;
         deps.router = router;
+        deps.creds = creds;
         deps.on_complete = pub != NULL ? on_complete_publish : on_complete_log;
         deps.on_complete_ud = pub;
         deps.admit = pub != NULL ? admit_publisher : NULL;
@@ -418,6 +473,7 @@ int main(int argc, char **argv)
     rc = 0;
 out:
     rt_front_stop(&front);
+    rt_creds_destroy(&creds);
     rt_publisher_destroy(&pub);
     rt_control_destroy(&ctl);
     rt_key_api_destroy(&key_api);

@@ -30,6 +30,13 @@ int relay_begin(struct rt_call *c)
             c->sse_init = 1;
     }
     rt_translate_stream_init(&c->tr, c->wire.dir, c->model_requested, (int64_t)time(NULL));
+    if (c->wire.dialect != NULL) {
+        rt_dialect_stream_init(&c->ds, c->model_requested, (int64_t)time(NULL));
+        if (c->conv.data == NULL && tg_buf_init(&c->conv, RT_STREAM_OUT_MAX_BYTES) != 0)
+            return TG_ENOMEM;
+        tg_buf_reset(&c->conv);
+        c->conv.truncated = 0;
+    }
     return 0;
 }
 
@@ -145,22 +152,89 @@ static void stream_fail(struct rt_call *c, enum rt_error_class ec, const char *m
     }
 }
 
+/* One OpenAI (or Anthropic) event of the wire API, raw[0, rl): usage read, passed on,
+ * translated, or found to end the stream. Returns 1 when the stream ended (or failed) and the
+ * pump should stop, 0 to go on. */
+static int pump_event(struct rt_call *c, const char *raw, size_t rl)
+{
+    char data[RT_STREAM_EVENT_MAX_BYTES + 1];
+    char event[64];
+    size_t dlen;
+
+    if (c->sse_init)
+        rt_sse_usage_feed(&c->sse, raw, rl);
+    rt_sse_parse(raw, rl, event, sizeof(event), data, sizeof(data), &dlen);
+    if (is_terminator(c, event, data, dlen)) {
+        c->saw_terminator = 1;
+        if (c->wire.api == RT_API_RESPONSES)
+            responses_usage_from_event(c, data, dlen);
+        /* the translator writes its closing events (usage is known by now) */
+        if (c->wire.dir != RT_TRANSLATE_NONE)
+            rt_translate_stream_event(&c->tr, event, data, dlen, &c->out);
+        /* routing outcome and completion hook before the terminating event leaves */
+        relay_finalize(c, RT_ERR_NONE, NULL);
+        if (c->wire.dir == RT_TRANSLATE_NONE)
+            tg_buf_append(&c->out, raw, rl);
+        return 1;
+    }
+    if (c->wire.dir != RT_TRANSLATE_NONE) {
+        int rc = dlen > 0 ? rt_translate_stream_event(&c->tr, event, data, dlen, &c->out) : 0;
+
+        if (rc == TG_EPROTO || rc == TG_EFULL || c->out.truncated) {
+            tg_buf_reset(&c->out);
+            c->out.truncated = 0;
+            stream_fail(c, RT_ERR_INVALID_RESPONSE,
+                        "upstream sent a stream event that cannot be translated", 1);
+            return 1;
+        }
+        if (c->tr.finished) {
+            /* an in-band upstream error ended the translated stream */
+            relay_finalize(c, RT_ERR_INVALID_RESPONSE, "upstream stream error event");
+            return 1;
+        }
+    } else if (!(c->strip_usage_chunk && is_usage_only_chunk(data, dlen))) {
+        tg_buf_append(&c->out, raw, rl);
+    }
+    return 0;
+}
+
+/* A dialect's converted events (c->conv) through pump_event, then emptied. Returns what
+ * pump_event returned last (1: the stream ended). */
+static int pump_converted(struct rt_call *c)
+{
+    size_t off = 0;
+    int stop = 0;
+
+    while (!stop && off < c->conv.len) {
+        size_t el = rt_sse_event_len(c->conv.data + off, c->conv.len - off);
+
+        if (el == 0)
+            break;
+        stop = pump_event(c, c->conv.data + off, el);
+        off += el;
+    }
+    tg_buf_reset(&c->conv);
+    c->conv.truncated = 0;
+    return stop;
+}
+
 /* Move complete events from c->in to c->out, as many as fit. Returns 1 when something was
  * produced or the stream state changed. c->out is allocated here and released by the reader
  * once drained, and c->in is released here once emptied: an idle stream (waiting for its
- * provider's next event) holds neither. */
+ * provider's next event) holds neither. A dialect's events (wire.dialect) are converted to
+ * OpenAI chunks first (c->conv), each upstream event taken only when the output is empty. */
 static int stream_pump(struct rt_call *c)
 {
     char raw[RT_STREAM_EVENT_MAX_BYTES];
-    char data[RT_STREAM_EVENT_MAX_BYTES + 1];
-    char event[64];
-    size_t rl, dlen;
+    const struct rt_dialect *d = c->wire.dialect;
+    size_t rl;
     int done, err, unpause;
     int produced = 0;
 
     for (;;) {
         unpause = 0;
-        rl = rt_sse_event_len(c->in, c->in_len);
+        rl = d != NULL && d->event_len != NULL ? d->event_len(c->in, c->in_len)
+                                               : rt_sse_event_len(c->in, c->in_len);
         done = c->upstream_done;
         err = c->res_err;
         if (c->out.data == NULL && (rl > 0 || done || c->in_len >= RT_STREAM_EVENT_MAX_BYTES)) {
@@ -179,9 +253,10 @@ static int stream_pump(struct rt_call *c)
             return 1;
         }
         /* take the event only when its output surely fits: passthrough needs rl bytes, a
-         * translation starts from an empty output buffer */
-        if (rl > 0 && ((c->wire.dir == RT_TRANSLATE_NONE && c->out.len + rl > c->out.cap) ||
-                       (c->wire.dir != RT_TRANSLATE_NONE && c->out.len > 0))) {
+         * translation or a dialect starts from an empty output buffer */
+        if (rl > 0 &&
+            ((c->wire.dir == RT_TRANSLATE_NONE && d == NULL && c->out.len + rl > c->out.cap) ||
+             ((c->wire.dir != RT_TRANSLATE_NONE || d != NULL) && c->out.len > 0))) {
             return produced;
         }
         if (rl > 0) {
@@ -203,6 +278,18 @@ static int stream_pump(struct rt_call *c)
         if (rl == 0) {
             if (!done)
                 return produced;
+            if (d != NULL && err == 0 && !c->saw_terminator && !c->ds.ended && c->out.len == 0) {
+                /* the provider's stream ended: the dialect writes the closing chunks and
+                 * [DONE] when the provider said it had finished */
+                int rc = d->stream_end(&c->ds, &c->conv);
+
+                if (rc == 0 && !c->conv.truncated && pump_converted(c))
+                    return 1;
+                tg_buf_reset(&c->conv);
+                c->conv.truncated = 0;
+            } else if (d != NULL && err == 0 && !c->saw_terminator && c->out.len > 0) {
+                return produced; /* the reader drains the output first */
+            }
             if (err != 0 || !c->saw_terminator) {
                 int timeout = err == TG_ETIMEOUT;
 
@@ -212,41 +299,23 @@ static int stream_pump(struct rt_call *c)
             }
             return 1;
         }
-        if (c->sse_init)
-            rt_sse_usage_feed(&c->sse, raw, rl);
-        rt_sse_parse(raw, rl, event, sizeof(event), data, sizeof(data), &dlen);
         produced = 1;
-        if (is_terminator(c, event, data, dlen)) {
-            c->saw_terminator = 1;
-            if (c->wire.api == RT_API_RESPONSES)
-                responses_usage_from_event(c, data, dlen);
-            /* the translator writes its closing events (usage is known by now) */
-            if (c->wire.dir != RT_TRANSLATE_NONE)
-                rt_translate_stream_event(&c->tr, event, data, dlen, &c->out);
-            /* routing outcome and completion hook before the terminating event leaves */
-            relay_finalize(c, RT_ERR_NONE, NULL);
-            if (c->wire.dir == RT_TRANSLATE_NONE)
-                tg_buf_append(&c->out, raw, rl);
-            return 1;
-        }
-        if (c->wire.dir != RT_TRANSLATE_NONE) {
-            int rc = dlen > 0 ? rt_translate_stream_event(&c->tr, event, data, dlen, &c->out) : 0;
+        if (d != NULL) {
+            int rc = d->stream_event(&c->ds, raw, rl, &c->conv);
 
-            if (rc == TG_EPROTO || rc == TG_EFULL || c->out.truncated) {
-                tg_buf_reset(&c->out);
-                c->out.truncated = 0;
+            if (rc != 0 || c->conv.truncated) {
+                tg_buf_reset(&c->conv);
+                c->conv.truncated = 0;
                 stream_fail(c, RT_ERR_INVALID_RESPONSE,
                             "upstream sent a stream event that cannot be translated", 1);
                 return 1;
             }
-            if (c->tr.finished) {
-                /* an in-band upstream error ended the translated stream */
-                relay_finalize(c, RT_ERR_INVALID_RESPONSE, "upstream stream error event");
+            if (pump_converted(c))
                 return 1;
-            }
-        } else if (!(c->strip_usage_chunk && is_usage_only_chunk(data, dlen))) {
-            tg_buf_append(&c->out, raw, rl);
+            continue;
         }
+        if (pump_event(c, raw, rl))
+            return 1;
     }
 }
 

@@ -190,6 +190,15 @@ static size_t header_cb(char *p, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
+int up_has_content_type(const struct rt_upstream_request *req)
+{
+    for (int i = 0; i < RT_UPSTREAM_HEADERS_MAX && req->headers[i] != NULL; i++) {
+        if (strncasecmp(req->headers[i], "Content-Type:", 13) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* 1 when the slot's kept header list is exactly the one req asks for (same strings, same
  * order): the list is then reused instead of being built again (two allocations a header). */
 static int slot_headers_same(const struct slot *s, const struct rt_upstream_request *req)
@@ -977,12 +986,15 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
             nreq++;
         }
         {
-            struct curl_slist *n = curl_slist_append(hdrs, "Content-Type: application/json");
+            struct curl_slist *n = hdrs;
 
-            if (n != NULL)
-                hdrs = n;
-            else
-                cut = 1;
+            if (!up_has_content_type(req)) {
+                n = curl_slist_append(hdrs, "Content-Type: application/json");
+                if (n != NULL)
+                    hdrs = n;
+                else
+                    cut = 1;
+            }
             n = curl_slist_append(hdrs, "Expect:");
             if (n != NULL)
                 hdrs = n;

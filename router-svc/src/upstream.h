@@ -28,27 +28,27 @@
 struct rt_upstream;
 
 struct rt_upstream_config {
-    size_t max_transfers;      /* slot table and command queue capacity (> 0) */
-    long max_host_connections; /* per host connection cap in the shared cache (> 0) */
+    size_t max_transfers;       /* slot table and command queue capacity (> 0) */
+    long max_host_connections;  /* per host connection cap in the shared cache (> 0) */
     long max_total_connections; /* total connection cap (> 0) */
-    int embedded;              /* 1: no thread of its own; the owner polls rt_upstream_fd() and
-                                  calls rt_upstream_run() from one thread (callbacks run there) */
-    int native;                /* 1: http:// URLs go through the built-in HTTP/1.1 client
-                                  instead of libcurl (a host name once resolved off the loop;
-                                  not when a proxy is set in the environment) */
+    int embedded;               /* 1: no thread of its own; the owner polls rt_upstream_fd() and
+                                   calls rt_upstream_run() from one thread (callbacks run there) */
+    int native;                 /* 1: http:// URLs go through the built-in HTTP/1.1 client
+                                   instead of libcurl (a host name once resolved off the loop;
+                                   not when a proxy is set in the environment) */
 };
 
 /* Outcome of a transfer, passed to on_done. */
 struct rt_upstream_result {
-    int err;              /* 0, TG_ETIMEOUT, TG_EIO (connect/transport), TG_ETOOBIG (response
-                             over max_response_bytes), TG_ECLOSED (cancelled) */
-    long status;          /* HTTP status, 0 when none was received */
-    char *body;           /* NUL-terminated response body (non-stream, or a non-2xx stream);
-                             owned by the transfer: set to NULL to take it (then free()) */
-    size_t body_len;      /* bytes in body */
-    long retry_after_s;   /* parsed retry-after header, -1 when absent */
-    uint64_t ttfb_us;     /* monotonic us from submit to first response byte, 0 when none */
-    char detail[128];     /* short transport error text (curl's), never contains a secret */
+    int err;            /* 0, TG_ETIMEOUT, TG_EIO (connect/transport), TG_ETOOBIG (response
+                           over max_response_bytes), TG_ECLOSED (cancelled) */
+    long status;        /* HTTP status, 0 when none was received */
+    char *body;         /* NUL-terminated response body (non-stream, or a non-2xx stream);
+                           owned by the transfer: set to NULL to take it (then free()) */
+    size_t body_len;    /* bytes in body */
+    long retry_after_s; /* parsed retry-after header, -1 when absent */
+    uint64_t ttfb_us;   /* monotonic us from submit to first response byte, 0 when none */
+    char detail[128];   /* short transport error text (curl's), never contains a secret */
 };
 
 /* Callbacks, all on the loop thread. ud is the submitter's pointer. */
@@ -63,22 +63,24 @@ struct rt_upstream_ops {
 struct rt_upstream_request {
     const char *url;                              /* borrowed for the call (copied) */
     const char *headers[RT_UPSTREAM_HEADERS_MAX]; /* "Name: value", NULL-terminated if fewer;
-                                                     borrowed for the call (copied) */
-    char *body;               /* takes: malloc'd request body, freed by upstream */
+                                                     borrowed for the call (copied); a
+                                                     Content-Type among them replaces the
+                                                     default application/json */
+    char *body; /* takes: malloc'd request body, freed by upstream */
     size_t body_len;
-    long timeout_ms;          /* total transfer time for non-stream; connect+ttfb for streams */
-    long idle_timeout_ms;     /* streams: abort after this long without a byte (0 = timeout_ms) */
+    long timeout_ms;           /* total transfer time for non-stream; connect+ttfb for streams */
+    long idle_timeout_ms;      /* streams: abort after this long without a byte (0 = timeout_ms) */
     size_t max_response_bytes; /* non-stream body cap (> 0); over it -> TG_ETOOBIG */
-    int stream;               /* 1: deliver 2xx bytes through on_data */
-    long recv_buffer_bytes;   /* largest single on_data delivery, 0 = curl's default (16 KiB):
-                                 libcurl's receive buffer, and its deliveries are cut to it too
-                                 (over HTTP/2 curl delivers up to 16 KiB whatever its buffer) */
+    int stream;                /* 1: deliver 2xx bytes through on_data */
+    long recv_buffer_bytes;    /* largest single on_data delivery, 0 = curl's default (16 KiB):
+                                  libcurl's receive buffer, and its deliveries are cut to it too
+                                  (over HTTP/2 curl delivers up to 16 KiB whatever its buffer) */
 };
 
 /* rt_upstream_global_init / rt_upstream_global_fini: process-wide libcurl set-up and
  * tear-down (curl.h stays inside this module). init reads SSL_CERT_FILE: a CA bundle used for
- * the providers' certificates instead of the system's. Main thread, once, before any other thread starts
- * / after every upstream is destroyed. init returns 0 or TG_EIO. */
+ * the providers' certificates instead of the system's. Main thread, once, before any other thread
+ * starts / after every upstream is destroyed. init returns 0 or TG_EIO. */
 int rt_upstream_global_init(void);
 void rt_upstream_global_fini(void);
 
@@ -124,7 +126,7 @@ void rt_upstream_unpause(struct rt_upstream *up, uint64_t handle);
 /* Counters since start. Any thread. */
 struct rt_upstream_stats {
     uint64_t submitted, completed, cancelled, timeouts, full, too_big, active;
-    uint64_t native; /* of submitted: through the built-in HTTP/1.1 client */
+    uint64_t native;      /* of submitted: through the built-in HTTP/1.1 client */
     uint64_t native_full; /* plain-http transfers left to libcurl because the built-in client's
                              origin table (64 per loop) or name table (64) was full */
 };

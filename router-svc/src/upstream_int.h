@@ -161,6 +161,10 @@ void up_timer_arm(struct rt_upstream *up, uint32_t idx, uint64_t deadline);
 void up_timer_disarm(struct rt_upstream *up, uint32_t idx);
 uint64_t up_slot_deadline(const struct slot *s, uint64_t now);
 int up_slot_stash(struct slot *s, const char *dec, size_t ndec, const char *raw, size_t nraw);
+/* up_has_content_type: 1 when req gives its own Content-Type header (then the default,
+ * application/json, is not added). */
+int up_has_content_type(const struct rt_upstream_request *req);
+
 void up_slot_begin(struct slot *s, struct rt_upstream_request *req,
                    const struct rt_upstream_ops *ops, void *ud);
 void up_slot_give_back(struct rt_upstream *up, uint32_t idx);

@@ -81,14 +81,7 @@ static void *timer_main(void *cls)
         uint64_t now = tg_now_mono_ms();
         if (!t->stop && t->heap[0].due_ms > now) {
             struct timespec ts;
-            uint64_t wait_ms = t->heap[0].due_ms - now;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += (time_t)(wait_ms / 1000);
-            ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            tg_mono_deadline(t->heap[0].due_ms - now, &ts);
             pthread_cond_timedwait(&t->cond, &t->lock, &ts);
             continue;
         }

@@ -46,6 +46,15 @@ static int setup(void **state)
     setenv("RT_TEST_MASTER_KEY", "sk-master-0003", 1);
     setenv("RT_TEST_DEMO_KEY", "sk-demo-key-0004", 1);
     unsetenv("RT_TEST_MISSING_VAR");
+    /* the provider variables the tests below set: none may come from the environment */
+    for (size_t i = 0; i < rt_provider_count(); i++) {
+        const struct rt_provider *p = rt_provider_at(i);
+
+        for (size_t j = 0; p->key_env != NULL && p->key_env[j] != NULL; j++)
+            unsetenv(p->key_env[j]);
+        for (size_t j = 0; p->base_env != NULL && p->base_env[j] != NULL; j++)
+            unsetenv(p->base_env[j]);
+    }
     return 0;
 }
 
@@ -91,8 +100,14 @@ static void test_full_file(void **state)
     assert_int_equal(d->weight, 1);
     assert_ptr_equal(cfg->deployments[2].prov, &rt_provider_anthropic);
     assert_string_equal(cfg->deployments[2].provider, "anthropic");
-    assert_string_equal(cfg->deployments[3].provider, "azure");
+    /* the claude key stays for Anthropic's own host (no api_base: the default) */
+    assert_string_equal(cfg->deployments[2].api_base, "https://api.anthropic.com");
+    assert_string_equal(cfg->deployments[2].api_key, "sk-ant-test-0002");
+    /* an unknown prefix with api_base: a generic OpenAI-compatible server */
+    assert_string_equal(cfg->deployments[3].provider, "my_gateway");
     assert_ptr_equal(cfg->deployments[3].prov, &rt_provider_openai);
+    assert_string_equal(cfg->deployments[3].api_base, "http://127.0.0.1:9102");
+    assert_string_equal(cfg->deployments[3].api_key, "");
     assert_int_equal(rt_config_find_deployment(cfg, "big-1"), 3);
     assert_int_equal(rt_config_find_deployment(cfg, "nope"), -1);
     assert_true(rt_config_has_group(cfg, "gpt-big"));
@@ -178,8 +193,8 @@ static void test_full_file(void **state)
     assert_non_null(strstr(diag.warnings[6], "full.yaml:28: model_list[3] (big-1): no price for "
                                              "\"azure/gpt-big-deploy\""));
     assert_non_null(strstr(diag.warnings[0], "full.yaml:16: "
-                                             "model_list[0].litellm_params.api_version: unknown "
-                                             "key, ignored"));
+                                             "model_list[0].litellm_params.api_version: not used "
+                                             "by provider \"openai\", ignored"));
     assert_non_null(strstr(diag.warnings[1], "full.yaml:19: model_list[0].model_info.mode: "));
     assert_non_null(strstr(diag.warnings[2], "full.yaml:51: litellm_settings.drop_params: "
                                              "unknown key, ignored"));
@@ -516,7 +531,8 @@ static void test_control_bytes_in_values(void **state)
 static void test_duplicate_keys(void **state)
 {
     (void)state;
-    expect_error(HEAD "router_settings:\n  model_group_alias: {b: a}\n  model_group_alias: {c: a}\n",
+    expect_error(HEAD
+                 "router_settings:\n  model_group_alias: {b: a}\n  model_group_alias: {c: a}\n",
                  "router.yaml:7: model_group_alias: duplicate key (given twice in one mapping)");
     expect_error(HEAD "tollgate:\n  keys:\n    - key: sk-first-key-000001\n  keys:\n"
                       "    - key: sk-second-key-00002\n",
@@ -564,6 +580,208 @@ static void test_fail_closed(void **state)
     rt_config_destroy(&cfg);
     expect_error(HEAD "tollgate:\n  allow_unauthenticated: maybe\n",
                  "router.yaml:6: tollgate.allow_unauthenticated: expected true or false");
+}
+
+/* Fail closed: a prefix Tollgate does not know needs api_base; one it knows for another API is
+ * refused; every named provider goes to its own default host. */
+static void test_provider_prefixes(void **state)
+{
+    struct rt_config *cfg;
+
+    (void)state;
+    expect_error("model_list:\n  - model_name: a\n    litellm_params:\n      model: x/m\n"
+                 "      api_key: sk-x\n",
+                 "router.yaml:4: model_list[0].litellm_params.model: unknown provider \"x\"; set "
+                 "api_base or use openai/ for an OpenAI-compatible server");
+    expect_error("model_list:\n  - model_name: a\n    litellm_params:\n      model: sagemaker/m\n"
+                 "      api_base: http://127.0.0.1:9/\n",
+                 "router.yaml:4: model_list[0].litellm_params.model: provider \"sagemaker\" is "
+                 "not supported by Tollgate yet (README: Providers)");
+    expect_error("model_list:\n  - model_name: a\n    litellm_params:\n"
+                 "      model: hosted_vllm/m\n",
+                 "router.yaml:4: model_list[0].litellm_params.model: provider \"hosted_vllm\" has "
+                 "no default base URL: set api_base or HOSTED_VLLM_API_BASE");
+    /* api_base before or after model: the same */
+    cfg = load("model_list:\n  - model_name: a\n    litellm_params:\n"
+               "      api_base: http://10.0.0.2:8000/v1/\n      model: x/m\n");
+    assert_non_null(cfg);
+    assert_ptr_equal(cfg->deployments[0].prov, &rt_provider_openai);
+    assert_string_equal(cfg->deployments[0].provider, "x");
+    rt_config_destroy(&cfg);
+    /* every row: its own default host, its prefix stripped from the model */
+    for (size_t i = 0; i < rt_provider_count(); i++) {
+        const struct rt_provider *p = rt_provider_at(i);
+        char text[512];
+
+        if (p->default_base == NULL)
+            continue;
+        snprintf(text, sizeof(text),
+                 "model_list:\n  - model_name: a\n    litellm_params: {model: %s/m/n:1, "
+                 "api_key: k}\n",
+                 p->name);
+        cfg = load(text);
+        if (cfg == NULL)
+            fail_msg("%s: %s", p->name, diag.error);
+        assert_ptr_equal(cfg->deployments[0].prov, p);
+        assert_string_equal(cfg->deployments[0].model, "m/n:1");
+        assert_non_null(strstr(cfg->deployments[0].api_base, p->default_base));
+        rt_config_destroy(&cfg);
+    }
+    /* a bare claude-* is Anthropic's, as LiteLLM infers it; other bare names OpenAI's */
+    cfg = load("model_list:\n  - {model_name: a, litellm_params: {model: claude-3-5-haiku}}\n"
+               "  - {model_name: b, litellm_params: {model: gpt-4o}}\n");
+    assert_non_null(cfg);
+    assert_ptr_equal(cfg->deployments[0].prov, &rt_provider_anthropic);
+    assert_string_equal(cfg->deployments[0].model, "claude-3-5-haiku");
+    assert_ptr_equal(cfg->deployments[1].prov, &rt_provider_openai);
+    assert_string_equal(cfg->deployments[1].api_base, "https://api.openai.com/v1");
+    rt_config_destroy(&cfg);
+}
+
+/* Keys and bases from the environment (LiteLLM's variable names), and the rule that keeps a
+ * provider's key on its own host. */
+static void test_provider_environment(void **state)
+{
+    struct rt_config *cfg;
+
+    (void)state;
+    setenv("GROQ_API_KEY", "gsk-env-1", 1);
+    setenv("TOGETHER_AI_API_KEY", "tg-env-2", 1);
+    setenv("HOSTED_VLLM_API_KEY", "vllm-env-3", 1);
+    setenv("HOSTED_VLLM_API_BASE", "http://vllm.internal:8000/v1", 1);
+    setenv("OLLAMA_API_BASE", "http://gpu-box:11434/", 1);
+    cfg = load("model_list:\n"
+               "  - {model_name: g, litellm_params: {model: groq/llama-3.3-70b-versatile}}\n"
+               "  - {model_name: g2, litellm_params: {model: groq/x, api_key: sk-own}}\n"
+               "  - {model_name: g3, litellm_params: {model: groq/x,\n"
+               "                                      api_base: http://10.0.0.9:1/v1}}\n"
+               "  - {model_name: t, litellm_params: {model: together_ai/m}}\n"
+               "  - {model_name: v, litellm_params: {model: hosted_vllm/m}}\n"
+               "  - {model_name: v2, litellm_params: {model: hosted_vllm/m,\n"
+               "                                      api_base: http://10.0.0.7:8000/v1}}\n"
+               "  - {model_name: o, litellm_params: {model: ollama_chat/llama3}}\n"
+               "  - {model_name: o2, litellm_params: {model: ollama/llama3,\n"
+               "                                      api_base: \"http://h:11434/v1/\"}}\n"
+               "  - {model_name: m, litellm_params: {model: mistral/m,\n"
+               "                                      api_base: https://mistral.example}}\n");
+    if (cfg == NULL)
+        fail_msg("%s", diag.error);
+    /* no api_base: the provider's host, the provider's variable */
+    assert_string_equal(cfg->deployments[0].api_base, "https://api.groq.com/openai/v1");
+    assert_string_equal(cfg->deployments[0].api_key, "gsk-env-1");
+    assert_string_equal(cfg->deployments[0].model, "llama-3.3-70b-versatile");
+    /* api_key given wins */
+    assert_string_equal(cfg->deployments[1].api_key, "sk-own");
+    /* api_base elsewhere: the variable is not sent there (and a warning says so) */
+    assert_string_equal(cfg->deployments[2].api_base, "http://10.0.0.9:1/v1");
+    assert_string_equal(cfg->deployments[2].api_key, "");
+    assert_int_equal(diag.n_warnings, 1);
+    assert_string_equal(diag.warnings[0],
+                        "router.yaml:4: model_list[2].litellm_params.model: GROQ_API_KEY is set "
+                        "but not sent: api_base is not groq's own; give api_key to send a key "
+                        "there");
+    /* the second of together's names */
+    assert_string_equal(cfg->deployments[3].api_key, "tg-env-2");
+    /* self-hosted: base from its variable, its key variable with any base */
+    assert_string_equal(cfg->deployments[4].api_base, "http://vllm.internal:8000/v1");
+    assert_string_equal(cfg->deployments[4].api_key, "vllm-env-3");
+    assert_string_equal(cfg->deployments[5].api_base, "http://10.0.0.7:8000/v1");
+    assert_string_equal(cfg->deployments[5].api_key, "vllm-env-3");
+    /* Ollama's OpenAI-compatible API is under /v1 */
+    assert_string_equal(cfg->deployments[6].api_base, "http://gpu-box:11434/v1");
+    assert_string_equal(cfg->deployments[7].api_base, "http://h:11434/v1");
+    assert_string_equal(cfg->deployments[8].api_base, "https://mistral.example/v1");
+    rt_config_destroy(&cfg);
+    /* a variable with a control byte is an error naming it, never sent */
+    setenv("GROQ_API_KEY", "gsk-env-1\n", 1);
+    cfg = load("model_list:\n  - {model_name: g, litellm_params: {model: groq/m}}\n");
+    assert_null(cfg);
+    assert_non_null(strstr(diag.error, "router.yaml:2: model_list[0].litellm_params.model: "));
+    assert_non_null(strstr(diag.error, "GROQ_API_KEY"));
+    unsetenv("GROQ_API_KEY");
+    unsetenv("TOGETHER_AI_API_KEY");
+    unsetenv("HOSTED_VLLM_API_KEY");
+    unsetenv("HOSTED_VLLM_API_BASE");
+    unsetenv("OLLAMA_API_BASE");
+}
+
+/* Azure: LiteLLM's fields and variables, the Entra ID credentials checked together, secrets
+ * listed for the mask. */
+static void test_provider_azure(void **state)
+{
+    struct rt_config *cfg;
+    const char *secrets[8];
+    size_t n;
+
+    (void)state;
+    expect_error("model_list:\n  - model_name: a\n    litellm_params:\n      model: azure/dep-1\n"
+                 "      api_key: k\n",
+                 "router.yaml:4: model_list[0].litellm_params.model: provider \"azure\" has no "
+                 "default base URL: set api_base or AZURE_API_BASE");
+    expect_error("model_list:\n  - model_name: a\n    litellm_params:\n      model: azure/dep-1\n"
+                 "      api_base: https://r.openai.azure.com\n      tenant_id: t1\n",
+                 "router.yaml:4: model_list[0].litellm_params.model: Microsoft Entra ID client "
+                 "credentials need tenant_id, client_id and client_secret together");
+    setenv("AZURE_API_KEY", "az-env-key", 1);
+    setenv("AZURE_API_VERSION", "2025-01-01-preview", 1);
+    setenv("RT_TEST_ENTRA_SECRET", "entra-secret-1", 1);
+    cfg = load("model_list:\n"
+               "  - model_name: a\n"
+               "    litellm_params:\n"
+               "      model: azure/gpt-4o-dep\n"
+               "      api_base: https://r.openai.azure.com/\n"
+               "      api_version: \"2024-06-01\"\n"
+               "      azure_ad_token: eyJhbGciOi.static\n"
+               "  - model_name: b\n"
+               "    litellm_params:\n"
+               "      model: azure/emb\n"
+               "      api_base: https://r2.openai.azure.com\n"
+               "      tenant_id: 72f988bf-86f1-41af-91ab-2d7cd011db47\n"
+               "      client_id: app-1\n"
+               "      client_secret: os.environ/RT_TEST_ENTRA_SECRET\n"
+               "  - model_name: c\n"
+               "    litellm_params: {model: openai/x, api_base: http://h/v1, tenant_id: t}\n"
+               "general_settings: {master_key: sk-m}\n");
+    if (cfg == NULL)
+        fail_msg("%s", diag.error);
+    assert_ptr_equal(cfg->deployments[0].prov, &rt_provider_azure);
+    assert_string_equal(cfg->deployments[0].model, "gpt-4o-dep");
+    assert_string_equal(cfg->deployments[0].api_base, "https://r.openai.azure.com");
+    assert_non_null(cfg->deployments[0].cloud);
+    assert_string_equal(cfg->deployments[0].cloud->api_version, "2024-06-01");
+    /* AZURE_API_KEY is for AZURE_API_BASE's resource, not sent to an api_base of the config */
+    assert_string_equal(cfg->deployments[0].api_key, "");
+    assert_false(rt_provider_needs_token(&cfg->deployments[0]));
+    /* the version from AZURE_API_VERSION when the config gives none */
+    assert_string_equal(cfg->deployments[1].cloud->api_version, "2025-01-01-preview");
+    assert_string_equal(cfg->deployments[1].cloud->client_secret, "entra-secret-1");
+    assert_true(rt_provider_needs_token(&cfg->deployments[1]));
+    /* another family's param: ignored with a warning */
+    assert_int_equal(diag.n_warnings, 3);
+    assert_string_equal(diag.warnings[0], "router.yaml:4: model_list[0].litellm_params.model: "
+                                          "AZURE_API_KEY is set but not sent: api_base is not "
+                                          "azure's own; give api_key to send a key there");
+    assert_non_null(strstr(diag.warnings[1], "model_list[1].litellm_params.model: AZURE_API_KEY"));
+    assert_string_equal(diag.warnings[2], "router.yaml:16: model_list[2].litellm_params.tenant_id: "
+                                          "not used by provider \"openai\", ignored");
+    n = rt_config_secrets(cfg, secrets, 8);
+    assert_int_equal(n, 3);
+    assert_string_equal(secrets[0], "sk-m");
+    assert_string_equal(secrets[1], "eyJhbGciOi.static");
+    assert_string_equal(secrets[2], "entra-secret-1");
+    rt_config_destroy(&cfg);
+    /* AZURE_API_BASE names the resource: its key variable goes there */
+    setenv("AZURE_API_BASE", "https://env-res.openai.azure.com", 1);
+    cfg = load("model_list:\n  - {model_name: a, litellm_params: {model: azure/d}}\n");
+    if (cfg == NULL)
+        fail_msg("%s", diag.error);
+    assert_string_equal(cfg->deployments[0].api_base, "https://env-res.openai.azure.com");
+    assert_string_equal(cfg->deployments[0].api_key, "az-env-key");
+    rt_config_destroy(&cfg);
+    unsetenv("AZURE_API_KEY");
+    unsetenv("AZURE_API_BASE");
+    unsetenv("AZURE_API_VERSION");
+    unsetenv("RT_TEST_ENTRA_SECRET");
 }
 
 /* The front door's limits: defaults, values, and errors naming the key. */
@@ -648,6 +866,9 @@ int main(void)
         cmocka_unit_test(test_key_models_may_name_own_alias),
         cmocka_unit_test(test_control_bytes_in_values),
         cmocka_unit_test(test_fail_closed),
+        cmocka_unit_test(test_provider_prefixes),
+        cmocka_unit_test(test_provider_environment),
+        cmocka_unit_test(test_provider_azure),
         cmocka_unit_test(test_duplicate_keys),
         cmocka_unit_test(test_front_door_limits),
     };

@@ -10,9 +10,11 @@
 
 #define ANTHROPIC_VERSION "2023-06-01"
 
-static int anthropic_wire(enum rt_api client, struct rt_wire *out)
+int rt_anthropic_wire(const struct rt_deployment_conf *dep, enum rt_api client, struct rt_wire *out)
 {
+    (void)dep;
     out->api = RT_API_MESSAGES;
+    out->dialect = NULL;
     if (client == RT_API_MESSAGES)
         out->dir = RT_TRANSLATE_NONE;
     else if (client == RT_API_CHAT)
@@ -22,33 +24,42 @@ static int anthropic_wire(enum rt_api client, struct rt_wire *out)
     return 0;
 }
 
-static void anthropic_url(const struct rt_deployment_conf *dep, enum rt_api wire, char *out,
-                          size_t cap)
+static void anthropic_url(const struct rt_provider_attempt *a, char *out, size_t cap)
 {
     size_t bl;
-    const char *base = rt_provider_base(dep, &rt_provider_anthropic, &bl);
+    const char *base = rt_provider_base(a->dep, &rt_provider_anthropic, &bl);
 
-    (void)wire;
-    /* an api_base given with its /v1 (LiteLLM's examples have both forms) */
-    snprintf(out, cap, "%.*s%s", (int)bl, base,
-             bl >= 3 && strncmp(base + bl - 3, "/v1", 3) == 0 ? "/messages" : "/v1/messages");
+    /* an api_base given with its /v1 (LiteLLM's examples have both forms), or as the whole
+     * endpoint (LiteLLM's ANTHROPIC_API_BASE examples) */
+    if (bl >= 9 && strncmp(base + bl - 9, "/messages", 9) == 0)
+        snprintf(out, cap, "%.*s", (int)bl, base);
+    else
+        snprintf(out, cap, "%.*s%s", (int)bl, base,
+                 bl >= 3 && strncmp(base + bl - 3, "/v1", 3) == 0 ? "/messages" : "/v1/messages");
 }
 
-static int anthropic_headers(const struct rt_deployment_conf *dep,
+static int anthropic_headers(const struct rt_provider_attempt *a, const char *url,
                              char hdr[][RT_PROVIDER_HEADER_CAP])
 {
+    const struct rt_deployment_conf *dep = a->dep;
     int n = 0;
 
+    (void)url;
     if (dep->api_key[0] != '\0')
         snprintf(hdr[n++], RT_PROVIDER_HEADER_CAP, "x-api-key: %s", dep->api_key);
     snprintf(hdr[n++], RT_PROVIDER_HEADER_CAP, "anthropic-version: %s", ANTHROPIC_VERSION);
     return n;
 }
 
+/* Variables: LiteLLM's Anthropic handler reads ANTHROPIC_API_KEY, and ANTHROPIC_API_BASE then
+ * ANTHROPIC_BASE_URL for the base (litellm/main.py, completion(), the "anthropic" branch). */
 const struct rt_provider rt_provider_anthropic = {
     .name = "anthropic",
     .default_base = "https://api.anthropic.com",
-    .wire = anthropic_wire,
+    .key_env = (const char *const[]){"ANTHROPIC_API_KEY", NULL},
+    .base_env = (const char *const[]){"ANTHROPIC_API_BASE", "ANTHROPIC_BASE_URL", NULL},
+    .flags = 0,
+    .wire = rt_anthropic_wire,
     .url = anthropic_url,
     .headers = anthropic_headers,
     .classify = NULL,

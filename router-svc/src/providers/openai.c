@@ -1,5 +1,6 @@
-/* openai: OpenAI and every OpenAI-compatible server. Chat completions, embeddings and responses
- * are spoken as the client sent them; an Anthropic /v1/messages request is translated to chat
+/* openai: OpenAI and every OpenAI-compatible server (the named ones are rows of
+ * openai_compat.c sharing these functions). Chat completions, embeddings and responses are
+ * spoken as the client sent them; an Anthropic /v1/messages request is translated to chat
  * completions and its answer back. Authorization: Bearer <api_key>. */
 #include "providers/provider.h"
 
@@ -7,8 +8,10 @@
 
 #include "tg_err.h"
 
-static int openai_wire(enum rt_api client, struct rt_wire *out)
+int rt_openai_wire(const struct rt_deployment_conf *dep, enum rt_api client, struct rt_wire *out)
 {
+    (void)dep;
+    out->dialect = NULL;
     if (client == RT_API_MESSAGES) {
         out->api = RT_API_CHAT;
         out->dir = RT_TRANSLATE_CHAT_TO_MESSAGES;
@@ -19,14 +22,15 @@ static int openai_wire(enum rt_api client, struct rt_wire *out)
     return 0;
 }
 
-static void openai_url(const struct rt_deployment_conf *dep, enum rt_api wire, char *out,
-                       size_t cap)
+void rt_openai_url(const struct rt_provider_attempt *a, char *out, size_t cap)
 {
+    const struct rt_deployment_conf *dep = a->dep;
     size_t bl;
-    const char *base = rt_provider_base(dep, &rt_provider_openai, &bl);
+    const char *base =
+        rt_provider_base(dep, dep->prov != NULL ? dep->prov : &rt_provider_openai, &bl);
     const char *path;
 
-    switch (wire) {
+    switch (a->wire) {
     case RT_API_EMBEDDINGS:
         path = "/embeddings";
         break;
@@ -40,19 +44,26 @@ static void openai_url(const struct rt_deployment_conf *dep, enum rt_api wire, c
     snprintf(out, cap, "%.*s%s", (int)bl, base, path);
 }
 
-static int openai_headers(const struct rt_deployment_conf *dep, char hdr[][RT_PROVIDER_HEADER_CAP])
+int rt_openai_headers(const struct rt_provider_attempt *a, const char *url,
+                      char hdr[][RT_PROVIDER_HEADER_CAP])
 {
-    if (dep->api_key[0] == '\0')
+    (void)url;
+    if (a->dep->api_key[0] == '\0')
         return 0;
-    snprintf(hdr[0], RT_PROVIDER_HEADER_CAP, "Authorization: Bearer %s", dep->api_key);
+    snprintf(hdr[0], RT_PROVIDER_HEADER_CAP, "Authorization: Bearer %s", a->dep->api_key);
     return 1;
 }
 
+/* Variables: LiteLLM's OpenAI handler reads OPENAI_API_KEY, and OPENAI_BASE_URL then
+ * OPENAI_API_BASE for the base (litellm/main.py, completion(), the "openai" branch). */
 const struct rt_provider rt_provider_openai = {
     .name = "openai",
     .default_base = "https://api.openai.com/v1",
-    .wire = openai_wire,
-    .url = openai_url,
-    .headers = openai_headers,
+    .key_env = (const char *const[]){"OPENAI_API_KEY", NULL},
+    .base_env = (const char *const[]){"OPENAI_BASE_URL", "OPENAI_API_BASE", NULL},
+    .flags = 0,
+    .wire = rt_openai_wire,
+    .url = rt_openai_url,
+    .headers = rt_openai_headers,
     .classify = NULL,
 };
