@@ -13,7 +13,7 @@ TG_DEPS_PACKAGES=(
     libpq-dev libyaml-dev libssl-dev libcmocka-dev
     redis-server postgresql-15 postgresql-client-15
     curl jq procps iproute2 nginx-light clang libclang-rt-14-dev wrk nodejs npm unzip yamllint
-    ca-certificates libhttp-parser-dev default-jre-headless maven nghttp2-server
+    ca-certificates libhttp-parser-dev default-jre-headless maven nghttp2-server python3 openssl
 )
 
 # tg_deps_missing: print the missing package names, one per line. Safe under the callers'
