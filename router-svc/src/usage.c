@@ -38,17 +38,20 @@ struct usage_shape {
     const char *reasoning;      /* ... its member */
     const char *cache_read;     /* top-level counts added to input (Anthropic), or NULL */
     const char *cache_creation;
+    const char *creation_part; /* top-level count of the cache's writes, a part of input
+                                * (LiteLLM's chat usage), or NULL */
 };
 
 static const struct usage_shape shapes[] = {
     [RT_API_CHAT] = {"prompt_tokens", "completion_tokens", "prompt_tokens_details", "cached_tokens",
-                     "completion_tokens_details", "reasoning_tokens", NULL, NULL},
+                     "completion_tokens_details", "reasoning_tokens", NULL, NULL,
+                     "cache_creation_input_tokens"},
     [RT_API_EMBEDDINGS] = {"prompt_tokens", "completion_tokens", "prompt_tokens_details",
-                           "cached_tokens", NULL, NULL, NULL, NULL},
+                           "cached_tokens", NULL, NULL, NULL, NULL, NULL},
     [RT_API_RESPONSES] = {"input_tokens", "output_tokens", "input_tokens_details", "cached_tokens",
-                          "output_tokens_details", "reasoning_tokens", NULL, NULL},
+                          "output_tokens_details", "reasoning_tokens", NULL, NULL, NULL},
     [RT_API_MESSAGES] = {"input_tokens", "output_tokens", NULL, NULL, NULL, NULL,
-                         "cache_read_input_tokens", "cache_creation_input_tokens"},
+                         "cache_read_input_tokens", "cache_creation_input_tokens", NULL},
 };
 
 static const struct usage_shape *shape_of(enum rt_api api)
@@ -83,6 +86,8 @@ int rt_usage_read(enum rt_api api, const json_t *usage, struct rt_usage *out)
     if (sh->output_details != NULL)
         out->reasoning_tokens =
             int_member(json_object_get(usage, sh->output_details), sh->reasoning, &unused);
+    if (sh->creation_part != NULL)
+        out->cache_creation_tokens = int_member(usage, sh->creation_part, &unused);
     if (sh->cache_read != NULL) {
         out->cache_read_tokens = int_member(usage, sh->cache_read, &present);
         out->cache_creation_tokens = int_member(usage, sh->cache_creation, &present);
@@ -146,7 +151,7 @@ static int usage_scan(enum rt_api api, const char *body, size_t len, struct rt_u
     struct rt_json_member top[1] = {{"usage", 0, 0, 0}};
     struct rt_json_member um[6];
     const char *ub;
-    int present = 0;
+    int present = 0, unused = 0;
     size_t nm = 2;
 
     if (rt_json_scan_object(body, len, top, 1, NULL) != 0)
@@ -164,6 +169,8 @@ static int usage_scan(enum rt_api api, const char *body, size_t len, struct rt_u
         um[nm++].name = sh->cache_read;
         um[nm++].name = sh->cache_creation;
     }
+    if (sh->creation_part != NULL)
+        um[nm++].name = sh->creation_part;
     ub = body + top[0].val_off;
     if (rt_json_scan_object(ub, top[0].val_len, um, nm, NULL) != 0)
         return TG_EINVAL;
@@ -176,6 +183,8 @@ static int usage_scan(enum rt_api api, const char *body, size_t len, struct rt_u
             out->reasoning_tokens = nested_count(ub, &um[i], sh->reasoning);
         else if (um[i].name == sh->cache_read)
             out->cache_read_tokens = span_count(ub, &um[i], &present);
+        else if (um[i].name == sh->creation_part)
+            out->cache_creation_tokens = span_count(ub, &um[i], &unused);
         else
             out->cache_creation_tokens = span_count(ub, &um[i], &present);
     }
@@ -391,6 +400,7 @@ static void sse_data(struct rt_sse_usage *p, const char *data, size_t len)
                 p->usage.prompt_tokens = u.prompt_tokens;
                 p->usage.cache_read_tokens = u.cache_read_tokens;
                 p->usage.cache_creation_tokens = u.cache_creation_tokens;
+                p->usage.found = 1;
             }
             usage_clamp(&p->usage);
         }

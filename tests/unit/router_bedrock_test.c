@@ -297,7 +297,8 @@ static void test_converse_response(void **state)
                       "{\"text\":\"Sure\"},{\"toolUse\":{\"toolUseId\":\"tu1\",\"name\":\"w\","
                       "\"input\":{\"c\":\"Paris\"}}}]}},\"stopReason\":\"tool_use\","
                       "\"usage\":{\"inputTokens\":10,\"outputTokens\":5,\"totalTokens\":15,"
-                      "\"cacheReadInputTokens\":3},\"metrics\":{\"latencyMs\":9}}");
+                      "\"cacheReadInputTokens\":3,\"cacheWriteInputTokens\":2},"
+                      "\"metrics\":{\"latencyMs\":9}}");
     json_t *c = rt_dialect_converse.response(a, "shown", err, sizeof(err));
 
     (void)state;
@@ -309,7 +310,9 @@ static void test_converse_response(void **state)
                 "\"role\":\"assistant\",\"content\":\"Sure\",\"reasoning_content\":\"hmm\","
                 "\"tool_calls\":[{\"id\":\"tu1\",\"type\":\"function\",\"function\":{\"name\":"
                 "\"w\",\"arguments\":\"{\\\"c\\\":\\\"Paris\\\"}\"}}]}}],"
-                "\"usage\":{\"prompt_tokens\":13,\"completion_tokens\":5,\"total_tokens\":18}}");
+                "\"usage\":{\"prompt_tokens\":15,\"completion_tokens\":5,\"total_tokens\":20,"
+                "\"prompt_tokens_details\":{\"cached_tokens\":3},"
+                "\"cache_creation_input_tokens\":2}}");
     json_decref(c);
     json_decref(a);
     a = parse("{\"output\":{}}");

@@ -220,7 +220,8 @@ static void test_response(void **state)
         " {\"functionCall\":{\"name\":\"look\",\"args\":{\"q\":2}}}]},"
         " \"finishReason\":\"STOP\",\"index\":0}],"
         "\"usageMetadata\":{\"promptTokenCount\":10,\"candidatesTokenCount\":4,"
-        " \"thoughtsTokenCount\":3,\"totalTokenCount\":17},\"responseId\":\"r-1\"}");
+        " \"thoughtsTokenCount\":3,\"cachedContentTokenCount\":4,\"totalTokenCount\":17},"
+        "\"responseId\":\"r-1\"}");
     json_t *c;
 
     (void)state;
@@ -233,7 +234,9 @@ static void test_response(void **state)
                    " \"reasoning_content\":\"let me think\",\"tool_calls\":[{\"id\":\"call_0\","
                    " \"type\":\"function\",\"function\":{\"name\":\"look\","
                    " \"arguments\":\"{\\\"q\\\":2}\"}}]}}],"
-                   "\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":7,\"total_tokens\":17}}");
+                   "\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":7,\"total_tokens\":17,"
+                   " \"prompt_tokens_details\":{\"cached_tokens\":4},"
+                   " \"completion_tokens_details\":{\"reasoning_tokens\":3}}}");
     json_decref(c);
     json_decref(a);
     a = parse("{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"cut\"}]},"

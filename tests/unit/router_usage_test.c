@@ -146,6 +146,29 @@ static void test_cost_per_usage_shape(void **state)
     priced(&d, "2.5e-6", "1e-5", NULL, NULL, NULL);
     assert_int_equal(rt_usage_cost_nusd(&d, &u), 8000000);
 
+    /* LiteLLM's chat usage for a cached Anthropic/Bedrock call: the cache's writes at the top
+     * level, a part of prompt_tokens (5100 = 100 plain + 4000 read + 1000 written); with the
+     * claude-sonnet-4-5 prices of the messages case below, 0.006 USD either way, through the
+     * scanner and through jansson. */
+    {
+        static const char lchat[] =
+            "{\"usage\":{\"prompt_tokens\":5100,\"completion_tokens\":50,"
+            "\"prompt_tokens_details\":{\"cached_tokens\":4000},"
+            "\"cache_creation_input_tokens\":1000}}";
+        char big[512];
+
+        priced(&d, "3e-6", "1.5e-5", "3e-7", "3.75e-6", NULL);
+        assert_int_equal(rt_usage_from_json(RT_API_CHAT, lchat, strlen(lchat), &u), 0);
+        assert_int_equal(u.prompt_tokens, 5100);
+        assert_int_equal(u.cache_read_tokens, 4000);
+        assert_int_equal(u.cache_creation_tokens, 1000);
+        assert_int_equal(rt_usage_cost_nusd(&d, &u), 6000000);
+        snprintf(big, sizeof(big), "{\"x\":1e0,%s", lchat + 1);
+        assert_int_equal(rt_usage_from_json(RT_API_CHAT, big, strlen(big), &u), 0);
+        assert_int_equal(u.cache_creation_tokens, 1000);
+        assert_int_equal(rt_usage_cost_nusd(&d, &u), 6000000);
+    }
+
     /* OpenAI responses: the same counts under their names. */
     priced(&d, "2.5e-6", "1e-5", "1.25e-6", NULL, NULL);
     assert_int_equal(rt_usage_from_json(RT_API_RESPONSES, responses, strlen(responses), &u), 0);
@@ -214,6 +237,21 @@ static void test_stream_usage_parts(void **state)
     assert_int_equal(u.cache_read_tokens, 4000);
     assert_int_equal(u.cache_creation_tokens, 1000);
     assert_int_equal(u.completion_tokens, 50);
+
+    /* A message_delta that restates input without output_tokens, after a message_start whose
+     * usage was lost: the counts are usage found (a fuzzing finding: counts without found). */
+    {
+        static const char delta_only[] =
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":"
+            "{\"input_tokens\":512}}\n\n";
+
+        assert_int_equal(rt_sse_usage_init(&p, RT_API_MESSAGES, 0), 0);
+        rt_sse_usage_feed(&p, delta_only, sizeof(delta_only) - 1);
+        rt_sse_usage_get(&p, &u);
+        rt_sse_usage_fini(&p);
+        assert_int_equal(u.found, 1);
+        assert_int_equal(u.prompt_tokens, 512);
+    }
 }
 
 /* The input estimate of the pre-call checks: text inside JSON strings only, runs by class. */

@@ -354,12 +354,13 @@ static json_t *converse_response(const json_t *answer, const char *model, char *
         json_decref(calls);
     prompt = prompt_of(u);
     completion = rt_dialect_count(u, "outputTokens");
-    return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:s}],s:{s:I,s:I,s:I}}", "id",
-                     "chatcmpl-bedrock", "object", "chat.completion", "created",
-                     (json_int_t)time(NULL), "model", model, "choices", "index", 0, "message", msg,
-                     "finish_reason", finish != NULL ? finish : "stop", "usage", "prompt_tokens",
-                     (json_int_t)prompt, "completion_tokens", (json_int_t)completion,
-                     "total_tokens", (json_int_t)(prompt + completion));
+    return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:s}],s:o}", "id", "chatcmpl-bedrock",
+                     "object", "chat.completion", "created", (json_int_t)time(NULL), "model",
+                     model, "choices", "index", 0, "message", msg, "finish_reason",
+                     finish != NULL ? finish : "stop", "usage",
+                     rt_dialect_usage(prompt, rt_dialect_count(u, "cacheReadInputTokens"),
+                                      rt_dialect_count(u, "cacheWriteInputTokens"), completion,
+                                      0));
 }
 
 /* ---- streams ---- */
@@ -424,6 +425,8 @@ static int converse_stream_event(struct rt_dialect_stream *st, const char *raw, 
 
         if (json_is_object(u)) {
             st->prompt_tokens = prompt_of(u);
+            st->cache_read_tokens = rt_dialect_count(u, "cacheReadInputTokens");
+            st->cache_creation_tokens = rt_dialect_count(u, "cacheWriteInputTokens");
             st->completion_tokens = rt_dialect_count(u, "outputTokens");
             st->usage_found = 1;
         }

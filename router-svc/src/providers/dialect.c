@@ -50,14 +50,41 @@ int rt_dialect_chunk(struct rt_dialect_stream *st, json_t *delta, const char *fi
                 out);
 }
 
+json_t *rt_dialect_usage(int64_t prompt, int64_t cache_read, int64_t cache_creation,
+                         int64_t completion, int64_t reasoning)
+{
+    json_t *u;
+
+    prompt = prompt < 0 ? 0 : prompt;
+    completion = completion < 0 ? 0 : completion;
+    cache_read = cache_read < 0 ? 0 : cache_read > prompt ? prompt : cache_read;
+    cache_creation = cache_creation < 0                       ? 0
+                     : cache_creation > prompt - cache_read ? prompt - cache_read
+                                                            : cache_creation;
+    reasoning = reasoning < 0 ? 0 : reasoning > completion ? completion : reasoning;
+    u = json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)prompt, "completion_tokens",
+                  (json_int_t)completion, "total_tokens", (json_int_t)(prompt + completion));
+    if (u == NULL)
+        return NULL;
+    if (cache_read > 0)
+        json_object_set_new(u, "prompt_tokens_details",
+                            json_pack("{s:I}", "cached_tokens", (json_int_t)cache_read));
+    if (reasoning > 0)
+        json_object_set_new(u, "completion_tokens_details",
+                            json_pack("{s:I}", "reasoning_tokens", (json_int_t)reasoning));
+    if (cache_creation > 0)
+        json_object_set_new(u, "cache_creation_input_tokens", json_integer(cache_creation));
+    return u;
+}
+
 int rt_dialect_usage_chunk(struct rt_dialect_stream *st, struct tg_buf *out)
 {
-    return emit(json_pack("{s:s,s:s,s:I,s:s,s:[],s:{s:I,s:I,s:I}}", "id", st->id, "object",
+    return emit(json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", st->id, "object",
                           "chat.completion.chunk", "created", (json_int_t)st->created_s, "model",
-                          st->model, "choices", "usage", "prompt_tokens",
-                          (json_int_t)st->prompt_tokens, "completion_tokens",
-                          (json_int_t)st->completion_tokens, "total_tokens",
-                          (json_int_t)(st->prompt_tokens + st->completion_tokens)),
+                          st->model, "choices", "usage",
+                          rt_dialect_usage(st->prompt_tokens, st->cache_read_tokens,
+                                           st->cache_creation_tokens, st->completion_tokens,
+                                           st->reasoning_tokens)),
                 out);
 }
 

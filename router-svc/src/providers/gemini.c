@@ -547,10 +547,10 @@ static json_t *gemini_response(const json_t *answer, const char *model, char *er
     completion =
         rt_dialect_count(um, "candidatesTokenCount") + rt_dialect_count(um, "thoughtsTokenCount");
     snprintf(id, sizeof(id), "chatcmpl-%.80s", rid != NULL ? rid : "gemini");
-    return json_pack("{s:s,s:s,s:I,s:s,s:o,s:{s:I,s:I,s:I}}", "id", id, "object", "chat.completion",
-                     "created", (json_int_t)time(NULL), "model", model, "choices", choices, "usage",
-                     "prompt_tokens", (json_int_t)prompt, "completion_tokens",
-                     (json_int_t)completion, "total_tokens", (json_int_t)(prompt + completion));
+    return json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", id, "object", "chat.completion", "created",
+                     (json_int_t)time(NULL), "model", model, "choices", choices, "usage",
+                     rt_dialect_usage(prompt, rt_dialect_count(um, "cachedContentTokenCount"), 0,
+                                      completion, rt_dialect_count(um, "thoughtsTokenCount")));
 }
 
 /* ---- streams ---- */
@@ -585,8 +585,10 @@ static int gemini_stream_event(struct rt_dialect_stream *st, const char *raw, si
     um = json_object_get(j, "usageMetadata");
     if (json_is_object(um)) {
         st->prompt_tokens = rt_dialect_count(um, "promptTokenCount");
+        st->cache_read_tokens = rt_dialect_count(um, "cachedContentTokenCount");
         st->completion_tokens = rt_dialect_count(um, "candidatesTokenCount") +
                                 rt_dialect_count(um, "thoughtsTokenCount");
+        st->reasoning_tokens = rt_dialect_count(um, "thoughtsTokenCount");
         st->usage_found = 1;
     }
     if (cand == NULL) {

@@ -91,8 +91,11 @@ struct rt_token_request {
 
 /* A dialect of its own (Gemini's generateContent, Bedrock's Converse): the call speaks OpenAI
  * chat at the dialect's door (a /v1/messages request is translated to chat first, the answer
- * back after) and the dialect converts. Usage travels in the converted answer's "usage"
- * (prompt_tokens, completion_tokens), so that the OpenAI usage reader reads it.
+ * back after) and the dialect converts. Usage travels in the converted answer's "usage" in
+ * OpenAI's shape (rt_dialect_usage: totals, the cache's reads in
+ * prompt_tokens_details.cached_tokens, reasoning in completion_tokens_details.reasoning_tokens,
+ * the cache's writes in cache_creation_input_tokens as LiteLLM writes them), so that the OpenAI
+ * usage reader prices each part.
  *
  * Streams: the provider's stream is cut into events by event_len (NULL: server-sent events,
  * sse.h), each event converted by stream_event into OpenAI chat.completion.chunk events
@@ -114,8 +117,11 @@ struct rt_dialect_stream {
     char model[RT_NAME_CAP]; /* the model name shown to the client */
     int64_t created_s;
     char finish[24];       /* finish_reason in OpenAI's vocabulary */
-    int64_t prompt_tokens; /* usage as last reported */
-    int64_t completion_tokens;
+    int64_t prompt_tokens; /* usage as last reported: every input token, the cache's included */
+    int64_t completion_tokens;     /* every output token, reasoning included */
+    int64_t cache_read_tokens;     /* of prompt_tokens: read from the provider's cache */
+    int64_t cache_creation_tokens; /* of prompt_tokens: written to it */
+    int64_t reasoning_tokens;      /* of completion_tokens */
     int usage_found;
     int n_tools;   /* tool calls started (their index in the chunks) */
     int open_tool; /* Bedrock: index of the tool call whose input is streaming, -1 */
@@ -180,6 +186,9 @@ int rt_dialect_content(const json_t *content, json_t *out,
                        int skip_empty, char *err, size_t errlen);
 json_t *rt_dialect_call_args(const json_t *fn);
 int64_t rt_dialect_count(const json_t *o, const char *k);
+/* rt_dialect_usage: an OpenAI usage object for the counts (parts cut to their totals). New. */
+json_t *rt_dialect_usage(int64_t prompt, int64_t cache_read, int64_t cache_creation,
+                         int64_t completion, int64_t reasoning);
 int rt_dialect_stream_close(struct rt_dialect_stream *st, struct tg_buf *out);
 
 /* rt_dialect_embeddings_base64: an OpenAI embeddings list whose vectors are number arrays, made
