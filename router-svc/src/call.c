@@ -318,15 +318,17 @@ static size_t call_on_data(void *ud, const char *p, size_t n)
 
     if (c->in == NULL && !c->client_gone && !c->discard) {
         /* held only while bytes wait for the reader (released once it took them all) */
-        c->in = malloc(RT_STREAM_IN_MAX_BYTES);
+        c->in = malloc(RT_STREAM_IN_BYTES);
+        c->in_cap = RT_STREAM_IN_BYTES;
         if (c->in == NULL)
             c->discard = 1; /* out of memory: the transfer fails like a broken connection */
     }
     if (c->client_gone || c->discard) {
         ret = 0; /* aborts the transfer */
-    } else if (c->in_len + n > RT_STREAM_IN_MAX_BYTES) {
-        /* full: the buffer holds a whole event (or one over the cap), which the reader takes
-         * (or fails) and then unpauses; it may be parked waiting for bytes, so wake it */
+    } else if (c->in_len + n > c->in_cap) {
+        /* full: the buffer holds a whole event, which the reader takes, or part of one, for
+         * which it grows the buffer (or fails the stream); then it unpauses. It may be parked
+         * waiting for bytes, so wake it */
         c->paused = 1;
         ret = RT_UPSTREAM_PAUSE;
         call_resume(c);

@@ -13,25 +13,26 @@
 #include "translate.h"
 #include "usage.h"
 
-/* Per-stream buffering, at most 29 KiB per in-flight stream, most of it held only while bytes
- * are on their way (a stream waiting for its provider's next event holds libcurl's receive
- * buffer only):
- * - one upstream SSE event is at most RT_STREAM_EVENT_MAX_BYTES (a larger one ends the stream
- *   with an in-band error, class invalid_response);
+/* Per-stream buffering: about 25 KiB per in-flight stream of ordinary events, held only while
+ * bytes are on their way (a stream waiting for its provider's next event holds libcurl's
+ * receive buffer only); a large event takes what it needs, up to limits.max_response_bytes,
+ * and gives it back once it has left:
  * - the upstream's deliveries are at most RT_STREAM_RECV_BYTES (libcurl's minimum buffer; the
- *   upstream cuts larger ones: SSE events are small, a larger one comes in several pieces);
- * - raw upstream bytes: the event cap plus one delivery, so that a partial event always leaves
- *   room for the next piece; when full the transfer is paused and resumed once the reader has
- *   taken an event; allocated when bytes arrive, released once the reader has taken them all;
- * - client-bound output: RT_STREAM_OUT_MAX_BYTES, allocated when there is something to send,
+ *   upstream cuts larger ones);
+ * - raw upstream bytes: RT_STREAM_IN_BYTES at first; when a partial event fills them the
+ *   transfer is paused, the buffer doubled (up to the event cap, limits.max_response_bytes,
+ *   plus one delivery) and the transfer resumed; an event over the cap ends the stream with an
+ *   in-band error naming the limit, class invalid_response. Events are handled in place, and
+ *   the buffer is allocated when bytes arrive and released once the reader has taken them all;
+ * - client-bound output (and a dialect's converted events): RT_STREAM_OUT_BYTES, or what the
+ *   event being handled needs (its size passed through; twice its size plus
+ *   RT_STREAM_OUT_BYTES translated or converted), allocated when there is something to send and
  *   released once the client connection has taken it all;
- * - the usage parser's line buffer: RT_STREAM_USAGE_LINE_BYTES, allocated only if a line is
- *   split across two feeds (the pump feeds whole events, so never in practice). */
-#define RT_STREAM_EVENT_MAX_BYTES (12u * 1024u)
+ * - the usage parser's line buffer: allocated only if a line is split across two feeds (the
+ *   pump feeds whole events, so never in practice); lines up to the event cap are read. */
 #define RT_STREAM_RECV_BYTES 1024u
-#define RT_STREAM_IN_MAX_BYTES (RT_STREAM_EVENT_MAX_BYTES + RT_STREAM_RECV_BYTES)
-#define RT_STREAM_OUT_MAX_BYTES (12u * 1024u)
-#define RT_STREAM_USAGE_LINE_BYTES (4u * 1024u)
+#define RT_STREAM_IN_BYTES (12u * 1024u + RT_STREAM_RECV_BYTES)
+#define RT_STREAM_OUT_BYTES (12u * 1024u)
 /* Messages of router-made errors and of upstream failures for the trail, bytes. */
 #define RT_CALL_MESSAGE_MAX 512
 
@@ -108,8 +109,8 @@ struct rt_call {
     char res_detail[128];
 
     /* stream: upstream side */
-    char *in; /* RT_STREAM_IN_MAX_BYTES raw upstream bytes, NULL while empty */
-    size_t in_len;
+    char *in; /* in_cap bytes of raw upstream bytes, NULL while empty */
+    size_t in_len, in_cap;
     int paused;  /* the transfer is paused: the reader unpauses it */
     int discard; /* stream failed: refuse further upstream bytes */
     int upstream_done;
@@ -122,9 +123,9 @@ struct rt_call {
     int sse_init;
     struct rt_translate_stream tr;
     struct rt_dialect_stream ds; /* a dialect's stream state (wire.dialect) */
-    struct tg_buf conv;          /* a dialect's events converted to OpenAI chunks, at most
-                                  * RT_STREAM_OUT_MAX_BYTES; allocated by relay_begin for a
-                                  * dialect stream, freed with the call */
+    struct tg_buf conv;          /* a dialect's events converted to OpenAI chunks (capacity
+                                  * as the output's); allocated by relay_begin for a dialect
+                                  * stream, freed with the call */
     int saw_terminator;
     int stream_finalized;
     struct hs_response *resp; /* the stream's response, for the cost trailer: borrowed (the

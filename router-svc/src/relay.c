@@ -18,6 +18,14 @@
 #include "tg_time.h"
 #include "upstream.h"
 
+/* The largest upstream event a stream takes: limits.max_response_bytes. */
+static size_t event_cap(const struct rt_call *c)
+{
+    uint64_t m = c->env->cfg->max_response_bytes;
+
+    return m > 0 ? (size_t)m : (size_t)RT_DEFAULT_MAX_RESPONSE_BYTES;
+}
+
 /* Client-side stream state (the output buffer itself is allocated by stream_pump when it has
  * something to write). Returns 0 or TG_ENOMEM. */
 int relay_begin(struct rt_call *c)
@@ -26,13 +34,13 @@ int relay_begin(struct rt_call *c)
     c->out.truncated = 0;
     c->out_off = 0;
     if (!c->sse_init) {
-        if (rt_sse_usage_init(&c->sse, c->wire.api, RT_STREAM_USAGE_LINE_BYTES) == 0)
+        if (rt_sse_usage_init(&c->sse, c->wire.api, event_cap(c) + 1) == 0)
             c->sse_init = 1;
     }
     rt_translate_stream_init(&c->tr, c->wire.dir, c->model_requested, (int64_t)time(NULL));
     if (c->wire.dialect != NULL) {
         rt_dialect_stream_init(&c->ds, c->model_requested, (int64_t)time(NULL));
-        if (c->conv.data == NULL && tg_buf_init(&c->conv, RT_STREAM_OUT_MAX_BYTES) != 0)
+        if (c->conv.data == NULL && tg_buf_init(&c->conv, RT_STREAM_OUT_BYTES) != 0)
             return TG_ENOMEM;
         tg_buf_reset(&c->conv);
         c->conv.truncated = 0;
@@ -152,18 +160,10 @@ static void stream_fail(struct rt_call *c, enum rt_error_class ec, const char *m
     }
 }
 
-/* One OpenAI (or Anthropic) event of the wire API, raw[0, rl): usage read, passed on,
- * translated, or found to end the stream. Returns 1 when the stream ended (or failed) and the
- * pump should stop, 0 to go on. */
-static int pump_event(struct rt_call *c, const char *raw, size_t rl)
+/* pump_event's work once the event is parsed: its name and its data[0, dlen). */
+static int pump_data(struct rt_call *c, const char *raw, size_t rl, const char *event,
+                     const char *data, size_t dlen)
 {
-    char data[RT_STREAM_EVENT_MAX_BYTES + 1];
-    char event[64];
-    size_t dlen;
-
-    if (c->sse_init)
-        rt_sse_usage_feed(&c->sse, raw, rl);
-    rt_sse_parse(raw, rl, event, sizeof(event), data, sizeof(data), &dlen);
     if (is_terminator(c, event, data, dlen)) {
         c->saw_terminator = 1;
         if (c->wire.api == RT_API_RESPONSES)
@@ -198,6 +198,34 @@ static int pump_event(struct rt_call *c, const char *raw, size_t rl)
     return 0;
 }
 
+/* One OpenAI (or Anthropic) event of the wire API, raw[0, rl): usage read, passed on,
+ * translated, or found to end the stream. Returns 1 when the stream ended (or failed) and the
+ * pump should stop, 0 to go on. */
+static int pump_event(struct rt_call *c, const char *raw, size_t rl)
+{
+    char small[4096];
+    char *data = small;
+    char event[64];
+    size_t dlen;
+    int stop;
+
+    if (rl >= sizeof(small)) {
+        data = malloc(rl + 1); /* the data of a large event: at most the event's size */
+        if (data == NULL) {
+            stream_fail(c, RT_ERR_INVALID_RESPONSE, "out of memory", 1);
+            return 1;
+        }
+    }
+    if (c->sse_init)
+        rt_sse_usage_feed(&c->sse, raw, rl);
+    rt_sse_parse(raw, rl, event, sizeof(event), data, rl >= sizeof(small) ? rl + 1 : sizeof(small),
+                 &dlen);
+    stop = pump_data(c, raw, rl, event, data, dlen);
+    if (data != small)
+        free(data);
+    return stop;
+}
+
 /* A dialect's converted events (c->conv) through pump_event, then emptied. Returns what
  * pump_event returned last (1: the stream ended). */
 static int pump_converted(struct rt_call *c)
@@ -218,29 +246,90 @@ static int pump_converted(struct rt_call *c)
     return stop;
 }
 
+/* A partial event fills the raw buffer (the transfer is paused): double it, up to the event
+ * cap plus one delivery. Returns 0, or -1 when the event is over the cap (or no memory). */
+static int in_grow(struct rt_call *c)
+{
+    size_t most = event_cap(c) + RT_STREAM_RECV_BYTES;
+    size_t n = c->in_cap * 2;
+    char *grown;
+
+    if (c->in_cap >= most)
+        return -1;
+    if (n > most)
+        n = most;
+    grown = realloc(c->in, n);
+    if (grown == NULL)
+        return -1;
+    c->in = grown;
+    c->in_cap = n;
+    return 0;
+}
+
+/* An empty output buffer (c->out, and c->conv for a dialect) made large enough for an event of
+ * rl bytes: its size passed through, twice its size plus RT_STREAM_OUT_BYTES translated or
+ * converted (the output of either is the event's text re-encoded plus a bounded frame per
+ * chunk). Returns 0 or TG_ENOMEM. */
+static int out_fit(struct rt_call *c, size_t rl)
+{
+    int through = c->wire.dir == RT_TRANSLATE_NONE && c->wire.dialect == NULL;
+    size_t need = through ? rl : 2 * rl + RT_STREAM_OUT_BYTES;
+
+    if (c->out.cap < need) {
+        tg_buf_fini(&c->out);
+        c->out_off = 0;
+        if (tg_buf_init(&c->out, need) != 0)
+            return TG_ENOMEM;
+    }
+    if (c->wire.dialect != NULL && c->conv.cap < need) {
+        tg_buf_fini(&c->conv);
+        if (tg_buf_init(&c->conv, need) != 0)
+            return TG_ENOMEM;
+    }
+    return 0;
+}
+
+/* The event c->in[0, rl) was handled: drop it from the raw buffer (released once empty) and
+ * resume a paused transfer (whose on_data may run before this returns). */
+static void in_take(struct rt_call *c, size_t rl)
+{
+    memmove(c->in, c->in + rl, c->in_len - rl);
+    c->in_len -= rl;
+    if (c->in_len == 0) {
+        free(c->in);
+        c->in = NULL;
+        c->in_cap = 0;
+    }
+    if (c->paused) {
+        c->paused = 0;
+        rt_upstream_unpause(c->env->up, c->handle);
+    }
+}
+
 /* Move complete events from c->in to c->out, as many as fit. Returns 1 when something was
  * produced or the stream state changed. c->out is allocated here and released by the reader
- * once drained, and c->in is released here once emptied: an idle stream (waiting for its
- * provider's next event) holds neither. A dialect's events (wire.dialect) are converted to
- * OpenAI chunks first (c->conv), each upstream event taken only when the output is empty. */
+ * once drained, and c->in is released once emptied: an idle stream (waiting for its
+ * provider's next event) holds neither. Events are handled in place in c->in, each only when
+ * the output can take it whole (passed through: room for it; translated or converted: an empty
+ * output, made large enough). A dialect's events (wire.dialect) are converted to OpenAI chunks
+ * first (c->conv). */
 static int stream_pump(struct rt_call *c)
 {
-    char raw[RT_STREAM_EVENT_MAX_BYTES];
     const struct rt_dialect *d = c->wire.dialect;
+    int through = c->wire.dir == RT_TRANSLATE_NONE && d == NULL;
     size_t rl;
-    int done, err, unpause;
+    int done, err, stop;
     int produced = 0;
 
     for (;;) {
-        unpause = 0;
         rl = d != NULL && d->event_len != NULL ? d->event_len(c->in, c->in_len)
                                                : rt_sse_event_len(c->in, c->in_len);
         done = c->upstream_done;
         err = c->res_err;
-        if (c->out.data == NULL && (rl > 0 || done || c->in_len >= RT_STREAM_EVENT_MAX_BYTES)) {
+        if (c->out.data == NULL && (rl > 0 || done || c->paused)) {
             /* something will be written: the output buffer is needed (c->out is reader-thread
              * state, allocated without the lock) */
-            if (tg_buf_init(&c->out, RT_STREAM_OUT_MAX_BYTES) != 0) {
+            if (tg_buf_init(&c->out, RT_STREAM_OUT_BYTES) != 0) {
                 /* nothing can be written to the client: end the stream (cost as known so far;
                  * the error event cannot be written either) */
                 stream_fail(c, RT_ERR_INVALID_RESPONSE, "out of memory", 1);
@@ -248,33 +337,34 @@ static int stream_pump(struct rt_call *c)
             }
             continue;
         }
-        if (rl > RT_STREAM_EVENT_MAX_BYTES || (rl == 0 && c->in_len >= RT_STREAM_EVENT_MAX_BYTES)) {
-            stream_fail(c, RT_ERR_INVALID_RESPONSE, "upstream stream event too large", 1);
+        if (rl == 0 && c->paused && !done) {
+            /* part of one event fills the raw buffer: make room for the rest */
+            if (in_grow(c) != 0) {
+                stream_fail(c, RT_ERR_INVALID_RESPONSE,
+                            c->in_cap >= event_cap(c)
+                                ? "upstream stream event larger than limits.max_response_bytes"
+                                : "out of memory",
+                            1);
+                return 1;
+            }
+            c->paused = 0;
+            rt_upstream_unpause(c->env->up, c->handle);
+            continue;
+        }
+        if (rl > event_cap(c)) {
+            stream_fail(c, RT_ERR_INVALID_RESPONSE,
+                        "upstream stream event larger than limits.max_response_bytes", 1);
             return 1;
         }
-        /* take the event only when its output surely fits: passthrough needs rl bytes, a
-         * translation or a dialect starts from an empty output buffer */
-        if (rl > 0 &&
-            ((c->wire.dir == RT_TRANSLATE_NONE && d == NULL && c->out.len + rl > c->out.cap) ||
-             ((c->wire.dir != RT_TRANSLATE_NONE || d != NULL) && c->out.len > 0))) {
-            return produced;
-        }
         if (rl > 0) {
-            memcpy(raw, c->in, rl);
-            memmove(c->in, c->in + rl, c->in_len - rl);
-            c->in_len -= rl;
-            if (c->in_len == 0) {
-                free(c->in);
-                c->in = NULL;
-            }
-            if (c->paused) {
-                c->paused = 0;
-                unpause = 1;
+            /* take the event only when its output surely fits */
+            if (c->out.len > 0 && (!through || c->out.len + rl > c->out.cap))
+                return produced; /* the reader drains the output first */
+            if (c->out.len == 0 && out_fit(c, rl) != 0) {
+                stream_fail(c, RT_ERR_INVALID_RESPONSE, "out of memory", 1);
+                return 1;
             }
         }
-        if (unpause)
-            rt_upstream_unpause(c->env->up, c->handle);
-
         if (rl == 0) {
             if (!done)
                 return produced;
@@ -301,20 +391,22 @@ static int stream_pump(struct rt_call *c)
         }
         produced = 1;
         if (d != NULL) {
-            int rc = d->stream_event(&c->ds, raw, rl, &c->conv);
+            int rc = d->stream_event(&c->ds, c->in, rl, &c->conv);
 
             if (rc != 0 || c->conv.truncated) {
                 tg_buf_reset(&c->conv);
                 c->conv.truncated = 0;
                 stream_fail(c, RT_ERR_INVALID_RESPONSE,
                             "upstream sent a stream event that cannot be translated", 1);
-                return 1;
+                stop = 1;
+            } else {
+                stop = pump_converted(c);
             }
-            if (pump_converted(c))
-                return 1;
-            continue;
+        } else {
+            stop = pump_event(c, c->in, rl);
         }
-        if (pump_event(c, raw, rl))
+        in_take(c, rl);
+        if (stop)
             return 1;
     }
 }

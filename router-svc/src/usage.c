@@ -341,6 +341,7 @@ void rt_sse_usage_fini(struct rt_sse_usage *p)
 {
     free(p->line);
     p->line = NULL;
+    p->line_alloc = 0;
     p->line_len = 0;
     p->line_cap = 0; /* a finished parser ignores further bytes */
 }
@@ -409,6 +410,26 @@ static void sse_data(struct rt_sse_usage *p, const char *data, size_t len)
     json_decref(root);
 }
 
+/* Room for need bytes (<= line_cap) at p->line: doubled from 4 KiB as needed. 0 or -1. */
+static int line_reserve(struct rt_sse_usage *p, size_t need)
+{
+    size_t n = p->line_alloc > 0 ? p->line_alloc : 4096;
+    char *grown;
+
+    if (need <= p->line_alloc)
+        return 0;
+    while (n < need)
+        n *= 2;
+    if (n > p->line_cap)
+        n = p->line_cap;
+    grown = realloc(p->line, n);
+    if (grown == NULL)
+        return -1;
+    p->line = grown;
+    p->line_alloc = n;
+    return 0;
+}
+
 /* One complete line (terminator excluded), l[0..n). */
 static void sse_line(struct rt_sse_usage *p, const char *l, size_t n)
 {
@@ -427,7 +448,7 @@ static void sse_line(struct rt_sse_usage *p, const char *l, size_t n)
 }
 
 /* A line that ends inside one feed is parsed in place; only a line split across feeds is copied
- * into p->line, which is allocated (line_cap bytes) the first time that happens. Either way a
+ * into p->line, which grows (up to line_cap bytes) as such a line needs. Either way a
  * line of line_cap bytes or more is dropped whole (counted in lines_skipped), never parsed from
  * a prefix. */
 uint64_t rt_sse_usage_feed(struct rt_sse_usage *p, const char *data, size_t len)
@@ -457,9 +478,7 @@ uint64_t rt_sse_usage_feed(struct rt_sse_usage *p, const char *data, size_t len)
             } else if (j < len && p->line_len == 0) {
                 in_place = 1;
             } else {
-                if (p->line == NULL)
-                    p->line = malloc(p->line_cap);
-                if (p->line == NULL) {
+                if (line_reserve(p, p->line_len + seg + 1) != 0) {
                     p->skipping = 1; /* no memory for the split line: dropped like a long one */
                     p->line_len = 0;
                 } else {

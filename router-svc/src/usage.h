@@ -78,9 +78,11 @@ int64_t rt_usage_estimate_input(const char *body, size_t len);
  * functions below. */
 struct rt_sse_usage {
     enum rt_api api;
-    char *line;      /* owned buffer of line_cap bytes for a line split across feeds; NULL until one
-                      * is (lines that end inside one feed are parsed in place) */
-    size_t line_cap; /* longest line parsed is line_cap - 1 bytes; 0 once finished */
+    char *line;        /* owned buffer for a line split across feeds; NULL until one is (lines
+                        * that end inside one feed are parsed in place); grows by doubling up to
+                        * line_cap bytes as the split line needs */
+    size_t line_alloc; /* bytes allocated at line */
+    size_t line_cap;   /* longest line parsed is line_cap - 1 bytes; 0 once finished */
     size_t line_len;
     int skipping;           /* 1 while discarding the rest of an over-long line */
     int last_cr;            /* previous byte was '\r' (CRLF handled as one end of line) */
@@ -91,8 +93,9 @@ struct rt_sse_usage {
 };
 
 /* rt_sse_usage_init: prepare a parser for api whose lines may be up to line_cap - 1 bytes
- * (RT_SSE_LINE_MAX when 0). Allocates nothing: the line_cap-byte line buffer is allocated only
- * when a line is split across two feeds (a caller feeding whole events never needs it). Returns
+ * (RT_SSE_LINE_MAX when 0). Allocates nothing: a line buffer is allocated only when a line is
+ * split across two feeds (a caller feeding whole events never needs it), as large as that line
+ * needs (at most line_cap bytes). Returns
  * 0. Release with rt_sse_usage_fini. */
 int rt_sse_usage_init(struct rt_sse_usage *p, enum rt_api api, size_t line_cap);
 

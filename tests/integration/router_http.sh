@@ -19,6 +19,7 @@ cat >"$RT_DIR/fake.json" <<'JSON'
             "fake-429": {"fail_rate": 1.0, "status": 429, "retry_after": 7},
             "fake-midstream": {"chunks": 10, "ttft_ms": 50, "latency_ms": 2000},
             "fake-longstream": {"chunks": 40, "ttft_ms": 50, "latency_ms": 8000},
+            "fake-huge": {"prompt_tokens": 12, "completion_tokens": 4000, "chunks": 1},
             "gpt-4o-mini": {"prompt_tokens": 12, "cached_tokens": 8, "completion_tokens": 8,
                             "reasoning_tokens": 3},
             "claude-sonnet-4-5": {"prompt_tokens": 5100, "cached_tokens": 4000,
@@ -109,6 +110,16 @@ model_list:
     litellm_params: {model: openai/fake-unpriced, api_base: $RT_FAKE/v1,
                      api_key: os.environ/RT_PROVIDER_KEY, timeout: 10}
     model_info: {id: unpriced-1}
+  - model_name: gpt-huge
+    litellm_params: {model: openai/fake-huge, api_base: $RT_FAKE/v1,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 30,
+                     input_cost_per_token: 0.000001, output_cost_per_token: 0.000002}
+    model_info: {id: huge-1}
+  - model_name: claude-huge
+    litellm_params: {model: anthropic/fake-huge, api_base: $RT_FAKE,
+                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 30,
+                     input_cost_per_token: 0.000001, output_cost_per_token: 0.000002}
+    model_info: {id: claude-huge-1}
   - model_name: gpt-longstream
     litellm_params: {model: openai/fake-longstream, api_base: $RT_FAKE/v1,
                      api_key: os.environ/RT_PROVIDER_KEY, timeout: 30}
@@ -205,6 +216,37 @@ rt_eq "responses stream 200" "$RT_STATUS" 200
 rt_true "responses stream has response.completed" grep -q 'response.completed' "$RT_DIR/resp_s.body"
 rt_eq "responses stream cost trailer" "$(rt_hdr resp_s x-tollgate-response-cost)" 0.000018000
 rt_true "responses stream passes sse_check" "$SSE_CHECK" --dialect openai-responses "$RT_DIR/resp_s.body"
+
+# Stream events far over 12 KiB (one 4,000-word chunk, ~25 KB; the Responses stream's
+# output_text.done and response.completed repeat the whole text): passed through, translated
+# both ways, and billed (12 x 1e-6 + 4000 x 2e-6 = 0.008012 USD).
+rt_post huge_s /v1/chat/completions \
+    '{"model":"gpt-huge","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}' -N
+rt_eq "25 KB chat stream event: 200" "$RT_STATUS" 200
+rt_true "25 KB chat stream event passes sse_check --require-usage" \
+    "$SSE_CHECK" --dialect openai-chat --require-usage "$RT_DIR/huge_s.body"
+rt_true "25 KB chat stream event: the whole event arrived" \
+    test "$(grep -m1 '"content":"The' "$RT_DIR/huge_s.body" | wc -c)" -gt 20000
+rt_eq "25 KB chat stream event: cost" "$(rt_hdr huge_s x-tollgate-response-cost)" 0.008012000
+rt_post huge_r /v1/responses '{"model":"gpt-huge","input":"hi","stream":true}' -N
+rt_eq "25 KB responses stream events: 200" "$RT_STATUS" 200
+rt_true "25 KB responses stream events pass sse_check --require-usage" \
+    "$SSE_CHECK" --dialect openai-responses --require-usage "$RT_DIR/huge_r.body"
+rt_true "responses stream: response.completed over 20 KB arrived" \
+    test "$(grep -m1 '"type":"response.completed"' "$RT_DIR/huge_r.body" | wc -c)" -gt 20000
+rt_eq "25 KB responses stream events: cost" "$(rt_hdr huge_r x-tollgate-response-cost)" 0.008012000
+rt_post huge_m /v1/messages \
+    '{"model":"gpt-huge","max_tokens":5000,"messages":[{"role":"user","content":"hi"}],"stream":true}' -N
+rt_eq "25 KB chat event translated to messages: 200" "$RT_STATUS" 200
+rt_true "25 KB chat event translated to messages passes sse_check" \
+    "$SSE_CHECK" --dialect anthropic --require-usage "$RT_DIR/huge_m.body"
+rt_eq "25 KB chat event translated to messages: cost" "$(rt_hdr huge_m x-tollgate-response-cost)" 0.008012000
+rt_post huge_c /v1/chat/completions \
+    '{"model":"claude-huge","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}' -N
+rt_eq "25 KB messages event translated to chat: 200" "$RT_STATUS" 200
+rt_true "25 KB messages event translated to chat passes sse_check" \
+    "$SSE_CHECK" --dialect openai-chat --require-usage "$RT_DIR/huge_c.body"
+rt_eq "25 KB messages event translated to chat: cost" "$(rt_hdr huge_c x-tollgate-response-cost)" 0.008012000
 
 rt_post msg /v1/messages "$MSG"
 rt_eq "messages 200" "$RT_STATUS" 200

@@ -89,6 +89,14 @@ rt_router_start "$RT_DIR/router2.yaml"
 rt_post small_cap /v1/chat/completions "$BODY"
 rt_eq "response over max_response_bytes -> 502" "$RT_STATUS" 502
 rt_eq "response over max_response_bytes: invalid_response" "$(jq -r .error.code "$RT_DIR/small_cap.body")" invalid_response
+# ... and so is a stream event larger than it (one 100-word chunk, ~700 bytes), in-band, naming
+# the limit
+rt_fake_control fake-a '{"completion_tokens": 100, "chunks": 1, "latency_ms": 0}'
+rt_post small_cap_s /v1/chat/completions \
+    '{"model":"gpt-main","messages":[{"role":"user","content":"hi"}],"stream":true}' -N
+rt_eq "stream event over max_response_bytes: the stream had started" "$RT_STATUS" 200
+rt_true "stream event over max_response_bytes: in-band error naming the limit" \
+    grep -q 'upstream stream event larger than limits.max_response_bytes' "$RT_DIR/small_cap_s.body"
 rt_router_stop
 rt_eq "clean exit (second config)" "$?" 0
 rt_finish
