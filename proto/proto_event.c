@@ -351,6 +351,10 @@ static void encode_prepare(struct proto_event *w, const struct proto_event *ev)
     w->ttft_ms = nonneg(ev->ttft_ms);
     w->attempts = ev->attempts < 0 ? 0 : ev->attempts;
     w->fallbacks = ev->fallbacks < 0 ? 0 : ev->fallbacks;
+    w->cache_read_tokens = nonneg(ev->cache_read_tokens);
+    w->cache_creation_tokens = nonneg(ev->cache_creation_tokens);
+    w->reasoning_tokens = nonneg(ev->reasoning_tokens);
+    w->price_unknown = ev->price_unknown != 0;
     w->trail_len = ev->trail_len > PROTO_TRAIL_MAX ? PROTO_TRAIL_MAX : ev->trail_len;
     for (uint32_t i = 0; i < w->trail_len; i++) {
         const struct proto_attempt *a = &ev->trail[i];
@@ -429,6 +433,20 @@ static void encode_write(struct jw *w, const struct proto_event *e)
     jw_i64(w, e->attempts);
     JW_LIT(w, ",\"fallbacks\":");
     jw_i64(w, e->fallbacks);
+    if (e->cache_read_tokens > 0) {
+        JW_LIT(w, ",\"cache_read_tokens\":");
+        jw_i64(w, e->cache_read_tokens);
+    }
+    if (e->cache_creation_tokens > 0) {
+        JW_LIT(w, ",\"cache_creation_tokens\":");
+        jw_i64(w, e->cache_creation_tokens);
+    }
+    if (e->reasoning_tokens > 0) {
+        JW_LIT(w, ",\"reasoning_tokens\":");
+        jw_i64(w, e->reasoning_tokens);
+    }
+    if (e->price_unknown)
+        JW_LIT(w, ",\"price_unknown\":true");
     JW_LIT(w, ",\"trail\":[");
     for (uint32_t i = 0; i < e->trail_len; i++) {
         const struct proto_attempt *a = &e->trail[i];
@@ -1037,6 +1055,10 @@ static const struct field event_fields[] = {
     F_INT("ttft_ms", FK_I64, struct proto_event, ttft_ms, 0, INT64_MAX),
     F_INT("attempts", FK_I32, struct proto_event, attempts, 0, INT32_MAX),
     F_INT("fallbacks", FK_I32, struct proto_event, fallbacks, 0, INT32_MAX),
+    F_INT("cache_read_tokens", FK_I64, struct proto_event, cache_read_tokens, 0, INT64_MAX),
+    F_INT("cache_creation_tokens", FK_I64, struct proto_event, cache_creation_tokens, 0, INT64_MAX),
+    F_INT("reasoning_tokens", FK_I64, struct proto_event, reasoning_tokens, 0, INT64_MAX),
+    F_INT("price_unknown", FK_BOOL, struct proto_event, price_unknown, 0, 1),
     {"trail", 5, FK_TRAIL, 0, 0, 0, 0},
     {"tags", 4, FK_TAGS, 0, 0, 0, 0},
     F_STR("trace_id", struct proto_event, trace_id, 0),
@@ -1044,6 +1066,7 @@ static const struct field event_fields[] = {
 #define EVENT_NFIELDS (sizeof(event_fields) / sizeof(event_fields[0]))
 #define RANK_TRACE_ID ((int)EVENT_NFIELDS - 1)
 #define RANK_KEY_HASH 7
+_Static_assert(EVENT_NFIELDS <= 64, "the decoder's seen mask has 64 bits");
 
 static const struct field attempt_fields[] = {
     F_STR("group", struct proto_attempt, group, 0),
@@ -1389,7 +1412,7 @@ static int jp_tags(struct jp *j, struct proto_event *ev, int rank)
 }
 
 /* The event object. Returns 0 when the JSON is well formed (schema errors in j), -1 if not. */
-static int jp_event(struct jp *j, struct proto_event *ev, uint32_t *seen)
+static int jp_event(struct jp *j, struct proto_event *ev, uint64_t *seen)
 {
     char key[32];
     size_t klen;
@@ -1419,7 +1442,7 @@ static int jp_event(struct jp *j, struct proto_event *ev, uint32_t *seen)
         } else {
             int rc;
 
-            if (*seen & (1u << idx)) {
+            if (*seen & (1ull << idx)) {
                 char what[64];
 
                 j->p = kpos;
@@ -1427,7 +1450,7 @@ static int jp_event(struct jp *j, struct proto_event *ev, uint32_t *seen)
                 jp_syntax(j, what);
                 return -1;
             }
-            *seen |= 1u << idx;
+            *seen |= 1ull << idx;
             if (j->p >= j->end) {
                 jp_syntax(j, "unexpected end of input");
                 return -1;
@@ -1453,7 +1476,7 @@ int proto_event_decode(const char *data, size_t len, struct proto_event *ev, cha
                        size_t reasoncap)
 {
     struct jp j;
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     int rc = TG_EPROTO;
 
     if (reason != NULL && reasoncap > 0)
@@ -1498,7 +1521,7 @@ int proto_event_decode(const char *data, size_t len, struct proto_event *ev, cha
     }
     if (j.rank > -1) {
         for (size_t i = 0; i < EVENT_NFIELDS; i++) {
-            if (event_fields[i].required && !(seen & (1u << i)))
+            if (event_fields[i].required && !(seen & (1ull << i)))
                 jp_schema(&j, rank_of((int)i), "field %s: missing", event_fields[i].name);
         }
         if (ev->key_hash[0] != '\0' && !is_lower_hex(ev->key_hash, 64))

@@ -72,6 +72,11 @@ struct proto_event {
     uint32_t tags_len; /* entries in tags, <= PROTO_TAGS_MAX */
     char tags[PROTO_TAGS_MAX][PROTO_TAG_CAP];
     char trace_id[PROTO_TRACE_ID_CAP]; /* optional, "" when absent */
+    /* Optional parts of the counts (written only when not 0; absent decodes as 0): */
+    int64_t cache_read_tokens;     /* of prompt_tokens: read from the provider's prompt cache */
+    int64_t cache_creation_tokens; /* of prompt_tokens: written to it */
+    int64_t reasoning_tokens;      /* of completion_tokens: reasoning */
+    int price_unknown; /* 1: tokens were used but no price was known (cost_nusd is 0) */
 };
 
 /* proto_event_init: zero the event and set v = PROTO_EVENT_VERSION. Caller storage. */

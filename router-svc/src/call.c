@@ -249,6 +249,10 @@ void call_complete(struct rt_call *c, int status, const char *err_class)
     ev->prompt_tokens = c->usage.prompt_tokens;
     ev->completion_tokens = c->usage.completion_tokens;
     ev->cost_nusd = c->cost_nusd;
+    ev->cache_read_tokens = c->usage.cache_read_tokens;
+    ev->cache_creation_tokens = c->usage.cache_creation_tokens;
+    ev->reasoning_tokens = c->usage.reasoning_tokens;
+    ev->price_unknown = c->price_unknown;
     if (c->price_unknown && c->target.dep != NULL)
         rt_metrics_unpriced(e->metrics, c->target.dep->id);
     if (status > 0)

@@ -18,8 +18,11 @@ ORDER = ["v", "kind", "call_id", "ts_start_ms", "ts_end_ms", "endpoint", "stream
          "key_alias", "team_id", "user_id", "end_user", "model_requested", "model_group",
          "deployment_id", "provider", "model", "status", "error_class", "prompt_tokens",
          "completion_tokens", "cost_nusd", "latency_ms", "ttft_ms", "attempts", "fallbacks",
+         "cache_read_tokens", "cache_creation_tokens", "reasoning_tokens", "price_unknown",
          "trail", "tags", "trace_id"]
-DEFAULTS = {"stream": False, "trail": [], "tags": [], "trace_id": ""}
+# Optional fields written only when not 0 / false.
+OMIT_ZERO = ("cache_read_tokens", "cache_creation_tokens", "reasoning_tokens", "price_unknown")
+DEFAULTS = {"stream": False, "trail": [], "tags": [], "trace_id": "", "price_unknown": False}
 ATTEMPT_ORDER = ["group", "deployment_id", "status", "error_class", "latency_ms", "message"]
 
 
@@ -27,7 +30,8 @@ def default(name):
     if name in DEFAULTS:
         return DEFAULTS[name]
     if name in ("prompt_tokens", "completion_tokens", "cost_nusd", "latency_ms", "ttft_ms",
-                "attempts", "fallbacks"):
+                "attempts", "fallbacks", "cache_read_tokens", "cache_creation_tokens",
+                "reasoning_tokens"):
         return 0
     return ""
 
@@ -41,6 +45,8 @@ def canonical(ev):
             value = [{k: a.get(k, 0 if k in ("status", "latency_ms") else "")
                       for k in ATTEMPT_ORDER} for a in value]
         if name == "trace_id" and value == "":
+            continue
+        if name in OMIT_ZERO and not value:
             continue
         if name == "call_id":
             value = value.lower()
@@ -103,6 +109,11 @@ VALID = {
                                         "latency_ms": 4294967295, "message": "M" * 160}] * 4,
                                 tags=["x" * 64] * 8)),
     "uppercase_uuid": json.dumps(base(call_id=CALL_ID.upper())),
+    "cached_usage": json.dumps(base(prompt_tokens=5100, completion_tokens=50, cost_nusd=6000000,
+                                    cache_read_tokens=4000, cache_creation_tokens=1000,
+                                    reasoning_tokens=20)),
+    "price_unknown": json.dumps(base(prompt_tokens=12, completion_tokens=8, price_unknown=True,
+                                     cache_read_tokens=0)),
 }
 
 UNICODE_RAW = ('{"v":1,"kind":"request","call_id":"%s","ts_start_ms":1,"ts_end_ms":2,'

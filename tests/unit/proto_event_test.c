@@ -127,6 +127,10 @@ static void assert_events_equal(const struct proto_event *a, const struct proto_
     for (uint32_t i = 0; i < a->tags_len; i++)
         assert_string_equal(a->tags[i], b->tags[i]);
     assert_string_equal(a->trace_id, b->trace_id);
+    assert_int_equal(a->cache_read_tokens, b->cache_read_tokens);
+    assert_int_equal(a->cache_creation_tokens, b->cache_creation_tokens);
+    assert_int_equal(a->reasoning_tokens, b->reasoning_tokens);
+    assert_int_equal(a->price_unknown, b->price_unknown);
 }
 
 /* Independent check with jansson: the text is one well-formed JSON object. */
@@ -480,6 +484,10 @@ static void test_unshortenable_part_worst_case_fits(void **state)
     ev.ttft_ms = INT64_MAX;
     ev.attempts = INT32_MAX;
     ev.fallbacks = INT32_MAX;
+    ev.cache_read_tokens = INT64_MAX;
+    ev.cache_creation_tokens = INT64_MAX;
+    ev.reasoning_tokens = INT64_MAX;
+    ev.price_unknown = 1;
     ev.kind = PROTO_KIND_COOLDOWN; /* "cooldown" is longer than "request" */
     ev.trail_len = PROTO_TRAIL_MAX;
     for (int i = 0; i < PROTO_TRAIL_MAX; i++) {
@@ -600,6 +608,55 @@ static void test_encode_normalises_and_refuses(void **state)
     ev.kind = PROTO_KIND_COOLDOWN;
     strcpy(ev.call_id, "not-a-uuid");
     assert_int_equal(proto_event_encode(&ev, out, sizeof(out), &outlen), TG_EINVAL);
+}
+
+/* The optional parts of the counts and the unknown-price flag: written only when set (an event
+ * without them encodes as before, so older decoders and the golden vectors are unchanged),
+ * decoded back, absent as 0, checked like the other counts. */
+static void test_optional_counts(void **state)
+{
+    struct proto_event ev, dec;
+    char out[TG_EVENT_MAX_BYTES + 1];
+    char reason[256];
+    size_t outlen = 0;
+    static const char *const bad[][2] = {
+        {"\"cache_read_tokens\":-1", "field cache_read_tokens"},
+        {"\"reasoning_tokens\":1.5", "field reasoning_tokens"},
+        {"\"price_unknown\":1", "field price_unknown"},
+        {"\"cache_creation_tokens\":\"7\"", "field cache_creation_tokens"},
+    };
+
+    (void)state;
+    base_event(&ev);
+    round_trip(&ev, &dec, out, &outlen);
+    assert_null(strstr(out, "cache_read_tokens"));
+    assert_null(strstr(out, "price_unknown"));
+    assert_int_equal(dec.cache_read_tokens, 0);
+    assert_int_equal(dec.price_unknown, 0);
+    ev.cache_read_tokens = 4000;
+    ev.cache_creation_tokens = 1000;
+    ev.reasoning_tokens = 30;
+    ev.price_unknown = 1;
+    round_trip(&ev, &dec, out, &outlen);
+    assert_non_null(strstr(out, ",\"cache_read_tokens\":4000,\"cache_creation_tokens\":1000,"
+                                "\"reasoning_tokens\":30,\"price_unknown\":true,"));
+    assert_events_equal(&ev, &dec);
+    ev.cache_read_tokens = -5; /* normalised like the other counts */
+    round_trip(&ev, &dec, out, &outlen);
+    assert_int_equal(dec.cache_read_tokens, 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[TG_EVENT_MAX_BYTES + 64];
+        int n;
+
+        base_event(&ev);
+        assert_int_equal(proto_event_encode(&ev, out, sizeof(out), &outlen), 0);
+        n = snprintf(text, sizeof(text), "%.*s,%s}", (int)outlen - 1, out, bad[i][0]);
+        assert_true(n > 0 && (size_t)n < sizeof(text));
+        assert_int_equal(proto_event_decode(text, (size_t)n, &dec, reason, sizeof(reason)),
+                         TG_EPROTO);
+        if (strstr(reason, bad[i][1]) == NULL)
+            fail_msg("%s: reason \"%s\"", bad[i][0], reason);
+    }
 }
 
 static void test_decode_edges(void **state)
@@ -805,6 +862,7 @@ int main(void)
         cmocka_unit_test(test_str_set_cuts_at_character),
         cmocka_unit_test(test_add_attempt_ring_keeps_newest),
         cmocka_unit_test(test_encode_normalises_and_refuses),
+        cmocka_unit_test(test_optional_counts),
         cmocka_unit_test(test_decode_edges),
         cmocka_unit_test(test_mutations_never_crash),
     };
