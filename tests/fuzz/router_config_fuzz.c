@@ -137,6 +137,15 @@ static void check_config(const struct rt_config *cfg)
         check(d->timeout_ms >= 1 && d->stream_timeout_ms >= 1, "zero timeout", d->id);
         if (d->api_key[0] != '\0')
             want_secrets++;
+        /* a cloud provider's credentials are masked too */
+        if (d->cloud != NULL) {
+            const char *cs[5] = {d->cloud->azure_ad_token, d->cloud->client_secret,
+                                 d->cloud->aws_secret_access_key, d->cloud->aws_session_token,
+                                 d->cloud->aws_web_identity_token};
+
+            for (size_t j = 0; j < 5; j++)
+                want_secrets += cs[j][0] != '\0';
+        }
     }
     check_rules(cfg, cfg->fallbacks, cfg->n_fallbacks, RT_CONFIG_FALLBACK_RULES_MAX, "fallbacks");
     check_rules(cfg, cfg->cw_fallbacks, cfg->n_cw_fallbacks, RT_CONFIG_FALLBACK_RULES_MAX,
