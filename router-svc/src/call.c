@@ -620,6 +620,8 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     pa.body = req.body;
     pa.body_len = req.body_len;
     pa.now_s = (int64_t)(tg_now_epoch_ms() / 1000);
+    pa.anthropic_beta = c->anthropic_beta;
+    pa.anthropic_version = c->anthropic_version;
     if (rt_provider_needs_token(dep)) {
         /* a copy of the current token; the refresher never makes a request wait for one */
         tok = malloc(RT_TOKEN_CAP);
@@ -1042,6 +1044,26 @@ static void read_traceparent(struct rt_call *c)
     memcpy(c->traceparent, tp, n + 1);
 }
 
+/* A header value kept for forwarding: printable ASCII (spaces inside allowed) that fits in cap
+ * with its NUL; anything else is not forwarded. */
+static void read_forwarded(struct rt_call *c, const char *name, char *out, size_t cap)
+{
+    const char *v = hs_header(c->conn, name);
+    size_t n;
+
+    out[0] = '\0';
+    if (v == NULL)
+        return;
+    n = strlen(v);
+    if (n == 0 || n >= cap)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < 0x20 || v[i] > 0x7e)
+            return;
+    }
+    memcpy(out, v, n + 1);
+}
+
 /* Per-thread xorshift64* for routing choices (weighted shuffle): seeded once from the system
  * generator, then no syscall or lock per request. Not for secrets. */
 static uint64_t thread_rand(void)
@@ -1162,6 +1184,8 @@ static int request_start(struct rt_call *c)
         disable_fallbacks = json_is_true(json_object_get(c->req, "disable_fallbacks"));
     }
     read_traceparent(c);
+    read_forwarded(c, "anthropic-beta", c->anthropic_beta, sizeof(c->anthropic_beta));
+    read_forwarded(c, "anthropic-version", c->anthropic_version, sizeof(c->anthropic_version));
     if (!model_is_string || model_len == 0)
         return call_answer_error(c, 400, "invalid_model", "model: a non-empty string is required",
                                  NULL);

@@ -82,6 +82,10 @@ struct rt_call {
     int stream;
     char model_requested[RT_NAME_CAP];
     char traceparent[64]; /* validated W3C traceparent, "" when none */
+    /* The client's anthropic-beta and anthropic-version, forwarded to Anthropic-API targets
+     * ("" when absent, or not printable ASCII, or too long) */
+    char anthropic_beta[RT_ANTHROPIC_BETA_CAP];
+    char anthropic_version[32];
 
     struct rt_keys_table *keys; /* held while the request lives */
     const struct rt_key *key;   /* borrowed from keys, NULL for the master key */

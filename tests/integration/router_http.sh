@@ -253,6 +253,20 @@ rt_eq "messages 200" "$RT_STATUS" 200
 rt_eq "messages shape" "$(jq -r .type "$RT_DIR/msg.body")" message
 # 12 * 0.000003 + 8 * 0.000015 = 0.000156
 rt_eq "messages cost" "$(rt_hdr msg x-tollgate-response-cost)" 0.000156000
+rt_eq "messages: the default anthropic-version reached the provider" \
+    "$(curl -fsS "$RT_FAKE/_requests?model=fake-claude&limit=1" | jq -r '.requests[-1].headers["anthropic-version"]')" \
+    2023-06-01
+rt_post msg_beta /v1/messages "$MSG" -H 'anthropic-beta: prompt-caching-2024-07-31,token-efficient-tools-2025-02-19' \
+    -H 'anthropic-version: 2023-06-01'
+rt_eq "messages with anthropic-beta 200" "$RT_STATUS" 200
+rt_eq "anthropic-beta forwarded to the Anthropic API as sent" \
+    "$(curl -fsS "$RT_FAKE/_requests?model=fake-claude&limit=1" | jq -r '.requests[-1].headers["anthropic-beta"]')" \
+    prompt-caching-2024-07-31,token-efficient-tools-2025-02-19
+rt_post msg_beta_oa /v1/messages "$(jq -c '.model="gpt-main"' <<<"$MSG")" -H 'anthropic-beta: x-1'
+rt_eq "anthropic-beta to an OpenAI deployment: 200" "$RT_STATUS" 200
+rt_eq "anthropic-beta not sent to an OpenAI-API provider" \
+    "$(curl -fsS "$RT_FAKE/_requests?model=fake-primary-a&limit=1" | jq -r '.requests[-1].headers["anthropic-beta"]')" \
+    null
 rt_post msg_s /v1/messages "$(jq -c '.stream=true' <<<"$MSG")" -N
 rt_eq "messages stream 200" "$RT_STATUS" 200
 rt_true "messages stream has message_stop" grep -q '^event: message_stop' "$RT_DIR/msg_s.body"

@@ -1,6 +1,7 @@
 /* anthropic: Anthropic's Messages API. /v1/messages is spoken as sent; a chat completions
  * request is translated to a messages request and its answer back; embeddings and responses are
- * not served. x-api-key: <api_key>, anthropic-version. */
+ * not served. x-api-key: <api_key>, anthropic-version (the client's, else 2023-06-01) and the
+ * client's anthropic-beta. */
 #include "providers/provider.h"
 
 #include <stdio.h>
@@ -47,7 +48,12 @@ static int anthropic_headers(const struct rt_provider_attempt *a, const char *ur
     (void)url;
     if (dep->api_key[0] != '\0')
         snprintf(hdr[n++], RT_PROVIDER_HEADER_CAP, "x-api-key: %s", dep->api_key);
-    snprintf(hdr[n++], RT_PROVIDER_HEADER_CAP, "anthropic-version: %s", ANTHROPIC_VERSION);
+    /* the client's version and beta features as it sent them (Anthropic's SDKs send both) */
+    snprintf(hdr[n++], RT_PROVIDER_HEADER_CAP, "anthropic-version: %s",
+             a->anthropic_version != NULL && a->anthropic_version[0] != '\0' ? a->anthropic_version
+                                                                            : ANTHROPIC_VERSION);
+    if (a->anthropic_beta != NULL && a->anthropic_beta[0] != '\0')
+        snprintf(hdr[n++], RT_PROVIDER_HEADER_CAP, "anthropic-beta: %s", a->anthropic_beta);
     return n;
 }
 

@@ -77,7 +77,12 @@ struct rt_provider_attempt {
     int64_t now_s;     /* wall clock, epoch seconds (request signing) */
     const char *token; /* the deployment's current token from its token endpoint (creds.h),
                         * NULL when the deployment authenticates without one */
+    const char *anthropic_beta;    /* the client's anthropic-beta, "" or NULL when none */
+    const char *anthropic_version; /* the client's anthropic-version, "" or NULL when none */
 };
+
+/* The client's anthropic-beta value is forwarded up to this many bytes (NUL included). */
+#define RT_ANTHROPIC_BETA_CAP 256
 
 /* The request that obtains a token from a provider's token endpoint (made by creds.c on its own
  * thread, never on the request path). */
