@@ -93,6 +93,7 @@ struct rt_call *rt_call_create(const struct rt_call_env *env, struct hs_conn *co
     c->api = api;
     c->endpoint = endpoint;
     c->anthropic_shape = anthropic;
+    c->count_tokens = strcmp(endpoint, RT_COUNT_TOKENS_ENDPOINT) == 0;
     c->keys = keys;
     c->key = key;
     c->t_start_us = tg_now_mono_us();
@@ -622,6 +623,7 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     pa.now_s = (int64_t)(tg_now_epoch_ms() / 1000);
     pa.anthropic_beta = c->anthropic_beta;
     pa.anthropic_version = c->anthropic_version;
+    pa.count_tokens = c->count_tokens;
     if (rt_provider_needs_token(dep)) {
         /* a copy of the current token; the refresher never makes a request wait for one */
         tok = malloc(RT_TOKEN_CAP);
@@ -833,6 +835,8 @@ static enum rt_error_class attempt_class(struct rt_call *c, char *msg, size_t ca
                      c->res_body_len);
             return RT_ERR_INVALID_RESPONSE;
         }
+        if (c->count_tokens)
+            memset(&c->usage, 0, sizeof(c->usage)); /* a count, not a use: free */
         call_price(c);
     } else if (ec == RT_ERR_NONE) {
         snprintf(msg, cap, "upstream stream ended without data"); /* a 2xx stream, no byte */
@@ -923,6 +927,43 @@ static int attempt_done(struct rt_call *c, int *ret)
     return 0;
 }
 
+/* /v1/messages/count_tokens for a target whose API cannot count (not Anthropic's): the
+ * router's own estimate (rt_usage_estimate_input, the one the pre-call checks use) in
+ * Anthropic's answer shape, reported as the target's success. Returns 1 (answered via *ret). */
+static int count_tokens_local(struct rt_call *c, int *ret)
+{
+    struct rt_result res;
+    char *dumped = NULL;
+    const char *b = c->body;
+    size_t bl = c->body_len;
+    char answer[48];
+
+    if (b == NULL && c->req != NULL) {
+        dumped = json_dumps(c->req, JSON_COMPACT);
+        b = dumped;
+        bl = dumped != NULL ? strlen(dumped) : 0;
+    }
+    snprintf(answer, sizeof(answer), "{\"input_tokens\":%lld}",
+             (long long)rt_usage_estimate_input(b != NULL ? b : "", bl));
+    free(dumped);
+    free(c->res_body);
+    c->res_body = strdup(answer);
+    if (c->res_body == NULL) {
+        *ret = call_answer_error(c, 503, "unavailable", "out of memory", NULL);
+        return 1;
+    }
+    c->res_body_len = strlen(answer);
+    c->res_status = 200;
+    memset(&c->wire, 0, sizeof(c->wire)); /* the answer is the client's shape already */
+    memset(&res, 0, sizeof(res));
+    res.http_status = 200;
+    res.error_class = RT_ERR_NONE;
+    rt_router_report(c->env->router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL);
+    c->have_target = 0;
+    *ret = answer_outcome(c);
+    return 1;
+}
+
 /* The next attempt from the router, started. Returns 1 when the call is answered instead
  * (through *ret), 0 when an attempt is in flight. */
 static int attempt_next(struct rt_call *c, int *ret)
@@ -945,6 +986,8 @@ static int attempt_next(struct rt_call *c, int *ret)
     if (c->prev_group[0] != '\0' && strcmp(c->prev_group, c->target.group) != 0)
         rt_metrics_fallback(e->metrics, c->prev_group, c->target.group);
     snprintf(c->prev_group, sizeof(c->prev_group), "%s", c->target.group);
+    if (c->count_tokens && c->target.dep->prov != &rt_provider_anthropic)
+        return count_tokens_local(c, ret);
     msg[0] = '\0';
     rc = attempt_start(c, msg, sizeof(msg));
     if (rc == TG_EAGAIN) {
@@ -1183,6 +1226,8 @@ static int request_start(struct rt_call *c)
             json_object_get(json_object_get(c->req, "stream_options"), "include_usage"));
         disable_fallbacks = json_is_true(json_object_get(c->req, "disable_fallbacks"));
     }
+    if (c->count_tokens)
+        c->stream = 0; /* a count has no stream */
     read_traceparent(c);
     read_forwarded(c, "anthropic-beta", c->anthropic_beta, sizeof(c->anthropic_beta));
     read_forwarded(c, "anthropic-version", c->anthropic_version, sizeof(c->anthropic_version));
@@ -1200,7 +1245,7 @@ static int request_start(struct rt_call *c)
     rc = rt_router_begin(e->router, c->key, c->model_requested, disable_fallbacks, rnd,
                          tg_now_mono_ms(), &c->plan);
     c->plan_begun = 1;
-    if (rc == 0 && e->cfg->enable_pre_call_checks)
+    if (rc == 0 && e->cfg->enable_pre_call_checks && !c->count_tokens)
         rt_router_set_input_tokens(&c->plan, rt_usage_estimate_input(c->body, c->body_len));
     if (rc != 0) {
         const struct rt_outcome *o = rt_router_outcome(&c->plan);

@@ -24,6 +24,9 @@
 
 #include "api.h"
 #include "config.h"
+
+/* Anthropic's token counting: a /v1/messages request counted, not answered (see call.c). */
+#define RT_COUNT_TOKENS_ENDPOINT "/v1/messages/count_tokens"
 #include "hsrv.h"
 #include "keys.h"
 #include "proto_event.h"

@@ -65,6 +65,8 @@ struct rt_call {
     enum rt_api api;      /* client API */
     const char *endpoint; /* path for the event */
     int anthropic_shape;  /* errors in Anthropic's shape */
+    int count_tokens;     /* RT_COUNT_TOKENS_ENDPOINT: Anthropic's API counts, others estimate;
+                           * never streamed, never billed */
     int counted;          /* holds an in-flight slot */
 
     char *body; /* request body, up to max_body_bytes */

@@ -126,6 +126,10 @@ static int endpoint_of(const char *url, enum rt_api *api, const char **name, int
         *api = RT_API_MESSAGES;
         *name = "/v1/messages";
         *anthropic = 1;
+    } else if (strcmp(url, "/v1/messages/count_tokens") == 0) {
+        *api = RT_API_MESSAGES;
+        *name = RT_COUNT_TOKENS_ENDPOINT;
+        *anthropic = 1;
     } else {
         return -1;
     }

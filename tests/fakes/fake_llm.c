@@ -115,6 +115,7 @@ struct request {
     int decided;                  /* counted in the table; slot below is meaningful */
     int slot;                     /* model table slot, -1 for totals only */
     int drop;                     /* the response is cut on purpose (not an abort) */
+    int count_tokens;             /* /v1/messages/count_tokens: answers the model's prompt_tokens */
     struct MHD_Response *pending; /* response queued after the delay; owned */
     unsigned pending_status;
     char path[FL_RECORD_PATH_MAX];
@@ -210,7 +211,7 @@ static enum route classify(const char *method, const char *url, enum fl_api *api
     } else if (strcmp(url, "/v1/responses") == 0 || strcmp(url, "/responses") == 0) {
         r = ROUTE_API;
         *api = FL_API_RESPONSES;
-    } else if (strcmp(url, "/v1/messages") == 0) {
+    } else if (strcmp(url, "/v1/messages") == 0 || strcmp(url, "/v1/messages/count_tokens") == 0) {
         r = ROUTE_API;
         *api = FL_API_MESSAGES;
     } else if (strcmp(url, "/v1/models") == 0 || strcmp(url, "/models") == 0) {
@@ -492,6 +493,12 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
         resp = MHD_create_response_from_buffer(glen, (void *)g, MHD_RESPMEM_PERSISTENT);
         if (stream)
             ctype = "text/event-stream; charset=utf-8";
+        stream = 0;
+    } else if (!dec.fail && req->count_tokens) {
+        char ct[48];
+        int n = snprintf(ct, sizeof(ct), "{\"input_tokens\":%u}", (unsigned)gen.prompt_tokens);
+
+        resp = MHD_create_response_from_buffer((size_t)n, ct, MHD_RESPMEM_MUST_COPY);
         stream = 0;
     } else if (!dec.fail && !stream) {
         /* The common case, kept lean: one buffer, handed to MHD without a copy. */
@@ -883,6 +890,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->app = app;
         req->slot = -1;
         req->route = classify(method, url, &req->api);
+        req->count_tokens = strcmp(url, "/v1/messages/count_tokens") == 0;
         snprintf(req->path, sizeof(req->path), "%s", url);
         *con_cls = req;
         cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);

@@ -262,6 +262,23 @@ rt_eq "messages with anthropic-beta 200" "$RT_STATUS" 200
 rt_eq "anthropic-beta forwarded to the Anthropic API as sent" \
     "$(curl -fsS "$RT_FAKE/_requests?model=fake-claude&limit=1" | jq -r '.requests[-1].headers["anthropic-beta"]')" \
     prompt-caching-2024-07-31,token-efficient-tools-2025-02-19
+# /v1/messages/count_tokens: Anthropic's API counts (passed through, the fake answers its
+# prompt_tokens, 12), other providers' deployments get the router's estimate without a provider
+# request; never billed, never streamed.
+rt_post ct /v1/messages/count_tokens "$(jq -c '.stream=true' <<<"$MSG")"
+rt_eq "count_tokens on an Anthropic deployment: 200" "$RT_STATUS" 200
+rt_eq "count_tokens on an Anthropic deployment: the provider's count" "$(jq -c . "$RT_DIR/ct.body")" '{"input_tokens":12}'
+rt_eq "count_tokens reached the provider's count_tokens" \
+    "$(curl -fsS "$RT_FAKE/_requests?model=fake-claude&limit=1" | jq -r '.requests[-1].path')" \
+    /v1/messages/count_tokens
+rt_eq "count_tokens is not billed" "$(rt_hdr ct x-tollgate-response-cost)" 0.000000000
+before=$(curl -fsS "$RT_FAKE/_requests?model=fake-primary-a&limit=1" | jq .total)
+rt_post ct_oa /v1/messages/count_tokens "$(jq -c '.model="gpt-main" | .messages[0].content="one two three four five six seven eight"' <<<"$MSG")"
+rt_eq "count_tokens on an OpenAI deployment: 200" "$RT_STATUS" 200
+rt_true "count_tokens on an OpenAI deployment: an estimate ($(cat "$RT_DIR/ct_oa.body"))" \
+    jq -e '.input_tokens >= 8 and .input_tokens < 100' "$RT_DIR/ct_oa.body"
+rt_eq "count_tokens on an OpenAI deployment: no provider request" \
+    "$(curl -fsS "$RT_FAKE/_requests?model=fake-primary-a&limit=1" | jq .total)" "$before"
 rt_post msg_beta_oa /v1/messages "$(jq -c '.model="gpt-main"' <<<"$MSG")" -H 'anthropic-beta: x-1'
 rt_eq "anthropic-beta to an OpenAI deployment: 200" "$RT_STATUS" 200
 rt_eq "anthropic-beta not sent to an OpenAI-API provider" \

@@ -32,11 +32,14 @@ static void anthropic_url(const struct rt_provider_attempt *a, char *out, size_t
 
     /* an api_base given with its /v1 (LiteLLM's examples have both forms), or as the whole
      * endpoint (LiteLLM's ANTHROPIC_API_BASE examples) */
+    const char *tail = a->count_tokens ? "/count_tokens" : "";
+
     if (bl >= 9 && strncmp(base + bl - 9, "/messages", 9) == 0)
-        snprintf(out, cap, "%.*s", (int)bl, base);
+        snprintf(out, cap, "%.*s%s", (int)bl, base, tail);
     else
-        snprintf(out, cap, "%.*s%s", (int)bl, base,
-                 bl >= 3 && strncmp(base + bl - 3, "/v1", 3) == 0 ? "/messages" : "/v1/messages");
+        snprintf(out, cap, "%.*s%s%s", (int)bl, base,
+                 bl >= 3 && strncmp(base + bl - 3, "/v1", 3) == 0 ? "/messages" : "/v1/messages",
+                 tail);
 }
 
 static int anthropic_headers(const struct rt_provider_attempt *a, const char *url,

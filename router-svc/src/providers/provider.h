@@ -79,6 +79,7 @@ struct rt_provider_attempt {
                         * NULL when the deployment authenticates without one */
     const char *anthropic_beta;    /* the client's anthropic-beta, "" or NULL when none */
     const char *anthropic_version; /* the client's anthropic-version, "" or NULL when none */
+    int count_tokens;              /* /v1/messages/count_tokens rather than /v1/messages */
 };
 
 /* The client's anthropic-beta value is forwarded up to this many bytes (NUL included). */
