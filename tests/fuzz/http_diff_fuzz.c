@@ -41,8 +41,11 @@
  *   connection alive when "keep-alive" is listed even beside "close", does not close after an
  *   HTTP/1.0 chunked request (hparse does: RFC 9112 6.1), and misreads Connection lists that
  *   are not plain "token, token": no HTAB is whitespace after a token for it
- *   ("keep-alive<HTAB>"), and an empty first element hides the next one (",keep-alive" is not
- *   keep-alive for it; RFC 9110 5.6.1 has recipients accept empty elements). Those cases are
+ *   ("keep-alive<HTAB>"), an empty first element hides the next one (",keep-alive" is not
+ *   keep-alive for it; RFC 9110 5.6.1 has recipients accept empty elements), and so does an
+ *   element that is a proper prefix of "keep-alive", "close" or "upgrade" ended by the comma
+ *   ("ke,keep-alive": its token matcher takes the comma as the mismatch and reads on inside one
+ *   token until the next comma). Those cases are
  *   not compared; otherwise only hparse keeping alive what http_parser closes is a failure (the
  *   reverse is hparse being stricter).
  * - Its head cap (80 KiB) is above hsrv's (16 KiB): hparse always answers 431 first.
@@ -542,6 +545,33 @@ static int plain_list(const char *v, size_t n)
     }
 }
 
+/* An element of the list v[0, n) that is a proper prefix of one of http_parser's connection
+ * words, case-insensitively and after leading SP, and ends right at a comma (see the top). */
+static int prefix_before_comma(const char *v, size_t n)
+{
+    static const char *const words[] = {"keep-alive", "close", "upgrade"};
+    size_t i = 0;
+
+    while (i < n) {
+        size_t s, e;
+
+        while (i < n && v[i] == ' ')
+            i++;
+        s = i;
+        while (i < n && v[i] != ',')
+            i++;
+        e = i;
+        if (i < n && e > s) {
+            for (size_t w = 0; w < sizeof(words) / sizeof(words[0]); w++) {
+                if (e - s < strlen(words[w]) && strncasecmp(v + s, words[w], e - s) == 0)
+                    return 1;
+            }
+        }
+        i++; /* the comma */
+    }
+    return 0;
+}
+
 static int keep_alive_comparable(const char *in, size_t len, const struct hside *hs)
 {
     int ka = 0, cl = 0;
@@ -557,7 +587,7 @@ static int keep_alive_comparable(const char *in, size_t len, const struct hside 
 
             while (e < len && (in[e] == ' ' || in[e] == '\t'))
                 e++; /* with the OWS that hparse trimmed */
-            if (!plain_list(v, e - hs->v[i].off))
+            if (!plain_list(v, e - hs->v[i].off) || prefix_before_comma(v, hs->v[i].len))
                 return 0;
             for (size_t j = 0; j + 5 <= hs->v[i].len; j++) {
                 if (strncasecmp(v + j, "close", 5) == 0)
