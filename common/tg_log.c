@@ -22,12 +22,21 @@ static const char *const level_names[] = {"debug", "info", "warn", "error", "off
 
 void tg_log_init(const char *service)
 {
-    const char *env = getenv("TG_LOG_LEVEL");
+    const char *name = "TOLLGATE_LOG_LEVEL";
+    const char *env = getenv(name);
 
     if (service != NULL)
         log_service = service;
+    if (env == NULL) {
+        name = "LITELLM_LOG"; /* LiteLLM's variable (DEBUG, INFO, ...), so its setups carry over */
+        env = getenv(name);
+    }
     if (env != NULL && tg_log_parse_level(env) >= 0)
         tg_log_set_level(tg_log_parse_level(env));
+    else if (env != NULL)
+        fprintf(stderr, "%s: %s=\"%.32s\" is not a log level (debug, info, warn, error, off); "
+                        "keeping the default\n",
+                log_service, name, env);
 }
 
 void tg_log_set_level(int level)

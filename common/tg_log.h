@@ -34,7 +34,8 @@ struct tg_log_stats {
 };
 
 /* tg_log_init: set the service name shown in svc= (borrowed: must outlive logging) and the level
- * from the environment variable TG_LOG_LEVEL (debug|info|warn|error|off) when set.
+ * from the environment variable TOLLGATE_LOG_LEVEL (debug|info|warn|error|off), else LiteLLM's
+ * LITELLM_LOG, when set (an unknown value is reported on stderr and the default kept).
  * Call once from main before threads start. */
 void tg_log_init(const char *service);
 

@@ -39,7 +39,7 @@ tollgate:
   keys:
     - {key: os.environ/RT_KEY, key_alias: bench}
 YAML
-export TG_LOG_LEVEL=warn
+export TOLLGATE_LOG_LEVEL=warn
 rt_router_start "$RT_DIR/router.yaml"
 
 mkdir -p "$RT_DIR/nginx"

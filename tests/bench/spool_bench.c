@@ -807,7 +807,7 @@ int main(int argc, char **argv)
         return 2;
     }
     tg_log_init("spool-bench");
-    if (getenv("TG_LOG_LEVEL") == NULL)
+    if (getenv("TOLLGATE_LOG_LEVEL") == NULL)
         tg_log_set_level(TG_LOG_WARN);
     setenv("TG_SOURCE_DIR", SB_DEFAULT_SOURCE_DIR, 0);
     setenv("TG_BUILD_DIR", SB_DEFAULT_BUILD_DIR, 0);

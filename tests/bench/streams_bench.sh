@@ -81,7 +81,7 @@ tollgate:
   keys:
     - {key: os.environ/RT_KEY, key_alias: streams-bench}
 YAML
-export TG_LOG_LEVEL=warn
+export TOLLGATE_LOG_LEVEL=warn
 
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 in_flight() {

@@ -66,7 +66,7 @@ curl -fsS -o /dev/null -X POST "$CLOUD/_control/fault/gpt-filter" -d '{"error":"
 curl -fsS -o /dev/null -X POST "$CLOUD/_control/fault/gpt-429" -d '{"status":429,"retry_after":7}'
 curl -fsS -o /dev/null -X POST "$CLOUD/_control/fault/gpt-cw" -d '{"error":"context_window"}'
 
-export TG_LOG_LEVEL=debug
+export TOLLGATE_LOG_LEVEL=debug
 t0=$(date +%s%N)
 rt_router_start "$RT_DIR/router.yaml"
 t1=$(date +%s%N)

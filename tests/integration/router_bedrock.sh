@@ -70,7 +70,7 @@ curl -fsS -o /dev/null -X POST "$CLOUD/_control/fault/m-cw" -d '{"error":"contex
 curl -fsS -o /dev/null -X POST "$CLOUD/_control/fault/m-guard" -d '{"error":"guardrail"}'
 curl -fsS -o /dev/null -X POST "$CLOUD/_control/fault/m-streamx" -d '{"error":"stream_exception"}'
 
-export TG_LOG_LEVEL=debug
+export TOLLGATE_LOG_LEVEL=debug
 rt_router_start "$RT_DIR/router.yaml"
 
 chat() { # NAME GROUP [stream] [extra members]

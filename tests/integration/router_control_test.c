@@ -384,7 +384,7 @@ int main(int argc, char **argv)
     if (brokers == NULL || brokers[0] == '\0' || ctl_addr == NULL || ctl_addr[0] == '\0')
         run_under_services(argv[0]);
     tg_log_init("router_control_test");
-    if (getenv("TG_LOG_LEVEL") == NULL)
+    if (getenv("TOLLGATE_LOG_LEVEL") == NULL)
         tg_log_set_level(TG_LOG_WARN);
     atexit(bring_kafka_up);
     memset(&a, 0, sizeof(a));

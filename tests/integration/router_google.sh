@@ -109,7 +109,7 @@ curl -fsS -o /dev/null -X POST "$CLOUD/_control/fault/gemini-429" -d '{"status":
 curl -fsS -o /dev/null -X POST "$CLOUD/_control/fault/gemini-block" -d '{"error":"block"}'
 curl -fsS -o /dev/null -X POST "$CLOUD/_control/fault/gemini-cw" -d '{"error":"context_window"}'
 
-export TG_LOG_LEVEL=debug
+export TOLLGATE_LOG_LEVEL=debug
 rt_router_start "$RT_DIR/router.yaml"
 unset VERTEXAI_CREDENTIALS
 

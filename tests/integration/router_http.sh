@@ -142,7 +142,7 @@ tollgate:
   keys:
     - {key: os.environ/RT_KEY, key_alias: itest, team_id: team-a}
 YAML
-export TG_LOG_LEVEL=debug
+export TOLLGATE_LOG_LEVEL=debug
 rt_router_start "$RT_DIR/router.yaml"
 
 CHAT='{"model":"gpt-main","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}],"max_tokens":50,"temperature":0.2,"user":"end-user-1"}'

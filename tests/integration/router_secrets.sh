@@ -48,7 +48,7 @@ tollgate:
     - {key: os.environ/RT_KEY2, key_alias: scan2, models: [g-ok]}
 YAML
 } >"$RT_DIR/router.yaml"
-export TG_LOG_LEVEL=debug
+export TOLLGATE_LOG_LEVEL=debug
 rt_router_start "$RT_DIR/router.yaml"
 
 n=0
