@@ -230,7 +230,7 @@ expect_refused keda-and-hpa "spend.keda.enabled and spend.autoscaling.enabled ar
 expect_refused pvc-too-small "router.persistence.size (512Mi) must be larger than router.spool.maxBytes"
 expect_refused bad-policy "at '/router/spool/fullPolicy': value must be one of 'drop', 'reject'"
 expect_refused typo "additional properties 'replicas' not allowed"
-expect_refused grace-too-short "router.terminationGracePeriodSeconds (20) must exceed router.shutdown.preStopSleepSeconds + drainSeconds (30)"
+expect_refused grace-too-short "router.terminationGracePeriodSeconds (20) must exceed router.shutdown.preStopSleepSeconds + drainSeconds + flushReserveSeconds (35)"
 
 # Every value in values.yaml carries a "# --" comment: each key with a value on its line, and
 # each map without one unless every key inside has its own (a documented map's content, such

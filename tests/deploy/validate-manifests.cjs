@@ -315,9 +315,32 @@ for (const w of workloads) {
         const graceEnv = (c.env || []).find((e) => e.name === "TOLLGATE_SHUTDOWN_GRACE_S");
         const drain = graceEnv ? Number(graceEnv.value) : NaN;
         if (!Number.isInteger(drain)) fail(where, "TOLLGATE_SHUTDOWN_GRACE_S is not set to a number of seconds");
+        /* ... and flushes the producer for TOLLGATE_FLUSH_DEADLINE_S: the pod's grace covers both. */
+        const flushEnv = (c.env || []).find((e) => e.name === "TOLLGATE_FLUSH_DEADLINE_S");
+        const flush = flushEnv ? Number(flushEnv.value) : NaN;
+        if (!Number.isInteger(flush)) fail(where, "TOLLGATE_FLUSH_DEADLINE_S is not set to a number of seconds");
         const pre = (((c.lifecycle || {}).preStop || {}).sleep || {}).seconds || 0;
-        if (!(pod.terminationGracePeriodSeconds > pre + drain)) {
-            fail(where, `terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} does not exceed preStop ${pre}s + drain ${drain}s`);
+        if (!(pod.terminationGracePeriodSeconds > pre + drain + flush)) {
+            fail(where, `terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} does not exceed preStop ${pre}s + drain ${drain}s + flush ${flush}s`);
+        }
+        /* The admin listener: a container port of its own, a Service port, and what Prometheus
+         * scrapes (the API port answers /metrics 404 then). */
+        if (tg.admin_listen !== undefined) {
+            const ap = (c.ports || []).find((p) => p.name === "admin");
+            if (!ap || tg.admin_listen !== `0.0.0.0:${ap.containerPort}`) fail(where, `tollgate.admin_listen ${tg.admin_listen} is not the container port "admin"`);
+            const svcs = all("Service").filter((s) => matches(s.spec.selector, w.spec.template.metadata.labels) && s.spec.clusterIP !== "None");
+            if (!svcs.some((s) => (s.spec.ports || []).some((p) => p.targetPort === "admin"))) fail(where, "no Service port targets the admin listener");
+            for (const sm of all("ServiceMonitor")) {
+                if (!matches(sm.spec.selector.matchLabels, { ...w.spec.template.metadata.labels, "tollgate.io/metrics": "true" })) continue;
+                if (!sm.spec.endpoints.every((e) => e.port === "admin")) fail(`ServiceMonitor/${sm.metadata.name}`, "scrapes the API port, where /metrics answers 404 (admin_listen is set)");
+            }
+        } else if ((c.ports || []).some((p) => p.name === "admin")) {
+            fail(where, "a container port \"admin\" without tollgate.admin_listen");
+        }
+        for (const m of c.volumeMounts || []) {
+            if (!(pod.volumes || []).some((v) => v.name === m.name) && !((w.spec.volumeClaimTemplates || []).some((t) => t.metadata.name === m.name))) {
+                fail(where, `volumeMount ${m.name} has no volume`);
+            }
         }
         const emptyDir = ((pod.volumes || []).find((v) => v.name === "spool") || {}).emptyDir;
         if (emptyDir && !(Number(emptyDir.sizeLimit) > tg.spool.max_bytes) && !/[KMGT]i?$/.test(emptyDir.sizeLimit)) {

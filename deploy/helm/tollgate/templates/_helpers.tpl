@@ -99,6 +99,9 @@ values. Rendered as a YAML document, then re-serialised by the ConfigMap.
 {{- if $r.threads -}}
 {{- $_ := set $tg "threads" ($r.threads | int) -}}
 {{- end -}}
+{{- if gt ($r.adminPort | int) 0 -}}
+{{- $_ := set $tg "admin_listen" (printf "0.0.0.0:%d" ($r.adminPort | int)) -}}
+{{- end -}}
 {{- if $r.keys -}}
 {{- $_ := set $tg "keys" $r.keys -}}
 {{- end -}}
