@@ -12,6 +12,7 @@
 #include "tg_err.h"
 #include "tg_log.h"
 #include "tg_metrics.h"
+#include "tg_period.h"
 #include "tg_time.h"
 
 /* A key of the mirror. Open addressing; deleted slots become tombstones reused on insert. */
@@ -501,7 +502,7 @@ static int check(struct sp_budgets *b, struct sp_pg *pg, int by_team, int n, int
         c.spend_nusd = spend;
         c.max_budget_nusd = b->maxb[i];
         c.period_start_ms = b->since[i];
-        c.period_end_ms = b->since[i] + b->period[i] * 1000;
+        tg_period_window(b->period[i], b->since[i], NULL, &c.period_end_ms);
         if (by_team) {
             snprintf(c.name, sizeof(c.name), "%s", b->subj[i]);
         } else {
@@ -564,7 +565,7 @@ int sp_budgets_after_batch(struct sp_budgets *b, struct sp_pg *pg, const struct 
         snprintf(b->subj[m], SP_PG_SUBJECT_MAX, "%s", h);
         b->period[m] = p;
         b->maxb[m] = maxb;
-        b->since[m] = (now_ms / 1000 - (now_ms / 1000) % p) * 1000;
+        tg_period_window(p, now_ms, &b->since[m], NULL);
         m++;
     }
     rc = check(b, pg, 0, m, now_ms);
@@ -583,7 +584,7 @@ int sp_budgets_after_batch(struct sp_budgets *b, struct sp_pg *pg, const struct 
         snprintf(b->subj[m], SP_PG_SUBJECT_MAX, "%s", t);
         b->period[m] = team->budget_period_s;
         b->maxb[m] = team->max_budget_nusd;
-        b->since[m] = (now_ms / 1000 - (now_ms / 1000) % team->budget_period_s) * 1000;
+        tg_period_window(team->budget_period_s, now_ms, &b->since[m], NULL);
         m++;
     }
     return check(b, pg, 1, m, now_ms);
@@ -604,7 +605,14 @@ int sp_budgets_tick(struct sp_budgets *b, struct sp_pg *pg, int64_t now_ms)
         } else {
             period = sp_budgets_period_of(b, 0, bl->subject);
         }
-        lift = period <= 0 || bl->period_start_ms + period * 1000 <= now_ms;
+        if (period > 0) {
+            int64_t end_ms;
+
+            tg_period_window(period, bl->period_start_ms, NULL, &end_ms);
+            lift = end_ms <= now_ms;
+        } else {
+            lift = 1;
+        }
         if (!lift) {
             i++;
             continue;

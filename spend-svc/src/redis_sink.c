@@ -14,6 +14,7 @@
 #include "tg_err.h"
 #include "tg_log.h"
 #include "tg_metrics.h"
+#include "tg_period.h"
 #include "tg_time.h"
 
 #define SP_REDIS_SENTINEL "tg:spend:sentinel"
@@ -226,7 +227,10 @@ int sp_redis_sink_counter_name(char *out, size_t cap, const char *kind, const ch
     int n;
 
     if (period_s > 0) {
-        int64_t start = ts_s - (ts_s % period_s);
+        int64_t start;
+
+        tg_period_window(period_s, ts_s * 1000, &start, NULL);
+        start /= 1000;
         n = snprintf(out, cap, "tg:spend:period:%" PRId64 ":%" PRId64 ":%s:%s", period_s, start,
                      kind, subject);
     } else {
@@ -700,7 +704,7 @@ static int snap_periods(struct sp_redis_sink *s, int by_team, int64_t now_s)
     n = s->periods.list(s->periods.ctx, by_team, subj, period, cap);
     for (int i = 0; i < n; i++) {
         subjp[i] = subj[i];
-        since[i] = (now_s - now_s % period[i]) * 1000;
+        tg_period_window(period[i], now_s * 1000, &since[i], NULL);
     }
     rc = sp_pg_totals_since(s->pg, by_team, subjp, since, n, tot);
     if (rc < 0)
