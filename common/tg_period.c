@@ -13,16 +13,19 @@
 /* 1 when the process keeps UTC (no zone was set): the windows need no tz database then. */
 static int utc_only = 1;
 
-int tg_period_set_tz(const char *name, char *err, size_t errlen)
+static int is_utc(const char *name)
+{
+    return name == NULL || name[0] == '\0' || strcmp(name, "UTC") == 0 ||
+           strcmp(name, "Etc/UTC") == 0;
+}
+
+int tg_period_check_tz(const char *name, char *err, size_t errlen)
 {
     char path[256];
     struct stat st;
 
-    if (name == NULL || name[0] == '\0' || strcmp(name, "UTC") == 0 ||
-        strcmp(name, "Etc/UTC") == 0) {
-        utc_only = 1;
+    if (is_utc(name))
         return 0;
-    }
     /* an IANA name: letters, digits, "_", "-", "+" in "/"-separated parts, no "." parts */
     if (strlen(name) > 64 || name[0] == '/') {
         snprintf(err, errlen, "\"%.64s\" is not a time zone name like Europe/Berlin", name);
@@ -42,6 +45,17 @@ int tg_period_set_tz(const char *name, char *err, size_t errlen)
         snprintf(err, errlen, "no time zone \"%s\" (no %s; is tzdata installed?)", name, path);
         return TG_EINVAL;
     }
+    return 0;
+}
+
+int tg_period_set_tz(const char *name, char *err, size_t errlen)
+{
+    if (is_utc(name)) {
+        utc_only = 1;
+        return 0;
+    }
+    if (tg_period_check_tz(name, err, errlen) != 0)
+        return TG_EINVAL;
     if (setenv("TZ", name, 1) != 0) {
         snprintf(err, errlen, "cannot set the time zone");
         return TG_EINVAL;

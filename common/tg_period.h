@@ -19,6 +19,10 @@
 #define TG_PERIOD_WEEK_S (7 * 86400)
 #define TG_PERIOD_MONTH_S (30 * 86400)
 
+/* tg_period_check_tz: 0 when name is a time zone tg_period_set_tz takes, else TG_EINVAL with
+ * the reason in err. Changes nothing (for configuration checks). */
+int tg_period_check_tz(const char *name, char *err, size_t errlen);
+
 /* tg_period_set_tz: the budget time zone, an IANA name ("UTC", "Europe/Berlin", "US/Eastern")
  * that has a zone file under /usr/share/zoneinfo. NULL or "" is UTC. Returns 0, or TG_EINVAL
  * with a reason in err (not a zone name, no such zone). Call before threads start. */

@@ -33,7 +33,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
         libcurl4 librdkafka1 libjansson4 libhiredis0.14 libpq5 libyaml-0-2 \
-        libssl3 ca-certificates \
+        libssl3 ca-certificates tzdata \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \
  && groupadd --gid 10001 tollgate \
  && useradd --uid 10001 --gid 10001 --home-dir /var/lib/tollgate \

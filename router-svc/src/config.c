@@ -14,6 +14,7 @@
 #include "tg_cfgtext.h"
 #include "tg_err.h"
 #include "tg_log.h"
+#include "tg_period.h"
 #include "tg_units.h"
 #include "tg_yaml.h"
 
@@ -330,8 +331,18 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
                    strcmp(k, "cooldown_time") != 0 && strcmp(k, "fallbacks") != 0 &&
                    strcmp(k, "context_window_fallbacks") != 0 &&
                    strcmp(k, "content_policy_fallbacks") != 0 &&
-                   strcmp(k, "default_fallbacks") != 0) {
+                   strcmp(k, "default_fallbacks") != 0 && strcmp(k, "timezone") != 0) {
             tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
+        } else if (litellm && strcmp(k, "timezone") == 0) {
+            /* LiteLLM's budget reset time zone (budgets by the calendar, tg_period.h) */
+            const char *s = NULL;
+            char why[160];
+
+            if (tg_yaml_scalar(&ld->y, v, p, &s) != 0)
+                return TG_ECONFIG;
+            if (tg_period_check_tz(s, why, sizeof(why)) != 0)
+                return tg_yaml_fail(&ld->y, v, p, "%s", why);
+            snprintf(cfg->timezone, sizeof(cfg->timezone), "%s", s);
         } else if (strcmp(k, "routing_strategy") == 0) {
             const char *s = NULL;
 

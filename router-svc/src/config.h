@@ -282,6 +282,7 @@ struct rt_config {
 
     /* tollgate: */
     char listen[RT_LISTEN_CAP];                  /* "host:port", default RT_DEFAULT_LISTEN */
+    char timezone[72]; /* litellm_settings.timezone: budget periods (tg_period.h), "" = UTC */
     char admin_listen[RT_LISTEN_CAP];            /* "host:port" of the admin listener (/metrics,
                                                   * the key API); "" = none: they are served on
                                                   * listen */

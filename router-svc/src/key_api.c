@@ -13,6 +13,7 @@
 #include "tg_err.h"
 #include "tg_ids.h"
 #include "tg_log.h"
+#include "tg_period.h"
 #include "tg_time.h"
 #include "tg_units.h"
 
@@ -190,10 +191,17 @@ static json_t *info_json(const struct rt_key_api *api, const struct rt_key_spec 
                         spec->max_budget_nusd < 0 ? json_null()
                                                   : json_real((double)spec->max_budget_nusd / 1e9));
     if (spec->budget_duration_s > 0) {
+        int64_t reset_ms;
+
         duration_text(spec->budget_duration_s, text, sizeof(text));
         json_object_set_new(o, "budget_duration", json_string(text));
+        /* when the current period ends (by the calendar for 1d, 7d and 30d: tg_period.h) */
+        tg_period_window(spec->budget_duration_s, (int64_t)tg_now_epoch_ms(), NULL, &reset_ms);
+        iso8601(reset_ms, text, sizeof(text));
+        json_object_set_new(o, "budget_reset_at", json_string(text));
     } else {
         json_object_set_new(o, "budget_duration", json_null());
+        json_object_set_new(o, "budget_reset_at", json_null());
     }
     if (spec->expires_epoch_ms > 0) {
         iso8601(spec->expires_epoch_ms, text, sizeof(text));

@@ -34,6 +34,7 @@
 #include "rt_metrics.h"
 #include "tg_log.h"
 #include "tg_metrics.h"
+#include "tg_period.h"
 #include "tg_time.h"
 
 #define RT_SHUTDOWN_GRACE_S_DEFAULT 25
@@ -275,6 +276,12 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    /* the budget time zone, process-wide, before any thread starts (checked at load) */
+    if (tg_period_set_tz(cfg->timezone, err, sizeof(err)) != 0) {
+        fprintf(stderr, "router-svc: litellm_settings.timezone: %s\n", err);
+        rt_config_destroy(&cfg);
+        return 2;
+    }
     if (fit_fd_limit(rt_front_fds_needed(cfg), err, sizeof(err)) != 0) {
         TG_ERROR("msg=start_failed part=fd_limit reason=\"%s\"", err);
         fprintf(stderr, "router-svc: %s\n", err);

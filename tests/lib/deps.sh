@@ -14,6 +14,7 @@ TG_DEPS_PACKAGES=(
     redis-server postgresql-15 postgresql-client-15
     curl jq procps iproute2 nginx-light clang libclang-rt-14-dev wrk nodejs npm unzip yamllint
     ca-certificates libhttp-parser-dev default-jre-headless maven nghttp2-server python3 openssl
+    tzdata
 )
 
 # tg_deps_missing: print the missing package names, one per line. Safe under the callers'

@@ -374,6 +374,17 @@ static void test_litellm_settings_routing_keys(void **state)
     assert_int_equal(cfg->num_retries, 1);
     assert_int_equal(cfg->n_fallbacks, 0);
     rt_config_destroy(&cfg);
+    /* LiteLLM's budget time zone: an IANA name with a zone file, else an error naming it */
+    cfg = load(HEAD "litellm_settings: {timezone: Europe/Berlin}\n");
+    assert_non_null(cfg);
+    assert_string_equal(cfg->timezone, "Europe/Berlin");
+    rt_config_destroy(&cfg);
+    expect_error(HEAD "litellm_settings:\n  timezone: Mars/Olympus_Mons\n",
+                 "router.yaml:6: litellm_settings.timezone: no time zone \"Mars/Olympus_Mons\" (no "
+                 "/usr/share/zoneinfo/Mars/Olympus_Mons; is tzdata installed?)");
+    expect_error(HEAD "litellm_settings:\n  timezone: ../../etc/passwd\n",
+                 "router.yaml:6: litellm_settings.timezone: \"../../etc/passwd\" is not a time zone "
+                 "name like Europe/Berlin");
 }
 
 static void test_unsupported_strategy_warns(void **state)

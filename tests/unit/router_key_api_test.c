@@ -255,6 +255,17 @@ static void test_generate_returns_key_once_and_stores_hash(void **state)
     assert_true(json_real_value(jget(o, "max_budget")) == 12.5);
     assert_int_equal(json_integer_value(jget(o, "max_budget_nusd")), 12500000000LL);
     assert_string_equal(jstr(o, "budget_duration"), "30d");
+    /* 30d resets on the 1st of the next month, 00:00 UTC (LiteLLM's calendar resets) */
+    {
+        time_t now_s = (time_t)(now / 1000);
+        struct tm tm;
+        char want[64];
+
+        gmtime_r(&now_s, &tm);
+        snprintf(want, sizeof(want), "%04d-%02d-01T00:00:00.000Z",
+                 tm.tm_year + 1900 + (tm.tm_mon == 11), tm.tm_mon == 11 ? 1 : tm.tm_mon + 2);
+        assert_string_equal(jstr(o, "budget_reset_at"), want);
+    }
     assert_int_equal(json_integer_value(jget(o, "model_rpm_limit.gpt-main")), 1);
     assert_true(json_is_true(jget(o, "metadata.disable_fallbacks")));
     /* Other metadata keys are not stored. */
@@ -305,6 +316,45 @@ static void test_generate_returns_key_once_and_stores_hash(void **state)
         answer_free(a);
         free(keycopy);
     }
+}
+
+/* 7d and 1w reset on Monday 00:00 UTC; 1d at midnight; a key without a duration has none. */
+static void test_budget_reset_at_by_the_calendar(void **state)
+{
+    struct fixture *f = *state;
+    int status = 0;
+    json_t *o;
+    int64_t day = (int64_t)time(NULL) / 86400;
+    int64_t monday = day - (day + 3) % 7 + 7; /* 1970-01-01 was a Thursday */
+    char want[64];
+    time_t t;
+    struct tm tm;
+
+    t = (time_t)(monday * 86400);
+    gmtime_r(&t, &tm);
+    snprintf(want, sizeof(want), "%04d-%02d-%02dT00:00:00.000Z", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday);
+    o = call(f, "POST", "/key/generate", NULL, "{\"max_budget\":5,\"budget_duration\":\"1w\"}",
+             &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(jstr(o, "budget_reset_at"), want);
+    json_decref(o);
+    o = call(f, "POST", "/key/generate", NULL, "{\"max_budget\":5,\"budget_duration\":\"7d\"}",
+             &status);
+    assert_string_equal(jstr(o, "budget_reset_at"), want);
+    json_decref(o);
+    t = (time_t)((day + 1) * 86400);
+    gmtime_r(&t, &tm);
+    snprintf(want, sizeof(want), "%04d-%02d-%02dT00:00:00.000Z", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday);
+    o = call(f, "POST", "/key/generate", NULL, "{\"max_budget\":5,\"budget_duration\":\"1d\"}",
+             &status);
+    assert_string_equal(jstr(o, "budget_reset_at"), want);
+    json_decref(o);
+    o = call(f, "POST", "/key/generate", NULL, "{\"max_budget\":5}", &status);
+    assert_int_equal(status, 200);
+    assert_true(json_is_null(jget(o, "budget_reset_at")));
+    json_decref(o);
 }
 
 static void test_generate_empty_body_and_distinct_keys(void **state)
@@ -1019,6 +1069,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_generate_returns_key_once_and_stores_hash, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_budget_reset_at_by_the_calendar, setup, teardown),
         cmocka_unit_test_setup_teardown(test_generate_empty_body_and_distinct_keys, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_generate_field_errors, setup, teardown),
