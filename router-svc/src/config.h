@@ -236,6 +236,8 @@ struct rt_key_spec {
     int64_t expires_epoch_ms; /* 0 = never (key API "duration"); checked by the
                                * caller of rt_keys_lookup, not by the table */
     int blocked;              /* 1: budget exceeded; requests get 429 */
+    int admin_blocked;        /* 1: blocked by an admin (/key/block, LiteLLM's "blocked");
+                               * requests get 401 until /key/unblock */
 };
 
 enum rt_spool_full_policy {

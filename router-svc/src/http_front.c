@@ -202,6 +202,11 @@ static int authenticate(struct rt_front *f, struct hs_conn *conn, struct rt_keys
         snprintf(msg, cap, "API key expired.");
         return TG_EAUTH;
     }
+    if ((*key)->admin_blocked) {
+        *key = NULL;
+        snprintf(msg, cap, "API key is blocked (an admin's /key/unblock lifts it).");
+        return TG_EAUTH;
+    }
     return 0;
 }
 
@@ -469,6 +474,34 @@ static void mailbox_run(struct worker *w)
     }
 }
 
+/* GET /key/list: its query arguments (LiteLLM's page, size, team_id, key_alias,
+ * return_full_object) as the JSON body the key API reads. Returns 0, or -1 out of memory. */
+static int list_query(struct admin_req *a)
+{
+    static const char *const names[] = {"page", "size", "team_id", "key_alias",
+                                        "return_full_object"};
+    json_t *q = json_object();
+    char *text;
+
+    if (q == NULL)
+        return -1;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = hs_query_arg(a->conn, names[i]);
+
+        if (v != NULL)
+            json_object_set_new(q, names[i], json_string(v));
+    }
+    text = json_dumps(q, JSON_COMPACT);
+    json_decref(q);
+    if (text == NULL)
+        return -1;
+    free(a->body);
+    a->body = text;
+    a->body_len = strlen(text);
+    a->body_alloc = a->body_len + 1;
+    return 0;
+}
+
 /* Admin requests (the master key was checked from the headers): the body is read like any other
  * (capped); then the key API answers, possibly after the control topic confirmed the change (the
  * connection is suspended meanwhile, holding no thread). Never logs a body or a key parameter. */
@@ -512,6 +545,9 @@ static int admin_step(struct rt_front *f, struct admin_req *a, const char *metho
         a->refs++; /* held by the pending answer until the mailbox hands it back */
         a->suspended = 1;
         hs_suspend(a->conn);
+        if (strcmp(a->path, "/key/list") == 0 && strcmp(method, "GET") == 0 &&
+            list_query(a) != 0)
+            return HS_NO;
         rt_key_api_handle(f->d.key_api, method, a->path, hs_query_arg(a->conn, "key"),
                           a->body != NULL ? a->body : "", a->body_len, admin_done, a);
         return HS_YES;

@@ -30,7 +30,7 @@ struct rt_key_api {
     _Atomic int in_flight;
 };
 
-enum kop { OP_GENERATE = 0, OP_UPDATE = 1, OP_DELETE = 2 };
+enum kop { OP_GENERATE = 0, OP_UPDATE = 1, OP_DELETE = 2, OP_BLOCK = 3 };
 
 enum fail_kind { FAIL_NONE = 0, FAIL_UNAVAIL, FAIL_BUSY, FAIL_CAPACITY, FAIL_INTERNAL };
 
@@ -210,6 +210,10 @@ static json_t *info_json(const struct rt_key_api *api, const struct rt_key_spec 
         json_object_set_new(o, "expires", json_null());
     }
     json_object_set_new(o, "static", json_boolean(is_static(api, spec->key_hash)));
+    /* LiteLLM's "blocked": the key cannot be used, by an admin's block or its budget */
+    json_object_set_new(o, "blocked", json_boolean(spec->blocked || spec->admin_blocked));
+    json_object_set_new(o, "admin_blocked", json_boolean(spec->admin_blocked));
+    json_object_set_new(o, "budget_exceeded", json_boolean(spec->blocked));
 out:
     free(buf);
     return o;
@@ -734,6 +738,190 @@ bad:
     req_free(r);
 }
 
+/* /key/block and /key/unblock: POST {"key": raw key or its hash} (LiteLLM's). The key's record
+ * carries the admin's block (admin_blocked), so every replica refuses the key (401) once the
+ * record reaches it, and a budget period rolling over does not lift it. Static keys are the
+ * config file's. Answers the key's info. */
+static void do_block(struct kreq *r, int block, const char *body, size_t len)
+{
+    struct rt_key_api *api = r->api;
+    char err[160];
+    json_t *req = parse_body(body, len, 0, err, sizeof(err));
+    json_t *k = req != NULL ? json_object_get(req, "key") : NULL;
+    const char *key;
+    size_t n;
+
+    if (req == NULL) {
+        send_field_error(r->done, r->ud, err);
+        req_free(r);
+        return;
+    }
+    if (!json_is_string(k) || json_string_length(k) == 0 ||
+        json_string_length(k) > RT_KEY_API_KEY_MAX ||
+        strlen(json_string_value(k)) != json_string_length(k)) {
+        json_decref(req);
+        send_error(r->done, r->ud, 400, "invalid_request_error", "invalid_field", "key",
+                   "key: expected the key or its SHA-256 hash");
+        req_free(r);
+        return;
+    }
+    key = json_string_value(k);
+    n = json_string_length(k);
+    if (!find_key(api, key, n, valid_hash(key, n) ? key : NULL, r->hash, &r->spec)) {
+        json_decref(req);
+        send_error(r->done, r->ud, 404, "invalid_request_error", "key_not_found", "key",
+                   "key not found");
+        req_free(r);
+        return;
+    }
+    json_decref(req);
+    if (is_static(api, r->hash)) {
+        send_error(r->done, r->ud, 400, "invalid_request_error", "static_key", "key",
+                   "key: defined in the config file (tollgate.keys); change it there");
+        req_free(r);
+        return;
+    }
+    r->spec.admin_blocked = block;
+    r->spec.blocked = 0; /* budget blocks travel as block: records, never inside a key record */
+    r->outstanding = 1;
+    submit(r, RT_KEY_PUT, r->hash, &r->spec);
+}
+
+/* /key/list: GET (the front passes the query as a JSON object) or POST {page, size, team_id,
+ * key_alias, return_full_object} (LiteLLM's names): the keys' hashes (never a raw key), or with
+ * return_full_object their info, in hash order, size per page (1..100, default 10). */
+struct list_ctx {
+    const char *team_id, *key_alias;
+    char (*hashes)[TG_SHA256_HEX_LEN + 1];
+    size_t n, cap;
+};
+
+static int list_one(const struct rt_key *key, int present, void *arg)
+{
+    struct list_ctx *l = arg;
+
+    if (!present)
+        return 0; /* a block mark without a record is no key */
+    if (l->team_id != NULL && strcmp(key->team_id != NULL ? key->team_id : "", l->team_id) != 0)
+        return 0;
+    if (l->key_alias != NULL &&
+        strcmp(key->key_alias != NULL ? key->key_alias : "", l->key_alias) != 0)
+        return 0;
+    if (l->n == l->cap)
+        return 1; /* cap is the table's size: cannot happen */
+    memcpy(l->hashes[l->n++], key->hash, TG_SHA256_HEX_LEN + 1);
+    return 0;
+}
+
+static int hash_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/* A positive integer member (a number, or a string of digits from a query), else def; -1 when
+ * present but not one. */
+static int64_t list_int(const json_t *o, const char *name, int64_t def)
+{
+    const json_t *v = json_object_get(o, name);
+    char *end = NULL;
+    long long x;
+
+    if (v == NULL || json_is_null(v))
+        return def;
+    if (json_is_integer(v))
+        return json_integer_value(v) > 0 ? json_integer_value(v) : -1;
+    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 9)
+        return -1;
+    x = strtoll(json_string_value(v), &end, 10);
+    return *end == '\0' && x > 0 ? x : -1;
+}
+
+static void do_list(struct kreq *r, const char *body, size_t len)
+{
+    struct rt_key_api *api = r->api;
+    char err[160];
+    json_t *q = parse_body(body, len, 1, err, sizeof(err));
+    json_t *out = NULL, *arr = NULL, *full;
+    struct rt_keys_table *t = NULL;
+    struct list_ctx l;
+    int64_t page, size, pages;
+    size_t bytes = 256; /* the answer's own members */
+    int cut = 0;
+
+    memset(&l, 0, sizeof(l));
+    if (q == NULL) {
+        send_field_error(r->done, r->ud, err);
+        req_free(r);
+        return;
+    }
+    page = list_int(q, "page", 1);
+    size = list_int(q, "size", 10);
+    if (page < 1 || size < 1 || size > 100) {
+        json_decref(q);
+        send_error(r->done, r->ud, 400, "invalid_request_error", "invalid_field",
+                   page < 1 ? "page" : "size",
+                   page < 1 ? "page: expected a whole number from 1"
+                            : "size: expected a whole number from 1 to 100");
+        req_free(r);
+        return;
+    }
+    l.team_id = json_string_value(json_object_get(q, "team_id"));
+    l.key_alias = json_string_value(json_object_get(q, "key_alias"));
+    full = json_object_get(q, "return_full_object");
+    t = rt_keys_acquire(api->keys);
+    l.cap = rt_keys_count(t);
+    l.hashes = calloc(l.cap > 0 ? l.cap : 1, sizeof(*l.hashes));
+    out = json_object();
+    arr = json_array();
+    if (l.hashes == NULL || out == NULL || arr == NULL) {
+        rt_keys_release(&t);
+        json_decref(q);
+        json_decref(out);
+        json_decref(arr);
+        free(l.hashes);
+        send_fail(r, FAIL_INTERNAL, 1);
+        req_free(r);
+        return;
+    }
+    rt_keys_foreach(t, list_one, &l);
+    qsort(l.hashes, l.n, sizeof(*l.hashes), hash_cmp);
+    for (size_t i = (size_t)((page - 1) * size); i < l.n && i < (size_t)(page * size); i++) {
+        if (json_is_true(full) || (json_is_string(full) && strcmp(json_string_value(full),
+                                                                 "true") == 0)) {
+            const struct rt_key *k = rt_keys_lookup_hash(t, l.hashes[i]);
+            json_t *info;
+            size_t need;
+
+            if (k == NULL)
+                continue;
+            rt_key_get_spec(k, &r->spec);
+            info = info_json(api, &r->spec);
+            need = info != NULL ? json_dumpb(info, NULL, 0, JSON_COMPACT) + 1 : 0;
+            if (bytes + need >= RT_KEY_API_BODY_MAX) {
+                json_decref(info); /* the answer's cap: the page ends here, said in the answer */
+                cut = 1;
+                break;
+            }
+            bytes += need;
+            json_array_append_new(arr, info);
+        } else {
+            json_array_append_new(arr, json_string(l.hashes[i]));
+        }
+    }
+    rt_keys_release(&t);
+    pages = ((int64_t)l.n + size - 1) / size;
+    json_object_set_new(out, "keys", arr);
+    json_object_set_new(out, "total_count", json_integer((json_int_t)l.n));
+    json_object_set_new(out, "current_page", json_integer((json_int_t)page));
+    json_object_set_new(out, "total_pages", json_integer((json_int_t)pages));
+    if (cut)
+        json_object_set_new(out, "page_truncated", json_true()); /* ask for a smaller size */
+    free(l.hashes);
+    json_decref(q);
+    send_json(r->done, r->ud, 200, out);
+    req_free(r);
+}
+
 /* /key/info: GET ?key=<64-hex hash> or POST {"key": raw key or hash}. A raw key is never taken
  * from the URL: URLs are written to access logs (ingress, proxies) where a key must not be. */
 static void do_info(struct kreq *r, int is_get, const char *key_param, const char *body, size_t len)
@@ -844,7 +1032,9 @@ int rt_key_api_is_admin_path(const char *path)
 {
     return path != NULL &&
            (strcmp(path, "/key/generate") == 0 || strcmp(path, "/key/update") == 0 ||
-            strcmp(path, "/key/delete") == 0 || strcmp(path, "/key/info") == 0);
+            strcmp(path, "/key/delete") == 0 || strcmp(path, "/key/info") == 0 ||
+            strcmp(path, "/key/block") == 0 || strcmp(path, "/key/unblock") == 0 ||
+            strcmp(path, "/key/list") == 0);
 }
 
 int rt_key_api_in_flight(const struct rt_key_api *api)
@@ -865,9 +1055,12 @@ void rt_key_api_handle(struct rt_key_api *api, const char *method, const char *p
                    "unknown key API path");
         return;
     }
-    if (strcmp(path, "/key/info") == 0 ? !is_get && !is_post : !is_post) {
+    if (strcmp(path, "/key/info") == 0 || strcmp(path, "/key/list") == 0 ? !is_get && !is_post
+                                                                          : !is_post) {
         send_error(done, ud, 405, "invalid_request_error", "method_not_allowed", NULL,
-                   strcmp(path, "/key/info") == 0 ? "use GET or POST" : "use POST");
+                   strcmp(path, "/key/info") == 0 || strcmp(path, "/key/list") == 0
+                       ? "use GET or POST"
+                       : "use POST");
         return;
     }
     if (atomic_fetch_add(&api->in_flight, 1) >= RT_KEY_API_IN_FLIGHT_MAX) {
@@ -896,6 +1089,11 @@ void rt_key_api_handle(struct rt_key_api *api, const char *method, const char *p
     } else if (strcmp(path, "/key/delete") == 0) {
         r->op = OP_DELETE;
         do_delete(r, body, len);
+    } else if (strcmp(path, "/key/block") == 0 || strcmp(path, "/key/unblock") == 0) {
+        r->op = OP_BLOCK;
+        do_block(r, strcmp(path, "/key/block") == 0, body, len);
+    } else if (strcmp(path, "/key/list") == 0) {
+        do_list(r, body, len);
     } else {
         do_info(r, is_get, key_param, body, len);
     }

@@ -121,6 +121,7 @@ static void rec_layout(struct bump *b, const struct rt_key_spec *s, int present)
         k->num_retries = s->num_retries;
         k->expires_epoch_ms = s->expires_epoch_ms;
         k->blocked = s->blocked;
+        k->admin_blocked = s->admin_blocked;
     }
     {
         const char *alias = bump_str(b, s->key_alias);
@@ -290,6 +291,7 @@ static void key_to_spec(const struct rt_key *k, struct rt_key_spec *s)
     s->num_retries = k->num_retries;
     s->expires_epoch_ms = k->expires_epoch_ms;
     s->blocked = k->blocked;
+    s->admin_blocked = k->admin_blocked;
 }
 
 static void rec_unref(struct rec *r)
@@ -1202,6 +1204,13 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
         }
         if (strcmp(k, "key") == 0 || strcmp(k, "duration") == 0 || strcmp(k, "key_hash") == 0)
             return 0; /* the caller's */
+        if (strcmp(k, "blocked") == 0) { /* LiteLLM's: an admin's block */
+            if (json_is_null(v)) {
+                s->admin_blocked = 0;
+                return 0;
+            }
+            return j_bool(j, v, k, &s->admin_blocked);
+        }
     } else {
         if (strcmp(k, "key_hash") == 0) {
             if (!json_is_string(v) || json_string_length(v) != TG_SHA256_HEX_LEN ||
@@ -1225,6 +1234,8 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
         }
         if (strcmp(k, "blocked") == 0)
             return j_bool(j, v, k, &s->blocked);
+        if (strcmp(k, "admin_blocked") == 0)
+            return j_bool(j, v, k, &s->admin_blocked);
     }
     return jfail(j, k, "unknown field");
 }
@@ -1360,6 +1371,8 @@ int rt_key_spec_to_json(const struct rt_key_spec *s, char *out, size_t cap, size
     json_object_set(o, "router_settings", rs);
     json_object_set_new(o, "expires_epoch_ms", json_integer(s->expires_epoch_ms));
     json_object_set_new(o, "blocked", json_boolean(s->blocked));
+    if (s->admin_blocked)
+        json_object_set_new(o, "admin_blocked", json_true());
     need = json_dumpb(o, NULL, 0, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (need == 0)
         goto out;

@@ -76,6 +76,7 @@ struct rt_key {
     int32_t num_retries;      /* -1 = global */
     int64_t expires_epoch_ms; /* 0 = never; the caller compares with the wall clock */
     int blocked;              /* 1: budget exceeded (block:<hash> on the control topic) */
+    int admin_blocked;        /* 1: blocked by an admin (/key/block), in the key's record */
 };
 
 struct rt_keys;
@@ -173,7 +174,9 @@ enum rt_key_json_form {
      * caller's business (hashing, expiry, lookup) and are skipped here. */
     RT_KEY_JSON_API = 0,
     /* Stored form written by rt_key_spec_to_json: the fields above with exact integers
-     * (max_budget_nusd, budget_duration_s) plus key_hash, expires_epoch_ms and blocked. */
+     * (max_budget_nusd, budget_duration_s) plus key_hash, expires_epoch_ms, blocked and
+     * admin_blocked (written only when set). In the API form, "blocked" is LiteLLM's field:
+     * an admin's block (admin_blocked). */
     RT_KEY_JSON_STORED = 1,
 };
 

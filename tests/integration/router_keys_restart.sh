@@ -99,6 +99,30 @@ start b "$B"
 [ "$(chat "$B" "$GONE")" = 401 ] || fail "another replica accepts a deleted key"
 echo "ok 1 - keys survive a restart and reach another replica through the control topic"
 
+# 1b. /key/block on one replica refuses the key on every replica (the record travels on the
+# control topic); /key/unblock lets it in again; /key/list shows it on the other replica.
+# eventually PORT KEY STATUS: the chat status becomes STATUS within 5 s
+eventually() {
+    for _ in $(seq 1 50); do
+        [ "$(chat "$1" "$2")" = "$3" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+admin "$A" /key/block "{\"key\":\"$KEY\"}" >/dev/null
+[ "$(cat "$STATE/status")" = 200 ] || fail "block: $(cat "$STATE/admin.out")"
+[ "$(chat "$A" "$KEY")" = 401 ] || fail "a blocked key still works on the replica that blocked it"
+eventually "$B" "$KEY" 401 || fail "another replica still accepts a blocked key"
+HASH=$(printf %s "$KEY" | sha256sum | cut -c1-64)
+curl -sS -H "Authorization: Bearer $KR_MASTER" \
+    "http://127.0.0.1:$B/key/list?key_alias=restart&return_full_object=true" >"$STATE/list.out"
+[ "$(jq -c '[.total_count, .keys[0].key_hash, .keys[0].admin_blocked]' "$STATE/list.out")" = \
+    "[1,\"$HASH\",true]" ] || fail "/key/list on the other replica: $(cat "$STATE/list.out")"
+admin "$B" /key/unblock "{\"key\":\"$HASH\"}" >/dev/null
+[ "$(cat "$STATE/status")" = 200 ] || fail "unblock: $(cat "$STATE/admin.out")"
+eventually "$A" "$KEY" 200 || fail "an unblocked key is still refused on the first replica"
+echo "ok 1b - /key/block and /key/unblock reach every replica; /key/list lists the key"
+
 # 2. Kafka down: restart from the snapshot; creation answers 503.
 tg_kafka_down
 stop a
@@ -111,4 +135,4 @@ echo "$body" | jq -e '.error.message | test("unavailable|retry"; "i")' >/dev/nul
     fail "503 without a clear message: $body"
 tg_kafka_up
 echo "ok 2 - Kafka down: keys from the snapshot authenticate; generate answers 503 ($(echo "$body" | jq -r .error.message))"
-echo "2 passed, 0 failed"
+echo "3 passed, 0 failed"

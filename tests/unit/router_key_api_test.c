@@ -357,6 +357,129 @@ static void test_budget_reset_at_by_the_calendar(void **state)
     json_decref(o);
 }
 
+/* /key/block and /key/unblock (LiteLLM's): the admin's block lives in the key's record, shown as
+ * blocked/admin_blocked, refused for static keys, and not lifted by an update. */
+static void test_block_and_unblock(void **state)
+{
+    struct fixture *f = *state;
+    int status = 0;
+    char body[256], hash[TG_SHA256_HEX_LEN + 1], key[128];
+    json_t *o;
+    struct rt_keys_table *t;
+
+    o = call(f, "POST", "/key/generate", NULL, "{\"key_alias\":\"blk\"}", &status);
+    assert_int_equal(status, 200);
+    snprintf(hash, sizeof(hash), "%s", jstr(o, "key_hash"));
+    snprintf(key, sizeof(key), "%s", jstr(o, "key"));
+    assert_false(json_is_true(jget(o, "blocked")));
+    json_decref(o);
+    /* by the raw key */
+    snprintf(body, sizeof(body), "{\"key\":\"%s\"}", key);
+    o = call(f, "POST", "/key/block", NULL, body, &status);
+    assert_int_equal(status, 200);
+    assert_true(json_is_true(jget(o, "blocked")));
+    assert_true(json_is_true(jget(o, "admin_blocked")));
+    assert_false(json_is_true(jget(o, "budget_exceeded")));
+    {
+        char *text = json_dumps(o, 0);
+
+        assert_null(strstr(text, key)); /* never the raw key */
+        free(text);
+    }
+    json_decref(o);
+    t = rt_keys_acquire(f->keys);
+    assert_int_equal(rt_keys_lookup(t, key, strlen(key))->admin_blocked, 1);
+    rt_keys_release(&t);
+    /* an update keeps it */
+    snprintf(body, sizeof(body), "{\"key_hash\":\"%s\",\"rpm_limit\":5}", hash);
+    o = call(f, "POST", "/key/update", NULL, body, &status);
+    assert_int_equal(status, 200);
+    assert_true(json_is_true(jget(o, "admin_blocked")));
+    json_decref(o);
+    /* by the hash */
+    snprintf(body, sizeof(body), "{\"key\":\"%s\"}", hash);
+    o = call(f, "POST", "/key/unblock", NULL, body, &status);
+    assert_int_equal(status, 200);
+    assert_false(json_is_true(jget(o, "blocked")));
+    assert_int_equal(json_integer_value(jget(o, "rpm_limit")), 5);
+    json_decref(o);
+    t = rt_keys_acquire(f->keys);
+    assert_int_equal(rt_keys_lookup(t, key, strlen(key))->admin_blocked, 0);
+    rt_keys_release(&t);
+    /* LiteLLM's "blocked" on generate */
+    o = call(f, "POST", "/key/generate", NULL, "{\"blocked\":true}", &status);
+    assert_int_equal(status, 200);
+    assert_true(json_is_true(jget(o, "admin_blocked")));
+    json_decref(o);
+    /* errors */
+    o = call(f, "POST", "/key/block", NULL, "{\"key\":\"" STATIC_KEY "\"}", &status);
+    assert_int_equal(status, 400);
+    assert_string_equal(jstr(o, "error.code"), "static_key");
+    json_decref(o);
+    o = call(f, "POST", "/key/block", NULL, "{\"key\":\"sk-nobody\"}", &status);
+    assert_int_equal(status, 404);
+    json_decref(o);
+    o = call(f, "POST", "/key/block", NULL, "{}", &status);
+    assert_int_equal(status, 400);
+    json_decref(o);
+    o = call(f, "GET", "/key/block", NULL, NULL, &status);
+    assert_int_equal(status, 405);
+    json_decref(o);
+}
+
+/* /key/list (LiteLLM's): hashes in hash order, paginated, filtered by team and alias; full
+ * objects on request; never a raw key. */
+static void test_list(void **state)
+{
+    struct fixture *f = *state;
+    int status = 0;
+    json_t *o, *keys;
+    char first[TG_SHA256_HEX_LEN + 1];
+
+    for (int i = 0; i < 5; i++) {
+        char body[128];
+
+        snprintf(body, sizeof(body), "{\"key_alias\":\"k%d\",\"team_id\":\"%s\"}", i,
+                 i < 3 ? "team-l" : "team-m");
+        o = call(f, "POST", "/key/generate", NULL, body, &status);
+        assert_int_equal(status, 200);
+        json_decref(o);
+    }
+    /* 5 generated + the static key */
+    o = call(f, "GET", "/key/list", NULL, "{\"size\":\"4\"}", &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(json_integer_value(jget(o, "total_count")), 6);
+    assert_int_equal(json_integer_value(jget(o, "total_pages")), 2);
+    keys = jget(o, "keys");
+    assert_int_equal(json_array_size(keys), 4);
+    snprintf(first, sizeof(first), "%s", json_string_value(json_array_get(keys, 0)));
+    assert_true(strcmp(first, json_string_value(json_array_get(keys, 1))) < 0);
+    json_decref(o);
+    o = call(f, "POST", "/key/list", NULL, "{\"size\":4,\"page\":2}", &status);
+    assert_int_equal(json_array_size(jget(o, "keys")), 2);
+    assert_int_equal(json_integer_value(jget(o, "current_page")), 2);
+    json_decref(o);
+    o = call(f, "GET", "/key/list", NULL, "{\"team_id\":\"team-l\"}", &status);
+    assert_int_equal(json_integer_value(jget(o, "total_count")), 3);
+    json_decref(o);
+    o = call(f, "GET", "/key/list", NULL,
+             "{\"key_alias\":\"k4\",\"return_full_object\":\"true\"}", &status);
+    assert_int_equal(status, 200);
+    keys = jget(o, "keys");
+    assert_int_equal(json_array_size(keys), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(keys, 0), "team_id")),
+                        "team-m");
+    assert_null(json_object_get(json_array_get(keys, 0), "key"));
+    json_decref(o);
+    o = call(f, "GET", "/key/list", NULL, "{\"size\":\"0\"}", &status);
+    assert_int_equal(status, 400);
+    assert_non_null(strstr(jstr(o, "error.message"), "size"));
+    json_decref(o);
+    o = call(f, "GET", "/key/list", NULL, "{\"page\":\"x\"}", &status);
+    assert_int_equal(status, 400);
+    json_decref(o);
+}
+
 static void test_generate_empty_body_and_distinct_keys(void **state)
 {
     struct fixture *f = *state;
@@ -692,10 +815,12 @@ static void test_info_and_routing(void **state)
     assert_int_equal(status, 400);
     assert_string_equal(jstr(o, "error.param"), "key");
     json_decref(o);
-    o = call(f, "POST", "/key/list", NULL, "{}", &status);
+    o = call(f, "POST", "/key/colour", NULL, "{}", &status);
     assert_int_equal(status, 404);
     json_decref(o);
     assert_true(rt_key_api_is_admin_path("/key/generate"));
+    assert_true(rt_key_api_is_admin_path("/key/list"));
+    assert_true(rt_key_api_is_admin_path("/key/block"));
     assert_true(rt_key_api_is_admin_path("/key/info"));
     assert_false(rt_key_api_is_admin_path("/key/info/x"));
     assert_false(rt_key_api_is_admin_path("/v1/chat/completions"));
@@ -1070,6 +1195,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_generate_returns_key_once_and_stores_hash, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_budget_reset_at_by_the_calendar, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_block_and_unblock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_generate_empty_body_and_distinct_keys, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_generate_field_errors, setup, teardown),
