@@ -309,7 +309,12 @@ static void responses(const json_t *resp, const char *model)
         check(str_is(json_object_get(out, "object"), "chat.completion") &&
                   str_is(json_object_get(out, "model"), model),
               "messages -> chat response: not a chat.completion for the model");
-        check(p == int_or_zero(usage, "input_tokens") && c == int_or_zero(usage, "output_tokens"),
+        /* prompt_tokens: the input and what the cache read and wrote (when that sum is one) */
+        if (!__builtin_add_overflow(int_or_zero(usage, "input_tokens"),
+                                    int_or_zero(usage, "cache_read_input_tokens"), &sum) &&
+            !__builtin_add_overflow(sum, int_or_zero(usage, "cache_creation_input_tokens"), &sum))
+            check(p == sum, "messages -> chat response: prompt usage not carried over");
+        check(c == int_or_zero(usage, "output_tokens"),
               "messages -> chat response: usage not carried over");
         check(json_is_integer(json_object_get(ou, "total_tokens")),
               "messages -> chat response: no integer total_tokens");
