@@ -401,7 +401,10 @@ json_t *rt_translate_messages_to_chat(const json_t *req, const char *model, char
     msgs = NULL;
     if (anth_tools(req, out, err, errlen) != 0 || anth_thinking(req, out, err, errlen) != 0)
         goto fail;
-    copy_field(out, "max_tokens", req, "max_tokens");
+    /* OpenAI's reasoning models take max_completion_tokens (reasoning included), not
+     * max_tokens: a request that thinks goes to one */
+    copy_field(out, given(out, "reasoning_effort") ? "max_completion_tokens" : "max_tokens", req,
+               "max_tokens");
     copy_field(out, "temperature", req, "temperature");
     copy_field(out, "top_p", req, "top_p");
     if (json_is_array(stop) && json_array_size(stop) > 0)

@@ -49,7 +49,7 @@ enum rt_translate_dir {
 
 /* reasoning_effort -> Anthropic thinking.budget_tokens (LiteLLM's figures; Anthropic's minimum
  * budget is 1024, so minimal is low). Back: a budget under MEDIUM is low, under HIGH medium,
- * else high. An explicit max tokens not above the budget is refused (Anthropic requires
+ * else high, and max_tokens goes as max_completion_tokens (what OpenAI's reasoning models take). An explicit max tokens not above the budget is refused (Anthropic requires
  * budget_tokens < max_tokens). */
 #define RT_TRANSLATE_THINKING_LOW_TOKENS 1024
 #define RT_TRANSLATE_THINKING_MEDIUM_TOKENS 2048

@@ -311,7 +311,8 @@ static void test_request_chat_to_messages_tools(void **state)
 
 /* Requests, Anthropic -> OpenAI chat. The tool and the turn are Anthropic's tool-use guide
  * example (get_weather, toolu_01A09q90qw90lq917835lq9, "15 degrees"), the image block the
- * vision guide's base64 source; thinking with budget 2048 becomes reasoning_effort medium. */
+ * vision guide's base64 source; thinking with budget 2048 becomes reasoning_effort medium (and
+ * max_tokens max_completion_tokens, which OpenAI's reasoning models take). */
 static void test_request_messages_to_chat_tools(void **state)
 {
     char err[256];
@@ -346,7 +347,8 @@ static void test_request_messages_to_chat_tools(void **state)
 
     (void)state;
     expect_json(out,
-        "{\"model\":\"gpt-4o\",\"max_tokens\":1024,\"stop\":[\"END\"],\"user\":\"u-1\","
+        "{\"model\":\"gpt-4o\",\"max_completion_tokens\":1024,\"stop\":[\"END\"],\"user\":"
+        "\"u-1\","
         "\"reasoning_effort\":\"medium\",\"messages\":["
         "{\"role\":\"system\",\"content\":\"You are a weather bot.\"},"
         "{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":"
@@ -373,8 +375,8 @@ static void test_request_messages_to_chat_tools(void **state)
                         "\"tool\",\"name\":\"f\"},\"thinking\":{\"type\":\"enabled\","
                         "\"budget_tokens\":10000}}",
                         err, sizeof(err)),
-                "{\"model\":\"gpt-4o\",\"max_tokens\":5,\"messages\":[],\"tools\":[{\"type\":"
-                "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
+                "{\"model\":\"gpt-4o\",\"max_completion_tokens\":5,\"messages\":[],\"tools\":"
+                "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
                 "\"object\"}}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
                 "\"f\"}},\"reasoning_effort\":\"high\"}");
     expect_json(to_chat("{\"messages\":[],\"tool_choice\":{\"type\":\"none\"},\"thinking\":"
