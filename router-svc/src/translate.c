@@ -1324,7 +1324,8 @@ static int chat_to_messages(struct rt_translate_stream *st, const char *data, si
 }
 
 /* An Anthropic content_block_start: a tool_use block starts an OpenAI tool call (or, the JSON
- * tool of a response_format, the text that follows). */
+ * tool of a response_format, the text that follows). Its input is {} when the input streams in
+ * input_json_delta events (always, from Anthropic); a non-empty one is the call's arguments. */
 static int messages_block_start(struct rt_translate_stream *st, const json_t *j,
                                 struct tg_buf *out)
 {
@@ -1333,8 +1334,10 @@ static int messages_block_start(struct rt_translate_stream *st, const json_t *j,
     const char *id = json_string_value(json_object_get(b, "id"));
     const char *name = json_string_value(json_object_get(b, "name"));
     const json_t *text = json_object_get(b, "text");
+    const json_t *input = json_object_get(b, "input");
     char idbuf[72];
-    int k;
+    char *args;
+    int k, rc;
 
     if (json_is_string(text) && json_string_length(text) > 0)
         return emit(out, NULL, oai_chunk(st, json_pack("{s:O}", "content", text), NULL));
@@ -1343,22 +1346,31 @@ static int messages_block_start(struct rt_translate_stream *st, const json_t *j,
     if (!json_is_integer(ix) || json_integer_value(ix) < 0 || json_integer_value(ix) >= INT_MAX ||
         id == NULL || name == NULL)
         return TG_EPROTO;
+    args = json_object_size(input) > 0 ? json_dumps(input, JSON_COMPACT) : NULL;
     if ((st->flags & RT_TRANSLATE_JSON_OUTPUT) && strcmp(name, RT_TRANSLATE_JSON_TOOL) == 0 &&
         st->json_block < 0) {
         st->json_block = (int)json_integer_value(ix);
-        return 0;
+        rc = args != NULL
+                 ? emit(out, NULL, oai_chunk(st, json_pack("{s:s}", "content", args), NULL))
+                 : 0;
+        free(args);
+        return rc;
     }
-    if (st->n_tools >= RT_TRANSLATE_TOOLS_MAX)
+    if (st->n_tools >= RT_TRANSLATE_TOOLS_MAX) {
+        free(args);
         return TG_EPROTO;
+    }
     k = st->n_tools++;
     st->tool_key[k] = (int)json_integer_value(ix);
     copy_utf8(idbuf, sizeof(idbuf), "", id);
-    return emit(out, NULL,
-                oai_chunk(st,
-                          json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index", k,
-                                    "id", idbuf, "type", "function", "function", "name", name,
-                                    "arguments", ""),
-                          NULL));
+    rc = emit(out, NULL,
+              oai_chunk(st,
+                        json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index", k,
+                                  "id", idbuf, "type", "function", "function", "name", name,
+                                  "arguments", args != NULL ? args : ""),
+                        NULL));
+    free(args);
+    return rc;
 }
 
 /* An Anthropic content_block_delta: text, thinking or a tool call's input fragment. */

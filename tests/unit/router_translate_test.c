@@ -892,6 +892,26 @@ static void test_stream_tool_bounds(void **state)
     tg_buf_fini(&b);
 }
 
+/* A tool_use block that starts with its whole input (Anthropic streams it in input_json_delta
+ * events, but a recorded or proxied stream may not): the input is the call's arguments. */
+static void test_stream_tool_input_at_start(void **state)
+{
+    struct rt_translate_stream st;
+    struct tg_buf b;
+    const char *ev = "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{"
+                     "\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"f\",\"input\":{"
+                     "\"a\":1}}}";
+
+    (void)state;
+    assert_int_equal(tg_buf_init(&b, 4096), 0);
+    rt_translate_stream_init(&st, RT_TRANSLATE_MESSAGES_TO_CHAT, "gpt-main", 1, 0);
+    assert_int_equal(rt_translate_stream_event(&st, NULL, ev, strlen(ev), &b), 0);
+    assert_non_null(strstr(b.data, "\"tool_calls\":[{\"index\":0,\"id\":\"toolu_1\",\"type\":"
+                                   "\"function\",\"function\":{\"name\":\"f\",\"arguments\":"
+                                   "\"{\\\"a\\\":1}\"}}]"));
+    tg_buf_fini(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -908,6 +928,7 @@ int main(void)
         cmocka_unit_test(test_stream_chat_to_messages_tools),
         cmocka_unit_test(test_stream_json_output),
         cmocka_unit_test(test_stream_tool_bounds),
+        cmocka_unit_test(test_stream_tool_input_at_start),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
