@@ -1476,20 +1476,23 @@ static int messages_to_chat(struct rt_translate_stream *st, const char *data, si
 int rt_translate_stream_event(struct rt_translate_stream *st, const char *event, const char *data,
                               size_t len, struct tg_buf *out)
 {
+    struct rt_translate_stream saved;
     size_t before = out->len;
     int rc;
 
     (void)event;
     if (st->finished)
         return 0;
+    saved = *st;
     if (st->dir == RT_TRANSLATE_CHAT_TO_MESSAGES)
         rc = chat_to_messages(st, data, len, out);
     else if (st->dir == RT_TRANSLATE_MESSAGES_TO_CHAT)
         rc = messages_to_chat(st, data, len, out);
     else
         return TG_EINVAL;
-    if (rc == TG_EPROTO && out->len > before) {
-        /* an event refused half-way: what it wrote goes */
+    if (rc == TG_EPROTO) {
+        /* an event refused half-way: what it wrote and what it changed go */
+        *st = saved;
         out->len = before;
         out->data[before] = '\0';
     }

@@ -48,9 +48,10 @@ enum rt_translate_dir {
 #define RT_TRANSLATE_DEFAULT_MAX_TOKENS 4096
 
 /* reasoning_effort -> Anthropic thinking.budget_tokens (LiteLLM's figures; Anthropic's minimum
- * budget is 1024, so minimal is low). Back: a budget under MEDIUM is low, under HIGH medium,
- * else high, and max_tokens goes as max_completion_tokens (what OpenAI's reasoning models take). An explicit max tokens not above the budget is refused (Anthropic requires
- * budget_tokens < max_tokens). */
+ * budget is 1024, so minimal is low). An explicit max tokens not above the budget is refused
+ * (Anthropic requires budget_tokens < max_tokens). Back: a budget under MEDIUM is low, under
+ * HIGH medium, else high, and max_tokens goes as max_completion_tokens (what OpenAI's reasoning
+ * models take). */
 #define RT_TRANSLATE_THINKING_LOW_TOKENS 1024
 #define RT_TRANSLATE_THINKING_MEDIUM_TOKENS 2048
 #define RT_TRANSLATE_THINKING_HIGH_TOKENS 4096
@@ -121,8 +122,10 @@ void rt_translate_stream_init(struct rt_translate_stream *st, enum rt_translate_
 
 /* rt_translate_stream_event: translate one upstream SSE event (event name may be NULL or "",
  * data is the joined data lines, len bytes) into client SSE bytes appended to out.
- * Returns 0, or TG_EPROTO when data is not the JSON it should be (out unchanged), or TG_EFULL
- * when out is full (the event is cut). Thread of the caller. */
+ * Returns 0, or TG_EPROTO when data is not the JSON it should be or cannot be translated (more
+ * than RT_TRANSLATE_TOOLS_MAX tool calls, interleaved calls, input for a block that is not a
+ * call; out and st unchanged), or TG_EFULL when out is full (the event is cut). Thread of the
+ * caller. */
 int rt_translate_stream_event(struct rt_translate_stream *st, const char *event, const char *data,
                               size_t len, struct tg_buf *out);
 

@@ -5,16 +5,23 @@
  * object the four body translations are skipped) and as an SSE stream, cut into events at blank
  * lines the way http_front.c's stream pump does (event name, data lines joined with '\n'), fed
  * to a stream translator of each direction and finished. The model name shown to the client is
- * picked from a short list by the input's hash (one of them 128 bytes of two-byte UTF-8).
+ * picked from a short list by the input's hash (one of them 128 bytes of two-byte UTF-8), and so
+ * is whether Anthropic answers and streams are read as answers to a response_format request
+ * (RT_TRANSLATE_JSON_OUTPUT).
  *
  * Properties (abort on violation):
- *  - requests: NULL only for the documented reasons (messages not an array, a role that is not
- *    a string) and then with a message in err; otherwise an object with the model asked for and
- *    one message per input message (plus the system one, chat side), every role and content a
- *    string, max_tokens an integer on the Anthropic side;
+ *  - requests: a refusal has a message in err that names the field at fault (it starts with
+ *    "messages" or a member of the request); messages not an array and a role that is not a
+ *    string are always refused; otherwise an object with the model asked for, the messages the
+ *    input's become (one per message, plus the system one, chat side; Anthropic tool results one
+ *    tool message each; OpenAI consecutive tool results one user message, which the user's next
+ *    message joins), each with a role of the target's API and content that is a string or parts
+ *    with a string type (tool_use inputs objects, tool call arguments strings), max_tokens an
+ *    integer on the Anthropic side, the JSON tool forced when response_format asks for JSON;
  *  - responses: NULL only when the input is not of the documented shape (chat: no
  *    choices[0].message object; messages: no content array); otherwise usage is carried over
- *    as integers and total_tokens is their sum;
+ *    as integers (prompt_tokens counting the cache's reads and writes) and total_tokens is
+ *    their sum; Anthropic content blocks have a string type;
  *  - streams: every event answers 0, TG_EPROTO (and leaves the output as it was) or TG_EFULL;
  *    after the stream is finished nothing more is written; finish is idempotent; what was
  *    written is well-formed SSE whose every data line is [DONE] or a JSON object (carrying the
@@ -270,7 +277,7 @@ static json_int_t int_or_zero(const json_t *o, const char *name)
     return json_is_integer(v) ? json_integer_value(v) : 0;
 }
 
-static void responses(const json_t *resp, const char *model)
+static void responses(const json_t *resp, const char *model, unsigned flags)
 {
     const json_t *msg =
         json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
@@ -295,7 +302,7 @@ static void responses(const json_t *resp, const char *model)
         json_decref(out);
     }
 
-    out = rt_translate_messages_resp_to_chat(resp, model, 0);
+    out = rt_translate_messages_resp_to_chat(resp, model, flags);
     if (!json_is_array(json_object_get(resp, "content"))) {
         check(out == NULL, "messages -> chat response from something that is not one");
     } else {
@@ -332,6 +339,7 @@ static int check_output(const struct tg_buf *out, enum rt_translate_dir dir, con
     const char *p = out->data;
     size_t n = out->len, i = 0;
     int last = 0;
+    json_int_t open = -1, next = 0; /* Anthropic content blocks: the open one, the next one */
 
     while (i < n) {
         const char *nl = memchr(p + i, '\n', n - i);
@@ -363,6 +371,27 @@ static int check_output(const struct tg_buf *out, enum rt_translate_dir dir, con
                     check(last == 2 || str_is(json_object_get(j, "model"), model),
                           "translated stream: chunk without the client's model");
                 } else {
+                    json_int_t ix = json_is_integer(json_object_get(j, "index"))
+                                        ? json_integer_value(json_object_get(j, "index"))
+                                        : -2;
+
+                    /* blocks one at a time, indexes counting up from 0, deltas and the stop
+                     * for the open one, all closed before message_delta */
+                    if (type != NULL && strcmp(type, "content_block_start") == 0) {
+                        check(open == -1 && ix == next, "translated stream: block start out of "
+                                                        "order");
+                        open = next++;
+                    } else if (type != NULL && strcmp(type, "content_block_delta") == 0) {
+                        check(open >= 0 && ix == open, "translated stream: delta for a block "
+                                                       "that is not open");
+                    } else if (type != NULL && strcmp(type, "content_block_stop") == 0) {
+                        check(open >= 0 && ix == open, "translated stream: stop for a block that "
+                                                       "is not open");
+                        open = -1;
+                    } else if (type != NULL && strcmp(type, "message_delta") == 0) {
+                        check(open == -1 && next > 0, "translated stream: message_delta with a "
+                                                      "block open or none at all");
+                    }
                     last = type != NULL && strcmp(type, "message_stop") == 0 ? 1
                            : type != NULL && strcmp(type, "error") == 0      ? 2
                                                                              : 0;
@@ -378,7 +407,8 @@ static int check_output(const struct tg_buf *out, enum rt_translate_dir dir, con
     return last;
 }
 
-static void stream(const char *s, size_t n, enum rt_translate_dir dir, const char *model)
+static void stream(const char *s, size_t n, enum rt_translate_dir dir, const char *model,
+                   unsigned flags)
 {
     struct rt_translate_stream st;
     struct tg_buf out;
@@ -388,7 +418,7 @@ static void stream(const char *s, size_t n, enum rt_translate_dir dir, const cha
     int rc = 0, full = 0;
 
     check(dat != NULL && tg_buf_init(&out, FUZZ_STREAM_OUT_BYTES) == 0, "out of memory");
-    rt_translate_stream_init(&st, dir, model, 1718000000, 0);
+    rt_translate_stream_init(&st, dir, model, 1718000000, flags);
     /* events split and parsed by the module the stream pump uses */
     while (!full && (len = rt_sse_event_len(s + at, n - at)) > 0) {
         size_t dlen, before = out.len;
@@ -429,6 +459,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static char long_model[129];
     const char *models[4] = {"claude-3-5-sonnet-20241022", "gpt-4o-mini", long_model, ""};
     const char *model;
+    unsigned flags;
     uint64_t h = 0xcbf29ce484222325ull;
     json_error_t jerr;
     json_t *doc;
@@ -441,15 +472,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < size; i++)
         h = (h ^ data[i]) * 0x100000001b3ull;
     model = models[h % 4];
+    /* half the inputs as answers to a request whose response_format went as the JSON tool */
+    flags = (h >> 8) & 1 ? RT_TRANSLATE_JSON_OUTPUT : 0;
 
     doc = json_loadb((const char *)data, size, 0, &jerr);
     if (json_is_object(doc)) {
         requests(doc, model);
-        responses(doc, model);
+        responses(doc, model, flags);
     }
     json_decref(doc);
 
-    stream((const char *)data, size, RT_TRANSLATE_CHAT_TO_MESSAGES, model);
-    stream((const char *)data, size, RT_TRANSLATE_MESSAGES_TO_CHAT, model);
+    stream((const char *)data, size, RT_TRANSLATE_CHAT_TO_MESSAGES, model, 0);
+    stream((const char *)data, size, RT_TRANSLATE_MESSAGES_TO_CHAT, model, flags);
     return 0;
 }

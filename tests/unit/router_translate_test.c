@@ -866,6 +866,7 @@ static void test_stream_tool_bounds(void **state)
                          i < RT_TRANSLATE_TOOLS_MAX ? 0 : TG_EPROTO);
         assert_true(i < RT_TRANSLATE_TOOLS_MAX ? b.len > before : b.len == before);
     }
+    assert_int_equal(st.n_tools, RT_TRANSLATE_TOOLS_MAX); /* the refused event changed nothing */
     snprintf(ev, sizeof(ev), "{\"type\":\"content_block_delta\",\"index\":99,\"delta\":{\"type\":"
                              "\"input_json_delta\",\"partial_json\":\"{}\"}}");
     assert_int_equal(rt_translate_stream_event(&st, NULL, ev, strlen(ev), &b), TG_EPROTO);
@@ -883,6 +884,8 @@ static void test_stream_tool_bounds(void **state)
                          i < RT_TRANSLATE_TOOLS_MAX ? 0 : TG_EPROTO);
         assert_true(i < RT_TRANSLATE_TOOLS_MAX ? b.len > before : b.len == before);
     }
+    assert_int_equal(st.n_tools, RT_TRANSLATE_TOOLS_MAX);
+    assert_int_equal(st.n_blocks, RT_TRANSLATE_TOOLS_MAX);
     /* call 0's arguments after call 31's block started */
     snprintf(ev, sizeof(ev), "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,"
                              "\"function\":{\"arguments\":\"x\"}}]}}]}");
