@@ -868,7 +868,7 @@ static const char *stop_to_finish(const char *s)
 {
     if (s == NULL)
         return "stop";
-    if (strcmp(s, "max_tokens") == 0)
+    if (strcmp(s, "max_tokens") == 0 || strcmp(s, "model_context_window_exceeded") == 0)
         return "length";
     if (strcmp(s, "tool_use") == 0)
         return "tool_calls";
@@ -966,6 +966,11 @@ json_t *rt_translate_chat_resp_to_messages(const json_t *resp, const char *model
         json_array_append_new(content, json_pack("{s:s,s:O,s:s}", "type", "thinking", "thinking",
                                                  reasoning, "signature", ""));
     text = content_text(json_object_get(msg, "content"));
+    if ((text == NULL || text[0] == '\0') && json_is_string(json_object_get(msg, "refusal"))) {
+        /* the model's refusal is what it said */
+        free(text);
+        text = content_text(json_object_get(msg, "refusal"));
+    }
     if ((text != NULL && text[0] != '\0') || json_array_size(calls) == 0)
         json_array_append_new(content, json_pack("{s:s,s:s}", "type", "text", "text",
                                                  text != NULL ? text : ""));
@@ -1312,6 +1317,9 @@ static int chat_to_messages(struct rt_translate_stream *st, const char *data, si
     if (rc == 0 && json_is_string(json_object_get(delta, "content")) &&
         json_string_length(json_object_get(delta, "content")) > 0)
         rc = anth_delta(st, BLOCK_TEXT, json_object_get(delta, "content"), out);
+    if (rc == 0 && json_is_string(json_object_get(delta, "refusal")) &&
+        json_string_length(json_object_get(delta, "refusal")) > 0)
+        rc = anth_delta(st, BLOCK_TEXT, json_object_get(delta, "refusal"), out);
     json_array_foreach(json_object_get(delta, "tool_calls"), k, tc) {
         if (rc == 0)
             rc = chat_tool_delta(st, tc, k, out);

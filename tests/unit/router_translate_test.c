@@ -569,6 +569,17 @@ static void test_answer_chat_to_messages(void **state)
                 "\"tool_use\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":82,"
                 "\"output_tokens\":17}}");
     json_decref(resp);
+    /* a refusal (the structured-outputs guide's refusal field) is the text; content_filter is
+     * Anthropic's refusal */
+    resp = parse("{\"id\":\"c2\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+                 "\"assistant\",\"content\":null,\"refusal\":\"I'm sorry, I cannot assist "
+                 "with that request.\"},\"finish_reason\":\"content_filter\"}]}");
+    expect_json(rt_translate_chat_resp_to_messages(resp, "claude-main"),
+                "{\"id\":\"msg_c2\",\"type\":\"message\",\"role\":\"assistant\",\"model\":"
+                "\"claude-main\",\"content\":[{\"type\":\"text\",\"text\":\"I'm sorry, I cannot "
+                "assist with that request.\"}],\"stop_reason\":\"refusal\",\"stop_sequence\":null,"
+                "\"usage\":{\"input_tokens\":0,\"output_tokens\":0}}");
+    json_decref(resp);
 }
 
 /* Streams, Anthropic -> OpenAI chunks: the streaming guide's tool-use stream (a text block, then
