@@ -3,7 +3,8 @@ set(RT_SRC ${CMAKE_CURRENT_SOURCE_DIR}/src)
 
 add_library(rt_translate STATIC ${RT_SRC}/translate.c)
 target_include_directories(rt_translate PUBLIC ${RT_SRC})
-target_link_libraries(rt_translate PUBLIC tg_common PkgConfig::JANSSON)
+# the chat side's content and tool-call helpers are the dialects' (providers/dialect.c)
+target_link_libraries(rt_translate PUBLIC tg_common rt_providers PkgConfig::JANSSON)
 
 # h1: the built-in client's HTTP/1.1 response parser (no I/O; fuzzed on its own).
 add_library(rt_h1 STATIC ${RT_SRC}/h1.c)

@@ -742,7 +742,8 @@ static int answer_success(struct rt_call *c, const struct rt_outcome *o)
         if (c->wire.dir == RT_TRANSLATE_CHAT_TO_MESSAGES)
             t = rt_translate_chat_resp_to_messages(j, c->model_requested);
         else
-            t = rt_translate_messages_resp_to_chat(j, c->model_requested);
+            t = rt_translate_messages_resp_to_chat(j, c->model_requested,
+                                                   rt_translate_flags(c->req, c->wire.dir));
         free(body);
         body = t != NULL ? json_dumps(t, JSON_COMPACT) : NULL;
         json_decref(t);

@@ -37,7 +37,8 @@ int relay_begin(struct rt_call *c)
         if (rt_sse_usage_init(&c->sse, c->wire.api, event_cap(c) + 1) == 0)
             c->sse_init = 1;
     }
-    rt_translate_stream_init(&c->tr, c->wire.dir, c->model_requested, (int64_t)time(NULL));
+    rt_translate_stream_init(&c->tr, c->wire.dir, c->model_requested, (int64_t)time(NULL),
+                             rt_translate_flags(c->req, c->wire.dir));
     if (c->wire.dialect != NULL) {
         rt_dialect_stream_init(&c->ds, c->model_requested, (int64_t)time(NULL));
         if (c->conv.data == NULL && tg_buf_init(&c->conv, RT_STREAM_OUT_BYTES) != 0)

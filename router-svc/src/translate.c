@@ -6,42 +6,48 @@
 #include <string.h>
 #include <time.h>
 
+#include "providers/provider.h"
 #include "tg_err.h"
 
-/* Text of an Anthropic/OpenAI content value: a string, or an array of {type:"text", text}
- * parts joined with no separator. Returns new string (free) or NULL when there is no text. */
-static char *content_text(const json_t *content)
+/* The text of a content value: a string, or the parts of an array whose type is type (NULL:
+ * any) with a string member named member, joined with no separator. Returns new string (free)
+ * or NULL when there is none. */
+static char *join_parts(const json_t *content, const char *type, const char *member)
 {
-    size_t total = 0;
+    size_t total = 0, pass;
     size_t i;
     json_t *part;
-    char *out;
+    char *out = NULL;
 
     if (json_is_string(content))
         return strdup(json_string_value(content));
     if (!json_is_array(content))
         return NULL;
-    json_array_foreach(content, i, part) {
-        json_t *t = json_object_get(part, "text");
+    for (pass = 0; pass < 2; pass++) {
+        total = 0;
+        json_array_foreach(content, i, part) {
+            json_t *t = json_object_get(part, member);
+            const char *pt = json_string_value(json_object_get(part, "type"));
 
-        if (json_is_string(t))
-            total += json_string_length(t);
-    }
-    out = malloc(total + 1);
-    if (out == NULL)
-        return NULL;
-    out[0] = '\0';
-    total = 0;
-    json_array_foreach(content, i, part) {
-        json_t *t = json_object_get(part, "text");
-
-        if (json_is_string(t)) {
-            memcpy(out + total, json_string_value(t), json_string_length(t));
+            if (!json_is_string(t) || (type != NULL && (pt == NULL || strcmp(pt, type) != 0)))
+                continue;
+            if (out != NULL)
+                memcpy(out + total, json_string_value(t), json_string_length(t));
             total += json_string_length(t);
         }
+        if (out != NULL)
+            break;
+        out = malloc(total + 1);
+        if (out == NULL)
+            return NULL;
     }
     out[total] = '\0';
     return out;
+}
+
+static char *content_text(const json_t *content)
+{
+    return join_parts(content, NULL, "text");
 }
 
 /* prefix then s into dst (cap bytes, NUL-terminated), cut before the character that does not
@@ -67,9 +73,294 @@ static void copy_field(json_t *dst, const char *dname, const json_t *src, const 
         json_object_set(dst, dname, v);
 }
 
+static int str_eq(const json_t *v, const char *s)
+{
+    return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
+}
+
+/* A member that is present and not null. */
+static int given(const json_t *o, const char *name)
+{
+    const json_t *v = json_object_get(o, name);
+
+    return v != NULL && !json_is_null(v);
+}
+
+/* A content array of text parts only; 0, or TG_EINVAL with err naming the first other part
+ * (where.content[k]) and what takes text only. */
+static int text_only(const json_t *c, const char *where, const char *what, char *err,
+                     size_t errlen)
+{
+    size_t k;
+    json_t *p;
+
+    json_array_foreach(c, k, p) {
+        const char *t = json_string_value(json_object_get(p, "type"));
+
+        if (t == NULL || strcmp(t, "text") != 0) {
+            snprintf(err, errlen, "%s.content[%zu]: %s takes text only, not \"%.32s\"", where,
+                     k, what, t != NULL ? t : "(none)");
+            return TG_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* ---- Anthropic request -> OpenAI chat request ---- */
+
+/* An Anthropic image block as an OpenAI image_url part, or NULL with err. */
+static json_t *anth_image_part(const json_t *b, const char *where, char *err, size_t errlen)
+{
+    const json_t *src = json_object_get(b, "source");
+    const char *st = json_string_value(json_object_get(src, "type"));
+    const char *mt = json_string_value(json_object_get(src, "media_type"));
+    const char *data = json_string_value(json_object_get(src, "data"));
+    const char *url = json_string_value(json_object_get(src, "url"));
+    json_t *part;
+    char *u;
+
+    if (st != NULL && strcmp(st, "url") == 0 && url != NULL)
+        return json_pack("{s:s,s:{s:s}}", "type", "image_url", "image_url", "url", url);
+    if (st == NULL || strcmp(st, "base64") != 0 || mt == NULL || data == NULL) {
+        snprintf(err, errlen,
+                 "%s.source: an image must be a base64 source with media_type and data, or a "
+                 "url source",
+                 where);
+        return NULL;
+    }
+    u = malloc(strlen(mt) + strlen(data) + 16);
+    if (u == NULL)
+        return NULL;
+    sprintf(u, "data:%s;base64,%s", mt, data);
+    part = json_pack("{s:s,s:{s:s}}", "type", "image_url", "image_url", "url", u);
+    free(u);
+    return part;
+}
+
+/* A tool_result's content as an OpenAI tool message's content (text only). */
+static json_t *anth_result_content(const json_t *c, const char *where, char *err, size_t errlen)
+{
+    char *text;
+    json_t *out;
+
+    if (text_only(c, where, "an OpenAI tool message", err, errlen) != 0)
+        return NULL;
+    text = content_text(c);
+    out = json_string(text != NULL ? text : "");
+    free(text);
+    return out;
+}
+
+/* One Anthropic message (index i) appended to msgs as OpenAI messages: a user turn's tool
+ * results first, as tool messages, then the rest; an assistant turn's tool_use blocks as its
+ * tool_calls. 0, or TG_EINVAL with err. */
+static int anth_message(const json_t *m, size_t i, json_t *msgs, char *err, size_t errlen)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    const json_t *content = json_object_get(m, "content");
+    int assistant;
+    json_t *parts = NULL, *calls = NULL, *b, *msg;
+    char where[64];
+    int images = 0, rc = TG_EINVAL, results = 0;
+    size_t k;
+
+    if (role == NULL) {
+        snprintf(err, errlen, "messages[%zu].role: must be a string", i);
+        return TG_EINVAL;
+    }
+    if (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0) {
+        snprintf(err, errlen, "messages[%zu].role: \"%.32s\" is not user or assistant", i, role);
+        return TG_EINVAL;
+    }
+    assistant = role[0] == 'a';
+    if (!json_is_array(content)) {
+        char *text = content_text(content);
+
+        json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", role, "content",
+                                              text != NULL ? text : ""));
+        free(text);
+        return 0;
+    }
+    parts = json_array();
+    calls = json_array();
+    json_array_foreach(content, k, b) {
+        const char *type = json_string_value(json_object_get(b, "type"));
+        json_t *p;
+
+        snprintf(where, sizeof(where), "messages[%zu].content[%zu]", i, k);
+        if (type == NULL) {
+            snprintf(err, errlen, "%s.type: must be a string", where);
+            goto out;
+        }
+        if (strcmp(type, "text") == 0 && json_is_string(json_object_get(b, "text"))) {
+            json_array_append_new(parts, json_pack("{s:s,s:O}", "type", "text", "text",
+                                                   json_object_get(b, "text")));
+        } else if (strcmp(type, "image") == 0 && !assistant) {
+            p = anth_image_part(b, where, err, errlen);
+            if (p == NULL)
+                goto out;
+            json_array_append_new(parts, p);
+            images = 1;
+        } else if (strcmp(type, "tool_use") == 0 && assistant) {
+            const json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name");
+            const json_t *input = json_object_get(b, "input");
+            char *args;
+
+            if (!json_is_string(id) || !json_is_string(name)) {
+                snprintf(err, errlen, "%s: a tool_use needs a string id and name", where);
+                goto out;
+            }
+            args = input != NULL ? json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+            json_array_append_new(calls, json_pack("{s:O,s:s,s:{s:O,s:s}}", "id", id, "type",
+                                                   "function", "function", "name", name,
+                                                   "arguments", args != NULL ? args : "{}"));
+            free(args);
+        } else if (strcmp(type, "tool_result") == 0 && !assistant) {
+            const json_t *id = json_object_get(b, "tool_use_id");
+            const json_t *c = json_object_get(b, "content");
+
+            if (!json_is_string(id)) {
+                snprintf(err, errlen, "%s.tool_use_id: must be a string", where);
+                goto out;
+            }
+            p = json_is_array(c) ? anth_result_content(c, where, err, errlen)
+                                 : json_string(json_is_string(c) ? json_string_value(c) : "");
+            if (p == NULL)
+                goto out;
+            /* the tool messages answer the previous assistant turn's calls: they come first */
+            json_array_append_new(msgs, json_pack("{s:s,s:O,s:o}", "role", "tool",
+                                                  "tool_call_id", id, "content", p));
+            results++;
+        } else if ((strcmp(type, "thinking") == 0 || strcmp(type, "redacted_thinking") == 0) &&
+                   assistant) {
+            continue; /* OpenAI chat takes no reasoning as input */
+        } else {
+            snprintf(err, errlen, "%s.type: \"%.32s\" in a%s message cannot be translated to "
+                     "OpenAI chat", where, type, assistant ? "n assistant" : " user");
+            goto out;
+        }
+    }
+    if (assistant) {
+        char *text = content_text(parts);
+
+        msg = json_pack("{s:s}", "role", "assistant");
+        if (text != NULL && (text[0] != '\0' || json_array_size(calls) == 0))
+            json_object_set_new(msg, "content", json_string(text));
+        else
+            json_object_set_new(msg, "content", json_null());
+        free(text);
+        if (json_array_size(calls) > 0)
+            json_object_set(msg, "tool_calls", calls);
+        json_array_append_new(msgs, msg);
+    } else if (json_array_size(parts) > 0 || results == 0) {
+        if (images) {
+            json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "user", "content", parts));
+        } else {
+            char *text = content_text(parts);
+
+            json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "user", "content",
+                                                  text != NULL ? text : ""));
+            free(text);
+        }
+    }
+    rc = 0;
+out:
+    json_decref(parts);
+    json_decref(calls);
+    return rc;
+}
+
+/* Anthropic tools and tool_choice as OpenAI's. 0 or TG_EINVAL with err. */
+static int anth_tools(const json_t *req, json_t *out, char *err, size_t errlen)
+{
+    const json_t *tools = json_object_get(req, "tools");
+    const json_t *tc = json_object_get(req, "tool_choice");
+    const char *tct = json_string_value(json_object_get(tc, "type"));
+    json_t *list, *t;
+    size_t i;
+
+    if (json_is_array(tools) && json_array_size(tools) > 0) {
+        list = json_array();
+        json_array_foreach(tools, i, t) {
+            const json_t *name = json_object_get(t, "name");
+            const json_t *schema = json_object_get(t, "input_schema");
+            const char *type = json_string_value(json_object_get(t, "type"));
+            json_t *fn;
+
+            if (type != NULL && strcmp(type, "custom") != 0) {
+                snprintf(err, errlen, "tools[%zu].type: \"%.48s\" is a server tool OpenAI chat "
+                         "does not have", i, type);
+                json_decref(list);
+                return TG_EINVAL;
+            }
+            if (!json_is_string(name) || !json_is_object(schema)) {
+                snprintf(err, errlen, "tools[%zu]: a tool needs a string name and an "
+                         "input_schema object", i);
+                json_decref(list);
+                return TG_EINVAL;
+            }
+            fn = json_pack("{s:O,s:O}", "name", name, "parameters", schema);
+            copy_field(fn, "description", t, "description");
+            json_array_append_new(list, json_pack("{s:s,s:o}", "type", "function", "function",
+                                                  fn));
+        }
+        json_object_set_new(out, "tools", list);
+    } else if (given(req, "tools") && !json_is_array(tools)) {
+        snprintf(err, errlen, "tools: must be an array");
+        return TG_EINVAL;
+    }
+    if (!given(req, "tool_choice"))
+        return 0;
+    if (tct == NULL) {
+        snprintf(err, errlen, "tool_choice.type: must be auto, any, tool or none");
+        return TG_EINVAL;
+    }
+    if (strcmp(tct, "auto") == 0) {
+        json_object_set_new(out, "tool_choice", json_string("auto"));
+    } else if (strcmp(tct, "any") == 0) {
+        json_object_set_new(out, "tool_choice", json_string("required"));
+    } else if (strcmp(tct, "none") == 0) {
+        json_object_set_new(out, "tool_choice", json_string("none"));
+    } else if (strcmp(tct, "tool") == 0 && json_is_string(json_object_get(tc, "name"))) {
+        json_object_set_new(out, "tool_choice",
+                            json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name",
+                                      json_object_get(tc, "name")));
+    } else {
+        snprintf(err, errlen, "tool_choice.type: must be auto, any, tool (with a name) or none");
+        return TG_EINVAL;
+    }
+    if (json_is_true(json_object_get(tc, "disable_parallel_tool_use")))
+        json_object_set_new(out, "parallel_tool_calls", json_false());
+    return 0;
+}
+
+/* Anthropic thinking as OpenAI reasoning_effort. 0 or TG_EINVAL with err. */
+static int anth_thinking(const json_t *req, json_t *out, char *err, size_t errlen)
+{
+    const json_t *th = json_object_get(req, "thinking");
+    const char *type = json_string_value(json_object_get(th, "type"));
+    const json_t *budget = json_object_get(th, "budget_tokens");
+    json_int_t b;
+
+    if (!given(req, "thinking") || (type != NULL && strcmp(type, "disabled") == 0))
+        return 0;
+    if (type == NULL || strcmp(type, "enabled") != 0 || !json_is_integer(budget)) {
+        snprintf(err, errlen, "thinking: must be {\"type\":\"enabled\",\"budget_tokens\":N} or "
+                 "{\"type\":\"disabled\"}");
+        return TG_EINVAL;
+    }
+    b = json_integer_value(budget);
+    json_object_set_new(out, "reasoning_effort",
+                        json_string(b < RT_TRANSLATE_THINKING_MEDIUM_TOKENS ? "low"
+                                    : b < RT_TRANSLATE_THINKING_HIGH_TOKENS ? "medium"
+                                                                            : "high"));
+    return 0;
+}
+
 json_t *rt_translate_messages_to_chat(const json_t *req, const char *model, char *err,
                                       size_t errlen)
 {
+    static const char *const refused[] = {"top_k", "mcp_servers", "container"};
     json_t *out = NULL;
     json_t *msgs = NULL;
     json_t *in_msgs = json_object_get(req, "messages");
@@ -82,6 +373,12 @@ json_t *rt_translate_messages_to_chat(const json_t *req, const char *model, char
     if (!json_is_array(in_msgs)) {
         snprintf(err, errlen, "messages: must be an array");
         return NULL;
+    }
+    for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        if (given(req, refused[i])) {
+            snprintf(err, errlen, "%s: OpenAI chat has no equivalent", refused[i]);
+            return NULL;
+        }
     }
     out = json_object();
     msgs = json_array();
@@ -97,21 +394,17 @@ json_t *rt_translate_messages_to_chat(const json_t *req, const char *model, char
         }
     }
     json_array_foreach(in_msgs, i, m) {
-        json_t *role = json_object_get(m, "role");
-        char *text;
-
-        if (!json_is_string(role)) {
-            snprintf(err, errlen, "messages[%zu].role: must be a string", i);
+        if (anth_message(m, i, msgs, err, errlen) != 0)
             goto fail;
-        }
-        text = content_text(json_object_get(m, "content"));
-        json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", json_string_value(role),
-                                              "content", text != NULL ? text : ""));
-        free(text);
     }
     json_object_set_new(out, "messages", msgs);
     msgs = NULL;
-    copy_field(out, "max_tokens", req, "max_tokens");
+    if (anth_tools(req, out, err, errlen) != 0 || anth_thinking(req, out, err, errlen) != 0)
+        goto fail;
+    /* OpenAI's reasoning models take max_completion_tokens (reasoning included), not
+     * max_tokens: a request that thinks goes to one */
+    copy_field(out, given(out, "reasoning_effort") ? "max_completion_tokens" : "max_tokens", req,
+               "max_tokens");
     copy_field(out, "temperature", req, "temperature");
     copy_field(out, "top_p", req, "top_p");
     if (json_is_array(stop) && json_array_size(stop) > 0)
@@ -131,16 +424,288 @@ fail:
     return NULL;
 }
 
+/* ---- OpenAI chat request -> Anthropic request ---- */
+
+/* An OpenAI image_url (an object with url, or the URL itself) as an Anthropic image block, for
+ * rt_dialect_content: a data:<type>;base64, URL as a base64 source, an http(s) URL as a url
+ * source. New or NULL with err. */
+static json_t *chat_image_block(const json_t *image_url, char *err, size_t errlen)
+{
+    const json_t *u = json_is_object(image_url) ? json_object_get(image_url, "url") : image_url;
+    const char *url = json_string_value(u);
+    const char *semi;
+
+    if (url != NULL && strncmp(url, "data:", 5) == 0 && (semi = strstr(url, ";base64,")) != NULL)
+        return json_pack("{s:s,s:{s:s,s:s%,s:s}}", "type", "image", "source", "type", "base64",
+                         "media_type", url + 5, (size_t)(semi - url - 5), "data", semi + 8);
+    if (url != NULL && (strncmp(url, "https://", 8) == 0 || strncmp(url, "http://", 7) == 0))
+        return json_pack("{s:s,s:{s:s,s:s}}", "type", "image", "source", "type", "url", "url",
+                         url);
+    snprintf(err, errlen, "messages: image_url.url must be a data:<type>;base64, URL or an "
+             "http(s) URL");
+    return NULL;
+}
+
+/* An OpenAI content array as Anthropic blocks appended to blocks (text and images; other part
+ * types are refused, naming the type). 0 or TG_EINVAL with err. */
+static int chat_blocks(const json_t *content, json_t *blocks, char *err, size_t errlen)
+{
+    size_t i;
+    json_t *b;
+
+    if (rt_dialect_content(content, blocks, chat_image_block, 1, err, errlen) != 0)
+        return TG_EINVAL;
+    json_array_foreach(blocks, i, b) {
+        if (!given(b, "type"))
+            json_object_set_new(b, "type", json_string("text"));
+    }
+    return 0;
+}
+
+/* The OpenAI request members Anthropic cannot express, refused when they ask for something: a
+ * member's name and whether its value v asks for anything. */
+static int chat_asks(const char *name, const json_t *v)
+{
+    if (v == NULL || json_is_null(v) || json_is_false(v))
+        return 0;
+    if (strcmp(name, "n") == 0)
+        return !(json_is_integer(v) && json_integer_value(v) == 1);
+    if (strcmp(name, "presence_penalty") == 0 || strcmp(name, "frequency_penalty") == 0)
+        return !(json_is_number(v) && json_number_value(v) == 0.0);
+    if (strcmp(name, "logit_bias") == 0)
+        return !(json_is_object(v) && json_object_size(v) == 0);
+    if (strcmp(name, "modalities") == 0) {
+        size_t i;
+        json_t *x;
+
+        json_array_foreach(v, i, x) {
+            if (!str_eq(x, "text"))
+                return 1;
+        }
+        return !json_is_array(v);
+    }
+    return 1;
+}
+
+/* A tool result (role tool) as a tool_result block. New, or NULL with err. */
+static json_t *chat_tool_result(const json_t *m, size_t i, char *err, size_t errlen)
+{
+    const json_t *id = json_object_get(m, "tool_call_id");
+    const json_t *c = json_object_get(m, "content");
+    char where[32];
+    char *text;
+    json_t *b;
+
+    if (!json_is_string(id)) {
+        snprintf(err, errlen, "messages[%zu].tool_call_id: must be a string", i);
+        return NULL;
+    }
+    snprintf(where, sizeof(where), "messages[%zu]", i);
+    if (text_only(c, where, "a tool message", err, errlen) != 0)
+        return NULL;
+    text = content_text(c);
+    b = json_pack("{s:s,s:O,s:s}", "type", "tool_result", "tool_use_id", id, "content",
+                  text != NULL ? text : "");
+    free(text);
+    return b;
+}
+
+/* An assistant message's content and tool_calls as Anthropic blocks. New, or NULL with err. */
+static json_t *chat_assistant(const json_t *m, size_t i, char *err, size_t errlen)
+{
+    const json_t *calls = json_object_get(m, "tool_calls");
+    const json_t *c = json_object_get(m, "content");
+    json_t *blocks = json_array(), *tc;
+    size_t k;
+
+    if (json_is_array(c) && chat_blocks(c, blocks, err, errlen) != 0)
+        goto fail;
+    if (json_is_string(c) && json_string_length(c) > 0)
+        json_array_append_new(blocks, json_pack("{s:s,s:O}", "type", "text", "text", c));
+    json_array_foreach(calls, k, tc) {
+        const json_t *fn = json_object_get(tc, "function");
+        const json_t *id = json_object_get(tc, "id"), *name = json_object_get(fn, "name");
+
+        if (!json_is_string(id) || !json_is_string(name)) {
+            snprintf(err, errlen, "messages[%zu].tool_calls[%zu]: a tool call needs a string id "
+                     "and function.name", i, k);
+            goto fail;
+        }
+        json_array_append_new(blocks, json_pack("{s:s,s:O,s:O,s:o}", "type", "tool_use", "id", id,
+                                                "name", name, "input", rt_dialect_call_args(fn)));
+    }
+    return blocks;
+fail:
+    json_decref(blocks);
+    return NULL;
+}
+
+/* OpenAI tools, tool_choice, parallel_tool_calls and response_format as Anthropic's tools and
+ * tool_choice. 0 or TG_EINVAL with err. */
+static int chat_tools(const json_t *req, json_t *out, char *err, size_t errlen)
+{
+    const json_t *tools = json_object_get(req, "tools");
+    const json_t *choice = json_object_get(req, "tool_choice");
+    const json_t *rf = json_object_get(req, "response_format");
+    const char *rft = json_string_value(json_object_get(rf, "type"));
+    const char *cs = json_string_value(choice);
+    json_t *list = NULL, *tc = NULL, *t;
+    size_t i;
+
+    if (given(req, "tools") && !json_is_array(tools)) {
+        snprintf(err, errlen, "tools: must be an array");
+        return TG_EINVAL;
+    }
+    if (given(req, "response_format") && (rft == NULL || strcmp(rft, "text") != 0)) {
+        const json_t *js = json_object_get(json_object_get(rf, "json_schema"), "schema");
+        json_t *schema;
+
+        if (json_array_size(tools) > 0) {
+            snprintf(err, errlen, "response_format: cannot be combined with tools for an "
+                     "Anthropic deployment (it travels as a forced tool)");
+            return TG_EINVAL;
+        }
+        if (rft != NULL && strcmp(rft, "json_schema") == 0 && json_is_object(js))
+            schema = json_incref((json_t *)js);
+        else if (rft != NULL && strcmp(rft, "json_object") == 0)
+            schema = json_pack("{s:s,s:b}", "type", "object", "additionalProperties", 1);
+        else {
+            snprintf(err, errlen, "response_format: must be text, json_object or json_schema "
+                     "with a json_schema.schema object");
+            return TG_EINVAL;
+        }
+        json_object_set_new(out, "tools",
+                            json_pack("[{s:s,s:s,s:o}]", "name", RT_TRANSLATE_JSON_TOOL,
+                                      "description", "Respond with a JSON object.",
+                                      "input_schema", schema));
+        json_object_set_new(out, "tool_choice",
+                            json_pack("{s:s,s:s}", "type", "tool", "name", RT_TRANSLATE_JSON_TOOL));
+        return 0;
+    }
+    if (json_array_size(tools) > 0) {
+        list = json_array();
+        json_array_foreach(tools, i, t) {
+            const json_t *fn = json_object_get(t, "function");
+            const json_t *name = json_object_get(fn, "name");
+            const json_t *params = json_object_get(fn, "parameters");
+            json_t *at;
+
+            if (!str_eq(json_object_get(t, "type"), "function") || !json_is_string(name)) {
+                snprintf(err, errlen, "tools[%zu]: must be {\"type\":\"function\",\"function\":"
+                         "{\"name\":...}}", i);
+                json_decref(list);
+                return TG_EINVAL;
+            }
+            at = json_pack("{s:O,s:o}", "name", name, "input_schema",
+                           json_is_object(params) ? json_incref((json_t *)params)
+                                                  : json_pack("{s:s,s:{}}", "type", "object",
+                                                              "properties"));
+            copy_field(at, "description", fn, "description");
+            json_array_append_new(list, at);
+        }
+        json_object_set_new(out, "tools", list);
+    }
+    if (cs != NULL && strcmp(cs, "auto") == 0)
+        tc = json_pack("{s:s}", "type", "auto");
+    else if (cs != NULL && strcmp(cs, "required") == 0)
+        tc = json_pack("{s:s}", "type", "any");
+    else if (cs != NULL && strcmp(cs, "none") == 0)
+        tc = json_pack("{s:s}", "type", "none");
+    else if (json_is_object(choice) &&
+             json_is_string(json_object_get(json_object_get(choice, "function"), "name")))
+        tc = json_pack("{s:s,s:O}", "type", "tool", "name",
+                       json_object_get(json_object_get(choice, "function"), "name"));
+    else if (given(req, "tool_choice")) {
+        snprintf(err, errlen, "tool_choice: must be auto, none, required or {\"type\":"
+                 "\"function\",\"function\":{\"name\":...}}");
+        return TG_EINVAL;
+    }
+    if (json_is_false(json_object_get(req, "parallel_tool_calls")) &&
+        json_array_size(tools) > 0 && !(cs != NULL && strcmp(cs, "none") == 0)) {
+        if (tc == NULL)
+            tc = json_pack("{s:s}", "type", "auto");
+        json_object_set_new(tc, "disable_parallel_tool_use", json_true());
+    }
+    if (tc != NULL)
+        json_object_set_new(out, "tool_choice", tc);
+    return 0;
+}
+
+/* reasoning_effort as Anthropic thinking, and max_tokens (required by Anthropic). 0 or TG_EINVAL
+ * with err. */
+static int chat_max_tokens(const json_t *req, json_t *out, char *err, size_t errlen)
+{
+    const json_t *mt = json_object_get(req, "max_tokens");
+    const char *mtn = "max_tokens";
+    const json_t *re = json_object_get(req, "reasoning_effort");
+    const char *res = json_string_value(re);
+    json_int_t budget = 0;
+
+    if (!json_is_integer(mt)) {
+        mt = json_object_get(req, "max_completion_tokens");
+        mtn = "max_completion_tokens";
+    }
+    if (given(req, "reasoning_effort")) {
+        if (res != NULL && (strcmp(res, "minimal") == 0 || strcmp(res, "low") == 0))
+            budget = RT_TRANSLATE_THINKING_LOW_TOKENS;
+        else if (res != NULL && strcmp(res, "medium") == 0)
+            budget = RT_TRANSLATE_THINKING_MEDIUM_TOKENS;
+        else if (res != NULL && strcmp(res, "high") == 0)
+            budget = RT_TRANSLATE_THINKING_HIGH_TOKENS;
+        else if (res == NULL || strcmp(res, "none") != 0) {
+            snprintf(err, errlen, "reasoning_effort: must be none, minimal, low, medium or high");
+            return TG_EINVAL;
+        }
+    }
+    if (json_is_integer(mt)) {
+        if (budget > 0 && json_integer_value(mt) <= budget) {
+            snprintf(err, errlen, "%s: must be above the thinking budget of %lld tokens that "
+                     "reasoning_effort \"%s\" asks for", mtn, (long long)budget, res);
+            return TG_EINVAL;
+        }
+        json_object_set(out, "max_tokens", (json_t *)mt);
+    } else {
+        json_object_set_new(out, "max_tokens",
+                            json_integer(RT_TRANSLATE_DEFAULT_MAX_TOKENS + budget));
+    }
+    if (budget > 0)
+        json_object_set_new(out, "thinking",
+                            json_pack("{s:s,s:I}", "type", "enabled", "budget_tokens", budget));
+    return 0;
+}
+
+/* Append a system or developer message's text to *system (a '\n' between messages). */
+static int system_append(char **system, size_t *system_len, const char *text)
+{
+    size_t tl = text != NULL ? strlen(text) : 0;
+    char *ns = realloc(*system, *system_len + tl + 2);
+
+    if (ns == NULL)
+        return TG_ENOMEM;
+    *system = ns;
+    if (*system_len > 0)
+        ns[(*system_len)++] = '\n';
+    if (tl > 0)
+        memcpy(ns + *system_len, text, tl);
+    *system_len += tl;
+    ns[*system_len] = '\0';
+    return 0;
+}
+
 json_t *rt_translate_chat_to_messages(const json_t *req, const char *model, char *err,
                                       size_t errlen)
 {
+    static const char *const refused[] = {
+        "n",          "logprobs",  "top_logprobs",     "audio",              "modalities",
+        "logit_bias", "seed",      "presence_penalty", "frequency_penalty",  "prediction",
+        "functions",  "function_call", "web_search_options"};
     json_t *out = NULL;
     json_t *msgs = NULL;
     json_t *in_msgs = json_object_get(req, "messages");
     json_t *stop = json_object_get(req, "stop");
-    json_t *mt = json_object_get(req, "max_tokens");
     json_t *user = json_object_get(req, "user");
     json_t *m;
+    json_t *results = NULL; /* the user message that holds the latest tool results */
     size_t i;
     char *system = NULL;
     size_t system_len = 0;
@@ -149,6 +714,12 @@ json_t *rt_translate_chat_to_messages(const json_t *req, const char *model, char
         snprintf(err, errlen, "messages: must be an array");
         return NULL;
     }
+    for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        if (chat_asks(refused[i], json_object_get(req, refused[i]))) {
+            snprintf(err, errlen, "%s: Anthropic's Messages API has no equivalent", refused[i]);
+            return NULL;
+        }
+    }
     out = json_object();
     msgs = json_array();
     if (out == NULL || msgs == NULL)
@@ -156,48 +727,99 @@ json_t *rt_translate_chat_to_messages(const json_t *req, const char *model, char
     json_object_set_new(out, "model", json_string(model));
     json_array_foreach(in_msgs, i, m) {
         json_t *role = json_object_get(m, "role");
+        const json_t *content = json_object_get(m, "content");
         const char *r;
-        char *text;
+        json_t *blocks = NULL;
 
         if (!json_is_string(role)) {
             snprintf(err, errlen, "messages[%zu].role: must be a string", i);
             goto fail;
         }
         r = json_string_value(role);
-        text = content_text(json_object_get(m, "content"));
-        if (strcmp(r, "system") == 0 || strcmp(r, "developer") == 0) {
-            size_t tl = text != NULL ? strlen(text) : 0;
-            char *ns = realloc(system, system_len + tl + 2);
+        if (rt_dialect_is_system(r)) {
+            char where[32];
+            char *text;
 
-            if (ns == NULL) {
+            snprintf(where, sizeof(where), "messages[%zu]", i);
+            if (text_only(content, where, "a system message", err, errlen) != 0)
+                goto fail;
+            text = content_text(content);
+            if (system_append(&system, &system_len, text) != 0) {
                 free(text);
                 goto fail;
             }
-            system = ns;
-            if (system_len > 0)
-                system[system_len++] = '\n';
-            if (tl > 0)
-                memcpy(system + system_len, text, tl);
-            system_len += tl;
-            system[system_len] = '\0';
-        } else {
-            const char *ar = strcmp(r, "assistant") == 0 ? "assistant" : "user";
-
-            json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", ar, "content",
-                                                  text != NULL ? text : ""));
+            free(text);
+            continue;
         }
-        free(text);
+        if (strcmp(r, "tool") == 0) {
+            json_t *b = chat_tool_result(m, i, err, errlen);
+
+            if (b == NULL)
+                goto fail;
+            if (results == NULL) {
+                results = json_pack("{s:s,s:[]}", "role", "user", "content");
+                json_array_append_new(msgs, results);
+            }
+            /* consecutive tool results: one user message */
+            json_array_append_new(json_object_get(results, "content"), b);
+            continue;
+        }
+        if (strcmp(r, "assistant") == 0) {
+            blocks = chat_assistant(m, i, err, errlen);
+            if (blocks == NULL)
+                goto fail;
+            if (json_array_size(json_object_get(m, "tool_calls")) == 0 &&
+                !json_is_array(content)) {
+                /* text only: a string, as before */
+                json_decref(blocks);
+                blocks = NULL;
+                json_array_append_new(
+                    msgs, json_pack("{s:s,s:s}", "role", "assistant", "content",
+                                    json_is_string(content) ? json_string_value(content) : ""));
+            } else {
+                json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "assistant",
+                                                      "content", blocks));
+            }
+            results = NULL;
+            continue;
+        }
+        if (strcmp(r, "user") != 0) {
+            snprintf(err, errlen, "messages[%zu].role: \"%.32s\" is not system, developer, "
+                     "user, assistant or tool", i, r);
+            goto fail;
+        }
+        if (json_is_array(content) || results != NULL) {
+            blocks = json_array();
+            if (json_is_array(content) && chat_blocks(content, blocks, err, errlen) != 0) {
+                json_decref(blocks);
+                goto fail;
+            }
+            if (json_is_string(content) && json_string_length(content) > 0)
+                json_array_append_new(blocks,
+                                      json_pack("{s:s,s:O}", "type", "text", "text", content));
+        }
+        if (results != NULL) {
+            /* the user's words after tool results join their message, after the results */
+            json_array_extend(json_object_get(results, "content"), blocks);
+            json_decref(blocks);
+        } else if (blocks != NULL) {
+            json_array_append_new(msgs,
+                                  json_pack("{s:s,s:o}", "role", "user", "content", blocks));
+        } else {
+            char *text = content_text(content);
+
+            json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "user", "content",
+                                                  text != NULL ? text : ""));
+            free(text);
+        }
+        results = NULL;
     }
     if (system != NULL)
         json_object_set_new(out, "system", json_string(system));
     json_object_set_new(out, "messages", msgs);
     msgs = NULL;
-    if (!json_is_integer(mt))
-        mt = json_object_get(req, "max_completion_tokens");
-    if (json_is_integer(mt))
-        json_object_set(out, "max_tokens", mt);
-    else
-        json_object_set_new(out, "max_tokens", json_integer(RT_TRANSLATE_DEFAULT_MAX_TOKENS));
+    if (chat_max_tokens(req, out, err, errlen) != 0 || chat_tools(req, out, err, errlen) != 0)
+        goto fail;
     copy_field(out, "temperature", req, "temperature");
     copy_field(out, "top_p", req, "top_p");
     if (json_is_string(stop))
@@ -219,6 +841,16 @@ fail:
     return NULL;
 }
 
+unsigned rt_translate_flags(const json_t *req, enum rt_translate_dir dir)
+{
+    const json_t *rf = json_object_get(req, "response_format");
+    const char *t = json_string_value(json_object_get(rf, "type"));
+
+    if (dir != RT_TRANSLATE_MESSAGES_TO_CHAT || t == NULL || strcmp(t, "text") == 0)
+        return 0;
+    return RT_TRANSLATE_JSON_OUTPUT;
+}
+
 static const char *finish_to_stop(const char *f)
 {
     if (f == NULL)
@@ -227,6 +859,8 @@ static const char *finish_to_stop(const char *f)
         return "max_tokens";
     if (strcmp(f, "tool_calls") == 0 || strcmp(f, "function_call") == 0)
         return "tool_use";
+    if (strcmp(f, "content_filter") == 0)
+        return "refusal";
     return "end_turn";
 }
 
@@ -234,10 +868,12 @@ static const char *stop_to_finish(const char *s)
 {
     if (s == NULL)
         return "stop";
-    if (strcmp(s, "max_tokens") == 0)
+    if (strcmp(s, "max_tokens") == 0 || strcmp(s, "model_context_window_exceeded") == 0)
         return "length";
     if (strcmp(s, "tool_use") == 0)
         return "tool_calls";
+    if (strcmp(s, "refusal") == 0)
+        return "content_filter";
     return "stop";
 }
 
@@ -315,59 +951,132 @@ json_t *rt_translate_chat_resp_to_messages(const json_t *resp, const char *model
     json_t *msg = json_object_get(c0, "message");
     json_t *usage = json_object_get(resp, "usage");
     json_t *id = json_object_get(resp, "id");
+    json_t *reasoning = json_object_get(msg, "reasoning_content");
+    json_t *calls = json_object_get(msg, "tool_calls");
+    json_t *content, *tc;
     char *text;
     char idbuf[96];
     json_t *out;
+    size_t k;
 
     if (!json_is_object(msg))
         return NULL;
+    content = json_array();
+    if (json_is_string(reasoning) && json_string_length(reasoning) > 0)
+        json_array_append_new(content, json_pack("{s:s,s:O,s:s}", "type", "thinking", "thinking",
+                                                 reasoning, "signature", ""));
     text = content_text(json_object_get(msg, "content"));
+    if ((text == NULL || text[0] == '\0') && json_is_string(json_object_get(msg, "refusal"))) {
+        /* the model's refusal is what it said */
+        free(text);
+        text = content_text(json_object_get(msg, "refusal"));
+    }
+    if ((text != NULL && text[0] != '\0') || json_array_size(calls) == 0)
+        json_array_append_new(content, json_pack("{s:s,s:s}", "type", "text", "text",
+                                                 text != NULL ? text : ""));
+    free(text);
+    json_array_foreach(calls, k, tc) {
+        const json_t *fn = json_object_get(tc, "function");
+        const char *tid = json_string_value(json_object_get(tc, "id"));
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        char tbuf[72];
+
+        if (tid == NULL)
+            snprintf(tbuf, sizeof(tbuf), "toolu_%zu", k);
+        else
+            copy_utf8(tbuf, sizeof(tbuf), "", tid);
+        json_array_append_new(content, json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_use", "id",
+                                                 tbuf, "name", name != NULL ? name : "", "input",
+                                                 rt_dialect_call_args(fn)));
+    }
     copy_utf8(idbuf, sizeof(idbuf), "msg_", json_is_string(id) ? json_string_value(id) : "0");
-    out = json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:s}],s:s,s:n,s:o}", "id", idbuf, "type",
-                    "message", "role", "assistant", "model", model, "content", "type", "text",
-                    "text", text != NULL ? text : "", "stop_reason",
+    out = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:n,s:o}", "id", idbuf, "type", "message", "role",
+                    "assistant", "model", model, "content", content, "stop_reason",
                     finish_to_stop(json_string_value(json_object_get(c0, "finish_reason"))),
                     "stop_sequence", "usage",
                     messages_usage(int_or_zero(usage, "prompt_tokens"), chat_cached(usage), 0,
                                    int_or_zero(usage, "completion_tokens")));
-    free(text);
     return out;
 }
 
-json_t *rt_translate_messages_resp_to_chat(const json_t *resp, const char *model)
+json_t *rt_translate_messages_resp_to_chat(const json_t *resp, const char *model,
+                                           unsigned flags)
 {
     json_t *content = json_object_get(resp, "content");
     json_t *usage = json_object_get(resp, "usage");
     json_t *id = json_object_get(resp, "id");
+    const char *finish = stop_to_finish(json_string_value(json_object_get(resp, "stop_reason")));
     json_int_t in, outk;
-    char *text;
-    json_t *out;
+    char *text, *thinking;
+    json_t *out, *msg, *calls, *b;
+    char *json_text = NULL;
+    size_t i;
 
     if (!json_is_array(content))
         return NULL;
-    text = content_text(content);
+    calls = json_array();
+    json_array_foreach(content, i, b) {
+        const json_t *name = json_object_get(b, "name"), *input = json_object_get(b, "input");
+        const json_t *tid = json_object_get(b, "id");
+        char *args;
+
+        if (!str_eq(json_object_get(b, "type"), "tool_use"))
+            continue;
+        args = json_dumps(input != NULL ? input : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
+        if ((flags & RT_TRANSLATE_JSON_OUTPUT) && str_eq(name, RT_TRANSLATE_JSON_TOOL) &&
+            json_text == NULL) {
+            json_text = args; /* the structured output: the answer's text */
+            continue;
+        }
+        json_array_append_new(calls, json_pack("{s:s,s:s,s:{s:s,s:s}}", "id",
+                                               json_is_string(tid) ? json_string_value(tid)
+                                                                   : "call_0",
+                                               "type", "function", "function", "name",
+                                               json_is_string(name) ? json_string_value(name)
+                                                                    : "",
+                                               "arguments", args != NULL ? args : "{}"));
+        free(args);
+    }
+    text = join_parts(content, "text", "text");
+    thinking = join_parts(content, "thinking", "thinking");
+    msg = json_pack("{s:s}", "role", "assistant");
+    if (json_text != NULL)
+        json_object_set_new(msg, "content", json_string(json_text));
+    else if ((text != NULL && text[0] != '\0') || json_array_size(calls) == 0)
+        json_object_set_new(msg, "content", json_string(text != NULL ? text : ""));
+    else
+        json_object_set_new(msg, "content", json_null());
+    if (thinking != NULL && thinking[0] != '\0')
+        json_object_set_new(msg, "reasoning_content", json_string(thinking));
+    if (json_array_size(calls) > 0)
+        json_object_set(msg, "tool_calls", calls);
+    else if (json_text != NULL && strcmp(finish, "tool_calls") == 0)
+        finish = "stop"; /* the forced JSON tool ended the answer, not a call of the client's */
+    json_decref(calls);
+    free(text);
+    free(thinking);
+    free(json_text);
     in = messages_prompt(usage);
     outk = int_or_zero(usage, "output_tokens");
-    out = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:{s:s,s:s},s:s}],s:o}", "id",
+    out = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:s}],s:o}", "id",
                     json_is_string(id) ? json_string_value(id) : "chatcmpl-0", "object",
                     "chat.completion", "created", (json_int_t)time(NULL), "model", model,
-                    "choices", "index", 0, "message", "role", "assistant", "content",
-                    text != NULL ? text : "", "finish_reason",
-                    stop_to_finish(json_string_value(json_object_get(resp, "stop_reason"))),
-                    "usage",
+                    "choices", "index", 0, "message", msg, "finish_reason", finish, "usage",
                     chat_usage(in, int_or_zero(usage, "cache_read_input_tokens"), outk));
-    free(text);
     return out;
 }
 
 void rt_translate_stream_init(struct rt_translate_stream *st, enum rt_translate_dir dir,
-                              const char *model, int64_t created_s)
+                              const char *model, int64_t created_s, unsigned flags)
 {
     memset(st, 0, sizeof(*st));
     st->dir = dir;
     copy_utf8(st->model, sizeof(st->model), "", model != NULL ? model : "");
     snprintf(st->id, sizeof(st->id), "chatcmpl-0");
     st->created_s = created_s;
+    st->flags = flags;
+    st->block = -1;
+    st->json_block = -1;
 }
 
 /* Appends "event: name\ndata: <json>\n\n" (name may be NULL: data only). Steals obj. */
@@ -391,21 +1100,70 @@ static int emit(struct tg_buf *out, const char *name, json_t *obj)
     return rc;
 }
 
+/* Content block kinds of a translated Anthropic stream (st->block_kind). */
+enum { BLOCK_TEXT = 1, BLOCK_THINKING, BLOCK_TOOL };
+
 static int anth_start(struct rt_translate_stream *st, struct tg_buf *out)
+{
+    st->started = 1;
+    return emit(out, "message_start",
+                json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:o}}", "type", "message_start",
+                          "message", "id", st->id, "type", "message", "role", "assistant",
+                          "model", st->model, "content", "stop_reason", "stop_sequence", "usage",
+                          messages_usage(st->prompt_tokens, st->cache_read_tokens,
+                                         st->cache_creation_tokens, 0)));
+}
+
+/* content_block_stop for the open block, if any. */
+static int anth_block_stop(struct rt_translate_stream *st, struct tg_buf *out)
 {
     int rc;
 
-    st->started = 1;
-    rc = emit(out, "message_start",
-              json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:o}}", "type", "message_start",
-                        "message", "id", st->id, "type", "message", "role", "assistant", "model",
-                        st->model, "content", "stop_reason", "stop_sequence", "usage",
-                        messages_usage(st->prompt_tokens, st->cache_read_tokens,
-                                       st->cache_creation_tokens, 0)));
+    if (st->block < 0)
+        return 0;
+    rc = emit(out, "content_block_stop",
+              json_pack("{s:s,s:i}", "type", "content_block_stop", "index", st->block));
+    st->block = -1;
+    return rc;
+}
+
+/* The open block closed and a new one of kind started (block: its content_block, taken). */
+static int anth_block_start(struct rt_translate_stream *st, int kind, json_t *block,
+                            struct tg_buf *out)
+{
+    int rc = anth_block_stop(st, out);
+
+    if (rc != 0) {
+        json_decref(block);
+        return rc;
+    }
+    st->block = st->n_blocks++;
+    st->block_kind = kind;
+    return emit(out, "content_block_start",
+                json_pack("{s:s,s:i,s:o}", "type", "content_block_start", "index", st->block,
+                          "content_block", block));
+}
+
+/* A text or thinking delta in a block of its kind (started when another is open). */
+static int anth_delta(struct rt_translate_stream *st, int kind, const json_t *piece,
+                      struct tg_buf *out)
+{
+    const char *member = kind == BLOCK_TEXT ? "text" : "thinking";
+    int rc = 0;
+
+    if (st->block < 0 || st->block_kind != kind)
+        rc = anth_block_start(st, kind,
+                              kind == BLOCK_TEXT
+                                  ? json_pack("{s:s,s:s}", "type", "text", "text", "")
+                                  : json_pack("{s:s,s:s,s:s}", "type", "thinking", "thinking",
+                                              "", "signature", ""),
+                              out);
     if (rc == 0)
-        rc = emit(out, "content_block_start",
-                  json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_start", "index", 0,
-                            "content_block", "type", "text", "text", ""));
+        rc = emit(out, "content_block_delta",
+                  json_pack("{s:s,s:i,s:{s:s,s:O}}", "type", "content_block_delta", "index",
+                            st->block, "delta", "type",
+                            kind == BLOCK_TEXT ? "text_delta" : "thinking_delta", member,
+                            piece));
     return rc;
 }
 
@@ -417,9 +1175,11 @@ static int anth_finish(struct rt_translate_stream *st, struct tg_buf *out)
         return 0;
     if (!st->started)
         rc = anth_start(st, out);
+    if (rc == 0 && st->n_blocks == 0) /* an answer without content: one empty text block */
+        rc = anth_block_start(st, BLOCK_TEXT, json_pack("{s:s,s:s}", "type", "text", "text", ""),
+                              out);
     if (rc == 0)
-        rc = emit(out, "content_block_stop",
-                  json_pack("{s:s,s:i}", "type", "content_block_stop", "index", 0));
+        rc = anth_block_stop(st, out);
     if (rc == 0)
         rc = emit(out, "message_delta",
                   json_pack("{s:s,s:{s:s,s:n},s:o}", "type", "message_delta", "delta",
@@ -458,15 +1218,63 @@ static int oai_finish(struct rt_translate_stream *st, struct tg_buf *out)
     return rc;
 }
 
+/* One OpenAI tool_calls delta entry as Anthropic events: the call's first piece starts a
+ * tool_use block, its argument fragments are input_json_delta. TG_EPROTO when the calls are
+ * more than RT_TRANSLATE_TOOLS_MAX or a call's pieces come after another block started. */
+static int chat_tool_delta(struct rt_translate_stream *st, const json_t *tc, size_t pos,
+                           struct tg_buf *out)
+{
+    const json_t *fn = json_object_get(tc, "function");
+    const json_t *ix = json_object_get(tc, "index");
+    const json_t *args = json_object_get(fn, "arguments");
+    int key = json_is_integer(ix) && json_integer_value(ix) >= 0 &&
+                      json_integer_value(ix) < INT_MAX
+                  ? (int)json_integer_value(ix)
+                  : (int)pos;
+    int k, rc = 0;
+
+    for (k = 0; k < st->n_tools; k++) {
+        if (st->tool_key[k] == key)
+            break;
+    }
+    if (k == st->n_tools) {
+        const char *id = json_string_value(json_object_get(tc, "id"));
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        char idbuf[72];
+
+        if (st->n_tools >= RT_TRANSLATE_TOOLS_MAX)
+            return TG_EPROTO;
+        if (id != NULL)
+            copy_utf8(idbuf, sizeof(idbuf), "", id);
+        else
+            snprintf(idbuf, sizeof(idbuf), "toolu_%d", key);
+        st->tool_key[k] = key;
+        st->n_tools++;
+        rc = anth_block_start(st, BLOCK_TOOL,
+                              json_pack("{s:s,s:s,s:s,s:{}}", "type", "tool_use", "id", idbuf,
+                                        "name", name != NULL ? name : "", "input"),
+                              out);
+        st->tool_block[k] = st->block;
+    } else if (st->block != st->tool_block[k]) {
+        return TG_EPROTO; /* interleaved calls: Anthropic's blocks do not interleave */
+    }
+    if (rc == 0 && json_is_string(args) && json_string_length(args) > 0)
+        rc = emit(out, "content_block_delta",
+                  json_pack("{s:s,s:i,s:{s:s,s:O}}", "type", "content_block_delta", "index",
+                            st->block, "delta", "type", "input_json_delta", "partial_json",
+                            args));
+    return rc;
+}
+
 /* OpenAI chunks in, Anthropic events out. */
 static int chat_to_messages(struct rt_translate_stream *st, const char *data, size_t len,
                             struct tg_buf *out)
 {
     json_t *j;
-    json_t *c0;
+    json_t *c0, *delta;
     json_t *usage;
-    json_t *content;
-    json_t *fin;
+    json_t *fin, *tc;
+    size_t k;
     int rc = 0;
 
     if (len == 6 && memcmp(data, "[DONE]", 6) == 0)
@@ -502,16 +1310,108 @@ static int chat_to_messages(struct rt_translate_stream *st, const char *data, si
     if (!st->started)
         rc = anth_start(st, out);
     c0 = json_array_get(json_object_get(j, "choices"), 0);
-    content = json_object_get(json_object_get(c0, "delta"), "content");
-    if (rc == 0 && json_is_string(content) && json_string_length(content) > 0)
-        rc = emit(out, "content_block_delta",
-                  json_pack("{s:s,s:i,s:{s:s,s:O}}", "type", "content_block_delta", "index", 0,
-                            "delta", "type", "text_delta", "text", content));
+    delta = json_object_get(c0, "delta");
+    if (rc == 0 && json_is_string(json_object_get(delta, "reasoning_content")) &&
+        json_string_length(json_object_get(delta, "reasoning_content")) > 0)
+        rc = anth_delta(st, BLOCK_THINKING, json_object_get(delta, "reasoning_content"), out);
+    if (rc == 0 && json_is_string(json_object_get(delta, "content")) &&
+        json_string_length(json_object_get(delta, "content")) > 0)
+        rc = anth_delta(st, BLOCK_TEXT, json_object_get(delta, "content"), out);
+    if (rc == 0 && json_is_string(json_object_get(delta, "refusal")) &&
+        json_string_length(json_object_get(delta, "refusal")) > 0)
+        rc = anth_delta(st, BLOCK_TEXT, json_object_get(delta, "refusal"), out);
+    json_array_foreach(json_object_get(delta, "tool_calls"), k, tc) {
+        if (rc == 0)
+            rc = chat_tool_delta(st, tc, k, out);
+    }
     fin = json_object_get(c0, "finish_reason");
     if (json_is_string(fin))
         snprintf(st->finish, sizeof(st->finish), "%s", finish_to_stop(json_string_value(fin)));
     json_decref(j);
     return rc;
+}
+
+/* An Anthropic content_block_start: a tool_use block starts an OpenAI tool call (or, the JSON
+ * tool of a response_format, the text that follows). Its input is {} when the input streams in
+ * input_json_delta events (always, from Anthropic); a non-empty one is the call's arguments. */
+static int messages_block_start(struct rt_translate_stream *st, const json_t *j,
+                                struct tg_buf *out)
+{
+    const json_t *b = json_object_get(j, "content_block");
+    const json_t *ix = json_object_get(j, "index");
+    const char *id = json_string_value(json_object_get(b, "id"));
+    const char *name = json_string_value(json_object_get(b, "name"));
+    const json_t *text = json_object_get(b, "text");
+    const json_t *input = json_object_get(b, "input");
+    char idbuf[72];
+    char *args;
+    int k, rc;
+
+    if (json_is_string(text) && json_string_length(text) > 0)
+        return emit(out, NULL, oai_chunk(st, json_pack("{s:O}", "content", text), NULL));
+    if (!str_eq(json_object_get(b, "type"), "tool_use"))
+        return 0;
+    if (!json_is_integer(ix) || json_integer_value(ix) < 0 || json_integer_value(ix) >= INT_MAX ||
+        id == NULL || name == NULL)
+        return TG_EPROTO;
+    args = json_object_size(input) > 0 ? json_dumps(input, JSON_COMPACT) : NULL;
+    if ((st->flags & RT_TRANSLATE_JSON_OUTPUT) && strcmp(name, RT_TRANSLATE_JSON_TOOL) == 0 &&
+        st->json_block < 0) {
+        st->json_block = (int)json_integer_value(ix);
+        rc = args != NULL
+                 ? emit(out, NULL, oai_chunk(st, json_pack("{s:s}", "content", args), NULL))
+                 : 0;
+        free(args);
+        return rc;
+    }
+    if (st->n_tools >= RT_TRANSLATE_TOOLS_MAX) {
+        free(args);
+        return TG_EPROTO;
+    }
+    k = st->n_tools++;
+    st->tool_key[k] = (int)json_integer_value(ix);
+    copy_utf8(idbuf, sizeof(idbuf), "", id);
+    rc = emit(out, NULL,
+              oai_chunk(st,
+                        json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index", k,
+                                  "id", idbuf, "type", "function", "function", "name", name,
+                                  "arguments", args != NULL ? args : ""),
+                        NULL));
+    free(args);
+    return rc;
+}
+
+/* An Anthropic content_block_delta: text, thinking or a tool call's input fragment. */
+static int messages_block_delta(struct rt_translate_stream *st, const json_t *j,
+                                struct tg_buf *out)
+{
+    const json_t *d = json_object_get(j, "delta");
+    const json_t *ix = json_object_get(j, "index");
+    const json_t *text = json_object_get(d, "text");
+    const json_t *thinking = json_object_get(d, "thinking");
+    const json_t *pj = json_object_get(d, "partial_json");
+    int k;
+
+    if (json_is_string(text))
+        return emit(out, NULL, oai_chunk(st, json_pack("{s:O}", "content", text), NULL));
+    if (json_is_string(thinking))
+        return emit(out, NULL,
+                    oai_chunk(st, json_pack("{s:O}", "reasoning_content", thinking), NULL));
+    if (!json_is_string(pj) || json_string_length(pj) == 0)
+        return 0; /* signature_delta and the like: OpenAI has no place for them */
+    if (!json_is_integer(ix))
+        return TG_EPROTO;
+    if (st->json_block >= 0 && json_integer_value(ix) == st->json_block)
+        return emit(out, NULL, oai_chunk(st, json_pack("{s:O}", "content", pj), NULL));
+    for (k = 0; k < st->n_tools; k++) {
+        if (st->tool_key[k] == json_integer_value(ix))
+            return emit(out, NULL,
+                        oai_chunk(st,
+                                  json_pack("{s:[{s:i,s:{s:O}}]}", "tool_calls", "index", k,
+                                            "function", "arguments", pj),
+                                  NULL));
+    }
+    return TG_EPROTO; /* input for a block that never started as a tool_use */
 }
 
 /* Anthropic events in, OpenAI chunks out. */
@@ -545,14 +1445,14 @@ static int messages_to_chat(struct rt_translate_stream *st, const char *data, si
         rc = emit(out, NULL,
                   oai_chunk(st, json_pack("{s:s,s:s}", "role", "assistant", "content", ""),
                             NULL));
+    } else if (strcmp(type, "content_block_start") == 0) {
+        rc = messages_block_start(st, j, out);
     } else if (strcmp(type, "content_block_delta") == 0) {
-        json_t *text = json_object_get(json_object_get(j, "delta"), "text");
-
-        if (json_is_string(text))
-            rc = emit(out, NULL, oai_chunk(st, json_pack("{s:O}", "content", text), NULL));
+        rc = messages_block_delta(st, j, out);
     } else if (strcmp(type, "message_delta") == 0) {
         json_t *usage = json_object_get(j, "usage");
         json_t *sr = json_object_get(json_object_get(j, "delta"), "stop_reason");
+        const char *f = stop_to_finish(json_string_value(sr));
 
         if (json_is_integer(json_object_get(usage, "output_tokens")))
             st->completion_tokens = int_or_zero(usage, "output_tokens");
@@ -561,8 +1461,9 @@ static int messages_to_chat(struct rt_translate_stream *st, const char *data, si
             st->cache_read_tokens = int_or_zero(usage, "cache_read_input_tokens");
             st->cache_creation_tokens = int_or_zero(usage, "cache_creation_input_tokens");
         }
-        snprintf(st->finish, sizeof(st->finish), "%s",
-                 stop_to_finish(json_string_value(sr)));
+        if (strcmp(f, "tool_calls") == 0 && st->json_block >= 0 && st->n_tools == 0)
+            f = "stop"; /* the forced JSON tool ended the answer, not a call of the client's */
+        snprintf(st->finish, sizeof(st->finish), "%s", f);
         rc = emit(out, NULL, oai_chunk(st, json_object(), st->finish));
     } else if (strcmp(type, "message_stop") == 0) {
         rc = oai_finish(st, out);
@@ -575,7 +1476,7 @@ static int messages_to_chat(struct rt_translate_stream *st, const char *data, si
                             "api_error"));
         st->finished = 1;
     }
-    /* ping, content_block_start, content_block_stop: nothing to say in OpenAI's shape */
+    /* ping, content_block_stop: nothing to say in OpenAI's shape */
     json_decref(j);
     return rc;
 }
@@ -583,14 +1484,27 @@ static int messages_to_chat(struct rt_translate_stream *st, const char *data, si
 int rt_translate_stream_event(struct rt_translate_stream *st, const char *event, const char *data,
                               size_t len, struct tg_buf *out)
 {
+    struct rt_translate_stream saved;
+    size_t before = out->len;
+    int rc;
+
     (void)event;
     if (st->finished)
         return 0;
+    saved = *st;
     if (st->dir == RT_TRANSLATE_CHAT_TO_MESSAGES)
-        return chat_to_messages(st, data, len, out);
-    if (st->dir == RT_TRANSLATE_MESSAGES_TO_CHAT)
-        return messages_to_chat(st, data, len, out);
-    return TG_EINVAL;
+        rc = chat_to_messages(st, data, len, out);
+    else if (st->dir == RT_TRANSLATE_MESSAGES_TO_CHAT)
+        rc = messages_to_chat(st, data, len, out);
+    else
+        return TG_EINVAL;
+    if (rc == TG_EPROTO) {
+        /* an event refused half-way: what it wrote and what it changed go */
+        *st = saved;
+        out->len = before;
+        out->data[before] = '\0';
+    }
+    return rc;
 }
 
 int rt_translate_stream_finish(struct rt_translate_stream *st, struct tg_buf *out)

@@ -5,16 +5,23 @@
  * object the four body translations are skipped) and as an SSE stream, cut into events at blank
  * lines the way http_front.c's stream pump does (event name, data lines joined with '\n'), fed
  * to a stream translator of each direction and finished. The model name shown to the client is
- * picked from a short list by the input's hash (one of them 128 bytes of two-byte UTF-8).
+ * picked from a short list by the input's hash (one of them 128 bytes of two-byte UTF-8), and so
+ * is whether Anthropic answers and streams are read as answers to a response_format request
+ * (RT_TRANSLATE_JSON_OUTPUT).
  *
  * Properties (abort on violation):
- *  - requests: NULL only for the documented reasons (messages not an array, a role that is not
- *    a string) and then with a message in err; otherwise an object with the model asked for and
- *    one message per input message (plus the system one, chat side), every role and content a
- *    string, max_tokens an integer on the Anthropic side;
+ *  - requests: a refusal has a message in err that names the field at fault (it starts with
+ *    "messages" or a member of the request); messages not an array and a role that is not a
+ *    string are always refused; otherwise an object with the model asked for, the messages the
+ *    input's become (one per message, plus the system one, chat side; Anthropic tool results one
+ *    tool message each; OpenAI consecutive tool results one user message, which the user's next
+ *    message joins), each with a role of the target's API and content that is a string or parts
+ *    with a string type (tool_use inputs objects, tool call arguments strings), max_tokens an
+ *    integer on the Anthropic side, the JSON tool forced when response_format asks for JSON;
  *  - responses: NULL only when the input is not of the documented shape (chat: no
  *    choices[0].message object; messages: no content array); otherwise usage is carried over
- *    as integers and total_tokens is their sum;
+ *    as integers (prompt_tokens counting the cache's reads and writes) and total_tokens is
+ *    their sum; Anthropic content blocks have a string type;
  *  - streams: every event answers 0, TG_EPROTO (and leaves the output as it was) or TG_EFULL;
  *    after the stream is finished nothing more is written; finish is idempotent; what was
  *    written is well-formed SSE whose every data line is [DONE] or a JSON object (carrying the
@@ -56,11 +63,41 @@ static int str_is(const json_t *v, const char *s)
     return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
 }
 
-/* Every message of a translated request is {role: string, content: string}. */
-static void check_messages(const json_t *msgs, size_t want)
+/* A content value of a translated message: a string, or an array of parts (OpenAI) or blocks
+ * (Anthropic) each with a string type, text parts with a string text, tool_use blocks with an
+ * object input, tool_result blocks with a string tool_use_id. */
+static int content_ok(const json_t *c)
 {
     size_t i;
-    json_t *m;
+    json_t *b;
+
+    if (json_is_string(c))
+        return 1;
+    if (!json_is_array(c))
+        return 0;
+    json_array_foreach(c, i, b)
+    {
+        const json_t *t = json_object_get(b, "type");
+
+        if (!json_is_string(t))
+            return 0;
+        if (str_is(t, "text") && !json_is_string(json_object_get(b, "text")))
+            return 0;
+        if (str_is(t, "tool_use") && !json_is_object(json_object_get(b, "input")))
+            return 0;
+        if (str_is(t, "tool_result") && !json_is_string(json_object_get(b, "tool_use_id")))
+            return 0;
+    }
+    return 1;
+}
+
+/* Every message of a translated request has a role of the target's API and content_ok content
+ * (an OpenAI assistant message with tool calls may have null content; its calls' arguments
+ * are JSON texts). */
+static void check_messages(const json_t *msgs, size_t want, int anthropic)
+{
+    size_t i, k;
+    json_t *m, *tc;
 
     check(json_is_array(msgs), "translated request without a messages array");
     if (json_array_size(msgs) != want) {
@@ -71,10 +108,94 @@ static void check_messages(const json_t *msgs, size_t want)
     }
     json_array_foreach(msgs, i, m)
     {
-        check(json_is_string(json_object_get(m, "role")) &&
-                  json_is_string(json_object_get(m, "content")),
-              "translated message without a string role and content");
+        const json_t *role = json_object_get(m, "role");
+        const json_t *c = json_object_get(m, "content");
+        const json_t *calls = json_object_get(m, "tool_calls");
+
+        check(anthropic ? str_is(role, "user") || str_is(role, "assistant")
+                        : str_is(role, "system") || str_is(role, "user") ||
+                              str_is(role, "assistant") || str_is(role, "tool"),
+              "translated message with a role the target does not have");
+        check(content_ok(c) || (!anthropic && json_is_null(c) && json_array_size(calls) > 0),
+              "translated message without well-formed content");
+        json_array_foreach(calls, k, tc)
+        {
+            check(json_is_string(json_object_get(json_object_get(tc, "function"), "arguments")),
+                  "translated tool call without a JSON text of arguments");
+        }
     }
+}
+
+/* A refusal names the field at fault: err starts with "messages" or a member of req, followed
+ * by ':', '.' or '['. */
+static void check_refusal(const json_t *req, const char *err, const char *what)
+{
+    size_t n = strcspn(err, ":.[");
+    char key[64];
+
+    if (strcmp(err, "out of memory") == 0)
+        return;
+    if (n == 0 || n >= sizeof(key) || err[n] == '\0')
+        fail(what, err);
+    memcpy(key, err, n);
+    key[n] = '\0';
+    if (strcmp(key, "messages") != 0 && json_object_get(req, key) == NULL)
+        fail(what, err);
+}
+
+/* Messages an Anthropic request becomes in OpenAI chat: a user turn's tool results each one
+ * tool message, the rest of the turn one message (none when only results), an assistant turn
+ * one message. */
+static size_t chat_count(const json_t *msgs)
+{
+    size_t i, k, n = 0;
+    json_t *m, *b;
+
+    json_array_foreach(msgs, i, m)
+    {
+        const json_t *c = json_object_get(m, "content");
+        size_t results = 0, other = 0;
+
+        if (!json_is_array(c) || str_is(json_object_get(m, "role"), "assistant")) {
+            n++;
+            continue;
+        }
+        json_array_foreach(c, k, b)
+        {
+            if (str_is(json_object_get(b, "type"), "tool_result"))
+                results++;
+            else
+                other++;
+        }
+        n += results + (other > 0 || results == 0);
+    }
+    return n;
+}
+
+/* Messages an OpenAI chat request becomes for Anthropic: system and developer go to system,
+ * consecutive tool results are one user message, which the user's next message joins. */
+static size_t messages_count(const json_t *msgs, size_t *system)
+{
+    size_t i, n = 0;
+    int results = 0;
+    json_t *m;
+
+    *system = 0;
+    json_array_foreach(msgs, i, m)
+    {
+        const char *r = json_string_value(json_object_get(m, "role"));
+
+        if (strcmp(r, "system") == 0 || strcmp(r, "developer") == 0) {
+            (*system)++;
+        } else if (strcmp(r, "tool") == 0) {
+            n += !results;
+            results = 1;
+        } else {
+            n += !(results && strcmp(r, "user") == 0);
+            results = 0;
+        }
+    }
+    return n;
 }
 
 /* Does the request have messages[] with a role that is not a string (a documented error)? */
@@ -102,11 +223,11 @@ static void requests(const json_t *req, const char *model)
     err[0] = '\0';
     out = rt_translate_messages_to_chat(req, model, err, sizeof(err));
     if (out == NULL) {
-        check(documented_error, "messages -> chat refused a valid request");
         check(err[0] != '\0', "messages -> chat refused without a message");
+        check_refusal(req, err, "messages -> chat refused without naming the field");
     } else {
         const json_t *sys = json_object_get(req, "system");
-        size_t want = json_array_size(msgs);
+        size_t want = chat_count(msgs);
 
         check(!documented_error, "messages -> chat accepted a request it should refuse");
         check(json_is_object(out) && str_is(json_object_get(out, "model"), model),
@@ -114,7 +235,7 @@ static void requests(const json_t *req, const char *model)
         /* a system prompt that is a string or an array of parts becomes the first message */
         if (json_is_string(sys) || json_is_array(sys))
             want++;
-        check_messages(json_object_get(out, "messages"), want);
+        check_messages(json_object_get(out, "messages"), want, 0);
         if (json_is_true(json_object_get(req, "stream")))
             check(json_is_true(
                       json_object_get(json_object_get(out, "stream_options"), "include_usage")),
@@ -125,29 +246,26 @@ static void requests(const json_t *req, const char *model)
     err[0] = '\0';
     out = rt_translate_chat_to_messages(req, model, err, sizeof(err));
     if (out == NULL) {
-        check(documented_error, "chat -> messages refused a valid request");
         check(err[0] != '\0', "chat -> messages refused without a message");
+        check_refusal(req, err, "chat -> messages refused without naming the field");
     } else {
-        size_t i, want = 0, system = 0;
-        json_t *m;
+        size_t want, system;
+        const char *rft = json_string_value(
+            json_object_get(json_object_get(req, "response_format"), "type"));
 
         check(!documented_error, "chat -> messages accepted a request it should refuse");
         check(json_is_object(out) && str_is(json_object_get(out, "model"), model),
               "chat -> messages: not an object with the model asked for");
-        json_array_foreach(msgs, i, m)
-        {
-            const char *r = json_string_value(json_object_get(m, "role"));
-
-            if (strcmp(r, "system") == 0 || strcmp(r, "developer") == 0)
-                system++;
-            else
-                want++;
-        }
-        check_messages(json_object_get(out, "messages"), want);
+        want = messages_count(msgs, &system);
+        check_messages(json_object_get(out, "messages"), want, 1);
         check((system > 0) == json_is_string(json_object_get(out, "system")),
               "chat -> messages: system prompt lost or invented");
         check(json_is_integer(json_object_get(out, "max_tokens")),
               "chat -> messages: no integer max_tokens");
+        if (rft != NULL && strcmp(rft, "text") != 0)
+            check(str_is(json_object_get(json_object_get(out, "tool_choice"), "name"),
+                         RT_TRANSLATE_JSON_TOOL),
+                  "chat -> messages: response_format without its forced tool");
         json_decref(out);
     }
 }
@@ -159,7 +277,7 @@ static json_int_t int_or_zero(const json_t *o, const char *name)
     return json_is_integer(v) ? json_integer_value(v) : 0;
 }
 
-static void responses(const json_t *resp, const char *model)
+static void responses(const json_t *resp, const char *model, unsigned flags)
 {
     const json_t *msg =
         json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
@@ -175,16 +293,16 @@ static void responses(const json_t *resp, const char *model)
         ou = json_object_get(out, "usage");
         check(str_is(json_object_get(out, "type"), "message") &&
                   str_is(json_object_get(out, "model"), model) &&
-                  json_is_string(
-                      json_object_get(json_array_get(json_object_get(out, "content"), 0), "text")),
-              "chat -> messages response: not a message with text content");
+                  json_array_size(json_object_get(out, "content")) > 0 &&
+                  content_ok(json_object_get(out, "content")),
+              "chat -> messages response: not a message with well-formed content");
         check(int_or_zero(ou, "input_tokens") == int_or_zero(usage, "prompt_tokens") &&
                   int_or_zero(ou, "output_tokens") == int_or_zero(usage, "completion_tokens"),
               "chat -> messages response: usage not carried over");
         json_decref(out);
     }
 
-    out = rt_translate_messages_resp_to_chat(resp, model);
+    out = rt_translate_messages_resp_to_chat(resp, model, flags);
     if (!json_is_array(json_object_get(resp, "content"))) {
         check(out == NULL, "messages -> chat response from something that is not one");
     } else {
@@ -198,7 +316,12 @@ static void responses(const json_t *resp, const char *model)
         check(str_is(json_object_get(out, "object"), "chat.completion") &&
                   str_is(json_object_get(out, "model"), model),
               "messages -> chat response: not a chat.completion for the model");
-        check(p == int_or_zero(usage, "input_tokens") && c == int_or_zero(usage, "output_tokens"),
+        /* prompt_tokens: the input and what the cache read and wrote (when that sum is one) */
+        if (!__builtin_add_overflow(int_or_zero(usage, "input_tokens"),
+                                    int_or_zero(usage, "cache_read_input_tokens"), &sum) &&
+            !__builtin_add_overflow(sum, int_or_zero(usage, "cache_creation_input_tokens"), &sum))
+            check(p == sum, "messages -> chat response: prompt usage not carried over");
+        check(c == int_or_zero(usage, "output_tokens"),
               "messages -> chat response: usage not carried over");
         check(json_is_integer(json_object_get(ou, "total_tokens")),
               "messages -> chat response: no integer total_tokens");
@@ -216,6 +339,7 @@ static int check_output(const struct tg_buf *out, enum rt_translate_dir dir, con
     const char *p = out->data;
     size_t n = out->len, i = 0;
     int last = 0;
+    json_int_t open = -1, next = 0; /* Anthropic content blocks: the open one, the next one */
 
     while (i < n) {
         const char *nl = memchr(p + i, '\n', n - i);
@@ -247,6 +371,27 @@ static int check_output(const struct tg_buf *out, enum rt_translate_dir dir, con
                     check(last == 2 || str_is(json_object_get(j, "model"), model),
                           "translated stream: chunk without the client's model");
                 } else {
+                    json_int_t ix = json_is_integer(json_object_get(j, "index"))
+                                        ? json_integer_value(json_object_get(j, "index"))
+                                        : -2;
+
+                    /* blocks one at a time, indexes counting up from 0, deltas and the stop
+                     * for the open one, all closed before message_delta */
+                    if (type != NULL && strcmp(type, "content_block_start") == 0) {
+                        check(open == -1 && ix == next, "translated stream: block start out of "
+                                                        "order");
+                        open = next++;
+                    } else if (type != NULL && strcmp(type, "content_block_delta") == 0) {
+                        check(open >= 0 && ix == open, "translated stream: delta for a block "
+                                                       "that is not open");
+                    } else if (type != NULL && strcmp(type, "content_block_stop") == 0) {
+                        check(open >= 0 && ix == open, "translated stream: stop for a block that "
+                                                       "is not open");
+                        open = -1;
+                    } else if (type != NULL && strcmp(type, "message_delta") == 0) {
+                        check(open == -1 && next > 0, "translated stream: message_delta with a "
+                                                      "block open or none at all");
+                    }
                     last = type != NULL && strcmp(type, "message_stop") == 0 ? 1
                            : type != NULL && strcmp(type, "error") == 0      ? 2
                                                                              : 0;
@@ -262,7 +407,8 @@ static int check_output(const struct tg_buf *out, enum rt_translate_dir dir, con
     return last;
 }
 
-static void stream(const char *s, size_t n, enum rt_translate_dir dir, const char *model)
+static void stream(const char *s, size_t n, enum rt_translate_dir dir, const char *model,
+                   unsigned flags)
 {
     struct rt_translate_stream st;
     struct tg_buf out;
@@ -272,7 +418,7 @@ static void stream(const char *s, size_t n, enum rt_translate_dir dir, const cha
     int rc = 0, full = 0;
 
     check(dat != NULL && tg_buf_init(&out, FUZZ_STREAM_OUT_BYTES) == 0, "out of memory");
-    rt_translate_stream_init(&st, dir, model, 1718000000);
+    rt_translate_stream_init(&st, dir, model, 1718000000, flags);
     /* events split and parsed by the module the stream pump uses */
     while (!full && (len = rt_sse_event_len(s + at, n - at)) > 0) {
         size_t dlen, before = out.len;
@@ -313,6 +459,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static char long_model[129];
     const char *models[4] = {"claude-3-5-sonnet-20241022", "gpt-4o-mini", long_model, ""};
     const char *model;
+    unsigned flags;
     uint64_t h = 0xcbf29ce484222325ull;
     json_error_t jerr;
     json_t *doc;
@@ -325,15 +472,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < size; i++)
         h = (h ^ data[i]) * 0x100000001b3ull;
     model = models[h % 4];
+    /* half the inputs as answers to a request whose response_format went as the JSON tool */
+    flags = (h >> 8) & 1 ? RT_TRANSLATE_JSON_OUTPUT : 0;
 
     doc = json_loadb((const char *)data, size, 0, &jerr);
     if (json_is_object(doc)) {
         requests(doc, model);
-        responses(doc, model);
+        responses(doc, model, flags);
     }
     json_decref(doc);
 
-    stream((const char *)data, size, RT_TRANSLATE_CHAT_TO_MESSAGES, model);
-    stream((const char *)data, size, RT_TRANSLATE_MESSAGES_TO_CHAT, model);
+    stream((const char *)data, size, RT_TRANSLATE_CHAT_TO_MESSAGES, model, 0);
+    stream((const char *)data, size, RT_TRANSLATE_MESSAGES_TO_CHAT, model, flags);
     return 0;
 }

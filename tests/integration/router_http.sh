@@ -367,6 +367,16 @@ rt_true "chat stream -> anthropic: chunks and [DONE]" \
     bash -c "grep -q 'chat.completion.chunk' '$RT_DIR/tr4.body' && grep -q '^data: \[DONE\]' '$RT_DIR/tr4.body'"
 rt_eq "chat stream -> anthropic: cost from the stream" "$(rt_hdr tr4 x-tollgate-response-cost)" 0.000156000
 rt_true "chat stream -> anthropic passes sse_check" "$SSE_CHECK" --dialect openai-chat "$RT_DIR/tr4.body"
+# tools and tool_choice reach Anthropic in its shape; what it cannot express is a 400 naming it
+rt_post tr5 /v1/chat/completions "$(jq -c '.model="claude-main" | .tool_choice="required" | .tools=[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"location":{"type":"string"}}}}}]' <<<"$CHAT")"
+rt_eq "chat tools -> anthropic 200" "$RT_STATUS" 200
+rt_eq "chat tools -> anthropic: tools and tool_choice in Anthropic's shape" \
+    "$(curl -fsS "$RT_FAKE/_requests?model=fake-claude&limit=1" | jq -c '.requests[-1].body | fromjson | [.tools[0].name, .tools[0].input_schema.properties.location.type, .tool_choice.type]')" \
+    '["get_weather","string","any"]'
+rt_post tr6 /v1/chat/completions "$(jq -c '.model="claude-main" | .n=2' <<<"$CHAT")"
+rt_eq "chat n=2 -> anthropic: 400" "$RT_STATUS" 400
+rt_true "chat n=2 -> anthropic: the message names n" \
+    jq -e '.error.message | test("n: ")' "$RT_DIR/tr6.body"
 
 # -------------------------------------------------------------- client errors
 rt_post bad /v1/chat/completions '{"model": "gpt-main", "messages": [}'
