@@ -8,6 +8,7 @@
 
 #include "providers/provider.h"
 #include "tg_err.h"
+#include "translate_int.h"
 
 /* The text of a content value: a string, or the parts of an array whose type is type (NULL:
  * any) with a string member named member, joined with no separator. Returns new string (free)
@@ -53,7 +54,7 @@ static char *content_text(const json_t *content)
 /* prefix then s into dst (cap bytes, NUL-terminated), cut before the character that does not
  * fit: an id or name taken from a provider stays valid UTF-8, which json_pack requires (a cut
  * inside a character made every event of the stream fail). s is valid UTF-8 (from jansson). */
-static void copy_utf8(char *dst, size_t cap, const char *prefix, const char *s)
+void rt_tr_copy_utf8(char *dst, size_t cap, const char *prefix, const char *s)
 {
     size_t pl = strnlen(prefix, cap - 1), sl = strlen(s), k;
 
@@ -73,7 +74,7 @@ static void copy_field(json_t *dst, const char *dname, const json_t *src, const 
         json_object_set(dst, dname, v);
 }
 
-static int str_eq(const json_t *v, const char *s)
+int rt_tr_str_eq(const json_t *v, const char *s)
 {
     return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
 }
@@ -479,7 +480,7 @@ static int chat_asks(const char *name, const json_t *v)
         json_t *x;
 
         json_array_foreach(v, i, x) {
-            if (!str_eq(x, "text"))
+            if (!rt_tr_str_eq(x, "text"))
                 return 1;
         }
         return !json_is_array(v);
@@ -590,7 +591,7 @@ static int chat_tools(const json_t *req, json_t *out, char *err, size_t errlen)
             const json_t *params = json_object_get(fn, "parameters");
             json_t *at;
 
-            if (!str_eq(json_object_get(t, "type"), "function") || !json_is_string(name)) {
+            if (!rt_tr_str_eq(json_object_get(t, "type"), "function") || !json_is_string(name)) {
                 snprintf(err, errlen, "tools[%zu]: must be {\"type\":\"function\",\"function\":"
                          "{\"name\":...}}", i);
                 json_decref(list);
@@ -851,7 +852,7 @@ unsigned rt_translate_flags(const json_t *req, enum rt_translate_dir dir)
     return RT_TRANSLATE_JSON_OUTPUT;
 }
 
-static const char *finish_to_stop(const char *f)
+const char *rt_tr_finish_to_stop(const char *f)
 {
     if (f == NULL)
         return "end_turn";
@@ -864,7 +865,7 @@ static const char *finish_to_stop(const char *f)
     return "end_turn";
 }
 
-static const char *stop_to_finish(const char *s)
+const char *rt_tr_stop_to_finish(const char *s)
 {
     if (s == NULL)
         return "stop";
@@ -877,7 +878,7 @@ static const char *stop_to_finish(const char *s)
     return "stop";
 }
 
-static json_int_t int_or_zero(const json_t *o, const char *name)
+json_int_t rt_tr_int_or_zero(const json_t *o, const char *name)
 {
     json_t *v = json_object_get(o, name);
 
@@ -897,16 +898,16 @@ static json_int_t tokens_sum(json_int_t a, json_int_t b)
 
 /* The cache's part of an OpenAI usage object (prompt_tokens_details.cached_tokens), cut to the
  * prompt tokens. */
-static json_int_t chat_cached(const json_t *usage)
+json_int_t rt_tr_chat_cached(const json_t *usage)
 {
-    json_int_t p = int_or_zero(usage, "prompt_tokens");
-    json_int_t c = int_or_zero(json_object_get(usage, "prompt_tokens_details"), "cached_tokens");
+    json_int_t p = rt_tr_int_or_zero(usage, "prompt_tokens");
+    json_int_t c = rt_tr_int_or_zero(json_object_get(usage, "prompt_tokens_details"), "cached_tokens");
 
     return c < 0 ? 0 : c > p ? p : c;
 }
 
 /* Anthropic's usage for prompt (cache included), read and written from the cache, output. */
-static json_t *messages_usage(json_int_t prompt, json_int_t read, json_int_t written,
+json_t *rt_tr_messages_usage(json_int_t prompt, json_int_t read, json_int_t written,
                               json_int_t output)
 {
     json_t *u;
@@ -925,23 +926,27 @@ static json_t *messages_usage(json_int_t prompt, json_int_t read, json_int_t wri
     return u;
 }
 
-/* OpenAI's usage for the same counts (cache reads in prompt_tokens_details.cached_tokens). */
-static json_t *chat_usage(json_int_t prompt, json_int_t read, json_int_t output)
+/* OpenAI's usage for the same counts (cache reads in prompt_tokens_details.cached_tokens, the
+ * cache's writes in cache_creation_input_tokens as LiteLLM writes them). */
+json_t *rt_tr_chat_usage(json_int_t prompt, json_int_t read, json_int_t written,
+                         json_int_t output)
 {
     json_t *u = json_pack("{s:I,s:I,s:I}", "prompt_tokens", prompt, "completion_tokens", output,
                           "total_tokens", tokens_sum(prompt, output));
 
     if (u != NULL && read > 0)
         json_object_set_new(u, "prompt_tokens_details", json_pack("{s:I}", "cached_tokens", read));
+    if (u != NULL && written > 0) /* LiteLLM's chat usage carries the cache's writes so */
+        json_object_set_new(u, "cache_creation_input_tokens", json_integer(written));
     return u;
 }
 
 /* An Anthropic usage object's prompt total (input + cache reads + cache writes). */
-static json_int_t messages_prompt(const json_t *usage)
+json_int_t rt_tr_messages_prompt(const json_t *usage)
 {
-    return tokens_sum(tokens_sum(int_or_zero(usage, "input_tokens"),
-                                 int_or_zero(usage, "cache_read_input_tokens")),
-                      int_or_zero(usage, "cache_creation_input_tokens"));
+    return tokens_sum(tokens_sum(rt_tr_int_or_zero(usage, "input_tokens"),
+                                 rt_tr_int_or_zero(usage, "cache_read_input_tokens")),
+                      rt_tr_int_or_zero(usage, "cache_creation_input_tokens"));
 }
 
 json_t *rt_translate_chat_resp_to_messages(const json_t *resp, const char *model)
@@ -984,18 +989,18 @@ json_t *rt_translate_chat_resp_to_messages(const json_t *resp, const char *model
         if (tid == NULL)
             snprintf(tbuf, sizeof(tbuf), "toolu_%zu", k);
         else
-            copy_utf8(tbuf, sizeof(tbuf), "", tid);
+            rt_tr_copy_utf8(tbuf, sizeof(tbuf), "", tid);
         json_array_append_new(content, json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_use", "id",
                                                  tbuf, "name", name != NULL ? name : "", "input",
                                                  rt_dialect_call_args(fn)));
     }
-    copy_utf8(idbuf, sizeof(idbuf), "msg_", json_is_string(id) ? json_string_value(id) : "0");
+    rt_tr_copy_utf8(idbuf, sizeof(idbuf), "msg_", json_is_string(id) ? json_string_value(id) : "0");
     out = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:n,s:o}", "id", idbuf, "type", "message", "role",
                     "assistant", "model", model, "content", content, "stop_reason",
-                    finish_to_stop(json_string_value(json_object_get(c0, "finish_reason"))),
+                    rt_tr_finish_to_stop(json_string_value(json_object_get(c0, "finish_reason"))),
                     "stop_sequence", "usage",
-                    messages_usage(int_or_zero(usage, "prompt_tokens"), chat_cached(usage), 0,
-                                   int_or_zero(usage, "completion_tokens")));
+                    rt_tr_messages_usage(rt_tr_int_or_zero(usage, "prompt_tokens"), rt_tr_chat_cached(usage), 0,
+                                   rt_tr_int_or_zero(usage, "completion_tokens")));
     return out;
 }
 
@@ -1005,7 +1010,7 @@ json_t *rt_translate_messages_resp_to_chat(const json_t *resp, const char *model
     json_t *content = json_object_get(resp, "content");
     json_t *usage = json_object_get(resp, "usage");
     json_t *id = json_object_get(resp, "id");
-    const char *finish = stop_to_finish(json_string_value(json_object_get(resp, "stop_reason")));
+    const char *finish = rt_tr_stop_to_finish(json_string_value(json_object_get(resp, "stop_reason")));
     json_int_t in, outk;
     char *text, *thinking;
     json_t *out, *msg, *calls, *b;
@@ -1020,10 +1025,10 @@ json_t *rt_translate_messages_resp_to_chat(const json_t *resp, const char *model
         const json_t *tid = json_object_get(b, "id");
         char *args;
 
-        if (!str_eq(json_object_get(b, "type"), "tool_use"))
+        if (!rt_tr_str_eq(json_object_get(b, "type"), "tool_use"))
             continue;
         args = json_dumps(input != NULL ? input : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
-        if ((flags & RT_TRANSLATE_JSON_OUTPUT) && str_eq(name, RT_TRANSLATE_JSON_TOOL) &&
+        if ((flags & RT_TRANSLATE_JSON_OUTPUT) && rt_tr_str_eq(name, RT_TRANSLATE_JSON_TOOL) &&
             json_text == NULL) {
             json_text = args; /* the structured output: the answer's text */
             continue;
@@ -1056,462 +1061,14 @@ json_t *rt_translate_messages_resp_to_chat(const json_t *resp, const char *model
     free(text);
     free(thinking);
     free(json_text);
-    in = messages_prompt(usage);
-    outk = int_or_zero(usage, "output_tokens");
+    in = rt_tr_messages_prompt(usage);
+    outk = rt_tr_int_or_zero(usage, "output_tokens");
     out = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:s}],s:o}", "id",
                     json_is_string(id) ? json_string_value(id) : "chatcmpl-0", "object",
                     "chat.completion", "created", (json_int_t)time(NULL), "model", model,
                     "choices", "index", 0, "message", msg, "finish_reason", finish, "usage",
-                    chat_usage(in, int_or_zero(usage, "cache_read_input_tokens"), outk));
+                    rt_tr_chat_usage(in, rt_tr_int_or_zero(usage, "cache_read_input_tokens"),
+                                     rt_tr_int_or_zero(usage, "cache_creation_input_tokens"),
+                                     outk));
     return out;
-}
-
-void rt_translate_stream_init(struct rt_translate_stream *st, enum rt_translate_dir dir,
-                              const char *model, int64_t created_s, unsigned flags)
-{
-    memset(st, 0, sizeof(*st));
-    st->dir = dir;
-    copy_utf8(st->model, sizeof(st->model), "", model != NULL ? model : "");
-    snprintf(st->id, sizeof(st->id), "chatcmpl-0");
-    st->created_s = created_s;
-    st->flags = flags;
-    st->block = -1;
-    st->json_block = -1;
-}
-
-/* Appends "event: name\ndata: <json>\n\n" (name may be NULL: data only). Steals obj. */
-static int emit(struct tg_buf *out, const char *name, json_t *obj)
-{
-    char *s;
-    int rc = 0;
-
-    if (obj == NULL)
-        return TG_ENOMEM;
-    s = json_dumps(obj, JSON_COMPACT);
-    json_decref(obj);
-    if (s == NULL)
-        return TG_ENOMEM;
-    if (name != NULL && tg_buf_printf(out, "event: %s\n", name) != 0)
-        rc = TG_EFULL;
-    if (rc == 0 && (tg_buf_puts(out, "data: ") != 0 || tg_buf_puts(out, s) != 0 ||
-                    tg_buf_puts(out, "\n\n") != 0))
-        rc = TG_EFULL;
-    free(s);
-    return rc;
-}
-
-/* Content block kinds of a translated Anthropic stream (st->block_kind). */
-enum { BLOCK_TEXT = 1, BLOCK_THINKING, BLOCK_TOOL };
-
-static int anth_start(struct rt_translate_stream *st, struct tg_buf *out)
-{
-    st->started = 1;
-    return emit(out, "message_start",
-                json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:o}}", "type", "message_start",
-                          "message", "id", st->id, "type", "message", "role", "assistant",
-                          "model", st->model, "content", "stop_reason", "stop_sequence", "usage",
-                          messages_usage(st->prompt_tokens, st->cache_read_tokens,
-                                         st->cache_creation_tokens, 0)));
-}
-
-/* content_block_stop for the open block, if any. */
-static int anth_block_stop(struct rt_translate_stream *st, struct tg_buf *out)
-{
-    int rc;
-
-    if (st->block < 0)
-        return 0;
-    rc = emit(out, "content_block_stop",
-              json_pack("{s:s,s:i}", "type", "content_block_stop", "index", st->block));
-    st->block = -1;
-    return rc;
-}
-
-/* The open block closed and a new one of kind started (block: its content_block, taken). */
-static int anth_block_start(struct rt_translate_stream *st, int kind, json_t *block,
-                            struct tg_buf *out)
-{
-    int rc = anth_block_stop(st, out);
-
-    if (rc != 0) {
-        json_decref(block);
-        return rc;
-    }
-    st->block = st->n_blocks++;
-    st->block_kind = kind;
-    return emit(out, "content_block_start",
-                json_pack("{s:s,s:i,s:o}", "type", "content_block_start", "index", st->block,
-                          "content_block", block));
-}
-
-/* A text or thinking delta in a block of its kind (started when another is open). */
-static int anth_delta(struct rt_translate_stream *st, int kind, const json_t *piece,
-                      struct tg_buf *out)
-{
-    const char *member = kind == BLOCK_TEXT ? "text" : "thinking";
-    int rc = 0;
-
-    if (st->block < 0 || st->block_kind != kind)
-        rc = anth_block_start(st, kind,
-                              kind == BLOCK_TEXT
-                                  ? json_pack("{s:s,s:s}", "type", "text", "text", "")
-                                  : json_pack("{s:s,s:s,s:s}", "type", "thinking", "thinking",
-                                              "", "signature", ""),
-                              out);
-    if (rc == 0)
-        rc = emit(out, "content_block_delta",
-                  json_pack("{s:s,s:i,s:{s:s,s:O}}", "type", "content_block_delta", "index",
-                            st->block, "delta", "type",
-                            kind == BLOCK_TEXT ? "text_delta" : "thinking_delta", member,
-                            piece));
-    return rc;
-}
-
-static int anth_finish(struct rt_translate_stream *st, struct tg_buf *out)
-{
-    int rc = 0;
-
-    if (st->finished)
-        return 0;
-    if (!st->started)
-        rc = anth_start(st, out);
-    if (rc == 0 && st->n_blocks == 0) /* an answer without content: one empty text block */
-        rc = anth_block_start(st, BLOCK_TEXT, json_pack("{s:s,s:s}", "type", "text", "text", ""),
-                              out);
-    if (rc == 0)
-        rc = anth_block_stop(st, out);
-    if (rc == 0)
-        rc = emit(out, "message_delta",
-                  json_pack("{s:s,s:{s:s,s:n},s:o}", "type", "message_delta", "delta",
-                            "stop_reason", st->finish[0] ? st->finish : "end_turn",
-                            "stop_sequence", "usage",
-                            messages_usage(st->prompt_tokens, st->cache_read_tokens,
-                                           st->cache_creation_tokens, st->completion_tokens)));
-    if (rc == 0)
-        rc = emit(out, "message_stop", json_pack("{s:s}", "type", "message_stop"));
-    st->finished = 1;
-    return rc;
-}
-
-static json_t *oai_chunk(struct rt_translate_stream *st, json_t *delta, const char *finish)
-{
-    return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:s?}]}", "id", st->id, "object",
-                     "chat.completion.chunk", "created", (json_int_t)st->created_s, "model",
-                     st->model, "choices", "index", 0, "delta", delta, "finish_reason", finish);
-}
-
-static int oai_finish(struct rt_translate_stream *st, struct tg_buf *out)
-{
-    int rc;
-
-    if (st->finished)
-        return 0;
-    rc = emit(out, NULL,
-              json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", st->id, "object",
-                        "chat.completion.chunk", "created", (json_int_t)st->created_s, "model",
-                        st->model, "choices", "usage",
-                        chat_usage(st->prompt_tokens, st->cache_read_tokens,
-                                   st->completion_tokens)));
-    if (rc == 0 && tg_buf_puts(out, "data: [DONE]\n\n") != 0)
-        rc = TG_EFULL;
-    st->finished = 1;
-    return rc;
-}
-
-/* One OpenAI tool_calls delta entry as Anthropic events: the call's first piece starts a
- * tool_use block, its argument fragments are input_json_delta. TG_EPROTO when the calls are
- * more than RT_TRANSLATE_TOOLS_MAX or a call's pieces come after another block started. */
-static int chat_tool_delta(struct rt_translate_stream *st, const json_t *tc, size_t pos,
-                           struct tg_buf *out)
-{
-    const json_t *fn = json_object_get(tc, "function");
-    const json_t *ix = json_object_get(tc, "index");
-    const json_t *args = json_object_get(fn, "arguments");
-    int key = json_is_integer(ix) && json_integer_value(ix) >= 0 &&
-                      json_integer_value(ix) < INT_MAX
-                  ? (int)json_integer_value(ix)
-                  : (int)pos;
-    int k, rc = 0;
-
-    for (k = 0; k < st->n_tools; k++) {
-        if (st->tool_key[k] == key)
-            break;
-    }
-    if (k == st->n_tools) {
-        const char *id = json_string_value(json_object_get(tc, "id"));
-        const char *name = json_string_value(json_object_get(fn, "name"));
-        char idbuf[72];
-
-        if (st->n_tools >= RT_TRANSLATE_TOOLS_MAX)
-            return TG_EPROTO;
-        if (id != NULL)
-            copy_utf8(idbuf, sizeof(idbuf), "", id);
-        else
-            snprintf(idbuf, sizeof(idbuf), "toolu_%d", key);
-        st->tool_key[k] = key;
-        st->n_tools++;
-        rc = anth_block_start(st, BLOCK_TOOL,
-                              json_pack("{s:s,s:s,s:s,s:{}}", "type", "tool_use", "id", idbuf,
-                                        "name", name != NULL ? name : "", "input"),
-                              out);
-        st->tool_block[k] = st->block;
-    } else if (st->block != st->tool_block[k]) {
-        return TG_EPROTO; /* interleaved calls: Anthropic's blocks do not interleave */
-    }
-    if (rc == 0 && json_is_string(args) && json_string_length(args) > 0)
-        rc = emit(out, "content_block_delta",
-                  json_pack("{s:s,s:i,s:{s:s,s:O}}", "type", "content_block_delta", "index",
-                            st->block, "delta", "type", "input_json_delta", "partial_json",
-                            args));
-    return rc;
-}
-
-/* OpenAI chunks in, Anthropic events out. */
-static int chat_to_messages(struct rt_translate_stream *st, const char *data, size_t len,
-                            struct tg_buf *out)
-{
-    json_t *j;
-    json_t *c0, *delta;
-    json_t *usage;
-    json_t *fin, *tc;
-    size_t k;
-    int rc = 0;
-
-    if (len == 6 && memcmp(data, "[DONE]", 6) == 0)
-        return anth_finish(st, out);
-    j = json_loadb(data, len, 0, NULL);
-    if (!json_is_object(j)) {
-        json_decref(j);
-        return TG_EPROTO;
-    }
-    if (json_is_object(json_object_get(j, "error"))) {
-        /* in-band upstream error: pass it on in Anthropic shape */
-        json_t *msg = json_object_get(json_object_get(j, "error"), "message");
-
-        rc = emit(out, "error",
-                  json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type", "api_error",
-                            "message", json_is_string(msg) ? json_string_value(msg) : "error"));
-        st->finished = 1;
-        json_decref(j);
-        return rc;
-    }
-    if (!st->started) {
-        json_t *id = json_object_get(j, "id");
-
-        if (json_is_string(id))
-            copy_utf8(st->id, sizeof(st->id), "msg_", json_string_value(id));
-    }
-    usage = json_object_get(j, "usage");
-    if (json_is_object(usage)) {
-        st->prompt_tokens = int_or_zero(usage, "prompt_tokens");
-        st->completion_tokens = int_or_zero(usage, "completion_tokens");
-        st->cache_read_tokens = chat_cached(usage);
-    }
-    if (!st->started)
-        rc = anth_start(st, out);
-    c0 = json_array_get(json_object_get(j, "choices"), 0);
-    delta = json_object_get(c0, "delta");
-    if (rc == 0 && json_is_string(json_object_get(delta, "reasoning_content")) &&
-        json_string_length(json_object_get(delta, "reasoning_content")) > 0)
-        rc = anth_delta(st, BLOCK_THINKING, json_object_get(delta, "reasoning_content"), out);
-    if (rc == 0 && json_is_string(json_object_get(delta, "content")) &&
-        json_string_length(json_object_get(delta, "content")) > 0)
-        rc = anth_delta(st, BLOCK_TEXT, json_object_get(delta, "content"), out);
-    if (rc == 0 && json_is_string(json_object_get(delta, "refusal")) &&
-        json_string_length(json_object_get(delta, "refusal")) > 0)
-        rc = anth_delta(st, BLOCK_TEXT, json_object_get(delta, "refusal"), out);
-    json_array_foreach(json_object_get(delta, "tool_calls"), k, tc) {
-        if (rc == 0)
-            rc = chat_tool_delta(st, tc, k, out);
-    }
-    fin = json_object_get(c0, "finish_reason");
-    if (json_is_string(fin))
-        snprintf(st->finish, sizeof(st->finish), "%s", finish_to_stop(json_string_value(fin)));
-    json_decref(j);
-    return rc;
-}
-
-/* An Anthropic content_block_start: a tool_use block starts an OpenAI tool call (or, the JSON
- * tool of a response_format, the text that follows). Its input is {} when the input streams in
- * input_json_delta events (always, from Anthropic); a non-empty one is the call's arguments. */
-static int messages_block_start(struct rt_translate_stream *st, const json_t *j,
-                                struct tg_buf *out)
-{
-    const json_t *b = json_object_get(j, "content_block");
-    const json_t *ix = json_object_get(j, "index");
-    const char *id = json_string_value(json_object_get(b, "id"));
-    const char *name = json_string_value(json_object_get(b, "name"));
-    const json_t *text = json_object_get(b, "text");
-    const json_t *input = json_object_get(b, "input");
-    char idbuf[72];
-    char *args;
-    int k, rc;
-
-    if (json_is_string(text) && json_string_length(text) > 0)
-        return emit(out, NULL, oai_chunk(st, json_pack("{s:O}", "content", text), NULL));
-    if (!str_eq(json_object_get(b, "type"), "tool_use"))
-        return 0;
-    if (!json_is_integer(ix) || json_integer_value(ix) < 0 || json_integer_value(ix) >= INT_MAX ||
-        id == NULL || name == NULL)
-        return TG_EPROTO;
-    args = json_object_size(input) > 0 ? json_dumps(input, JSON_COMPACT) : NULL;
-    if ((st->flags & RT_TRANSLATE_JSON_OUTPUT) && strcmp(name, RT_TRANSLATE_JSON_TOOL) == 0 &&
-        st->json_block < 0) {
-        st->json_block = (int)json_integer_value(ix);
-        rc = args != NULL
-                 ? emit(out, NULL, oai_chunk(st, json_pack("{s:s}", "content", args), NULL))
-                 : 0;
-        free(args);
-        return rc;
-    }
-    if (st->n_tools >= RT_TRANSLATE_TOOLS_MAX) {
-        free(args);
-        return TG_EPROTO;
-    }
-    k = st->n_tools++;
-    st->tool_key[k] = (int)json_integer_value(ix);
-    copy_utf8(idbuf, sizeof(idbuf), "", id);
-    rc = emit(out, NULL,
-              oai_chunk(st,
-                        json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index", k,
-                                  "id", idbuf, "type", "function", "function", "name", name,
-                                  "arguments", args != NULL ? args : ""),
-                        NULL));
-    free(args);
-    return rc;
-}
-
-/* An Anthropic content_block_delta: text, thinking or a tool call's input fragment. */
-static int messages_block_delta(struct rt_translate_stream *st, const json_t *j,
-                                struct tg_buf *out)
-{
-    const json_t *d = json_object_get(j, "delta");
-    const json_t *ix = json_object_get(j, "index");
-    const json_t *text = json_object_get(d, "text");
-    const json_t *thinking = json_object_get(d, "thinking");
-    const json_t *pj = json_object_get(d, "partial_json");
-    int k;
-
-    if (json_is_string(text))
-        return emit(out, NULL, oai_chunk(st, json_pack("{s:O}", "content", text), NULL));
-    if (json_is_string(thinking))
-        return emit(out, NULL,
-                    oai_chunk(st, json_pack("{s:O}", "reasoning_content", thinking), NULL));
-    if (!json_is_string(pj) || json_string_length(pj) == 0)
-        return 0; /* signature_delta and the like: OpenAI has no place for them */
-    if (!json_is_integer(ix))
-        return TG_EPROTO;
-    if (st->json_block >= 0 && json_integer_value(ix) == st->json_block)
-        return emit(out, NULL, oai_chunk(st, json_pack("{s:O}", "content", pj), NULL));
-    for (k = 0; k < st->n_tools; k++) {
-        if (st->tool_key[k] == json_integer_value(ix))
-            return emit(out, NULL,
-                        oai_chunk(st,
-                                  json_pack("{s:[{s:i,s:{s:O}}]}", "tool_calls", "index", k,
-                                            "function", "arguments", pj),
-                                  NULL));
-    }
-    return TG_EPROTO; /* input for a block that never started as a tool_use */
-}
-
-/* Anthropic events in, OpenAI chunks out. */
-static int messages_to_chat(struct rt_translate_stream *st, const char *data, size_t len,
-                            struct tg_buf *out)
-{
-    json_t *j = json_loadb(data, len, 0, NULL);
-    const char *type;
-    int rc = 0;
-
-    if (!json_is_object(j)) {
-        json_decref(j);
-        return TG_EPROTO;
-    }
-    type = json_string_value(json_object_get(j, "type"));
-    if (type == NULL) {
-        rc = TG_EPROTO;
-    } else if (strcmp(type, "message_start") == 0) {
-        json_t *m = json_object_get(j, "message");
-        json_t *id = json_object_get(m, "id");
-
-        if (json_is_string(id))
-            copy_utf8(st->id, sizeof(st->id), "", json_string_value(id));
-        json_t *u = json_object_get(m, "usage");
-
-        st->prompt_tokens = messages_prompt(u);
-        st->cache_read_tokens = int_or_zero(u, "cache_read_input_tokens");
-        st->cache_creation_tokens = int_or_zero(u, "cache_creation_input_tokens");
-        st->completion_tokens = int_or_zero(u, "output_tokens");
-        st->started = 1;
-        rc = emit(out, NULL,
-                  oai_chunk(st, json_pack("{s:s,s:s}", "role", "assistant", "content", ""),
-                            NULL));
-    } else if (strcmp(type, "content_block_start") == 0) {
-        rc = messages_block_start(st, j, out);
-    } else if (strcmp(type, "content_block_delta") == 0) {
-        rc = messages_block_delta(st, j, out);
-    } else if (strcmp(type, "message_delta") == 0) {
-        json_t *usage = json_object_get(j, "usage");
-        json_t *sr = json_object_get(json_object_get(j, "delta"), "stop_reason");
-        const char *f = stop_to_finish(json_string_value(sr));
-
-        if (json_is_integer(json_object_get(usage, "output_tokens")))
-            st->completion_tokens = int_or_zero(usage, "output_tokens");
-        if (json_is_integer(json_object_get(usage, "input_tokens"))) {
-            st->prompt_tokens = messages_prompt(usage);
-            st->cache_read_tokens = int_or_zero(usage, "cache_read_input_tokens");
-            st->cache_creation_tokens = int_or_zero(usage, "cache_creation_input_tokens");
-        }
-        if (strcmp(f, "tool_calls") == 0 && st->json_block >= 0 && st->n_tools == 0)
-            f = "stop"; /* the forced JSON tool ended the answer, not a call of the client's */
-        snprintf(st->finish, sizeof(st->finish), "%s", f);
-        rc = emit(out, NULL, oai_chunk(st, json_object(), st->finish));
-    } else if (strcmp(type, "message_stop") == 0) {
-        rc = oai_finish(st, out);
-    } else if (strcmp(type, "error") == 0) {
-        json_t *msg = json_object_get(json_object_get(j, "error"), "message");
-
-        rc = emit(out, NULL,
-                  json_pack("{s:{s:s,s:s}}", "error", "message",
-                            json_is_string(msg) ? json_string_value(msg) : "error", "type",
-                            "api_error"));
-        st->finished = 1;
-    }
-    /* ping, content_block_stop: nothing to say in OpenAI's shape */
-    json_decref(j);
-    return rc;
-}
-
-int rt_translate_stream_event(struct rt_translate_stream *st, const char *event, const char *data,
-                              size_t len, struct tg_buf *out)
-{
-    struct rt_translate_stream saved;
-    size_t before = out->len;
-    int rc;
-
-    (void)event;
-    if (st->finished)
-        return 0;
-    saved = *st;
-    if (st->dir == RT_TRANSLATE_CHAT_TO_MESSAGES)
-        rc = chat_to_messages(st, data, len, out);
-    else if (st->dir == RT_TRANSLATE_MESSAGES_TO_CHAT)
-        rc = messages_to_chat(st, data, len, out);
-    else
-        return TG_EINVAL;
-    if (rc == TG_EPROTO) {
-        /* an event refused half-way: what it wrote and what it changed go */
-        *st = saved;
-        out->len = before;
-        out->data[before] = '\0';
-    }
-    return rc;
-}
-
-int rt_translate_stream_finish(struct rt_translate_stream *st, struct tg_buf *out)
-{
-    if (st->dir == RT_TRANSLATE_CHAT_TO_MESSAGES)
-        return anth_finish(st, out);
-    if (st->dir == RT_TRANSLATE_MESSAGES_TO_CHAT)
-        return oai_finish(st, out);
-    return 0;
 }
