@@ -30,7 +30,7 @@ struct rt_key_api {
     _Atomic int in_flight;
 };
 
-enum kop { OP_GENERATE = 0, OP_UPDATE = 1, OP_DELETE = 2, OP_BLOCK = 3 };
+enum kop { OP_GENERATE = 0, OP_UPDATE = 1, OP_DELETE = 2, OP_BLOCK = 3, OP_REGENERATE = 4 };
 
 enum fail_kind { FAIL_NONE = 0, FAIL_UNAVAIL, FAIL_BUSY, FAIL_CAPACITY, FAIL_INTERNAL };
 
@@ -47,6 +47,8 @@ struct kreq {
     char del[RT_KEY_API_DELETE_MAX][TG_SHA256_HEX_LEN + 1];
     pthread_mutex_t mu;
     uint32_t outstanding; /* submissions not answered yet (+1 while submitting) */
+    int phase;            /* regenerate: 0 the new key's record, 1 the old one's deletion */
+    char old_hash[TG_SHA256_HEX_LEN + 1]; /* regenerate: the key replaced */
     uint32_t n_ok;
     enum fail_kind fail;
 };
@@ -258,6 +260,11 @@ static void send_fail(struct kreq *r, enum fail_kind fail, uint32_t total)
 }
 
 /* Every submission answered: build the answer, call done, free. */
+/* finish and submit call each other: regenerate's second record is submitted when the first
+ * is confirmed. */
+static void submit(struct kreq *r, enum rt_key_op op, const char *hash,
+                   const struct rt_key_spec *spec);
+
 static void finish(struct kreq *r)
 {
     struct rt_key_api *api = r->api;
@@ -266,6 +273,14 @@ static void finish(struct kreq *r)
     if (r->fail != FAIL_NONE) {
         send_fail(r, r->fail, r->op == OP_DELETE ? r->n_del : 1);
         req_free(r);
+        return;
+    }
+    if (r->op == OP_REGENERATE && r->phase == 0) {
+        /* the new key is stored: only now is the old one deleted, so a failure never leaves
+         * the caller without a working key */
+        r->phase = 1;
+        r->outstanding = 1;
+        submit(r, RT_KEY_DELETE, r->old_hash, NULL);
         return;
     }
     if (r->op == OP_DELETE) {
@@ -293,7 +308,7 @@ static void finish(struct kreq *r)
         rt_keys_release(&t);
     }
     o = info_json(api, &r->spec);
-    if (o != NULL && r->op == OP_GENERATE) {
+    if (o != NULL && (r->op == OP_GENERATE || r->op == OP_REGENERATE)) {
         json_t *g = json_object();
 
         if (g != NULL) {
@@ -467,6 +482,22 @@ static void base64url(const unsigned char *in, size_t n, char *out)
 
 /* Look a key up by raw value or hash: returns 1 found (hash and, when spec, the spec filled),
  * 0 not found. */
+/* A new random key into r->raw ("sk-" + base64url). 0, or -1 with the 500 answered. */
+static int new_secret(struct kreq *r)
+{
+    unsigned char rnd[RT_KEY_API_RANDOM_BYTES];
+
+    if (tg_random_bytes(rnd, sizeof(rnd)) != 0) {
+        send_error(r->done, r->ud, 500, "server_error", "internal_error", NULL,
+                   "no random bytes available to generate a key");
+        return -1;
+    }
+    memcpy(r->raw, "sk-", 3);
+    base64url(rnd, sizeof(rnd), r->raw + 3);
+    memset(rnd, 0, sizeof(rnd));
+    return 0;
+}
+
 static int find_key(struct rt_key_api *api, const char *raw, size_t rawlen, const char *hash_in,
                     char *hash_out, struct rt_key_spec *spec)
 {
@@ -514,19 +545,10 @@ static void do_generate(struct kreq *r, const char *body, size_t len)
             goto bad;
         }
         snprintf(r->raw, sizeof(r->raw), "%s", json_string_value(v));
-    } else {
-        unsigned char rnd[RT_KEY_API_RANDOM_BYTES];
-
-        if (tg_random_bytes(rnd, sizeof(rnd)) != 0) {
-            json_decref(o);
-            send_error(r->done, r->ud, 500, "server_error", "internal_error", NULL,
-                       "no random bytes available to generate a key");
-            req_free(r);
-            return;
-        }
-        memcpy(r->raw, "sk-", 3);
-        base64url(rnd, sizeof(rnd), r->raw + 3);
-        memset(rnd, 0, sizeof(rnd));
+    } else if (new_secret(r) != 0) {
+        json_decref(o);
+        req_free(r);
+        return;
     }
     if (parse_duration(o, &expires, &has_duration, err, sizeof(err)) != 0)
         goto bad;
@@ -731,6 +753,96 @@ static void do_delete(struct kreq *r, const char *body, size_t len)
     for (uint32_t k = 0; k < r->n_del; k++)
         submit(r, RT_KEY_DELETE, r->del[k], NULL);
     one_done(r, FAIL_NONE);
+    return;
+bad:
+    json_decref(o);
+    send_field_error(r->done, r->ud, err);
+    req_free(r);
+}
+
+/* /key/regenerate: POST {"key": raw key or its hash, "new_key": optional "sk-..."} (LiteLLM's
+ * route): a new secret for the same key settings. The new key's record is stored first, then
+ * the old one deleted (every replica then answers it 401); the new key is returned once. */
+static void do_regenerate(struct kreq *r, const char *body, size_t len)
+{
+    struct rt_key_api *api = r->api;
+    char err[256];
+    json_t *o = parse_body(body, len, 0, err, sizeof(err)), *k, *nk, *v;
+    const char *name;
+    struct rt_keys_stats st;
+
+    if (o == NULL)
+        goto bad;
+    json_object_foreach(o, name, v)
+    {
+        if (strcmp(name, "key") != 0 && strcmp(name, "new_key") != 0) {
+            snprintf(err, sizeof(err), "%.100s: unknown field (expected key and new_key)", name);
+            goto bad;
+        }
+    }
+    k = json_object_get(o, "key");
+    if (!json_is_string(k) || json_string_length(k) == 0 ||
+        json_string_length(k) > RT_KEY_API_KEY_MAX ||
+        strlen(json_string_value(k)) != json_string_length(k)) {
+        snprintf(err, sizeof(err), "key: expected the key or its SHA-256 hash");
+        goto bad;
+    }
+    if (!find_key(api, json_string_value(k), json_string_length(k),
+                  valid_hash(json_string_value(k), json_string_length(k)) ? json_string_value(k)
+                                                                          : NULL,
+                  r->old_hash, &r->spec)) {
+        json_decref(o);
+        send_error(r->done, r->ud, 404, "invalid_request_error", "key_not_found", "key",
+                   "key not found");
+        req_free(r);
+        return;
+    }
+    if (is_static(api, r->old_hash)) {
+        json_decref(o);
+        send_error(r->done, r->ud, 400, "invalid_request_error", "static_key", "key",
+                   "key: defined in the config file (tollgate.keys); change it there");
+        req_free(r);
+        return;
+    }
+    nk = json_object_get(o, "new_key");
+    if (nk != NULL && !json_is_null(nk)) {
+        if (!json_is_string(nk) ||
+            !valid_custom_key(json_string_value(nk), json_string_length(nk))) {
+            snprintf(err, sizeof(err),
+                     "new_key: expected \"sk-\" followed by %d to %d letters, digits, '-', '_' "
+                     "or '.'",
+                     RAW_KEY_MIN - 3, RT_KEY_API_KEY_MAX - 3);
+            goto bad;
+        }
+        snprintf(r->raw, sizeof(r->raw), "%s", json_string_value(nk));
+    } else if (new_secret(r) != 0) {
+        json_decref(o);
+        req_free(r);
+        return;
+    }
+    json_decref(o);
+    o = NULL;
+    tg_sha256_hex(r->raw, strlen(r->raw), r->hash);
+    {
+        char found[TG_SHA256_HEX_LEN + 1];
+
+        if (find_key(api, NULL, 0, r->hash, found, NULL)) {
+            send_error(r->done, r->ud, 409, "invalid_request_error", "key_exists", "new_key",
+                       "new_key: a key with this value already exists");
+            req_free(r);
+            return;
+        }
+    }
+    rt_keys_get_stats(api->keys, &st);
+    if (st.count + st.blocked >= st.capacity) {
+        send_fail(r, FAIL_CAPACITY, 1);
+        req_free(r);
+        return;
+    }
+    memcpy(r->spec.key_hash, r->hash, sizeof(r->hash));
+    r->spec.blocked = 0; /* budget blocks travel as block: records, never inside a key record */
+    r->outstanding = 1;
+    submit(r, RT_KEY_PUT, r->hash, &r->spec);
     return;
 bad:
     json_decref(o);
@@ -1034,7 +1146,7 @@ int rt_key_api_is_admin_path(const char *path)
            (strcmp(path, "/key/generate") == 0 || strcmp(path, "/key/update") == 0 ||
             strcmp(path, "/key/delete") == 0 || strcmp(path, "/key/info") == 0 ||
             strcmp(path, "/key/block") == 0 || strcmp(path, "/key/unblock") == 0 ||
-            strcmp(path, "/key/list") == 0);
+            strcmp(path, "/key/list") == 0 || strcmp(path, "/key/regenerate") == 0);
 }
 
 int rt_key_api_in_flight(const struct rt_key_api *api)
@@ -1094,6 +1206,9 @@ void rt_key_api_handle(struct rt_key_api *api, const char *method, const char *p
         do_block(r, strcmp(path, "/key/block") == 0, body, len);
     } else if (strcmp(path, "/key/list") == 0) {
         do_list(r, body, len);
+    } else if (strcmp(path, "/key/regenerate") == 0) {
+        r->op = OP_REGENERATE;
+        do_regenerate(r, body, len);
     } else {
         do_info(r, is_get, key_param, body, len);
     }

@@ -123,6 +123,20 @@ admin "$B" /key/unblock "{\"key\":\"$HASH\"}" >/dev/null
 eventually "$A" "$KEY" 200 || fail "an unblocked key is still refused on the first replica"
 echo "ok 1b - /key/block and /key/unblock reach every replica; /key/list lists the key"
 
+# 1c. /key/regenerate on one replica: the new key works everywhere, the old one is refused
+# everywhere.
+ROT=$(admin "$A" /key/generate '{"key_alias":"rotate","models":["gpt-main"]}' | jq -r .key)
+[ "$(cat "$STATE/status")" = 200 ] || fail "generate (rotate): $(cat "$STATE/admin.out")"
+eventually "$B" "$ROT" 200 || fail "the key to rotate does not reach the other replica"
+NEW=$(admin "$A" /key/regenerate "{\"key\":\"$ROT\"}" | jq -r .key)
+[ "$(cat "$STATE/status")" = 200 ] || fail "regenerate: $(cat "$STATE/admin.out")"
+[ "$NEW" != "$ROT" ] && [ -n "$NEW" ] || fail "regenerate returned no new key"
+[ "$(chat "$A" "$ROT")" = 401 ] || fail "the old key still works on the replica that rotated it"
+[ "$(chat "$A" "$NEW")" = 200 ] || fail "the new key does not work on the replica that made it"
+eventually "$B" "$ROT" 401 || fail "another replica still accepts the old key"
+eventually "$B" "$NEW" 200 || fail "another replica does not know the new key"
+echo "ok 1c - /key/regenerate: the new key everywhere, the old one refused everywhere"
+
 # 2. Kafka down: restart from the snapshot; creation answers 503.
 tg_kafka_down
 stop a
@@ -135,4 +149,4 @@ echo "$body" | jq -e '.error.message | test("unavailable|retry"; "i")' >/dev/nul
     fail "503 without a clear message: $body"
 tg_kafka_up
 echo "ok 2 - Kafka down: keys from the snapshot authenticate; generate answers 503 ($(echo "$body" | jq -r .error.message))"
-echo "3 passed, 0 failed"
+echo "4 passed, 0 failed"

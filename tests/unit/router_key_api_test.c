@@ -427,6 +427,71 @@ static void test_block_and_unblock(void **state)
     json_decref(o);
 }
 
+/* /key/regenerate (LiteLLM's): a new secret for the same settings, returned once; the old key is
+ * gone from the table; a chosen new_key; the errors. */
+static void test_regenerate(void **state)
+{
+    struct fixture *f = *state;
+    int status = 0;
+    char body[256], hash[TG_SHA256_HEX_LEN + 1], key[128], key2[128];
+    json_t *o;
+    struct rt_keys_table *t;
+
+    o = call(f, "POST", "/key/generate", NULL,
+             "{\"key_alias\":\"rot\",\"rpm_limit\":7,\"models\":[\"gpt-main\"]}", &status);
+    assert_int_equal(status, 200);
+    snprintf(hash, sizeof(hash), "%s", jstr(o, "key_hash"));
+    snprintf(key, sizeof(key), "%s", jstr(o, "key"));
+    json_decref(o);
+    snprintf(body, sizeof(body), "{\"key\":\"%s\"}", key);
+    o = call(f, "POST", "/key/regenerate", NULL, body, &status);
+    assert_int_equal(status, 200);
+    snprintf(key2, sizeof(key2), "%s", jstr(o, "key"));
+    assert_string_not_equal(key2, key);
+    assert_int_equal(strncmp(key2, "sk-", 3), 0);
+    assert_string_not_equal(jstr(o, "key_hash"), hash);
+    assert_string_equal(jstr(o, "key_alias"), "rot");
+    assert_int_equal(json_integer_value(jget(o, "rpm_limit")), 7);
+    json_decref(o);
+    t = rt_keys_acquire(f->keys);
+    assert_null(rt_keys_lookup(t, key, strlen(key)));
+    assert_non_null(rt_keys_lookup(t, key2, strlen(key2)));
+    assert_int_equal(rt_keys_lookup(t, key2, strlen(key2))->rpm_limit, 7);
+    rt_keys_release(&t);
+    /* by the hash, to a chosen key */
+    {
+        char h2[TG_SHA256_HEX_LEN + 1];
+
+        tg_sha256_hex(key2, strlen(key2), h2);
+        snprintf(body, sizeof(body), "{\"key\":\"%s\",\"new_key\":\"sk-chosen-rotation-01\"}", h2);
+    }
+    o = call(f, "POST", "/key/regenerate", NULL, body, &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(jstr(o, "key"), "sk-chosen-rotation-01");
+    json_decref(o);
+    t = rt_keys_acquire(f->keys);
+    assert_null(rt_keys_lookup(t, key2, strlen(key2)));
+    assert_non_null(rt_keys_lookup(t, "sk-chosen-rotation-01", 21));
+    rt_keys_release(&t);
+    /* errors */
+    o = call(f, "POST", "/key/regenerate", NULL, "{\"key\":\"sk-chosen-rotation-01\",\"colour\":1}",
+             &status);
+    assert_int_equal(status, 400);
+    assert_non_null(strstr(jstr(o, "error.message"), "colour"));
+    json_decref(o);
+    o = call(f, "POST", "/key/regenerate", NULL,
+             "{\"key\":\"sk-chosen-rotation-01\",\"new_key\":\"sk-chosen-rotation-01\"}", &status);
+    assert_int_equal(status, 409);
+    json_decref(o);
+    o = call(f, "POST", "/key/regenerate", NULL, "{\"key\":\"sk-nobody-at-all\"}", &status);
+    assert_int_equal(status, 404);
+    json_decref(o);
+    o = call(f, "POST", "/key/regenerate", NULL, "{\"key\":\"" STATIC_KEY "\"}", &status);
+    assert_int_equal(status, 400);
+    assert_string_equal(jstr(o, "error.code"), "static_key");
+    json_decref(o);
+}
+
 /* /key/list (LiteLLM's): hashes in hash order, paginated, filtered by team and alias; full
  * objects on request; never a raw key. */
 static void test_list(void **state)
@@ -1197,6 +1262,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_budget_reset_at_by_the_calendar, setup, teardown),
         cmocka_unit_test_setup_teardown(test_block_and_unblock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_regenerate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_generate_empty_body_and_distinct_keys, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_generate_field_errors, setup, teardown),
