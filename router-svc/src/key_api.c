@@ -519,6 +519,60 @@ static int find_key(struct rt_key_api *api, const char *raw, size_t rawlen, cons
 
 /* ---- endpoints ---- */
 
+/* Store r->spec under the key r->raw (a new one): hashed, refused with 409 naming field when the
+ * key exists, 503 when the table is full, else submitted; the answer follows from finish(). */
+static void put_new_key(struct kreq *r, const char *field)
+{
+    struct rt_key_api *api = r->api;
+    char found[TG_SHA256_HEX_LEN + 1], msg[96];
+    struct rt_keys_stats st;
+
+    tg_sha256_hex(r->raw, strlen(r->raw), r->hash);
+    if (find_key(api, NULL, 0, r->hash, found, NULL)) {
+        snprintf(msg, sizeof(msg), "%s: a key with this value already exists", field);
+        send_error(r->done, r->ud, 409, "invalid_request_error", "key_exists", field, msg);
+        req_free(r);
+        return;
+    }
+    rt_keys_get_stats(api->keys, &st);
+    if (st.count + st.blocked >= st.capacity) {
+        send_fail(r, FAIL_CAPACITY, 1);
+        req_free(r);
+        return;
+    }
+    memcpy(r->spec.key_hash, r->hash, sizeof(r->hash));
+    r->spec.blocked = 0; /* budget blocks travel as block: records, never inside a key record */
+    r->outstanding = 1;
+    submit(r, RT_KEY_PUT, r->hash, &r->spec);
+}
+
+/* The existing, non-static key named by the "key" member of req (the key or its SHA-256 hash):
+ * its hash into hash, its spec into r->spec. Returns 0, or -1 after answering 400 (not a key
+ * string, a static key) or 404 (unknown). */
+static int named_key(struct kreq *r, const json_t *req, char *hash)
+{
+    const json_t *k = json_object_get(req, "key");
+    const char *key = json_string_value(k);
+    size_t n = json_string_length(k);
+
+    if (!json_is_string(k) || n == 0 || n > RT_KEY_API_KEY_MAX || strlen(key) != n) {
+        send_error(r->done, r->ud, 400, "invalid_request_error", "invalid_field", "key",
+                   "key: expected the key or its SHA-256 hash");
+        return -1;
+    }
+    if (!find_key(r->api, key, n, valid_hash(key, n) ? key : NULL, hash, &r->spec)) {
+        send_error(r->done, r->ud, 404, "invalid_request_error", "key_not_found", "key",
+                   "key not found");
+        return -1;
+    }
+    if (is_static(r->api, hash)) {
+        send_error(r->done, r->ud, 400, "invalid_request_error", "static_key", "key",
+                   "key: defined in the config file (tollgate.keys); change it there");
+        return -1;
+    }
+    return 0;
+}
+
 static void do_generate(struct kreq *r, const char *body, size_t len)
 {
     struct rt_key_api *api = r->api;
@@ -526,7 +580,6 @@ static void do_generate(struct kreq *r, const char *body, size_t len)
     json_t *o = parse_body(body, len, 1, err, sizeof(err)), *v;
     int64_t expires = 0;
     int has_duration = 0;
-    struct rt_keys_stats st;
 
     if (o == NULL)
         goto bad;
@@ -558,28 +611,8 @@ static void do_generate(struct kreq *r, const char *body, size_t len)
     if (rt_key_spec_from_json(&r->spec, RT_KEY_JSON_API, body != NULL && len > 0 ? body : "{}",
                               body != NULL && len > 0 ? len : 2, api->cfg, err, sizeof(err)) != 0)
         goto bad;
-    tg_sha256_hex(r->raw, strlen(r->raw), r->hash);
-    memcpy(r->spec.key_hash, r->hash, sizeof(r->hash));
     r->spec.expires_epoch_ms = expires;
-    r->spec.blocked = 0;
-    {
-        char found[TG_SHA256_HEX_LEN + 1];
-
-        if (find_key(api, NULL, 0, r->hash, found, NULL)) {
-            send_error(r->done, r->ud, 409, "invalid_request_error", "key_exists", "key",
-                       "key: a key with this value already exists");
-            req_free(r);
-            return;
-        }
-    }
-    rt_keys_get_stats(api->keys, &st);
-    if (st.count + st.blocked >= st.capacity) {
-        send_fail(r, FAIL_CAPACITY, 1);
-        req_free(r);
-        return;
-    }
-    r->outstanding = 1;
-    submit(r, RT_KEY_PUT, r->hash, &r->spec);
+    put_new_key(r, "key");
     return;
 bad:
     json_decref(o);
@@ -765,11 +798,9 @@ bad:
  * the old one deleted (every replica then answers it 401); the new key is returned once. */
 static void do_regenerate(struct kreq *r, const char *body, size_t len)
 {
-    struct rt_key_api *api = r->api;
     char err[256];
-    json_t *o = parse_body(body, len, 0, err, sizeof(err)), *k, *nk, *v;
+    json_t *o = parse_body(body, len, 0, err, sizeof(err)), *nk, *v;
     const char *name;
-    struct rt_keys_stats st;
 
     if (o == NULL)
         goto bad;
@@ -780,27 +811,8 @@ static void do_regenerate(struct kreq *r, const char *body, size_t len)
             goto bad;
         }
     }
-    k = json_object_get(o, "key");
-    if (!json_is_string(k) || json_string_length(k) == 0 ||
-        json_string_length(k) > RT_KEY_API_KEY_MAX ||
-        strlen(json_string_value(k)) != json_string_length(k)) {
-        snprintf(err, sizeof(err), "key: expected the key or its SHA-256 hash");
-        goto bad;
-    }
-    if (!find_key(api, json_string_value(k), json_string_length(k),
-                  valid_hash(json_string_value(k), json_string_length(k)) ? json_string_value(k)
-                                                                          : NULL,
-                  r->old_hash, &r->spec)) {
+    if (named_key(r, o, r->old_hash) != 0) {
         json_decref(o);
-        send_error(r->done, r->ud, 404, "invalid_request_error", "key_not_found", "key",
-                   "key not found");
-        req_free(r);
-        return;
-    }
-    if (is_static(api, r->old_hash)) {
-        json_decref(o);
-        send_error(r->done, r->ud, 400, "invalid_request_error", "static_key", "key",
-                   "key: defined in the config file (tollgate.keys); change it there");
         req_free(r);
         return;
     }
@@ -821,28 +833,7 @@ static void do_regenerate(struct kreq *r, const char *body, size_t len)
         return;
     }
     json_decref(o);
-    o = NULL;
-    tg_sha256_hex(r->raw, strlen(r->raw), r->hash);
-    {
-        char found[TG_SHA256_HEX_LEN + 1];
-
-        if (find_key(api, NULL, 0, r->hash, found, NULL)) {
-            send_error(r->done, r->ud, 409, "invalid_request_error", "key_exists", "new_key",
-                       "new_key: a key with this value already exists");
-            req_free(r);
-            return;
-        }
-    }
-    rt_keys_get_stats(api->keys, &st);
-    if (st.count + st.blocked >= st.capacity) {
-        send_fail(r, FAIL_CAPACITY, 1);
-        req_free(r);
-        return;
-    }
-    memcpy(r->spec.key_hash, r->hash, sizeof(r->hash));
-    r->spec.blocked = 0; /* budget blocks travel as block: records, never inside a key record */
-    r->outstanding = 1;
-    submit(r, RT_KEY_PUT, r->hash, &r->spec);
+    put_new_key(r, "new_key");
     return;
 bad:
     json_decref(o);
@@ -856,43 +847,20 @@ bad:
  * config file's. Answers the key's info. */
 static void do_block(struct kreq *r, int block, const char *body, size_t len)
 {
-    struct rt_key_api *api = r->api;
     char err[160];
     json_t *req = parse_body(body, len, 0, err, sizeof(err));
-    json_t *k = req != NULL ? json_object_get(req, "key") : NULL;
-    const char *key;
-    size_t n;
 
     if (req == NULL) {
         send_field_error(r->done, r->ud, err);
         req_free(r);
         return;
     }
-    if (!json_is_string(k) || json_string_length(k) == 0 ||
-        json_string_length(k) > RT_KEY_API_KEY_MAX ||
-        strlen(json_string_value(k)) != json_string_length(k)) {
+    if (named_key(r, req, r->hash) != 0) {
         json_decref(req);
-        send_error(r->done, r->ud, 400, "invalid_request_error", "invalid_field", "key",
-                   "key: expected the key or its SHA-256 hash");
-        req_free(r);
-        return;
-    }
-    key = json_string_value(k);
-    n = json_string_length(k);
-    if (!find_key(api, key, n, valid_hash(key, n) ? key : NULL, r->hash, &r->spec)) {
-        json_decref(req);
-        send_error(r->done, r->ud, 404, "invalid_request_error", "key_not_found", "key",
-                   "key not found");
         req_free(r);
         return;
     }
     json_decref(req);
-    if (is_static(api, r->hash)) {
-        send_error(r->done, r->ud, 400, "invalid_request_error", "static_key", "key",
-                   "key: defined in the config file (tollgate.keys); change it there");
-        req_free(r);
-        return;
-    }
     r->spec.admin_blocked = block;
     r->spec.blocked = 0; /* budget blocks travel as block: records, never inside a key record */
     r->outstanding = 1;
