@@ -604,7 +604,7 @@ static int sb_kafka_start(char *brokers, size_t cap)
 {
     static const char start_cmd[] =
         "set -e; . \"$TG_SOURCE_DIR/tests/lib/services.sh\"; tg_services_init \"$SB_STATE_DIR\";"
-        " tg_kafka_start 1 \"" SB_TOPIC ":6\" >&2;"
+        " tg_devkafka_start 1 \"" SB_TOPIC ":6\" >&2;"
         " printf '%s\\n' \"$TG_KAFKA_BROKERS\" >\"$SB_STATE_DIR/brokers\"";
     char tmpl[SB_PATH_MAX], path[SB_PATH_MAX + 16];
     const char *tmp = getenv("TMPDIR");

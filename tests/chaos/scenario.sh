@@ -100,7 +100,7 @@ fail() {
 
 tg_redis_start
 tg_pg_start
-tg_kafka_start 1 "tollgate.events.v1:6,tollgate.control.v1:1"
+tg_devkafka_start 1 "tollgate.events.v1:6,tollgate.control.v1:1"
 
 . "$SRC/tests/lib/stack.sh"
 tg_stack_init "$STATE/stack"

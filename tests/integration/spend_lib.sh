@@ -83,7 +83,7 @@ sp_services() {
     tg_services_init "$SP_DIR/services" >/dev/null || sp_die "tg_services_init failed"
     tg_redis_start >/dev/null || sp_die "redis did not start"
     tg_pg_start >/dev/null || sp_die "postgres did not start"
-    tg_kafka_start >/dev/null || sp_die "devkafka did not start"
+    tg_devkafka_start >/dev/null || sp_die "devkafka did not start"
     sp_log "services: redis=$TG_REDIS_PORT postgres=$TG_PG_PORT kafka=$TG_KAFKA_BROKERS"
 }
 
