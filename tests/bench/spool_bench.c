@@ -645,14 +645,14 @@ static void sb_kafka_stop(void)
     sb_state_dir[0] = '\0';
 }
 
-/* Creates the bench topic on a shared devkafka (an existing topic is fine). */
+/* Creates the bench topic on the shared broker, Apache Kafka or devkafka (TG_KAFKA_KIND); an
+ * existing topic is fine. */
 static void sb_kafka_topic(void)
 {
     static const char topic_cmd[] = ". \"$TG_SOURCE_DIR/tests/lib/services.sh\";"
-                                    " tg_kafka_ctl topic " SB_TOPIC " 6 >/dev/null 2>&1 || true";
+                                    " tg_kafka_topic " SB_TOPIC " 6 >/dev/null 2>&1 || true";
 
-    if (getenv("TG_KAFKA_CTL") != NULL)
-        sb_bash(topic_cmd);
+    sb_bash(topic_cmd);
 }
 
 /* ---------------------------------------------------------------------------- main */
@@ -668,7 +668,7 @@ static void sb_usage(FILE *f)
                "  --paced-seconds S  length of a paced run (default 3)\n"
                "  --dir DIR          where spool directories are made (default TMPDIR or /tmp)\n"
                "  --json FILE        write the headline figures as one JSON object\n"
-               "Kafka: TG_KAFKA_BROKERS/TG_KAFKA_CTL, or a private devkafka (services.sh).\n");
+               "Kafka: TG_KAFKA_BROKERS (tests/lib/services.sh), or a private devkafka.\n");
 }
 
 static void sb_print_table(const struct sb_row *rows, size_t n, const struct sb_opts *o,

@@ -676,11 +676,11 @@ EOF
     _TG_KAFKA_CONTROLLER_PORTS=$cports
     export TG_KAFKA_KIND
     unset TG_KAFKA_CTL
-    _tg_log "kafka: $n nodes ready with topics in $(($(_tg_now_ms) - started)) ms ($TG_KAFKA_BROKERS)"
+    _tg_log "kafka: $n node(s) ready with topics in $(($(_tg_now_ms) - started)) ms ($TG_KAFKA_BROKERS)"
 }
 
 # tg_kafka_topic NAME PARTITIONS: create a topic on the running broker (an existing one is
-# kept). Apache Kafka: replication min(3, nodes), min.insync.replicas min(2, replication);
+# kept). Apache Kafka: replication min(3, brokers), min.insync.replicas min(2, replication);
 # tollgate.control.v1 is compacted. devkafka: through its control channel.
 tg_kafka_topic() {
     local name=$1 parts=$2 rf misr
@@ -689,7 +689,10 @@ tg_kafka_topic() {
         tg_kafka_ctl topic "$name" "$parts" >/dev/null
         return
     fi
-    rf=$((${_TG_KAFKA_NODES:-3} < 3 ? ${_TG_KAFKA_NODES:-3} : 3))
+    # as many replicas as brokers, at most 3 (the brokers are the nodes: TG_KAFKA_BROKERS
+    # names every one, also in a shell that did not start them)
+    rf=$(tr ',' '\n' <<<"${TG_KAFKA_BROKERS:?kafka not started}" | grep -c .)
+    [ "$rf" -le 3 ] || rf=3
     misr=$((rf < 2 ? rf : 2))
     cfg=("min.insync.replicas=$misr")
     [ "$name" = tollgate.control.v1 ] && cfg+=(cleanup.policy=compact)
