@@ -592,8 +592,10 @@ tg_kafka_start() {
             bports=${bports:+$bports,}127.0.0.1:${bp[i - 1]}
         done
         cports=$(IFS=,; echo "${cp[*]}")
-        # A cluster id is 16 random bytes in URL-safe base64 without padding.
+        # A cluster id is 16 random bytes in URL-safe base64 without padding; never one that
+        # starts with '-' (the storage tool would read it as an option: 1 start in 64 failed).
         cid=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+        cid=A${cid#?}
         for ((i = 1; i <= n; i++)); do
             mkdir -p "$dir/node$i/data" || return 1
             cat >"$dir/node$i/server.properties" <<EOF
@@ -635,7 +637,7 @@ EOF
             java -Xshare:auto -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData \
                 "-Dlog4j2.configurationFile=$TG_SOURCE_DIR/tests/lib/kafka/log4j2.properties" \
                 -cp "$TG_KAFKA_HOME/lib/*" kafka.tools.StorageTool format \
-                --config "$dir/node$i/server.properties" --cluster-id "$cid" \
+                --config "$dir/node$i/server.properties" "--cluster-id=$cid" \
                 >"$dir/node$i/format.log" 2>&1 </dev/null &
             fpids+=($!)
         done
