@@ -35,8 +35,8 @@
 # (devkafka), TG_FIXED_FAKELLM_PORT. Binaries: TG_BUILD_DIR (default build/local) or
 # TG_DEVKAFKA_BIN / TG_FAKE_LLM_BIN / TG_KAFKA_ADMIN_BIN; Kafka's jars: TG_KAFKA_HOME (default
 # build/kafka, filled by Maven from tests/lib/kafka/pom.xml on first use). Every start waits for
-# readiness for at most TG_START_TIMEOUT_S (default 60) seconds and fails loudly with the log
-# tail.
+# readiness for at most TG_START_TIMEOUT_S (default 60) seconds (a whole Kafka cluster:
+# TG_KAFKA_START_TIMEOUT_S, default 120) and fails loudly with the log tail.
 
 TG_SOURCE_DIR=${TG_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 TG_BUILD_DIR=${TG_BUILD_DIR:-$TG_SOURCE_DIR/build/local}
@@ -449,6 +449,8 @@ _tg_pg_stop() {
 # devkafka; everything else runs on Apache Kafka.
 
 TG_KAFKA_HOME=${TG_KAFKA_HOME:-$TG_SOURCE_DIR/build/kafka}
+# Six JVM starts on two cores (format, then the nodes): 12-25 s, more on a busy machine.
+TG_KAFKA_START_TIMEOUT_S=${TG_KAFKA_START_TIMEOUT_S:-120}
 # Small heaps and the serial collector: three brokers on a 2-core machine next to the services
 # under test. Override with TG_KAFKA_JAVA_OPTS.
 TG_KAFKA_JAVA_OPTS=${TG_KAFKA_JAVA_OPTS:--Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:MaxDirectMemorySize=128m -XX:+ExitOnOutOfMemoryError -XX:-UsePerfData -Djava.awt.headless=true}
@@ -494,10 +496,11 @@ _tg_kafka_node_launch() {
     printf '%s\n' "$_TG_PID" >"$ndir/pid"
 }
 
-# _tg_kafka_cluster_wait N: every node alive and N brokers live in the metadata.
+# _tg_kafka_cluster_wait N: every node alive and N brokers live in the metadata, within
+# TG_KAFKA_START_TIMEOUT_S.
 _tg_kafka_cluster_wait() {
     local n=$1 deadline i
-    deadline=$(($(_tg_now_ms) + TG_START_TIMEOUT_S * 1000))
+    deadline=$(($(_tg_now_ms) + TG_KAFKA_START_TIMEOUT_S * 1000))
     while :; do
         for ((i = 1; i <= n; i++)); do
             if ! _tg_alive "${_TG_KAFKA_PIDS[i]}"; then
@@ -508,7 +511,7 @@ _tg_kafka_cluster_wait() {
         done
         _tg_kafka_admin "$TG_KAFKA_BROKERS" ready "$n" 1000 >/dev/null 2>&1 && return 0
         if [ "$(_tg_now_ms)" -ge "$deadline" ]; then
-            _tg_log "kafka cluster ($TG_KAFKA_BROKERS) not ready after ${TG_START_TIMEOUT_S}s"
+            _tg_log "kafka cluster ($TG_KAFKA_BROKERS) not ready after ${TG_KAFKA_START_TIMEOUT_S}s"
             for ((i = 1; i <= n; i++)); do
                 _tg_log_tail "$TG_STATE_DIR/kafka/node$i/kafka.log"
             done
