@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/chaos/scenario.sh NAME — one chaos scenario against the whole stack.
 #
-# Starts its own Redis, PostgreSQL, Kafka (devkafka; c9: Apache Kafka, 3 KRaft nodes), fake-llm
+# Starts its own Redis, PostgreSQL, Kafka (Apache Kafka, 3 KRaft nodes; c6: devkafka), fake-llm
 # (with a fake Slack webhook), spend-svc and router-svc (optimised build), drives an open-loop mixed load (half streaming) through three
 # phases — baseline, fault, recovery — and asserts what users rely on:
 #   * zero failed client requests (c3: only transport errors of requests in flight at the kill);
@@ -30,8 +30,8 @@
 # tollgate.events.v1 (the cluster runs on two nodes for the 30 s fault phase: another node must
 # take the leadership; the killed node is restarted after the load and must catch up).
 #
-# c1-c8 run on devkafka: c6 needs its control channel (every broker down at once); the others
-# have not been judged on Apache Kafka yet. c9 needs a real cluster (leaders, replicas, failover).
+# Every scenario runs on Apache Kafka but c6, which needs devkafka's control channel (every broker
+# down at once: a real cluster cannot be told to do that).
 set -euo pipefail
 
 NAME="${1:?usage: scenario.sh c1|c1b|c2|c3|c4|c5|c6|c7|c8|c9}"
@@ -107,10 +107,10 @@ fail() {
 
 tg_redis_start
 tg_pg_start
-if [ "$NAME" = c9 ]; then
-    tg_kafka_start 3 "tollgate.events.v1:6,tollgate.control.v1:1"
-else
+if [ "$NAME" = c6 ]; then
     tg_devkafka_start 1 "tollgate.events.v1:6,tollgate.control.v1:1"
+else
+    tg_kafka_start 3 "tollgate.events.v1:6,tollgate.control.v1:1"
 fi
 
 . "$SRC/tests/lib/stack.sh"
