@@ -9,7 +9,7 @@
  *   - encode + append: the same with proto_event_encode in each call (what a request thread
  *     does), no Kafka;
  *   - spool + publisher: rt_publisher_submit from 1, 2 and 4 threads while the publisher thread
- *     reads the spool and produces to Kafka (devkafka), so reads, produce, delivery reports and
+ *     reads the spool and produces to Kafka, so reads, produce, delivery reports and
  *     checkpoints compete with the appends; also events acknowledged by Kafka per second;
  *   - paced: one thread at a steady request rate (--rate), encode + append without and with
  *     the publisher running:
