@@ -227,7 +227,7 @@ target() { # VALUE OP LIMIT -> met / MISSED / n/a
     if wants spool; then
         echo "| spool appends/s, 1 thread (4 threads), events encoded beforehand | $(na "$S_A1") ($(na "$S_A4")) | | rt_spool_append at full speed; $S_NOTE |"
         echo "| spool appends/s, 1 thread (4 threads), encode + append | $(na "$S_1") ($(na "$S_4")) | | what a request thread does, no Kafka |"
-        echo "| spool appends/s with the publisher producing to devkafka, 1 thread (4 threads) | $(na "$S_PUB1") ($(na "$S_PUB4")) | | rt_publisher_submit at full speed |"
+        echo "| spool appends/s with the publisher producing to Kafka, 1 thread (4 threads) | $(na "$S_PUB1") ($(na "$S_PUB4")) | | rt_publisher_submit at full speed |"
         echo "| spool added p99 per request, µs, at $(na "$S_RATE")/s with the publisher (spool alone) | $(na "$S_P99") ($(na "$S_P99_ALONE")) | | per-call latency of rt_publisher_submit, one request thread |"
     fi
     if wants spend; then

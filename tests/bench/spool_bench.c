@@ -9,7 +9,7 @@
  *   - encode + append: the same with proto_event_encode in each call (what a request thread
  *     does), no Kafka;
  *   - spool + publisher: rt_publisher_submit from 1, 2 and 4 threads while the publisher thread
- *     reads the spool and produces to Kafka (devkafka), so reads, produce, delivery reports and
+ *     reads the spool and produces to Kafka, so reads, produce, delivery reports and
  *     checkpoints compete with the appends; also events acknowledged by Kafka per second;
  *   - paced: one thread at a steady request rate (--rate), encode + append without and with
  *     the publisher running:
@@ -604,7 +604,7 @@ static int sb_kafka_start(char *brokers, size_t cap)
 {
     static const char start_cmd[] =
         "set -e; . \"$TG_SOURCE_DIR/tests/lib/services.sh\"; tg_services_init \"$SB_STATE_DIR\";"
-        " tg_kafka_start 1 \"" SB_TOPIC ":6\" >&2;"
+        " tg_devkafka_start 1 \"" SB_TOPIC ":6\" >&2;"
         " printf '%s\\n' \"$TG_KAFKA_BROKERS\" >\"$SB_STATE_DIR/brokers\"";
     char tmpl[SB_PATH_MAX], path[SB_PATH_MAX + 16];
     const char *tmp = getenv("TMPDIR");
@@ -645,14 +645,14 @@ static void sb_kafka_stop(void)
     sb_state_dir[0] = '\0';
 }
 
-/* Creates the bench topic on a shared devkafka (an existing topic is fine). */
+/* Creates the bench topic on the shared broker, Apache Kafka or devkafka (TG_KAFKA_KIND); an
+ * existing topic is fine. */
 static void sb_kafka_topic(void)
 {
     static const char topic_cmd[] = ". \"$TG_SOURCE_DIR/tests/lib/services.sh\";"
-                                    " tg_kafka_ctl topic " SB_TOPIC " 6 >/dev/null 2>&1 || true";
+                                    " tg_kafka_topic " SB_TOPIC " 6 >/dev/null 2>&1 || true";
 
-    if (getenv("TG_KAFKA_CTL") != NULL)
-        sb_bash(topic_cmd);
+    sb_bash(topic_cmd);
 }
 
 /* ---------------------------------------------------------------------------- main */
@@ -668,7 +668,7 @@ static void sb_usage(FILE *f)
                "  --paced-seconds S  length of a paced run (default 3)\n"
                "  --dir DIR          where spool directories are made (default TMPDIR or /tmp)\n"
                "  --json FILE        write the headline figures as one JSON object\n"
-               "Kafka: TG_KAFKA_BROKERS/TG_KAFKA_CTL, or a private devkafka (services.sh).\n");
+               "Kafka: TG_KAFKA_BROKERS (tests/lib/services.sh), or a private devkafka.\n");
 }
 
 static void sb_print_table(const struct sb_row *rows, size_t n, const struct sb_opts *o,

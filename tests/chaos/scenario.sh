@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/chaos/scenario.sh NAME — one chaos scenario against the whole stack.
 #
-# Starts its own Redis, PostgreSQL, devkafka, fake-llm (with a fake Slack webhook), spend-svc and
-# router-svc (optimised build), drives an open-loop mixed load (half streaming) through three
+# Starts its own Redis, PostgreSQL, Kafka (Apache Kafka, 3 KRaft nodes; c6: devkafka), fake-llm
+# (with a fake Slack webhook), spend-svc and router-svc (optimised build), drives an open-loop mixed load (half streaming) through three
 # phases — baseline, fault, recovery — and asserts what users rely on:
 #   * zero failed client requests (c3: only transport errors of requests in flight at the kill);
 #   * every call id that got a 200 has exactly one spend_logs row, counted once in spend_daily;
@@ -26,10 +26,15 @@
 # Scenarios: c1 Redis hang 90 s, c1b Redis restarted empty, c2 PostgreSQL paused 15 s,
 # c3 router-svc SIGKILL + restart, c4 router-svc SIGTERM + restart, c5 spend-svc SIGKILL +
 # restart, c6 Kafka brokers down 30 s, c7 Slack answering 429 then 500, c8 c1 while every
-# primary deployment fails.
+# primary deployment fails, c9 SIGKILL of the Apache Kafka node leading partition 0 of
+# tollgate.events.v1 (the cluster runs on two nodes for the 30 s fault phase: another node must
+# take the leadership; the killed node is restarted after the load and must catch up).
+#
+# Every scenario runs on Apache Kafka but c6, which needs devkafka's control channel (every broker
+# down at once: a real cluster cannot be told to do that).
 set -euo pipefail
 
-NAME="${1:?usage: scenario.sh c1|c1b|c2|c3|c4|c5|c6|c7|c8}"
+NAME="${1:?usage: scenario.sh c1|c1b|c2|c3|c4|c5|c6|c7|c8|c9}"
 SRC="${TG_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 BIN="${TG_REL_BUILD_DIR:-${TG_BUILD_DIR:-$SRC/build/rel}}"
 RATE="${TG_CHAOS_RATE:-80}"
@@ -44,7 +49,7 @@ c1 | c8) FAULT_S=90 ;;
 c1b) FAULT_S=20 ;;
 c2) FAULT_S=15 ;;
 c3 | c4 | c5) FAULT_S=10 ;;
-c6 | c7) FAULT_S=30 ;;
+c6 | c7 | c9) FAULT_S=30 ;;
 *) echo "scenario.sh: unknown scenario $NAME" >&2; exit 2 ;;
 esac
 # The latency reference (every request outside the fault phase) covers at least as much time as
@@ -60,12 +65,14 @@ WIN_MS=$((FAULT_S * 1000 / 6))
 [ "$WIN_MS" -le 5000 ] || WIN_MS=5000
 [ "$WIN_MS" -ge 1250 ] || WIN_MS=1250
 
-for b in router-svc/router-svc spend-svc/spend-svc tests/fakes/fake-llm tests/chaos/loadgen; do
+for b in router-svc/router-svc spend-svc/spend-svc tests/fakes/fake-llm tests/chaos/loadgen \
+    tests/tools/kafka_admin; do
     [ -x "$BIN/$b" ] || { echo "scenario.sh: $BIN/$b is not built" >&2; exit 1; }
 done
 
 # Own services: this scenario breaks them on purpose.
-unset TG_REDIS_URL TG_REDIS_PORT TG_REDIS_HOST TG_PG_DSN TG_PG_PORT TG_KAFKA_BROKERS TG_KAFKA_CTL
+unset TG_REDIS_URL TG_REDIS_PORT TG_REDIS_HOST TG_PG_DSN TG_PG_PORT TG_KAFKA_BROKERS TG_KAFKA_CTL \
+    TG_KAFKA_KIND TG_KAFKA
 STATE="$(mktemp -d /tmp/tollgate-chaos-$NAME.XXXXXX)"
 export TG_BUILD_DIR="$BIN"
 . "$SRC/tests/lib/services.sh"
@@ -100,7 +107,11 @@ fail() {
 
 tg_redis_start
 tg_pg_start
-tg_kafka_start 1 "tollgate.events.v1:6,tollgate.control.v1:1"
+if [ "$NAME" = c6 ]; then
+    tg_devkafka_start 1 "tollgate.events.v1:6,tollgate.control.v1:1"
+else
+    tg_kafka_start 3 "tollgate.events.v1:6,tollgate.control.v1:1"
+fi
 
 . "$SRC/tests/lib/stack.sh"
 tg_stack_init "$STATE/stack"
@@ -174,6 +185,22 @@ c4) kill -TERM "$ROUTER_PID"; wait "$ROUTER_PID" || fail "router-svc exited non-
     start_router; sleep "$FAULT_S" ;;
 c5) kill -KILL "$SPEND_PID"; wait "$SPEND_PID" 2>/dev/null || true; start_spend; sleep "$FAULT_S" ;;
 c6) tg_kafka_down; sleep "$FAULT_S"; tg_kafka_up ;;
+c9) # The controller fences the dead node after broker.session.timeout.ms (9 s) and moves its
+    # leaderships; until then its partitions have no leader and the producers hold their events.
+    KILLED=$(tg_kafka_leader tollgate.events.v1 0) || fail "no leader for tollgate.events.v1[0]"
+    t_kill=$(date +%s%N)
+    tg_kafka_node_kill "$KILLED" KILL
+    NEW_LEADER=$KILLED
+    for _ in $(seq 1 40); do
+        NEW_LEADER=$(tg_kafka_leader tollgate.events.v1 0) || NEW_LEADER=$KILLED
+        [ "$NEW_LEADER" != "$KILLED" ] && break
+        sleep 0.5
+    done
+    FAILOVER_MS=$((($(date +%s%N) - t_kill) / 1000000))
+    [ "$NEW_LEADER" != "$KILLED" ] || fail "partition 0 still led by the killed node $KILLED after 20 s"
+    echo "chaos c9: node $KILLED (leader of partition 0) SIGKILLed; node $NEW_LEADER leads after $FAILOVER_MS ms"
+    left_ms=$((FAULT_S * 1000 - FAILOVER_MS))
+    [ "$left_ms" -le 0 ] || sleep "$(awk -v m="$left_ms" 'BEGIN { printf "%.3f", m / 1000 }')" ;;
 c7) curl -fsS -o /dev/null -d '{"mode":"429","retry_after":5}' "$TG_FAKE_LLM_URL/_control/slack"
     sleep $((FAULT_S / 2))
     curl -fsS -o /dev/null -d '{"mode":"500"}' "$TG_FAKE_LLM_URL/_control/slack"
@@ -184,6 +211,15 @@ read -r RSS_F1 _ < <(proc_sample "$ROUTER_PID")
 LOG_F1=$(log_bytes)
 wait "$LOAD_PID" || fail "load driver failed: $(cat "$STATE/load.err")"
 LOAD_PID=""
+if [ "$NAME" = c9 ]; then
+    # The killed node comes back on its own ports and data and catches up: every partition of
+    # the events topic has its 3 replicas in sync again.
+    t_back=$(date +%s%N)
+    tg_kafka_node_start "$KILLED" || fail "kafka node $KILLED did not restart"
+    "$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" create tollgate.events.v1 1 3 -- 60000 ||
+        fail "tollgate.events.v1 not back to 3 in-sync replicas after node $KILLED restarted"
+    echo "chaos c9: node $KILLED back, every replica in sync after $((($(date +%s%N) - t_back) / 1000000)) ms"
+fi
 kill "$SAMPLER_PID" 2>/dev/null || true
 wait "$SAMPLER_PID" 2>/dev/null || true
 SAMPLER_PID=""

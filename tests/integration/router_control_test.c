@@ -350,7 +350,7 @@ static void run_under_services(const char *self)
                          "dir=$(mktemp -d /tmp/tg-ctltest.XXXXXX) || exit 1; "
                          "tg_services_init \"$dir\" || exit 1; "
                          "trap 'tg_services_stop_all; rm -rf \"$dir\"' EXIT; "
-                         "tg_kafka_start 1 tollgate.control.v1:1 || exit 1; "
+                         "tg_devkafka_start 1 tollgate.control.v1:1 || exit 1; "
                          "TG_CONTROL_TEST_NESTED=1 \"$0\"; exit $?";
 
     CHECK(

@@ -31,7 +31,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL router_events: $*" >&2; exit 1; }
 
-tg_kafka_start 1 "tollgate.events.v1:6,tollgate.control.v1:1"
+tg_devkafka_start 1 "tollgate.events.v1:6,tollgate.control.v1:1"
 echo '{"default": {"prompt_tokens": 12, "completion_tokens": 8, "chunks": 3}}' >"$STATE/fake.json"
 tg_fakellm_start "$STATE/fake.json"
 PORT=$(tg_port_pick)

@@ -27,7 +27,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL router_keys_restart: $*" >&2; exit 1; }
 
-tg_kafka_start 1 "tollgate.events.v1:2,tollgate.control.v1:1"
+tg_devkafka_start 1 "tollgate.events.v1:2,tollgate.control.v1:1"
 echo '{"default": {"prompt_tokens": 5, "completion_tokens": 3}}' >"$STATE/fake.json"
 tg_fakellm_start "$STATE/fake.json"
 export KR_MASTER="sk-master-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"

@@ -5,7 +5,10 @@
  *   after the brokers return;
  * - events spooled while Kafka is down by a publisher that is then destroyed are replayed by
  *   the next one started on the same spool.
- * Needs TG_KAFKA_BROKERS and TG_KAFKA_CTL (tests/lib/services.sh). */
+ * Takes every broker down through devkafka's control channel, so it runs on devkafka: the one
+ * named by TG_KAFKA_BROKERS and TG_KAFKA_CTL, or, when TG_KAFKA_CTL is unset (tests/run shares
+ * an Apache Kafka cluster, which has no such channel), its own, started by running itself again
+ * under tests/lib/services.sh. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -179,17 +182,37 @@ static void submit_n(struct rt_publisher *pub, struct seen *s, int n)
     free(ev);
 }
 
-int main(void)
+/* Runs this test again under a shell that starts devkafka through tests/lib/services.sh and
+ * stops it on exit. Does not return. */
+static void run_under_services(const char *self)
+{
+    const char *script = "set -u; source \"$TG_SOURCE_DIR/tests/lib/services.sh\" || exit 1; "
+                         "dir=$(mktemp -d /tmp/tg-pubtest-svc.XXXXXX) || exit 1; "
+                         "tg_services_init \"$dir\" || exit 1; "
+                         "trap 'tg_services_stop_all; rm -rf \"$dir\"' EXIT; "
+                         "tg_devkafka_start 1 tollgate.control.v1:1 || exit 1; "
+                         "TG_PUBLISHER_TEST_NESTED=1 \"$0\"; exit $?";
+
+    CHECK(getenv("TG_SOURCE_DIR") != NULL && getenv("TG_BUILD_DIR") != NULL,
+          "TG_KAFKA_CTL unset and no TG_SOURCE_DIR/TG_BUILD_DIR to start devkafka");
+    CHECK(getenv("TG_PUBLISHER_TEST_NESTED") == NULL, "devkafka was started but not exported");
+    fprintf(stderr, "router_publisher_test: starting devkafka through tests/lib/services.sh\n");
+    execl("/bin/bash", "bash", "-c", script, self, (char *)NULL);
+    CHECK(0, "cannot run bash");
+}
+
+int main(int argc, char **argv)
 {
     char dir[128], topic[64];
     struct seen s = {0};
     struct rt_publisher *pub;
     size_t got;
 
+    (void)argc;
     brokers = getenv("TG_KAFKA_BROKERS");
     ctl = getenv("TG_KAFKA_CTL");
-    CHECK(brokers != NULL && ctl != NULL,
-          "TG_KAFKA_BROKERS and TG_KAFKA_CTL must be set (tests/lib/services.sh)");
+    if (brokers == NULL || brokers[0] == '\0' || ctl == NULL || ctl[0] == '\0')
+        run_under_services(argv[0]);
     snprintf(dir, sizeof(dir), "/tmp/tg-pubtest.XXXXXX");
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     snprintf(topic, sizeof(topic), "tg.pubtest.%u", (unsigned)(tg_now_epoch_ms() % 100000000u));

@@ -1,6 +1,6 @@
 # tests/integration/spend_lib.sh: helpers for spend-svc's integration tests and bench.
 #
-# Each test owns its dependencies (Redis, PostgreSQL, devkafka), started through
+# Each test owns its dependencies (Redis, PostgreSQL, Apache Kafka: 3 KRaft nodes), started through
 # tests/lib/services.sh in a state dir of its own, because several tests inject faults (SIGSTOP
 # of PostgreSQL, Redis hang/restart) that must not reach other tests running at the same time.
 # Everything is on 127.0.0.1, every wait is bounded, and every process started here is stopped
@@ -8,8 +8,10 @@
 #
 #   . spend_lib.sh
 #   sp_init NAME                   state dir, trap for cleanup
-#   sp_services                    Redis, PostgreSQL, devkafka (exports TG_* addresses)
-#   sp_topic NAME PARTITIONS       create an events topic in devkafka
+#   sp_services                    Redis, PostgreSQL, Kafka (exports TG_* addresses); Apache
+#                                  Kafka unless TG_KAFKA=devkafka (no test here needs devkafka's
+#                                  fault channel: the faults are PostgreSQL's, Redis's, spend-svc's)
+#   sp_topic NAME PARTITIONS       create an events topic (replication 3, min.insync.replicas 2)
 #   sp_db NAME                     create a database, sets SP_DSN
 #   sp_config FILE TOPIC [EXTRA]   spend-svc config for SP_DSN and TOPIC (EXTRA: YAML lines)
 #   sp_start FILE                  start spend-svc, wait for liveness; PID in SP_PID
@@ -83,7 +85,7 @@ sp_services() {
     tg_services_init "$SP_DIR/services" >/dev/null || sp_die "tg_services_init failed"
     tg_redis_start >/dev/null || sp_die "redis did not start"
     tg_pg_start >/dev/null || sp_die "postgres did not start"
-    tg_kafka_start >/dev/null || sp_die "devkafka did not start"
+    tg_kafka_start >/dev/null || sp_die "kafka did not start"
     sp_log "services: redis=$TG_REDIS_PORT postgres=$TG_PG_PORT kafka=$TG_KAFKA_BROKERS"
 }
 
@@ -95,25 +97,8 @@ sp_redis_restart() { tg_redis_restart >/dev/null; }
 
 # Kafka and Postgres ------------------------------------------------------------------------------
 
-sp_kafka_ctl() { # COMMAND...
-    python3 - "$TG_KAFKA_CTL" "$*" <<'PY'
-import socket, sys
-host, port = sys.argv[1].rsplit(":", 1)
-s = socket.create_connection((host, int(port)), timeout=5)
-s.sendall((sys.argv[2] + "\n").encode())
-data = b""
-while not data.endswith(b"\n"):
-    chunk = s.recv(1024)
-    if not chunk:
-        break
-    data += chunk
-print(data.decode().strip())
-sys.exit(0 if data.startswith(b"ok") else 1)
-PY
-}
-
 sp_topic() { # NAME PARTITIONS
-    sp_kafka_ctl topic "$1" "$2" >/dev/null || sp_die "cannot create topic $1"
+    tg_kafka_topic "$1" "$2" || sp_die "cannot create topic $1"
 }
 
 sp_db() { # NAME

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# spend-svc integration tests against real Redis, PostgreSQL and devkafka.
+# spend-svc integration tests against real Redis, PostgreSQL and Apache Kafka (3 KRaft nodes).
 #
 #   spend_pipeline_test.sh exactly_once   50,000 events, 10 % duplicated call ids, a restart and
 #                                         a second consumer joining mid-stream
@@ -15,7 +15,8 @@
 #
 # Every check compares exact numbers: rows = distinct call ids, sums = what was produced,
 # spend_daily = spend_logs, Redis = Postgres. Topics have 24 partitions and events are spread
-# over 240 keys so that no partition holds more than ~3 MiB (devkafka keeps ~5 MiB each).
+# over 240 keys so that no partition holds more than ~3 MiB (so they also run on devkafka, which
+# keeps ~5 MiB each: TG_KAFKA=devkafka).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck disable=SC1091

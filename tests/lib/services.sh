@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# tests/lib/services.sh: throwaway Redis, PostgreSQL 15, devkafka and fake-llm on loopback.
+# tests/lib/services.sh: throwaway Redis, PostgreSQL 15, Apache Kafka (or devkafka) and fake-llm
+# on loopback.
 #
 # Shared by deploy/local/up, tests/run and every integration/e2e/chaos test. Source it, then
 # call the functions from the shell itself (not from a $(...) subshell: they export variables
@@ -10,22 +11,32 @@
 #   trap tg_services_stop_all EXIT   stops everything started, by PID; safe to call twice
 #   tg_redis_start                   -> TG_REDIS_HOST TG_REDIS_PORT TG_REDIS_URL
 #   tg_pg_start                      -> TG_PG_PORT TG_PG_DSN (database "tollgate", user postgres)
-#   tg_kafka_start [BROKERS] [TOPICS]  TOPICS = "name:partitions,..." (default the two
-#                                    tollgate topics) -> TG_KAFKA_BROKERS TG_KAFKA_CTL
+#   tg_kafka_start [NODES] [TOPICS]  Apache Kafka, KRaft, NODES combined broker+controller
+#                                    nodes (default 3); TOPICS = "name:partitions,..." (default
+#                                    the two tollgate topics) -> TG_KAFKA_BROKERS,
+#                                    TG_KAFKA_KIND=apache. With TG_KAFKA=devkafka: devkafka.
+#   tg_devkafka_start [BROKERS] [TOPICS]  devkafka (librdkafka's mock cluster, default 1 broker)
+#                                    -> TG_KAFKA_BROKERS TG_KAFKA_CTL, TG_KAFKA_KIND=devkafka
+#   tg_kafka_topic NAME PARTITIONS   create a topic on whichever of the two runs
 #   tg_fakellm_start [CONFIG.json]   -> TG_FAKE_LLM_URL
 #
 # Fault helpers (chaos suite): tg_redis_hang / tg_redis_resume (SIGSTOP/SIGCONT),
 # tg_redis_restart (shutdown, start empty on the same port), tg_pg_pause / tg_pg_resume
-# (SIGSTOP/SIGCONT the postmaster and all its children), tg_kafka_down / tg_kafka_up (all
-# brokers, through devkafka's control channel), tg_kafka_ctl "COMMAND" (any control command).
+# (SIGSTOP/SIGCONT the postmaster and all its children); on Apache Kafka tg_kafka_leader TOPIC
+# PARTITION, tg_kafka_node_kill I [SIGNAL], tg_kafka_node_start I (same ports and data),
+# tg_kafka_node_pid I; on devkafka only tg_kafka_down / tg_kafka_up (all brokers, through its
+# control channel) and tg_kafka_ctl "COMMAND" (any control command).
 # tg_services_pids prints every PID started (for leftover checks).
 #
 # Ports are picked at random in 20000-31999, checked free with `ss` and reserved under
 # /tmp/tollgate-ports (so concurrent users do not collide); fixed ports can be requested with
 # TG_FIXED_REDIS_PORT, TG_FIXED_PG_PORT, TG_FIXED_KAFKA_PORTS (comma list, one per broker),
-# TG_FIXED_KAFKA_CTL_PORT, TG_FIXED_FAKELLM_PORT. Binaries: TG_BUILD_DIR (default build/local)
-# or TG_DEVKAFKA_BIN / TG_FAKE_LLM_BIN. Every start waits for readiness for at most
-# TG_START_TIMEOUT_S (default 60) seconds and fails loudly with the log tail.
+# TG_FIXED_KAFKA_CONTROLLER_PORTS (Apache Kafka, one per node), TG_FIXED_KAFKA_CTL_PORT
+# (devkafka), TG_FIXED_FAKELLM_PORT. Binaries: TG_BUILD_DIR (default build/local) or
+# TG_DEVKAFKA_BIN / TG_FAKE_LLM_BIN / TG_KAFKA_ADMIN_BIN; Kafka's jars: TG_KAFKA_HOME (default
+# build/kafka, filled by Maven from tests/lib/kafka/pom.xml on first use). Every start waits for
+# readiness for at most TG_START_TIMEOUT_S (default 60) seconds (a whole Kafka cluster:
+# TG_KAFKA_START_TIMEOUT_S, default 120) and fails loudly with the log tail.
 
 TG_SOURCE_DIR=${TG_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 TG_BUILD_DIR=${TG_BUILD_DIR:-$TG_SOURCE_DIR/build/local}
@@ -215,6 +226,39 @@ _tg_stop_pid() {
     return 0
 }
 
+# _tg_stop_pids GRACE_S PID...: _tg_stop_pid for several processes at once (the nodes of a
+# Kafka cluster: stopped one after the other, the last ones would wait for a quorum that is gone).
+_tg_stop_pids() {
+    local grace=$1 pid deadline left
+    shift
+    for pid in "$@"; do
+        _tg_alive "$pid" || continue
+        kill -CONT "$pid" 2>/dev/null || true
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    deadline=$(($(_tg_now_ms) + grace * 1000))
+    while :; do
+        left=
+        for pid in "$@"; do
+            _tg_alive "$pid" && left="$left $pid"
+        done
+        [ -z "$left" ] && break
+        if [ "$(_tg_now_ms)" -ge "$deadline" ]; then
+            _tg_log "pids$left did not stop within ${grace}s, killing them"
+            for pid in $left; do
+                kill -KILL "$pid" 2>/dev/null || true
+            done
+            sleep 0.2
+            break
+        fi
+        sleep 0.05
+    done
+    for pid in "$@"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    return 0
+}
+
 # ---------------------------------------------------------------------------------- Redis
 
 _tg_redis_ping() {
@@ -394,6 +438,318 @@ _tg_pg_stop() {
 }
 
 # ---------------------------------------------------------------------------------- Kafka
+#
+# Two brokers are on offer. tg_kafka_start runs real Apache Kafka (KRaft, every node both
+# broker and controller, default 3 nodes) from the jars that tests/lib/kafka/pom.xml names,
+# fetched once with Maven into TG_KAFKA_HOME (default build/kafka) and run on the system JRE.
+# tg_devkafka_start (or tg_kafka_start with TG_KAFKA=devkafka) runs devkafka, librdkafka's mock
+# cluster: in-memory, starts in milliseconds, and has a control channel (tg_kafka_ctl,
+# tg_kafka_down, tg_kafka_up) that can make every broker unreachable at once or inject request
+# errors -- faults a real cluster cannot be told to have. Tests that need that channel start
+# devkafka; everything else runs on Apache Kafka.
+
+TG_KAFKA_HOME=${TG_KAFKA_HOME:-$TG_SOURCE_DIR/build/kafka}
+# Six JVM starts on two cores (format, then the nodes): 12-25 s, more on a busy machine.
+TG_KAFKA_START_TIMEOUT_S=${TG_KAFKA_START_TIMEOUT_S:-120}
+# Small heaps and the serial collector: three brokers on a 2-core machine next to the services
+# under test. Override with TG_KAFKA_JAVA_OPTS.
+TG_KAFKA_JAVA_OPTS=${TG_KAFKA_JAVA_OPTS:--Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:MaxDirectMemorySize=128m -XX:+ExitOnOutOfMemoryError -XX:-UsePerfData -Djava.awt.headless=true}
+
+# tg_kafka_fetch: the broker's jars in TG_KAFKA_HOME/lib, fetched with Maven when absent or when
+# the pom changed. Several shells may call it at once (flock).
+tg_kafka_fetch() {
+    local pom=$TG_SOURCE_DIR/tests/lib/kafka/pom.xml home=$TG_KAFKA_HOME sum rc=0
+    sum=$(sha256sum "$pom" | cut -d' ' -f1) || return 1
+    [ "$(cat "$home/lib.sha256" 2>/dev/null || true)" = "$sum" ] && return 0
+    mkdir -p "$home" || return 1
+    (
+        flock 9 || exit 1
+        [ "$(cat "$home/lib.sha256" 2>/dev/null || true)" = "$sum" ] && exit 0
+        _tg_log "fetching Apache Kafka with Maven into $home/lib (once)"
+        rm -rf "$home/lib.new" "$home/lib" "$home/lib.sha256"
+        if ! mvn -B -q -f "$pom" dependency:copy-dependencies -DincludeScope=runtime \
+            -DoutputDirectory="$home/lib.new" >"$home/mvn.log" 2>&1; then
+            _tg_log "mvn dependency:copy-dependencies failed"
+            _tg_log_tail "$home/mvn.log"
+            exit 1
+        fi
+        mv "$home/lib.new" "$home/lib" && printf '%s\n' "$sum" >"$home/lib.sha256"
+    ) 9>"$home/.lock" || rc=1
+    return $rc
+}
+
+_tg_kafka_admin() {
+    local bin=${TG_KAFKA_ADMIN_BIN:-$TG_BUILD_DIR/tests/tools/kafka_admin}
+    "$bin" "$@"
+}
+
+# _tg_kafka_node_launch I: start node I of the Apache Kafka cluster from its own directory
+# (config written by tg_kafka_start); PID in _TG_KAFKA_PIDS[I].
+_tg_kafka_node_launch() {
+    local i=$1 ndir=$TG_STATE_DIR/kafka/node$1
+    local -a opts
+    read -r -a opts <<<"$TG_KAFKA_JAVA_OPTS"
+    _tg_spawn kafka "$ndir/kafka.log" java "${opts[@]}" \
+        "-Dlog4j2.configurationFile=$TG_SOURCE_DIR/tests/lib/kafka/log4j2.properties" \
+        -cp "$TG_KAFKA_HOME/lib/*" kafka.Kafka "$ndir/server.properties"
+    _TG_KAFKA_PIDS[i]=$_TG_PID
+    printf '%s\n' "$_TG_PID" >"$ndir/pid"
+}
+
+# _tg_kafka_cluster_wait N: every node alive and N brokers live in the metadata, within
+# TG_KAFKA_START_TIMEOUT_S.
+_tg_kafka_cluster_wait() {
+    local n=$1 deadline i
+    deadline=$(($(_tg_now_ms) + TG_KAFKA_START_TIMEOUT_S * 1000))
+    while :; do
+        for ((i = 1; i <= n; i++)); do
+            if ! _tg_alive "${_TG_KAFKA_PIDS[i]}"; then
+                _tg_log "kafka node $i exited before the cluster was ready"
+                _tg_log_tail "$TG_STATE_DIR/kafka/node$i/kafka.log"
+                return 1
+            fi
+        done
+        _tg_kafka_admin "$TG_KAFKA_BROKERS" ready "$n" 1000 >/dev/null 2>&1 && return 0
+        if [ "$(_tg_now_ms)" -ge "$deadline" ]; then
+            _tg_log "kafka cluster ($TG_KAFKA_BROKERS) not ready after ${TG_KAFKA_START_TIMEOUT_S}s"
+            for ((i = 1; i <= n; i++)); do
+                _tg_log_tail "$TG_STATE_DIR/kafka/node$i/kafka.log"
+            done
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+_tg_kafka_stop_nodes() {
+    local i pids=()
+    for i in "${!_TG_KAFKA_PIDS[@]}"; do
+        pids+=("${_TG_KAFKA_PIDS[i]}")
+        _tg_unregister kafka "${_TG_KAFKA_PIDS[i]}"
+    done
+    [ "${#pids[@]}" -gt 0 ] && _tg_stop_pids 20 "${pids[@]}"
+    _TG_KAFKA_PIDS=()
+}
+
+# tg_kafka_start [NODES] [TOPICS]: Apache Kafka (TG_KAFKA=devkafka: tg_devkafka_start) with NODES
+# combined broker+controller KRaft nodes (default 3) on 127.0.0.1, each with a broker and a
+# controller port picked like every other port here (TG_FIXED_KAFKA_PORTS and
+# TG_FIXED_KAFKA_CONTROLLER_PORTS, comma lists, fix them) and kept for the cluster's life, so a
+# node restarted with tg_kafka_node_start comes back where clients expect it. Data under
+# TG_STATE_DIR/kafka/nodeI. TOPICS: "name:partitions,..." (default the tollgate topics), each
+# with replication min(3, NODES) and min.insync.replicas min(2, NODES); tollgate.control.v1 is
+# compacted. Exports TG_KAFKA_BROKERS, TG_KAFKA_KIND=apache; unsets TG_KAFKA_CTL (no fault
+# channel on a real cluster).
+tg_kafka_start() {
+    if [ "${TG_KAFKA:-apache}" = devkafka ]; then
+        tg_devkafka_start "$@"
+        return
+    fi
+    local n=${1:-3} topics=${2:-tollgate.events.v1:6,tollgate.control.v1:1}
+    local dir attempt i p t bports cports voters cid rf misr started fails
+    local -a bp cp fpids
+    _tg_need_init || return 1
+    if [ ! -x "${TG_KAFKA_ADMIN_BIN:-$TG_BUILD_DIR/tests/tools/kafka_admin}" ]; then
+        _tg_log "kafka_admin not built in $TG_BUILD_DIR (build the kafka_admin target)"
+        return 1
+    fi
+    tg_kafka_fetch || return 1
+    rf=$((n < 3 ? n : 3))
+    misr=$((rf < 2 ? rf : 2))
+    dir=$TG_STATE_DIR/kafka
+    started=$(_tg_now_ms)
+    for ((attempt = 1; attempt <= 3; attempt++)); do
+        rm -rf "$dir" && mkdir -p "$dir" || return 1
+        if [ -n "${TG_FIXED_KAFKA_PORTS:-}" ]; then
+            IFS=, read -r -a bp <<<"$TG_FIXED_KAFKA_PORTS"
+            for p in "${bp[@]}"; do
+                _tg_port_fixed "$p" >/dev/null || return 1
+            done
+        else
+            bp=()
+            for ((i = 0; i < n; i++)); do
+                p=$(tg_port_pick) || return 1
+                bp+=("$p")
+            done
+        fi
+        if [ -n "${TG_FIXED_KAFKA_CONTROLLER_PORTS:-}" ]; then
+            IFS=, read -r -a cp <<<"$TG_FIXED_KAFKA_CONTROLLER_PORTS"
+            for p in "${cp[@]}"; do
+                _tg_port_fixed "$p" >/dev/null || return 1
+            done
+        else
+            cp=()
+            for ((i = 0; i < n; i++)); do
+                p=$(tg_port_pick) || return 1
+                cp+=("$p")
+            done
+        fi
+        if [ "${#bp[@]}" -ne "$n" ] || [ "${#cp[@]}" -ne "$n" ]; then
+            _tg_log "kafka: $n nodes need $n broker and $n controller ports"
+            return 1
+        fi
+        voters=
+        bports=
+        for ((i = 1; i <= n; i++)); do
+            voters=${voters:+$voters,}$i@127.0.0.1:${cp[i - 1]}
+            bports=${bports:+$bports,}127.0.0.1:${bp[i - 1]}
+        done
+        cports=$(IFS=,; echo "${cp[*]}")
+        # A cluster id is 16 random bytes in URL-safe base64 without padding; never one that
+        # starts with '-' (the storage tool would read it as an option: 1 start in 64 failed).
+        cid=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+        cid=A${cid#?}
+        for ((i = 1; i <= n; i++)); do
+            mkdir -p "$dir/node$i/data" || return 1
+            cat >"$dir/node$i/server.properties" <<EOF
+# written by tests/lib/services.sh: node $i of a $n-node test cluster on loopback
+process.roles=broker,controller
+node.id=$i
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:${bp[i - 1]},CONTROLLER://127.0.0.1:${cp[i - 1]}
+advertised.listeners=PLAINTEXT://127.0.0.1:${bp[i - 1]}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$dir/node$i/data
+auto.create.topics.enable=false
+num.partitions=1
+default.replication.factor=$rf
+min.insync.replicas=$misr
+offsets.topic.replication.factor=$rf
+offsets.topic.num.partitions=6
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$misr
+transaction.state.log.num.partitions=3
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$misr
+group.initial.rebalance.delay.ms=0
+# few threads and a small cleaner buffer: the heap is 256 MiB
+num.network.threads=2
+num.io.threads=2
+background.threads=2
+num.recovery.threads.per.data.dir=1
+log.cleaner.threads=1
+log.cleaner.dedupe.buffer.size=8388608
+log.segment.bytes=16777216
+EOF
+        done
+        # Format every node's storage (kafka-storage format), in parallel: a JVM start each.
+        fpids=()
+        for ((i = 1; i <= n; i++)); do
+            java -Xshare:auto -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData \
+                "-Dlog4j2.configurationFile=$TG_SOURCE_DIR/tests/lib/kafka/log4j2.properties" \
+                -cp "$TG_KAFKA_HOME/lib/*" kafka.tools.StorageTool format \
+                --config "$dir/node$i/server.properties" "--cluster-id=$cid" \
+                >"$dir/node$i/format.log" 2>&1 </dev/null &
+            fpids+=($!)
+        done
+        fails=0
+        for ((i = 1; i <= n; i++)); do
+            if ! wait "${fpids[i - 1]}"; then
+                _tg_log "kafka-storage format failed for node $i"
+                _tg_log_tail "$dir/node$i/format.log"
+                fails=1
+            fi
+        done
+        [ "$fails" = 0 ] || return 1
+        _TG_KAFKA_PIDS=()
+        for ((i = 1; i <= n; i++)); do
+            _tg_kafka_node_launch "$i"
+        done
+        TG_KAFKA_BROKERS=$bports
+        export TG_KAFKA_BROKERS
+        if _tg_kafka_cluster_wait "$n"; then
+            break
+        fi
+        _tg_kafka_stop_nodes
+        # A port taken between the check and the broker's bind: try other ports.
+        if [ -z "${TG_FIXED_KAFKA_PORTS:-}${TG_FIXED_KAFKA_CONTROLLER_PORTS:-}" ] &&
+            grep -q "Address already in use" "$dir"/node*/kafka.log; then
+            _tg_log "retrying kafka on other ports"
+            continue
+        fi
+        unset TG_KAFKA_BROKERS
+        return 1
+    done
+    [ "${#_TG_KAFKA_PIDS[@]}" -eq "$n" ] || return 1
+    for t in ${topics//,/ }; do
+        tg_kafka_topic "${t%%:*}" "${t##*:}" || return 1
+    done
+    TG_KAFKA_KIND=apache
+    _TG_KAFKA_NODES=$n
+    _TG_KAFKA_CONTROLLER_PORTS=$cports
+    export TG_KAFKA_KIND
+    unset TG_KAFKA_CTL
+    _tg_log "kafka: $n node(s) ready with topics in $(($(_tg_now_ms) - started)) ms ($TG_KAFKA_BROKERS)"
+}
+
+# tg_kafka_topic NAME PARTITIONS: create a topic on the running broker (an existing one is
+# kept). Apache Kafka: replication min(3, brokers), min.insync.replicas min(2, replication);
+# tollgate.control.v1 is compacted. devkafka: through its control channel.
+tg_kafka_topic() {
+    local name=$1 parts=$2 rf misr
+    local -a cfg
+    if [ "${TG_KAFKA_KIND:-}" = devkafka ]; then
+        tg_kafka_ctl topic "$name" "$parts" >/dev/null
+        return
+    fi
+    # as many replicas as brokers, at most 3 (the brokers are the nodes: TG_KAFKA_BROKERS
+    # names every one, also in a shell that did not start them)
+    rf=$(tr ',' '\n' <<<"${TG_KAFKA_BROKERS:?kafka not started}" | grep -c .)
+    [ "$rf" -le 3 ] || rf=3
+    misr=$((rf < 2 ? rf : 2))
+    cfg=("min.insync.replicas=$misr")
+    [ "$name" = tollgate.control.v1 ] && cfg+=(cleanup.policy=compact)
+    if ! _tg_kafka_admin "${TG_KAFKA_BROKERS:?kafka not started}" create "$name" "$parts" \
+        "$rf" "${cfg[@]}" -- $((TG_START_TIMEOUT_S * 1000)); then
+        _tg_log "kafka: creating topic $name failed"
+        return 1
+    fi
+}
+
+# tg_kafka_node_pid I: PID of Apache Kafka node I (node ids are 1..NODES).
+tg_kafka_node_pid() {
+    printf '%s\n' "${_TG_KAFKA_PIDS[$1]:?kafka node $1 not started}"
+}
+
+# tg_kafka_node_kill I [SIGNAL]: signal node I (default SIGKILL) and, for KILL, forget it.
+tg_kafka_node_kill() {
+    local i=$1 sig=${2:-KILL} pid
+    pid=${_TG_KAFKA_PIDS[i]:?kafka node $i not started}
+    kill "-$sig" "$pid" || return 1
+    if [ "$sig" = KILL ]; then
+        wait "$pid" 2>/dev/null || true
+        _tg_unregister kafka "$pid"
+        unset '_TG_KAFKA_PIDS[i]'
+    fi
+}
+
+_tg_kafka_started_count() {
+    grep -c "Kafka Server started" "$TG_STATE_DIR/kafka/node$1/kafka.log" 2>/dev/null || true
+}
+
+_tg_kafka_started_since() {
+    [ "$(_tg_kafka_started_count "$1")" -gt "$2" ]
+}
+
+# tg_kafka_node_start I: start node I again (after tg_kafka_node_kill) on its own ports and
+# data, and wait until it says it has started and the cluster lists every node. (The controller
+# may still list a killed node as live for broker.session.timeout.ms, so the cluster's metadata
+# alone does not tell that the new process is up.)
+tg_kafka_node_start() {
+    local i=$1 before
+    before=$(_tg_kafka_started_count "$i")
+    _tg_kafka_node_launch "$i"
+    _tg_wait_ready "kafka node $i" "${_TG_KAFKA_PIDS[i]}" "$TG_STATE_DIR/kafka/node$i/kafka.log" \
+        _tg_kafka_started_since "$i" "$before" || return 1
+    _tg_kafka_cluster_wait "${_TG_KAFKA_NODES:?kafka not started}"
+}
+
+# tg_kafka_leader TOPIC PARTITION: node id of the partition's current leader.
+tg_kafka_leader() {
+    _tg_kafka_admin "${TG_KAFKA_BROKERS:?kafka not started}" leader "$1" "$2" 30000
+}
 
 _tg_kafka_ping() {
     local file=$1
@@ -401,9 +757,10 @@ _tg_kafka_ping() {
     TG_KAFKA_CTL=$2 tg_kafka_ctl ping >/dev/null
 }
 
-# tg_kafka_start [BROKERS] [TOPICS]: devkafka with BROKERS brokers (default 1) on fixed free
+# tg_devkafka_start [BROKERS] [TOPICS]: devkafka with BROKERS brokers (default 1) on fixed free
 # ports and a control port. TOPICS: "name:partitions,..." (default the tollgate topics).
-tg_kafka_start() {
+# Exports TG_KAFKA_BROKERS, TG_KAFKA_CTL, TG_KAFKA_KIND=devkafka.
+tg_devkafka_start() {
     local brokers=${1:-1} topics=${2:-tollgate.events.v1:6,tollgate.control.v1:1}
     local bin=${TG_DEVKAFKA_BIN:-$TG_BUILD_DIR/deploy/local/devkafka/devkafka}
     local dir attempt i ports ctl p t log bootfile
@@ -447,7 +804,8 @@ tg_kafka_start() {
             _tg_kafka_ping "$bootfile" "127.0.0.1:$ctl"; then
             TG_KAFKA_BROKERS=$(tr -d '\n' <"$bootfile")
             TG_KAFKA_CTL=127.0.0.1:$ctl
-            export TG_KAFKA_BROKERS TG_KAFKA_CTL
+            TG_KAFKA_KIND=devkafka
+            export TG_KAFKA_BROKERS TG_KAFKA_CTL TG_KAFKA_KIND
             return 0
         fi
         _tg_stop_pid "$_TG_KAFKA_PID" 5
@@ -540,10 +898,19 @@ tg_services_stop_all() {
     [ "${_TG_STOPPING:-0}" = 1 ] && return 0
     _TG_STOPPING=1
     if [ -f "$TG_STATE_DIR/services.list" ]; then
+        local -a kafka_pids
+        mapfile -t kafka_pids < <(awk '$1 == "kafka" { print $2 }' "$TG_STATE_DIR/services.list")
         while read -r kind pid; do
             [ -n "$pid" ] || continue
             case "$kind" in
             pg) _tg_pg_stop "$pid" ;;
+            kafka)
+                # Every Kafka node at once, when the newest of them comes up.
+                if [ "${#kafka_pids[@]}" -gt 0 ]; then
+                    _tg_stop_pids 20 "${kafka_pids[@]}"
+                    kafka_pids=()
+                fi
+                ;;
             *) _tg_stop_pid "$pid" 10 ;;
             esac
         done < <(tac "$TG_STATE_DIR/services.list")
@@ -564,7 +931,9 @@ tg_services_stop_all() {
         : >"$TG_STATE_DIR/ports.list"
     fi
     unset TG_REDIS_HOST TG_REDIS_PORT TG_REDIS_URL TG_PG_PORT TG_PG_DSN TG_KAFKA_BROKERS \
-        TG_KAFKA_CTL TG_FAKE_LLM_URL _TG_REDIS_PID _TG_PG_PID _TG_KAFKA_PID _TG_FAKELLM_PID
+        TG_KAFKA_CTL TG_KAFKA_KIND TG_FAKE_LLM_URL _TG_REDIS_PID _TG_PG_PID _TG_KAFKA_PID \
+        _TG_FAKELLM_PID _TG_KAFKA_NODES
+    _TG_KAFKA_PIDS=()
     _TG_STOPPING=0
     return 0
 }

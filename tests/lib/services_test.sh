@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# services_test: tests/lib/services.sh against the real Redis, PostgreSQL and devkafka.
-# Starts everything, checks each answers, exercises every fault helper, stops everything and
-# checks that no process it started is left. Exit status 0 = pass.
+# services_test: tests/lib/services.sh against the real Redis, PostgreSQL, devkafka and Apache
+# Kafka. Starts everything, checks each answers, exercises every fault helper, stops everything
+# and checks that no process it started is left. Exit status 0 = pass.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,7 +27,7 @@ trap 'tg_services_stop_all; rm -rf "$state"' EXIT
 
 tg_redis_start
 tg_pg_start
-tg_kafka_start 2 "tollgate.events.v1:6,tollgate.control.v1:1"
+tg_devkafka_start 2 "tollgate.events.v1:6,tollgate.control.v1:1"
 with_fake=0
 if [ -x "${TG_FAKE_LLM_BIN:-$TG_BUILD_DIR/tests/fakes/fake-llm}" ]; then
     # shellcheck disable=SC2119
@@ -99,6 +99,34 @@ for p in $ports; do
 done
 check "port reservations released" test "$released" = 1
 check "throwaway postgres dirs removed" test -z "$(cat "$TG_STATE_DIR/dirs.list")"
+
+# Apache Kafka: the default tg_kafka_start, 3 KRaft nodes, in a state dir of its own.
+tg_services_init "$state/apache"
+unset TG_KAFKA
+tg_kafka_start
+check "tg_kafka_start runs Apache Kafka" test "${TG_KAFKA_KIND:-}" = apache
+check "TG_KAFKA_BROKERS has three brokers" test "$(tr ',' '\n' <<<"$TG_KAFKA_BROKERS" | wc -l)" = 3
+check "no fault channel on Apache Kafka" test -z "${TG_KAFKA_CTL:-}"
+check "kafka broker accepts connections" broker_accepts
+kafka_ready() { "${TG_KAFKA_ADMIN_BIN:-$TG_BUILD_DIR/tests/tools/kafka_admin}" "$TG_KAFKA_BROKERS" ready 3 5000; }
+check "3 brokers live in the metadata" kafka_ready
+leader=$(tg_kafka_leader tollgate.control.v1 0)
+check "tollgate.control.v1 has a leader ($leader)" test "$leader" -ge 1 -a "$leader" -le 3
+killed=$(tg_kafka_node_pid "$leader")
+tg_kafka_node_kill "$leader" KILL
+check "SIGKILL of node $leader ends it" not _tg_alive "$killed"
+tg_kafka_node_start "$leader"
+check "node $leader restarted and 3 brokers live" kafka_ready
+mapfile -t pids < <(tg_services_pids)
+check "3 kafka processes registered" test "${#pids[@]}" = 3
+tg_services_stop_all
+left=
+for p in "${pids[@]}"; do
+    if _tg_alive "$p"; then
+        left="$left $p"
+    fi
+done
+check "no kafka process left after stop_all (pids: ${pids[*]})" test -z "$left"
 
 echo "services_test: $fails failure(s)"
 [ "$fails" -eq 0 ]

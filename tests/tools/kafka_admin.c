@@ -1,0 +1,273 @@
+/* kafka_admin: the few cluster operations the test helpers need, on librdkafka's admin API, so
+ * that starting a test cluster does not pay a JVM start per topic.
+ *
+ *   kafka_admin BROKERS ready N [TIMEOUT_MS]
+ *       wait until the cluster's metadata lists N live brokers
+ *   kafka_admin BROKERS create TOPIC PARTITIONS REPLICAS [NAME=VALUE ...] [-- TIMEOUT_MS]
+ *       create TOPIC with those topic configs (an existing topic is fine), then wait until
+ *       every partition has a leader and REPLICAS in-sync replicas
+ *   kafka_admin BROKERS leader TOPIC PARTITION [TIMEOUT_MS]
+ *       print the node id of the partition's leader
+ *
+ * Exits 0 on success, 1 when the cluster did not get there within TIMEOUT_MS (default
+ * 60000 ms; the reason goes to stderr), 2 on usage errors. Used by tests/lib/services.sh. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "tg_time.h"
+
+#define KA_DEFAULT_TIMEOUT_MS 60000
+#define KA_POLL_INTERVAL_US 100000
+#define KA_METADATA_TIMEOUT_MS 2000
+
+/* Returns a new producer handle on BROKERS (destroy with rd_kafka_destroy), or NULL. Logs
+ * only critical lines: a node down on purpose would otherwise log a refused connect a second. */
+static rd_kafka_t *ka_connect(const char *brokers)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_t *rk;
+
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof(err)) != 0 ||
+        rd_kafka_conf_set(conf, "log_level", "2", err, sizeof(err)) != 0) {
+        fprintf(stderr, "kafka_admin: %s\n", err);
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (rk == NULL) {
+        fprintf(stderr, "kafka_admin: %s\n", err);
+        rd_kafka_conf_destroy(conf);
+    }
+    return rk;
+}
+
+static int ka_ready(rd_kafka_t *rk, int want, uint64_t deadline)
+{
+    int seen = -1;
+
+    for (;;) {
+        const struct rd_kafka_metadata *md = NULL;
+
+        if (rd_kafka_metadata(rk, 0, NULL, &md, KA_METADATA_TIMEOUT_MS) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR) {
+            seen = md->broker_cnt;
+            rd_kafka_metadata_destroy(md);
+            if (seen >= want)
+                return 0;
+        }
+        if (tg_now_mono_ms() >= deadline)
+            break;
+        usleep(KA_POLL_INTERVAL_US);
+    }
+    fprintf(stderr, "kafka_admin: %d of %d brokers live\n", seen < 0 ? 0 : seen, want);
+    return 1;
+}
+
+/* Looks TOPIC up. Returns 0 when every one of its partitions has a leader and at least
+ * min_isr in-sync replicas; *leader_out (when not NULL) gets the leader of partition `part`. */
+static int ka_topic_state(rd_kafka_t *rk, const char *topic, int min_isr, int part,
+                          int32_t *leader_out, char *why, size_t whylen)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    const struct rd_kafka_metadata_topic *t;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    rd_kafka_resp_err_t err;
+    int rc = -1, found = 0;
+
+    if (rkt == NULL) {
+        snprintf(why, whylen, "topic handle: %s", rd_kafka_err2str(rd_kafka_last_error()));
+        return -1;
+    }
+    err = rd_kafka_metadata(rk, 0, rkt, &md, KA_METADATA_TIMEOUT_MS);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(why, whylen, "metadata: %s", rd_kafka_err2str(err));
+        goto out;
+    }
+    if (md->topic_cnt != 1 || md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        md->topics[0].partition_cnt == 0) {
+        snprintf(why, whylen, "topic %s: %s", topic,
+                 md->topic_cnt == 1 ? rd_kafka_err2str(md->topics[0].err) : "absent");
+        goto out;
+    }
+    t = &md->topics[0];
+    for (int i = 0; i < t->partition_cnt; i++) {
+        const struct rd_kafka_metadata_partition *p = &t->partitions[i];
+
+        if (p->leader < 0 || p->isr_cnt < min_isr) {
+            snprintf(why, whylen, "%s[%d]: leader %d, %d in sync", topic, p->id, p->leader,
+                     p->isr_cnt);
+            goto out;
+        }
+        if (p->id == part) {
+            found = 1;
+            if (leader_out != NULL)
+                *leader_out = p->leader;
+        }
+    }
+    if (part >= 0 && !found) {
+        snprintf(why, whylen, "%s has no partition %d", topic, part);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (md != NULL)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    return rc;
+}
+
+static int ka_wait_topic(rd_kafka_t *rk, const char *topic, int min_isr, int part,
+                         int32_t *leader_out, uint64_t deadline)
+{
+    char why[256] = "";
+
+    for (;;) {
+        if (ka_topic_state(rk, topic, min_isr, part, leader_out, why, sizeof(why)) == 0)
+            return 0;
+        if (tg_now_mono_ms() >= deadline)
+            break;
+        usleep(KA_POLL_INTERVAL_US);
+    }
+    fprintf(stderr, "kafka_admin: %s\n", why);
+    return 1;
+}
+
+/* Creates TOPIC with `configs` (NAME=VALUE strings); an existing topic counts as created. */
+static int ka_create(rd_kafka_t *rk, const char *topic, int partitions, int replicas,
+                     char **configs, int nconfigs, uint64_t deadline)
+{
+    char err[512];
+    rd_kafka_NewTopic_t *nt = NULL;
+    rd_kafka_queue_t *q = NULL;
+    rd_kafka_event_t *ev = NULL;
+    rd_kafka_AdminOptions_t *opts = NULL;
+    const rd_kafka_topic_result_t **res;
+    size_t nres = 0;
+    int rc = 1;
+
+    nt = rd_kafka_NewTopic_new(topic, partitions, replicas, err, sizeof(err));
+    if (nt == NULL) {
+        fprintf(stderr, "kafka_admin: %s\n", err);
+        return 2;
+    }
+    for (int i = 0; i < nconfigs; i++) {
+        char name[128];
+        const char *eq = strchr(configs[i], '=');
+
+        if (eq == NULL || (size_t)(eq - configs[i]) >= sizeof(name)) {
+            fprintf(stderr, "kafka_admin: bad config '%s' (NAME=VALUE)\n", configs[i]);
+            rc = 2;
+            goto out;
+        }
+        memcpy(name, configs[i], (size_t)(eq - configs[i]));
+        name[eq - configs[i]] = '\0';
+        if (rd_kafka_NewTopic_set_config(nt, name, eq + 1) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            fprintf(stderr, "kafka_admin: config %s refused\n", name);
+            rc = 2;
+            goto out;
+        }
+    }
+    opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_AdminOptions_set_operation_timeout(opts, 30000, err, sizeof(err));
+    rd_kafka_AdminOptions_set_request_timeout(opts, 30000, err, sizeof(err));
+    q = rd_kafka_queue_new(rk);
+    rd_kafka_CreateTopics(rk, &nt, 1, opts, q);
+    while (ev == NULL) {
+        if (tg_now_mono_ms() >= deadline) {
+            fprintf(stderr, "kafka_admin: no CreateTopics result for %s\n", topic);
+            goto out;
+        }
+        ev = rd_kafka_queue_poll(q, 500);
+    }
+    if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        fprintf(stderr, "kafka_admin: CreateTopics %s: %s\n", topic,
+                rd_kafka_event_error_string(ev));
+        goto out;
+    }
+    res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &nres);
+    for (size_t i = 0; i < nres; i++) {
+        rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+            const char *msg = rd_kafka_topic_result_error_string(res[i]);
+
+            fprintf(stderr, "kafka_admin: create %s: %s\n", topic,
+                    msg != NULL ? msg : rd_kafka_err2str(e));
+            goto out;
+        }
+    }
+    rc = ka_wait_topic(rk, topic, replicas, -1, NULL, deadline);
+out:
+    if (ev != NULL)
+        rd_kafka_event_destroy(ev);
+    if (q != NULL)
+        rd_kafka_queue_destroy(q);
+    if (opts != NULL)
+        rd_kafka_AdminOptions_destroy(opts);
+    rd_kafka_NewTopic_destroy(nt);
+    return rc;
+}
+
+static int ka_usage(void)
+{
+    fprintf(stderr, "usage: kafka_admin BROKERS ready N [TIMEOUT_MS]\n"
+                    "       kafka_admin BROKERS create TOPIC PARTITIONS REPLICAS "
+                    "[NAME=VALUE ...] [-- TIMEOUT_MS]\n"
+                    "       kafka_admin BROKERS leader TOPIC PARTITION [TIMEOUT_MS]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    rd_kafka_t *rk = NULL;
+    const char *cmd;
+    uint64_t timeout_ms = KA_DEFAULT_TIMEOUT_MS;
+    int rc = 2;
+
+    if (argc < 4)
+        return ka_usage();
+    cmd = argv[2];
+    if (strcmp(cmd, "ready") == 0) {
+        if (argc > 5)
+            return ka_usage();
+        if (argc == 5)
+            timeout_ms = strtoull(argv[4], NULL, 10);
+    } else if (strcmp(cmd, "create") == 0) {
+        if (argc < 6)
+            return ka_usage();
+        if (argc >= 8 && strcmp(argv[argc - 2], "--") == 0) {
+            timeout_ms = strtoull(argv[argc - 1], NULL, 10);
+            argc -= 2;
+        }
+    } else if (strcmp(cmd, "leader") == 0) {
+        if (argc < 5 || argc > 6)
+            return ka_usage();
+        if (argc == 6)
+            timeout_ms = strtoull(argv[5], NULL, 10);
+    } else {
+        return ka_usage();
+    }
+    rk = ka_connect(argv[1]);
+    if (rk == NULL)
+        return 1;
+    if (strcmp(cmd, "ready") == 0) {
+        rc = ka_ready(rk, atoi(argv[3]), tg_now_mono_ms() + timeout_ms);
+    } else if (strcmp(cmd, "create") == 0) {
+        rc = ka_create(rk, argv[3], atoi(argv[4]), atoi(argv[5]), argv + 6, argc - 6,
+                       tg_now_mono_ms() + timeout_ms);
+    } else {
+        int32_t leader = -1;
+
+        rc = ka_wait_topic(rk, argv[3], 1, atoi(argv[4]), &leader,
+                           tg_now_mono_ms() + timeout_ms);
+        if (rc == 0)
+            printf("%d\n", (int)leader);
+    }
+    rd_kafka_destroy(rk);
+    return rc;
+}
