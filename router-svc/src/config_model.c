@@ -679,6 +679,9 @@ int rt_config_parse_model_list(struct ld *ld, yaml_node_t *n)
             rt_config_free_cloud(d); /* the failed entry is not counted in n_deployments */
             return TG_ECONFIG;
         }
+        /* counted at once, so that rt_config_destroy frees what it holds (its provider params)
+         * when a check below refuses it */
+        cfg->n_deployments++;
         for (size_t j = 0; j < i; j++) {
             int first_of_group = 1;
 
@@ -705,7 +708,6 @@ int rt_config_parse_model_list(struct ld *ld, yaml_node_t *n)
         if (same == 0 && groups + 1 > RT_CONFIG_GROUPS_MAX)
             return tg_yaml_fail(&ld->y, e, p, "too many model groups (max %d)",
                                 RT_CONFIG_GROUPS_MAX);
-        cfg->n_deployments++;
     }
     return 0;
 }
