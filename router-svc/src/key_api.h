@@ -84,8 +84,9 @@ struct rt_key_api *rt_key_api_create(const struct rt_key_api_config *c, char *er
 void rt_key_api_destroy(struct rt_key_api **api);
 
 /* rt_key_api_is_admin_path: 1 when path (without the query string) is one of /key/generate,
- * /key/update, /key/delete, /key/info (the front routes these here after the master key
- * check), else 0. */
+ * /key/update, /key/delete, /key/info, /key/list, /key/block, /key/unblock, /key/regenerate
+ * (the front routes these here after the master key check; GET /key/list's query arguments
+ * come as a JSON body), else 0. */
 int rt_key_api_is_admin_path(const char *path);
 
 /* rt_key_api_handle: serve one admin request. method "GET"/"POST"; path without the query
