@@ -13,6 +13,7 @@
 #include "providers/provider.h"
 #include "tg_cfgtext.h"
 #include "tg_err.h"
+#include "tg_kafka_opts.h"
 #include "tg_log.h"
 #include "tg_units.h"
 #include "tg_yaml.h"
@@ -801,7 +802,9 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                 if (sk == NULL)
                     return TG_ECONFIG;
                 tg_yaml_path(q, p, sk);
-                if (strcmp(k, "kafka") == 0 && strcmp(sk, "brokers") == 0) {
+                if (strcmp(k, "kafka") == 0 && tg_kafka_opts_is_key(sk)) {
+                    continue; /* tg_kafka_opts_parse, below */
+                } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "brokers") == 0) {
                     rc = tg_yaml_str(&ld->y, sv, q, cfg->kafka_brokers, sizeof(cfg->kafka_brokers));
                 } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "events_topic") == 0) {
                     rc = tg_yaml_str_nonempty(&ld->y, sv, q, cfg->events_topic,
@@ -901,6 +904,8 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                 if (rc != 0)
                     return TG_ECONFIG;
             }
+            if (strcmp(k, "kafka") == 0)
+                rc = tg_kafka_opts_parse(&cfg->kafka_opts, &ld->y, v, p);
         } else {
             rc = unknown_key(ld, pair, p);
         }
@@ -1095,6 +1100,7 @@ void rt_config_destroy(struct rt_config **cfg)
         free(c->keys);
     }
     memset(c->master_key, 0, sizeof(c->master_key));
+    tg_kafka_opts_wipe(&c->kafka_opts);
     free(c);
     *cfg = NULL;
 }
@@ -1125,5 +1131,6 @@ size_t rt_config_secrets(const struct rt_config *cfg, const char **out, size_t c
             n++;
         }
     }
-    return n;
+    return n + tg_kafka_opts_secrets(&cfg->kafka_opts, n < cap ? out + n : NULL,
+                                     n < cap ? cap - n : 0);
 }

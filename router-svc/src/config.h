@@ -40,6 +40,7 @@
 #include "prices.h"
 #include "proto_event.h"
 #include "tg_ids.h"
+#include "tg_kafka_opts.h"
 
 /* String capacities, bytes including the NUL (the longest value is cap - 1). */
 #define RT_NAME_CAP PROTO_MODEL_CAP        /* model group names, aliases, provider model names */
@@ -288,6 +289,8 @@ struct rt_config {
     char kafka_brokers[RT_BROKERS_CAP];          /* "" when absent (events stay in the spool) */
     char events_topic[RT_TOPIC_CAP];             /* default RT_DEFAULT_EVENTS_TOPIC */
     char control_topic[RT_TOPIC_CAP];            /* default RT_DEFAULT_CONTROL_TOPIC */
+    struct tg_kafka_opts kafka_opts;             /* kafka security_protocol, sasl, ssl and
+                                                  * librdkafka (tg_kafka_opts.h); secrets */
     char spool_dir[RT_PATH_CAP];                 /* "" when absent */
     uint64_t spool_max_bytes;                    /* default RT_DEFAULT_SPOOL_MAX_BYTES */
     enum rt_spool_full_policy spool_full_policy; /* default drop */
@@ -358,7 +361,7 @@ int rt_config_find_deployment(const struct rt_config *cfg, const char *id);
 int rt_config_has_group(const struct rt_config *cfg, const char *group);
 
 /* rt_config_secrets: borrowed pointers to every non-empty secret in the config (provider
- * api_keys, azure_ad_token and client_secret values, master_key) written into out[0..cap-1];
+ * api_keys, azure_ad_token and client_secret values, master_key, the Kafka secrets) written into out[0..cap-1];
  * returns how many there are (may exceed cap: then only cap were written). For rt_mask_create().
  * Valid while cfg lives. */
 size_t rt_config_secrets(const struct rt_config *cfg, const char **out, size_t cap);

@@ -330,6 +330,7 @@ int main(int argc, char **argv)
         memset(&cc, 0, sizeof(cc));
         cc.brokers = cfg->kafka_brokers;
         cc.topic = cfg->control_topic;
+        cc.kafka_opts = &cfg->kafka_opts;
         cc.snapshot_path = snapshot;
         cc.cfg = cfg;
         ctl = rt_control_create(&cc, keys, err, sizeof(err));
@@ -355,6 +356,7 @@ int main(int argc, char **argv)
         memset(&pc, 0, sizeof(pc));
         pc.brokers = cfg->kafka_brokers;
         pc.topic = cfg->events_topic;
+        pc.kafka_opts = &cfg->kafka_opts;
         pc.spool_dir = cfg->spool_dir;
         pc.spool_max_bytes = cfg->spool_max_bytes;
         pc.reject_when_full = cfg->spool_full_policy == RT_SPOOL_FULL_REJECT;

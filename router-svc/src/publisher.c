@@ -9,6 +9,8 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "tg_kafka_opts.h"
+
 #include "spool.h"
 #include "tg_err.h"
 #include "tg_limits.h"
@@ -334,7 +336,9 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
         conf_set(conf, "linger.ms", "5", kerr, sizeof(kerr)) != 0 ||
         /* Never give up on a record: it stays in the queue (bounded above) or in the spool. */
         conf_set(conf, "message.timeout.ms", "0", kerr, sizeof(kerr)) != 0 ||
-        conf_set(conf, "socket.keepalive.enable", "true", kerr, sizeof(kerr)) != 0) {
+        conf_set(conf, "socket.keepalive.enable", "true", kerr, sizeof(kerr)) != 0 ||
+        (cfg->kafka_opts != NULL &&
+         tg_kafka_opts_apply(cfg->kafka_opts, conf, kerr, sizeof(kerr)) != 0)) {
         snprintf(err, errlen, "publisher: kafka config: %s", kerr);
         goto fail;
     }

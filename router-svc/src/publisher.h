@@ -32,9 +32,13 @@
 #define RT_PUBLISHER_REASONS_MAX 16         /* distinct delivery error reasons counted */
 
 struct rt_publisher;
+struct tg_kafka_opts;
 
 struct rt_publisher_config {
     const char *brokers;          /* bootstrap list (borrowed during create) */
+    const struct tg_kafka_opts *kafka_opts; /* security and librdkafka properties, applied
+                                             * after the publisher's own; NULL = none
+                                             * (borrowed during create) */
     const char *topic;            /* events topic */
     const char *spool_dir;        /* spool directory */
     uint64_t spool_max_bytes;     /* > 0 */

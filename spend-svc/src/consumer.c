@@ -78,6 +78,19 @@ static int set_conf(rd_kafka_conf_t *conf, const char *k, const char *v, char *e
     return 0;
 }
 
+/* apply_opts: the user's security and librdkafka properties, after the service's own. */
+static int apply_opts(rd_kafka_conf_t *conf, const struct sp_config *cfg, char *err,
+                     size_t errlen)
+{
+    char e[320];
+
+    if (tg_kafka_opts_apply(&cfg->kafka_opts, conf, e, sizeof(e)) != 0) {
+        snprintf(err, errlen, "kafka config %s", e);
+        return TG_ECONFIG;
+    }
+    return 0;
+}
+
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     struct sp_consumer *c = opaque;
@@ -245,7 +258,8 @@ struct sp_consumer *sp_consumer_create(const struct sp_config *cfg,
         /* a parked partition resumes with the next fetch of its broker: keep the broker's
          * long poll short so that it is not held up behind idle partitions */
         set_conf(conf, "fetch.wait.max.ms", "50", err, errlen) < 0 ||
-        set_conf(conf, "client.id", "spend-svc", err, errlen) < 0)
+        set_conf(conf, "client.id", "spend-svc", err, errlen) < 0 ||
+        apply_opts(conf, cfg, err, errlen) < 0)
         goto fail;
     rd_kafka_conf_set_opaque(conf, c);
     rd_kafka_conf_set_error_cb(conf, error_cb);
@@ -270,7 +284,8 @@ struct sp_consumer *sp_consumer_create(const struct sp_config *cfg,
         set_conf(conf, "enable.auto.commit", "false", err, errlen) < 0 ||
         set_conf(conf, "enable.auto.offset.store", "false", err, errlen) < 0 ||
         set_conf(conf, "enable.partition.eof", "true", err, errlen) < 0 ||
-        set_conf(conf, "auto.offset.reset", "earliest", err, errlen) < 0)
+        set_conf(conf, "auto.offset.reset", "earliest", err, errlen) < 0 ||
+        apply_opts(conf, cfg, err, errlen) < 0)
         goto fail;
     rd_kafka_conf_set_opaque(conf, c);
     rd_kafka_conf_set_error_cb(conf, error_cb);
@@ -286,7 +301,8 @@ struct sp_consumer *sp_consumer_create(const struct sp_config *cfg,
         set_conf(conf, "acks", "all", err, errlen) < 0 ||
         set_conf(conf, "enable.idempotence", "true", err, errlen) < 0 ||
         set_conf(conf, "linger.ms", "0", err, errlen) < 0 ||
-        set_conf(conf, "queue.buffering.max.messages", "10000", err, errlen) < 0)
+        set_conf(conf, "queue.buffering.max.messages", "10000", err, errlen) < 0 ||
+        apply_opts(conf, cfg, err, errlen) < 0)
         goto fail;
     rd_kafka_conf_set_opaque(conf, c);
     rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
