@@ -368,6 +368,13 @@ int main(int argc, char **argv)
             goto out;
         }
         dep_kafka = rt_health_dep_register(health, "kafka", 0);
+        {
+            char kdesc[128];
+
+            /* the Kafka settings' kinds and count, never a value (secrets are among them) */
+            TG_INFO("msg=kafka_client brokers_set=1 %s",
+                    tg_kafka_opts_describe(&cfg->kafka_opts, kdesc, sizeof(kdesc)));
+        }
     } else {
         TG_WARN("msg=spend_events_disabled reason=\"tollgate.kafka.brokers and "
                 "tollgate.spool.dir must both be set to publish spend events\"");

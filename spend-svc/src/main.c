@@ -908,9 +908,15 @@ int main(int argc, char **argv)
         if (!a->consumer)
             goto fail;
     }
-    TG_INFO("msg=\"spend-svc started\" port=%d batch_max_events=%d batch_max_wait_ms=%d "
-            "writers=%d",
-            a->cfg.listen_port, a->cfg.batch_max_events, a->cfg.batch_max_wait_ms, a->nlanes);
+    {
+        char kdesc[128];
+
+        /* the Kafka settings' kinds and count, never a value (secrets are among them) */
+        TG_INFO("msg=\"spend-svc started\" port=%d batch_max_events=%d batch_max_wait_ms=%d "
+                "writers=%d kafka=\"%s\"",
+                a->cfg.listen_port, a->cfg.batch_max_events, a->cfg.batch_max_wait_ms, a->nlanes,
+                tg_kafka_opts_describe(&a->cfg.kafka_opts, kdesc, sizeof(kdesc)));
+    }
 
     run_loop(a);
 
