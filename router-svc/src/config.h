@@ -165,6 +165,12 @@ struct rt_deployment_conf {
     char api_key[RT_SECRET_CAP];    /* secret; api_key or (provider.h's rules) the provider's
                                      * key variable; "" when none. Never log it. */
     struct rt_dep_cloud *cloud;     /* owned; NULL when no provider-specific param is given */
+    int ssl_verify;                 /* litellm_params.ssl_verify, else litellm_settings.ssl_verify:
+                                     * 1 (default) the provider's certificate is verified (libcurl
+                                     * path: https), 0 it is not (ssl_verify: false) */
+    int ssl_verify_set;             /* 1: the deployment gave ssl_verify (it wins) */
+    char ssl_ca_file[RT_PATH_CAP];  /* ssl_verify: PATH: the CA bundle the certificate is verified
+                                     * with, alone; "" = SSL_CERT_FILE, else the system's */
     int64_t rpm;                    /* requests per minute, RT_LIMIT_NONE when absent */
     int64_t tpm;                    /* tokens per minute, RT_LIMIT_NONE when absent */
     uint32_t timeout_ms;            /* litellm_params.timeout (s, may be fractional), else
@@ -277,6 +283,10 @@ struct rt_config {
     char default_fallbacks[RT_FALLBACK_TARGETS_MAX][RT_NAME_CAP];
     uint32_t n_aliases;
     struct rt_alias_rule *aliases; /* model_group_alias, owned */
+
+    /* litellm_settings.ssl_verify: the default of every deployment (see rt_deployment_conf) */
+    int ssl_verify;                /* default 1 */
+    char ssl_ca_file[RT_PATH_CAP]; /* "" unless ssl_verify is a path */
 
     /* general_settings */
     char master_key[RT_SECRET_CAP]; /* "" when absent (admin API disabled). Secret. */

@@ -915,6 +915,57 @@ static void test_kafka_security(void **state)
                  "router.yaml:7: tollgate.kafka.sasl_mechanism: unknown key");
 }
 
+/* ssl_verify (LiteLLM's): per deployment, litellm_settings for the rest; true, false or a CA
+ * bundle's path. */
+static void test_ssl_verify(void **state)
+{
+    const char *src = getenv("TG_SOURCE_DIR");
+    char ca[512], text[2048];
+    struct rt_config *cfg;
+
+    (void)state;
+    snprintf(ca, sizeof(ca), "%s/tests/unit/data/kafka/ca.pem", src != NULL ? src : ".");
+    cfg = load(HEAD "  - model_name: b\n    litellm_params: {model: openai/y, ssl_verify: false}\n");
+    assert_non_null(cfg);
+    assert_int_equal(cfg->deployments[0].ssl_verify, 1); /* the default */
+    assert_string_equal(cfg->deployments[0].ssl_ca_file, "");
+    assert_int_equal(cfg->deployments[1].ssl_verify, 0);
+    rt_config_destroy(&cfg);
+
+    snprintf(text, sizeof(text),
+             HEAD "  - model_name: b\n    litellm_params: {model: openai/y, ssl_verify: \"%s\"}\n"
+                  "  - model_name: c\n    litellm_params: {model: openai/z, ssl_verify: True}\n"
+                  "litellm_settings: {ssl_verify: \"False\"}\n",
+             ca);
+    cfg = load(text);
+    if (cfg == NULL)
+        fail_msg("%s", diag.error);
+    assert_int_equal(cfg->deployments[0].ssl_verify, 0); /* litellm_settings */
+    assert_int_equal(cfg->deployments[1].ssl_verify, 1); /* its own path wins */
+    assert_string_equal(cfg->deployments[1].ssl_ca_file, ca);
+    assert_int_equal(cfg->deployments[2].ssl_verify, 1); /* its own true wins */
+    assert_string_equal(cfg->deployments[2].ssl_ca_file, "");
+    assert_int_equal(warnings_besides_prices(), 0);
+    rt_config_destroy(&cfg);
+
+    snprintf(text, sizeof(text), HEAD "litellm_settings:\n  ssl_verify: %s\n", ca);
+    cfg = load(text);
+    assert_non_null(cfg);
+    assert_int_equal(cfg->deployments[0].ssl_verify, 1);
+    assert_string_equal(cfg->deployments[0].ssl_ca_file, ca);
+    rt_config_destroy(&cfg);
+
+    expect_error(HEAD "      ssl_verify: /nonexistent/ca.pem\n",
+                 "router.yaml:5: model_list[0].litellm_params.ssl_verify: expected true, false or "
+                 "the path of a CA bundle: cannot read /nonexistent/ca.pem: No such file or "
+                 "directory");
+    expect_error(HEAD "litellm_settings: {ssl_verify: ''}\n",
+                 "router.yaml:5: litellm_settings.ssl_verify: expected true, false or the path of "
+                 "a CA bundle");
+    expect_error(HEAD "      ssl_verify: [true]\n",
+                 "router.yaml:5: model_list[0].litellm_params.ssl_verify: expected a scalar value");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -936,6 +987,7 @@ int main(void)
         cmocka_unit_test(test_duplicate_keys),
         cmocka_unit_test(test_front_door_limits),
         cmocka_unit_test(test_kafka_security),
+        cmocka_unit_test(test_ssl_verify),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
