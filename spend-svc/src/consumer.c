@@ -34,7 +34,9 @@ struct sp_consumer {
     rd_kafka_t *prod;         /* control topic producer */
     rd_kafka_message_t *cur;  /* last message handed out */
 
-    pthread_mutex_t mu;       /* guards parts (lag read by the metrics thread) */
+    pthread_mutex_t mu;       /* guards parts (lag read by the metrics thread), last_error */
+    char last_error[SP_CONSUMER_REASON_CAP]; /* "NAME: librdkafka's reason" of the last Kafka
+                                              * error but "all brokers down" (readiness) */
     struct part parts[SP_CONSUMER_PARTITIONS_MAX];
     int nparts;
     int held;
@@ -91,14 +93,26 @@ static int apply_opts(rd_kafka_conf_t *conf, const struct sp_config *cfg, char *
     return 0;
 }
 
+/* error_cb: the brokers' state and the last reason (librdkafka's words name brokers and causes
+ * such as "SASL authentication error: ... invalid credentials", never a credential). */
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     struct sp_consumer *c = opaque;
+    const char *name = rd_kafka_err2name((rd_kafka_resp_err_t)err);
+    char esc[SP_CONSUMER_REASON_CAP];
+
     (void)rk;
-    (void)reason;
-    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT)
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+        err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL)
         atomic_store(&c->kafka_up, 0);
-    TG_WARN_RL("msg=\"kafka error\" err=%s", rd_kafka_err2name((rd_kafka_resp_err_t)err));
+    tg_log_escape(esc, sizeof(esc), reason != NULL ? reason : "", reason ? strlen(reason) : 0);
+    /* "1/1 brokers are down" says less than the failure before it: keep that one */
+    if (err != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) {
+        pthread_mutex_lock(&c->mu);
+        snprintf(c->last_error, sizeof(c->last_error), "%.40s: %.200s", name, esc);
+        pthread_mutex_unlock(&c->mu);
+    }
+    TG_WARN_RL("msg=\"kafka error\" err=%s reason=\"%s\"", name, esc);
 }
 
 /* Rebalance --------------------------------------------------------------------------------------- */
@@ -697,6 +711,17 @@ int64_t sp_consumer_total_lag(struct sp_consumer *c)
         total += c->parts[i].lag;
     pthread_mutex_unlock(&c->mu);
     return total;
+}
+
+const char *sp_consumer_kafka_reason(struct sp_consumer *c, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (atomic_load(&c->kafka_up))
+        return buf;
+    pthread_mutex_lock(&c->mu);
+    snprintf(buf, cap, "%s", c->last_error);
+    pthread_mutex_unlock(&c->mu);
+    return buf;
 }
 
 int sp_consumer_kafka_up(const struct sp_consumer *c)

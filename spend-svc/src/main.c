@@ -588,6 +588,8 @@ static void status_hook(void *ctx, struct sp_admin_status *out)
     struct app *a = ctx;
     out->postgres_up = atomic_load(&a->pg_ready);
     out->kafka_up = a->consumer ? sp_consumer_kafka_up(a->consumer) : 0;
+    if (a->consumer != NULL && !out->kafka_up)
+        sp_consumer_kafka_reason(a->consumer, out->kafka_reason, sizeof(out->kafka_reason));
     out->redis_up = a->redis ? sp_redis_sink_is_up(a->redis) : 0;
     out->control_caught_up = a->consumer ? sp_consumer_control_caught_up(a->consumer) : 0;
 }
