@@ -425,9 +425,14 @@ int main(int argc, char **argv)
 
         if (dep_keys >= 0)
             rt_health_dep_set(health, dep_keys, rt_control_ready(ctl) ? RT_DEP_UP : RT_DEP_DOWN);
-        if (dep_kafka >= 0)
+        if (dep_kafka >= 0) {
+            char why[RT_PUBLISHER_ERROR_CAP];
+
+            rt_health_dep_reason(health, dep_kafka,
+                                 rt_publisher_kafka_reason(pub, why, sizeof(why)));
             rt_health_dep_set(health, dep_kafka,
                               rt_publisher_kafka_up(pub) ? RT_DEP_UP : RT_DEP_DOWN);
+        }
         sig = sigtimedwait(&set, NULL, &ts);
         if (sig > 0)
             break;

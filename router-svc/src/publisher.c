@@ -61,7 +61,9 @@ struct rt_publisher {
     _Atomic uint64_t queue_full;
     _Atomic uint64_t base_shared;   /* copy of base for other threads */
     _Atomic uint64_t oldest_ts;     /* append time of the oldest unacknowledged record, or 0 */
-    pthread_mutex_t reasons_mu;
+    pthread_mutex_t reasons_mu;                     /* reasons, last_error */
+    char last_error[RT_PUBLISHER_ERROR_CAP];        /* "NAME: librdkafka's reason" of the last
+                                                     * client error but "all brokers down" */
     struct pub_reason reasons[RT_PUBLISHER_REASONS_MAX];
     uint32_t nreasons;
 };
@@ -126,11 +128,22 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     struct rt_publisher *pub = opaque;
 
+    const char *name = rd_kafka_err2name((rd_kafka_resp_err_t)err);
+    char esc[RT_PUBLISHER_ERROR_CAP];
+
     (void)rk;
-    (void)reason;
-    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT)
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+        err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL)
         atomic_store(&pub->kafka_up, 0);
-    TG_WARN_RL("event=kafka_error code=%s", rd_kafka_err2name((rd_kafka_resp_err_t)err));
+    /* librdkafka's reason names brokers and causes ("SASL authentication error: ..."), never a
+     * credential; "1/1 brokers are down" says less than the failure before it */
+    tg_log_escape(esc, sizeof(esc), reason != NULL ? reason : "", reason ? strlen(reason) : 0);
+    if (err != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) {
+        pthread_mutex_lock(&pub->reasons_mu);
+        snprintf(pub->last_error, sizeof(pub->last_error), "%.40s: %.200s", name, esc);
+        pthread_mutex_unlock(&pub->reasons_mu);
+    }
+    TG_WARN_RL("event=kafka_error code=%s reason=\"%s\"", name, esc);
 }
 
 static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
@@ -455,6 +468,17 @@ void rt_publisher_destroy(struct rt_publisher **pp)
 int rt_publisher_kafka_up(struct rt_publisher *pub)
 {
     return atomic_load(&pub->kafka_up);
+}
+
+const char *rt_publisher_kafka_reason(struct rt_publisher *pub, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (atomic_load(&pub->kafka_up))
+        return buf;
+    pthread_mutex_lock(&pub->reasons_mu);
+    snprintf(buf, cap, "%s", pub->last_error);
+    pthread_mutex_unlock(&pub->reasons_mu);
+    return buf;
 }
 
 void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b)

@@ -30,6 +30,7 @@
 #define RT_PUBLISHER_QUEUE_KBYTES 65536     /* producer queue cap, KiB */
 #define RT_PUBLISHER_CHECKPOINT_MS 100      /* checkpoint written at most this often */
 #define RT_PUBLISHER_REASONS_MAX 16         /* distinct delivery error reasons counted */
+#define RT_PUBLISHER_ERROR_CAP 256          /* the last client error kept for readiness, bytes */
 
 struct rt_publisher;
 struct tg_kafka_opts;
@@ -73,6 +74,11 @@ void rt_publisher_destroy(struct rt_publisher **pub);
 
 /* rt_publisher_kafka_up: 1 when the last word from the brokers was good. Any thread. */
 int rt_publisher_kafka_up(struct rt_publisher *pub);
+
+/* rt_publisher_kafka_reason: while Kafka is down, librdkafka's last error ("_AUTHENTICATION:
+ * sasl_ssl://...: SASL authentication error: ...", escaped) into buf; "" when up or none.
+ * Returns buf. Any thread. */
+const char *rt_publisher_kafka_reason(struct rt_publisher *pub, char *buf, size_t cap);
 
 /* rt_publisher_write_metrics: append the publisher and spool metrics. Any thread. */
 void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b);

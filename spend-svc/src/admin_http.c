@@ -170,27 +170,11 @@ static enum MHD_Result spend_report(struct sp_admin_http *h, struct MHD_Connecti
     return ret;
 }
 
-/* json_text: s as the body of a JSON string: printable ASCII kept, a double quote and a
- * backslash swapped for a single quote and a slash, anything else dropped (s is already an escaped log text). In place. */
-static void json_text(char *s)
-{
-    char *w = s;
-
-    for (; *s != '\0'; s++) {
-        if (*s == '"')
-            *w++ = '\'';
-        else if (*s == '\\')
-            *w++ = '/';
-        else if (*s >= 0x20 && *s < 0x7f)
-            *w++ = *s;
-    }
-    *w = '\0';
-}
-
 static enum MHD_Result readiness(struct sp_admin_http *h, struct MHD_Connection *conn)
 {
     struct sp_admin_status st;
     char body[256 + SP_ADMIN_REASON_CAP];
+    char reason[SP_ADMIN_REASON_CAP];
     int ready;
 
     memset(&st, 0, sizeof(st));
@@ -198,15 +182,15 @@ static enum MHD_Result readiness(struct sp_admin_http *h, struct MHD_Connection 
         h->hooks.status(h->hooks.ctx, &st);
     ready = st.kafka_up && st.postgres_up;
     st.kafka_reason[sizeof(st.kafka_reason) - 1] = '\0';
-    json_text(st.kafka_reason);
+    tg_log_json_plain(reason, sizeof(reason), st.kafka_reason);
     snprintf(body, sizeof(body),
              "{\"ready\":%s,\"kafka\":\"%s\",\"postgres\":\"%s\",\"redis\":\"%s\","
              "\"control_topic\":\"%s\"%s%s%s}",
              ready ? "true" : "false", st.kafka_up ? "up" : "down",
              st.postgres_up ? "up" : "down", st.redis_up ? "up" : "down",
              st.control_caught_up ? "caught_up" : "replaying",
-             st.kafka_reason[0] != '\0' ? ",\"kafka_reason\":\"" : "", st.kafka_reason,
-             st.kafka_reason[0] != '\0' ? "\"" : "");
+             reason[0] != '\0' ? ",\"kafka_reason\":\"" : "", reason,
+             reason[0] != '\0' ? "\"" : "");
     return respond_json(conn, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, body);
 }
 
