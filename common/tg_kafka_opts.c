@@ -9,6 +9,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "tg_err.h"
+#include "tg_log.h"
 
 #define PROBLEM_CAP 256 /* librdkafka's message about one property, bytes */
 
@@ -382,4 +383,41 @@ const char *tg_kafka_opts_describe(const struct tg_kafka_opts *o, char *buf, siz
 void tg_kafka_opts_wipe(struct tg_kafka_opts *o)
 {
     memset(o, 0, sizeof(*o));
+}
+
+void tg_kafka_lasterr_init(struct tg_kafka_lasterr *e)
+{
+    pthread_mutex_init(&e->mu, NULL);
+    e->text[0] = '\0';
+}
+
+void tg_kafka_lasterr_fini(struct tg_kafka_lasterr *e)
+{
+    pthread_mutex_destroy(&e->mu);
+}
+
+int tg_kafka_lasterr_note(struct tg_kafka_lasterr *e, int err, const char *reason, char *esc,
+                          size_t esccap)
+{
+    const char *name = rd_kafka_err2name((rd_kafka_resp_err_t)err);
+
+    tg_log_escape(esc, esccap, reason != NULL ? reason : "", reason != NULL ? strlen(reason) : 0);
+    if (err != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) {
+        pthread_mutex_lock(&e->mu);
+        snprintf(e->text, sizeof(e->text), "%.40s: %.200s", name, esc);
+        pthread_mutex_unlock(&e->mu);
+    }
+    return err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+           err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL;
+}
+
+const char *tg_kafka_lasterr_get(struct tg_kafka_lasterr *e, int up, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (up)
+        return buf;
+    pthread_mutex_lock(&e->mu);
+    snprintf(buf, cap, "%s", e->text);
+    pthread_mutex_unlock(&e->mu);
+    return buf;
 }

@@ -31,10 +31,13 @@
  * Bounds: TG_KAFKA_OPTS_MAX properties, TG_KAFKA_OPT_TEXT_CAP bytes of values in all; more is a
  * configuration error naming the key.
  *
+ * Also here (the one common module with librdkafka's header): tg_kafka_lasterr, below.
+ *
  * Threads: parse on the loading thread; the loaded struct is plain data, read-only after. */
 #ifndef TG_KAFKA_OPTS_H
 #define TG_KAFKA_OPTS_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -92,5 +95,30 @@ const char *tg_kafka_opts_describe(const struct tg_kafka_opts *o, char *buf, siz
 
 /* tg_kafka_opts_wipe: zero o (secrets included). */
 void tg_kafka_opts_wipe(struct tg_kafka_opts *o);
+
+/* tg_kafka_lasterr: the last error a service's Kafka clients reported, for readiness. Each
+ * service's error callback notes what librdkafka says; readiness reads it while Kafka is down.
+ * librdkafka's reasons name brokers and causes ("SASL authentication error: ... invalid
+ * credentials"), never a credential. Threads: note on librdkafka's callback threads, get from
+ * any thread (a mutex inside). */
+#define TG_KAFKA_LASTERR_CAP 256 /* "NAME: reason", bytes */
+
+struct tg_kafka_lasterr {
+    pthread_mutex_t mu;
+    char text[TG_KAFKA_LASTERR_CAP]; /* "" until the first error */
+};
+
+void tg_kafka_lasterr_init(struct tg_kafka_lasterr *e);
+void tg_kafka_lasterr_fini(struct tg_kafka_lasterr *e);
+
+/* tg_kafka_lasterr_note: from an error callback (err: an rd_kafka_resp_err_t). Keeps
+ * "NAME: reason" (reason escaped, cut) unless err is "all brokers down" (it says less than the
+ * failure before it); the escaped reason also goes to esc for the caller's log line. Returns 1
+ * when err means the brokers cannot be used (all down, transport, authentication, TLS). */
+int tg_kafka_lasterr_note(struct tg_kafka_lasterr *e, int err, const char *reason, char *esc,
+                          size_t esccap);
+
+/* tg_kafka_lasterr_get: the kept text into buf when down, "" when up. Returns buf. */
+const char *tg_kafka_lasterr_get(struct tg_kafka_lasterr *e, int up, char *buf, size_t cap);
 
 #endif

@@ -426,7 +426,7 @@ int main(int argc, char **argv)
         if (dep_keys >= 0)
             rt_health_dep_set(health, dep_keys, rt_control_ready(ctl) ? RT_DEP_UP : RT_DEP_DOWN);
         if (dep_kafka >= 0) {
-            char why[RT_PUBLISHER_ERROR_CAP];
+            char why[TG_KAFKA_LASTERR_CAP];
 
             rt_health_dep_reason(health, dep_kafka,
                                  rt_publisher_kafka_reason(pub, why, sizeof(why)));

@@ -61,9 +61,8 @@ struct rt_publisher {
     _Atomic uint64_t queue_full;
     _Atomic uint64_t base_shared;   /* copy of base for other threads */
     _Atomic uint64_t oldest_ts;     /* append time of the oldest unacknowledged record, or 0 */
-    pthread_mutex_t reasons_mu;                     /* reasons, last_error */
-    char last_error[RT_PUBLISHER_ERROR_CAP];        /* "NAME: librdkafka's reason" of the last
-                                                     * client error but "all brokers down" */
+    pthread_mutex_t reasons_mu;
+    struct tg_kafka_lasterr last_error;             /* for readiness */
     struct pub_reason reasons[RT_PUBLISHER_REASONS_MAX];
     uint32_t nreasons;
 };
@@ -128,22 +127,13 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     struct rt_publisher *pub = opaque;
 
-    const char *name = rd_kafka_err2name((rd_kafka_resp_err_t)err);
-    char esc[RT_PUBLISHER_ERROR_CAP];
+    char esc[TG_KAFKA_LASTERR_CAP];
 
     (void)rk;
-    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
-        err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL)
+    if (tg_kafka_lasterr_note(&pub->last_error, err, reason, esc, sizeof(esc)))
         atomic_store(&pub->kafka_up, 0);
-    /* librdkafka's reason names brokers and causes ("SASL authentication error: ..."), never a
-     * credential; "1/1 brokers are down" says less than the failure before it */
-    tg_log_escape(esc, sizeof(esc), reason != NULL ? reason : "", reason ? strlen(reason) : 0);
-    if (err != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) {
-        pthread_mutex_lock(&pub->reasons_mu);
-        snprintf(pub->last_error, sizeof(pub->last_error), "%.40s: %.200s", name, esc);
-        pthread_mutex_unlock(&pub->reasons_mu);
-    }
-    TG_WARN_RL("event=kafka_error code=%s reason=\"%s\"", name, esc);
+    TG_WARN_RL("event=kafka_error code=%s reason=\"%s\"",
+               rd_kafka_err2name((rd_kafka_resp_err_t)err), esc);
 }
 
 static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
@@ -300,6 +290,7 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
         return NULL;
     }
     pthread_mutex_init(&pub->reasons_mu, NULL);
+    tg_kafka_lasterr_init(&pub->last_error);
     snprintf(pub->brokers, sizeof(pub->brokers), "%s", cfg->brokers ? cfg->brokers : "");
     snprintf(pub->topic, sizeof(pub->topic), "%s", cfg->topic ? cfg->topic : "");
     snprintf(pub->spool_dir, sizeof(pub->spool_dir), "%s", cfg->spool_dir ? cfg->spool_dir : "");
@@ -462,6 +453,7 @@ void rt_publisher_destroy(struct rt_publisher **pp)
     free(pub->state);
     free(pub->ts);
     pthread_mutex_destroy(&pub->reasons_mu);
+    tg_kafka_lasterr_fini(&pub->last_error);
     free(pub);
 }
 
@@ -472,13 +464,7 @@ int rt_publisher_kafka_up(struct rt_publisher *pub)
 
 const char *rt_publisher_kafka_reason(struct rt_publisher *pub, char *buf, size_t cap)
 {
-    buf[0] = '\0';
-    if (atomic_load(&pub->kafka_up))
-        return buf;
-    pthread_mutex_lock(&pub->reasons_mu);
-    snprintf(buf, cap, "%s", pub->last_error);
-    pthread_mutex_unlock(&pub->reasons_mu);
-    return buf;
+    return tg_kafka_lasterr_get(&pub->last_error, atomic_load(&pub->kafka_up), buf, cap);
 }
 
 void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b)

@@ -30,7 +30,6 @@
 #define RT_PUBLISHER_QUEUE_KBYTES 65536     /* producer queue cap, KiB */
 #define RT_PUBLISHER_CHECKPOINT_MS 100      /* checkpoint written at most this often */
 #define RT_PUBLISHER_REASONS_MAX 16         /* distinct delivery error reasons counted */
-#define RT_PUBLISHER_ERROR_CAP 256          /* the last client error kept for readiness, bytes */
 
 struct rt_publisher;
 struct tg_kafka_opts;

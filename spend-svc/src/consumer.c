@@ -34,9 +34,8 @@ struct sp_consumer {
     rd_kafka_t *prod;         /* control topic producer */
     rd_kafka_message_t *cur;  /* last message handed out */
 
-    pthread_mutex_t mu;       /* guards parts (lag read by the metrics thread), last_error */
-    char last_error[SP_CONSUMER_REASON_CAP]; /* "NAME: librdkafka's reason" of the last Kafka
-                                              * error but "all brokers down" (readiness) */
+    pthread_mutex_t mu;       /* guards parts (lag read by the metrics thread) */
+    struct tg_kafka_lasterr last_error; /* for readiness */
     struct part parts[SP_CONSUMER_PARTITIONS_MAX];
     int nparts;
     int held;
@@ -93,26 +92,17 @@ static int apply_opts(rd_kafka_conf_t *conf, const struct sp_config *cfg, char *
     return 0;
 }
 
-/* error_cb: the brokers' state and the last reason (librdkafka's words name brokers and causes
- * such as "SASL authentication error: ... invalid credentials", never a credential). */
+/* error_cb: the brokers' state and the last reason (for readiness and the log). */
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     struct sp_consumer *c = opaque;
-    const char *name = rd_kafka_err2name((rd_kafka_resp_err_t)err);
-    char esc[SP_CONSUMER_REASON_CAP];
+    char esc[TG_KAFKA_LASTERR_CAP];
 
     (void)rk;
-    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
-        err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL)
+    if (tg_kafka_lasterr_note(&c->last_error, err, reason, esc, sizeof(esc)))
         atomic_store(&c->kafka_up, 0);
-    tg_log_escape(esc, sizeof(esc), reason != NULL ? reason : "", reason ? strlen(reason) : 0);
-    /* "1/1 brokers are down" says less than the failure before it: keep that one */
-    if (err != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) {
-        pthread_mutex_lock(&c->mu);
-        snprintf(c->last_error, sizeof(c->last_error), "%.40s: %.200s", name, esc);
-        pthread_mutex_unlock(&c->mu);
-    }
-    TG_WARN_RL("msg=\"kafka error\" err=%s reason=\"%s\"", name, esc);
+    TG_WARN_RL("msg=\"kafka error\" err=%s reason=\"%s\"",
+               rd_kafka_err2name((rd_kafka_resp_err_t)err), esc);
 }
 
 /* Rebalance --------------------------------------------------------------------------------------- */
@@ -252,6 +242,7 @@ struct sp_consumer *sp_consumer_create(const struct sp_config *cfg,
         return NULL;
     }
     pthread_mutex_init(&c->mu, NULL);
+    tg_kafka_lasterr_init(&c->last_error);
     snprintf(c->topic, sizeof(c->topic), "%s", cfg->kafka_topic);
     snprintf(c->control_topic, sizeof(c->control_topic), "%s", cfg->kafka_control_topic);
     if (hooks)
@@ -368,6 +359,7 @@ void sp_consumer_destroy(struct sp_consumer **cp)
         rd_kafka_destroy(c->prod);
     }
     pthread_mutex_destroy(&c->mu);
+    tg_kafka_lasterr_fini(&c->last_error);
     free(c);
     *cp = NULL;
 }
@@ -715,13 +707,7 @@ int64_t sp_consumer_total_lag(struct sp_consumer *c)
 
 const char *sp_consumer_kafka_reason(struct sp_consumer *c, char *buf, size_t cap)
 {
-    buf[0] = '\0';
-    if (atomic_load(&c->kafka_up))
-        return buf;
-    pthread_mutex_lock(&c->mu);
-    snprintf(buf, cap, "%s", c->last_error);
-    pthread_mutex_unlock(&c->mu);
-    return buf;
+    return tg_kafka_lasterr_get(&c->last_error, atomic_load(&c->kafka_up), buf, cap);
 }
 
 int sp_consumer_kafka_up(const struct sp_consumer *c)

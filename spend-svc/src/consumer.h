@@ -30,8 +30,6 @@
 
 struct sp_consumer;
 
-#define SP_CONSUMER_REASON_CAP 256 /* the last Kafka error kept for readiness, bytes */
-
 struct sp_consumer_hooks {
     /* offsets_load: next offsets for parts (next[i] = -1: none). 0 or a tg_err. */
     int (*offsets_load)(void *ctx, const int32_t *parts, int n, int64_t *next);

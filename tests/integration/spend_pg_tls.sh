@@ -31,15 +31,8 @@ tg_kafka_start >/dev/null || sp_die "devkafka did not start"
 
 PG_ROOT=""
 PG_PID=""
-pg_run() { # CMD ARGS...: a PostgreSQL binary as the postgres user when root
-    local cmd=$1
-    shift
-    if [ "$(id -u)" -eq 0 ]; then
-        runuser -u postgres -- "$PG_BIN/$cmd" "$@"
-    else
-        "$PG_BIN/$cmd" "$@"
-    fi
-}
+# a PostgreSQL binary as the postgres user when root: services.sh's own helper
+pg_run() { TG_PG_BIN=$PG_BIN _tg_pg_run "$@"; }
 
 tls_cleanup() {
     if [ -n "$PG_PID" ] && kill -0 "$PG_PID" 2>/dev/null; then

@@ -386,6 +386,37 @@ static void test_bounds(void **state)
     free(val);
 }
 
+static void test_lasterr(void **state)
+{
+    struct tg_kafka_lasterr e;
+    char esc[TG_KAFKA_LASTERR_CAP], buf[TG_KAFKA_LASTERR_CAP];
+
+    (void)state;
+    tg_kafka_lasterr_init(&e);
+    assert_string_equal(tg_kafka_lasterr_get(&e, 0, buf, sizeof(buf)), "");
+    assert_int_equal(tg_kafka_lasterr_note(&e, RD_KAFKA_RESP_ERR__AUTHENTICATION,
+                                           "b:9093/1: SASL authentication error: \"bad\"", esc,
+                                           sizeof(esc)),
+                     1);
+    assert_string_equal(esc, "b:9093/1: SASL authentication error: \\\"bad\\\"");
+    /* "all brokers down" keeps the more telling error before it */
+    assert_int_equal(tg_kafka_lasterr_note(&e, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN,
+                                           "1/1 brokers are down", esc, sizeof(esc)),
+                     1);
+    assert_string_equal(tg_kafka_lasterr_get(&e, 0, buf, sizeof(buf)),
+                        "_AUTHENTICATION: b:9093/1: SASL authentication error: \\\"bad\\\"");
+    assert_string_equal(tg_kafka_lasterr_get(&e, 1, buf, sizeof(buf)), ""); /* up: none */
+    /* an error that does not make the brokers unusable is kept but not "down" */
+    assert_int_equal(tg_kafka_lasterr_note(&e, RD_KAFKA_RESP_ERR__RESOLVE, NULL, esc, sizeof(esc)),
+                     0);
+    assert_string_equal(tg_kafka_lasterr_get(&e, 0, buf, 12), "_RESOLVE: ");
+    assert_int_equal(tg_kafka_lasterr_note(&e, RD_KAFKA_RESP_ERR__TRANSPORT, "x", esc, sizeof(esc)),
+                     1);
+    assert_int_equal(tg_kafka_lasterr_note(&e, RD_KAFKA_RESP_ERR__SSL, "y", esc, sizeof(esc)), 1);
+    assert_string_equal(tg_kafka_lasterr_get(&e, 0, buf, sizeof(buf)), "_SSL: y");
+    tg_kafka_lasterr_fini(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_errors_of_librdkafka_properties),
         cmocka_unit_test(test_secret_values_are_not_repeated),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_lasterr),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
