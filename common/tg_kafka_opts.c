@@ -39,12 +39,27 @@ static const struct dedicated dedicated[] = {
 
 #define N_DEDICATED (sizeof(dedicated) / sizeof(dedicated[0]))
 
-static const char *const owned[] = {
-    "bootstrap.servers", "metadata.broker.list", "client.id",          "group.id",
-    "group.instance.id", "transactional.id",     "enable.idempotence", "acks",
-    "request.required.acks", "enable.auto.commit", "enable.auto.offset.store",
-    "auto.offset.reset", "enable.partition.eof", "message.timeout.ms", "delivery.timeout.ms",
-    "session.timeout.ms"};
+/* The properties the services own: what their guarantees rest on (the spool and exactly-once
+ * sink, offsets stored with the rows, the eager rebalance protocol their callbacks speak), and
+ * what the config sets elsewhere. Aliases included. */
+static const char *const owned[] = {"bootstrap.servers",
+                                    "metadata.broker.list",
+                                    "client.id",
+                                    "group.id",
+                                    "group.instance.id",
+                                    "transactional.id",
+                                    "enable.idempotence",
+                                    "acks",
+                                    "request.required.acks",
+                                    "enable.auto.commit",
+                                    "auto.commit.enable",
+                                    "enable.auto.offset.store",
+                                    "auto.offset.reset",
+                                    "enable.partition.eof",
+                                    "partition.assignment.strategy",
+                                    "message.timeout.ms",
+                                    "delivery.timeout.ms",
+                                    "session.timeout.ms"};
 
 int tg_kafka_opts_is_key(const char *key)
 {
@@ -222,8 +237,8 @@ static int parse_passthrough(struct tg_kafka_opts *o, struct tg_yaml *y, const y
         for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++) {
             if (strcmp(k, owned[i]) == 0)
                 return tg_yaml_fail(y, kn, p,
-                                    "owned by the service (its delivery and offset guarantees rest on "
-                                    "it): not configurable");
+                                    "owned by the service (its delivery and offset guarantees "
+                                    "rest on it): not configurable");
         }
         if (strcmp(k, "plugin.library.paths") == 0)
             return tg_yaml_fail(y, kn, p, "refused: a plugin loads code into the service");

@@ -17,9 +17,12 @@
  * Refused under librdkafka: (a) the properties the dedicated keys set (security.protocol,
  * sasl.mechanisms, sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location,
  * ssl.key.location, ssl.key.password): one way to say each thing; (b) the properties the
- * services own because their guarantees rest on them (TG_KAFKA_OWNED below: brokers, client and
- * group identities, idempotence and acks, offset handling, delivery timeouts); (c)
- * plugin.library.paths (it loads code while the file is read). Setting callbacks is refused by
+ * services own because their guarantees rest on them: bootstrap.servers, metadata.broker.list,
+ * client.id, group.id, group.instance.id, transactional.id, enable.idempotence, acks,
+ * request.required.acks, enable.auto.commit, auto.commit.enable, enable.auto.offset.store,
+ * auto.offset.reset, enable.partition.eof, partition.assignment.strategy, message.timeout.ms,
+ * delivery.timeout.ms, session.timeout.ms; (c) plugin.library.paths (it loads code while the
+ * file is read). Setting callbacks is refused by
  * librdkafka itself. Every other property is applied after the service's own settings, so it
  * overrides a default such as linger.ms.
  *
@@ -48,11 +51,6 @@ struct rd_kafka_conf_s; /* librdkafka's rd_kafka_conf_t */
 #define TG_KAFKA_OPTS_MAX 48          /* properties in all: the dedicated keys + librdkafka */
 #define TG_KAFKA_OPT_NAME_CAP 64      /* a librdkafka property name, bytes incl. NUL */
 #define TG_KAFKA_OPT_TEXT_CAP 16384   /* every value together, bytes incl. the NULs */
-#define TG_KAFKA_OWNED                                                                             \
-    "bootstrap.servers, metadata.broker.list, client.id, group.id, group.instance.id, "            \
-    "transactional.id, enable.idempotence, acks, request.required.acks, enable.auto.commit, "     \
-    "enable.auto.offset.store, auto.offset.reset, enable.partition.eof, message.timeout.ms, "     \
-    "delivery.timeout.ms, session.timeout.ms"
 
 struct tg_kafka_opt {
     char name[TG_KAFKA_OPT_NAME_CAP]; /* librdkafka's property name */

@@ -259,9 +259,10 @@ static void test_errors_of_librdkafka_properties(void **state)
     static const char *const owned[] = {
         "bootstrap.servers", "metadata.broker.list", "client.id", "group.id",
         "group.instance.id", "transactional.id", "enable.idempotence", "acks",
-        "request.required.acks", "enable.auto.commit", "enable.auto.offset.store",
-        "auto.offset.reset", "enable.partition.eof", "message.timeout.ms",
-        "delivery.timeout.ms", "session.timeout.ms"};
+        "request.required.acks", "enable.auto.commit", "auto.commit.enable",
+        "enable.auto.offset.store", "auto.offset.reset", "enable.partition.eof",
+        "partition.assignment.strategy", "message.timeout.ms", "delivery.timeout.ms",
+        "session.timeout.ms"};
     static const char *const dedicated[][2] = {
         {"security.protocol", "kafka.security_protocol"},
         {"sasl.mechanisms", "kafka.sasl.mechanism"},
@@ -336,7 +337,8 @@ static int refused_here(const char *name)
            strstr(name, "timeout") != NULL || strstr(name, "idempotence") != NULL ||
            strstr(name, "transactional") != NULL || strstr(name, "offset") != NULL ||
            strstr(name, "partition.eof") != NULL || strstr(name, "commit") != NULL ||
-           strstr(name, "_cb") != NULL || strstr(name, "instance.id") != NULL;
+           strstr(name, "_cb") != NULL || strstr(name, "instance.id") != NULL ||
+           strstr(name, "assignment.strategy") != NULL;
 }
 
 static void test_bounds(void **state)
