@@ -15,7 +15,7 @@
  * litellm_settings: the routing keys LiteLLM also reads from there (fallbacks,
  * context_window_fallbacks, content_policy_fallbacks, default_fallbacks, num_retries,
  * allowed_fails, cooldown_time, request_timeout) are honoured; router_settings wins when both
- * set one. rpm/tpm beside model_name (older configs) are read too; litellm_params wins.
+ * set one. litellm_settings.ssl_verify is the default of the deployments' ssl_verify. rpm/tpm beside model_name (older configs) are read too; litellm_params wins.
  * Unknown keys in the LiteLLM sections (model_list entries, litellm_params, model_info,
  * router_settings, litellm_settings, general_settings, and unknown top-level sections) are
  * ignored with one warning each (same form, problem "unknown key, ignored"), logged with TG_WARN

@@ -372,7 +372,7 @@ int main(int argc, char **argv)
             char kdesc[128];
 
             /* the Kafka settings' kinds and count, never a value (secrets are among them) */
-            TG_INFO("msg=kafka_client brokers_set=1 %s",
+            TG_INFO("msg=kafka_client %s",
                     tg_kafka_opts_describe(&cfg->kafka_opts, kdesc, sizeof(kdesc)));
         }
     } else {
