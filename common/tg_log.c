@@ -221,3 +221,23 @@ char *tg_log_escape(char *dst, size_t dstcap, const char *src, size_t srclen)
     dst[o] = '\0';
     return dst;
 }
+
+char *tg_log_json_plain(char *dst, size_t dstcap, const char *src)
+{
+    size_t o = 0;
+
+    if (dstcap == 0)
+        return dst;
+    for (; *src != '\0' && o + 1 < dstcap; src++) {
+        unsigned char c = (unsigned char)*src;
+
+        if (c == '"')
+            dst[o++] = '\'';
+        else if (c == '\\')
+            dst[o++] = '/';
+        else if (c >= 0x20 && c < 0x7f)
+            dst[o++] = (char)c;
+    }
+    dst[o] = '\0';
+    return dst;
+}

@@ -65,6 +65,12 @@ void tg_log_get_stats(struct tg_log_stats *out);
  * Returns dst. For logging a short prefix of untrusted input. */
 char *tg_log_escape(char *dst, size_t dstcap, const char *src, size_t srclen);
 
+/* tg_log_json_plain: src (NUL-terminated) as the inside of a JSON string, into dst (cut at
+ * dstcap-1 bytes): printable ASCII kept, a double quote and a backslash swapped for a single
+ * quote and a slash, every other byte dropped. Returns dst. For a short reason (a library's
+ * error text) in a JSON answer. */
+char *tg_log_json_plain(char *dst, size_t dstcap, const char *src);
+
 #define TG_LOG(lvl, ...)                                                                           \
     do {                                                                                           \
         if ((lvl) < atomic_load_explicit(&tg_log_level, memory_order_relaxed))                     \

@@ -379,6 +379,16 @@ char *tg_yaml_read_file(const char *path, size_t max, size_t *len, char *err, si
     return buf;
 }
 
+void tg_yaml_borrow(struct tg_yaml *y, const char *file, const yaml_document_t *doc,
+                    tg_yaml_diag_fn diag, void *diag_ud)
+{
+    memset(y, 0, sizeof(*y));
+    y->doc = *doc; /* a view: the node arrays stay the owner's, doc_ok 0 keeps them */
+    y->file = file;
+    y->diag = diag;
+    y->diag_ud = diag_ud;
+}
+
 void tg_yaml_close(struct tg_yaml *y)
 {
     if (y->doc_ok)

@@ -53,6 +53,12 @@ char *tg_yaml_read_file(const char *path, size_t max, size_t *len, char *err, si
 
 void tg_yaml_close(struct tg_yaml *y);
 
+/* tg_yaml_borrow: y reads doc, a document a loader parsed itself (borrowed: it must outlive y,
+ * and tg_yaml_close leaves it alone); no duplicate-key check. For loaders that hand part of
+ * their document to a common reader (tg_kafka_opts). */
+void tg_yaml_borrow(struct tg_yaml *y, const char *file, const yaml_document_t *doc,
+                    tg_yaml_diag_fn diag, void *diag_ud);
+
 /* tg_yaml_fail / tg_yaml_warn: report at node (may be NULL: line 0) for the key path (may be
  * "" or NULL). fail returns TG_ECONFIG. */
 int tg_yaml_fail(struct tg_yaml *y, const yaml_node_t *node, const char *path, const char *fmt, ...)

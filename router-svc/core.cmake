@@ -34,7 +34,7 @@ add_library(rt_prices_data STATIC)
 tg_embed_file(rt_prices_data rt_prices_builtin_json
               ${CMAKE_CURRENT_SOURCE_DIR}/data/model_prices.json)
 rt_core_module(prices DEPS rt_prices_data rt_jbound tg_units PkgConfig::JANSSON Threads::Threads)
-rt_core_module(config DEPS tg_yaml tg_units rt_providers rt_prices)
+rt_core_module(config DEPS tg_yaml tg_kafka_opts tg_units rt_providers rt_prices)
 target_sources(rt_config PRIVATE ${RT_SRC}/config_model.c) # model_list: config_int.h
 rt_core_module(keys DEPS rt_config tg_units PkgConfig::JANSSON Threads::Threads)
 rt_core_module(usage DEPS rt_config rt_jbound PkgConfig::JANSSON)

@@ -2,7 +2,7 @@
 # API logic (rt_key_api, independent of the HTTP server). Included from router-svc/CMakeLists.txt.
 add_library(rt_control STATIC ${CMAKE_CURRENT_SOURCE_DIR}/src/control.c)
 target_include_directories(rt_control PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/src)
-target_link_libraries(rt_control PUBLIC rt_keys rt_config tg_common PkgConfig::RDKAFKA
+target_link_libraries(rt_control PUBLIC rt_keys rt_config tg_common tg_kafka_opts PkgConfig::RDKAFKA
                       Threads::Threads)
 
 add_library(rt_key_api STATIC ${CMAKE_CURRENT_SOURCE_DIR}/src/key_api.c)

@@ -5,7 +5,7 @@ set(SP_SRC ${CMAKE_CURRENT_LIST_DIR}/src)
 
 add_library(sp_config STATIC ${SP_SRC}/config.c)
 target_include_directories(sp_config PUBLIC ${SP_SRC})
-target_link_libraries(sp_config PUBLIC tg_common PRIVATE PkgConfig::YAML)
+target_link_libraries(sp_config PUBLIC tg_common tg_kafka_opts PRIVATE tg_yaml PkgConfig::YAML)
 
 add_library(sp_pg_sink STATIC ${SP_SRC}/pg_sink.c)
 target_include_directories(sp_pg_sink PUBLIC ${SP_SRC})

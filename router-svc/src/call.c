@@ -633,6 +633,8 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     }
     prov->url(&pa, url, sizeof(url));
     req.url = url;
+    req.tls_no_verify = !dep->ssl_verify;
+    req.ca_file = dep->ssl_ca_file;
     np = prov->headers(&pa, url, hdr);
     if (tok != NULL) {
         memset(tok, 0, RT_TOKEN_CAP);

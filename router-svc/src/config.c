@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <yaml.h>
 
 #include "providers/provider.h"
 #include "tg_cfgtext.h"
 #include "tg_err.h"
+#include "tg_kafka_opts.h"
 #include "tg_log.h"
 #include "tg_period.h"
 #include "tg_units.h"
@@ -60,6 +62,35 @@ int rt_config_get_limit(struct ld *ld, const yaml_node_t *n, const char *path, i
     if (tg_yaml_u64(&ld->y, n, path, (uint64_t)INT64_MAX, &r) != 0)
         return TG_ECONFIG;
     *out = (int64_t)r;
+    return 0;
+}
+
+int rt_config_parse_ssl_verify(struct ld *ld, const yaml_node_t *n, const char *path, int *verify,
+                               char *ca, size_t cap)
+{
+    static const char *const yes[] = {"true", "yes", "on"};
+    static const char *const no[] = {"false", "no", "off"};
+    const char *v = NULL;
+
+    if (tg_yaml_scalar(&ld->y, n, path, &v) != 0)
+        return TG_ECONFIG;
+    ca[0] = '\0';
+    for (size_t i = 0; i < 3; i++) {
+        if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
+            *verify = strcasecmp(v, yes[i]) == 0;
+            return 0;
+        }
+    }
+    if (v[0] == '\0')
+        return tg_yaml_fail(&ld->y, n, path, "expected true, false or the path of a CA bundle");
+    if (strlen(v) >= cap)
+        return tg_yaml_fail(&ld->y, n, path, "path too long (max %zu bytes)", cap - 1);
+    if (access(v, R_OK) != 0)
+        return tg_yaml_fail(&ld->y, n, path,
+                            "expected true, false or the path of a CA bundle: cannot read %s: %s",
+                            v, strerror(errno));
+    *verify = 1;
+    memcpy(ca, v, strlen(v) + 1);
     return 0;
 }
 
@@ -331,7 +362,8 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
                    strcmp(k, "cooldown_time") != 0 && strcmp(k, "fallbacks") != 0 &&
                    strcmp(k, "context_window_fallbacks") != 0 &&
                    strcmp(k, "content_policy_fallbacks") != 0 &&
-                   strcmp(k, "default_fallbacks") != 0 && strcmp(k, "timezone") != 0) {
+                   strcmp(k, "default_fallbacks") != 0 && strcmp(k, "ssl_verify") != 0 &&
+                   strcmp(k, "timezone") != 0) {
             tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
         } else if (litellm && strcmp(k, "timezone") == 0) {
             /* LiteLLM's budget reset time zone (budgets by the calendar, tg_period.h) */
@@ -396,6 +428,9 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
             if (cfg->aliases == NULL)
                 return tg_yaml_fail(&ld->y, v, p, "out of memory");
             rc = parse_aliases(ld, v, p, cfg->aliases, RT_CONFIG_ALIASES_MAX, &cfg->n_aliases);
+        } else if (litellm && strcmp(k, "ssl_verify") == 0) {
+            rc = rt_config_parse_ssl_verify(ld, v, p, &cfg->ssl_verify, cfg->ssl_ca_file,
+                                            sizeof(cfg->ssl_ca_file));
         } else if (strcmp(k, "enforce_fallback_model_access") == 0) {
             rc = tg_yaml_bool(&ld->y, v, p, &cfg->enforce_fallback_model_access);
         } else if (strcmp(k, "enable_pre_call_checks") == 0) {
@@ -812,7 +847,9 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                 if (sk == NULL)
                     return TG_ECONFIG;
                 tg_yaml_path(q, p, sk);
-                if (strcmp(k, "kafka") == 0 && strcmp(sk, "brokers") == 0) {
+                if (strcmp(k, "kafka") == 0 && tg_kafka_opts_is_key(sk)) {
+                    continue; /* tg_kafka_opts_parse, below */
+                } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "brokers") == 0) {
                     rc = tg_yaml_str(&ld->y, sv, q, cfg->kafka_brokers, sizeof(cfg->kafka_brokers));
                 } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "events_topic") == 0) {
                     rc = tg_yaml_str_nonempty(&ld->y, sv, q, cfg->events_topic,
@@ -912,6 +949,8 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                 if (rc != 0)
                     return TG_ECONFIG;
             }
+            if (strcmp(k, "kafka") == 0)
+                rc = tg_kafka_opts_parse(&cfg->kafka_opts, &ld->y, v, p);
         } else {
             rc = unknown_key(ld, pair, p);
         }
@@ -933,6 +972,7 @@ static void set_defaults(struct rt_config *cfg)
     cfg->cooldown_s = RT_DEFAULT_COOLDOWN_S;
     cfg->timeout_ms = RT_DEFAULT_TIMEOUT_MS;
     cfg->enforce_fallback_model_access = 1;
+    cfg->ssl_verify = 1;
     rt_config_fmt_cut(cfg->listen, sizeof(cfg->listen), "%s", RT_DEFAULT_LISTEN);
     rt_config_fmt_cut(cfg->events_topic, sizeof(cfg->events_topic), "%s", RT_DEFAULT_EVENTS_TOPIC);
     rt_config_fmt_cut(cfg->control_topic, sizeof(cfg->control_topic), "%s",
@@ -1021,6 +1061,15 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
         return TG_ECONFIG;
     if (sections[1] != NULL && parse_router_settings(ld, sections[1], "router_settings", 0) != 0)
         return TG_ECONFIG;
+    /* litellm_settings.ssl_verify for the deployments without one of their own */
+    for (uint32_t i = 0; i < ld->cfg->n_deployments; i++) {
+        struct rt_deployment_conf *d = &ld->cfg->deployments[i];
+
+        if (d->ssl_verify_set)
+            continue;
+        d->ssl_verify = ld->cfg->ssl_verify;
+        memcpy(d->ssl_ca_file, ld->cfg->ssl_ca_file, sizeof(d->ssl_ca_file));
+    }
     if (sections[2] != NULL && parse_general_settings(ld, sections[2]) != 0)
         return TG_ECONFIG;
     if (sections[3] != NULL && parse_tollgate(ld, sections[3]) != 0)
@@ -1106,6 +1155,7 @@ void rt_config_destroy(struct rt_config **cfg)
         free(c->keys);
     }
     memset(c->master_key, 0, sizeof(c->master_key));
+    tg_kafka_opts_wipe(&c->kafka_opts);
     free(c);
     *cfg = NULL;
 }
@@ -1136,5 +1186,6 @@ size_t rt_config_secrets(const struct rt_config *cfg, const char **out, size_t c
             n++;
         }
     }
-    return n;
+    return n + tg_kafka_opts_secrets(&cfg->kafka_opts, n < cap ? out + n : NULL,
+                                     n < cap ? cap - n : 0);
 }

@@ -15,7 +15,7 @@
  * litellm_settings: the routing keys LiteLLM also reads from there (fallbacks,
  * context_window_fallbacks, content_policy_fallbacks, default_fallbacks, num_retries,
  * allowed_fails, cooldown_time, request_timeout) are honoured; router_settings wins when both
- * set one. rpm/tpm beside model_name (older configs) are read too; litellm_params wins.
+ * set one. litellm_settings.ssl_verify is the default of the deployments' ssl_verify. rpm/tpm beside model_name (older configs) are read too; litellm_params wins.
  * Unknown keys in the LiteLLM sections (model_list entries, litellm_params, model_info,
  * router_settings, litellm_settings, general_settings, and unknown top-level sections) are
  * ignored with one warning each (same form, problem "unknown key, ignored"), logged with TG_WARN
@@ -40,6 +40,7 @@
 #include "prices.h"
 #include "proto_event.h"
 #include "tg_ids.h"
+#include "tg_kafka_opts.h"
 
 /* String capacities, bytes including the NUL (the longest value is cap - 1). */
 #define RT_NAME_CAP PROTO_MODEL_CAP        /* model group names, aliases, provider model names */
@@ -164,6 +165,12 @@ struct rt_deployment_conf {
     char api_key[RT_SECRET_CAP];    /* secret; api_key or (provider.h's rules) the provider's
                                      * key variable; "" when none. Never log it. */
     struct rt_dep_cloud *cloud;     /* owned; NULL when no provider-specific param is given */
+    int ssl_verify;                 /* litellm_params.ssl_verify, else litellm_settings.ssl_verify:
+                                     * 1 (default) the provider's certificate is verified (libcurl
+                                     * path: https), 0 it is not (ssl_verify: false) */
+    int ssl_verify_set;             /* 1: the deployment gave ssl_verify (it wins) */
+    char ssl_ca_file[RT_PATH_CAP];  /* ssl_verify: PATH: the CA bundle the certificate is verified
+                                     * with, alone; "" = SSL_CERT_FILE, else the system's */
     int64_t rpm;                    /* requests per minute, RT_LIMIT_NONE when absent */
     int64_t tpm;                    /* tokens per minute, RT_LIMIT_NONE when absent */
     uint32_t timeout_ms;            /* litellm_params.timeout (s, may be fractional), else
@@ -279,6 +286,10 @@ struct rt_config {
     uint32_t n_aliases;
     struct rt_alias_rule *aliases; /* model_group_alias, owned */
 
+    /* litellm_settings.ssl_verify: the default of every deployment (see rt_deployment_conf) */
+    int ssl_verify;                /* default 1 */
+    char ssl_ca_file[RT_PATH_CAP]; /* "" unless ssl_verify is a path */
+
     /* general_settings */
     char master_key[RT_SECRET_CAP]; /* "" when absent (admin API disabled). Secret. */
 
@@ -291,6 +302,8 @@ struct rt_config {
     char kafka_brokers[RT_BROKERS_CAP];          /* "" when absent (events stay in the spool) */
     char events_topic[RT_TOPIC_CAP];             /* default RT_DEFAULT_EVENTS_TOPIC */
     char control_topic[RT_TOPIC_CAP];            /* default RT_DEFAULT_CONTROL_TOPIC */
+    struct tg_kafka_opts kafka_opts;             /* kafka security_protocol, sasl, ssl and
+                                                  * librdkafka (tg_kafka_opts.h); secrets */
     char spool_dir[RT_PATH_CAP];                 /* "" when absent */
     uint64_t spool_max_bytes;                    /* default RT_DEFAULT_SPOOL_MAX_BYTES */
     enum rt_spool_full_policy spool_full_policy; /* default drop */
@@ -361,7 +374,7 @@ int rt_config_find_deployment(const struct rt_config *cfg, const char *id);
 int rt_config_has_group(const struct rt_config *cfg, const char *group);
 
 /* rt_config_secrets: borrowed pointers to every non-empty secret in the config (provider
- * api_keys, azure_ad_token and client_secret values, master_key) written into out[0..cap-1];
+ * api_keys, azure_ad_token and client_secret values, master_key, the Kafka secrets) written into out[0..cap-1];
  * returns how many there are (may exceed cap: then only cap were written). For rt_mask_create().
  * Valid while cfg lives. */
 size_t rt_config_secrets(const struct rt_config *cfg, const char **out, size_t cap);

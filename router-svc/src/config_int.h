@@ -29,6 +29,12 @@ int rt_config_fmt_cut(char *dst, size_t cap, const char *fmt, ...)
 /* rt_config_get_limit: a limit; absent or null is RT_LIMIT_NONE. 0 or TG_ECONFIG. */
 int rt_config_get_limit(struct ld *ld, const yaml_node_t *n, const char *path, int64_t *out);
 
+/* rt_config_parse_ssl_verify: LiteLLM's ssl_verify: true | false (any case, yes/no, on/off) or
+ * the path of a readable CA bundle (then *verify is 1 and ca holds it; else ca is ""). 0 or
+ * TG_ECONFIG with the diagnostic. */
+int rt_config_parse_ssl_verify(struct ld *ld, const yaml_node_t *n, const char *path, int *verify,
+                               char *ca, size_t cap);
+
 /* rt_config_parse_model_list: model_list into ld->cfg->deployments (config_model.c). 0 or
  * TG_ECONFIG with the diagnostic. */
 int rt_config_parse_model_list(struct ld *ld, yaml_node_t *n);

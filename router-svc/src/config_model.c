@@ -417,6 +417,10 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
         } else if (strcmp(k, "stream_timeout") == 0) {
             rc = tg_yaml_seconds_ms(&ld->y, v, p, &d->stream_timeout_ms);
             *stream_timeout_set = 1;
+        } else if (strcmp(k, "ssl_verify") == 0) {
+            rc = rt_config_parse_ssl_verify(ld, v, p, &d->ssl_verify, d->ssl_ca_file,
+                                            sizeof(d->ssl_ca_file));
+            d->ssl_verify_set = 1;
         } else if (strcmp(k, "weight") == 0) {
             rc = tg_yaml_u32(&ld->y, v, p, 1000000, &d->weight);
         } else if (strcmp(k, "order") == 0) {

@@ -14,6 +14,8 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "tg_kafka_opts.h"
+
 #include "tg_crc32c.h"
 #include "tg_err.h"
 #include "tg_log.h"
@@ -1048,7 +1050,7 @@ static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *e
 }
 
 static rd_kafka_t *make_handle(struct rt_control *ctl, rd_kafka_type_t type, const char *brokers,
-                               char *err, size_t errlen)
+                               const struct tg_kafka_opts *opts, char *err, size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_t *rk;
@@ -1088,6 +1090,10 @@ static rd_kafka_t *make_handle(struct rt_control *ctl, rd_kafka_type_t type, con
         rc |= conf_set(conf, "auto.offset.reset", "earliest", err, errlen);
         rc |= conf_set(conf, "fetch.wait.max.ms", "100", err, errlen);
         rc |= conf_set(conf, "queued.max.messages.kbytes", "16384", err, errlen);
+    }
+    if (rc == 0 && opts != NULL && tg_kafka_opts_apply(opts, conf, kerr, sizeof(kerr)) != 0) {
+        snprintf(err, errlen, "control: %s", kerr);
+        rc = TG_ECONFIG;
     }
     if (rc != 0) {
         rd_kafka_conf_destroy(conf);
@@ -1174,7 +1180,7 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
         TG_INFO("msg=\"control topic not configured: keys from config and snapshot only\"");
         return ctl;
     }
-    ctl->prod = make_handle(ctl, RD_KAFKA_PRODUCER, cc->brokers, err, errlen);
+    ctl->prod = make_handle(ctl, RD_KAFKA_PRODUCER, cc->brokers, cc->kafka_opts, err, errlen);
     if (ctl->prod == NULL)
         goto fail;
     ctl->prod_topic = rd_kafka_topic_new(ctl->prod, ctl->topic, NULL);
@@ -1183,7 +1189,7 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
                  rd_kafka_err2str(rd_kafka_last_error()));
         goto fail;
     }
-    ctl->cons = make_handle(ctl, RD_KAFKA_CONSUMER, cc->brokers, err, errlen);
+    ctl->cons = make_handle(ctl, RD_KAFKA_CONSUMER, cc->brokers, cc->kafka_opts, err, errlen);
     if (ctl->cons == NULL)
         goto fail;
     ctl->cons_queue = rd_kafka_queue_get_consumer(ctl->cons);

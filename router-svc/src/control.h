@@ -100,12 +100,16 @@
 #define RT_CONTROL_RECORD_KEY_MAX 80        /* "block:" + 64 hex + NUL fits */
 
 struct rt_control;
+struct tg_kafka_opts;
 
 struct rt_control_config {
     const char *brokers;         /* bootstrap list; NULL or "" = no Kafka: the snapshot is
                                   * loaded, nothing is replayed (rt_control_replayed is 1) and
                                   * every publish returns TG_EUNAVAIL */
     const char *topic;           /* NULL = RT_DEFAULT_CONTROL_TOPIC */
+    const struct tg_kafka_opts *kafka_opts; /* security and librdkafka properties, applied
+                                             * after the control's own; NULL = none
+                                             * (borrowed during create) */
     const char *snapshot_path;   /* NULL or "" = no snapshot file */
     uint32_t publish_timeout_ms; /* 0 = RT_CONTROL_PUBLISH_TIMEOUT_MS */
     uint32_t max_pending;        /* 0 = RT_CONTROL_PENDING_DEFAULT; <= RT_CONTROL_PENDING_MAX */

@@ -14,6 +14,7 @@
 
 #define RT_HEALTH_DEPS_MAX 8
 #define RT_HEALTH_NAME_CAP 32
+#define RT_HEALTH_REASON_CAP 256 /* why a dependency is down, bytes */
 
 enum rt_dep_state { RT_DEP_UNKNOWN = 0, RT_DEP_UP = 1, RT_DEP_DOWN = 2 };
 
@@ -34,11 +35,17 @@ int rt_health_dep_register(struct rt_health *h, const char *name, int required);
 /* rt_health_dep_set: update the state of dependency idx. Any thread. */
 void rt_health_dep_set(struct rt_health *h, int idx, enum rt_dep_state st);
 
+/* rt_health_dep_reason: why dependency idx is down (copied, made JSON-safe, cut at
+ * RT_HEALTH_REASON_CAP; "" or NULL clears it); reported while the dependency is down. A reason
+ * never holds a secret: it comes from a library's error text about a connection. Any thread. */
+void rt_health_dep_reason(struct rt_health *h, int idx, const char *reason);
+
 /* rt_health_ready: 1 when ready. */
 int rt_health_ready(const struct rt_health *h);
 
 /* rt_health_readiness_json: {"status":"ready"|"not_ready","config":"loaded",
- * "shutting_down":bool,"dependencies":{"name":"up"|"down"|"unknown",...}} into b. */
+ * "shutting_down":bool,"dependencies":{"name":"up"|"down"|"unknown",...}} into b, with
+ * "reasons":{"name":"...",...} after dependencies when one down has a reason. */
 void rt_health_readiness_json(const struct rt_health *h, struct tg_buf *b);
 
 #endif

@@ -337,6 +337,7 @@ int main(int argc, char **argv)
         memset(&cc, 0, sizeof(cc));
         cc.brokers = cfg->kafka_brokers;
         cc.topic = cfg->control_topic;
+        cc.kafka_opts = &cfg->kafka_opts;
         cc.snapshot_path = snapshot;
         cc.cfg = cfg;
         ctl = rt_control_create(&cc, keys, err, sizeof(err));
@@ -362,6 +363,7 @@ int main(int argc, char **argv)
         memset(&pc, 0, sizeof(pc));
         pc.brokers = cfg->kafka_brokers;
         pc.topic = cfg->events_topic;
+        pc.kafka_opts = &cfg->kafka_opts;
         pc.spool_dir = cfg->spool_dir;
         pc.spool_max_bytes = cfg->spool_max_bytes;
         pc.reject_when_full = cfg->spool_full_policy == RT_SPOOL_FULL_REJECT;
@@ -373,6 +375,13 @@ int main(int argc, char **argv)
             goto out;
         }
         dep_kafka = rt_health_dep_register(health, "kafka", 0);
+        {
+            char kdesc[128];
+
+            /* the Kafka settings' kinds and count, never a value (secrets are among them) */
+            TG_INFO("msg=kafka_client %s",
+                    tg_kafka_opts_describe(&cfg->kafka_opts, kdesc, sizeof(kdesc)));
+        }
     } else {
         TG_WARN("msg=spend_events_disabled reason=\"tollgate.kafka.brokers and "
                 "tollgate.spool.dir must both be set to publish spend events\"");
@@ -423,9 +432,14 @@ int main(int argc, char **argv)
 
         if (dep_keys >= 0)
             rt_health_dep_set(health, dep_keys, rt_control_ready(ctl) ? RT_DEP_UP : RT_DEP_DOWN);
-        if (dep_kafka >= 0)
+        if (dep_kafka >= 0) {
+            char why[TG_KAFKA_LASTERR_CAP];
+
+            rt_health_dep_reason(health, dep_kafka,
+                                 rt_publisher_kafka_reason(pub, why, sizeof(why)));
             rt_health_dep_set(health, dep_kafka,
                               rt_publisher_kafka_up(pub) ? RT_DEP_UP : RT_DEP_DOWN);
+        }
         sig = sigtimedwait(&set, NULL, &ts);
         if (sig > 0)
             break;

@@ -9,6 +9,8 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "tg_kafka_opts.h"
+
 #include "spool.h"
 #include "tg_err.h"
 #include "tg_limits.h"
@@ -60,6 +62,7 @@ struct rt_publisher {
     _Atomic uint64_t base_shared;   /* copy of base for other threads */
     _Atomic uint64_t oldest_ts;     /* append time of the oldest unacknowledged record, or 0 */
     pthread_mutex_t reasons_mu;
+    struct tg_kafka_lasterr last_error;             /* for readiness */
     struct pub_reason reasons[RT_PUBLISHER_REASONS_MAX];
     uint32_t nreasons;
 };
@@ -124,11 +127,13 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     struct rt_publisher *pub = opaque;
 
+    char esc[TG_KAFKA_LASTERR_CAP];
+
     (void)rk;
-    (void)reason;
-    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT)
+    if (tg_kafka_lasterr_note(&pub->last_error, err, reason, esc, sizeof(esc)))
         atomic_store(&pub->kafka_up, 0);
-    TG_WARN_RL("event=kafka_error code=%s", rd_kafka_err2name((rd_kafka_resp_err_t)err));
+    TG_WARN_RL("event=kafka_error code=%s reason=\"%s\"",
+               rd_kafka_err2name((rd_kafka_resp_err_t)err), esc);
 }
 
 static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
@@ -285,6 +290,7 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
         return NULL;
     }
     pthread_mutex_init(&pub->reasons_mu, NULL);
+    tg_kafka_lasterr_init(&pub->last_error);
     snprintf(pub->brokers, sizeof(pub->brokers), "%s", cfg->brokers ? cfg->brokers : "");
     snprintf(pub->topic, sizeof(pub->topic), "%s", cfg->topic ? cfg->topic : "");
     snprintf(pub->spool_dir, sizeof(pub->spool_dir), "%s", cfg->spool_dir ? cfg->spool_dir : "");
@@ -334,7 +340,9 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
         conf_set(conf, "linger.ms", "5", kerr, sizeof(kerr)) != 0 ||
         /* Never give up on a record: it stays in the queue (bounded above) or in the spool. */
         conf_set(conf, "message.timeout.ms", "0", kerr, sizeof(kerr)) != 0 ||
-        conf_set(conf, "socket.keepalive.enable", "true", kerr, sizeof(kerr)) != 0) {
+        conf_set(conf, "socket.keepalive.enable", "true", kerr, sizeof(kerr)) != 0 ||
+        (cfg->kafka_opts != NULL &&
+         tg_kafka_opts_apply(cfg->kafka_opts, conf, kerr, sizeof(kerr)) != 0)) {
         snprintf(err, errlen, "publisher: kafka config: %s", kerr);
         goto fail;
     }
@@ -445,12 +453,18 @@ void rt_publisher_destroy(struct rt_publisher **pp)
     free(pub->state);
     free(pub->ts);
     pthread_mutex_destroy(&pub->reasons_mu);
+    tg_kafka_lasterr_fini(&pub->last_error);
     free(pub);
 }
 
 int rt_publisher_kafka_up(struct rt_publisher *pub)
 {
     return atomic_load(&pub->kafka_up);
+}
+
+const char *rt_publisher_kafka_reason(struct rt_publisher *pub, char *buf, size_t cap)
+{
+    return tg_kafka_lasterr_get(&pub->last_error, atomic_load(&pub->kafka_up), buf, cap);
 }
 
 void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b)

@@ -32,9 +32,13 @@
 #define RT_PUBLISHER_REASONS_MAX 16         /* distinct delivery error reasons counted */
 
 struct rt_publisher;
+struct tg_kafka_opts;
 
 struct rt_publisher_config {
     const char *brokers;          /* bootstrap list (borrowed during create) */
+    const struct tg_kafka_opts *kafka_opts; /* security and librdkafka properties, applied
+                                             * after the publisher's own; NULL = none
+                                             * (borrowed during create) */
     const char *topic;            /* events topic */
     const char *spool_dir;        /* spool directory */
     uint64_t spool_max_bytes;     /* > 0 */
@@ -69,6 +73,11 @@ void rt_publisher_destroy(struct rt_publisher **pub);
 
 /* rt_publisher_kafka_up: 1 when the last word from the brokers was good. Any thread. */
 int rt_publisher_kafka_up(struct rt_publisher *pub);
+
+/* rt_publisher_kafka_reason: while Kafka is down, librdkafka's last error ("_AUTHENTICATION:
+ * sasl_ssl://...: SASL authentication error: ...", escaped) into buf; "" when up or none.
+ * Returns buf. Any thread. */
+const char *rt_publisher_kafka_reason(struct rt_publisher *pub, char *buf, size_t cap);
 
 /* rt_publisher_write_metrics: append the publisher and spool metrics. Any thread. */
 void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b);

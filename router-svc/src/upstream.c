@@ -23,6 +23,10 @@
 /* SSL_CERT_FILE (OpenSSL's and curl's name): a CA bundle that replaces the system's for the
  * providers' certificates, read once at start. "" when unset. */
 static char ca_file[4096];
+/* libcurl's built-in CA bundle and directory ("" when it has none): a transfer without a CA of
+ * its own sets them back, since slots reuse their easy handles without a reset. */
+static char default_ca_file[4096];
+static char default_ca_path[4096];
 
 uint64_t up_handle_make(uint32_t idx, uint32_t gen)
 {
@@ -385,8 +389,10 @@ void up_slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int cance
     } else if (rc != CURLE_OK) {
         res.err = TG_EIO;
         /* curl's text (or ours) names hosts and reasons, never credentials */
+        /* curl's own message names the reason ("SSL certificate problem: unable to get local
+         * issuer certificate"); its code's generic text when it left none */
         snprintf(res.detail, sizeof(res.detail), "%.127s",
-                 s->native ? s->errbuf : curl_easy_strerror(rc));
+                 s->native || s->errbuf[0] != '\0' ? s->errbuf : curl_easy_strerror(rc));
     }
     res.body = s->resp;
     res.body_len = s->resp_len;
@@ -1025,8 +1031,19 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
     curl_easy_setopt(s->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     curl_easy_setopt(s->easy, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(s->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (ca_file[0] != '\0')
-        curl_easy_setopt(s->easy, CURLOPT_CAINFO, ca_file);
+    curl_easy_setopt(s->easy, CURLOPT_SSL_VERIFYPEER, req->tls_no_verify ? 0L : 1L);
+    curl_easy_setopt(s->easy, CURLOPT_SSL_VERIFYHOST, req->tls_no_verify ? 0L : 2L);
+    if (req->ca_file != NULL && req->ca_file[0] != '\0') {
+        /* ssl_verify: PATH trusts that bundle alone, as Python's requests does */
+        curl_easy_setopt(s->easy, CURLOPT_CAINFO, req->ca_file);
+        curl_easy_setopt(s->easy, CURLOPT_CAPATH, NULL);
+    } else {
+        const char *cf = ca_file[0] != '\0' ? ca_file : default_ca_file;
+
+        curl_easy_setopt(s->easy, CURLOPT_CAINFO, cf[0] != '\0' ? cf : NULL);
+        curl_easy_setopt(s->easy, CURLOPT_CAPATH,
+                         default_ca_path[0] != '\0' ? default_ca_path : NULL);
+    }
     curl_easy_setopt(s->easy, CURLOPT_CONNECTTIMEOUT_MS,
                      req->timeout_ms > 0 ? req->timeout_ms : 30000L);
     curl_easy_setopt(s->easy, CURLOPT_BUFFERSIZE,
@@ -1158,9 +1175,25 @@ int rt_upstream_global_init(void)
 {
     const char *f = getenv("SSL_CERT_FILE");
 
+    CURL *probe;
+    char *v = NULL;
+
     if (f != NULL && f[0] != '\0' && strlen(f) < sizeof(ca_file))
         memcpy(ca_file, f, strlen(f) + 1);
-    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : TG_EIO;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return TG_EIO;
+    probe = curl_easy_init();
+    if (probe == NULL)
+        return TG_EIO;
+    if (curl_easy_getinfo(probe, CURLINFO_CAINFO, &v) == CURLE_OK && v != NULL &&
+        strlen(v) < sizeof(default_ca_file))
+        memcpy(default_ca_file, v, strlen(v) + 1);
+    v = NULL;
+    if (curl_easy_getinfo(probe, CURLINFO_CAPATH, &v) == CURLE_OK && v != NULL &&
+        strlen(v) < sizeof(default_ca_path))
+        memcpy(default_ca_path, v, strlen(v) + 1);
+    curl_easy_cleanup(probe);
+    return 0;
 }
 
 void rt_upstream_global_fini(void)

@@ -75,11 +75,17 @@ struct rt_upstream_request {
     long recv_buffer_bytes;    /* largest single on_data delivery, 0 = curl's default (16 KiB):
                                   libcurl's receive buffer, and its deliveries are cut to it too
                                   (over HTTP/2 curl delivers up to 16 KiB whatever its buffer) */
+    int tls_no_verify;         /* https: 1 = the server's certificate and name are not checked
+                                  (ssl_verify: false); 0 = they are (default) */
+    const char *ca_file;       /* https: the CA bundle to verify with, alone (ssl_verify: PATH);
+                                  NULL or "" = SSL_CERT_FILE, else the system's; borrowed for the
+                                  call (copied) */
 };
 
 /* rt_upstream_global_init / rt_upstream_global_fini: process-wide libcurl set-up and
  * tear-down (curl.h stays inside this module). init reads SSL_CERT_FILE: a CA bundle used for
- * the providers' certificates instead of the system's. Main thread, once, before any other thread
+ * the providers' certificates instead of the system's (a request's ca_file replaces both), and
+ * libcurl's built-in CA bundle and directory (restored on a reused handle). Main thread, once, before any other thread
  * starts / after every upstream is destroyed. init returns 0 or TG_EIO. */
 int rt_upstream_global_init(void);
 void rt_upstream_global_fini(void);

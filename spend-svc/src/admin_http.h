@@ -18,8 +18,11 @@
 
 #include "tg_buf.h"
 
+#define SP_ADMIN_REASON_CAP 256 /* a dependency's reason in readiness, bytes */
+
 struct sp_admin_status {
     int kafka_up;
+    char kafka_reason[SP_ADMIN_REASON_CAP]; /* why Kafka is down ("" = not known or up) */
     int postgres_up;
     int redis_up;
     int control_caught_up;

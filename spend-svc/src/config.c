@@ -11,6 +11,8 @@
 
 #include "tg_cfgtext.h"
 #include "tg_err.h"
+#include "tg_kafka_opts.h"
+#include "tg_yaml.h"
 
 /* Parsing context: the document and where errors go. */
 struct cfg_ctx {
@@ -278,8 +280,19 @@ static int cfg_expect_map(struct cfg_ctx *c, yaml_node_t *node, const char *key)
     return 0;
 }
 
+/* tg_yaml's first error into the loader's err (the line has the same form). */
+static void kafka_diag(void *ud, int is_error, const char *line)
+{
+    struct cfg_ctx *c = ud;
+
+    if (is_error)
+        snprintf(c->err, c->errlen, "%s", line);
+}
+
 static int cfg_kafka(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cfg)
 {
+    struct tg_yaml y;
+
     int rc = cfg_expect_map(c, map, "kafka");
     if (rc < 0)
         return rc;
@@ -302,6 +315,8 @@ static int cfg_kafka(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cfg)
         else if (strcmp(k, "session_timeout_ms") == 0)
             rc = cfg_int(c, v, "kafka.session_timeout_ms", 1000, 300000,
                          &cfg->kafka_session_timeout_ms);
+        else if (tg_kafka_opts_is_key(k))
+            rc = 0; /* tg_kafka_opts_parse, below */
         else
             rc = cfg_fail(c, v, k, "unknown key in kafka");
         if (rc < 0)
@@ -311,7 +326,10 @@ static int cfg_kafka(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cfg)
         return cfg_fail(c, map, "kafka.brokers", "must not be empty");
     if (cfg->kafka_topic[0] == '\0' || cfg->kafka_group_id[0] == '\0')
         return cfg_fail(c, map, "kafka", "topic and group_id must not be empty");
-    return 0;
+    tg_yaml_borrow(&y, c->file, c->doc, kafka_diag, c);
+    rc = tg_kafka_opts_parse(&cfg->kafka_opts, &y, map, "kafka");
+    tg_yaml_close(&y);
+    return rc;
 }
 
 static int cfg_postgres(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cfg)

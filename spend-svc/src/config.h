@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tg_kafka_opts.h"
+
 #define SP_CONFIG_STR_MAX 256      /* bytes incl. NUL for names, hosts, topics */
 #define SP_CONFIG_DSN_MAX 1024     /* bytes incl. NUL for the Postgres DSN and broker lists */
 #define SP_CONFIG_THRESHOLDS_MAX 8 /* budget thresholds, percent */
@@ -36,6 +38,8 @@ struct sp_config {
     char kafka_control_topic[SP_CONFIG_STR_MAX];
     char kafka_group_id[SP_CONFIG_STR_MAX];
     int kafka_session_timeout_ms;
+    struct tg_kafka_opts kafka_opts;         /* security_protocol, sasl, ssl, librdkafka
+                                              * (tg_kafka_opts.h); holds secrets */
 
     char pg_dsn[SP_CONFIG_DSN_MAX];
     int pg_query_timeout_ms;                 /* deadline of every query */

@@ -35,6 +35,7 @@ struct sp_consumer {
     rd_kafka_message_t *cur;  /* last message handed out */
 
     pthread_mutex_t mu;       /* guards parts (lag read by the metrics thread) */
+    struct tg_kafka_lasterr last_error; /* for readiness */
     struct part parts[SP_CONSUMER_PARTITIONS_MAX];
     int nparts;
     int held;
@@ -78,14 +79,30 @@ static int set_conf(rd_kafka_conf_t *conf, const char *k, const char *v, char *e
     return 0;
 }
 
+/* apply_opts: the user's security and librdkafka properties, after the service's own. */
+static int apply_opts(rd_kafka_conf_t *conf, const struct sp_config *cfg, char *err,
+                     size_t errlen)
+{
+    char e[320];
+
+    if (tg_kafka_opts_apply(&cfg->kafka_opts, conf, e, sizeof(e)) != 0) {
+        snprintf(err, errlen, "kafka config %s", e);
+        return TG_ECONFIG;
+    }
+    return 0;
+}
+
+/* error_cb: the brokers' state and the last reason (for readiness and the log). */
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     struct sp_consumer *c = opaque;
+    char esc[TG_KAFKA_LASTERR_CAP];
+
     (void)rk;
-    (void)reason;
-    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT)
+    if (tg_kafka_lasterr_note(&c->last_error, err, reason, esc, sizeof(esc)))
         atomic_store(&c->kafka_up, 0);
-    TG_WARN_RL("msg=\"kafka error\" err=%s", rd_kafka_err2name((rd_kafka_resp_err_t)err));
+    TG_WARN_RL("msg=\"kafka error\" err=%s reason=\"%s\"",
+               rd_kafka_err2name((rd_kafka_resp_err_t)err), esc);
 }
 
 /* Rebalance --------------------------------------------------------------------------------------- */
@@ -225,6 +242,7 @@ struct sp_consumer *sp_consumer_create(const struct sp_config *cfg,
         return NULL;
     }
     pthread_mutex_init(&c->mu, NULL);
+    tg_kafka_lasterr_init(&c->last_error);
     snprintf(c->topic, sizeof(c->topic), "%s", cfg->kafka_topic);
     snprintf(c->control_topic, sizeof(c->control_topic), "%s", cfg->kafka_control_topic);
     if (hooks)
@@ -245,7 +263,8 @@ struct sp_consumer *sp_consumer_create(const struct sp_config *cfg,
         /* a parked partition resumes with the next fetch of its broker: keep the broker's
          * long poll short so that it is not held up behind idle partitions */
         set_conf(conf, "fetch.wait.max.ms", "50", err, errlen) < 0 ||
-        set_conf(conf, "client.id", "spend-svc", err, errlen) < 0)
+        set_conf(conf, "client.id", "spend-svc", err, errlen) < 0 ||
+        apply_opts(conf, cfg, err, errlen) < 0)
         goto fail;
     rd_kafka_conf_set_opaque(conf, c);
     rd_kafka_conf_set_error_cb(conf, error_cb);
@@ -270,7 +289,8 @@ struct sp_consumer *sp_consumer_create(const struct sp_config *cfg,
         set_conf(conf, "enable.auto.commit", "false", err, errlen) < 0 ||
         set_conf(conf, "enable.auto.offset.store", "false", err, errlen) < 0 ||
         set_conf(conf, "enable.partition.eof", "true", err, errlen) < 0 ||
-        set_conf(conf, "auto.offset.reset", "earliest", err, errlen) < 0)
+        set_conf(conf, "auto.offset.reset", "earliest", err, errlen) < 0 ||
+        apply_opts(conf, cfg, err, errlen) < 0)
         goto fail;
     rd_kafka_conf_set_opaque(conf, c);
     rd_kafka_conf_set_error_cb(conf, error_cb);
@@ -286,7 +306,8 @@ struct sp_consumer *sp_consumer_create(const struct sp_config *cfg,
         set_conf(conf, "acks", "all", err, errlen) < 0 ||
         set_conf(conf, "enable.idempotence", "true", err, errlen) < 0 ||
         set_conf(conf, "linger.ms", "0", err, errlen) < 0 ||
-        set_conf(conf, "queue.buffering.max.messages", "10000", err, errlen) < 0)
+        set_conf(conf, "queue.buffering.max.messages", "10000", err, errlen) < 0 ||
+        apply_opts(conf, cfg, err, errlen) < 0)
         goto fail;
     rd_kafka_conf_set_opaque(conf, c);
     rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
@@ -338,6 +359,7 @@ void sp_consumer_destroy(struct sp_consumer **cp)
         rd_kafka_destroy(c->prod);
     }
     pthread_mutex_destroy(&c->mu);
+    tg_kafka_lasterr_fini(&c->last_error);
     free(c);
     *cp = NULL;
 }
@@ -681,6 +703,11 @@ int64_t sp_consumer_total_lag(struct sp_consumer *c)
         total += c->parts[i].lag;
     pthread_mutex_unlock(&c->mu);
     return total;
+}
+
+const char *sp_consumer_kafka_reason(struct sp_consumer *c, char *buf, size_t cap)
+{
+    return tg_kafka_lasterr_get(&c->last_error, atomic_load(&c->kafka_up), buf, cap);
 }
 
 int sp_consumer_kafka_up(const struct sp_consumer *c)

@@ -109,6 +109,11 @@ int64_t sp_consumer_total_lag(struct sp_consumer *c);
 /* sp_consumer_kafka_up: 1 when the brokers were reachable lately. Any thread. */
 int sp_consumer_kafka_up(const struct sp_consumer *c);
 
+/* sp_consumer_kafka_reason: while the brokers are down, the last Kafka error into buf ("" when
+ * up or none), e.g. "_AUTHENTICATION: sasl_ssl://kafka-0:9093/bootstrap: SASL authentication
+ * error: ..." (escaped; never a credential). Returns buf. Any thread. */
+const char *sp_consumer_kafka_reason(struct sp_consumer *c, char *buf, size_t cap);
+
 /* sp_consumer_write_metrics: tollgate_spend_kafka_up, tollgate_spend_consumer_lag{partition},
  * rebalances, discarded. Any thread. */
 void sp_consumer_write_metrics(struct sp_consumer *c, struct tg_buf *b);

@@ -588,6 +588,8 @@ static void status_hook(void *ctx, struct sp_admin_status *out)
     struct app *a = ctx;
     out->postgres_up = atomic_load(&a->pg_ready);
     out->kafka_up = a->consumer ? sp_consumer_kafka_up(a->consumer) : 0;
+    if (a->consumer != NULL && !out->kafka_up)
+        sp_consumer_kafka_reason(a->consumer, out->kafka_reason, sizeof(out->kafka_reason));
     out->redis_up = a->redis ? sp_redis_sink_is_up(a->redis) : 0;
     out->control_caught_up = a->consumer ? sp_consumer_control_caught_up(a->consumer) : 0;
 }
@@ -908,9 +910,15 @@ int main(int argc, char **argv)
         if (!a->consumer)
             goto fail;
     }
-    TG_INFO("msg=\"spend-svc started\" port=%d batch_max_events=%d batch_max_wait_ms=%d "
-            "writers=%d",
-            a->cfg.listen_port, a->cfg.batch_max_events, a->cfg.batch_max_wait_ms, a->nlanes);
+    {
+        char kdesc[128];
+
+        /* the Kafka settings' kinds and count, never a value (secrets are among them) */
+        TG_INFO("msg=\"spend-svc started\" port=%d batch_max_events=%d batch_max_wait_ms=%d "
+                "writers=%d kafka=\"%s\"",
+                a->cfg.listen_port, a->cfg.batch_max_events, a->cfg.batch_max_wait_ms, a->nlanes,
+                tg_kafka_opts_describe(&a->cfg.kafka_opts, kdesc, sizeof(kdesc)));
+    }
 
     run_loop(a);
 

@@ -357,8 +357,39 @@ static void pg_notice_drop(void *arg, const char *message)
     (void)message;
 }
 
+/* conn_reason: libpq's message about the failed connection (TLS, authentication, refusal),
+ * escaped and cut, for the log. libpq quotes a piece of a malformed connection string back, so
+ * a message holding the DSN's password, or any message when the DSN's password cannot be found,
+ * is replaced by a fixed text: the password never reaches a log. */
+static const char *conn_reason(const struct sp_pg *pg, char *buf, size_t cap)
+{
+    PQconninfoOption *opts = PQconninfoParse(pg->dsn, NULL);
+    const char *msg = pg->conn ? PQerrorMessage(pg->conn) : "";
+    const char *pw = NULL;
+    size_t len = strlen(msg);
+
+    if (opts == NULL) {
+        snprintf(buf, cap, "connection string not parsed (not shown: it holds a password)");
+        return buf;
+    }
+    for (PQconninfoOption *o = opts; o->keyword != NULL; o++) {
+        if (strcmp(o->keyword, "password") == 0)
+            pw = o->val;
+    }
+    while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == ' '))
+        len--;
+    if (pw != NULL && pw[0] != '\0' && strstr(msg, pw) != NULL)
+        snprintf(buf, cap, "(not shown: libpq's message quotes the password)");
+    else
+        tg_log_escape(buf, cap, msg, len);
+    PQconninfoFree(opts);
+    return buf;
+}
+
 int sp_pg_connect(struct sp_pg *pg)
 {
+    char reason[256];
+
     uint64_t deadline;
     PostgresPollingStatusType st;
 
@@ -391,7 +422,8 @@ int sp_pg_connect(struct sp_pg *pg)
     atomic_store(&pg->up, 1);
     return 0;
 fail:
-    TG_WARN_RL("msg=\"postgres connect failed\" status=%d", (int)PQstatus(pg->conn));
+    TG_WARN_RL("msg=\"postgres connect failed\" status=%d reason=\"%s\"", (int)PQstatus(pg->conn),
+               conn_reason(pg, reason, sizeof(reason)));
     pg_close(pg);
     return TG_EUNAVAIL;
 }

@@ -10,7 +10,11 @@ credentials it carried (Authorization, x-api-key, api-key, x-goog-api-key), one 
 the log, and answers like the provider's API would (OpenAI chat completions, streaming or not;
 embeddings; Anthropic messages), so that the request succeeds end to end.
 
-    provider_proxy.py --port-file FILE --cert CRT --key KEY --log FILE.jsonl
+    provider_proxy.py --port-file FILE --cert CRT --key KEY --log FILE.jsonl [--direct]
+
+With --direct it is no proxy but an HTTPS provider itself: every connection is TLS from its
+first byte (the certificate given), and requests are answered as above (tunnel "direct" in the
+log), for tests of how router-svc verifies a provider's certificate.
 
 Binds 127.0.0.1 on a free port (written to --port-file). Bounded: request heads 64 KiB, bodies
 4 MiB, 256 connections; anything larger is refused with 400 and the connection closed.
@@ -153,6 +157,10 @@ class Handler(socketserver.StreamRequestHandler):
 
     def handle(self):
         try:
+            if self.server.direct:
+                tls = self.server.tls.wrap_socket(self.request, server_side=True)
+                self.serve(tls.makefile("rb"), tls.makefile("wb", buffering=0), "direct")
+                return
             self.serve(self.rfile, self.wfile, None)
         except (Bad, ValueError) as e:
             try:
@@ -211,12 +219,14 @@ def main():
     ap.add_argument("--cert", required=True)
     ap.add_argument("--key", required=True)
     ap.add_argument("--log", required=True)
+    ap.add_argument("--direct", action="store_true")
     a = ap.parse_args()
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(a.cert, a.key)
     tls.set_alpn_protocols(["http/1.1"])
     srv = Server(("127.0.0.1", 0), Handler)
     srv.tls = tls
+    srv.direct = a.direct
     srv.log_path = a.log
     open(a.log, "w").close()
     with open(a.port_file + ".tmp", "w") as f:

@@ -13,7 +13,8 @@
  *    (rt_config_find_deployment finds each at its index), fallback and alias rules naming
  *    known groups, static keys with a SHA-256 hex hash, unique, no more than limits.max_keys;
  *  - what router-svc's start does next with it works: rt_keys_create takes the static keys,
- *    rt_mask_create takes rt_config_secrets (whose count matches the config). */
+ *    rt_mask_create takes rt_config_secrets (whose count matches the config, the Kafka
+ *    secrets included). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -179,6 +180,17 @@ static void check_config(const struct rt_config *cfg)
     rt_keys_destroy(&keys);
     if (cfg->master_key[0] != '\0')
         want_secrets++;
+    /* the Kafka secrets (sasl.password, ssl.key_password, secret librdkafka properties) too */
+    check(cfg->kafka_opts.n <= TG_KAFKA_OPTS_MAX &&
+              cfg->kafka_opts.text_used <= TG_KAFKA_OPT_TEXT_CAP,
+          "kafka properties over their bounds", NULL);
+    for (uint32_t i = 0; i < cfg->kafka_opts.n; i++) {
+        const struct tg_kafka_opt *o = &cfg->kafka_opts.opt[i];
+
+        check(str_in(o->name, TG_KAFKA_OPT_NAME_CAP) && o->value_off < cfg->kafka_opts.text_used,
+              "kafka property outside its storage", NULL);
+        want_secrets += o->secret && cfg->kafka_opts.text[o->value_off] != '\0';
+    }
     n_secrets = rt_config_secrets(cfg, secrets, RT_MASK_SECRETS_MAX);
     check(n_secrets == want_secrets, "rt_config_secrets count differs from the config", NULL);
     mask = rt_mask_create(secrets, n_secrets, err, sizeof(err));

@@ -13,7 +13,8 @@
  *    the name given;
  *  - a loaded configuration keeps config.h's promises: strings terminated inside their fields,
  *    every number inside the range its key accepts, thresholds ascending (1..8 of them), teams
- *    within SP_CONFIG_TEAMS_MAX with an id, a positive budget and a period, a Postgres DSN;
+ *    within SP_CONFIG_TEAMS_MAX with an id, a positive budget and a period, a Postgres DSN,
+ *    Kafka properties within their bounds;
  *  - the alerting section, when accepted, leaves the alerter's documented bounds. */
 #include <stddef.h>
 #include <stdint.h>
@@ -144,6 +145,11 @@ static void check_config(const struct sp_config *c)
         check(i == 0 || c->budget_thresholds[i] > c->budget_thresholds[i - 1],
               "thresholds not ascending", NULL);
     }
+    check(c->kafka_opts.n <= TG_KAFKA_OPTS_MAX && c->kafka_opts.text_used <= TG_KAFKA_OPT_TEXT_CAP,
+          "kafka properties over their bounds", NULL);
+    for (uint32_t i = 0; i < c->kafka_opts.n; i++)
+        check(c->kafka_opts.opt[i].value_off < c->kafka_opts.text_used,
+              "kafka property value outside its storage", c->kafka_opts.opt[i].name);
     check(in(c->teams_n, 0, SP_CONFIG_TEAMS_MAX), "team count out of range", NULL);
     for (int i = 0; i < c->teams_n; i++) {
         const struct sp_config_team *t = &c->teams[i];

@@ -64,6 +64,15 @@ rt_wait_http() { # URL SECONDS
     return 1
 }
 
+rt_wait_file() { # FILE SECONDS: until FILE exists and is not empty (a fake's port file)
+    local i
+    for i in $(seq 1 $(($2 * 10))); do
+        [ -s "$1" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 rt_fake_start() { # CONFIG.json
     "$TG_BUILD_DIR/tests/fakes/fake-llm" --listen "127.0.0.1:$RT_FAKE_PORT" --config "$1" \
         --threads 2 2>>"$RT_DIR/fake.log" &

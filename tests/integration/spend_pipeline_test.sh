@@ -12,6 +12,7 @@
 #                                         that a writer with both batches taken parks its
 #                                         partitions; a second consumer leaves mid-drain
 #   spend_pipeline_test.sh replica_rebuilds  Redis rebuilt by one replica while another commits
+#   spend_pipeline_test.sh kafka_auth     SASL refused by the broker: readiness names the reason
 #
 # Every check compares exact numbers: rows = distinct call ids, sums = what was produced,
 # spend_daily = spend_logs, Redis = Postgres. Topics have 24 partitions and events are spread
@@ -360,6 +361,35 @@ budget)
     sp_stop "$A"
     ;;
 
+kafka_auth)
+    # SASL towards a broker that refuses it (devkafka speaks no SASL: the same failure path as a
+    # wrong password at a real broker, librdkafka's _AUTHENTICATION): readiness names it.
+    export SP_KAFKA_PW="kpw-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    sp_config "$SP_DIR/a.yaml" "$TOPIC"
+    sed -i 's|session_timeout_ms: 6000}|session_timeout_ms: 6000, security_protocol: SASL_PLAINTEXT,\n        sasl: {mechanism: PLAIN, username: spend, password: os.environ/SP_KAFKA_PW}}|' \
+        "$SP_DIR/a.yaml"
+    grep -q "password: os.environ/SP_KAFKA_PW" "$SP_DIR/a.yaml" || sp_die "cannot add the SASL keys"
+    sp_start "$SP_DIR/a.yaml" a
+    U=$(sp_url "$SP_DIR/a.yaml")
+    for _ in $(seq 1 100); do
+        B=$(curl -s -m 2 -w '%{http_code}' "$U/health/readiness")
+        printf '%s' "$B" | grep -q '"kafka_reason":"_AUTHENTICATION: ' && break
+        sleep 0.1
+    done
+    sp_check "readiness is 503 while Kafka refuses the authentication" [ "${B: -3}" = 503 ]
+    B=${B%???}
+    echo "readiness: $B"
+    sp_check "readiness says kafka is down" \
+        [ "$(printf '%s' "$B" | jq -r .kafka)" = down ]
+    sp_check "readiness names the authentication failure" \
+        bash -c 'printf "%s" "$1" | jq -r .kafka_reason | grep -q "^_AUTHENTICATION: .*SASL"' _ "$B"
+    sp_check "the log names it too" grep -q 'msg="kafka error" err=_AUTHENTICATION reason=".*SASL' \
+        "$SP_DIR/a.log"
+    sp_check "the Kafka password is in no answer or log" \
+        bash -c '! grep -qF -e "$1" <<<"$2" && ! grep -rqF -e "$1" "$3"/*.log "$3"/*.out' \
+        _ "$SP_KAFKA_PW" "$B" "$SP_DIR"
+    sp_stop "$SP_PID"
+    ;;
 *)
     sp_die "unknown scenario $SCENARIO"
     ;;

@@ -235,6 +235,18 @@ static void test_escape(void **state)
     assert_string_equal(dst, "abc");
 }
 
+static void test_json_plain(void **state)
+{
+    char out[16];
+
+    (void)state;
+    assert_string_equal(tg_log_json_plain(out, sizeof(out), "a \"b\" \\c\n\x01\xff!"),
+                        "a 'b' /c!");
+    assert_string_equal(tg_log_json_plain(out, 6, "0123456789"), "01234");
+    assert_string_equal(tg_log_json_plain(out, 1, "x"), "");
+    assert_string_equal(tg_log_json_plain(out, sizeof(out), ""), "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +256,7 @@ int main(void)
         cmocka_unit_test(test_newlines_do_not_split_lines),
         cmocka_unit_test(test_rate_limit_counts_suppressed),
         cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_json_plain),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

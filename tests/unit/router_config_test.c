@@ -877,6 +877,106 @@ static void test_key_models_may_name_own_alias(void **state)
                  "\"yours\"");
 }
 
+/* tollgate.kafka's security keys and librdkafka properties (tg_kafka_opts; its own tests are
+ * common_kafka_opts_test): read under tollgate.kafka, errors name that path, secrets masked. */
+static void test_kafka_security(void **state)
+{
+    struct rt_config *cfg;
+    const char *sec[16];
+    size_t n;
+
+    (void)state;
+    setenv("RT_TEST_KAFKA_PW", "kafka-pw-0042", 1);
+    cfg = load(HEAD "      api_key: sk-provider-1\n"
+                    "tollgate:\n"
+                    "  kafka:\n"
+                    "    brokers: 127.0.0.1:1\n"
+                    "    security_protocol: SASL_PLAINTEXT\n"
+                    "    sasl: {mechanism: SCRAM-SHA-256, username: router,\n"
+                    "           password: os.environ/RT_TEST_KAFKA_PW}\n"
+                    "    librdkafka: {linger.ms: 20}\n");
+    if (cfg == NULL)
+        fail_msg("%s", diag.error);
+    assert_string_equal(cfg->kafka_brokers, "127.0.0.1:1");
+    assert_string_equal(cfg->kafka_opts.protocol, "SASL_PLAINTEXT");
+    assert_string_equal(cfg->kafka_opts.mechanism, "SCRAM-SHA-256");
+    assert_int_equal(cfg->kafka_opts.n, 5);
+    n = rt_config_secrets(cfg, sec, 16);
+    assert_int_equal(n, 2);
+    assert_string_equal(sec[0], "sk-provider-1");
+    assert_string_equal(sec[1], "kafka-pw-0042");
+    /* no room left for the Kafka secret: counted all the same */
+    assert_int_equal(rt_config_secrets(cfg, sec, 1), 2);
+    rt_config_destroy(&cfg);
+    unsetenv("RT_TEST_KAFKA_PW");
+
+    expect_error(HEAD "tollgate:\n  kafka:\n    librdkafka: {linger.mss: 5}\n",
+                 "router.yaml:7: tollgate.kafka.librdkafka.linger.mss: No such configuration "
+                 "property: \"linger.mss\"");
+    expect_error(HEAD "tollgate:\n  kafka:\n    librdkafka:\n      bootstrap.servers: x\n",
+                 "router.yaml:8: tollgate.kafka.librdkafka.bootstrap.servers: owned by the service "
+                 "(its delivery and offset guarantees rest on it): not configurable");
+    expect_error(HEAD "tollgate:\n  kafka:\n    librdkafka: {sasl.username: u}\n",
+                 "router.yaml:7: tollgate.kafka.librdkafka.sasl.username: give it as "
+                 "tollgate.kafka.sasl.username");
+    expect_error(HEAD "tollgate:\n  kafka:\n    sasl: {mechanism: PLAIN}\n",
+                 "router.yaml:7: tollgate.kafka.sasl: security_protocol is PLAINTEXT (the "
+                 "default): SASL needs SASL_PLAINTEXT or SASL_SSL");
+    expect_error(HEAD "tollgate:\n  kafka:\n    sasl_mechanism: PLAIN\n",
+                 "router.yaml:7: tollgate.kafka.sasl_mechanism: unknown key");
+}
+
+/* ssl_verify (LiteLLM's): per deployment, litellm_settings for the rest; true, false or a CA
+ * bundle's path. */
+static void test_ssl_verify(void **state)
+{
+    const char *src = getenv("TG_SOURCE_DIR");
+    char ca[512], text[2048];
+    struct rt_config *cfg;
+
+    (void)state;
+    snprintf(ca, sizeof(ca), "%s/tests/unit/data/kafka/ca.pem", src != NULL ? src : ".");
+    cfg = load(HEAD "  - model_name: b\n    litellm_params: {model: openai/y, ssl_verify: false}\n");
+    assert_non_null(cfg);
+    assert_int_equal(cfg->deployments[0].ssl_verify, 1); /* the default */
+    assert_string_equal(cfg->deployments[0].ssl_ca_file, "");
+    assert_int_equal(cfg->deployments[1].ssl_verify, 0);
+    rt_config_destroy(&cfg);
+
+    snprintf(text, sizeof(text),
+             HEAD "  - model_name: b\n    litellm_params: {model: openai/y, ssl_verify: \"%s\"}\n"
+                  "  - model_name: c\n    litellm_params: {model: openai/z, ssl_verify: True}\n"
+                  "litellm_settings: {ssl_verify: \"False\"}\n",
+             ca);
+    cfg = load(text);
+    if (cfg == NULL)
+        fail_msg("%s", diag.error);
+    assert_int_equal(cfg->deployments[0].ssl_verify, 0); /* litellm_settings */
+    assert_int_equal(cfg->deployments[1].ssl_verify, 1); /* its own path wins */
+    assert_string_equal(cfg->deployments[1].ssl_ca_file, ca);
+    assert_int_equal(cfg->deployments[2].ssl_verify, 1); /* its own true wins */
+    assert_string_equal(cfg->deployments[2].ssl_ca_file, "");
+    assert_int_equal(warnings_besides_prices(), 0);
+    rt_config_destroy(&cfg);
+
+    snprintf(text, sizeof(text), HEAD "litellm_settings:\n  ssl_verify: %s\n", ca);
+    cfg = load(text);
+    assert_non_null(cfg);
+    assert_int_equal(cfg->deployments[0].ssl_verify, 1);
+    assert_string_equal(cfg->deployments[0].ssl_ca_file, ca);
+    rt_config_destroy(&cfg);
+
+    expect_error(HEAD "      ssl_verify: /nonexistent/ca.pem\n",
+                 "router.yaml:5: model_list[0].litellm_params.ssl_verify: expected true, false or "
+                 "the path of a CA bundle: cannot read /nonexistent/ca.pem: No such file or "
+                 "directory");
+    expect_error(HEAD "litellm_settings: {ssl_verify: ''}\n",
+                 "router.yaml:5: litellm_settings.ssl_verify: expected true, false or the path of "
+                 "a CA bundle");
+    expect_error(HEAD "      ssl_verify: [true]\n",
+                 "router.yaml:5: model_list[0].litellm_params.ssl_verify: expected a scalar value");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -897,6 +997,8 @@ int main(void)
         cmocka_unit_test(test_provider_azure),
         cmocka_unit_test(test_duplicate_keys),
         cmocka_unit_test(test_front_door_limits),
+        cmocka_unit_test(test_kafka_security),
+        cmocka_unit_test(test_ssl_verify),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -261,6 +261,38 @@ static void test_usd_beyond_int64_refused(void **state)
     assert_non_null(strstr(err, ":4: budgets.teams.max_budget: expected a positive USD amount"));
 }
 
+/* kafka's security keys and librdkafka properties (tg_kafka_opts; its own tests are
+ * common_kafka_opts_test): read under kafka, errors in the loader's form. */
+static void test_kafka_security(void **state)
+{
+    char desc[128];
+
+    (void)state;
+    assert_int_equal(load("postgres: {dsn: x}\n"
+                          "kafka:\n"
+                          "  brokers: 127.0.0.1:1\n"
+                          "  security_protocol: SASL_PLAINTEXT\n"
+                          "  sasl: {mechanism: PLAIN, username: spend, password: pw-0042}\n"
+                          "  librdkafka: {fetch.wait.max.ms: 100}\n"),
+                     0);
+    assert_string_equal(cfg.kafka_brokers, "127.0.0.1:1");
+    assert_int_equal(cfg.kafka_opts.n, 5);
+    tg_kafka_opts_describe(&cfg.kafka_opts, desc, sizeof(desc));
+    assert_string_equal(desc, "security_protocol=SASL_PLAINTEXT sasl_mechanism=PLAIN properties=5");
+
+    assert_int_equal(load("postgres: {dsn: x}\nkafka:\n  librdkafka:\n    group.id: other\n"),
+                     TG_ECONFIG);
+    assert_non_null(strstr(err, ":4: kafka.librdkafka.group.id: owned by the service"));
+    assert_int_equal(strncmp(err, "/tmp/spend_config_test.", 23), 0);
+    assert_int_equal(load("postgres: {dsn: x}\nkafka:\n  librdkafka: {fetch.wait.max.ms: soon}\n"),
+                     TG_ECONFIG);
+    assert_non_null(strstr(err, ":3: kafka.librdkafka.fetch.wait.max.ms: Invalid value for "
+                                "configuration property \"fetch.wait.max.ms\""));
+    assert_int_equal(load("postgres: {dsn: x}\nkafka:\n  security_protocol: SASL_SSL\n"),
+                     TG_ECONFIG);
+    assert_non_null(strstr(err, ":3: kafka.sasl: mechanism missing"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_load_buffer),
         cmocka_unit_test(test_durations_and_usd),
         cmocka_unit_test(test_usd_beyond_int64_refused),
+        cmocka_unit_test(test_kafka_security),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
