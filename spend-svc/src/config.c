@@ -12,6 +12,8 @@
 #include "tg_cfgtext.h"
 #include "tg_err.h"
 #include "tg_kafka_opts.h"
+#include "tg_period.h"
+#include "tg_units.h"
 #include "tg_yaml.h"
 
 /* Parsing context: the document and where errors go. */
@@ -94,29 +96,13 @@ static int cfg_int(struct cfg_ctx *c, yaml_node_t *node, const char *key, long l
 
 int sp_config_parse_duration(const char *s, int64_t *out_s)
 {
-    char *end = NULL;
-    long long v;
-    int64_t mult = 1;
+    int64_t v = 0;
 
-    if (!s || !*s)
+    /* the grammar both services share (tg_units.h); a budget period is never 0, and stays far
+     * from overflowing in milliseconds */
+    if (s == NULL || tg_parse_duration_s(s, &v) != 0 || v <= 0 || v > INT64_MAX / 1000)
         return TG_EINVAL;
-    errno = 0;
-    v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || v <= 0)
-        return TG_EINVAL;
-    if (*end == '\0' || strcmp(end, "s") == 0)
-        mult = 1;
-    else if (strcmp(end, "m") == 0)
-        mult = 60;
-    else if (strcmp(end, "h") == 0)
-        mult = 3600;
-    else if (strcmp(end, "d") == 0)
-        mult = 86400;
-    else
-        return TG_EINVAL;
-    if (v > (long long)(INT64_MAX / 1000 / mult))
-        return TG_EINVAL;
-    *out_s = (int64_t)v * mult;
+    *out_s = v;
     return 0;
 }
 
@@ -460,6 +446,20 @@ static int cfg_team(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cfg)
     return 0;
 }
 
+/* timezone: the budget periods' time zone (tg_period.h), as router-svc's
+ * litellm_settings.timezone; checked here, set process-wide at start. */
+static int cfg_timezone(struct cfg_ctx *c, yaml_node_t *node, struct sp_config *cfg)
+{
+    char why[160];
+    int rc = cfg_scalar(c, node, "timezone", cfg->timezone, sizeof(cfg->timezone));
+
+    if (rc < 0)
+        return rc;
+    if (tg_period_check_tz(cfg->timezone, why, sizeof(why)) != 0)
+        return cfg_fail(c, node, "timezone", "%s", why);
+    return 0;
+}
+
 static int cfg_budgets(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cfg)
 {
     int rc = cfg_expect_map(c, map, "budgets");
@@ -565,6 +565,8 @@ static int load_doc(yaml_parser_t *parser, const char *path, struct sp_config *c
             rc = cfg_batch(&c, v, cfg);
         else if (strcmp(k, "budgets") == 0)
             rc = cfg_budgets(&c, v, cfg);
+        else if (strcmp(k, "timezone") == 0)
+            rc = cfg_timezone(&c, v, cfg);
         else if (strcmp(k, "alerting") == 0)
             rc = alerting_fn ? alerting_fn(alerting_ctx, &doc, v, path, err, errlen) : 0;
         else

@@ -32,6 +32,7 @@ struct sp_config {
     char listen_host[SP_CONFIG_STR_MAX];     /* admin HTTP bind address */
     int listen_port;                         /* admin HTTP port */
     char master_key[SP_CONFIG_STR_MAX];      /* "" disables the /spend endpoints (401) */
+    char timezone[72];                       /* budget periods' zone (tg_period.h), "" = UTC */
 
     char kafka_brokers[SP_CONFIG_DSN_MAX];
     char kafka_topic[SP_CONFIG_STR_MAX];     /* events topic */
@@ -89,8 +90,9 @@ int sp_config_load_buffer(const char *name, const char *data, size_t len, struct
                           sp_config_section_fn alerting_fn, void *alerting_ctx, char *err,
                           size_t errlen);
 
-/* sp_config_parse_duration: "30d", "1d", "12h", "15m", "45s" (or a bare number of seconds) to
- * seconds. Returns 0 and *out_s, or TG_EINVAL. */
+/* sp_config_parse_duration: a budget duration in the grammar both services share
+ * (tg_parse_duration_s: "30d", "1mo", "1w", "12h", "15m", "45s", a bare number of seconds) to
+ * seconds, 0 refused. Returns 0 and *out_s, or TG_EINVAL. */
 int sp_config_parse_duration(const char *s, int64_t *out_s);
 
 /* sp_config_parse_usd: "12.5" (USD, up to 9 decimals) to nano-USD. Returns 0 or TG_EINVAL (also

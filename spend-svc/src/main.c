@@ -35,6 +35,7 @@
 #include "tg_err.h"
 #include "tg_log.h"
 #include "tg_metrics.h"
+#include "tg_period.h"
 #include "tg_time.h"
 
 #ifdef SP_HAVE_ALERTER
@@ -813,6 +814,11 @@ int main(int argc, char **argv)
     if (check) {
         fprintf(stderr, "%s: ok\n", config_path);
         return 0;
+    }
+    /* the budget time zone, process-wide, before any thread starts (checked at load) */
+    if (tg_period_set_tz(a->cfg.timezone, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s: timezone: %s\n", config_path, err);
+        return 2;
     }
 
     memset(&sa, 0, sizeof(sa));

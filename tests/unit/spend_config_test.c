@@ -58,6 +58,7 @@ static void test_full_config(void **state)
                           "  thresholds: [25, 75, 100]\n"
                           "  teams:\n"
                           "    - {team_id: t1, max_budget: 12.5, budget_duration: 1d}\n"
+                          "timezone: Europe/Berlin\n"
                           "alerting: {anything: goes}\n"),
                      0);
     assert_string_equal(cfg.listen_host, "127.0.0.1");
@@ -80,6 +81,7 @@ static void test_full_config(void **state)
     assert_string_equal(cfg.teams[0].team_id, "t1");
     assert_int_equal(cfg.teams[0].max_budget_nusd, 12500000000LL);
     assert_int_equal(cfg.teams[0].budget_period_s, 86400);
+    assert_string_equal(cfg.timezone, "Europe/Berlin");
 }
 
 static void test_defaults(void **state)
@@ -111,6 +113,9 @@ static void test_errors_name_file_line_key(void **state)
 
     assert_int_equal(load("postgres:\n  dsn: x\n  writers: 9\n"), TG_ECONFIG);
     assert_non_null(strstr(err, ":3: postgres.writers: must be between 1 and 8"));
+
+    assert_int_equal(load("postgres: {dsn: x}\ntimezone: Mars/Olympus_Mons\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, ":2: timezone: no time zone \"Mars/Olympus_Mons\""));
 
     assert_int_equal(load("postgres: {dsn: x}\nkafak: {}\n"), TG_ECONFIG);
     assert_non_null(strstr(err, ":2: kafak: unknown key"));
@@ -227,7 +232,13 @@ static void test_durations_and_usd(void **state)
     assert_int_equal(v, 900);
     assert_int_equal(sp_config_parse_duration("45", &v), 0);
     assert_int_equal(v, 45);
-    assert_int_equal(sp_config_parse_duration("1w", &v), TG_EINVAL);
+    /* the grammar router-svc reads too (tg_units.h) */
+    assert_int_equal(sp_config_parse_duration("1w", &v), 0);
+    assert_int_equal(v, 7 * 86400);
+    assert_int_equal(sp_config_parse_duration("1mo", &v), 0);
+    assert_int_equal(v, 30 * 86400);
+    assert_int_equal(sp_config_parse_duration("0", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_duration("1y", &v), TG_EINVAL);
     assert_int_equal(sp_config_parse_duration("-1d", &v), TG_EINVAL);
     assert_int_equal(sp_config_parse_duration("", &v), TG_EINVAL);
     assert_int_equal(sp_config_parse_usd("0.000000001", &v), 0);

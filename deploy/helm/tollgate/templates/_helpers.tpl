@@ -112,6 +112,14 @@ router_settings:
 {{- toYaml (default (dict) $r.routerSettings) | nindent 2 }}
 general_settings:
 {{- toYaml $general | nindent 2 }}
+{{- $litellm := deepCopy (default (dict) $r.litellmSettings) }}
+{{- if and .Values.timezone (not (hasKey $litellm "timezone")) }}
+{{- $_ := set $litellm "timezone" .Values.timezone }}
+{{- end }}
+{{- if $litellm }}
+litellm_settings:
+{{- toYaml $litellm | nindent 2 }}
+{{- end }}
 tollgate:
 {{- toYaml $tg | nindent 2 }}
 {{- end -}}
@@ -134,6 +142,9 @@ tollgate:
 {{- $_ := set $alerting "alert_to_webhook_url" $s.alerting.alertToWebhookUrl -}}
 {{- end -}}
 {{- $_ := set $cfg "alerting" $alerting -}}
+{{- end -}}
+{{- if .Values.timezone -}}
+{{- $_ := set $cfg "timezone" .Values.timezone -}}
 {{- end -}}
 {{- $cfg = mergeOverwrite $cfg (deepCopy (default (dict) $s.configExtra)) -}}
 {{- toYaml $cfg -}}
