@@ -18,9 +18,11 @@
 #include "alert_text.h"
 #include "proto_event.h"
 #include "tg_err.h"
+#include "tg_hash.h"
 #include "tg_log.h"
 #include "tg_metrics.h"
 #include "tg_time.h"
+#include "tg_utf8.h"
 
 /* libcurl timeouts for one POST to a webhook. */
 #define SP_ALERTER_CONNECT_TIMEOUT_MS 2000
@@ -32,10 +34,6 @@
 /* Dependencies watched by sp_alerter_dependency_state(), plus the consumer-lag state. */
 #define SP_ALERTER_DEPS 4
 #define SP_ALERTER_LAG_STATE SP_ALERTER_DEPS
-
-static const char *const type_names[SP_ALERT_TYPE_COUNT] = {
-    "budget",       "deployment_failures", "slow_requests", "spend_tracking_degraded",
-    "consumer_lag", "daily_report"};
 
 static const char *const outcome_names[SP_ALERT_OUTCOME_COUNT] = {"raised", "sent", "suppressed",
                                                                   "dropped", "failed"};
@@ -126,75 +124,6 @@ struct sp_alerter {
     _Atomic uint64_t posts, http_429, retries, dedupe_full, deployments_full, groups_full;
 };
 
-/* ---------------------------------------------------------------------------------------------
- * Alert values */
-
-const char *sp_alert_type_name(int type)
-{
-    if (type < 0 || type >= SP_ALERT_TYPE_COUNT)
-        return "unknown";
-    return type_names[type];
-}
-
-int sp_alert_type_parse(const char *name)
-{
-    if (name == NULL)
-        return -1;
-    for (int i = 0; i < SP_ALERT_TYPE_COUNT; i++) {
-        if (strcmp(name, type_names[i]) == 0)
-            return i;
-    }
-    return -1;
-}
-
-/* Copy src into a fixed field, cut at a UTF-8 boundary. */
-static void field_set(char *dst, size_t cap, const char *src)
-{
-    size_t len;
-
-    if (src == NULL) {
-        dst[0] = '\0';
-        return;
-    }
-    len = strnlen(src, cap);
-    len = sp_utf8_boundary(src, len, cap - 1);
-    memcpy(dst, src, len);
-    dst[len] = '\0';
-}
-
-void sp_alert_init(struct sp_alert *a, enum sp_alert_type type, enum sp_alert_severity severity,
-                   const char *subject, const char *summary)
-{
-    memset(a, 0, sizeof(*a));
-    a->type = type;
-    a->severity = severity;
-    field_set(a->subject, sizeof(a->subject), subject);
-    field_set(a->summary, sizeof(a->summary), summary);
-}
-
-int sp_alert_add_field(struct sp_alert *a, const char *name, const char *value)
-{
-    if (a->nfields >= SP_ALERT_FIELDS_MAX)
-        return TG_EFULL;
-    field_set(a->fields[a->nfields].name, SP_ALERT_FIELD_NAME_CAP, name);
-    field_set(a->fields[a->nfields].value, SP_ALERT_FIELD_VALUE_CAP, value);
-    a->nfields++;
-    return 0;
-}
-
-int sp_alert_add_fieldf(struct sp_alert *a, const char *name, const char *fmt, ...)
-{
-    char buf[SP_ALERT_FIELD_VALUE_CAP];
-    va_list ap;
-
-    if (a->nfields >= SP_ALERT_FIELDS_MAX)
-        return TG_EFULL;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    return sp_alert_add_field(a, name, buf);
-}
-
 /* printf into a fixed field (subject, summary), cut at a UTF-8 boundary. */
 static void field_printf(char *dst, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -208,7 +137,7 @@ static void field_printf(char *dst, size_t cap, const char *fmt, ...)
     n = vsnprintf(dst, cap, fmt, ap);
     va_end(ap);
     if (n >= 0 && (size_t)n >= cap) {
-        size_t keep = sp_utf8_boundary(dst, cap - 1, cap - 1);
+        size_t keep = tg_utf8_boundary(dst, cap - 1, cap - 1);
 
         dst[keep] = '\0';
     }
@@ -641,12 +570,8 @@ static void *sender_main(void *arg)
 
 static uint64_t str_hash(const char *s, size_t cap)
 {
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = tg_hash_fnv1a64(TG_HASH_FNV1A64_INIT, s, strnlen(s, cap));
 
-    for (size_t i = 0; i < cap && s[i] != '\0'; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ULL;
-    }
     return h == 0 ? 1 : h;
 }
 
@@ -730,7 +655,7 @@ static struct det_entry *det_get(struct det_table *t, const char *key, uint64_t 
         }
         memset(e, 0, sizeof(*e));
         e->hash = h;
-        field_set(e->key, sizeof(e->key), key);
+        tg_utf8_copy(e->key, sizeof(e->key), key);
         e->window_start_ms = now;
         t->count++;
     }
@@ -761,7 +686,7 @@ static void ev_copy(char *dst, size_t dstcap, const char *src, size_t srccap)
 
     if (n >= dstcap)
         n = dstcap - 1;
-    n = sp_utf8_boundary(src, strnlen(src, srccap), n);
+    n = tg_utf8_boundary(src, strnlen(src, srccap), n);
     memcpy(dst, src, n);
     dst[n] = '\0';
 }
@@ -783,15 +708,15 @@ static void observe_attempt(struct sp_alerter *al, const char *deployment, const
         return;
     }
     if (group[0] != '\0')
-        field_set(e->group, sizeof(e->group), group);
+        tg_utf8_copy(e->group, sizeof(e->group), group);
     if (e->total < UINT32_MAX)
         e->total++;
     if (attempt_failed(status, error_class)) {
         if (e->hits < UINT32_MAX)
             e->hits++;
         e->last_status = status;
-        field_set(e->last_error_class, sizeof(e->last_error_class), error_class);
-        field_set(e->last_message, sizeof(e->last_message), message);
+        tg_utf8_copy(e->last_error_class, sizeof(e->last_error_class), error_class);
+        tg_utf8_copy(e->last_message, sizeof(e->last_message), message);
     }
     if (e->alerted || e->hits == 0)
         return;
@@ -1121,7 +1046,7 @@ void sp_alerter_daily_report(struct sp_alerter *al, const char *day, int64_t tot
         nrows = SP_ALERTER_REPORT_ROWS_MAX;
     if (rows == NULL)
         nrows = 0;
-    field_set(dayc, sizeof(dayc), day != NULL ? day : "");
+    tg_utf8_copy(dayc, sizeof(dayc), day != NULL ? day : "");
     sp_alert_format_usd(total_cost_nusd, total, sizeof(total));
     sp_alert_init(&a, SP_ALERT_DAILY_REPORT, SP_ALERT_INFO, NULL, NULL);
     field_printf(a.subject, sizeof(a.subject), "daily spend report %s", dayc);
@@ -1160,7 +1085,7 @@ void sp_alerter_daily_report(struct sp_alerter *al, const char *day, int64_t tot
                     continue;
             }
             if ((size_t)n >= sizeof(value))
-                n = (int)sp_utf8_boundary(item, strlen(item), sizeof(value) - 1);
+                n = (int)tg_utf8_boundary(item, strlen(item), sizeof(value) - 1);
             memcpy(value + vlen, item, (size_t)n);
             vlen += (size_t)n;
             value[vlen] = '\0';
@@ -1186,7 +1111,8 @@ void sp_alerter_write_metrics(struct sp_alerter *al, struct tg_buf *b)
                    "Alerts by type and outcome (raised, sent, suppressed, dropped, failed).");
     for (int t = 0; t < SP_ALERT_TYPE_COUNT; t++) {
         for (int o = 0; o < SP_ALERT_OUTCOME_COUNT; o++) {
-            struct tg_label l[2] = {{"type", type_names[t]}, {"outcome", outcome_names[o]}};
+            struct tg_label l[2] = {{"type", sp_alert_type_name(t)},
+                                    {"outcome", outcome_names[o]}};
 
             tg_prom_sample_u64(b, "tollgate_spend_alerts_total", l, 2,
                                atomic_load_explicit(&al->counts[t][o], memory_order_relaxed));
@@ -1343,7 +1269,7 @@ struct sp_alerter *sp_alerter_create(const struct sp_alerter_config *cfg, char *
         al->type_route[t] = (int)r;
         if (rdl < sizeof(routes_desc)) {
             int n = snprintf(routes_desc + rdl, sizeof(routes_desc) - rdl, "%s%s:webhook#%u",
-                             rdl > 0 ? "," : "", type_names[t], r);
+                             rdl > 0 ? "," : "", sp_alert_type_name(t), r);
 
             if (n > 0)
                 rdl += (size_t)n;
