@@ -33,46 +33,9 @@ static const char pg_session_sql[] =
     " ttft_ms bigint, attempts integer, fallbacks integer, trail jsonb, tags jsonb,"
     " trace_id text, kafka_partition integer, kafka_offset bigint) ON COMMIT DELETE ROWS;"
     "PREPARE sp_flush (text, integer[], bigint[]) AS"
-    " WITH ins AS (INSERT INTO spend_logs (call_id, kind, ts_start_ms, ts_end_ms, endpoint,"
-    " stream, key_hash, key_alias, team_id, user_id, end_user, model_requested, model_group,"
-    " deployment_id, provider, model, status, error_class, prompt_tokens, completion_tokens,"
-    " cost_nusd, latency_ms, ttft_ms, attempts, fallbacks, trail, tags, trace_id,"
-    " kafka_partition, kafka_offset)"
-    " SELECT call_id, kind, ts_start_ms, ts_end_ms, endpoint, stream, key_hash,"
-    " key_alias, team_id, user_id, end_user, model_requested, model_group, deployment_id,"
-    " provider, model, status, error_class, prompt_tokens, completion_tokens, cost_nusd,"
-    " latency_ms, ttft_ms, attempts, fallbacks, trail, tags, trace_id,"
-    " kafka_partition, kafka_offset FROM sp_batch"
-    " ON CONFLICT (call_id) DO NOTHING"
-    " RETURNING kind, ts_end_ms, key_hash, team_id, model_group, deployment_id, status,"
-    " prompt_tokens, completion_tokens, cost_nusd),"
-    " agg AS (SELECT date '1970-01-01' + (ts_end_ms / 86400000)::integer AS day,"
-    " (ts_end_ms / 60000) * 60000 AS minute_ms, key_hash, team_id, model_group, deployment_id,"
-    " count(*)::bigint AS requests, count(*) FILTER (WHERE status >= 400)::bigint AS failures,"
-    " sum(prompt_tokens)::bigint AS prompt_tokens,"
-    " sum(completion_tokens)::bigint AS completion_tokens, sum(cost_nusd)::bigint AS cost_nusd"
-    " FROM ins WHERE kind = 'request' GROUP BY 1, 2, 3, 4, 5, 6),"
-    " daily AS (INSERT INTO spend_daily AS d (day, key_hash, team_id, model_group,"
-    " deployment_id, requests, failures, prompt_tokens, completion_tokens, cost_nusd)"
-    " SELECT day, key_hash, team_id, model_group, deployment_id, sum(requests), sum(failures),"
-    " sum(prompt_tokens), sum(completion_tokens), sum(cost_nusd) FROM agg"
-    " GROUP BY day, key_hash, team_id, model_group, deployment_id"
-    " ORDER BY day, key_hash, team_id, model_group, deployment_id"
-    " ON CONFLICT (day, key_hash, team_id, model_group, deployment_id) DO UPDATE SET"
-    " requests = d.requests + EXCLUDED.requests, failures = d.failures + EXCLUDED.failures,"
-    " prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,"
-    " completion_tokens = d.completion_tokens + EXCLUDED.completion_tokens,"
-    " cost_nusd = d.cost_nusd + EXCLUDED.cost_nusd RETURNING 1),"
-    " offs AS (INSERT INTO consumer_offsets AS c (topic, partition, next_offset)"
-    " SELECT $1, p, n FROM unnest($2, $3) AS z(p, n)"
-    " ON CONFLICT (topic, partition) DO UPDATE SET"
-    " next_offset = GREATEST(c.next_offset, EXCLUDED.next_offset), updated_at = now()"
-    " RETURNING 1)"
-    " SELECT 0, minute_ms, key_hash, team_id, model_group, sum(requests)::bigint,"
-    " sum(failures)::bigint, sum(prompt_tokens)::bigint, sum(completion_tokens)::bigint,"
-    " sum(cost_nusd)::bigint FROM agg GROUP BY minute_ms, key_hash, team_id, model_group"
-    " UNION ALL SELECT 1, (SELECT count(*) FROM ins), NULL, NULL, NULL, 0::bigint,"
-    " (SELECT count(*) FROM daily), (SELECT count(*) FROM offs), NULL, NULL";
+    " WITH" SP_PG_SQL_INSERT_FOLD("sp_batch")
+    SP_PG_SQL_OFFS("$1", "$2", "$3")
+    SP_PG_SQL_RESULT("0::bigint");
 
 #define SP_PG_COPY_CHUNK_BYTES 65536 /* PQputCopyData per call */
 
@@ -144,27 +107,6 @@ static int pg_session(struct sp_pg *pg)
     return 0;
 }
 
-/* pg_push: flush libpq's output buffer to the server before the deadline; 0 or a tg_err
- * (the connection is dropped on error). */
-static int pg_push(struct sp_pg *pg)
-{
-    for (;;) {
-        int f = PQflush(pg->conn);
-        if (f == 0)
-            return 0;
-        if (f < 0 || sp_pg_wait(pg->conn, POLLOUT | POLLIN, pg->deadline_ms) < 0 ||
-            !PQconsumeInput(pg->conn))
-            break;
-    }
-    if (tg_now_mono_ms() >= pg->deadline_ms) {
-        TG_WARN_RL("msg=\"postgres query timed out\" timeout_ms=%d", pg->timeout_used_ms);
-        sp_pg_abandon(pg);
-        return TG_ETIMEOUT;
-    }
-    sp_pg_close(pg);
-    return TG_EUNAVAIL;
-}
-
 /* Direct path: COPY straight into spend_logs --------------------------------------------------- */
 
 /* Redelivered events are rare (a restart, a rebalance, the router's spool replay): a batch
@@ -178,11 +120,7 @@ static int pg_push(struct sp_pg *pg)
  * temp-table statement (ON CONFLICT DO NOTHING RETURNING), which counts only new rows. */
 
 static const char direct_copy_sql[] =
-    "COPY spend_logs (call_id, kind, ts_start_ms, ts_end_ms, endpoint, stream, key_hash,"
-    " key_alias, team_id, user_id, end_user, model_requested, model_group, deployment_id,"
-    " provider, model, status, error_class, prompt_tokens, completion_tokens, cost_nusd,"
-    " latency_ms, ttft_ms, attempts, fallbacks, trail, tags, trace_id, kafka_partition,"
-    " kafka_offset) FROM STDIN (FORMAT binary);";
+    "COPY spend_logs (" SP_PG_SQL_LOG_COLUMNS ") FROM STDIN (FORMAT binary);";
 
 /* put_lit: s (n bytes) as an SQL string literal. Returns 0 or TG_ENOMEM. */
 static int put_lit(struct sp_pg *pg, struct dstr *q, const char *s, size_t n)
@@ -250,14 +188,8 @@ static int direct_sql(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic
             rc |= put_lit(pg, q, arr[k].p, arr[k].len);
             rc |= sp_pg_dstr_puts(q, k == 0 ? "::integer[]" : k <= 4 ? "::text[]" : "::bigint[]");
         }
-        rc |= sp_pg_dstr_puts(
-            q, ") AS z(dn, kh, tm, mg, dp, rq, fl, pt, ct, cs) ORDER BY 1, 2, 3, 4, 5"
-               " ON CONFLICT (day, key_hash, team_id, model_group, deployment_id)"
-               " DO UPDATE SET requests = d.requests + EXCLUDED.requests,"
-               " failures = d.failures + EXCLUDED.failures,"
-               " prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,"
-               " completion_tokens = d.completion_tokens + EXCLUDED.completion_tokens,"
-               " cost_nusd = d.cost_nusd + EXCLUDED.cost_nusd;");
+        rc |= sp_pg_dstr_puts(q, ") AS z(dn, kh, tm, mg, dp, rq, fl, pt, ct, cs)"
+                                 " ORDER BY 1, 2, 3, 4, 5" SP_PG_SQL_DAILY_ADD ";");
     }
     rc |= sp_pg_dstr_puts(
         q, "INSERT INTO consumer_offsets AS c (topic, partition, next_offset) SELECT ");
@@ -272,9 +204,7 @@ static int direct_sql(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic
         rc |= sp_pg_col_sep(q, i == 0);
         rc |= sp_pg_dstr_printf(q, "%" PRId64, b->next[i]);
     }
-    rc |= sp_pg_dstr_puts(q, "}'::bigint[]) AS z(p, n) ON CONFLICT (topic, partition) DO UPDATE SET"
-                             " next_offset = GREATEST(c.next_offset, EXCLUDED.next_offset),"
-                             " updated_at = now()");
+    rc |= sp_pg_dstr_puts(q, "}'::bigint[]) AS z(p, n)" SP_PG_SQL_OFFSETS_FORWARD);
     return rc ? TG_ENOMEM : 0;
 }
 
@@ -363,7 +293,7 @@ send:
         if (PQflush(pg->conn) < 0)
             goto broken;
     }
-    return pg_push(pg);
+    return sp_pg_push(pg);
 timeout:
     TG_WARN_RL("msg=\"postgres query timed out\" timeout_ms=%d", pg->timeout_used_ms);
     sp_pg_abandon(pg);

@@ -23,6 +23,66 @@
 
 #define SP_PG_NCOLS 30 /* spend_logs parameter arrays */
 
+/* SQL shared by the write paths (pg_rows.c, pg_copy.c), so that they cannot drift apart. */
+
+/* The SP_PG_NCOLS columns of spend_logs, in the order of the records and of the arrays. */
+#define SP_PG_SQL_LOG_COLUMNS                                                                 \
+    "call_id, kind, ts_start_ms, ts_end_ms, endpoint, stream, key_hash, key_alias, team_id,"  \
+    " user_id, end_user, model_requested, model_group, deployment_id, provider, model,"       \
+    " status, error_class, prompt_tokens, completion_tokens, cost_nusd, latency_ms, ttft_ms," \
+    " attempts, fallbacks, trail, tags, trace_id, kafka_partition, kafka_offset"
+
+/* The spend_daily upsert's conflict clause: sums add to the stored row. */
+#define SP_PG_SQL_DAILY_ADD                                                                   \
+    " ON CONFLICT (day, key_hash, team_id, model_group, deployment_id) DO UPDATE SET"         \
+    " requests = d.requests + EXCLUDED.requests, failures = d.failures + EXCLUDED.failures,"  \
+    " prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,"                              \
+    " completion_tokens = d.completion_tokens + EXCLUDED.completion_tokens,"                  \
+    " cost_nusd = d.cost_nusd + EXCLUDED.cost_nusd"
+
+/* The consumer_offsets upsert's conflict clause: an offset never moves backwards. */
+#define SP_PG_SQL_OFFSETS_FORWARD                                                             \
+    " ON CONFLICT (topic, partition) DO UPDATE SET"                                           \
+    " next_offset = GREATEST(c.next_offset, EXCLUDED.next_offset), updated_at = now()"
+
+/* SP_PG_SQL_INSERT_FOLD(src): the CTEs ins (the rows of src whose call id is not stored yet,
+ * inserted), agg (ins's request rows by day and by minute) and daily (agg added to
+ * spend_daily, in key order so that writers lock rows in the same order). */
+#define SP_PG_SQL_INSERT_FOLD(src)                                                            \
+    " ins AS (INSERT INTO spend_logs (" SP_PG_SQL_LOG_COLUMNS ")"                             \
+    " SELECT " SP_PG_SQL_LOG_COLUMNS " FROM " src                                             \
+    " ON CONFLICT (call_id) DO NOTHING"                                                       \
+    " RETURNING kind, ts_end_ms, key_hash, team_id, model_group, deployment_id, status,"      \
+    " prompt_tokens, completion_tokens, cost_nusd),"                                          \
+    " agg AS (SELECT date '1970-01-01' + (ts_end_ms / 86400000)::integer AS day,"             \
+    " (ts_end_ms / 60000) * 60000 AS minute_ms, key_hash, team_id, model_group, deployment_id," \
+    " count(*)::bigint AS requests, count(*) FILTER (WHERE status >= 400)::bigint AS failures," \
+    " sum(prompt_tokens)::bigint AS prompt_tokens,"                                           \
+    " sum(completion_tokens)::bigint AS completion_tokens, sum(cost_nusd)::bigint AS cost_nusd" \
+    " FROM ins WHERE kind = 'request' GROUP BY 1, 2, 3, 4, 5, 6),"                            \
+    " daily AS (INSERT INTO spend_daily AS d (day, key_hash, team_id, model_group,"           \
+    " deployment_id, requests, failures, prompt_tokens, completion_tokens, cost_nusd)"        \
+    " SELECT day, key_hash, team_id, model_group, deployment_id, sum(requests), sum(failures)," \
+    " sum(prompt_tokens), sum(completion_tokens), sum(cost_nusd) FROM agg"                    \
+    " GROUP BY day, key_hash, team_id, model_group, deployment_id"                            \
+    " ORDER BY day, key_hash, team_id, model_group, deployment_id" SP_PG_SQL_DAILY_ADD        \
+    " RETURNING 1),"
+
+/* SP_PG_SQL_OFFS(topic, parts, next): the CTE offs storing the next offsets. */
+#define SP_PG_SQL_OFFS(topic, parts, next)                                                    \
+    " offs AS (INSERT INTO consumer_offsets AS c (topic, partition, next_offset)"             \
+    " SELECT " topic ", p, n FROM unnest(" parts ", " next ") AS z(p, n)"                     \
+    SP_PG_SQL_OFFSETS_FORWARD " RETURNING 1)"
+
+/* SP_PG_SQL_RESULT(dead): the statement's rows: t = 0, the per-minute increments of the
+ * inserted request rows; one row t = 1 with the counts (inserted, dead letters written). */
+#define SP_PG_SQL_RESULT(dead)                                                                \
+    " SELECT 0, minute_ms, key_hash, team_id, model_group, sum(requests)::bigint,"            \
+    " sum(failures)::bigint, sum(prompt_tokens)::bigint, sum(completion_tokens)::bigint,"     \
+    " sum(cost_nusd)::bigint FROM agg GROUP BY minute_ms, key_hash, team_id, model_group"     \
+    " UNION ALL SELECT 1, (SELECT count(*) FROM ins), NULL, NULL, NULL, " dead ","            \
+    " (SELECT count(*) FROM daily), (SELECT count(*) FROM offs), NULL, NULL"
+
 struct sp_pg {
     char *dsn;           /* owned copy */
     int timeout_ms;      /* per connect and per query */
@@ -148,6 +208,9 @@ int sp_pg_classify(struct sp_pg *pg, PGresult *res);
 int sp_pg_send(struct sp_pg *pg, const char *sql, int nparams, const char *const *values,
                int simple, int timeout_ms);
 int sp_pg_collect(struct sp_pg *pg, int block, PGresult **out);
+/* sp_pg_push: flush libpq's output buffer to the server before pg->deadline_ms; 0 or a tg_err
+ * (the connection is dropped on error). */
+int sp_pg_push(struct sp_pg *pg);
 int sp_pg_run(struct sp_pg *pg, const char *sql, int nparams, const char *const *values,
               int simple, int timeout_ms, PGresult **out);
 int sp_pg_exec(struct sp_pg *pg, const char *sql, int nparams, const char *const *values,

@@ -364,6 +364,11 @@ int sp_pg_send(struct sp_pg *pg, const char *sql, int nparams, const char *const
         sp_pg_close(pg);
         return TG_EUNAVAIL;
     }
+    return sp_pg_push(pg);
+}
+
+int sp_pg_push(struct sp_pg *pg)
+{
     for (;;) {
         int f = PQflush(pg->conn);
         if (f == 0)
@@ -373,7 +378,7 @@ int sp_pg_send(struct sp_pg *pg, const char *sql, int nparams, const char *const
             break;
     }
     if (tg_now_mono_ms() >= pg->deadline_ms) {
-        TG_WARN_RL("msg=\"postgres query timed out\" timeout_ms=%d", timeout_ms);
+        TG_WARN_RL("msg=\"postgres query timed out\" timeout_ms=%d", pg->timeout_used_ms);
         sp_pg_abandon(pg);
         return TG_ETIMEOUT;
     }
