@@ -228,36 +228,6 @@ int sp_pg_batch_offsets(const struct sp_pg_batch *b, int32_t *parts, int64_t *ne
 }
 /* Records -------------------------------------------------------------------------------------- */
 
-static uint64_t be_get(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-/* sp_pg_rec_fields: the SP_PG_NCOLS fields of event i (records are written by rec_encode only,
- * so their shape is trusted). */
-void sp_pg_rec_fields(const struct sp_pg_batch *b, int i, struct rec_field *f)
-{
-    const unsigned char *p = (const unsigned char *)b->rec.p + b->ev[i].rec_off + 2;
-
-    for (int k = 0; k < SP_PG_NCOLS; k++) {
-        f[k].len = (int32_t)be_get(p, 4);
-        f[k].p = (const char *)p + 4;
-        p += 4 + f[k].len;
-    }
-}
-
-/* sp_pg_rec_int: a big-endian integer field of 1, 4 or 8 bytes, sign-extended. */
-int64_t sp_pg_rec_int(const struct rec_field *f)
-{
-    uint64_t v = be_get((const unsigned char *)f->p, f->len);
-    if (f->len == 4)
-        return (int64_t)(int32_t)(uint32_t)v;
-    return (int64_t)v;
-}
-
 /* sp_pg_rec_uuid_text: a record's 16-byte call id in canonical text form (out: 37 bytes). */
 void sp_pg_rec_uuid_text(const struct rec_field *f, char *out)
 {

@@ -20,6 +20,7 @@
 #include <libpq-fe.h>
 
 #include "pg_sink.h"
+#include "tg_err.h"
 
 #define SP_PG_NCOLS 30 /* spend_logs parameter arrays */
 
@@ -179,9 +180,24 @@ struct rec_field {
 
 /* pg_sink.c: text ---------------------------------------------------------------------------- */
 
-/* sp_pg_dstr_*: append to d, growing it (power of two, from 4 KiB). Return 0 or TG_ENOMEM. */
-int sp_pg_dstr_reserve(struct dstr *d, size_t extra);
-int sp_pg_dstr_putc(struct dstr *d, char c);
+/* sp_pg_dstr_*: append to d, growing it (power of two, from 4 KiB). Return 0 or TG_ENOMEM.
+ * reserve and putc run for every field of every event: inline, with the growth out of line. */
+int sp_pg_dstr_grow(struct dstr *d, size_t extra);
+
+static inline int sp_pg_dstr_reserve(struct dstr *d, size_t extra)
+{
+    return d->len + extra + 1 <= d->cap ? 0 : sp_pg_dstr_grow(d, extra);
+}
+
+static inline int sp_pg_dstr_putc(struct dstr *d, char c)
+{
+    if (sp_pg_dstr_reserve(d, 1) < 0)
+        return TG_ENOMEM;
+    d->p[d->len++] = c;
+    d->p[d->len] = '\0';
+    return 0;
+}
+
 int sp_pg_dstr_put(struct dstr *d, const char *s, size_t n);
 int sp_pg_dstr_puts(struct dstr *d, const char *s);
 int sp_pg_dstr_printf(struct dstr *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -218,10 +234,40 @@ int sp_pg_exec(struct sp_pg *pg, const char *sql, int nparams, const char *const
 
 /* pg_batch.c: records ------------------------------------------------------------------------ */
 
+/* sp_pg_be_get: n bytes at p, big-endian. */
+static inline uint64_t sp_pg_be_get(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
 /* sp_pg_rec_fields: the SP_PG_NCOLS fields of event i of b (f: SP_PG_NCOLS entries, borrowed
- * from the batch's arena). */
-void sp_pg_rec_fields(const struct sp_pg_batch *b, int i, struct rec_field *f);
-int64_t sp_pg_rec_int(const struct rec_field *f);              /* 1, 4 or 8 bytes, signed */
+ * from the batch's arena). Records are written by pg_batch.c's rec_encode only, so their shape
+ * is trusted. Inline: the fold and the statements decode every record. */
+static inline void sp_pg_rec_fields(const struct sp_pg_batch *b, int i, struct rec_field *f)
+{
+    const unsigned char *p = (const unsigned char *)b->rec.p + b->ev[i].rec_off + 2;
+
+    for (int k = 0; k < SP_PG_NCOLS; k++) {
+        f[k].len = (int32_t)sp_pg_be_get(p, 4);
+        f[k].p = (const char *)p + 4;
+        p += 4 + f[k].len;
+    }
+}
+
+/* sp_pg_rec_int: a big-endian integer field of 1, 4 or 8 bytes, sign-extended. */
+static inline int64_t sp_pg_rec_int(const struct rec_field *f)
+{
+    uint64_t v = sp_pg_be_get((const unsigned char *)f->p, f->len);
+
+    if (f->len == 4)
+        return (int64_t)(int32_t)(uint32_t)v;
+    return (int64_t)v;
+}
+
 void sp_pg_rec_uuid_text(const struct rec_field *f, char *out); /* out: 37 bytes */
 
 /* pg_rows.c: the parameter-array statement -------------------------------------------------- */

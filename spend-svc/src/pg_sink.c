@@ -26,7 +26,7 @@ static _Atomic int pg_cancel_busy;
 
 /* dstr ----------------------------------------------------------------------------------------- */
 
-int sp_pg_dstr_reserve(struct dstr *d, size_t extra)
+int sp_pg_dstr_grow(struct dstr *d, size_t extra)
 {
     size_t need = d->len + extra + 1;
     size_t ncap;
@@ -42,15 +42,6 @@ int sp_pg_dstr_reserve(struct dstr *d, size_t extra)
         return TG_ENOMEM;
     d->p = np;
     d->cap = ncap;
-    return 0;
-}
-
-int sp_pg_dstr_putc(struct dstr *d, char c)
-{
-    if (sp_pg_dstr_reserve(d, 1) < 0)
-        return TG_ENOMEM;
-    d->p[d->len++] = c;
-    d->p[d->len] = '\0';
     return 0;
 }
 
