@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "tg_err.h"
+#include "tg_hash.h"
 #include "tg_log.h"
 
 /* One second of a window. A bucket belongs to second `sec`; a bucket holding an older second
@@ -237,14 +238,11 @@ void rt_limiter_deployment_tokens(struct rt_limiter *lim, uint32_t idx, uint64_t
 
 static uint64_t subject_hash(const char *hash, const char *group)
 {
-    uint64_t h = 1469598103934665603ull;
+    static const unsigned char sep = 0xFF; /* between the two strings */
+    uint64_t h = tg_hash_fnv1a64(TG_HASH_FNV1A64_INIT, hash, strlen(hash));
 
-    for (const char *p = hash; *p != '\0'; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    h = (h ^ 0xFFu) * 1099511628211ull;
-    for (const char *p = group; *p != '\0'; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    return h;
+    h = tg_hash_fnv1a64(h, &sep, 1);
+    return tg_hash_fnv1a64(h, group, strlen(group));
 }
 
 static int slot_stale(const struct rt_limiter *lim, const struct key_slot *k)

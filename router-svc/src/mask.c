@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "tg_utf8.h"
+
 struct rt_mask {
     size_t n;       /* secrets kept */
     char **secrets; /* owned copies, each >= RT_MASK_SECRET_MIN bytes */
@@ -48,40 +50,6 @@ void rt_mask_destroy(struct rt_mask **mask)
     *mask = NULL;
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 when invalid/incomplete. */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t cp;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
 /* The cleaned form of in[0..n) into buf (n bytes suffice): valid UTF-8 only, control characters
  * dropped, tab, newline and CR as a space. Returns its length. */
 static size_t clean_text(const char *in, size_t n, char *buf)
@@ -106,7 +74,7 @@ static size_t clean_text(const char *in, size_t n, char *buf)
             i++;
             continue;
         }
-        sl = utf8_seq_len((const unsigned char *)in + i, n - i);
+        sl = tg_utf8_seq((const unsigned char *)in + i, n - i);
         if (sl == 0) {
             i++;
             continue;
@@ -400,7 +368,7 @@ size_t rt_mask_apply(const struct rt_mask *mask, const char *in, size_t inlen, c
             out[o++] = buf[i++];
             continue;
         }
-        unit = utf8_seq_len((const unsigned char *)buf + i, n - i);
+        unit = tg_utf8_seq((const unsigned char *)buf + i, n - i);
         if (unit == 0)
             unit = 1; /* cannot happen: buf holds valid UTF-8 only */
         if (o + unit > outcap - 1)

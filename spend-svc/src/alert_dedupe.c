@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tg_hash.h"
+
 struct dedupe_entry {
     uint64_t hash; /* of type and subject; 0 = free slot */
     int type;
@@ -48,14 +50,10 @@ void sp_dedupe_destroy(struct sp_dedupe **d)
 /* FNV-1a over the type and the subject, never 0. */
 static uint64_t dedupe_hash(int type, const char *subject)
 {
-    uint64_t h = 1469598103934665603ULL;
+    unsigned char t = (unsigned char)type; /* alert types are < 256 */
+    uint64_t h = tg_hash_fnv1a64(TG_HASH_FNV1A64_INIT, &t, 1);
 
-    h ^= (uint64_t)(unsigned)type;
-    h *= 1099511628211ULL;
-    for (size_t i = 0; i < SP_ALERT_SUBJECT_CAP && subject[i] != '\0'; i++) {
-        h ^= (unsigned char)subject[i];
-        h *= 1099511628211ULL;
-    }
+    h = tg_hash_fnv1a64(h, subject, strnlen(subject, SP_ALERT_SUBJECT_CAP));
     return h == 0 ? 1 : h;
 }
 

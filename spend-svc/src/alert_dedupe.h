@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "alerter.h"
+#include "alert.h"
 
 struct sp_dedupe;
 

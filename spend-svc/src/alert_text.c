@@ -6,63 +6,7 @@
 #include <strings.h>
 
 #include "tg_limits.h"
-
-/* Length of the valid UTF-8 sequence starting at s (at most avail bytes readable), or 0 when
- * the bytes there are not one (stray continuation, overlong form, surrogate, > U+10FFFF, or a
- * sequence cut by the end of the input). ASCII gives 1. */
-static size_t utf8_seq_len(const unsigned char *s, size_t avail)
-{
-    unsigned char c = s[0];
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xBF;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2;
-    else if (c >= 0xE0 && c <= 0xEF)
-        n = 3;
-    else if (c >= 0xF0 && c <= 0xF4)
-        n = 4;
-    else
-        return 0;
-    if (n > avail)
-        return 0;
-    if (c == 0xE0)
-        lo = 0xA0;
-    else if (c == 0xED)
-        hi = 0x9F;
-    else if (c == 0xF0)
-        lo = 0x90;
-    else if (c == 0xF4)
-        hi = 0x8F;
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++) {
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    }
-    return n;
-}
-
-size_t sp_utf8_boundary(const char *s, size_t len, size_t max)
-{
-    size_t n = max;
-
-    if (max >= len)
-        return len;
-    /* s[n] is the first byte left out: step back while it continues a sequence. A valid
-     * sequence has at most 3 continuation bytes; more means the input was not UTF-8 and any
-     * cut is as good as another. */
-    for (int steps = 0; n > 0 && steps < 3; steps++) {
-        if (((unsigned char)s[n] & 0xC0) != 0x80)
-            return n;
-        n--;
-    }
-    if (((unsigned char)s[n] & 0xC0) != 0x80)
-        return n;
-    return max;
-}
+#include "tg_utf8.h"
 
 void sp_alert_clean_str(char *s, size_t cap)
 {
@@ -81,7 +25,7 @@ void sp_alert_clean_str(char *s, size_t cap)
             s[i++] = ' ';
             continue;
         }
-        n = utf8_seq_len((const unsigned char *)s + i, len - i);
+        n = tg_utf8_seq((const unsigned char *)s + i, len - i);
         if (n == 0) {
             s[i++] = '?';
             continue;
@@ -290,7 +234,7 @@ static void tw_md(struct text_writer *w, const char *s)
             tw_put(w, "&gt;", 4);
             i++;
         } else {
-            n = utf8_seq_len((const unsigned char *)s + i, len - i);
+            n = tg_utf8_seq((const unsigned char *)s + i, len - i);
             if (n == 0) {
                 tw_put(w, "?", 1);
                 i++;
@@ -392,7 +336,7 @@ static inline size_t json_esc_unit(const char *s, size_t avail, char e[4], size_
         e[0] = ' ';
         return 1;
     }
-    n = utf8_seq_len((const unsigned char *)s, avail);
+    n = tg_utf8_seq((const unsigned char *)s, avail);
     if (n == 0) {
         e[0] = '?';
         return 1;
@@ -479,7 +423,7 @@ size_t sp_alert_build_payload(const char *text, size_t textlen, char *out, size_
         size_t off = 0;
 
         while (off < plen && npieces < SP_ALERT_BLOCKS_MAX) {
-            size_t chunk = sp_utf8_boundary(start + off, plen - off, SP_ALERT_SECTION_MAX_BYTES);
+            size_t chunk = tg_utf8_boundary(start + off, plen - off, SP_ALERT_SECTION_MAX_BYTES);
 
             if (chunk == 0)
                 chunk = plen - off < SP_ALERT_SECTION_MAX_BYTES ? plen - off
@@ -496,7 +440,7 @@ size_t sp_alert_build_payload(const char *text, size_t textlen, char *out, size_
     hl = 0;
     while (hl < textlen && text[hl] != '\n')
         hl++;
-    hl = sp_utf8_boundary(text, hl, SP_ALERT_HEADLINE_MAX_BYTES);
+    hl = tg_utf8_boundary(text, hl, SP_ALERT_HEADLINE_MAX_BYTES);
 
     memcpy(out + pos, payload_head, LIT_LEN(payload_head));
     pos += LIT_LEN(payload_head);

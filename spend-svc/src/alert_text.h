@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "alerter.h"
+#include "alert.h"
 
 /* Slack limits we stay within (section text is counted in characters by Slack; bytes >= chars,
  * so a byte bound is a safe bound). */
@@ -31,10 +31,6 @@
 /* Marker appended where something was cut: U+2026 HORIZONTAL ELLIPSIS. */
 #define SP_ALERT_CUT_MARK "\xe2\x80\xa6"
 #define SP_ALERT_CUT_MARK_LEN 3
-
-/* sp_utf8_boundary: the largest n <= max such that s[0..n) does not end inside a UTF-8
- * sequence (s holds len >= max bytes). Pure. */
-size_t sp_utf8_boundary(const char *s, size_t len, size_t max);
 
 /* sp_alert_clean_str: in place on a NUL-terminated buffer of cap bytes: force a NUL at cap - 1,
  * replace control bytes (< 0x20, 0x7f) with a space and every byte of an invalid UTF-8

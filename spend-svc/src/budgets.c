@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "tg_err.h"
+#include "tg_hash.h"
 #include "tg_log.h"
 #include "tg_metrics.h"
 #include "tg_period.h"
@@ -75,16 +76,6 @@ static int64_t period_norm(int64_t p)
     if (p % 60)
         p += 60 - p % 60;
     return p;
-}
-
-static uint64_t bhash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    while (*s) {
-        h ^= (unsigned char)*s++;
-        h *= 1099511628211ULL;
-    }
-    return h;
 }
 
 struct sp_budgets *sp_budgets_create(const struct sp_config *cfg,
@@ -241,7 +232,7 @@ int sp_budgets_record_decode(const char *key, size_t keylen, const void *value, 
 static struct bkey *key_find(struct sp_budgets *b, const char *hash)
 {
     size_t mask = b->nslots - 1;
-    size_t i = (size_t)bhash(hash) & mask;
+    size_t i = (size_t)tg_hash_fnv1a64_str(hash) & mask;
 
     for (size_t probes = 0; probes < b->nslots; probes++) {
         struct bkey *k = &b->keys[i];
@@ -270,7 +261,7 @@ int sp_budgets_key_set(struct sp_budgets *b, const struct sp_pg_key *src)
             rc = TG_EFULL;
             goto out;
         }
-        i = (size_t)bhash(src->key_hash) & mask;
+        i = (size_t)tg_hash_fnv1a64_str(src->key_hash) & mask;
         while (b->keys[i].state == 1)
             i = (i + 1) & mask;
         k = &b->keys[i];

@@ -38,9 +38,7 @@
 #include "tg_period.h"
 #include "tg_time.h"
 
-#ifdef SP_HAVE_ALERTER
 #include "alerter.h"
-#endif
 
 #define SP_POLL_MAX_MS 100           /* longest single poll, so signals and timers are served */
 #define SP_RETRY_MIN_MS 100          /* first retry after a failed commit */
@@ -82,10 +80,8 @@ struct app {
     struct sp_redis_sink *redis;
     struct sp_budgets *budgets;
     struct sp_admin_http *admin;
-#ifdef SP_HAVE_ALERTER
     struct sp_alerter *alerter;
     struct sp_alerter_config alert_cfg;
-#endif
     struct proto_event ev;            /* decode scratch (large: not on the stack) */
 
     uint64_t retry_at_ms;             /* next commit attempt while failing */
@@ -118,7 +114,6 @@ static void on_signal(int sig)
 static void on_crossing(void *ctx, const struct sp_budget_crossing *c)
 {
     struct app *a = ctx;
-#ifdef SP_HAVE_ALERTER
     struct sp_alert al;
     char subject[SP_ALERT_SUBJECT_CAP];
     char summary[SP_ALERT_SUMMARY_CAP];
@@ -139,9 +134,6 @@ static void on_crossing(void *ctx, const struct sp_budget_crossing *c)
     sp_alert_add_fieldf(&al, "period_end_ms", "%" PRId64, c->period_end_ms);
     if (a->alerter)
         sp_alerter_raise(a->alerter, &al);
-#else
-    (void)a;
-#endif
     TG_INFO("msg=\"budget threshold reached\" scope=%s threshold_pct=%d spend_nusd=%" PRId64
             " max_budget_nusd=%" PRId64,
             c->kind, c->threshold_pct, c->spend_nusd, c->max_budget_nusd);
@@ -149,7 +141,6 @@ static void on_crossing(void *ctx, const struct sp_budget_crossing *c)
 
 static void report_dependencies(struct app *a)
 {
-#ifdef SP_HAVE_ALERTER
     uint64_t now = tg_now_mono_ms();
     if (!a->alerter)
         return;
@@ -165,12 +156,8 @@ static void report_dependencies(struct app *a)
             sp_alerter_dependency_state(a->alerter, "kafka", up, now);
         sp_alerter_consumer_lag(a->alerter, sp_consumer_total_lag(a->consumer), now);
     }
-#else
-    (void)a;
-#endif
 }
 
-#ifdef SP_HAVE_ALERTER
 /* Daily report: top keys, teams and model groups of the previous UTC day, from spend_daily. */
 struct report_rows {
     struct sp_report_row rows[SP_ALERTER_REPORT_ROWS_MAX];
@@ -193,11 +180,9 @@ static void report_row(void *ctx, const char *dim, const char *name, const struc
     row->failures = t->failures;
     row->tokens = t->prompt_tokens;
 }
-#endif
 
 static void daily_report(struct app *a)
 {
-#ifdef SP_HAVE_ALERTER
     static struct report_rows rr;
     char day[11];
     int64_t cost = 0;
@@ -212,9 +197,6 @@ static void daily_report(struct app *a)
         return;
     }
     sp_alerter_daily_report(a->alerter, day, cost, requests, rr.rows, rr.n);
-#else
-    (void)a;
-#endif
 }
 
 static int publish_hook(void *ctx, const char *record_key, const char *value, size_t len)
@@ -249,10 +231,8 @@ static void after_commit(struct app *a, struct lane *l, int i,
     atomic_fetch_add(&a->batches, 1);
     tg_histogram_observe(&a->batch_size, (double)nmsg);
     tg_histogram_observe(&a->batch_seconds, (double)(tg_now_mono_us() - t0_us) / 1e6);
-#ifdef SP_HAVE_ALERTER
     if (a->alerter)
         sp_alerter_dependency_state(a->alerter, "dead_letters", ndead == 0, tg_now_mono_ms());
-#endif
     TG_DEBUG("msg=\"batch committed\" messages=%d inserted=%" PRId64 " duplicates=%" PRId64
              " dead=%d",
              nmsg, res->inserted, res->duplicates, ndead);
@@ -492,10 +472,8 @@ static void take_message(struct app *a, struct lane *l, const struct sp_consumer
     if (rc == 0) {
         rc = sp_pg_batch_add_event(sl->b, &a->ev, m->partition, m->offset, m->len);
         if (rc == 0) {
-#ifdef SP_HAVE_ALERTER
             if (a->alerter)
                 sp_alerter_observe_event(a->alerter, &a->ev);
-#endif
             return;
         }
         if (rc != TG_EINVAL)
@@ -631,21 +609,17 @@ static void metrics_hook(void *ctx, struct tg_buf *b)
         sp_redis_sink_write_metrics(a->redis, b);
     if (a->budgets)
         sp_budgets_write_metrics(a->budgets, b);
-#ifdef SP_HAVE_ALERTER
     if (a->alerter)
         sp_alerter_write_metrics(a->alerter, b);
-#endif
 }
 
 /* Main ------------------------------------------------------------------------------------------------ */
 
-#ifdef SP_HAVE_ALERTER
 static int alerting_section(void *ctx, void *doc, void *node, const char *file, char *err,
                             size_t errlen)
 {
     return sp_alerter_config_parse(doc, node, file, ctx, err, errlen);
 }
-#endif
 
 static void usage(void)
 {
@@ -802,11 +776,9 @@ int main(int argc, char **argv)
         return 2;
     }
     tg_log_init("spend-svc");
-#ifdef SP_HAVE_ALERTER
     sp_alerter_config_defaults(&a->alert_cfg);
     alerting_fn = alerting_section;
     alerting_ctx = &a->alert_cfg;
-#endif
     if (sp_config_load(config_path, &a->cfg, alerting_fn, alerting_ctx, err, sizeof(err)) < 0) {
         fprintf(stderr, "%s\n", err);
         return 2;
@@ -861,11 +833,9 @@ int main(int argc, char **argv)
         if (!a->admin)
             goto fail;
     }
-#ifdef SP_HAVE_ALERTER
     a->alerter = sp_alerter_create(&a->alert_cfg, err, sizeof(err));
     if (!a->alerter)
         goto fail;
-#endif
     /* schema first: retried until it works or we are asked to stop */
     for (uint64_t backoff = SP_RETRY_MIN_MS;;) {
         int rc = sp_pg_migrate(a->pg);
@@ -941,9 +911,7 @@ out:
     sp_consumer_destroy(&a->consumer);
     sp_redis_sink_destroy(&a->redis);
     sp_admin_http_stop(&a->admin);
-#ifdef SP_HAVE_ALERTER
     sp_alerter_destroy(&a->alerter);
-#endif
     sp_budgets_destroy(&a->budgets);
     for (int k = 0; k < SP_CONFIG_WRITERS_MAX; k++) {
         sp_pg_batch_destroy(&a->lanes[k].slots[0].b);

@@ -52,9 +52,6 @@ void sp_pg_destroy(struct sp_pg **pg);
  * TG_EUNAVAIL / TG_ETIMEOUT. Thread owning pg. */
 int sp_pg_connect(struct sp_pg *pg);
 
-/* sp_pg_is_up: 1 when the last connect or query on this handle succeeded. Any thread. */
-int sp_pg_is_up(const struct sp_pg *pg);
-
 /* sp_pg_migrate: apply the schema migrations not yet recorded in schema_migrations, each in
  * its own transaction, under pg_advisory_lock so concurrent replicas apply them once.
  * Returns 0 or a tg_err. */

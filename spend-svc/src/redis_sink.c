@@ -12,6 +12,7 @@
 #include <hiredis/hiredis.h>
 
 #include "tg_err.h"
+#include "tg_hash.h"
 #include "tg_log.h"
 #include "tg_metrics.h"
 #include "tg_period.h"
@@ -104,16 +105,6 @@ struct sp_redis_sink {
 
 /* Map ----------------------------------------------------------------------------------------- */
 
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    while (*s) {
-        h ^= (unsigned char)*s++;
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
 static int cmap_init(struct cmap *m, size_t cap)
 {
     size_t n = 16;
@@ -178,7 +169,7 @@ static void cmap_ranges(struct cmap *m, const int32_t *parts, const int64_t *fir
 static struct ctr *cmap_get(struct cmap *m, const char *name, int32_t ttl_s)
 {
     size_t mask = m->nslots - 1;
-    size_t i = (size_t)hash_str(name) & mask;
+    size_t i = (size_t)tg_hash_fnv1a64_str(name) & mask;
 
     for (;;) {
         struct ctr *c = &m->slot[i];
@@ -338,15 +329,6 @@ void sp_redis_sink_add(struct sp_redis_sink *s, const struct sp_pg_flush_result 
 int sp_redis_sink_is_up(const struct sp_redis_sink *s)
 {
     return atomic_load(&s->up);
-}
-
-int sp_redis_sink_synced(struct sp_redis_sink *s)
-{
-    int synced;
-    pthread_mutex_lock(&s->mu);
-    synced = s->active->n == 0 && s->flushing_n == 0 && !s->rebuild_due && atomic_load(&s->up);
-    pthread_mutex_unlock(&s->mu);
-    return synced;
 }
 
 /* Redis thread -------------------------------------------------------------------------------------- */

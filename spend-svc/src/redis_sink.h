@@ -95,10 +95,6 @@ void sp_redis_sink_add(struct sp_redis_sink *s, const struct sp_pg_flush_result 
 /* sp_redis_sink_is_up: 1 when the last Redis exchange succeeded. Any thread. */
 int sp_redis_sink_is_up(const struct sp_redis_sink *s);
 
-/* sp_redis_sink_synced: 1 when nothing is pending and no rebuild is due (tests, readiness
- * detail). Any thread. */
-int sp_redis_sink_synced(struct sp_redis_sink *s);
-
 /* sp_redis_sink_write_metrics: tollgate_spend_redis_up, tollgate_spend_redis_pending_increments
  * and the sink's own counters. Any thread. */
 void sp_redis_sink_write_metrics(struct sp_redis_sink *s, struct tg_buf *b);

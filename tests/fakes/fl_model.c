@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tg_err.h"
+#include "tg_hash.h"
 
 struct fl_slot {
     char name[FL_MODEL_NAME_MAX + 1];
@@ -52,16 +53,6 @@ const char *fl_fault_name(enum fl_fault f)
     if ((unsigned)f >= sizeof(fault_names) / sizeof(fault_names[0]))
         return NULL;
     return fault_names[f];
-}
-
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
 }
 
 static uint64_t splitmix64(uint64_t *state)
@@ -121,7 +112,7 @@ void fl_table_destroy(struct fl_table **tp)
 static int slot_find(struct fl_table *t, const char *name, int create)
 {
     size_t mask = t->index_cap - 1;
-    size_t i = (size_t)name_hash(name) & mask;
+    size_t i = (size_t)tg_hash_fnv1a64_str(name) & mask;
 
     for (;;) {
         uint32_t v = t->index[i];
@@ -136,7 +127,7 @@ static int slot_find(struct fl_table *t, const char *name, int create)
     struct fl_slot *s = &t->slots[t->len];
     memset(s, 0, sizeof(*s));
     snprintf(s->name, sizeof(s->name), "%s", name);
-    s->rng = t->seed ^ name_hash(name);
+    s->rng = t->seed ^ tg_hash_fnv1a64_str(name);
     t->index[i] = (uint32_t)(t->len + 1);
     return (int)t->len++;
 }
@@ -549,7 +540,7 @@ void fl_table_reset(struct fl_table *t, int restore_config)
     for (size_t i = 0; i < t->len; i++) {
         struct fl_slot *s = &t->slots[i];
         memset(&s->c, 0, sizeof(s->c));
-        s->rng = t->seed ^ name_hash(s->name);
+        s->rng = t->seed ^ tg_hash_fnv1a64_str(s->name);
         if (restore_config)
             s->cfg = s->base;
     }

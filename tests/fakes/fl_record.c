@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tg_utf8.h"
+
 struct fl_record_entry {
     char path[FL_RECORD_PATH_MAX];
     char model[FL_RECORD_MODEL_MAX];
@@ -134,39 +136,6 @@ void fl_record_add(struct fl_record *r, const char *path, const char *model, con
     pthread_mutex_unlock(&r->lock);
 }
 
-/* Length of a valid UTF-8 sequence starting at s (at most n bytes), or 0 when invalid. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    size_t need;
-    unsigned cp;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xC2 && s[0] <= 0xDF) {
-        need = 2;
-        cp = s[0] & 0x1Fu;
-    } else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
-        need = 3;
-        cp = s[0] & 0x0Fu;
-    } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
-        need = 4;
-        cp = s[0] & 0x07u;
-    } else {
-        return 0;
-    }
-    if (n < need)
-        return 0;
-    for (size_t i = 1; i < need; i++) {
-        if ((s[i] & 0xC0u) != 0x80u)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3Fu);
-    }
-    if ((need == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (need == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return 0;
-    return need;
-}
-
 /* New JSON string from bytes, replacing each invalid UTF-8 byte with '?' and NUL with '?'. */
 static json_t *json_text_from_bytes(const char *p, size_t n)
 {
@@ -177,7 +146,7 @@ static json_t *json_text_from_bytes(const char *p, size_t n)
     if (tmp == NULL)
         return NULL;
     while (i < n) {
-        size_t k = utf8_seq((const unsigned char *)p + i, n - i);
+        size_t k = tg_utf8_seq((const unsigned char *)p + i, n - i);
         if (k == 0 || p[i] == '\0') {
             tmp[i] = '?';
             i++;

@@ -101,29 +101,6 @@ static void alert_at_caps(struct sp_alert *a, const char *unit)
     }
 }
 
-/* ---- UTF-8 --------------------------------------------------------------------------------- */
-
-static void test_utf8_boundary(void **state)
-{
-    const char *s = "ab\xc3\xa9"
-                    "c\xe2\x82\xac"
-                    "d\xf0\x9f\x98\x80";
-    size_t len = strlen(s);
-
-    (void)state;
-    assert_int_equal(sp_utf8_boundary(s, len, 100), len);
-    assert_int_equal(sp_utf8_boundary(s, len, 2), 2);
-    assert_int_equal(sp_utf8_boundary(s, len, 3), 2); /* inside é */
-    assert_int_equal(sp_utf8_boundary(s, len, 4), 4);
-    assert_int_equal(sp_utf8_boundary(s, len, 6), 5); /* inside € */
-    assert_int_equal(sp_utf8_boundary(s, len, 7), 5);
-    assert_int_equal(sp_utf8_boundary(s, len, 8), 8);
-    assert_int_equal(sp_utf8_boundary(s, len, 10), 9); /* inside the emoji */
-    assert_int_equal(sp_utf8_boundary(s, len, 11), 9);
-    assert_int_equal(sp_utf8_boundary(s, len, 12), 9);
-    assert_int_equal(sp_utf8_boundary(s, len, 0), 0);
-}
-
 static void test_clean_str(void **state)
 {
     char s[32];
@@ -409,7 +386,6 @@ static void test_format_usd(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_utf8_boundary),
         cmocka_unit_test(test_clean_str),
         cmocka_unit_test(test_mask),
         cmocka_unit_test(test_render_layout),
