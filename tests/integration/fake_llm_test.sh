@@ -123,13 +123,13 @@ case_chat() {
         and .choices[0].message.role == "assistant"
         and (.choices[0].message.content | length > 0)
         and .choices[0].finish_reason == "stop"
-        and .usage == {"prompt_tokens":30,"completion_tokens":9,"total_tokens":39}' "$WORK/out"
+        and .usage == {"prompt_tokens":30,"completion_tokens":9,"total_tokens":39,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0}}' "$WORK/out"
     local text
     text=$(jq -r '.choices[0].message.content' "$WORK/out")
     eq "nine words" "$(wc -w <<<"$text" | tr -d ' ')" 9
 
     stream /v1/chat/completions '{"model":"gpt-a","stream":true,"stream_options":{"include_usage":true}}' openai-chat
-    check "chat stream usage" jq -e '.usage == {"prompt_tokens":30,"completion_tokens":9,"total_tokens":39}
+    check "chat stream usage" jq -e '.usage == {"prompt_tokens":30,"completion_tokens":9,"total_tokens":39,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0}}
         and .events == 5 and .finish_reason == "stop"' "$WORK/report"
     eq "stream text equals non-stream text" "$(jq -r .text "$WORK/report")" "$text"
     check "usage chunk has empty choices" grep -q '"choices":\[\],"usage":{' "$WORK/sse"
@@ -184,7 +184,8 @@ case_messages() {
     eq "messages status" "$(post /v1/messages '{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}')" 200
     check "message object" jq -e '.type == "message" and .role == "assistant" and (.id | startswith("msg_"))
         and .model == "claude-x" and .content[0].type == "text" and (.content[0].text | length > 0)
-        and .stop_reason == "end_turn" and .usage == {"input_tokens":21,"output_tokens":6}' "$WORK/out"
+        and .stop_reason == "end_turn"
+        and .usage == {"input_tokens":21,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":6}' "$WORK/out"
     local text
     text=$(jq -r '.content[0].text' "$WORK/out")
     stream /v1/messages '{"model":"claude-x","stream":true}' anthropic
@@ -492,7 +493,7 @@ case_body_cap() {
 case_control() {
     start '{"default":{"completion_tokens":3},"models":{"cfg":{"latency_ms":50,"prompt_tokens":99}}}'
     post /v1/chat/completions '{"model":"cfg"}' >/dev/null
-    check "config file applies" jq -e '.usage == {"prompt_tokens":99,"completion_tokens":3,"total_tokens":102}' "$WORK/out"
+    check "config file applies" jq -e '.usage == {"prompt_tokens":99,"completion_tokens":3,"total_tokens":102,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0}}' "$WORK/out"
     control cfg '{"completion_tokens":4}'
     check "control answers the effective behaviour" jq -e '.model == "cfg" and .behaviour.latency_ms == 50
         and .behaviour.prompt_tokens == 99 and .behaviour.completion_tokens == 4' "$WORK/ctl"
@@ -518,7 +519,7 @@ case_control() {
         and .models.cfg.fail_rate == 0' <(curl -sS -m 10 "$URL/_control/models")
     curl -sS -m 10 -o /dev/null -X POST "$URL/_control/reset?config=1"
     post /v1/chat/completions '{"model":"cfg"}' >/dev/null
-    check "reset?config=1 restores the file" jq -e '.usage == {"prompt_tokens":99,"completion_tokens":3,"total_tokens":102}' "$WORK/out"
+    check "reset?config=1 restores the file" jq -e '.usage == {"prompt_tokens":99,"completion_tokens":3,"total_tokens":102,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0}}' "$WORK/out"
     # The model table is bounded: 256 models, then 507 from the control endpoint.
     local -a args=()
     for i in $(seq 1 260); do
