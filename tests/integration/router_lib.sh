@@ -36,8 +36,13 @@ rt_cleanup() {
             kill -0 "$p" 2>/dev/null || break
             sleep 0.1
         done
-        kill -KILL "$p" 2>/dev/null
+        # only when it did not stop: under the callers' set -e a failing kill in this EXIT trap
+        # would turn the script's own status into a failure
+        if kill -0 "$p" 2>/dev/null; then
+            kill -KILL "$p" 2>/dev/null || true
+        fi
     done
+    return 0
 }
 
 rt_init() {
