@@ -108,41 +108,9 @@ int sp_config_parse_duration(const char *s, int64_t *out_s)
 
 int sp_config_parse_usd(const char *s, int64_t *out_nusd)
 {
-    int64_t whole = 0;
-    int64_t frac = 0;
-    int digits = 0;
-    const char *p = s;
-
-    if (!s || !*s)
-        return TG_EINVAL;
-    if (*p < '0' || *p > '9')
-        return TG_EINVAL;
-    while (*p >= '0' && *p <= '9') {
-        whole = whole * 10 + (*p - '0');
-        if (whole > INT64_MAX / 1000000000LL)
-            return TG_EINVAL; /* more whole USD than int64 nano-USD hold */
-        p++;
-    }
-    if (*p == '.') {
-        p++;
-        while (*p >= '0' && *p <= '9') {
-            if (digits < 9) {
-                frac = frac * 10 + (*p - '0');
-                digits++;
-            }
-            p++;
-        }
-    }
-    if (*p != '\0')
-        return TG_EINVAL;
-    while (digits < 9) {
-        frac *= 10;
-        digits++;
-    }
-    if (whole > (INT64_MAX - frac) / 1000000000LL)
-        return TG_EINVAL;
-    *out_nusd = whole * 1000000000LL + frac;
-    return 0;
+    /* the grammar both services share (tg_units.h): a non-negative decimal, exact, rounded half
+     * up to the nano-USD */
+    return s != NULL && tg_parse_usd_nusd(s, out_nusd) == 0 ? 0 : TG_EINVAL;
 }
 
 void sp_config_defaults(struct sp_config *cfg)

@@ -95,7 +95,8 @@ int sp_config_load_buffer(const char *name, const char *data, size_t len, struct
  * seconds, 0 refused. Returns 0 and *out_s, or TG_EINVAL. */
 int sp_config_parse_duration(const char *s, int64_t *out_s);
 
-/* sp_config_parse_usd: "12.5" (USD, up to 9 decimals) to nano-USD. Returns 0 or TG_EINVAL (also
+/* sp_config_parse_usd: "12.5", "5e-3" (USD in the grammar both services share, tg_units.h,
+ * rounded half up to the nano-USD) to nano-USD. Returns 0 or TG_EINVAL (also
  * for an amount above INT64_MAX nano-USD, about 9.2e9 USD). */
 int sp_config_parse_usd(const char *s, int64_t *out_nusd);
 

@@ -19,7 +19,9 @@
  *   bigbody    a POST with a wrong key and a 24 MiB body sent as fast as the socket takes it;
  *   ctlbytes   a head with a forbidden byte (NUL, bare CR, control bytes), in turn;
  *   flood      connections opened as fast as possible that send nothing (held until closed).
- * For every connection: the status of the first answer (0: none), and the time from its
+ * When the duration ends no connection is opened any more, and those still open get up to
+ * HC_DRAIN_MS for their answers (a connection opened in the last instant is not counted as
+ * unanswered for lack of time). For every connection: the status of the first answer (0: none), and the time from its
  * connect to the server's close. --deadline-ms D: a connection still open D ms after its
  * connect is counted as over its deadline (and closed by us). Prints one JSON line with the
  * counts per status, closes, the largest time to close and the over-deadline count.
@@ -45,6 +47,7 @@
 #define HC_BIG_BODY_BYTES (24u * 1024u * 1024u) /* over max_body_bytes: discarded, then cut */
 #define HC_SLOW_BODY_BYTES 1000000u
 #define HC_STATUS_MAX 600
+#define HC_DRAIN_MS 1000u /* after an attack: how long its open connections may still be answered */
 #define HC_LAT_MAX 2000000 /* legit requests recorded at most */
 
 enum kind { K_SLOWLORIS, K_SLOWBODY, K_AUTHSLOW, K_BIGBODY, K_CTLBYTES, K_FLOOD };
@@ -524,6 +527,7 @@ static int run_attack(const struct opts *o)
     uint64_t t0 = now_us();
     uint64_t end_us = t0 + (uint64_t)(o->duration_s * 1e6);
     int opened_all = 0;
+    int draining = 0; /* the attack's time is up: no new connection, answers still read */
 
     memset(&st, 0, sizeof(st));
     if (cs == NULL || ep < 0)
@@ -535,11 +539,24 @@ static int run_attack(const struct opts *o)
         uint64_t now = now_us();
         int n;
 
-        if (now >= end_us)
+        if (now >= end_us + HC_DRAIN_MS * 1000u)
             break;
+        if (now >= end_us && !draining) {
+            /* connections opened just before the end get their answers (or their server-side
+             * deadline) instead of being counted unanswered */
+            draining = 1;
+        }
+        if (draining) {
+            int open = 0;
+
+            for (int i = 0; i < o->conns && !open; i++)
+                open = cs[i].fd >= 0;
+            if (!open)
+                break;
+        }
         /* (re)open: up to 200 new connections per turn, so a flood ramps quickly, and no more
          * than open_rate a second */
-        {
+        if (!draining) {
             int budget = 200;
 
             if (o->open_rate > 0) {

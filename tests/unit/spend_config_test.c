@@ -247,7 +247,13 @@ static void test_durations_and_usd(void **state)
     assert_int_equal(v, 100000000000LL);
     assert_int_equal(sp_config_parse_usd("1.5", &v), 0);
     assert_int_equal(v, 1500000000LL);
-    assert_int_equal(sp_config_parse_usd("1e3", &v), TG_EINVAL);
+    /* the grammar router-svc reads prices and budgets in (tg_units.h) */
+    assert_int_equal(sp_config_parse_usd("1e3", &v), 0);
+    assert_int_equal(v, 1000000000000LL);
+    assert_int_equal(sp_config_parse_usd("0.0000000015", &v), 0);
+    assert_int_equal(v, 2); /* half up */
+    assert_int_equal(sp_config_parse_usd("", &v), TG_EINVAL);
+    assert_int_equal(sp_config_parse_usd("1.2.3", &v), TG_EINVAL);
     assert_int_equal(sp_config_parse_usd("-2", &v), TG_EINVAL);
 }
 

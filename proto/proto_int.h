@@ -1,0 +1,15 @@
+/* proto_int: what proto_event.c (encoder) and proto_event_decode.c (decoder) share. Private to
+ * proto. */
+#ifndef PROTO_INT_H
+#define PROTO_INT_H
+
+#include <stddef.h>
+
+/* s[0..n) is lowercase hex and s[n] the end of the string. */
+int proto_is_lower_hex(const char *s, size_t n);
+/* s is a UUID (8-4-4-4-12 hex digits, either case) and nothing more. */
+int proto_is_uuid(const char *s);
+/* The UUID s in lowercase, in place (the canonical text, RFC 9562). */
+void proto_uuid_lower(char *s);
+
+#endif
