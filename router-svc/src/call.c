@@ -961,6 +961,7 @@ static int count_tokens_local(struct rt_call *c, int *ret)
     memset(&res, 0, sizeof(res));
     res.http_status = 200;
     res.error_class = RT_ERR_NONE;
+    res.local = 1; /* no provider was asked: latency-based routing learns nothing from it */
     rt_router_report(c->env->router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL);
     c->have_target = 0;
     *ret = answer_outcome(c);

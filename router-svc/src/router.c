@@ -815,7 +815,7 @@ enum rt_step rt_router_report(struct rt_router *router, struct rt_plan *plan,
     p->in_flight_dep = -1;
     p->last_dep = (int32_t)di;
     p->last_group = p->cur_group >= 0 ? p->cur_group : group_index(r, target->group);
-    if (c == RT_ERR_NONE) {
+    if (c == RT_ERR_NONE && !res->local) {
         ds->latency_ewma_ms =
             ds->latency_ewma_ms == 0
                 ? (res->latency_ms > 0 ? res->latency_ms : 1)

@@ -140,6 +140,8 @@ struct rt_result {
     uint32_t retry_after_s; /* provider's retry-after, 0 = none */
     int committed;          /* 1: response already started to the client (a stream):
                              * no further attempt is possible, whatever the class */
+    int local;              /* 1: answered by the router without the provider (a token count
+                             * estimate): no latency sample for the deployment */
 };
 
 /* The final answer of a request. */

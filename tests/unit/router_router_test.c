@@ -191,7 +191,7 @@ static void test_retry_moves_to_another_deployment(void **state)
     struct env *e = env_new(base_yaml);
     struct rt_plan plan;
     struct rt_target t1, t2;
-    struct rt_result res = {500, RT_ERR_SERVER, 9, "boom", 4, 0, 0};
+    struct rt_result res = {500, RT_ERR_SERVER, 9, "boom", 4, 0, 0, 0};
 
     (void)state;
     for (uint64_t rnd = 1; rnd < 40; rnd++) {
@@ -232,7 +232,7 @@ static int fail_once(struct env *e, const char *id, uint64_t now)
 {
     struct rt_plan plan;
     struct rt_target t;
-    struct rt_result res = {503, RT_ERR_SERVER, 1, "unavailable", 11, 0, 0};
+    struct rt_result res = {503, RT_ERR_SERVER, 1, "unavailable", 11, 0, 0, 0};
     int cooled = 0;
 
     for (uint64_t rnd = 0; rnd < 1000; rnd++) {
@@ -849,7 +849,7 @@ static const char *pick_once(struct env *e, uint64_t rnd, uint64_t now, struct r
 static void report_ok(struct env *e, struct rt_plan *plan, struct rt_target *t, uint32_t lat,
                       uint64_t now)
 {
-    struct rt_result res = {200, RT_ERR_NONE, lat, NULL, 0, 0, 0};
+    struct rt_result res = {200, RT_ERR_NONE, lat, NULL, 0, 0, 0, 0};
 
     assert_int_equal(rt_router_report(e->router, plan, t, &res, now, NULL), RT_STEP_DONE);
     rt_router_finish(e->router, plan, 0, now);
@@ -889,6 +889,18 @@ static void test_strategies(void **state)
     for (uint64_t rnd = 3; rnd < 40; rnd++) {
         assert_string_equal(pick_once(e, rnd, 1000, &p1, &t1), "B");
         report_ok(e, &p1, &t1, 20, 1000);
+    }
+    /* an answer the router made itself (a token count estimate) is no latency sample: B's
+     * average stays at its 20 ms (a 0 ms sample would have pulled it to 14) */
+    {
+        struct rt_result local = {200, RT_ERR_NONE, 0, NULL, 0, 0, 0, 1};
+        struct rt_deployment_state st;
+
+        assert_string_equal(pick_once(e, 41, 1000, &p1, &t1), "B");
+        assert_int_equal(rt_router_report(e->router, &p1, &t1, &local, 1000, NULL), RT_STEP_DONE);
+        rt_router_finish(e->router, &p1, 0, 1000);
+        assert_int_equal(rt_router_deployment_state(e->router, t1.dep_index, 1000, &st), 0);
+        assert_int_equal(st.latency_ewma_ms, 20);
     }
     env_free(e);
     /* simple-shuffle: weights 1:3, and the caller's random decides. */
