@@ -903,17 +903,16 @@ static int hash_cmp(const void *a, const void *b)
 static int64_t list_int(const json_t *o, const char *name, int64_t def)
 {
     const json_t *v = json_object_get(o, name);
-    char *end = NULL;
-    long long x;
+    uint64_t x = 0;
 
     if (v == NULL || json_is_null(v))
         return def;
     if (json_is_integer(v))
         return json_integer_value(v) > 0 ? json_integer_value(v) : -1;
-    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 9)
+    if (!json_is_string(v) || tg_parse_u64(json_string_value(v), &x) != 0 || x == 0 ||
+        x > INT32_MAX)
         return -1;
-    x = strtoll(json_string_value(v), &end, 10);
-    return *end == '\0' && x > 0 ? x : -1;
+    return (int64_t)x;
 }
 
 static void do_list(struct kreq *r, const char *body, size_t len)
