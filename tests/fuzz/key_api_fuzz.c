@@ -12,7 +12,8 @@
  *    shape with a message;
  *  - no answer ever contains a random key the API handed out before (generate and regenerate
  *    return a new key once; list, info, update, block and errors never echo one; keys the input
- *    chose itself are not checked: the input may repeat them in any field);
+ *    chose itself, or repeats, are not checked: the input may put them in any field, and an
+ *    answer may echo them, e.g. a caller-chosen new_key that holds an earlier key);
  *  - the table never holds more than max_keys records and block marks;
  *  - a generated or regenerated key is in the table under the SHA-256 of the key returned, and a
  *    regenerated key's old hash is gone. */
@@ -121,7 +122,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void check_answer(const struct answer *a)
+static void check_answer(const struct answer *a, const char *body)
 {
     json_t *o;
     json_error_t jerr;
@@ -139,7 +140,9 @@ static void check_answer(const struct answer *a)
         fail("an error without error.message", a);
     json_decref(o);
     for (unsigned i = 0; i < n_remembered && i < REMEMBERED; i++) {
-        if (strstr(a->body, remembered[i]) != NULL)
+        /* a key the input repeats is one it chose to show (e.g. inside its own new_key, which
+         * the answer echoes): only a key the input does not hold is a leak */
+        if (strstr(a->body, remembered[i]) != NULL && strstr(body, remembered[i]) == NULL)
             fail("an answer shows a raw key handed out before", a);
     }
 }
@@ -215,7 +218,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     else
         rt_key_api_handle(api, routes[r].method, routes[r].path, NULL, body, size - 1, on_answer,
                           &a);
-    check_answer(&a);
+    check_answer(&a, body);
     if (a.status == 200 && strcmp(routes[r].method, "POST") == 0 &&
         (strcmp(routes[r].path, "/key/generate") == 0 ||
          strcmp(routes[r].path, "/key/regenerate") == 0))
