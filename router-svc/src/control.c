@@ -152,49 +152,18 @@ static uint64_t hex64(const char *s)
 
 int rt_control_record_key(const struct rt_control_record *rec, char *out, size_t cap)
 {
-    const char *prefix;
-    int n;
-
     if (rec == NULL || !hash_ok(rec->hash))
         return TG_EINVAL;
     switch (rec->op) {
     case RT_KEY_PUT:
     case RT_KEY_DELETE:
-        prefix = RT_KEYS_CONTROL_KEY_PREFIX;
-        break;
+        return proto_ctl_record_key(PROTO_CTL_KEY, rec->hash, out, cap);
     case RT_KEY_BLOCK:
     case RT_KEY_UNBLOCK:
-        prefix = RT_KEYS_CONTROL_BLOCK_PREFIX;
-        break;
+        return proto_ctl_record_key(PROTO_CTL_BLOCK, rec->hash, out, cap);
     default:
         return TG_EINVAL;
     }
-    n = snprintf(out, cap, "%s%s", prefix, rec->hash);
-    if (n < 0 || (size_t)n >= cap)
-        return TG_EINVAL;
-    return n;
-}
-
-int rt_control_block_encode(const struct rt_control_block *b, char *out, size_t cap, size_t *outlen)
-{
-    size_t rlen = strnlen(b->reason, sizeof(b->reason));
-    int n;
-
-    if (rlen == 0 || rlen >= sizeof(b->reason))
-        return TG_EINVAL;
-    for (size_t i = 0; i < rlen; i++) {
-        unsigned char c = (unsigned char)b->reason[i];
-
-        /* Printable ASCII without quote or backslash: the value needs no escaping. */
-        if (c < 0x20 || c > 0x7e || c == '"' || c == '\\')
-            return TG_EINVAL;
-    }
-    n = snprintf(out, cap, "{\"reason\":\"%s\",\"since_ms\":%" PRId64 ",\"until_ms\":%" PRId64 "}",
-                 b->reason, b->since_ms, b->until_ms);
-    if (n < 0 || (size_t)n >= cap)
-        return TG_ETOOBIG;
-    *outlen = (size_t)n;
-    return 0;
 }
 
 /* ---- echo set (control thread) ---- */
@@ -1259,7 +1228,7 @@ int rt_control_publish(struct rt_control *ctl, const struct rt_control_record *r
                        rt_control_done_fn done, void *ud)
 {
     char rkey[RT_CONTROL_RECORD_KEY_MAX];
-    char block[RT_CONTROL_BLOCK_JSON_MAX];
+    char block[PROTO_CTL_BLOCK_JSON_MAX];
     char *value = NULL, *heap = NULL;
     size_t vlen = 0;
     int klen, rc;
@@ -1288,7 +1257,7 @@ int rt_control_publish(struct rt_control *ctl, const struct rt_control_record *r
         }
         value = heap;
     } else if (rec->op == RT_KEY_BLOCK) {
-        rc = rt_control_block_encode(&rec->block, block, sizeof(block), &vlen);
+        rc = proto_ctl_block_encode(&rec->block, block, sizeof(block), &vlen);
         if (rc != 0)
             return TG_EINVAL;
         value = block;

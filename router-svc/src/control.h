@@ -1,7 +1,8 @@
 /* control: the durable, replica-shared store of virtual keys and budget blocks, kept on the
  * compacted Kafka topic tollgate.control.v1 (DESIGN.md), with a local snapshot file.
  *
- * ---- Records (the interface shared with spend-svc) ----
+ * ---- Records (the interface shared with spend-svc; record keys and block values are proto's:
+ * proto/proto_control.h, golden vectors in tests/golden/control) ----
  * Kafka record key "key:<sha256hex>" (64 lowercase hex digits of SHA-256 over the raw key):
  *   value = the stored form of the key (rt_key_spec_to_json, RT_KEY_JSON_STORED), one JSON
  *   object, every field always present, never the raw key:
@@ -24,8 +25,8 @@
  *   Tombstone (NULL value): the key was deleted.
  * Kafka record key "block:<sha256hex>" (written by spend-svc when a budget is exceeded):
  *   value = {"reason":"budget_exceeded","since_ms":<epoch ms>,"until_ms":<epoch ms, 0 = until
- *   unblocked>} (rt_control_block_encode writes exactly this; further fields are allowed and
- *   ignored). Any non-NULL value blocks the key: requests with it get 429 budget_exceeded.
+ *   unblocked>} and, from spend-svc, "scope", "period_start_ms", "spend_nusd", "max_budget_nusd"
+ *   (proto_ctl_block_encode; further fields are allowed and ignored). Any non-NULL value blocks the key: requests with it get 429 budget_exceeded.
  *   until_ms is informational: the block stays in force until its tombstone (spend-svc writes
  *   the tombstone when the budget period rolls over). A block may arrive before its key.
  *   Tombstone (NULL value): unblock.
@@ -81,6 +82,7 @@
 
 #include "config.h"
 #include "keys.h"
+#include "proto_control.h"
 #include "tg_buf.h"
 
 #define RT_CONTROL_PUBLISH_TIMEOUT_MS 5000u   /* default bound of one publish */
@@ -95,9 +97,7 @@
 #define RT_CONTROL_ECHO_MAX 4096u           /* own confirmed changes awaiting their echo */
 #define RT_CONTROL_RETRY_MS 1000u           /* metadata / assignment retry interval */
 #define RT_CONTROL_DEGRADED_READY_MS 10000u /* snapshot-only readiness after this long */
-#define RT_CONTROL_BLOCK_REASON_CAP 64      /* block reason, bytes incl. NUL */
-#define RT_CONTROL_BLOCK_JSON_MAX 256       /* encoded block value, bytes incl. NUL */
-#define RT_CONTROL_RECORD_KEY_MAX 80        /* "block:" + 64 hex + NUL fits */
+#define RT_CONTROL_RECORD_KEY_MAX PROTO_CTL_RECORD_KEY_MAX /* "block:" + 64 hex + NUL fits */
 
 struct rt_control;
 struct tg_kafka_opts;
@@ -118,19 +118,12 @@ struct rt_control_config {
                                   * the snapshot */
 };
 
-/* A budget block's value. */
-struct rt_control_block {
-    char reason[RT_CONTROL_BLOCK_REASON_CAP]; /* "budget_exceeded" */
-    int64_t since_ms;                         /* epoch ms the block started */
-    int64_t until_ms;                         /* epoch ms the period ends, 0 = open-ended */
-};
-
 /* One change to publish. */
 struct rt_control_record {
     enum rt_key_op op;                /* PUT, DELETE, BLOCK, UNBLOCK */
     char hash[TG_SHA256_HEX_LEN + 1]; /* target; for PUT it must equal spec->key_hash */
     const struct rt_key_spec *spec;   /* PUT only; borrowed for the call (encoded at once) */
-    struct rt_control_block block;    /* BLOCK only */
+    struct proto_ctl_block block;     /* BLOCK only (proto_ctl_block_init, then reason and times) */
 };
 
 /* Called exactly once per accepted publish, on the control thread (or on the thread running
@@ -215,11 +208,5 @@ void rt_control_write_metrics(const struct rt_control *ctl, struct tg_buf *b);
 /* rt_control_record_key: "key:<hash>" or "block:<hash>" for rec into out (cap >=
  * RT_CONTROL_RECORD_KEY_MAX). Returns the length, or TG_EINVAL (bad op or hash). */
 int rt_control_record_key(const struct rt_control_record *rec, char *out, size_t cap);
-
-/* rt_control_block_encode: the block value JSON of b into out (cap bytes, NUL-terminated),
- * length in *outlen: {"reason":"...","since_ms":N,"until_ms":N}. Returns 0, TG_EINVAL (reason
- * empty or not printable ASCII) or TG_ETOOBIG. Any thread. */
-int rt_control_block_encode(const struct rt_control_block *b, char *out, size_t cap,
-                            size_t *outlen);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "proto_control.h"
 #include "tg_err.h"
 #include "tg_log.h"
 #include "tg_units.h"
@@ -1401,29 +1402,14 @@ int rt_keys_control_decode(const char *rkey, size_t rklen, const char *value, si
                            const struct rt_config *cfg, struct rt_key_change *change,
                            struct rt_key_spec *spec, char *err, size_t errlen)
 {
-    size_t kp = strlen(RT_KEYS_CONTROL_KEY_PREFIX), bp = strlen(RT_KEYS_CONTROL_BLOCK_PREFIX);
-    const char *hash;
-    int is_block;
+    enum proto_ctl_kind kind;
+    int is_block, rc;
 
     memset(change, 0, sizeof(*change));
-    if (rkey == NULL)
-        return TG_ENOTFOUND;
-    if (rklen == kp + TG_SHA256_HEX_LEN && memcmp(rkey, RT_KEYS_CONTROL_KEY_PREFIX, kp) == 0) {
-        hash = rkey + kp;
-        is_block = 0;
-    } else if (rklen == bp + TG_SHA256_HEX_LEN &&
-               memcmp(rkey, RT_KEYS_CONTROL_BLOCK_PREFIX, bp) == 0) {
-        hash = rkey + bp;
-        is_block = 1;
-    } else {
-        return TG_ENOTFOUND;
-    }
-    memcpy(change->hash, hash, TG_SHA256_HEX_LEN);
-    change->hash[TG_SHA256_HEX_LEN] = '\0';
-    if (!hash_valid(change->hash)) {
-        snprintf(err, errlen, "record key: not a SHA-256 hex hash");
-        return TG_EINVAL;
-    }
+    rc = proto_ctl_parse_key(rkey, rklen, &kind, change->hash, err, errlen);
+    if (rc != 0)
+        return rc;
+    is_block = kind == PROTO_CTL_BLOCK;
     if (is_block) {
         change->op = value != NULL ? RT_KEY_BLOCK : RT_KEY_UNBLOCK;
         return 0;

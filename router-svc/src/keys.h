@@ -204,14 +204,11 @@ int rt_key_spec_from_json(struct rt_key_spec *spec, enum rt_key_json_form form, 
  * Returns 0, TG_ETOOBIG (cap too small) or TG_ENOMEM. Any thread. */
 int rt_key_spec_to_json(const struct rt_key_spec *spec, char *out, size_t cap, size_t *outlen);
 
-/* ---- control topic records (tollgate.control.v1, compacted) ----
+/* ---- control topic records (tollgate.control.v1, compacted; record keys: proto_control.h) ----
  * record key "key:<hash>":   value = stored JSON of the spec (PUT); tombstone (no value) = DELETE.
  * record key "block:<hash>": any value (e.g. {"reason":"budget_exceeded"}) = BLOCK;
  *                            tombstone = UNBLOCK.
  * Other record keys are not for the keys table (rt_keys_control_decode returns TG_ENOTFOUND). */
-
-#define RT_KEYS_CONTROL_KEY_PREFIX "key:"
-#define RT_KEYS_CONTROL_BLOCK_PREFIX "block:"
 
 /* rt_keys_control_decode: turn one control record (rkey of rklen bytes; value of len bytes, NULL
  * for a tombstone) into *change. For a PUT, the spec is parsed into *spec (caller storage, about

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
 
+#include "proto_control.h"
 #include "tg_err.h"
 #include "tg_hash.h"
 #include "tg_log.h"
@@ -142,89 +142,41 @@ void sp_budgets_destroy(struct sp_budgets **bp)
     *bp = NULL;
 }
 
-/* Control topic records ------------------------------------------------------------------------ */
-
-/* A string member into out (cap bytes); absent or null is "". Returns 0 or TG_EINVAL (not a
- * string). */
-static int json_str_field(json_t *o, const char *name, char *out, size_t cap)
-{
-    json_t *v = json_object_get(o, name);
-    out[0] = '\0';
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_string(v))
-        return TG_EINVAL;
-    snprintf(out, cap, "%s", json_string_value(v));
-    return 0;
-}
-
-/* parse_key_record: the value of a key: record into k (hash given). */
-static int parse_key_record(const char *hash, const void *value, size_t len, struct sp_pg_key *k,
-                            char **metadata)
-{
-    json_error_t jerr;
-    json_t *o = json_loadb(value, len, 0, &jerr);
-    json_t *v;
-    int rc = TG_EINVAL;
-
-    *metadata = NULL;
-    if (!o || !json_is_object(o))
-        goto out;
-    snprintf(k->key_hash, sizeof(k->key_hash), "%s", hash);
-    if (json_str_field(o, "key_alias", k->key_alias, sizeof(k->key_alias)) < 0 ||
-        json_str_field(o, "team_id", k->team_id, sizeof(k->team_id)) < 0 ||
-        json_str_field(o, "user_id", k->user_id, sizeof(k->user_id)) < 0)
-        goto out;
-    k->max_budget_nusd = -1; /* a negative amount is no budget, as null is */
-    v = json_object_get(o, "max_budget_nusd");
-    if (json_is_integer(v) && json_integer_value(v) >= 0)
-        k->max_budget_nusd = (int64_t)json_integer_value(v);
-    v = json_object_get(o, "max_budget");
-    if (k->max_budget_nusd < 0 && json_is_number(v) && json_number_value(v) >= 0) {
-        double nusd = json_number_value(v) * 1e9 + 0.5;
-
-        /* USD beyond what int64 nano-USD holds (9.2e9 USD) is capped there, never converted
-         * out of range */
-        k->max_budget_nusd = nusd < 9223372036854775807.0 ? (int64_t)nusd : INT64_MAX;
-    }
-    v = json_object_get(o, "budget_duration_s");
-    if (json_is_integer(v) && json_integer_value(v) > 0)
-        k->budget_period_s = (int64_t)json_integer_value(v);
-    v = json_object_get(o, "budget_duration");
-    if (k->budget_period_s == 0 && json_is_string(v) &&
-        sp_config_parse_duration(json_string_value(v), &k->budget_period_s) < 0)
-        k->budget_period_s = 0;
-    v = json_object_get(o, "metadata");
-    if (json_is_object(v))
-        *metadata = json_dumps(v, JSON_COMPACT);
-    k->metadata_json = *metadata;
-    rc = 0;
-out:
-    if (o)
-        json_decref(o);
-    return rc;
-}
+/* Control topic records (proto_control.h) ---------------------------------------------------- */
 
 int sp_budgets_record_decode(const char *key, size_t keylen, const void *value, size_t len,
                              struct sp_pg_key *k, char **metadata)
 {
+    struct proto_ctl_key rec;
+    enum proto_ctl_kind kind;
+    char hash[PROTO_CTL_HASH_LEN + 1];
+    char err[128];
+    int rc;
+
     memset(k, 0, sizeof(*k));
     *metadata = NULL;
-    if (!key || keylen <= 4 || keylen - 4 >= sizeof(k->key_hash) || memcmp(key, "key:", 4) != 0)
+    rc = proto_ctl_parse_key(key, keylen, &kind, hash, err, sizeof(err));
+    if (rc == TG_ENOTFOUND || (rc == 0 && kind != PROTO_CTL_KEY))
         return SP_RECORD_SKIP;
-    if (!value) {
-        memcpy(k->key_hash, key + 4, keylen - 4);
-        k->key_hash[keylen - 4] = '\0';
+    if (rc != 0) {
+        TG_WARN_RL("msg=\"control record skipped\" problem=\"%s\"", err);
+        return TG_EINVAL;
+    }
+    snprintf(k->key_hash, sizeof(k->key_hash), "%s", hash);
+    if (value == NULL)
         return SP_RECORD_KEY_DELETE;
+    rc = proto_ctl_key_decode(hash, value, len, &rec, err, sizeof(err));
+    if (rc != 0) {
+        TG_WARN_RL("msg=\"control record skipped\" problem=\"%s\"", err);
+        return TG_EINVAL;
     }
-    {
-        char hash[SP_PG_SUBJECT_MAX];
-
-        memcpy(hash, key + 4, keylen - 4);
-        hash[keylen - 4] = '\0';
-        if (parse_key_record(hash, value, len, k, metadata) < 0)
-            return TG_EINVAL;
-    }
+    snprintf(k->key_alias, sizeof(k->key_alias), "%s", rec.key_alias);
+    snprintf(k->team_id, sizeof(k->team_id), "%s", rec.team_id);
+    snprintf(k->user_id, sizeof(k->user_id), "%s", rec.user_id);
+    k->max_budget_nusd = rec.max_budget_nusd;
+    k->budget_period_s = rec.budget_duration_s;
+    *metadata = rec.metadata_json; /* handed over: the caller frees it */
+    k->metadata_json = *metadata;
     return SP_RECORD_KEY_PUT;
 }
 
@@ -383,12 +335,13 @@ int sp_budgets_load_blocked(struct sp_budgets *b, struct sp_pg *pg)
 /* publish_key: block (value JSON) or unblock (tombstone) one key hash. */
 static int publish_key(struct sp_budgets *b, const char *hash, const char *value)
 {
-    char rkey[SP_PG_SUBJECT_MAX + 8];
+    char rkey[PROTO_CTL_RECORD_KEY_MAX];
     int rc;
 
     if (!b->hooks.publish)
         return TG_EUNAVAIL;
-    snprintf(rkey, sizeof(rkey), "block:%s", hash);
+    if (proto_ctl_record_key(PROTO_CTL_BLOCK, hash, rkey, sizeof(rkey)) < 0)
+        return TG_EINVAL; /* not a key hash: nothing the router could apply */
     rc = b->hooks.publish(b->hooks.ctx, rkey, value, value ? strlen(value) : 0);
     if (rc < 0) {
         atomic_fetch_add(&b->publish_errors, 1);
@@ -428,20 +381,26 @@ static int publish_subject(struct sp_budgets *b, const char *kind, const char *s
 
 static int block(struct sp_budgets *b, struct sp_pg *pg, const struct sp_budget_crossing *c)
 {
-    char value[512];
+    char value[PROTO_CTL_BLOCK_JSON_MAX];
+    struct proto_ctl_block pb;
     struct bblock *bl;
+    size_t vlen;
     int rc;
 
     bl = block_find(b, c->kind, c->subject);
     if (bl && bl->period_start_ms == c->period_start_ms)
         return 0; /* already published for this period */
-    /* the router's block: record (control.h): reason, since_ms, until_ms; more fields allowed */
-    snprintf(value, sizeof(value),
-             "{\"reason\":\"budget_exceeded\",\"since_ms\":%" PRId64 ",\"until_ms\":%" PRId64
-             ",\"scope\":\"%s\",\"period_start_ms\":%" PRId64 ",\"spend_nusd\":%" PRId64
-             ",\"max_budget_nusd\":%" PRId64 "}",
-             (int64_t)tg_now_epoch_ms(), c->period_end_ms, c->kind, c->period_start_ms,
-             c->spend_nusd, c->max_budget_nusd);
+    proto_ctl_block_init(&pb);
+    snprintf(pb.reason, sizeof(pb.reason), "budget_exceeded");
+    pb.since_ms = (int64_t)tg_now_epoch_ms();
+    pb.until_ms = c->period_end_ms;
+    snprintf(pb.scope, sizeof(pb.scope), "%s", c->kind);
+    pb.period_start_ms = c->period_start_ms;
+    pb.spend_nusd = c->spend_nusd;
+    pb.max_budget_nusd = c->max_budget_nusd;
+    rc = proto_ctl_block_encode(&pb, value, sizeof(value), &vlen);
+    if (rc < 0)
+        return rc;
     rc = publish_subject(b, c->kind, c->subject, value);
     if (rc < 0)
         return rc;

@@ -71,14 +71,13 @@ enum sp_record_kind {
     SP_RECORD_KEY_DELETE = 2, /* key: tombstone: k->key_hash names the key */
 };
 
-/* sp_budgets_record_decode: one control topic record (control.h in router-svc: record key of
- * keylen bytes, value of len bytes or NULL for a tombstone) as spend-svc mirrors it into k
- * (caller storage, zeroed first). The value is read leniently: the fields this service needs
- * (key_alias, team_id, user_id, max_budget_nusd or LiteLLM's max_budget in USD, budget_duration_s
- * or budget_duration, metadata), others ignored. For a PUT, *metadata is new (free()) JSON text of
- * the metadata object, or NULL, and k->metadata_json points to it. Returns an enum
- * sp_record_kind, or TG_EINVAL for a key: record whose value is not a key object (the caller
- * skips it). Any thread. */
+/* sp_budgets_record_decode: one control topic record (proto_control.h: record key of keylen
+ * bytes, value of len bytes or NULL for a tombstone) as spend-svc mirrors it into k (caller
+ * storage, zeroed first): the fields of proto_ctl_key_decode, others ignored. For a PUT,
+ * *metadata is new (free()) JSON text of the metadata object, or NULL, and k->metadata_json
+ * points to it. Returns an enum sp_record_kind, or TG_EINVAL (logged, rate-limited) for a
+ * record key of the schema whose hash is not a SHA-256 hex, or a key: value proto refuses (the
+ * caller skips it). Any thread. */
 int sp_budgets_record_decode(const char *key, size_t keylen, const void *value, size_t len,
                              struct sp_pg_key *k, char **metadata);
 

@@ -33,6 +33,7 @@
 #include "config.h"
 #include "control.h"
 #include "keys.h"
+#include "proto_control.h"
 #include "tg_err.h"
 #include "tg_log.h"
 
@@ -232,16 +233,45 @@ static void round_trip(const struct rt_key_spec *s, const char *hash)
     free(metadata);
 }
 
+/* block_value: a value as a block. What proto decodes encodes, and decodes again as the same
+ * block with the same bytes (a fixpoint). */
+static void block_value(const char *value, size_t len)
+{
+    struct proto_ctl_block b1, b2;
+    char out1[PROTO_CTL_BLOCK_JSON_MAX], out2[PROTO_CTL_BLOCK_JSON_MAX];
+    char err[256];
+    size_t n1 = 0, n2 = 0;
+    int rc;
+
+    err[0] = '\0';
+    rc = proto_ctl_block_decode(value, len, &b1, err, sizeof(err));
+    check(rc == 0 || (rc == TG_EINVAL && err[0] != '\0'),
+          "block decode: refused outside the contract or without a message", NULL);
+    if (rc != 0)
+        return;
+    rc = proto_ctl_block_encode(&b1, out1, sizeof(out1), &n1);
+    check(rc == 0, "block: a decoded block does not encode", tg_errname(rc));
+    rc = proto_ctl_block_decode(out1, n1, &b2, err, sizeof(err));
+    check(rc == 0, "block: an encoded block does not decode", err);
+    check(memcmp(&b1, &b2, sizeof(b1)) == 0, "block: decode(encode(block)) is not block", out1);
+    rc = proto_ctl_block_encode(&b2, out2, sizeof(out2), &n2);
+    check(rc == 0 && n1 == n2 && memcmp(out1, out2, n1) == 0,
+          "block: encode(decode(encode(block))) is not encode(block)", out1);
+}
+
+/* block: a block built from the input, encoded by proto as router-svc and spend-svc do. */
 static void block(const char *value, size_t len, uint64_t h)
 {
-    struct rt_control_block b;
-    char out[RT_CONTROL_BLOCK_JSON_MAX];
+    struct proto_ctl_block b;
+    char out[PROTO_CTL_BLOCK_JSON_MAX];
     char err[256];
     size_t n = 0, rlen;
     int valid, rc;
 
-    memset(&b, 0, sizeof(b));
+    block_value(value, len);
+    proto_ctl_block_init(&b);
     memcpy(b.reason, value, len < sizeof(b.reason) - 1 ? len : sizeof(b.reason) - 1);
+    zero_tail(b.reason, sizeof(b.reason)); /* the reason ends at its first NUL */
     rlen = strlen(b.reason);
     valid = rlen > 0;
     for (size_t i = 0; i < rlen; i++) {
@@ -249,9 +279,15 @@ static void block(const char *value, size_t len, uint64_t h)
 
         valid &= c >= 0x20 && c <= 0x7e && c != '"' && c != '\\';
     }
-    b.since_ms = (int64_t)h;
-    b.until_ms = (h & 1) ? 0 : (int64_t)(h >> 1);
-    rc = rt_control_block_encode(&b, out, sizeof(out), &n);
+    b.since_ms = (int64_t)(h >> 1);
+    b.until_ms = (h & 1) ? 0 : (int64_t)(h >> 2);
+    if (h & 2) { /* spend-svc's form */
+        snprintf(b.scope, sizeof(b.scope), "%s", (h & 4) ? "team" : "key");
+        b.period_start_ms = (int64_t)(h >> 3);
+        b.spend_nusd = (int64_t)(h >> 4);
+        b.max_budget_nusd = (h & 8) ? -1 : (int64_t)(h >> 5);
+    }
+    rc = proto_ctl_block_encode(&b, out, sizeof(out), &n);
     if (!valid) {
         check(rc == TG_EINVAL, "block: a reason the header rules out was not refused", NULL);
         return;
@@ -264,14 +300,18 @@ static void block(const char *value, size_t len, uint64_t h)
         json_t *s = json_object_get(j, "since_ms");
         json_t *u = json_object_get(j, "until_ms");
         struct rt_key_change ch;
+        struct proto_ctl_block back;
         char rkey[RT_CONTROL_RECORD_KEY_MAX];
 
-        check(json_is_object(j) && json_object_size(j) == 3 && json_is_string(r) &&
-                  strcmp(json_string_value(r), b.reason) == 0 && json_is_integer(s) &&
-                  json_integer_value(s) == b.since_ms && json_is_integer(u) &&
-                  json_integer_value(u) == b.until_ms,
+        check(json_is_object(j) && json_object_size(j) == ((h & 2) ? 6u + !(h & 8) : 3u) &&
+                  json_is_string(r) && strcmp(json_string_value(r), b.reason) == 0 &&
+                  json_is_integer(s) && json_integer_value(s) == b.since_ms &&
+                  json_is_integer(u) && json_integer_value(u) == b.until_ms,
               "block: the value is not the block's JSON", out);
         json_decref(j);
+        rc = proto_ctl_block_decode(out, n, &back, err, sizeof(err));
+        check(rc == 0 && memcmp(&back, &b, sizeof(b)) == 0,
+              "block: proto does not read back its block", out);
         snprintf(rkey, sizeof(rkey), "block:%064x", 0);
         rc =
             rt_keys_control_decode(rkey, strlen(rkey), out, n, NULL, &ch, &spec2, err, sizeof(err));
@@ -311,6 +351,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(rc == 0 || rc == TG_ENOTFOUND || rc == TG_EINVAL,
           "router decode: return code outside the contract", NULL);
     check(rc != TG_EINVAL || err[0] != '\0', "router decode: refused without a message", NULL);
+    {
+        /* proto's reading of the record key, which both services use */
+        enum proto_ctl_kind kind;
+        char hash[PROTO_CTL_HASH_LEN + 1];
+        int prc = proto_ctl_parse_key(rkey, rklen, &kind, hash, err, sizeof(err));
+        int ours = (rklen >= 4 && memcmp(rkey, "key:", 4) == 0) ||
+                   (rklen >= 6 && memcmp(rkey, "block:", 6) == 0);
+
+        check(ours ? prc != TG_ENOTFOUND : prc == TG_ENOTFOUND,
+              "proto: a record key of the schema taken for another, or the reverse", NULL);
+        check((prc == TG_ENOTFOUND) == (rc == TG_ENOTFOUND),
+              "router decode and proto disagree on whose record it is", NULL);
+        check(prc != 0 || is_hash(hash), "proto: hash is not 64 lowercase hex", NULL);
+    }
     if (rc == 0) {
         char back[RT_CONTROL_RECORD_KEY_MAX];
         struct rt_control_record rec;
@@ -337,12 +391,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (ch.op == RT_KEY_PUT)
             round_trip(&spec, ch.hash);
     } else if (rc == TG_ENOTFOUND) {
-        check(!(rklen == 4 + TG_SHA256_HEX_LEN && memcmp(rkey, "key:", 4) == 0) &&
-                  !(rklen == 6 + TG_SHA256_HEX_LEN && memcmp(rkey, "block:", 6) == 0),
+        check(!(rklen >= 4 && memcmp(rkey, "key:", 4) == 0) &&
+                  !(rklen >= 6 && memcmp(rkey, "block:", 6) == 0),
               "router decode: a keys record taken for another", NULL);
     }
 
     src = spend_decode(rkey, rklen, value, value != NULL ? len : 0, &k, &metadata);
+    check(rc != TG_ENOTFOUND || src == SP_RECORD_SKIP,
+          "spend-svc mirrors a record router-svc does not take for its own", NULL);
     if (rc == 0 && ch.op == RT_KEY_PUT) {
         check(src == SP_RECORD_KEY_PUT, "spend-svc refuses a key record router-svc takes", NULL);
         check(strcmp(k.key_alias, spec.key_alias) == 0 && strcmp(k.team_id, spec.team_id) == 0 &&

@@ -371,7 +371,7 @@ int main(int argc, char **argv)
     char *value = malloc(RT_KEY_JSON_MAX);
     struct replica a, b;
     struct rt_control_stats st;
-    struct rt_control_block blk;
+    struct proto_ctl_block blk;
     size_t blen = 0;
     int tomb = 0, status;
     uint64_t ms;
@@ -511,11 +511,15 @@ int main(int argc, char **argv)
     fprintf(stderr, "router_control_test: delete ok\n");
 
     /* 3. block: record (the value spend-svc writes) -> blocked on both; tombstone unblocks. */
-    memset(&blk, 0, sizeof(blk));
+    proto_ctl_block_init(&blk);
     snprintf(blk.reason, sizeof(blk.reason), "budget_exceeded");
     blk.since_ms = (int64_t)tg_now_epoch_ms();
     blk.until_ms = blk.since_ms + 86400000;
-    CHECK(rt_control_block_encode(&blk, value, RT_KEY_JSON_MAX, &blen) == 0, "block encode");
+    snprintf(blk.scope, sizeof(blk.scope), "key");
+    blk.period_start_ms = blk.since_ms - 1000;
+    blk.spend_nusd = 6000;
+    blk.max_budget_nusd = 5000;
+    CHECK(proto_ctl_block_encode(&blk, value, RT_KEY_JSON_MAX, &blen) == 0, "block encode");
     snprintf(rkey, sizeof(rkey), "block:%s", h1);
     produce(rkey, value);
     WAIT_FOR(blocked_state(&a, k1) == 1, "A to block the key");

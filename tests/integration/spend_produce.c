@@ -23,6 +23,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "proto_control.h"
 #include "proto_event.h"
 #include "tg_ids.h"
 #include "tg_time.h"
@@ -287,7 +288,7 @@ static int run_expect_block(const struct opts *o)
     rd_kafka_topic_t *t;
     uint64_t deadline = tg_now_mono_ms() + (uint64_t)o->timeout_s * 1000;
     int seen_block = 0;
-    int found = 0;
+    int found = 0, bad = 0;
 
     snprintf(want, sizeof(want), "block:%s", o->expect_block);
     if (rd_kafka_conf_set(conf, "bootstrap.servers", o->brokers, err, sizeof(err)) ||
@@ -322,8 +323,20 @@ static int run_expect_block(const struct opts *o)
             continue;
         if (!m->err && m->key_len == strlen(want) && memcmp(m->key, want, m->key_len) == 0) {
             if (m->payload && m->len > 0) {
+                struct proto_ctl_block b;
+                char perr[160];
+
                 seen_block = 1;
-                if (!o->unblocked) {
+                /* spend-svc's block as the schema has it: reason, its scope and figures */
+                if (proto_ctl_block_decode(m->payload, m->len, &b, perr, sizeof(perr)) != 0 ||
+                    strcmp(b.reason, "budget_exceeded") != 0 || strcmp(b.scope, "key") != 0 ||
+                    b.period_start_ms < 0 || b.spend_nusd < b.max_budget_nusd ||
+                    b.max_budget_nusd < 0) {
+                    fprintf(stderr, "spend_produce: not a budget block of a key: %.*s\n",
+                            (int)m->len, (const char *)m->payload);
+                    bad = 1;
+                }
+                if (!bad && !o->unblocked) {
                     printf("block %.*s\n", (int)m->len, (const char *)m->payload);
                     found = 1;
                 }
@@ -333,10 +346,12 @@ static int run_expect_block(const struct opts *o)
             }
         }
         rd_kafka_message_destroy(m);
+        if (bad)
+            break;
     }
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
-    return found ? 0 : 1;
+    return found && !bad ? 0 : 1;
 }
 
 int main(int argc, char **argv)

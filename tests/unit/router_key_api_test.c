@@ -1226,8 +1226,8 @@ static void test_snapshot_round_trip_and_corruption(void **state)
 static void test_record_key_and_block_value(void **state)
 {
     struct rt_control_record rec;
-    struct rt_control_block b;
-    char out[RT_CONTROL_BLOCK_JSON_MAX];
+    struct proto_ctl_block b;
+    char out[PROTO_CTL_BLOCK_JSON_MAX];
     size_t n = 0;
 
     (void)state;
@@ -1242,16 +1242,16 @@ static void test_record_key_and_block_value(void **state)
     rec.hash[3] = 'G';
     assert_int_equal(rt_control_record_key(&rec, out, sizeof(out)), TG_EINVAL);
 
-    memset(&b, 0, sizeof(b));
+    proto_ctl_block_init(&b);
     snprintf(b.reason, sizeof(b.reason), "budget_exceeded");
     b.since_ms = 1700000000000;
     b.until_ms = 1702592000000;
-    assert_int_equal(rt_control_block_encode(&b, out, sizeof(out), &n), 0);
+    assert_int_equal(proto_ctl_block_encode(&b, out, sizeof(out), &n), 0);
     assert_string_equal(out, "{\"reason\":\"budget_exceeded\",\"since_ms\":1700000000000,"
                              "\"until_ms\":1702592000000}");
     assert_int_equal(n, strlen(out));
     snprintf(b.reason, sizeof(b.reason), "a\"b");
-    assert_int_equal(rt_control_block_encode(&b, out, sizeof(out), &n), TG_EINVAL);
+    assert_int_equal(proto_ctl_block_encode(&b, out, sizeof(out), &n), TG_EINVAL);
 }
 
 int main(void)

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "control_vectors.h"
 #include "keys.h"
 #include "tg_err.h"
 #include "tg_ids.h"
@@ -738,10 +739,70 @@ static void test_json_models_may_name_own_alias(void **state)
     rt_config_destroy(&cfg);
 }
 
+/* The control topic golden vectors (tests/golden/control) as router-svc reads them: whose
+ * record it is, the operation, and for its own stored form the same fields as proto and
+ * spend-svc read, encoded back to the same bytes. Key values in LiteLLM's names (not the stored
+ * form) are spend-svc's alone: router-svc validates every field of the stored form. */
+static void test_control_golden_vectors(void **state)
+{
+    static struct rt_key_spec spec;
+    static char enc[RT_KEY_JSON_MAX];
+    struct rt_key_change ch;
+    char err[256];
+    size_t n, enc_len, stored = 0;
+    struct cv_vector *vs = cv_load(&n);
+    (void)state;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct cv_vector *v = &vs[i];
+        const char *ex = v->expect;
+        int rc;
+
+        err[0] = '\0';
+        rc = rt_keys_control_decode(v->record_key, strlen(v->record_key), v->value,
+                                    v->value_len, NULL, &ch, &spec, err, sizeof(err));
+        if (strcmp(ex, "skip") == 0) {
+            assert_int_equal(rc, TG_ENOTFOUND);
+        } else if (strcmp(ex, "invalid") == 0) {
+            /* block values are not validated by router-svc: any value blocks (fail closed) */
+            if (strncmp(v->record_key, "block:", 6) == 0 &&
+                strncmp(cv_get(v, "problem"), "record key:", 11) != 0)
+                assert_true(rc == 0 && ch.op == RT_KEY_BLOCK);
+            else if (rc != TG_EINVAL)
+                fail_msg("%s: router-svc accepts it (%d)", v->name, rc);
+        } else if (strcmp(ex, "delete") == 0 || strcmp(ex, "unblock") == 0 ||
+                   strcmp(ex, "block") == 0) {
+            assert_int_equal(rc, 0);
+            assert_int_equal(ch.op, strcmp(ex, "delete") == 0    ? RT_KEY_DELETE
+                                    : strcmp(ex, "unblock") == 0 ? RT_KEY_UNBLOCK
+                                                                 : RT_KEY_BLOCK);
+            assert_string_equal(ch.hash, cv_get(v, "key_hash"));
+        } else if (strcmp(ex, "put") == 0 && cv_get(v, "stored") != NULL) {
+            if (rc != 0)
+                fail_msg("%s: refused: %s", v->name, err);
+            assert_int_equal(ch.op, RT_KEY_PUT);
+            assert_string_equal(spec.key_hash, cv_get(v, "key_hash"));
+            assert_string_equal(spec.key_alias, cv_get(v, "key_alias"));
+            assert_string_equal(spec.team_id, cv_get(v, "team_id"));
+            assert_string_equal(spec.user_id, cv_get(v, "user_id"));
+            assert_int_equal(spec.max_budget_nusd < 0 ? -1 : spec.max_budget_nusd,
+                             cv_int(v, "max_budget_nusd"));
+            assert_int_equal(spec.budget_duration_s, cv_int(v, "budget_duration_s"));
+            assert_int_equal(rt_key_spec_to_json(&spec, enc, sizeof(enc), &enc_len), 0);
+            if (enc_len != v->value_len || memcmp(enc, v->value, enc_len) != 0)
+                fail_msg("%s: encodes as %s", v->name, enc);
+            stored++;
+        }
+    }
+    assert_true(stored >= 3);
+    cv_free(vs, n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_keys_and_record),
+        cmocka_unit_test(test_control_golden_vectors),
         cmocka_unit_test(test_apply_batches_and_snapshots),
         cmocka_unit_test(test_block_marks),
         cmocka_unit_test(test_readers_during_swaps),

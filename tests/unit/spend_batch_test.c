@@ -12,6 +12,7 @@
 
 #include "admin_http.h"
 #include "budgets.h"
+#include "control_vectors.h"
 #include "config.h"
 #include "pg_sink.h"
 #include "proto_event.h"
@@ -160,7 +161,8 @@ static void test_budget_mirror(void **state)
  * overflowed the mirror's rounding to whole minutes. */
 static void test_key_record_budget_out_of_range(void **state)
 {
-    static const char rkey[] = "key:h1";
+#define H1 "0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a"
+    static const char rkey[] = "key:" H1;
     struct sp_config cfg;
     struct sp_budgets *b;
     struct sp_pg_key k;
@@ -172,7 +174,7 @@ static void test_key_record_budget_out_of_range(void **state)
     v = "{\"max_budget\":1e300,\"budget_duration\":\"30d\",\"metadata\":{\"a\":1}}";
     assert_int_equal(sp_budgets_record_decode(rkey, strlen(rkey), v, strlen(v), &k, &metadata),
                      SP_RECORD_KEY_PUT);
-    assert_string_equal(k.key_hash, "h1");
+    assert_string_equal(k.key_hash, H1);
     assert_int_equal(k.max_budget_nusd, INT64_MAX);
     assert_int_equal(k.budget_period_s, 30 * 86400);
     assert_string_equal(metadata, "{\"a\":1}");
@@ -196,7 +198,7 @@ static void test_key_record_budget_out_of_range(void **state)
     assert_non_null(b);
     k.max_budget_nusd = 10;
     assert_int_equal(sp_budgets_key_set(b, &k), 0);
-    assert_int_equal(sp_budgets_period_of(b, 0, "h1"), SP_BUDGET_LIFETIME_S);
+    assert_int_equal(sp_budgets_period_of(b, 0, H1), SP_BUDGET_LIFETIME_S);
     assert_int_equal(sp_budgets_period_of(b, 1, "t1"), SP_BUDGET_LIFETIME_S);
     sp_budgets_destroy(&b);
 
@@ -205,9 +207,65 @@ static void test_key_record_budget_out_of_range(void **state)
                      TG_EINVAL);
     assert_int_equal(sp_budgets_record_decode(rkey, strlen(rkey), NULL, 0, &k, &metadata),
                      SP_RECORD_KEY_DELETE);
-    assert_string_equal(k.key_hash, "h1");
-    assert_int_equal(sp_budgets_record_decode("block:h1", 8, "{}", 2, &k, &metadata),
+    assert_string_equal(k.key_hash, H1);
+    assert_int_equal(sp_budgets_record_decode("block:" H1, 70, "{}", 2, &k, &metadata),
                      SP_RECORD_SKIP);
+    /* a record key of the schema without a SHA-256 hex hash: refused, as router-svc does */
+    assert_int_equal(sp_budgets_record_decode("key:h1", 6, "{}", 2, &k, &metadata), TG_EINVAL);
+#undef H1
+}
+
+/* The control topic golden vectors (tests/golden/control) as spend-svc mirrors them: key: PUTs
+ * with the fields proto and router-svc read, deletes, and everything else skipped; a key:
+ * record proto refuses is refused. */
+static void test_control_golden_vectors(void **state)
+{
+    struct sp_pg_key k;
+    char *metadata = NULL;
+    size_t n, puts = 0;
+    struct cv_vector *vs = cv_load(&n);
+    (void)state;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct cv_vector *v = &vs[i];
+        const char *ex = v->expect, *meta = cv_get(v, "metadata");
+        int rc = sp_budgets_record_decode(v->record_key, strlen(v->record_key), v->value,
+                                          v->value_len, &k, &metadata);
+
+        if (strcmp(ex, "put") == 0) {
+            if (rc != SP_RECORD_KEY_PUT)
+                fail_msg("%s: not mirrored (%d)", v->name, rc);
+            assert_string_equal(k.key_hash, cv_get(v, "key_hash"));
+            assert_string_equal(k.key_alias, cv_get(v, "key_alias"));
+            assert_string_equal(k.team_id, cv_get(v, "team_id"));
+            assert_string_equal(k.user_id, cv_get(v, "user_id"));
+            assert_int_equal(k.max_budget_nusd, cv_int(v, "max_budget_nusd"));
+            assert_int_equal(k.budget_period_s, cv_int(v, "budget_duration_s"));
+            if (meta == NULL)
+                assert_null(metadata);
+            else
+                assert_string_equal(metadata, meta);
+            assert_ptr_equal(k.metadata_json, metadata);
+            free(metadata);
+            metadata = NULL;
+            puts++;
+        } else if (strcmp(ex, "delete") == 0) {
+            assert_int_equal(rc, SP_RECORD_KEY_DELETE);
+            assert_string_equal(k.key_hash, cv_get(v, "key_hash"));
+        } else if (strcmp(ex, "invalid") == 0 &&
+                   (strncmp(v->record_key, "key:", 4) == 0 ||
+                    strncmp(cv_get(v, "problem"), "record key:", 11) == 0)) {
+            if (rc != TG_EINVAL)
+                fail_msg("%s: mirrored (%d)", v->name, rc);
+            assert_null(metadata);
+        } else {
+            /* blocks, their tombstones and bad values (spend-svc writes blocks, never reads
+             * them), records outside the schema */
+            assert_int_equal(rc, SP_RECORD_SKIP);
+        }
+    }
+    assert_true(puts >= 5);
+    cv_free(vs, n);
 }
 
 static void test_valid_day(void **state)
@@ -227,6 +285,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_bounds_and_offsets),
+        cmocka_unit_test(test_control_golden_vectors),
         cmocka_unit_test(test_batch_byte_cap),
         cmocka_unit_test(test_dead_payload_capped),
         cmocka_unit_test(test_counter_names),
