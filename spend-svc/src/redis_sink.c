@@ -11,6 +11,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "redis_conn.h"
 #include "tg_err.h"
 #include "tg_hash.h"
 #include "tg_log.h"
@@ -85,7 +86,15 @@ struct sp_redis_sink {
     char token[64];                /* our SP_REDIS_REBUILDING value until a rebuild succeeds (a
                                     * flag set by a lost reply is ours to take again) */
 
-    redisContext *c;               /* Redis thread only */
+    struct sp_redis_conn *c;       /* Redis thread only */
+    struct sp_redis_conn_opts conn; /* its strings point into the fields below */
+    char username[128];
+    char password[256];
+    char ca_file[256];
+    char cert_file[256];
+    char key_file[256];
+    char server_name[256];
+    char reason[SP_REDIS_ERR_CAP]; /* why Redis is away ("" when up or not known), under mu */
     pthread_t thread;
     int thread_started;
 
@@ -331,47 +340,51 @@ int sp_redis_sink_is_up(const struct sp_redis_sink *s)
     return atomic_load(&s->up);
 }
 
+void sp_redis_sink_reason(struct sp_redis_sink *s, char *out, size_t cap)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(out, cap, "%s", atomic_load(&s->up) ? "" : s->reason);
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Redis thread -------------------------------------------------------------------------------------- */
+
+static void set_reason(struct sp_redis_sink *s, const char *why)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->reason, sizeof(s->reason), "%s", why);
+    pthread_mutex_unlock(&s->mu);
+}
 
 static void redis_drop(struct sp_redis_sink *s)
 {
     if (s->c) {
-        redisFree(s->c);
-        s->c = NULL;
+        if (sp_redis_conn_error(s->c)[0] != '\0')
+            set_reason(s, sp_redis_conn_error(s->c));
+        sp_redis_conn_close(&s->c);
     }
     atomic_store(&s->up, 0);
 }
 
 static int redis_connect(struct sp_redis_sink *s)
 {
-    struct timeval tv = {.tv_sec = s->timeout_ms / 1000, .tv_usec = (s->timeout_ms % 1000) * 1000};
-    redisReply *r;
+    char err[SP_REDIS_ERR_CAP];
 
-    s->c = redisConnectWithTimeout(s->host, s->port, tv);
-    if (!s->c || s->c->err)
-        goto fail;
-    if (redisSetTimeout(s->c, tv) != REDIS_OK)
-        goto fail;
-    if (s->db != 0) {
-        r = redisCommand(s->c, "SELECT %d", s->db);
-        if (!r || r->type == REDIS_REPLY_ERROR) {
-            if (r)
-                freeReplyObject(r);
-            goto fail;
-        }
-        freeReplyObject(r);
+    s->c = sp_redis_conn_open(&s->conn, err, sizeof(err));
+    if (s->c == NULL) {
+        TG_WARN_RL("msg=\"redis connect failed\" port=%d tls=%d reason=\"%s\"", s->port,
+                   s->conn.tls, err);
+        set_reason(s, err);
+        atomic_store(&s->up, 0);
+        return TG_EUNAVAIL;
     }
     return 0;
-fail:
-    TG_WARN_RL("msg=\"redis connect failed\" port=%d", s->port);
-    redis_drop(s);
-    return TG_EUNAVAIL;
 }
 
 /* redis_sentinel: 1 present, 0 absent, TG_EUNAVAIL on a connection problem. */
 static int redis_sentinel(struct sp_redis_sink *s)
 {
-    redisReply *r = redisCommand(s->c, "EXISTS %s", SP_REDIS_SENTINEL);
+    redisReply *r = sp_redis_conn_cmd(s->c, "EXISTS %s", SP_REDIS_SENTINEL);
     int rc;
 
     if (!r) {
@@ -379,11 +392,15 @@ static int redis_sentinel(struct sp_redis_sink *s)
         return TG_EUNAVAIL;
     }
     rc = r->type == REDIS_REPLY_INTEGER ? (r->integer > 0) : TG_EUNAVAIL;
-    freeReplyObject(r);
     if (rc < 0)
+        set_reason(s, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply to EXISTS");
+    freeReplyObject(r);
+    if (rc < 0) {
         redis_drop(s);
-    else
-        atomic_store(&s->up, 1);
+    } else {
+        if (!atomic_exchange(&s->up, 1))
+            set_reason(s, "");
+    }
     return rc;
 }
 
@@ -527,7 +544,7 @@ static int eval_run(struct sp_redis_sink *s, struct evalcmd *e, char *out, size_
         TG_ERROR("msg=\"redis script arguments did not fit\" argc=%d", e->argc);
         return TG_EIO;
     }
-    r = redisCommandArgv(s->c, e->argc, e->argv, e->len);
+    r = sp_redis_conn_argv(s->c, e->argc, e->argv, e->len);
     if (!r)
         return TG_EUNAVAIL;
     if (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_STRING) {
@@ -718,11 +735,10 @@ static void rebuild_release(struct sp_redis_sink *s, const char *token)
 
     if (!s->c)
         return;
-    r = redisCommand(s->c,
-                     "EVAL %s 1 %s %s",
-                     "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1])"
-                     " end return 0",
-                     SP_REDIS_REBUILDING, token);
+    r = sp_redis_conn_cmd(s->c, "EVAL %s 1 %s %s",
+                          "if redis.call('GET', KEYS[1]) == ARGV[1] then"
+                          " redis.call('DEL', KEYS[1]) end return 0",
+                          SP_REDIS_REBUILDING, token);
     if (r)
         freeReplyObject(r);
     else
@@ -747,10 +763,11 @@ static int redis_rebuild(struct sp_redis_sink *s)
     day_of(now_s, day);
     if (token[0] == '\0')
         snprintf(s->token, sizeof(s->token), "%ld-%" PRIu64, (long)getpid(), tg_now_mono_us());
-    r = redisCommand(s->c, "EVAL %s 1 %s %s %d",
-                     "local v = redis.call('GET', KEYS[1]) if v == false or v == ARGV[1] then"
-                     " redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return 0",
-                     SP_REDIS_REBUILDING, token, SP_REDIS_REBUILDING_TTL_MS);
+    r = sp_redis_conn_cmd(s->c, "EVAL %s 1 %s %s %d",
+                          "local v = redis.call('GET', KEYS[1]) if v == false or v == ARGV[1] then"
+                          " redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end"
+                          " return 0",
+                          SP_REDIS_REBUILDING, token, SP_REDIS_REBUILDING_TTL_MS);
     if (!r) {
         redis_drop(s);
         return TG_EUNAVAIL;
@@ -958,6 +975,24 @@ struct sp_redis_sink *sp_redis_sink_create(const struct sp_redis_sink_config *cf
     s->port = cfg->port;
     s->db = cfg->db;
     s->timeout_ms = cfg->timeout_ms;
+    snprintf(s->username, sizeof(s->username), "%s", cfg->username ? cfg->username : "");
+    snprintf(s->password, sizeof(s->password), "%s", cfg->password ? cfg->password : "");
+    snprintf(s->ca_file, sizeof(s->ca_file), "%s", cfg->ca_file ? cfg->ca_file : "");
+    snprintf(s->cert_file, sizeof(s->cert_file), "%s", cfg->cert_file ? cfg->cert_file : "");
+    snprintf(s->key_file, sizeof(s->key_file), "%s", cfg->key_file ? cfg->key_file : "");
+    snprintf(s->server_name, sizeof(s->server_name), "%s",
+             cfg->server_name ? cfg->server_name : "");
+    s->conn.host = s->host;
+    s->conn.port = s->port;
+    s->conn.db = s->db;
+    s->conn.username = s->username;
+    s->conn.password = s->password;
+    s->conn.tls = cfg->tls;
+    s->conn.ca_file = s->ca_file;
+    s->conn.cert_file = s->cert_file;
+    s->conn.key_file = s->key_file;
+    s->conn.server_name = s->server_name;
+    s->conn.timeout_ms = cfg->timeout_ms > 0 ? (uint32_t)cfg->timeout_ms : 0;
     s->day_ttl_s = cfg->day_ttl_s;
     s->periods = cfg->periods;
     snprintf(s->topic, sizeof(s->topic), "%s", cfg->topic ? cfg->topic : "");

@@ -53,9 +53,16 @@ struct sp_redis_periods {
 };
 
 struct sp_redis_sink_config {
-    const char *host;        /* borrowed for create */
+    const char *host;        /* borrowed for create, as every string here */
     int port;
     int db;
+    const char *username;    /* ACL user, NULL or "" = none (redis_conn.h) */
+    const char *password;    /* NULL or "" = no AUTH; never logged */
+    int tls;                 /* rediss:// */
+    const char *ca_file;     /* TLS: CA bundle (NULL or "" = system store), client certificate */
+    const char *cert_file;
+    const char *key_file;
+    const char *server_name; /* TLS: name the certificate must carry (NULL or "" = host) */
     int timeout_ms;          /* connect and command timeout */
     int pending_max;         /* distinct counters held while Redis is away */
     int day_ttl_s;           /* expiry of the per-day counters */
@@ -94,6 +101,11 @@ void sp_redis_sink_add(struct sp_redis_sink *s, const struct sp_pg_flush_result 
 
 /* sp_redis_sink_is_up: 1 when the last Redis exchange succeeded. Any thread. */
 int sp_redis_sink_is_up(const struct sp_redis_sink *s);
+
+/* sp_redis_sink_reason: why Redis is away ("connect ...: Connection refused", "TLS: certificate
+ * verify failed: ...", "AUTH refused: WRONGPASS ..."; never the password), "" when up or not
+ * known yet. Any thread. */
+void sp_redis_sink_reason(struct sp_redis_sink *s, char *out, size_t cap);
 
 /* sp_redis_sink_write_metrics: tollgate_spend_redis_up, tollgate_spend_redis_pending_increments
  * and the sink's own counters. Any thread. */
