@@ -1,6 +1,7 @@
 #include "tg_yaml.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,6 +216,78 @@ int tg_yaml_i32(struct tg_yaml *y, const yaml_node_t *n, const char *path, int32
     return 0;
 }
 
+int tg_yaml_u64_range(struct tg_yaml *y, const yaml_node_t *n, const char *path, uint64_t lo,
+                      uint64_t hi, uint64_t *out)
+{
+    uint64_t r = 0;
+
+    if (tg_yaml_u64(y, n, path, UINT64_MAX, &r) != 0)
+        return TG_ECONFIG;
+    if (r < lo || r > hi)
+        return tg_yaml_fail(y, n, path, "must be between %llu and %llu", (unsigned long long)lo,
+                            (unsigned long long)hi);
+    *out = r;
+    return 0;
+}
+
+int tg_yaml_u32_range(struct tg_yaml *y, const yaml_node_t *n, const char *path, uint32_t lo,
+                      uint32_t hi, uint32_t *out)
+{
+    uint64_t r = 0;
+
+    if (tg_yaml_u64_range(y, n, path, lo, hi, &r) != 0)
+        return TG_ECONFIG;
+    *out = (uint32_t)r;
+    return 0;
+}
+
+int tg_yaml_int_range(struct tg_yaml *y, const yaml_node_t *n, const char *path, int lo, int hi,
+                      int *out)
+{
+    const char *v = NULL;
+    const char *digits;
+    uint64_t mag = 0;
+    int rc;
+    int64_t r;
+
+    if (tg_yaml_scalar(y, n, path, &v) != 0)
+        return TG_ECONFIG;
+    digits = v[0] == '-' || v[0] == '+' ? v + 1 : v;
+    /* one sign at most: tg_parse_u64 would take a second '+' */
+    if (digits[0] < '0' || digits[0] > '9')
+        return tg_yaml_fail(y, n, path, "expected an integer");
+    rc = tg_parse_u64(digits, &mag);
+    if (rc == TG_EINVAL)
+        return tg_yaml_fail(y, n, path, "expected an integer");
+    if (rc != 0 || mag > (uint64_t)INT64_MAX)
+        return tg_yaml_fail(y, n, path, "must be between %d and %d", lo, hi);
+    r = v[0] == '-' ? -(int64_t)mag : (int64_t)mag;
+    if (r < lo || r > hi)
+        return tg_yaml_fail(y, n, path, "must be between %d and %d", lo, hi);
+    *out = (int)r;
+    return 0;
+}
+
+int tg_yaml_double_range(struct tg_yaml *y, const yaml_node_t *n, const char *path, double lo,
+                         int lo_inclusive, double hi, double *out)
+{
+    const char *v = NULL;
+    char *end = NULL;
+    double r;
+
+    if (tg_yaml_scalar(y, n, path, &v) != 0)
+        return TG_ECONFIG;
+    errno = 0;
+    r = strtod(v, &end);
+    if (v[0] == '\0' || end == v || *end != '\0' || errno != 0 || !isfinite(r))
+        return tg_yaml_fail(y, n, path, "expected a number");
+    if ((lo_inclusive ? r < lo : r <= lo) || r > hi)
+        return tg_yaml_fail(y, n, path, "must be %s %g and at most %g",
+                            lo_inclusive ? "at least" : "greater than", lo, hi);
+    *out = r;
+    return 0;
+}
+
 int tg_yaml_bool(struct tg_yaml *y, const yaml_node_t *n, const char *path, int *out)
 {
     const char *v = NULL;
@@ -261,6 +334,24 @@ int tg_yaml_seconds_ms(struct tg_yaml *y, const yaml_node_t *n, const char *path
     if (ms < 1 || ms > 86400000)
         return tg_yaml_fail(y, n, path, "expected between 0.001 and 86400 seconds");
     *out = (uint32_t)ms;
+    return 0;
+}
+
+int tg_yaml_duration_s(struct tg_yaml *y, const yaml_node_t *n, const char *path, int64_t min_s,
+                       int64_t max_s, int64_t *out)
+{
+    const char *v = NULL;
+    int64_t r = 0;
+
+    if (tg_yaml_scalar(y, n, path, &v) != 0)
+        return TG_ECONFIG;
+    if (tg_parse_duration_s(v, &r) != 0)
+        return tg_yaml_fail(y, n, path, "expected a duration like 30s, 10m, 1h, 7d or 1mo");
+    if (r < min_s)
+        return tg_yaml_fail(y, n, path, "must be at least %lld s", (long long)min_s);
+    if (r > max_s)
+        return tg_yaml_fail(y, n, path, "must be at most %lld s", (long long)max_s);
+    *out = r;
     return 0;
 }
 

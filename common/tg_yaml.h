@@ -5,8 +5,8 @@
  *   load (y->failed), warnings go on;
  * - scalars with os.environ/NAME resolved (a missing variable is an error naming it) and checked
  *   for control bytes (tg_cfgtext: a value with NUL, CR, LF... never reaches a wire);
- * - typed getters (whole numbers in range, booleans, strings that fit, money, seconds) whose
- *   errors name the key;
+ * - typed getters (whole numbers and decimals in range, booleans, strings that fit, money,
+ *   seconds, durations) whose errors name the key;
  * - every mapping of the document checked for a key given twice (YAML keeps both, and a loader
  *   reading each key once would append past what the first allocated).
  *
@@ -100,11 +100,27 @@ int tg_yaml_u64(struct tg_yaml *y, const yaml_node_t *n, const char *path, uint6
 int tg_yaml_u32(struct tg_yaml *y, const yaml_node_t *n, const char *path, uint32_t max,
                 uint32_t *out);
 int tg_yaml_i32(struct tg_yaml *y, const yaml_node_t *n, const char *path, int32_t *out);
+/* tg_yaml_u64_range / tg_yaml_u32_range: a whole number lo..hi ("must be between LO and HI"). */
+int tg_yaml_u64_range(struct tg_yaml *y, const yaml_node_t *n, const char *path, uint64_t lo,
+                      uint64_t hi, uint64_t *out);
+int tg_yaml_u32_range(struct tg_yaml *y, const yaml_node_t *n, const char *path, uint32_t lo,
+                      uint32_t hi, uint32_t *out);
+/* tg_yaml_int_range: a whole number with an optional sign ("-1", "+5", "42"), lo..hi. */
+int tg_yaml_int_range(struct tg_yaml *y, const yaml_node_t *n, const char *path, int lo, int hi,
+                      int *out);
+/* tg_yaml_double_range: a finite number (strtod: "0.5", "1e-3"), at most hi and above lo (lo
+ * itself accepted when lo_inclusive). */
+int tg_yaml_double_range(struct tg_yaml *y, const yaml_node_t *n, const char *path, double lo,
+                         int lo_inclusive, double hi, double *out);
 /* tg_yaml_bool: true/false, yes/no, on/off (any case). */
 int tg_yaml_bool(struct tg_yaml *y, const yaml_node_t *n, const char *path, int *out);
 /* tg_yaml_usd_fusd: a USD amount in femto-USD (tg_units.h). */
 int tg_yaml_usd_fusd(struct tg_yaml *y, const yaml_node_t *n, const char *path, int64_t *out);
 /* tg_yaml_seconds_ms: seconds, possibly fractional ("30", "2.5"), to ms, 1 ms .. 24 h. */
 int tg_yaml_seconds_ms(struct tg_yaml *y, const yaml_node_t *n, const char *path, uint32_t *out);
+/* tg_yaml_duration_s: a duration in tg_units' grammar ("30d", "1mo", "12h", "45", ...) to
+ * seconds, min_s..max_s. */
+int tg_yaml_duration_s(struct tg_yaml *y, const yaml_node_t *n, const char *path, int64_t min_s,
+                       int64_t max_s, int64_t *out);
 
 #endif

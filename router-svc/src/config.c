@@ -684,14 +684,9 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
             rc = tg_yaml_usd_fusd(&ld->y, v, p, &fusd);
             ks->max_budget_nusd = fusd / 1000000;
         } else if (strcmp(k, "budget_duration") == 0) {
-            const char *s = NULL;
-
             if (tg_yaml_is_null(v))
                 continue;
-            if (tg_yaml_scalar(&ld->y, v, p, &s) != 0)
-                return TG_ECONFIG;
-            if (tg_parse_duration_s(s, &ks->budget_duration_s) != 0)
-                rc = tg_yaml_fail(&ld->y, v, p, "expected a duration like 30s, 10m, 1h, 7d or 1mo");
+            rc = tg_yaml_duration_s(&ld->y, v, p, 0, INT64_MAX, &ks->budget_duration_s);
         } else if (strcmp(k, "rpm_limit") == 0) {
             rc = rt_config_get_limit(ld, v, p, &ks->rpm_limit);
         } else if (strcmp(k, "tpm_limit") == 0) {

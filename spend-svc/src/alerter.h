@@ -52,8 +52,9 @@
 #include "tg_limits.h"
 
 struct proto_event;
-/* libyaml's document and node (yaml.h stays in the modules that parse). */
-struct yaml_document_s;
+/* A document being loaded (tg_yaml.h) and libyaml's node (yaml.h stays in the modules that
+ * parse). */
+struct tg_yaml;
 struct yaml_node_s;
 
 /* ---------------------------------------------------------------------------------------------
@@ -119,19 +120,20 @@ struct sp_alerter_config {
 void sp_alerter_config_defaults(struct sp_alerter_config *cfg);
 
 /* sp_alerter_config_parse: apply the `alerting:` mapping of spend-svc's YAML on top of *cfg
- * (call sp_alerter_config_defaults first). doc and alerting_node are borrowed; file is only
- * used in messages. Keys: default_webhook_url, alert_to_webhook_url {type: url},
- * alert_types [type, ...], rate_per_second, burst, dedupe_window_s, reminder_interval_s,
- * queue_capacity, max_tries, dedupe_capacity, budget_thresholds [pct, ...], failure_window_s,
- * failure_ratio, failure_min_requests, failure_count, deployments_capacity,
- * slow_request_threshold_ms, slow_request_window_s, slow_request_count, model_groups_capacity,
- * consumer_lag_threshold, daily_report_hour, recovery_hold_s. Any scalar may be
+ * (call sp_alerter_config_defaults first). y (the document being loaded) and alerting_node are
+ * borrowed for the call; alerting_node NULL or an empty value leaves *cfg alone. Keys:
+ * default_webhook_url, alert_to_webhook_url {type: url}, alert_types [type, ...],
+ * rate_per_second, burst, dedupe_window_s, reminder_interval_s, queue_capacity, max_tries,
+ * dedupe_capacity, budget_thresholds [pct, ...], failure_window_s, failure_ratio,
+ * failure_min_requests, failure_count, deployments_capacity, slow_request_threshold_ms,
+ * slow_request_window_s, slow_request_count, model_groups_capacity, consumer_lag_threshold,
+ * daily_report_hour, recovery_hold_s. Any scalar may be
  * `os.environ/NAME` (the variable must be set and non-empty). Unknown keys, bad types and
- * out-of-range values are errors. Returns 0, or TG_ECONFIG with err = "FILE:LINE: alerting.key:
- * problem" (never a value). Thread: configuration time, single-threaded. */
-int sp_alerter_config_parse(struct yaml_document_s *doc, struct yaml_node_s *alerting_node,
-                            const char *file,
-                            struct sp_alerter_config *cfg, char *err, size_t errlen);
+ * out-of-range values are errors. Returns 0, or TG_ECONFIG after tg_yaml_fail
+ * ("FILE:LINE: alerting.key: problem", never a value). Thread: configuration time,
+ * single-threaded. */
+int sp_alerter_config_parse(struct tg_yaml *y, const struct yaml_node_s *alerting_node,
+                            struct sp_alerter_config *cfg);
 
 /* ---------------------------------------------------------------------------------------------
  * The alerter */

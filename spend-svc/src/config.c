@@ -1,98 +1,70 @@
 #include "config.h"
 
-#include <errno.h>
-#include <limits.h>
-#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <yaml.h>
 
-#include "tg_cfgtext.h"
 #include "tg_err.h"
 #include "tg_kafka_opts.h"
+#include "tg_log.h"
 #include "tg_period.h"
 #include "tg_units.h"
 #include "tg_yaml.h"
 
-/* Parsing context: the document and where errors go. */
-struct cfg_ctx {
-    yaml_document_t *doc;
-    const char *file;
-    char *err;
+/* One load: the document, the configuration being filled, where the first error goes. */
+struct ld {
+    struct tg_yaml y;
+    struct sp_config *cfg;
+    char *err; /* borrowed: the caller's buffer */
     size_t errlen;
+    sp_config_section_fn alerting_fn;
+    void *alerting_ctx;
 };
 
-static int cfg_fail(struct cfg_ctx *c, const yaml_node_t *node, const char *key, const char *fmt,
-                    ...) __attribute__((format(printf, 4, 5)));
+/* A key read straight into a field of struct sp_config: a string that fits, or an int in range. */
+struct field {
+    const char *section; /* "" for the top level */
+    const char *key;
+    size_t offset;       /* into struct sp_config */
+    size_t cap;          /* a string's field, bytes; 0 for an int */
+    int lo, hi;          /* an int's range */
+};
 
-/* cfg_fail: write "FILE:LINE: key: problem" and return TG_ECONFIG. */
-static int cfg_fail(struct cfg_ctx *c, const yaml_node_t *node, const char *key, const char *fmt,
-                    ...)
-{
-    char problem[256];
-    va_list ap;
+#define FIELD_SIZE(member) sizeof(((struct sp_config *)0)->member)
+#define STR_FIELD(section, key, member)                                                            \
+    {section, key, offsetof(struct sp_config, member), FIELD_SIZE(member), 0, 0}
+#define INT_FIELD(section, key, member, lo, hi)                                                    \
+    {section, key, offsetof(struct sp_config, member), 0, lo, hi}
 
-    va_start(ap, fmt);
-    vsnprintf(problem, sizeof(problem), fmt, ap);
-    va_end(ap);
-    snprintf(c->err, c->errlen, "%s:%lu: %s: %s", c->file,
-             node ? (unsigned long)node->start_mark.line + 1 : 0UL, key, problem);
-    return TG_ECONFIG;
-}
+static const struct field fields[] = {
+    STR_FIELD("", "master_key", master_key),
+    STR_FIELD("kafka", "brokers", kafka_brokers),
+    STR_FIELD("kafka", "topic", kafka_topic),
+    STR_FIELD("kafka", "control_topic", kafka_control_topic),
+    STR_FIELD("kafka", "group_id", kafka_group_id),
+    INT_FIELD("kafka", "session_timeout_ms", kafka_session_timeout_ms, 1000, 300000),
+    STR_FIELD("postgres", "dsn", pg_dsn),
+    INT_FIELD("postgres", "query_timeout_ms", pg_query_timeout_ms, 100, 600000),
+    INT_FIELD("postgres", "retry_max_ms", pg_retry_max_ms, 100, 600000),
+    INT_FIELD("postgres", "writers", pg_writers, 1, SP_CONFIG_WRITERS_MAX),
+    INT_FIELD("redis", "timeout_ms", redis_timeout_ms, 10, 60000),
+    INT_FIELD("redis", "pending_max", redis_pending_max, 16, 10000000),
+    INT_FIELD("redis", "day_ttl_s", redis_day_ttl_s, 60, 400 * 86400),
+    INT_FIELD("batch", "max_events", batch_max_events, 1, 50000),
+    INT_FIELD("batch", "max_wait_ms", batch_max_wait_ms, 1, 60000),
+    INT_FIELD("batch", "max_bytes", batch_max_bytes, 65536, 256 * 1024 * 1024),
+    INT_FIELD("budgets", "check_interval_ms", budget_check_interval_ms, 100, 3600000),
+    INT_FIELD("budgets", "keys_max", keys_max, 16, 10000000),
+};
 
-/* cfg_scalar: the scalar text of node after os.environ/ resolution, into out (outcap bytes). */
-static int cfg_scalar(struct cfg_ctx *c, yaml_node_t *node, const char *key, char *out,
-                      size_t outcap)
-{
-    const char *val;
-    size_t len;
-    char why[160];
-
-    if (node->type != YAML_SCALAR_NODE)
-        return cfg_fail(c, node, key, "expected a scalar value");
-    val = (const char *)node->data.scalar.value;
-    if (tg_cfgtext_check(val, node->data.scalar.length, NULL, why, sizeof(why)) != 0)
-        return cfg_fail(c, node, key, "%s", why);
-    if (strncmp(val, "os.environ/", 11) == 0) {
-        const char *name = val + 11;
-        if (name[0] == '\0')
-            return cfg_fail(c, node, key, "os.environ/ without a variable name");
-        val = getenv(name);
-        if (!val)
-            return cfg_fail(c, node, key, "environment variable %s is not set", name);
-        if (tg_cfgtext_check(val, (size_t)-1, name, why, sizeof(why)) != 0)
-            return cfg_fail(c, node, key, "%s", why);
-    }
-    len = strlen(val);
-    if (len >= outcap)
-        return cfg_fail(c, node, key, "value longer than %zu bytes", outcap - 1);
-    memcpy(out, val, len + 1);
-    return 0;
-}
-
-/* cfg_int: an integer scalar within [lo, hi]. */
-static int cfg_int(struct cfg_ctx *c, yaml_node_t *node, const char *key, long lo, long hi,
-                   int *out)
-{
-    char buf[64];
-    char *end = NULL;
-    long v;
-    int rc;
-
-    rc = cfg_scalar(c, node, key, buf, sizeof(buf));
-    if (rc < 0)
-        return rc;
-    errno = 0;
-    v = strtol(buf, &end, 10);
-    if (errno != 0 || end == buf || *end != '\0')
-        return cfg_fail(c, node, key, "not an integer");
-    if (v < lo || v > hi)
-        return cfg_fail(c, node, key, "must be between %ld and %ld", lo, hi);
-    *out = (int)v;
-    return 0;
-}
+/* A key of a section that the table does not hold: 0, TG_ECONFIG after tg_yaml_fail, or 1 when
+ * it is not one of the section's keys either. */
+typedef int (*other_key_fn)(struct ld *ld, const char *key, const yaml_node_t *v,
+                            const char *path);
 
 int sp_config_parse_duration(const char *s, int64_t *out_s)
 {
@@ -100,7 +72,7 @@ int sp_config_parse_duration(const char *s, int64_t *out_s)
 
     /* the grammar both services share (tg_units.h); a budget period is never 0, and stays far
      * from overflowing in milliseconds */
-    if (s == NULL || tg_parse_duration_s(s, &v) != 0 || v <= 0 || v > INT64_MAX / 1000)
+    if (s == NULL || tg_parse_duration_s(s, &v) != 0 || v <= 0 || v > SP_CONFIG_PERIOD_MAX_S)
         return TG_EINVAL;
     *out_s = v;
     return 0;
@@ -143,457 +115,338 @@ void sp_config_defaults(struct sp_config *cfg)
     cfg->keys_max = 100000;
 }
 
-/* cfg_listen: "host:port". */
-static int cfg_listen(struct cfg_ctx *c, yaml_node_t *node, struct sp_config *cfg)
+/* tg_yaml's first error into the caller's err; warnings (none of spend-svc's keys gives one
+ * today) to the log. */
+static void diag_sink(void *ud, int is_error, const char *line)
 {
+    struct ld *ld = ud;
+
+    if (is_error) {
+        if (ld->errlen > 0)
+            snprintf(ld->err, ld->errlen, "%s", line);
+        return;
+    }
+    TG_WARN("msg=\"config warning\" detail=\"%s\"", line);
+}
+
+/* read_field: key of section through the table. Returns 0, TG_ECONFIG, or 1 when the table has
+ * no such key. */
+static int read_field(struct ld *ld, const char *section, const char *key, const yaml_node_t *v,
+                      const char *path)
+{
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        const struct field *f = &fields[i];
+        char *dst = (char *)ld->cfg + f->offset;
+
+        if (strcmp(f->section, section) != 0 || strcmp(f->key, key) != 0)
+            continue;
+        if (f->cap > 0)
+            return tg_yaml_str(&ld->y, v, path, dst, f->cap);
+        return tg_yaml_int_range(&ld->y, v, path, f->lo, f->hi, (int *)(void *)dst);
+    }
+    return 1;
+}
+
+/* read_section: the mapping map of section name ("" for the top level): each key through the
+ * table, then other (may be NULL); any other key is an error. */
+static int read_section(struct ld *ld, const char *name, const yaml_node_t *map, other_key_fn other)
+{
+    const char *where = name[0] != '\0' ? name : "(top level)";
+    char p[TG_YAML_PATH_MAX];
+
+    if (tg_yaml_expect(&ld->y, map, where, YAML_MAPPING_NODE) != 0)
+        return TG_ECONFIG;
+    TG_YAML_FOR_PAIRS(map, pair)
+    {
+        const char *k = tg_yaml_key(&ld->y, pair, where);
+        const yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
+        int rc;
+
+        if (k == NULL)
+            return TG_ECONFIG;
+        tg_yaml_path(p, name, k);
+        rc = read_field(ld, name, k, v, p);
+        if (rc == 1 && other != NULL)
+            rc = other(ld, k, v, p);
+        if (rc == 1)
+            return tg_yaml_fail(&ld->y, v, p, "unknown key");
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* listen: "HOST:PORT". */
+static int read_listen(struct ld *ld, const yaml_node_t *v, const char *path)
+{
+    struct sp_config *cfg = ld->cfg;
     char buf[SP_CONFIG_STR_MAX];
     char *colon;
-    char *end = NULL;
-    long port;
-    int rc;
+    uint64_t port = 0;
 
-    rc = cfg_scalar(c, node, "listen", buf, sizeof(buf));
-    if (rc < 0)
-        return rc;
+    if (tg_yaml_str(&ld->y, v, path, buf, sizeof(buf)) != 0)
+        return TG_ECONFIG;
     colon = strrchr(buf, ':');
-    if (!colon || colon == buf)
-        return cfg_fail(c, node, "listen", "expected HOST:PORT");
+    if (colon == NULL || colon == buf)
+        return tg_yaml_fail(&ld->y, v, path, "expected HOST:PORT");
     *colon = '\0';
-    errno = 0;
-    port = strtol(colon + 1, &end, 10);
-    if (errno != 0 || end == colon + 1 || *end != '\0' || port < 0 || port > 65535)
-        return cfg_fail(c, node, "listen", "bad port");
+    if (tg_parse_u64(colon + 1, &port) != 0 || port > 65535)
+        return tg_yaml_fail(&ld->y, v, path, "bad port");
     snprintf(cfg->listen_host, sizeof(cfg->listen_host), "%s", buf);
     cfg->listen_port = (int)port;
     return 0;
 }
 
-/* cfg_redis_url: redis://HOST[:PORT][/DB]. */
-static int cfg_redis_url(struct cfg_ctx *c, yaml_node_t *node, struct sp_config *cfg)
+/* redis.url: redis://HOST[:PORT][/DB]. */
+static int read_redis_url(struct ld *ld, const yaml_node_t *v, const char *path)
 {
+    struct sp_config *cfg = ld->cfg;
     char buf[SP_CONFIG_STR_MAX];
     char *host;
     char *slash;
     char *colon;
-    char *end = NULL;
-    int rc;
+    uint64_t n = 0;
 
-    rc = cfg_scalar(c, node, "redis.url", buf, sizeof(buf));
-    if (rc < 0)
-        return rc;
+    if (tg_yaml_str(&ld->y, v, path, buf, sizeof(buf)) != 0)
+        return TG_ECONFIG;
     if (strncmp(buf, "redis://", 8) != 0)
-        return cfg_fail(c, node, "redis.url", "expected redis://HOST:PORT/DB");
+        return tg_yaml_fail(&ld->y, v, path, "expected redis://HOST:PORT/DB");
     host = buf + 8;
-    if (strchr(host, '@'))
-        return cfg_fail(c, node, "redis.url", "credentials in the URL are not supported");
+    if (strchr(host, '@') != NULL)
+        return tg_yaml_fail(&ld->y, v, path, "credentials in the URL are not supported");
     slash = strchr(host, '/');
-    if (slash) {
+    if (slash != NULL) {
         *slash = '\0';
         if (slash[1] != '\0') {
-            long db;
-            errno = 0;
-            db = strtol(slash + 1, &end, 10);
-            if (errno != 0 || *end != '\0' || db < 0 || db > 15)
-                return cfg_fail(c, node, "redis.url", "bad database number");
-            cfg->redis_db = (int)db;
+            if (tg_parse_u64(slash + 1, &n) != 0 || n > 15)
+                return tg_yaml_fail(&ld->y, v, path, "bad database number");
+            cfg->redis_db = (int)n;
         }
     }
     colon = strrchr(host, ':');
-    if (colon) {
-        long port;
+    if (colon != NULL) {
         *colon = '\0';
-        errno = 0;
-        port = strtol(colon + 1, &end, 10);
-        if (errno != 0 || *end != '\0' || port <= 0 || port > 65535)
-            return cfg_fail(c, node, "redis.url", "bad port");
-        cfg->redis_port = (int)port;
+        if (tg_parse_u64(colon + 1, &n) != 0 || n == 0 || n > 65535)
+            return tg_yaml_fail(&ld->y, v, path, "bad port");
+        cfg->redis_port = (int)n;
     }
     if (host[0] == '\0')
-        return cfg_fail(c, node, "redis.url", "missing host");
+        return tg_yaml_fail(&ld->y, v, path, "missing host");
     snprintf(cfg->redis_host, sizeof(cfg->redis_host), "%s", host);
     return 0;
 }
 
-/* Iteration over a mapping: the key text and the value node of each pair. */
-#define CFG_PAIRS(c, map, pair)                                                                    \
-    for (yaml_node_pair_t *pair = (map)->data.mapping.pairs.start;                                \
-         pair < (map)->data.mapping.pairs.top; pair++)
-
-static const char *cfg_key(struct cfg_ctx *c, yaml_node_pair_t *pair)
+static int redis_other(struct ld *ld, const char *key, const yaml_node_t *v, const char *path)
 {
-    yaml_node_t *k = yaml_document_get_node(c->doc, pair->key);
-    if (!k || k->type != YAML_SCALAR_NODE)
-        return NULL;
-    return (const char *)k->data.scalar.value;
+    return strcmp(key, "url") == 0 ? read_redis_url(ld, v, path) : 1;
 }
 
-static int cfg_expect_map(struct cfg_ctx *c, yaml_node_t *node, const char *key)
+/* kafka's security keys and librdkafka properties: tg_kafka_opts_parse, after the section. */
+static int kafka_other(struct ld *ld, const char *key, const yaml_node_t *v, const char *path)
 {
-    if (node->type != YAML_MAPPING_NODE)
-        return cfg_fail(c, node, key, "expected a mapping");
-    return 0;
+    (void)ld;
+    (void)v;
+    (void)path;
+    return tg_kafka_opts_is_key(key) ? 0 : 1;
 }
 
-/* tg_yaml's first error into the loader's err (the line has the same form). */
-static void kafka_diag(void *ud, int is_error, const char *line)
+static int read_kafka(struct ld *ld, const yaml_node_t *map)
 {
-    struct cfg_ctx *c = ud;
+    struct sp_config *cfg = ld->cfg;
 
-    if (is_error)
-        snprintf(c->err, c->errlen, "%s", line);
-}
-
-static int cfg_kafka(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cfg)
-{
-    struct tg_yaml y;
-
-    int rc = cfg_expect_map(c, map, "kafka");
-    if (rc < 0)
-        return rc;
-    CFG_PAIRS(c, map, pair)
-    {
-        const char *k = cfg_key(c, pair);
-        yaml_node_t *v = yaml_document_get_node(c->doc, pair->value);
-        if (!k)
-            return cfg_fail(c, map, "kafka", "non-scalar key");
-        if (strcmp(k, "brokers") == 0)
-            rc = cfg_scalar(c, v, "kafka.brokers", cfg->kafka_brokers, sizeof(cfg->kafka_brokers));
-        else if (strcmp(k, "topic") == 0)
-            rc = cfg_scalar(c, v, "kafka.topic", cfg->kafka_topic, sizeof(cfg->kafka_topic));
-        else if (strcmp(k, "control_topic") == 0)
-            rc = cfg_scalar(c, v, "kafka.control_topic", cfg->kafka_control_topic,
-                            sizeof(cfg->kafka_control_topic));
-        else if (strcmp(k, "group_id") == 0)
-            rc = cfg_scalar(c, v, "kafka.group_id", cfg->kafka_group_id,
-                            sizeof(cfg->kafka_group_id));
-        else if (strcmp(k, "session_timeout_ms") == 0)
-            rc = cfg_int(c, v, "kafka.session_timeout_ms", 1000, 300000,
-                         &cfg->kafka_session_timeout_ms);
-        else if (tg_kafka_opts_is_key(k))
-            rc = 0; /* tg_kafka_opts_parse, below */
-        else
-            rc = cfg_fail(c, v, k, "unknown key in kafka");
-        if (rc < 0)
-            return rc;
-    }
+    if (read_section(ld, "kafka", map, kafka_other) != 0)
+        return TG_ECONFIG;
     if (cfg->kafka_brokers[0] == '\0')
-        return cfg_fail(c, map, "kafka.brokers", "must not be empty");
+        return tg_yaml_fail(&ld->y, map, "kafka.brokers", "must not be empty");
     if (cfg->kafka_topic[0] == '\0' || cfg->kafka_group_id[0] == '\0')
-        return cfg_fail(c, map, "kafka", "topic and group_id must not be empty");
-    tg_yaml_borrow(&y, c->file, c->doc, kafka_diag, c);
-    rc = tg_kafka_opts_parse(&cfg->kafka_opts, &y, map, "kafka");
-    tg_yaml_close(&y);
-    return rc;
+        return tg_yaml_fail(&ld->y, map, "kafka", "topic and group_id must not be empty");
+    return tg_kafka_opts_parse(&cfg->kafka_opts, &ld->y, map, "kafka");
 }
 
-static int cfg_postgres(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cfg)
+/* budgets.teams[]: one team. Paths stay "budgets.teams.KEY" (no index). */
+static int read_team(struct ld *ld, const yaml_node_t *map)
 {
-    int rc = cfg_expect_map(c, map, "postgres");
-    if (rc < 0)
-        return rc;
-    CFG_PAIRS(c, map, pair)
-    {
-        const char *k = cfg_key(c, pair);
-        yaml_node_t *v = yaml_document_get_node(c->doc, pair->value);
-        if (!k)
-            return cfg_fail(c, map, "postgres", "non-scalar key");
-        if (strcmp(k, "dsn") == 0)
-            rc = cfg_scalar(c, v, "postgres.dsn", cfg->pg_dsn, sizeof(cfg->pg_dsn));
-        else if (strcmp(k, "query_timeout_ms") == 0)
-            rc = cfg_int(c, v, "postgres.query_timeout_ms", 100, 600000,
-                         &cfg->pg_query_timeout_ms);
-        else if (strcmp(k, "retry_max_ms") == 0)
-            rc = cfg_int(c, v, "postgres.retry_max_ms", 100, 600000, &cfg->pg_retry_max_ms);
-        else if (strcmp(k, "writers") == 0)
-            rc = cfg_int(c, v, "postgres.writers", 1, SP_CONFIG_WRITERS_MAX, &cfg->pg_writers);
-        else
-            rc = cfg_fail(c, v, k, "unknown key in postgres");
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-static int cfg_redis(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cfg)
-{
-    int rc = cfg_expect_map(c, map, "redis");
-    if (rc < 0)
-        return rc;
-    CFG_PAIRS(c, map, pair)
-    {
-        const char *k = cfg_key(c, pair);
-        yaml_node_t *v = yaml_document_get_node(c->doc, pair->value);
-        if (!k)
-            return cfg_fail(c, map, "redis", "non-scalar key");
-        if (strcmp(k, "url") == 0)
-            rc = cfg_redis_url(c, v, cfg);
-        else if (strcmp(k, "timeout_ms") == 0)
-            rc = cfg_int(c, v, "redis.timeout_ms", 10, 60000, &cfg->redis_timeout_ms);
-        else if (strcmp(k, "pending_max") == 0)
-            rc = cfg_int(c, v, "redis.pending_max", 16, 10000000, &cfg->redis_pending_max);
-        else if (strcmp(k, "day_ttl_s") == 0)
-            rc = cfg_int(c, v, "redis.day_ttl_s", 60, 400 * 86400, &cfg->redis_day_ttl_s);
-        else
-            rc = cfg_fail(c, v, k, "unknown key in redis");
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-static int cfg_batch(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cfg)
-{
-    int rc = cfg_expect_map(c, map, "batch");
-    if (rc < 0)
-        return rc;
-    CFG_PAIRS(c, map, pair)
-    {
-        const char *k = cfg_key(c, pair);
-        yaml_node_t *v = yaml_document_get_node(c->doc, pair->value);
-        if (!k)
-            return cfg_fail(c, map, "batch", "non-scalar key");
-        if (strcmp(k, "max_events") == 0)
-            rc = cfg_int(c, v, "batch.max_events", 1, 50000, &cfg->batch_max_events);
-        else if (strcmp(k, "max_wait_ms") == 0)
-            rc = cfg_int(c, v, "batch.max_wait_ms", 1, 60000, &cfg->batch_max_wait_ms);
-        else if (strcmp(k, "max_bytes") == 0)
-            rc = cfg_int(c, v, "batch.max_bytes", 65536, 256 * 1024 * 1024,
-                         &cfg->batch_max_bytes);
-        else
-            rc = cfg_fail(c, v, k, "unknown key in batch");
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-static int cfg_team(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cfg)
-{
+    struct sp_config *cfg = ld->cfg;
     struct sp_config_team *t;
-    char buf[SP_CONFIG_STR_MAX];
+    char p[TG_YAML_PATH_MAX];
     int have_budget = 0;
-    int rc;
 
-    if (map->type != YAML_MAPPING_NODE)
-        return cfg_fail(c, map, "budgets.teams", "each team is a mapping");
+    if (map == NULL || map->type != YAML_MAPPING_NODE)
+        return tg_yaml_fail(&ld->y, map, "budgets.teams", "each team is a mapping");
     if (cfg->teams_n >= SP_CONFIG_TEAMS_MAX)
-        return cfg_fail(c, map, "budgets.teams", "more than %d teams", SP_CONFIG_TEAMS_MAX);
+        return tg_yaml_fail(&ld->y, map, "budgets.teams", "more than %d teams",
+                            SP_CONFIG_TEAMS_MAX);
     t = &cfg->teams[cfg->teams_n];
     memset(t, 0, sizeof(*t));
     t->budget_period_s = 30 * 86400;
-    CFG_PAIRS(c, map, pair)
+    TG_YAML_FOR_PAIRS(map, pair)
     {
-        const char *k = cfg_key(c, pair);
-        yaml_node_t *v = yaml_document_get_node(c->doc, pair->value);
-        if (!k)
-            return cfg_fail(c, map, "budgets.teams", "non-scalar key");
+        const char *k = tg_yaml_key(&ld->y, pair, "budgets.teams");
+        const yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
+        const char *s = NULL;
+        int rc;
+
+        if (k == NULL)
+            return TG_ECONFIG;
+        tg_yaml_path(p, "budgets.teams", k);
         if (strcmp(k, "team_id") == 0) {
-            rc = cfg_scalar(c, v, "budgets.teams.team_id", t->team_id, sizeof(t->team_id));
+            rc = tg_yaml_str(&ld->y, v, p, t->team_id, sizeof(t->team_id));
         } else if (strcmp(k, "max_budget") == 0) {
-            rc = cfg_scalar(c, v, "budgets.teams.max_budget", buf, sizeof(buf));
-            if (rc == 0 && (sp_config_parse_usd(buf, &t->max_budget_nusd) < 0 ||
-                            t->max_budget_nusd <= 0))
-                rc = cfg_fail(c, v, "budgets.teams.max_budget", "expected a positive USD amount");
+            rc = tg_yaml_scalar(&ld->y, v, p, &s);
+            if (rc == 0 &&
+                (sp_config_parse_usd(s, &t->max_budget_nusd) != 0 || t->max_budget_nusd <= 0))
+                rc = tg_yaml_fail(&ld->y, v, p, "expected a positive USD amount");
             have_budget = 1;
         } else if (strcmp(k, "budget_duration") == 0) {
-            rc = cfg_scalar(c, v, "budgets.teams.budget_duration", buf, sizeof(buf));
-            if (rc == 0 && sp_config_parse_duration(buf, &t->budget_period_s) < 0)
-                rc = cfg_fail(c, v, "budgets.teams.budget_duration",
-                              "expected a duration like 30d, 12h, 15m, 45s");
+            rc = tg_yaml_duration_s(&ld->y, v, p, 1, SP_CONFIG_PERIOD_MAX_S, &t->budget_period_s);
         } else {
-            rc = cfg_fail(c, v, k, "unknown key in budgets.teams");
+            rc = tg_yaml_fail(&ld->y, v, p, "unknown key");
         }
-        if (rc < 0)
+        if (rc != 0)
             return rc;
     }
     if (t->team_id[0] == '\0')
-        return cfg_fail(c, map, "budgets.teams.team_id", "missing");
+        return tg_yaml_fail(&ld->y, map, "budgets.teams.team_id", "missing");
     if (!have_budget)
-        return cfg_fail(c, map, "budgets.teams.max_budget", "missing");
+        return tg_yaml_fail(&ld->y, map, "budgets.teams.max_budget", "missing");
     cfg->teams_n++;
+    return 0;
+}
+
+/* budgets.thresholds: 1..SP_CONFIG_THRESHOLDS_MAX ascending percentages. */
+static int read_thresholds(struct ld *ld, const yaml_node_t *v, const char *path)
+{
+    struct sp_config *cfg = ld->cfg;
+
+    if (v == NULL || v->type != YAML_SEQUENCE_NODE)
+        return tg_yaml_fail(&ld->y, v, path, "expected a list of percentages");
+    cfg->budget_thresholds_n = 0;
+    TG_YAML_FOR_ITEMS(v, item)
+    {
+        const yaml_node_t *n = tg_yaml_node(&ld->y, *item);
+        int pct;
+
+        if (cfg->budget_thresholds_n >= SP_CONFIG_THRESHOLDS_MAX)
+            return tg_yaml_fail(&ld->y, n, path, "more than %d thresholds",
+                                SP_CONFIG_THRESHOLDS_MAX);
+        if (tg_yaml_int_range(&ld->y, n, path, 1, 1000, &pct) != 0)
+            return TG_ECONFIG;
+        if (cfg->budget_thresholds_n > 0 &&
+            pct <= cfg->budget_thresholds[cfg->budget_thresholds_n - 1])
+            return tg_yaml_fail(&ld->y, n, path, "must be ascending");
+        cfg->budget_thresholds[cfg->budget_thresholds_n++] = pct;
+    }
+    if (cfg->budget_thresholds_n == 0)
+        return tg_yaml_fail(&ld->y, v, path, "must not be empty");
+    return 0;
+}
+
+static int budgets_other(struct ld *ld, const char *key, const yaml_node_t *v, const char *path)
+{
+    if (strcmp(key, "thresholds") == 0)
+        return read_thresholds(ld, v, path);
+    if (strcmp(key, "teams") != 0)
+        return 1;
+    if (v == NULL || v->type != YAML_SEQUENCE_NODE)
+        return tg_yaml_fail(&ld->y, v, path, "expected a list");
+    TG_YAML_FOR_ITEMS(v, item)
+    {
+        if (read_team(ld, tg_yaml_node(&ld->y, *item)) != 0)
+            return TG_ECONFIG;
+    }
     return 0;
 }
 
 /* timezone: the budget periods' time zone (tg_period.h), as router-svc's
  * litellm_settings.timezone; checked here, set process-wide at start. */
-static int cfg_timezone(struct cfg_ctx *c, yaml_node_t *node, struct sp_config *cfg)
+static int read_timezone(struct ld *ld, const yaml_node_t *v, const char *path)
 {
+    struct sp_config *cfg = ld->cfg;
     char why[160];
-    int rc = cfg_scalar(c, node, "timezone", cfg->timezone, sizeof(cfg->timezone));
 
-    if (rc < 0)
-        return rc;
+    if (tg_yaml_str(&ld->y, v, path, cfg->timezone, sizeof(cfg->timezone)) != 0)
+        return TG_ECONFIG;
     if (tg_period_check_tz(cfg->timezone, why, sizeof(why)) != 0)
-        return cfg_fail(c, node, "timezone", "%s", why);
+        return tg_yaml_fail(&ld->y, v, path, "%s", why);
     return 0;
 }
 
-static int cfg_budgets(struct cfg_ctx *c, yaml_node_t *map, struct sp_config *cfg)
+/* The top level's sections and keys besides master_key. */
+static int root_other(struct ld *ld, const char *key, const yaml_node_t *v, const char *path)
 {
-    int rc = cfg_expect_map(c, map, "budgets");
-    if (rc < 0)
-        return rc;
-    CFG_PAIRS(c, map, pair)
-    {
-        const char *k = cfg_key(c, pair);
-        yaml_node_t *v = yaml_document_get_node(c->doc, pair->value);
-        if (!k)
-            return cfg_fail(c, map, "budgets", "non-scalar key");
-        if (strcmp(k, "thresholds") == 0) {
-            if (v->type != YAML_SEQUENCE_NODE)
-                return cfg_fail(c, v, "budgets.thresholds", "expected a list of percentages");
-            cfg->budget_thresholds_n = 0;
-            for (yaml_node_item_t *it = v->data.sequence.items.start;
-                 it < v->data.sequence.items.top; it++) {
-                yaml_node_t *n = yaml_document_get_node(c->doc, *it);
-                int pct;
-                if (cfg->budget_thresholds_n >= SP_CONFIG_THRESHOLDS_MAX)
-                    return cfg_fail(c, n, "budgets.thresholds", "more than %d thresholds",
-                                    SP_CONFIG_THRESHOLDS_MAX);
-                rc = cfg_int(c, n, "budgets.thresholds", 1, 1000, &pct);
-                if (rc < 0)
-                    return rc;
-                if (cfg->budget_thresholds_n > 0 &&
-                    pct <= cfg->budget_thresholds[cfg->budget_thresholds_n - 1])
-                    return cfg_fail(c, n, "budgets.thresholds", "must be ascending");
-                cfg->budget_thresholds[cfg->budget_thresholds_n++] = pct;
-            }
-            if (cfg->budget_thresholds_n == 0)
-                return cfg_fail(c, v, "budgets.thresholds", "must not be empty");
-        } else if (strcmp(k, "check_interval_ms") == 0) {
-            rc = cfg_int(c, v, "budgets.check_interval_ms", 100, 3600000,
-                         &cfg->budget_check_interval_ms);
-        } else if (strcmp(k, "keys_max") == 0) {
-            rc = cfg_int(c, v, "budgets.keys_max", 16, 10000000, &cfg->keys_max);
-        } else if (strcmp(k, "teams") == 0) {
-            if (v->type != YAML_SEQUENCE_NODE)
-                return cfg_fail(c, v, "budgets.teams", "expected a list");
-            for (yaml_node_item_t *it = v->data.sequence.items.start;
-                 it < v->data.sequence.items.top; it++) {
-                rc = cfg_team(c, yaml_document_get_node(c->doc, *it), cfg);
-                if (rc < 0)
-                    return rc;
-            }
-        } else {
-            rc = cfg_fail(c, v, k, "unknown key in budgets");
-        }
-        if (rc < 0)
-            return rc;
-    }
+    if (strcmp(key, "listen") == 0)
+        return read_listen(ld, v, path);
+    if (strcmp(key, "kafka") == 0)
+        return read_kafka(ld, v);
+    if (strcmp(key, "postgres") == 0)
+        return read_section(ld, "postgres", v, NULL);
+    if (strcmp(key, "redis") == 0)
+        return read_section(ld, "redis", v, redis_other);
+    if (strcmp(key, "batch") == 0)
+        return read_section(ld, "batch", v, NULL);
+    if (strcmp(key, "budgets") == 0)
+        return read_section(ld, "budgets", v, budgets_other);
+    if (strcmp(key, "timezone") == 0)
+        return read_timezone(ld, v, path);
+    if (strcmp(key, "alerting") == 0)
+        return ld->alerting_fn != NULL ? ld->alerting_fn(ld->alerting_ctx, &ld->y, v) : 0;
+    return 1;
+}
+
+static int read_root(struct ld *ld)
+{
+    const yaml_node_t *root = tg_yaml_root(&ld->y);
+
+    if (root == NULL)
+        return tg_yaml_fail(&ld->y, NULL, "file", "empty document");
+    if (read_section(ld, "", root, root_other) != 0)
+        return TG_ECONFIG;
+    if (ld->cfg->pg_dsn[0] == '\0')
+        return tg_yaml_fail(&ld->y, root, "postgres.dsn", "missing");
     return 0;
-}
-
-/* load_doc: parse what parser reads (its input set) into cfg, defaults already there. path names
- * the input in messages. Returns as sp_config_load. */
-static int load_doc(yaml_parser_t *parser, const char *path, struct sp_config *cfg,
-                    sp_config_section_fn alerting_fn, void *alerting_ctx, char *err, size_t errlen)
-{
-    yaml_document_t doc;
-    int doc_ok = 0;
-    yaml_node_t *root;
-    struct cfg_ctx c = {.doc = &doc, .file = path, .err = err, .errlen = errlen};
-    int rc = 0;
-
-    if (!yaml_parser_load(parser, &doc)) {
-        snprintf(err, errlen, "%s:%lu: yaml: %s", path,
-                 (unsigned long)parser->problem_mark.line + 1,
-                 parser->problem ? parser->problem : "syntax error");
-        rc = TG_ECONFIG;
-        goto out;
-    }
-    doc_ok = 1;
-    root = yaml_document_get_root_node(&doc);
-    if (!root) {
-        snprintf(err, errlen, "%s:0: file: empty document", path);
-        rc = TG_ECONFIG;
-        goto out;
-    }
-    rc = cfg_expect_map(&c, root, "(top level)");
-    if (rc < 0)
-        goto out;
-    CFG_PAIRS(&c, root, pair)
-    {
-        const char *k = cfg_key(&c, pair);
-        yaml_node_t *v = yaml_document_get_node(&doc, pair->value);
-        if (!k) {
-            rc = cfg_fail(&c, root, "(top level)", "non-scalar key");
-            goto out;
-        }
-        if (strcmp(k, "listen") == 0)
-            rc = cfg_listen(&c, v, cfg);
-        else if (strcmp(k, "master_key") == 0)
-            rc = cfg_scalar(&c, v, "master_key", cfg->master_key, sizeof(cfg->master_key));
-        else if (strcmp(k, "kafka") == 0)
-            rc = cfg_kafka(&c, v, cfg);
-        else if (strcmp(k, "postgres") == 0)
-            rc = cfg_postgres(&c, v, cfg);
-        else if (strcmp(k, "redis") == 0)
-            rc = cfg_redis(&c, v, cfg);
-        else if (strcmp(k, "batch") == 0)
-            rc = cfg_batch(&c, v, cfg);
-        else if (strcmp(k, "budgets") == 0)
-            rc = cfg_budgets(&c, v, cfg);
-        else if (strcmp(k, "timezone") == 0)
-            rc = cfg_timezone(&c, v, cfg);
-        else if (strcmp(k, "alerting") == 0)
-            rc = alerting_fn ? alerting_fn(alerting_ctx, &doc, v, path, err, errlen) : 0;
-        else
-            rc = cfg_fail(&c, v, k, "unknown key");
-        if (rc < 0)
-            goto out;
-    }
-    if (cfg->pg_dsn[0] == '\0') {
-        rc = cfg_fail(&c, root, "postgres.dsn", "missing");
-        goto out;
-    }
-out:
-    if (doc_ok)
-        yaml_document_delete(&doc);
-    return rc;
-}
-
-int sp_config_load(const char *path, struct sp_config *cfg, sp_config_section_fn alerting_fn,
-                   void *alerting_ctx, char *err, size_t errlen)
-{
-    FILE *fp = NULL;
-    yaml_parser_t parser;
-    int rc;
-
-    sp_config_defaults(cfg);
-    snprintf(cfg->file, sizeof(cfg->file), "%s", path);
-    fp = fopen(path, "rb");
-    if (!fp) {
-        snprintf(err, errlen, "%s:0: file: %s", path, strerror(errno));
-        return TG_EIO;
-    }
-    if (!yaml_parser_initialize(&parser)) {
-        snprintf(err, errlen, "%s:0: file: parser initialisation failed", path);
-        fclose(fp);
-        return TG_ENOMEM;
-    }
-    yaml_parser_set_input_file(&parser, fp);
-    rc = load_doc(&parser, path, cfg, alerting_fn, alerting_ctx, err, errlen);
-    yaml_parser_delete(&parser);
-    fclose(fp);
-    return rc;
 }
 
 int sp_config_load_buffer(const char *name, const char *data, size_t len, struct sp_config *cfg,
                           sp_config_section_fn alerting_fn, void *alerting_ctx, char *err,
                           size_t errlen)
 {
-    yaml_parser_t parser;
+    struct ld ld;
     int rc;
 
     sp_config_defaults(cfg);
     snprintf(cfg->file, sizeof(cfg->file), "%s", name);
-    if (!yaml_parser_initialize(&parser)) {
-        snprintf(err, errlen, "%s:0: file: parser initialisation failed", name);
-        return TG_ENOMEM;
+    memset(&ld, 0, sizeof(ld));
+    ld.cfg = cfg;
+    ld.err = err;
+    ld.errlen = errlen;
+    ld.alerting_fn = alerting_fn;
+    ld.alerting_ctx = alerting_ctx;
+    if (errlen > 0)
+        err[0] = '\0';
+    rc = tg_yaml_open(&ld.y, name, data != NULL ? data : "", data != NULL ? len : 0, diag_sink,
+                      &ld);
+    if (rc == 0)
+        rc = read_root(&ld);
+    tg_yaml_close(&ld.y);
+    if (rc != 0 && errlen > 0 && err[0] == '\0')
+        snprintf(err, errlen, "%s:0: file: invalid configuration", name);
+    return rc;
+}
+
+int sp_config_load(const char *path, struct sp_config *cfg, sp_config_section_fn alerting_fn,
+                   void *alerting_ctx, char *err, size_t errlen)
+{
+    char *data;
+    size_t len = 0;
+    int rc;
+
+    data = tg_yaml_read_file(path, SP_CONFIG_FILE_MAX_BYTES, &len, err, errlen);
+    if (data == NULL) {
+        sp_config_defaults(cfg);
+        snprintf(cfg->file, sizeof(cfg->file), "%s", path);
+        return TG_EIO;
     }
-    yaml_parser_set_input_string(&parser, (const unsigned char *)(data != NULL ? data : ""),
-                                 data != NULL ? len : 0);
-    rc = load_doc(&parser, name, cfg, alerting_fn, alerting_ctx, err, errlen);
-    yaml_parser_delete(&parser);
+    rc = sp_config_load_buffer(path, data, len, cfg, alerting_fn, alerting_ctx, err, errlen);
+    free(data);
     return rc;
 }

@@ -1,7 +1,8 @@
-/* config: spend-svc configuration from YAML (libyaml document API).
+/* config: spend-svc configuration from YAML, read through common's tg_yaml.
  *
- * Values of the form "os.environ/NAME" are read from the environment. Every problem is reported
- * as "FILE:LINE: key: problem" (LINE is 1-based, 0 when the file itself is the problem). The
+ * Values of the form "os.environ/NAME" are read from the environment; a key given twice in one
+ * mapping and a value with a control byte are refused. Every problem is reported as
+ * "FILE:LINE: key: problem" (LINE is 1-based, 0 when the file itself is the problem). The
  * `alerting:` section is handed, unparsed, to a hook supplied by the caller (the alerter owns its
  * format). Every string lives in a fixed array: a value longer than its field is an error, never
  * a silent cut. */
@@ -19,6 +20,11 @@
 #define SP_CONFIG_TEAMS_MAX 256    /* team budgets declared in the config */
 #define SP_CONFIG_NAME_MAX 130     /* bytes incl. NUL of a team id (as SP_PG_SUBJECT_MAX) */
 #define SP_CONFIG_WRITERS_MAX 8    /* postgres.writers: batches written at once, one connection each */
+#define SP_CONFIG_FILE_MAX_BYTES (1024u * 1024u) /* a configuration file, bytes */
+#define SP_CONFIG_PERIOD_MAX_S (INT64_MAX / 1000) /* longest budget period, s (its ms fit) */
+
+struct tg_yaml;     /* tg_yaml.h */
+struct yaml_node_s; /* libyaml's node (yaml.h stays in the modules that parse) */
 
 /* A team budget declared in the config (key budgets come from the control topic). */
 struct sp_config_team {
@@ -66,18 +72,18 @@ struct sp_config {
     int keys_max;                            /* capacity of the api_keys mirror in memory */
 };
 
-/* Hook for the `alerting:` section. doc is a yaml_document_t *, node a yaml_node_t * (both
- * borrowed for the call). Returns 0 or a negative tg_err after writing "FILE:LINE: key: problem"
- * into err. */
-typedef int (*sp_config_section_fn)(void *ctx, void *doc, void *node, const char *file, char *err,
-                                    size_t errlen);
+/* Hook for the `alerting:` section: y is the document being loaded, node the section's value
+ * (both borrowed for the call). Returns 0, or TG_ECONFIG after reporting the problem through
+ * tg_yaml_fail (which puts it in the loader's err). */
+typedef int (*sp_config_section_fn)(void *ctx, struct tg_yaml *y, const struct yaml_node_s *node);
 
 /* sp_config_defaults: fill cfg with the documented defaults. Caller storage. */
 void sp_config_defaults(struct sp_config *cfg);
 
 /* sp_config_load: read and validate path into cfg (defaults first). When alerting_fn is not NULL
  * it is called with the `alerting:` node (or not at all when the section is absent).
- * Returns 0, or TG_ECONFIG / TG_EIO with the "FILE:LINE: key: problem" text in err.
+ * Returns 0, or TG_ECONFIG with the "FILE:LINE: key: problem" text in err, or TG_EIO ("FILE:0:
+ * cannot open: ...") when the file cannot be read or is over SP_CONFIG_FILE_MAX_BYTES.
  * Main thread, before any other thread starts. */
 int sp_config_load(const char *path, struct sp_config *cfg, sp_config_section_fn alerting_fn,
                    void *alerting_ctx, char *err, size_t errlen);
@@ -92,7 +98,8 @@ int sp_config_load_buffer(const char *name, const char *data, size_t len, struct
 
 /* sp_config_parse_duration: a budget duration in the grammar both services share
  * (tg_parse_duration_s: "30d", "1mo", "1w", "12h", "15m", "45s", a bare number of seconds) to
- * seconds, 0 refused. Returns 0 and *out_s, or TG_EINVAL. */
+ * seconds, 1 .. SP_CONFIG_PERIOD_MAX_S (the rule of budgets.teams[].budget_duration too).
+ * Returns 0 and *out_s, or TG_EINVAL. */
 int sp_config_parse_duration(const char *s, int64_t *out_s);
 
 /* sp_config_parse_usd: "12.5", "5e-3" (USD in the grammar both services share, tg_units.h,

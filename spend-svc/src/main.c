@@ -615,10 +615,9 @@ static void metrics_hook(void *ctx, struct tg_buf *b)
 
 /* Main ------------------------------------------------------------------------------------------------ */
 
-static int alerting_section(void *ctx, void *doc, void *node, const char *file, char *err,
-                            size_t errlen)
+static int alerting_section(void *ctx, struct tg_yaml *y, const struct yaml_node_s *node)
 {
-    return sp_alerter_config_parse(doc, node, file, ctx, err, errlen);
+    return sp_alerter_config_parse(y, node, ctx);
 }
 
 static void usage(void)

@@ -84,14 +84,14 @@ static int in(int v, int lo, int hi)
 }
 
 /* The alerting hook: the alerter's own parser, its result checked when it accepts. */
-static int alerting(void *ctx, void *doc, void *node, const char *file, char *err, size_t errlen)
+static int alerting(void *ctx, struct tg_yaml *y, const struct yaml_node_s *node)
 {
     struct sp_alerter_config *ac = ctx;
     int rc;
 
     sp_alerter_config_defaults(ac);
-    rc = sp_alerter_config_parse(doc, node, file, ac, err, errlen);
-    check(rc == 0 || rc == TG_ECONFIG, "alerting: return code outside the contract", err);
+    rc = sp_alerter_config_parse(y, node, ac);
+    check(rc == 0 || rc == TG_ECONFIG, "alerting: return code outside the contract", NULL);
     if (rc != 0)
         return rc;
     check(str_in(ac->default_webhook_url, SP_ALERTER_URL_CAP), "alerting: URL over its field",

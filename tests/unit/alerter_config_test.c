@@ -14,34 +14,46 @@
 
 #include "alerter.h"
 #include "tg_err.h"
+#include "tg_yaml.h"
+
+/* Where tg_yaml's first error goes. */
+struct errbuf {
+    char *err;
+    size_t errlen;
+};
+
+static void sink(void *ud, int is_error, const char *line)
+{
+    struct errbuf *e = ud;
+
+    if (is_error)
+        snprintf(e->err, e->errlen, "%s", line);
+}
 
 /* Parse yaml text, find the top-level "alerting" node and apply it over the defaults. */
 static int parse(const char *text, struct sp_alerter_config *cfg, char *err, size_t errlen)
 {
-    yaml_parser_t parser;
-    yaml_document_t doc;
+    struct errbuf e = {err, errlen};
+    struct tg_yaml y;
     yaml_node_t *root;
     yaml_node_t *alerting = NULL;
     int rc;
 
     sp_alerter_config_defaults(cfg);
-    assert_true(yaml_parser_initialize(&parser));
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, strlen(text));
-    assert_true(yaml_parser_load(&parser, &doc));
-    root = yaml_document_get_root_node(&doc);
+    err[0] = '\0';
+    assert_int_equal(tg_yaml_open(&y, "spend.yaml", text, strlen(text), sink, &e), 0);
+    root = tg_yaml_root(&y);
     assert_non_null(root);
     assert_int_equal(root->type, YAML_MAPPING_NODE);
-    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = yaml_document_get_node(&doc, p->key);
+    TG_YAML_FOR_PAIRS(root, pair)
+    {
+        yaml_node_t *k = tg_yaml_node(&y, pair->key);
 
         if (strcmp((const char *)k->data.scalar.value, "alerting") == 0)
-            alerting = yaml_document_get_node(&doc, p->value);
+            alerting = tg_yaml_node(&y, pair->value);
     }
-    err[0] = '\0';
-    rc = sp_alerter_config_parse(&doc, alerting, "spend.yaml", cfg, err, errlen);
-    yaml_document_delete(&doc);
-    yaml_parser_delete(&parser);
+    rc = sp_alerter_config_parse(&y, alerting, cfg);
+    tg_yaml_close(&y);
     return rc;
 }
 
@@ -162,9 +174,9 @@ static void test_errors(void **state)
                  "(0x0d at byte 13)",
                  "hush");
     expect_error("alerting:\n  burst: three\n",
-                 "spend.yaml:2: alerting.burst: expected a whole number", NULL);
+                 "spend.yaml:2: alerting.burst: expected a non-negative integer", NULL);
     expect_error("alerting:\n  burst: -3\n",
-                 "spend.yaml:2: alerting.burst: expected a whole number", NULL);
+                 "spend.yaml:2: alerting.burst: expected a non-negative integer", NULL);
     expect_error("alerting:\n  rate_per_second: 0\n",
                  "spend.yaml:2: alerting.rate_per_second: must be greater than 0", NULL);
     expect_error("alerting:\n  failure_ratio: 1.5\n", "alerting.failure_ratio:", NULL);
@@ -179,7 +191,24 @@ static void test_errors(void **state)
     expect_error("alerting:\n  rate_limit: 3\n", "spend.yaml:2: alerting.rate_limit: unknown key",
                  NULL);
     expect_error("alerting: [1, 2]\n", "spend.yaml:1: alerting: expected a mapping", NULL);
-    expect_error("alerting:\n  burst: [1]\n", "alerting.burst: expected a single value", NULL);
+    expect_error("alerting:\n  burst: [1]\n", "alerting.burst: expected a scalar value", NULL);
+}
+
+/* A webhook URL from a variable that is set but empty is an error naming the variable (an empty
+ * literal is "no webhook"; an empty secret is a mistake). */
+static void test_empty_env_url(void **state)
+{
+    (void)state;
+    setenv("TG_TEST_EMPTY_URL", "", 1);
+    expect_error("alerting:\n  default_webhook_url: os.environ/TG_TEST_EMPTY_URL\n",
+                 "spend.yaml:2: alerting.default_webhook_url: environment variable "
+                 "TG_TEST_EMPTY_URL is empty",
+                 NULL);
+    expect_error("alerting:\n  alert_to_webhook_url: {budget: os.environ/TG_TEST_EMPTY_URL}\n",
+                 "spend.yaml:2: alerting.alert_to_webhook_url.budget: environment variable "
+                 "TG_TEST_EMPTY_URL is empty",
+                 NULL);
+    unsetenv("TG_TEST_EMPTY_URL");
 }
 
 /* An empty literal URL means no webhook (the type falls back or is disabled). */
@@ -206,7 +235,8 @@ static void test_empty_section(void **state)
     (void)state;
     assert_int_equal(parse("alerting:\n", &c, err, sizeof(err)), 0);
     assert_int_equal(c.burst, 3);
-    assert_int_equal(sp_alerter_config_parse(NULL, NULL, "x", &c, err, sizeof(err)), 0);
+    assert_int_equal(sp_alerter_config_parse(NULL, NULL, &c), 0);
+    assert_int_equal(c.burst, 3);
 }
 
 /* create() validates what parse cannot see (a config built in code). */
@@ -233,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_defaults),  cmocka_unit_test(test_full_section),
         cmocka_unit_test(test_errors),    cmocka_unit_test(test_empty_section),
         cmocka_unit_test(test_empty_url), cmocka_unit_test(test_create_validates),
+        cmocka_unit_test(test_empty_env_url),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

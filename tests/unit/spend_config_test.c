@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "tg_err.h"
+#include "tg_yaml.h"
 
 static char tmp_path[256];
 
@@ -152,22 +153,117 @@ static void test_errors_name_file_line_key(void **state)
     assert_non_null(strstr(err, ":4: budgets.teams.max_budget"));
 
     assert_int_equal(load("postgres: [unclosed\n"), TG_ECONFIG);
-    assert_non_null(strstr(err, "yaml"));
+    assert_non_null(strstr(err, ": YAML syntax error: "));
+    assert_int_equal(strncmp(err, "/tmp/spend_config_test.", 23), 0);
 
     assert_int_equal(sp_config_load("/nonexistent/spend.yaml", &cfg, NULL, NULL, err,
                                     sizeof(err)),
                      TG_EIO);
-    assert_non_null(strstr(err, "/nonexistent/spend.yaml:0: file:"));
+    assert_non_null(strstr(err, "/nonexistent/spend.yaml:0: cannot open:"));
+}
+
+/* load_mem: text through sp_config_load_buffer as "mem.yaml" (exact messages). */
+static int load_mem(const char *text)
+{
+    return sp_config_load_buffer("mem.yaml", text, strlen(text), &cfg, NULL, NULL, err,
+                                 sizeof(err));
+}
+
+/* A key given twice in one mapping is refused, wherever it is (YAML keeps both; a reader taking
+ * each key once would silently use one of them): the second one is named with its line. */
+static void test_duplicate_key_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(load("postgres: {dsn: x}\nlisten: 127.0.0.1:1\nlisten: 127.0.0.1:2\n"),
+                     TG_ECONFIG);
+    assert_int_equal(strncmp(err, "/tmp/spend_config_test.", 23), 0);
+    assert_non_null(strstr(err, ":3: listen: duplicate key (given twice in one mapping)"));
+
+    assert_int_equal(load_mem("postgres:\n  dsn: x\n  writers: 2\n  writers: 3\n"), TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:4: writers: duplicate key (given twice in one mapping)");
+    assert_int_equal(load_mem("postgres: {dsn: x}\nbudgets:\n  teams:\n"
+                              "    - {team_id: a, max_budget: 1, team_id: b}\n"),
+                     TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:4: team_id: duplicate key (given twice in one mapping)");
+    /* in the alerting section too, even with no hook reading it */
+    assert_int_equal(load_mem("postgres: {dsn: x}\nalerting:\n  burst: 1\n  burst: 2\n"),
+                     TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:4: burst: duplicate key (given twice in one mapping)");
+}
+
+/* os.environ/NAME: a variable that is not set is an error naming the key and the variable. */
+static void test_env_missing_named(void **state)
+{
+    (void)state;
+    unsetenv("SPEND_TEST_NO_BROKERS");
+    assert_int_equal(load_mem("postgres: {dsn: x}\nkafka:\n"
+                              "  brokers: os.environ/SPEND_TEST_NO_BROKERS\n"),
+                     TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:3: kafka.brokers: environment variable "
+                             "SPEND_TEST_NO_BROKERS is not set");
+    assert_int_equal(load_mem("postgres: {dsn: x}\nmaster_key: os.environ/\n"), TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:2: master_key: os.environ/ without a variable name");
+    setenv("SPEND_TEST_NO_BROKERS", "127.0.0.1:9", 1);
+    assert_int_equal(load_mem("postgres: {dsn: x}\nkafka:\n"
+                              "  brokers: os.environ/SPEND_TEST_NO_BROKERS\n"),
+                     0);
+    assert_string_equal(cfg.kafka_brokers, "127.0.0.1:9");
+    unsetenv("SPEND_TEST_NO_BROKERS");
+}
+
+/* A control byte in a literal value is refused, naming the key (values reach wires). */
+static void test_control_byte_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(load_mem("postgres: {dsn: x}\nkafka: {topic: \"ev\\tx\"}\n"), TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:2: kafka.topic: contains a control character (0x09 at "
+                             "byte 2)");
+    assert_int_equal(load_mem("postgres: {dsn: x}\nbudgets:\n  teams:\n"
+                              "    - {team_id: \"a\\x7f\", max_budget: 1}\n"),
+                     TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:4: budgets.teams.team_id: contains a control character "
+                             "(0x7f at byte 1)");
+    assert_int_equal(load_mem("postgres: {dsn: x}\nredis: {url: \"redis://h\\n:1\"}\n"),
+                     TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:2: redis.url: contains a control character (0x0a at "
+                             "byte 9)");
+}
+
+/* A team's budget_duration in the grammar both services share, never 0; errors name the key. */
+static void test_team_duration(void **state)
+{
+    (void)state;
+    assert_int_equal(load_mem("postgres: {dsn: x}\nbudgets:\n  teams:\n"
+                              "    - {team_id: a, max_budget: 1, budget_duration: 1w}\n"),
+                     0);
+    assert_int_equal(cfg.teams[0].budget_period_s, 7 * 86400);
+    assert_int_equal(load_mem("postgres: {dsn: x}\nbudgets:\n  teams:\n"
+                              "    - {team_id: a, max_budget: 1, budget_duration: 0}\n"),
+                     TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:4: budgets.teams.budget_duration: must be at least 1 s");
+    assert_int_equal(load_mem("postgres: {dsn: x}\nbudgets:\n  teams:\n"
+                              "    - {team_id: a, max_budget: 1, budget_duration: 1y}\n"),
+                     TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:4: budgets.teams.budget_duration: expected a duration "
+                             "like 30s, 10m, 1h, 7d or 1mo");
+    /* the longest period whose milliseconds fit, and one second more */
+    assert_int_equal(load_mem("postgres: {dsn: x}\nbudgets:\n  teams:\n"
+                              "    - {team_id: a, max_budget: 1, budget_duration: "
+                              "9223372036854775}\n"),
+                     0);
+    assert_int_equal(cfg.teams[0].budget_period_s, SP_CONFIG_PERIOD_MAX_S);
+    assert_int_equal(load_mem("postgres: {dsn: x}\nbudgets:\n  teams:\n"
+                              "    - {team_id: a, max_budget: 1, budget_duration: "
+                              "9223372036854776}\n"),
+                     TG_ECONFIG);
+    assert_non_null(strstr(err, "mem.yaml:4: budgets.teams.budget_duration: must be at most "));
 }
 
 static int alerting_seen;
-static int alerting_hook(void *ctx, void *doc, void *node, const char *file, char *e, size_t n)
+static int alerting_hook(void *ctx, struct tg_yaml *y, const struct yaml_node_s *node)
 {
-    (void)doc;
+    (void)y;
     (void)node;
-    (void)file;
-    (void)e;
-    (void)n;
     alerting_seen = *(int *)ctx;
     return 0;
 }
@@ -182,6 +278,24 @@ static void test_alerting_hook(void **state)
                      0);
     unlink(tmp_path);
     assert_int_equal(alerting_seen, 7);
+}
+
+/* The hook reports through the document it is given: its error is the loader's. */
+static int alerting_refuses(void *ctx, struct tg_yaml *y, const struct yaml_node_s *node)
+{
+    (void)ctx;
+    return tg_yaml_fail(y, node, "alerting.burst", "refused by the hook");
+}
+
+static void test_alerting_hook_error(void **state)
+{
+    const char *text = "postgres: {dsn: x}\nalerting:\n  burst: 0\n";
+    (void)state;
+
+    assert_int_equal(sp_config_load_buffer("mem.yaml", text, strlen(text), &cfg, alerting_refuses,
+                                           NULL, err, sizeof(err)),
+                     TG_ECONFIG);
+    assert_string_equal(err, "mem.yaml:3: alerting.burst: refused by the hook");
 }
 
 /* sp_config_load_buffer: the same configuration and the same messages as from a file. */
@@ -317,10 +431,15 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_errors_name_file_line_key),
         cmocka_unit_test(test_alerting_hook),
+        cmocka_unit_test(test_alerting_hook_error),
         cmocka_unit_test(test_load_buffer),
         cmocka_unit_test(test_durations_and_usd),
         cmocka_unit_test(test_usd_beyond_int64_refused),
         cmocka_unit_test(test_kafka_security),
+        cmocka_unit_test(test_duplicate_key_refused),
+        cmocka_unit_test(test_env_missing_named),
+        cmocka_unit_test(test_control_byte_refused),
+        cmocka_unit_test(test_team_duration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
