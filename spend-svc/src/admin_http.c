@@ -173,8 +173,8 @@ static enum MHD_Result spend_report(struct sp_admin_http *h, struct MHD_Connecti
 static enum MHD_Result readiness(struct sp_admin_http *h, struct MHD_Connection *conn)
 {
     struct sp_admin_status st;
-    char body[256 + SP_ADMIN_REASON_CAP];
-    char reason[SP_ADMIN_REASON_CAP];
+    char body[256 + 4 * SP_ADMIN_REASON_CAP];
+    char kreason[2 * SP_ADMIN_REASON_CAP], rreason[2 * SP_ADMIN_REASON_CAP];
     int ready;
 
     memset(&st, 0, sizeof(st));
@@ -182,15 +182,18 @@ static enum MHD_Result readiness(struct sp_admin_http *h, struct MHD_Connection 
         h->hooks.status(h->hooks.ctx, &st);
     ready = st.kafka_up && st.postgres_up;
     st.kafka_reason[sizeof(st.kafka_reason) - 1] = '\0';
-    tg_log_json_plain(reason, sizeof(reason), st.kafka_reason);
+    st.redis_reason[sizeof(st.redis_reason) - 1] = '\0';
+    tg_log_json_plain(kreason, sizeof(kreason), st.kafka_reason);
+    tg_log_json_plain(rreason, sizeof(rreason), st.redis_reason);
     snprintf(body, sizeof(body),
              "{\"ready\":%s,\"kafka\":\"%s\",\"postgres\":\"%s\",\"redis\":\"%s\","
-             "\"control_topic\":\"%s\"%s%s%s}",
+             "\"control_topic\":\"%s\"%s%s%s%s%s%s}",
              ready ? "true" : "false", st.kafka_up ? "up" : "down",
              st.postgres_up ? "up" : "down", st.redis_up ? "up" : "down",
              st.control_caught_up ? "caught_up" : "replaying",
-             reason[0] != '\0' ? ",\"kafka_reason\":\"" : "", reason,
-             reason[0] != '\0' ? "\"" : "");
+             kreason[0] != '\0' ? ",\"kafka_reason\":\"" : "", kreason,
+             kreason[0] != '\0' ? "\"" : "", rreason[0] != '\0' ? ",\"redis_reason\":\"" : "",
+             rreason, rreason[0] != '\0' ? "\"" : "");
     return respond_json(conn, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, body);
 }
 

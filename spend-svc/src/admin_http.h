@@ -25,6 +25,7 @@ struct sp_admin_status {
     char kafka_reason[SP_ADMIN_REASON_CAP]; /* why Kafka is down ("" = not known or up) */
     int postgres_up;
     int redis_up;
+    char redis_reason[SP_ADMIN_REASON_CAP]; /* why Redis is down ("" = not known or up) */
     int control_caught_up;
 };
 

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <ctype.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +24,9 @@ struct ld {
     size_t errlen;
     sp_config_section_fn alerting_fn;
     void *alerting_ctx;
+    char url_username[128];          /* from redis.url, used when redis.username is not given */
+    char url_password[SP_CONFIG_STR_MAX];
+    const yaml_node_t *redis_tls_node; /* redis.tls, when given */
 };
 
 /* A key read straight into a field of struct sp_config: a string that fits, or an int in range. */
@@ -51,6 +55,12 @@ static const struct field fields[] = {
     INT_FIELD("postgres", "query_timeout_ms", pg_query_timeout_ms, 100, 600000),
     INT_FIELD("postgres", "retry_max_ms", pg_retry_max_ms, 100, 600000),
     INT_FIELD("postgres", "writers", pg_writers, 1, SP_CONFIG_WRITERS_MAX),
+    STR_FIELD("redis", "username", redis_username),
+    STR_FIELD("redis", "password", redis_password),
+    STR_FIELD("redis.tls", "ca_file", redis_ca_file),
+    STR_FIELD("redis.tls", "cert_file", redis_cert_file),
+    STR_FIELD("redis.tls", "key_file", redis_key_file),
+    STR_FIELD("redis.tls", "server_name", redis_server_name),
     INT_FIELD("redis", "timeout_ms", redis_timeout_ms, 10, 60000),
     INT_FIELD("redis", "pending_max", redis_pending_max, 16, 10000000),
     INT_FIELD("redis", "day_ttl_s", redis_day_ttl_s, 60, 400 * 86400),
@@ -197,31 +207,81 @@ static int read_listen(struct ld *ld, const yaml_node_t *v, const char *path)
     return 0;
 }
 
-/* redis.url: redis://HOST[:PORT][/DB]. */
+/* pct_decode: src with %XX decoded into dst (cap bytes). 0, or -1 (a bad escape, a NUL, too
+ * long). */
+static int pct_decode(const char *src, char *dst, size_t cap)
+{
+    size_t n = 0;
+
+    for (const char *p = src; *p != '\0'; p++) {
+        int c = (unsigned char)*p;
+
+        if (c == '%') {
+            char hex[3] = {p[1], p[1] != '\0' ? p[2] : '\0', '\0'};
+            char *end = NULL;
+
+            if (!isxdigit((unsigned char)hex[0]) || !isxdigit((unsigned char)hex[1]))
+                return -1;
+            c = (int)strtol(hex, &end, 16);
+            p += 2;
+            if (c == 0)
+                return -1;
+        }
+        if (n + 1 >= cap)
+            return -1;
+        dst[n++] = (char)c;
+    }
+    dst[n] = '\0';
+    return 0;
+}
+
+/* redis.url: redis[s]://[[USER][:PASSWORD]@]HOST[:PORT][/DB]; rediss:// is TLS. USER and
+ * PASSWORD percent-encoded; redis.username / redis.password, when given, win over them. */
 static int read_redis_url(struct ld *ld, const yaml_node_t *v, const char *path)
 {
     struct sp_config *cfg = ld->cfg;
     char buf[SP_CONFIG_STR_MAX];
     char *host;
+    char *at;
     char *slash;
     char *colon;
     uint64_t n = 0;
 
     if (tg_yaml_str(&ld->y, v, path, buf, sizeof(buf)) != 0)
         return TG_ECONFIG;
-    if (strncmp(buf, "redis://", 8) != 0)
-        return tg_yaml_fail(&ld->y, v, path, "expected redis://HOST:PORT/DB");
-    host = buf + 8;
-    if (strchr(host, '@') != NULL)
-        return tg_yaml_fail(&ld->y, v, path, "credentials in the URL are not supported");
+    if (strncmp(buf, "redis://", 8) == 0) {
+        host = buf + 8;
+        cfg->redis_tls = 0;
+    } else if (strncmp(buf, "rediss://", 9) == 0) {
+        host = buf + 9;
+        cfg->redis_tls = 1;
+    } else {
+        return tg_yaml_fail(&ld->y, v, path, "expected redis://HOST:PORT/DB or rediss://...");
+    }
     slash = strchr(host, '/');
-    if (slash != NULL) {
+    if (slash != NULL)
         *slash = '\0';
-        if (slash[1] != '\0') {
-            if (tg_parse_u64(slash + 1, &n) != 0 || n > 15)
-                return tg_yaml_fail(&ld->y, v, path, "bad database number");
-            cfg->redis_db = (int)n;
+    at = strrchr(host, '@');
+    if (at != NULL) {
+        char *pw = NULL;
+
+        *at = '\0';
+        colon = strchr(host, ':');
+        if (colon != NULL) {
+            *colon = '\0';
+            pw = colon + 1;
         }
+        /* never quote the credentials in a message */
+        if (pct_decode(host, ld->url_username, sizeof(ld->url_username)) != 0 ||
+            (pw != NULL && pct_decode(pw, ld->url_password, sizeof(ld->url_password)) != 0))
+            return tg_yaml_fail(&ld->y, v, path,
+                                "bad credentials in the URL (percent-encode @ : / %%)");
+        host = at + 1;
+    }
+    if (slash != NULL && slash[1] != '\0') {
+        if (tg_parse_u64(slash + 1, &n) != 0 || n > 15)
+            return tg_yaml_fail(&ld->y, v, path, "bad database number");
+        cfg->redis_db = (int)n;
     }
     colon = strrchr(host, ':');
     if (colon != NULL) {
@@ -238,7 +298,13 @@ static int read_redis_url(struct ld *ld, const yaml_node_t *v, const char *path)
 
 static int redis_other(struct ld *ld, const char *key, const yaml_node_t *v, const char *path)
 {
-    return strcmp(key, "url") == 0 ? read_redis_url(ld, v, path) : 1;
+    if (strcmp(key, "url") == 0)
+        return read_redis_url(ld, v, path);
+    if (strcmp(key, "tls") == 0) {
+        ld->redis_tls_node = v;
+        return read_section(ld, "redis.tls", v, NULL);
+    }
+    return 1;
 }
 
 /* kafka's security keys and librdkafka properties: tg_kafka_opts_parse, after the section. */
@@ -406,6 +472,25 @@ static int read_root(struct ld *ld)
     return 0;
 }
 
+/* redis_finish: the URL's credentials where the keys gave none; redis.tls only with TLS, a
+ * client certificate with its key. */
+static int redis_finish(struct ld *ld)
+{
+    struct sp_config *cfg = ld->cfg;
+
+    if (cfg->redis_username[0] == '\0')
+        snprintf(cfg->redis_username, sizeof(cfg->redis_username), "%s", ld->url_username);
+    if (cfg->redis_password[0] == '\0')
+        snprintf(cfg->redis_password, sizeof(cfg->redis_password), "%s", ld->url_password);
+    if (ld->redis_tls_node != NULL && !cfg->redis_tls)
+        return tg_yaml_fail(&ld->y, ld->redis_tls_node, "redis.tls",
+                            "needs a rediss:// url (TLS)");
+    if ((cfg->redis_cert_file[0] == '\0') != (cfg->redis_key_file[0] == '\0'))
+        return tg_yaml_fail(&ld->y, ld->redis_tls_node, "redis.tls",
+                            "cert_file and key_file go together");
+    return 0;
+}
+
 int sp_config_load_buffer(const char *name, const char *data, size_t len, struct sp_config *cfg,
                           sp_config_section_fn alerting_fn, void *alerting_ctx, char *err,
                           size_t errlen)
@@ -427,6 +512,9 @@ int sp_config_load_buffer(const char *name, const char *data, size_t len, struct
                       &ld);
     if (rc == 0)
         rc = read_root(&ld);
+    if (rc == 0)
+        rc = redis_finish(&ld);
+    memset(ld.url_password, 0, sizeof(ld.url_password));
     tg_yaml_close(&ld.y);
     if (rc != 0 && errlen > 0 && err[0] == '\0')
         snprintf(err, errlen, "%s:0: file: invalid configuration", name);

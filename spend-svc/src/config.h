@@ -56,6 +56,13 @@ struct sp_config {
     char redis_host[SP_CONFIG_STR_MAX];
     int redis_port;
     int redis_db;
+    char redis_username[128];                /* ACL user ("" = password only, or no AUTH) */
+    char redis_password[SP_CONFIG_STR_MAX];  /* "" = no AUTH; a secret, never logged */
+    int redis_tls;                           /* rediss:// */
+    char redis_ca_file[SP_CONFIG_STR_MAX];   /* redis.tls: "" = the system store */
+    char redis_cert_file[SP_CONFIG_STR_MAX]; /* client certificate and key, "" = none */
+    char redis_key_file[SP_CONFIG_STR_MAX];
+    char redis_server_name[SP_CONFIG_STR_MAX]; /* "" = the URL's host */
     int redis_timeout_ms;                    /* connect and command timeout */
     int redis_pending_max;                   /* distinct counters kept while Redis is down */
     int redis_day_ttl_s;                     /* expiry of per-day counters */

@@ -570,6 +570,8 @@ static void status_hook(void *ctx, struct sp_admin_status *out)
     if (a->consumer != NULL && !out->kafka_up)
         sp_consumer_kafka_reason(a->consumer, out->kafka_reason, sizeof(out->kafka_reason));
     out->redis_up = a->redis ? sp_redis_sink_is_up(a->redis) : 0;
+    if (a->redis != NULL && !out->redis_up)
+        sp_redis_sink_reason(a->redis, out->redis_reason, sizeof(out->redis_reason));
     out->control_caught_up = a->consumer ? sp_consumer_control_caught_up(a->consumer) : 0;
 }
 
@@ -864,6 +866,13 @@ int main(int argc, char **argv)
             .host = a->cfg.redis_host,
             .port = a->cfg.redis_port,
             .db = a->cfg.redis_db,
+            .username = a->cfg.redis_username,
+            .password = a->cfg.redis_password,
+            .tls = a->cfg.redis_tls,
+            .ca_file = a->cfg.redis_ca_file,
+            .cert_file = a->cfg.redis_cert_file,
+            .key_file = a->cfg.redis_key_file,
+            .server_name = a->cfg.redis_server_name,
             .timeout_ms = a->cfg.redis_timeout_ms,
             .pending_max = a->cfg.redis_pending_max,
             .day_ttl_s = a->cfg.redis_day_ttl_s,

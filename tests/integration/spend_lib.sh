@@ -207,6 +207,10 @@ sp_check_totals() {
         [ "$got" = "$(sp_field "$out" produced)" ]
 }
 
+# sp_redis_cli ARGS...: redis-cli against the test's Redis (a test with a Redis of its own, TLS or
+# ACL, redefines it).
+sp_redis_cli() { redis-cli -p "$TG_REDIS_PORT" "$@"; }
+
 # sp_redis_matches: every per-day counter of today (key, team, model) equals spend_daily, and
 # Redis holds no other counter for today. Prints the first difference.
 sp_redis_matches() {
@@ -226,14 +230,14 @@ sp_redis_matches() {
           FROM spend_daily WHERE day = '$day' AND model_group <> '' GROUP BY model_group
         ORDER BY 1") || return 1
     n_pg=$(printf '%s\n' "$expected" | grep -c . )
-    n_redis=$(redis-cli -p "$TG_REDIS_PORT" --scan --pattern "tg:spend:day:$day:*" 2>/dev/null | wc -l)
+    n_redis=$(sp_redis_cli --scan --pattern "tg:spend:day:$day:*" 2>/dev/null | wc -l)
     if [ "$n_pg" != "$n_redis" ]; then
         echo "redis has $n_redis counters for $day, postgres $n_pg" >&2
         return 1
     fi
     got=$(printf '%s\n' "$expected" | cut -d'|' -f1 | while read -r k; do
         echo "HMGET $k requests failures prompt_tokens completion_tokens cost_nusd"
-    done | redis-cli -p "$TG_REDIS_PORT" 2>/dev/null | paste -d'|' - - - - - )
+    done | sp_redis_cli 2>/dev/null | paste -d'|' - - - - - )
     got=$(paste -d'|' <(printf '%s\n' "$expected" | cut -d'|' -f1) <(printf '%s\n' "$got"))
     if [ "$got" != "$expected" ]; then
         diff <(printf '%s\n' "$expected") <(printf '%s\n' "$got") | head -n 4 >&2

@@ -394,6 +394,60 @@ static void test_usd_beyond_int64_refused(void **state)
 
 /* kafka's security keys and librdkafka properties (tg_kafka_opts; its own tests are
  * common_kafka_opts_test): read under kafka, errors in the loader's form. */
+/* redis.url with credentials (percent-encoded), rediss:// and redis.tls; the explicit keys win
+ * over the URL's credentials; a problem in the credentials is named without quoting them. */
+static void test_redis_auth_and_tls(void **state)
+{
+    (void)state;
+    assert_int_equal(load("postgres: {dsn: x}\n"
+                          "redis: {url: \"rediss://ops%40acme:p%3Aw%2Fd@cache.example:6380/2\",\n"
+                          "        tls: {ca_file: /ca.pem, cert_file: /c.pem, key_file: /k.pem,\n"
+                          "              server_name: cache.internal}}\n"),
+                     0);
+    assert_int_equal(cfg.redis_tls, 1);
+    assert_string_equal(cfg.redis_host, "cache.example");
+    assert_int_equal(cfg.redis_port, 6380);
+    assert_int_equal(cfg.redis_db, 2);
+    assert_string_equal(cfg.redis_username, "ops@acme");
+    assert_string_equal(cfg.redis_password, "p:w/d");
+    assert_string_equal(cfg.redis_ca_file, "/ca.pem");
+    assert_string_equal(cfg.redis_cert_file, "/c.pem");
+    assert_string_equal(cfg.redis_key_file, "/k.pem");
+    assert_string_equal(cfg.redis_server_name, "cache.internal");
+
+    /* password only; no TLS */
+    assert_int_equal(load("postgres: {dsn: x}\nredis: {url: \"redis://:s3cret@h\"}\n"), 0);
+    assert_int_equal(cfg.redis_tls, 0);
+    assert_string_equal(cfg.redis_username, "");
+    assert_string_equal(cfg.redis_password, "s3cret");
+    assert_int_equal(cfg.redis_port, 6379);
+
+    /* redis.password (a Secret through os.environ/) wins over the URL's, whatever the order */
+    setenv("SPEND_TEST_REDIS_PW", "from-env", 1);
+    assert_int_equal(load("postgres: {dsn: x}\n"
+                          "redis: {password: os.environ/SPEND_TEST_REDIS_PW, username: u2,\n"
+                          "        url: \"redis://u1:in-url@h:1/0\"}\n"),
+                     0);
+    assert_string_equal(cfg.redis_username, "u2");
+    assert_string_equal(cfg.redis_password, "from-env");
+
+    /* refusals */
+    assert_int_equal(load("postgres: {dsn: x}\n"
+                          "redis: {url: \"redis://h\", tls: {ca_file: /ca.pem}}\n"),
+                     TG_ECONFIG);
+    assert_non_null(strstr(err, "redis.tls: needs a rediss:// url"));
+    assert_int_equal(load("postgres: {dsn: x}\n"
+                          "redis: {url: \"rediss://h\", tls: {cert_file: /c.pem}}\n"),
+                     TG_ECONFIG);
+    assert_non_null(strstr(err, "cert_file and key_file go together"));
+    assert_int_equal(load("postgres: {dsn: x}\nredis: {url: \"redis://u:pa%zzss@h\"}\n"),
+                     TG_ECONFIG);
+    assert_non_null(strstr(err, "redis.url: bad credentials in the URL"));
+    assert_null(strstr(err, "pa%zzss"));
+    assert_int_equal(load("postgres: {dsn: x}\nredis: {tls: {verify: no}}\n"), TG_ECONFIG);
+    assert_non_null(strstr(err, "redis.tls.verify: unknown key"));
+}
+
 static void test_kafka_security(void **state)
 {
     char desc[128];
@@ -435,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_load_buffer),
         cmocka_unit_test(test_durations_and_usd),
         cmocka_unit_test(test_usd_beyond_int64_refused),
+        cmocka_unit_test(test_redis_auth_and_tls),
         cmocka_unit_test(test_kafka_security),
         cmocka_unit_test(test_duplicate_key_refused),
         cmocka_unit_test(test_env_missing_named),
