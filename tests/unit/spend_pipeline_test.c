@@ -3,7 +3,14 @@
  * decoder's reason for what does not decode) -> the Postgres flush -> the Redis sink. Postgres
  * and Redis are closed loopback ports: a flush is refused as a connection problem and leaves
  * the batch whole for the retry (nothing counted, offsets kept), and the Redis sink, which has
- * not rebuilt from Postgres yet, holds nothing. The paths through live services are in
+ * not rebuilt from Postgres yet, holds nothing.
+ *
+ * Then the pipeline module itself (pipeline.h), fed through sp_pipeline_take and driven through
+ * sp_pipeline_tend with the time given, without a consumer: partitions to lanes, dead-letter
+ * classes, a batch shipped when full or due, Postgres unreachable (messages kept, nothing
+ * counted, consumption held, the retry backoff doubling up to postgres.retry_max_ms, the Redis
+ * commit gate let go), revoked partitions dropped and the hold released, the rebalance offsets
+ * hook, shutdown_flush bounded by its deadline. The paths through live services are in
  * tests/integration/spend_pipeline_test.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,12 +27,15 @@
 
 #include <cmocka.h>
 
+#include "config.h"
 #include "pg_sink.h"
+#include "pipeline.h"
 #include "proto_event.h"
 #include "redis_sink.h"
 #include "tg_buf.h"
 #include "tg_err.h"
 #include "tg_limits.h"
+#include "tg_time.h"
 
 #define TOPIC "spend.unit.pipeline"
 
@@ -265,12 +275,415 @@ static void test_redis_sink_before_first_rebuild(void **state)
     assert_null(s);
 }
 
+/* Pipeline ----------------------------------------------------------------------------------- */
+
+#define MAX_WAIT_MS 200    /* batch.max_wait_ms of the pipelines below */
+#define RETRY_MAX_MS 1000  /* postgres.retry_max_ms of the pipelines below */
+
+static struct sp_config cfg; /* large: not on the stack */
+
+/* A pipeline whose Postgres (lanes and the consumer thread's connection) is a closed port. */
+struct fixture {
+    struct sp_pipeline *p;
+    struct sp_pg *pg;
+    struct sp_redis_sink *redis;
+};
+
+static void fx_open(struct fixture *f, int writers, int max_events)
+{
+    char err[256] = "";
+    struct sp_pipeline_modules m;
+
+    memset(f, 0, sizeof(*f));
+    sp_config_defaults(&cfg);
+    snprintf(cfg.pg_dsn, sizeof(cfg.pg_dsn),
+             "host=127.0.0.1 port=%d dbname=spend user=spend connect_timeout=2", closed_port());
+    snprintf(cfg.kafka_topic, sizeof(cfg.kafka_topic), "%s", TOPIC);
+    cfg.pg_query_timeout_ms = 2000;
+    cfg.pg_retry_max_ms = RETRY_MAX_MS;
+    cfg.pg_writers = writers;
+    cfg.batch_max_events = max_events;
+    cfg.batch_max_bytes = 1 << 20;
+    cfg.batch_max_wait_ms = MAX_WAIT_MS;
+    f->pg = sp_pg_create(cfg.pg_dsn, cfg.pg_query_timeout_ms, err, sizeof(err));
+    assert_non_null(f->pg);
+    f->p = sp_pipeline_create(&cfg, f->pg, err, sizeof(err));
+    assert_non_null(f->p);
+    memset(&m, 0, sizeof(m));
+    sp_pipeline_attach(f->p, &m, NULL);
+    sp_pipeline_schema_ready(f->p);
+}
+
+static void fx_close(struct fixture *f)
+{
+    sp_pipeline_destroy(&f->p);
+    assert_null(f->p);
+    sp_redis_sink_destroy(&f->redis);
+    sp_pg_destroy(&f->pg);
+}
+
+/* feed: one message as the loop hands it over after a poll; returns sp_pipeline_take's code. */
+static int feed(struct sp_pipeline *p, int32_t partition, int64_t offset, const void *payload,
+                size_t len)
+{
+    struct sp_consumer_msg m;
+
+    m.partition = partition;
+    m.offset = offset;
+    m.payload = payload;
+    m.len = len;
+    return sp_pipeline_take(p, &m);
+}
+
+/* feed_event: request event number i (key k1) at (partition, offset). */
+static int feed_event(struct sp_pipeline *p, int i, int32_t partition, int64_t offset)
+{
+    size_t n = encode_event(i, "k1");
+
+    return feed(p, partition, offset, wire, n);
+}
+
+static struct sp_pipeline_status status_of(const struct sp_pipeline *p)
+{
+    struct sp_pipeline_status st;
+
+    sp_pipeline_status(p, &st);
+    return st;
+}
+
+/* labelled: the value of a sample with labels (e.g. `x{reason="invalid"}`), or -1 when absent. */
+static double labelled(const char *text, const char *name_and_labels)
+{
+    char pat[160];
+    const char *q;
+
+    snprintf(pat, sizeof(pat), "\n%s ", name_and_labels);
+    q = strstr(text, pat);
+    return q ? strtod(q + strlen(pat), NULL) : -1;
+}
+
+/* Partitions go to lane partition % writers (as unsigned), the same lane every time. */
+static void test_lane_of(void **state)
+{
+    static const int want3[8] = {0, 1, 2, 0, 1, 2, 0, 1};
+    struct fixture f;
+
+    (void)state;
+    fx_open(&f, 3, 16);
+    assert_int_equal(status_of(f.p).lanes, 3);
+    for (int32_t part = 0; part < 8; part++)
+        assert_int_equal(sp_pipeline_lane_of(f.p, part), want3[part]);
+    assert_int_equal(sp_pipeline_lane_of(f.p, 23), 2);
+    assert_int_equal(sp_pipeline_lane_of(f.p, INT32_MAX), 1); /* 2147483647 % 3 */
+    assert_int_equal(sp_pipeline_lane_of(f.p, -1), 0);        /* 4294967295 % 3 */
+    fx_close(&f);
+
+    fx_open(&f, 1, 16);
+    for (int32_t part = 0; part < 64; part++)
+        assert_int_equal(sp_pipeline_lane_of(f.p, part), 0);
+    fx_close(&f);
+}
+
+/* A writer count outside 1..SP_CONFIG_WRITERS_MAX is refused with a reason, not an overflow of
+ * the lanes. */
+static void test_create_refuses_writers(void **state)
+{
+    char err[256] = "";
+
+    (void)state;
+    sp_config_defaults(&cfg);
+    cfg.pg_writers = SP_CONFIG_WRITERS_MAX + 1;
+    assert_null(sp_pipeline_create(&cfg, NULL, err, sizeof(err)));
+    assert_non_null(strstr(err, "postgres.writers"));
+    cfg.pg_writers = 0;
+    err[0] = '\0';
+    assert_null(sp_pipeline_create(&cfg, NULL, err, sizeof(err)));
+    assert_non_null(strstr(err, "postgres.writers"));
+}
+
+/* Messages that are not events become dead letters of their class (too_large when longer than
+ * an event may be, invalid otherwise) in their partition's lane, held with the events until a
+ * commit; nothing is counted as written before that. */
+static void test_dead_letter_classes(void **state)
+{
+    static const char garbage[] = "{\"v\":1,\"kind\":\"request\",\"call_id\":";
+    static char big[TG_EVENT_MAX_BYTES + 100];
+    struct fixture f;
+    struct sp_pipeline_status st;
+    struct tg_buf mb;
+
+    (void)state;
+    fx_open(&f, 2, 16);
+    memset(big, 'x', sizeof(big));
+    big[0] = '{';
+    assert_int_equal(feed(f.p, 0, 10, garbage, sizeof(garbage) - 1), 0);
+    assert_int_equal(feed(f.p, 1, 20, big, sizeof(big)), 0);
+    assert_int_equal(feed(f.p, 3, 30, "", 0), 0);
+    assert_int_equal(feed_event(f.p, 1, 1, 21), 0);
+    st = status_of(f.p);
+    assert_int_equal(st.consumed, 4);
+    assert_int_equal(st.held_messages, 4);
+    assert_int_equal(st.held_dead[SP_PIPELINE_DEAD_INVALID], 2);
+    assert_int_equal(st.held_dead[SP_PIPELINE_DEAD_TOO_LARGE], 1);
+    assert_int_equal(st.held_dead[SP_PIPELINE_DEAD_REJECTED], 0);
+    for (int c = 0; c < SP_PIPELINE_DEAD_CLASSES; c++)
+        assert_int_equal(st.dead[c], 0);
+    assert_int_equal(st.inserted, 0);
+    assert_int_equal(st.batches, 0);
+    assert_int_equal(st.failing, 0);
+    assert_int_equal(st.commit_failures, 0);
+    assert_int_equal(st.postgres_up, 1);
+
+    assert_int_equal(tg_buf_init(&mb, 1 << 16), 0);
+    sp_pipeline_write_metrics(f.p, &mb);
+    assert_true(metric(mb.data, "tollgate_spend_events_consumed_total") == 4);
+    assert_true(metric(mb.data, "tollgate_spend_rows_inserted_total") == 0);
+    assert_true(labelled(mb.data, "tollgate_spend_dead_letters_total{reason=\"invalid\"}") == 0);
+    assert_true(labelled(mb.data, "tollgate_spend_dead_letters_total{reason=\"too_large\"}") ==
+                0);
+    assert_true(labelled(mb.data, "tollgate_spend_dead_letters_total{reason=\"rejected\"}") ==
+                0);
+    assert_true(metric(mb.data, "tollgate_spend_postgres_up") == 1);
+    assert_true(metric(mb.data, "tollgate_spend_batches_total") == 0);
+    tg_buf_fini(&mb);
+    fx_close(&f);
+}
+
+/* A batch that becomes full is shipped; with Postgres unreachable the statement is not sent:
+ * the messages stay held (nothing counted), consumption is held, Postgres is reported down,
+ * the Redis commit gate is let go, and the retry backoff doubles from SP_PIPELINE_RETRY_MIN_MS
+ * up to postgres.retry_max_ms, one retry per backoff and none before it is due. */
+static void test_unreachable_holds_and_backs_off(void **state)
+{
+    static const uint64_t want[] = {200, 400, 800, RETRY_MAX_MS, RETRY_MAX_MS};
+    char err[256] = "";
+    static char pg_dsn[SP_CONFIG_DSN_MAX];
+    struct sp_redis_sink_config rc;
+    struct sp_pipeline_modules m;
+    struct fixture f;
+    struct sp_pipeline_status st;
+    struct tg_buf mb;
+    uint64_t t0;
+
+    (void)state;
+    fx_open(&f, 1, 4);
+    /* a Redis sink at closed ports, so the commit gate is taken and let go for real */
+    snprintf(pg_dsn, sizeof(pg_dsn), "%s", cfg.pg_dsn);
+    memset(&rc, 0, sizeof(rc));
+    rc.host = "127.0.0.1";
+    rc.port = closed_port();
+    rc.timeout_ms = 200;
+    rc.pending_max = 4;
+    rc.day_ttl_s = 86400;
+    rc.pg_dsn = pg_dsn;
+    rc.topic = TOPIC;
+    rc.pg_timeout_ms = 1000;
+    rc.periods.period_of = no_period;
+    rc.periods.list = no_subjects;
+    f.redis = sp_redis_sink_create(&rc, err, sizeof(err));
+    assert_non_null(f.redis);
+    memset(&m, 0, sizeof(m));
+    m.redis = f.redis;
+    sp_pipeline_attach(f.p, &m, NULL);
+
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(feed_event(f.p, i, 0, 100 + i), 0);
+    st = status_of(f.p);
+    assert_int_equal(st.held_messages, 3);
+    assert_int_equal(st.failing, 0);
+    assert_int_equal(st.commit_failures, 0);
+
+    t0 = tg_now_mono_ms();
+    assert_int_equal(feed_event(f.p, 3, 0, 103), 0); /* kept, then the full batch ships */
+    st = status_of(f.p);
+    assert_int_equal(st.failing, 1);
+    assert_int_equal(st.held_messages, 4);
+    assert_int_equal(st.consumed, 4);
+    assert_int_equal(st.inserted, 0);
+    assert_int_equal(st.batches, 0);
+    assert_int_equal(st.commit_failures, 1);
+    assert_int_equal(st.postgres_up, 0);
+    assert_int_equal(st.in_flight, 0);
+    assert_int_equal(st.gate_held, 0);
+    assert_int_equal(st.backoff_ms, SP_PIPELINE_RETRY_MIN_MS);
+    assert_true(st.retry_at_ms >= t0 + SP_PIPELINE_RETRY_MIN_MS);
+    assert_true(st.retry_at_ms <= tg_now_mono_ms() + SP_PIPELINE_RETRY_MIN_MS);
+
+    for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+        uint64_t due = st.retry_at_ms;
+
+        /* not due yet: no attempt */
+        assert_true(sp_pipeline_tend(f.p, due - 1) > 0);
+        assert_int_equal(status_of(f.p).commit_failures, 1 + k);
+        assert_int_equal(status_of(f.p).backoff_ms, k == 0 ? SP_PIPELINE_RETRY_MIN_MS
+                                                            : want[k - 1]);
+        /* due: one more failed attempt, the backoff doubled and capped, the next retry one
+         * backoff from now */
+        t0 = tg_now_mono_ms();
+        assert_true(sp_pipeline_tend(f.p, due) > 0);
+        st = status_of(f.p);
+        assert_true(st.retry_at_ms >= t0 + want[k]);
+        assert_true(st.retry_at_ms <= tg_now_mono_ms() + want[k]);
+        assert_int_equal(st.commit_failures, 2 + k);
+        assert_int_equal(st.backoff_ms, want[k]);
+        assert_int_equal(st.failing, 1);
+        assert_int_equal(st.held_messages, 4);
+        assert_int_equal(st.gate_held, 0);
+    }
+
+    assert_int_equal(tg_buf_init(&mb, 1 << 16), 0);
+    sp_pipeline_write_metrics(f.p, &mb);
+    assert_true(metric(mb.data, "tollgate_spend_events_consumed_total") == 4);
+    assert_true(metric(mb.data, "tollgate_spend_rows_inserted_total") == 0);
+    assert_true(metric(mb.data, "tollgate_spend_postgres_up") == 0);
+    assert_true(metric(mb.data, "tollgate_spend_commit_failures_total") == 6);
+    assert_true(metric(mb.data, "tollgate_spend_batches_total") == 0);
+    tg_buf_fini(&mb);
+    /* nothing reached the Redis sink */
+    assert_int_equal(tg_buf_init(&mb, 1 << 16), 0);
+    sp_redis_sink_write_metrics(f.redis, &mb);
+    assert_true(metric(mb.data, "tollgate_spend_redis_pending_increments") == 0);
+    tg_buf_fini(&mb);
+    fx_close(&f);
+}
+
+/* A batch that is not full waits batch.max_wait_ms after its first message: before that the
+ * loop's poll wait ends when it is due, then it ships (and here fails). */
+static void test_due_batch_ships(void **state)
+{
+    struct fixture f;
+    struct sp_pipeline_status st;
+    uint64_t t0;
+    int wait;
+
+    (void)state;
+    fx_open(&f, 2, 16);
+    t0 = tg_now_mono_ms();
+    assert_int_equal(feed_event(f.p, 1, 0, 5), 0);
+    assert_int_equal(feed_event(f.p, 2, 1, 9), 0);
+    wait = sp_pipeline_tend(f.p, t0);
+    assert_true(wait > 0 && wait <= MAX_WAIT_MS);
+    st = status_of(f.p);
+    assert_int_equal(st.failing, 0);
+    assert_int_equal(st.commit_failures, 0);
+    assert_int_equal(st.held_messages, 2);
+
+    assert_int_equal(sp_pipeline_tend(f.p, tg_now_mono_ms() + MAX_WAIT_MS), -1);
+    st = status_of(f.p);
+    assert_int_equal(st.failing, 1);
+    assert_int_equal(st.commit_failures, 1);
+    assert_int_equal(st.held_messages, 2);
+    assert_int_equal(st.backoff_ms, SP_PIPELINE_RETRY_MIN_MS);
+    fx_close(&f);
+}
+
+/* Revocation while Postgres is unreachable: the revoked partitions' messages are dropped (their
+ * next owner reads them again from the Postgres offsets), the others stay held; once nothing
+ * is held the next retry succeeds and releases consumption, with the backoff reset. The
+ * offsets hook reads nothing from an unreachable Postgres (-1: none known). */
+static void test_revoke_drops_and_releases(void **state)
+{
+    struct fixture f;
+    struct sp_pipeline_status st;
+    struct sp_consumer_hooks ch;
+    const int32_t p3[1] = {3};
+    const int32_t p0[1] = {0};
+    const int32_t both[2] = {0, 3};
+    int64_t next[2] = {77, 77};
+    int rc;
+
+    (void)state;
+    fx_open(&f, 1, 16);
+    sp_pipeline_consumer_hooks(f.p, &ch);
+    assert_ptr_equal(ch.ctx, f.p);
+    assert_non_null(ch.offsets_load);
+    assert_non_null(ch.revoking);
+
+    rc = ch.offsets_load(ch.ctx, both, 2, next);
+    assert_true(rc == TG_EUNAVAIL || rc == TG_ETIMEOUT);
+    assert_int_equal(next[0], -1);
+    assert_int_equal(next[1], -1);
+    assert_int_equal(status_of(f.p).failing, 0);
+
+    assert_int_equal(feed_event(f.p, 1, 0, 40), 0);
+    assert_int_equal(feed_event(f.p, 2, 0, 41), 0);
+    assert_int_equal(feed_event(f.p, 3, 3, 7), 0);
+    assert_int_equal(sp_pipeline_tend(f.p, tg_now_mono_ms() + MAX_WAIT_MS), -1);
+    st = status_of(f.p);
+    assert_int_equal(st.failing, 1);
+    assert_int_equal(st.commit_failures, 1);
+    assert_int_equal(st.backoff_ms, SP_PIPELINE_RETRY_MIN_MS);
+
+    /* partition 3 revoked: the commit of everything fails, its message is dropped, partition
+     * 0's are still held (a further failure: the backoff doubles) */
+    ch.revoking(ch.ctx, p3, 1);
+    st = status_of(f.p);
+    assert_int_equal(st.held_messages, 2);
+    assert_int_equal(st.commit_failures, 2);
+    assert_int_equal(st.failing, 1);
+    assert_int_equal(st.backoff_ms, 2 * SP_PIPELINE_RETRY_MIN_MS);
+
+    /* partition 0 revoked: nothing left, no further backoff */
+    ch.revoking(ch.ctx, p0, 1);
+    st = status_of(f.p);
+    assert_int_equal(st.held_messages, 0);
+    assert_int_equal(st.commit_failures, 3);
+    assert_int_equal(st.backoff_ms, 2 * SP_PIPELINE_RETRY_MIN_MS);
+    assert_int_equal(st.failing, 1);
+
+    /* the retry has nothing to commit: released, backoff reset, nothing counted */
+    assert_int_equal(sp_pipeline_tend(f.p, st.retry_at_ms), -1);
+    st = status_of(f.p);
+    assert_int_equal(st.failing, 0);
+    assert_int_equal(st.backoff_ms, SP_PIPELINE_RETRY_MIN_MS);
+    assert_int_equal(st.commit_failures, 3);
+    assert_int_equal(st.batches, 0);
+    assert_int_equal(st.inserted, 0);
+    assert_int_equal(st.consumed, 3);
+    fx_close(&f);
+}
+
+/* shutdown_flush commits nothing when nothing is held (at once, no Postgres needed); with
+ * Postgres unreachable it retries until its deadline, then gives up with the messages held
+ * (read again at the next start). */
+static void test_shutdown_flush_deadline(void **state)
+{
+    struct fixture f;
+    uint64_t t0;
+    uint64_t ms;
+
+    (void)state;
+    fx_open(&f, 2, 16);
+    assert_int_equal(sp_pipeline_shutdown_flush(f.p, 500), 0);
+    assert_int_equal(status_of(f.p).commit_failures, 0);
+
+    assert_int_equal(feed_event(f.p, 1, 0, 1), 0);
+    assert_int_equal(feed_event(f.p, 2, 1, 1), 0);
+    assert_int_equal(feed_event(f.p, 3, 2, 1), 0);
+    t0 = tg_now_mono_ms();
+    assert_int_equal(sp_pipeline_shutdown_flush(f.p, 500), 3);
+    ms = tg_now_mono_ms() - t0;
+    assert_true(ms >= 500);
+    assert_true(ms < 500 + 10000); /* bounded: one attempt's connect deadline past the end */
+    assert_true(status_of(f.p).commit_failures >= 2);
+    assert_int_equal(status_of(f.p).held_messages, 3);
+    assert_int_equal(status_of(f.p).inserted, 0);
+    fx_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_into_batch),
         cmocka_unit_test(test_flush_unreachable_keeps_batch),
         cmocka_unit_test(test_redis_sink_before_first_rebuild),
+        cmocka_unit_test(test_lane_of),
+        cmocka_unit_test(test_create_refuses_writers),
+        cmocka_unit_test(test_dead_letter_classes),
+        cmocka_unit_test(test_unreachable_holds_and_backs_off),
+        cmocka_unit_test(test_due_batch_ships),
+        cmocka_unit_test(test_revoke_drops_and_releases),
+        cmocka_unit_test(test_shutdown_flush_deadline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
