@@ -74,6 +74,38 @@ app.kubernetes.io/component: {{ .component }}
 
 
 {{/*
+Kafka security of both services (tg_kafka_opts): security_protocol, sasl, ssl, librdkafka, each
+only when set; merged into a kafka: section dict. Call with (dict "kafka" $kafka "v" .Values.kafka).
+*/}}
+{{- define "tollgate.kafka.security" -}}
+{{- $v := .v -}}
+{{- if $v.securityProtocol -}}
+{{- $_ := set .kafka "security_protocol" $v.securityProtocol -}}
+{{- end -}}
+{{- $sasl := dict -}}
+{{- range $k, $key := dict "mechanism" "mechanism" "username" "username" "password" "password" -}}
+{{- if index (default (dict) $v.sasl) $k -}}
+{{- $_ := set $sasl $key (index $v.sasl $k) -}}
+{{- end -}}
+{{- end -}}
+{{- if $sasl -}}
+{{- $_ := set .kafka "sasl" $sasl -}}
+{{- end -}}
+{{- $ssl := dict -}}
+{{- range $k, $key := dict "caFile" "ca_file" "certFile" "cert_file" "keyFile" "key_file" "keyPassword" "key_password" -}}
+{{- if index (default (dict) $v.ssl) $k -}}
+{{- $_ := set $ssl $key (index $v.ssl $k) -}}
+{{- end -}}
+{{- end -}}
+{{- if $ssl -}}
+{{- $_ := set .kafka "ssl" $ssl -}}
+{{- end -}}
+{{- if $v.librdkafka -}}
+{{- $_ := set .kafka "librdkafka" (deepCopy $v.librdkafka) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 router-svc configuration: the LiteLLM sections as given, plus the tollgate: section built from
 values. Rendered as a YAML document, then re-serialised by the ConfigMap.
 */}}
@@ -84,6 +116,7 @@ values. Rendered as a YAML document, then re-serialised by the ConfigMap.
 {{- $_ := set $general "master_key" .Values.masterKey -}}
 {{- end -}}
 {{- $kafka := dict "brokers" .Values.kafka.brokers "events_topic" .Values.kafka.eventsTopic "control_topic" .Values.kafka.controlTopic -}}
+{{- include "tollgate.kafka.security" (dict "kafka" $kafka "v" .Values.kafka) -}}
 {{- $spool := dict "dir" $r.spool.dir "max_bytes" ($r.spool.maxBytes | int64) "full_policy" $r.spool.fullPolicy -}}
 {{- if $r.spool.fsync -}}
 {{- $_ := set $spool "fsync" (toString $r.spool.fsync) -}}
@@ -128,12 +161,29 @@ tollgate:
 {{- define "tollgate.spend.config" -}}
 {{- $s := .Values.spend -}}
 {{- $kafka := dict "brokers" .Values.kafka.brokers "topic" .Values.kafka.eventsTopic "control_topic" .Values.kafka.controlTopic "group_id" $s.groupId -}}
+{{- include "tollgate.kafka.security" (dict "kafka" $kafka "v" .Values.kafka) -}}
+{{- $redis := dict "url" .Values.redis.url -}}
+{{- if .Values.redis.username -}}
+{{- $_ := set $redis "username" .Values.redis.username -}}
+{{- end -}}
+{{- if .Values.redis.password -}}
+{{- $_ := set $redis "password" .Values.redis.password -}}
+{{- end -}}
+{{- $rtls := dict -}}
+{{- range $k, $key := dict "caFile" "ca_file" "certFile" "cert_file" "keyFile" "key_file" "serverName" "server_name" -}}
+{{- if index (default (dict) $.Values.redis.tls) $k -}}
+{{- $_ := set $rtls $key (index $.Values.redis.tls $k) -}}
+{{- end -}}
+{{- end -}}
+{{- if $rtls -}}
+{{- $_ := set $redis "tls" $rtls -}}
+{{- end -}}
 {{- $cfg := dict
       "listen" (printf "0.0.0.0:%d" ($s.port | int))
       "master_key" .Values.masterKey
       "kafka" $kafka
       "postgres" (dict "dsn" .Values.postgres.dsn "writers" ($s.postgresWriters | int64))
-      "redis" (dict "url" .Values.redis.url)
+      "redis" $redis
       "batch" (dict "max_events" ($s.batch.maxEvents | int64) "max_wait_ms" ($s.batch.maxWaitMs | int64))
 -}}
 {{- if $s.alerting.enabled -}}
