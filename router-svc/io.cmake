@@ -53,4 +53,5 @@ target_link_libraries(rt_http_front PUBLIC tg_common rt_core rt_metrics rt_call 
 
 add_executable(router-svc ${RT_SRC}/main.c)
 target_link_libraries(router-svc PRIVATE rt_http_front rt_core rt_metrics rt_upstream
-                      rt_translate rt_health rt_key_api rt_control rt_publisher tg_common)
+                      rt_translate rt_health rt_key_api rt_control rt_publisher tg_kafka_topics
+                      tg_common)

@@ -32,6 +32,7 @@
 #include "router.h"
 #include "upstream.h"
 #include "rt_metrics.h"
+#include "tg_kafka_topics.h"
 #include "tg_log.h"
 #include "tg_metrics.h"
 #include "tg_period.h"
@@ -43,6 +44,10 @@
 #define RT_MASK_CONFIG_SECRETS_MAX 1024
 #define RT_PUBLISHER_FLUSH_S_DEFAULT 10 /* TOLLGATE_FLUSH_DEADLINE_S: producer flush at exit */
 #define RT_DEP_POLL_MS 1000             /* dependency states are refreshed this often */
+/* --create-topics: the defaults (README "Topics") and the bound of the whole operation */
+#define RT_EVENTS_TOPIC_PARTITIONS 12
+#define RT_CONTROL_TOPIC_PARTITIONS 3
+#define RT_CREATE_TOPICS_TIMEOUT_MS 30000
 
 static struct rt_config_diag diag; /* ~17 KB: static, not on the stack */
 
@@ -148,8 +153,36 @@ static int fit_fd_limit(uint64_t need, char *err, size_t errlen)
 static void usage(FILE *out)
 {
     fprintf(out, "usage: router-svc --config FILE [--check]\n"
+                 "       router-svc --config FILE --create-topics [--partitions N]"
+                 " [--replication-factor N]\n"
                  "       router-svc --providers\n"
                  "  FILE may also be given in TOLLGATE_CONFIG\n");
+}
+
+/* The topics router-svc depends on: events (partitions for --create-topics) and the compacted
+ * control topic. */
+static size_t topics_wanted(const struct rt_config *cfg, int partitions, int replication,
+                            struct tg_topic_want *want)
+{
+    want[0] = (struct tg_topic_want){cfg->events_topic, 0, partitions, replication};
+    want[1] = (struct tg_topic_want){cfg->control_topic, 1, RT_CONTROL_TOPIC_PARTITIONS,
+                                     replication};
+    return 2;
+}
+
+/* Start-up topic check result -> the "topics" dependency (reported, never required). */
+struct topics_dep {
+    struct rt_health *health;
+    int idx;
+};
+
+static void on_topics(void *ud, int rc, const char *report, const char *problem)
+{
+    struct topics_dep *d = ud;
+
+    (void)report;
+    rt_health_dep_set(d->health, d->idx, rc == 0 && problem[0] == '\0' ? RT_DEP_UP : RT_DEP_DOWN);
+    rt_health_dep_reason(d->health, d->idx, problem);
 }
 
 /* The provider table on stdout: prefix, default base ("-" when none), key variables, base
@@ -226,6 +259,9 @@ int main(int argc, char **argv)
     struct extra_metrics extra = {NULL, NULL, NULL};
     struct rt_creds *creds = NULL;
     int dep_kafka = -1, dep_keys = -1;
+    int create_topics = 0, partitions = RT_EVENTS_TOPIC_PARTITIONS, replication = 3;
+    struct tg_topics_watch *topics = NULL;
+    struct topics_dep tdep = {NULL, -1};
     const char **secrets = NULL;
     size_t nsecrets;
     sigset_t set;
@@ -237,6 +273,12 @@ int main(int argc, char **argv)
             path = argv[++i];
         } else if (strcmp(argv[i], "--check") == 0) {
             check = 1;
+        } else if (strcmp(argv[i], "--create-topics") == 0) {
+            create_topics = 1;
+        } else if (strcmp(argv[i], "--partitions") == 0 && i + 1 < argc) {
+            partitions = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--replication-factor") == 0 && i + 1 < argc) {
+            replication = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--providers") == 0) {
             print_providers();
             return 0;
@@ -248,7 +290,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (path == NULL || *path == '\0') {
+    if (path == NULL || *path == '\0' || partitions < 1 || partitions > 10000 ||
+        replication < 1 || replication > 32) {
         usage(stderr);
         return 2;
     }
@@ -274,6 +317,15 @@ int main(int argc, char **argv)
     if (cfg == NULL) {
         fprintf(stderr, "%s\n", diag.error);
         return 2;
+    }
+    if (create_topics) {
+        struct tg_topic_want want[2];
+        size_t n = topics_wanted(cfg, partitions, replication, want);
+
+        rc = tg_kafka_topics_run_create(cfg->kafka_brokers, &cfg->kafka_opts, want, n,
+                                        RT_CREATE_TOPICS_TIMEOUT_MS, stdout);
+        rt_config_destroy(&cfg);
+        return rc;
     }
 
     /* the budget time zone, process-wide, before any thread starts (checked at load) */
@@ -375,6 +427,17 @@ int main(int argc, char **argv)
             goto out;
         }
         dep_kafka = rt_health_dep_register(health, "kafka", 0);
+        {
+            struct tg_topic_want want[2];
+            size_t n = topics_wanted(cfg, partitions, replication, want);
+
+            tdep.health = health;
+            tdep.idx = rt_health_dep_register(health, "topics", 0);
+            topics = tg_topics_watch_start(cfg->kafka_brokers, &cfg->kafka_opts, want, n,
+                                           on_topics, &tdep, err, sizeof(err));
+            if (topics == NULL)
+                TG_WARN("msg=\"topic check not started\" reason=\"%s\"", err);
+        }
         {
             char kdesc[128];
 
@@ -493,6 +556,7 @@ int main(int argc, char **argv)
     TG_INFO("msg=shutdown_done completed=%llu", (unsigned long long)rt_metrics_completed(metrics));
     rc = 0;
 out:
+    tg_topics_watch_stop(&topics);
     rt_front_stop(&front);
     rt_creds_destroy(&creds);
     rt_publisher_destroy(&pub);

@@ -173,8 +173,10 @@ static enum MHD_Result spend_report(struct sp_admin_http *h, struct MHD_Connecti
 static enum MHD_Result readiness(struct sp_admin_http *h, struct MHD_Connection *conn)
 {
     struct sp_admin_status st;
-    char body[256 + 4 * SP_ADMIN_REASON_CAP];
+    char body[256 + 6 * SP_ADMIN_REASON_CAP];
     char kreason[2 * SP_ADMIN_REASON_CAP], rreason[2 * SP_ADMIN_REASON_CAP];
+    char treason[2 * SP_ADMIN_REASON_CAP];
+    static const char *const topics[3] = {"unchecked", "ok", "problem"};
     int ready;
 
     memset(&st, 0, sizeof(st));
@@ -185,15 +187,21 @@ static enum MHD_Result readiness(struct sp_admin_http *h, struct MHD_Connection 
     st.redis_reason[sizeof(st.redis_reason) - 1] = '\0';
     tg_log_json_plain(kreason, sizeof(kreason), st.kafka_reason);
     tg_log_json_plain(rreason, sizeof(rreason), st.redis_reason);
+    st.topics_problem[sizeof(st.topics_problem) - 1] = '\0';
+    tg_log_json_plain(treason, sizeof(treason), st.topics_state == 2 ? st.topics_problem : "");
+    if (st.topics_state < 0 || st.topics_state > 2)
+        st.topics_state = 0;
     snprintf(body, sizeof(body),
              "{\"ready\":%s,\"kafka\":\"%s\",\"postgres\":\"%s\",\"redis\":\"%s\","
-             "\"control_topic\":\"%s\"%s%s%s%s%s%s}",
+             "\"control_topic\":\"%s\",\"topics\":\"%s\"%s%s%s%s%s%s%s%s%s}",
              ready ? "true" : "false", st.kafka_up ? "up" : "down",
              st.postgres_up ? "up" : "down", st.redis_up ? "up" : "down",
-             st.control_caught_up ? "caught_up" : "replaying",
+             st.control_caught_up ? "caught_up" : "replaying", topics[st.topics_state],
              kreason[0] != '\0' ? ",\"kafka_reason\":\"" : "", kreason,
              kreason[0] != '\0' ? "\"" : "", rreason[0] != '\0' ? ",\"redis_reason\":\"" : "",
-             rreason, rreason[0] != '\0' ? "\"" : "");
+             rreason, rreason[0] != '\0' ? "\"" : "",
+             treason[0] != '\0' ? ",\"topics_reason\":\"" : "", treason,
+             treason[0] != '\0' ? "\"" : "");
     return respond_json(conn, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, body);
 }
 

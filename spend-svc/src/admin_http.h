@@ -27,6 +27,8 @@ struct sp_admin_status {
     int redis_up;
     char redis_reason[SP_ADMIN_REASON_CAP]; /* why Redis is down ("" = not known or up) */
     int control_caught_up;
+    int topics_state;                          /* 0 not checked yet, 1 as expected, 2 problem */
+    char topics_problem[SP_ADMIN_REASON_CAP];  /* what is wrong with them (state 2) */
 };
 
 struct sp_admin_hooks {

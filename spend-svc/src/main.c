@@ -10,6 +10,7 @@
  * SIGTERM/SIGINT: the current batch is committed, the consumer leaves its group, exit 0. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "pipeline.h"
 #include "redis_sink.h"
 #include "tg_err.h"
+#include "tg_kafka_topics.h"
 #include "tg_log.h"
 #include "tg_period.h"
 #include "tg_time.h"
@@ -31,6 +33,10 @@
 
 #define SP_SHUTDOWN_FLUSH_MS 10000   /* time allowed to commit the last batch at SIGTERM */
 #define SP_PUBLISH_TIMEOUT_MS 5000   /* acks=all wait for a block record */
+/* --create-topics: the defaults (README "Topics") and the bound of the whole operation */
+#define SP_EVENTS_TOPIC_PARTITIONS 12
+#define SP_CONTROL_TOPIC_PARTITIONS 3
+#define SP_CREATE_TOPICS_TIMEOUT_MS 30000
 
 struct app {
     struct sp_config cfg;
@@ -43,6 +49,10 @@ struct app {
     struct sp_alerter *alerter;
     struct sp_alerter_config alert_cfg;
     int kafka_seen;                   /* Kafka was reachable at least once */
+    struct tg_topics_watch *topics;   /* the start-up topic check */
+    pthread_mutex_t topics_mu;        /* guards the two below (the watch's thread writes) */
+    int topics_state;                 /* 0 not checked yet, 1 as expected, 2 a problem */
+    char topics_problem[SP_ADMIN_REASON_CAP];
 };
 
 static volatile sig_atomic_t sp_stop;
@@ -161,6 +171,30 @@ static void tick_hook(void *ctx)
     daily_report(ctx);
 }
 
+/* Topics ------------------------------------------------------------------------------------------ */
+
+/* The topics spend-svc depends on: events (partitions for --create-topics) and the compacted
+ * control topic. */
+static size_t topics_wanted(const struct sp_config *cfg, int partitions, int replication,
+                            struct tg_topic_want *want)
+{
+    want[0] = (struct tg_topic_want){cfg->kafka_topic, 0, partitions, replication};
+    want[1] = (struct tg_topic_want){cfg->kafka_control_topic, 1, SP_CONTROL_TOPIC_PARTITIONS,
+                                     replication};
+    return 2;
+}
+
+static void on_topics(void *ud, int rc, const char *report, const char *problem)
+{
+    struct app *a = ud;
+
+    (void)report;
+    pthread_mutex_lock(&a->topics_mu);
+    a->topics_state = rc != 0 ? 0 : problem[0] == '\0' ? 1 : 2;
+    snprintf(a->topics_problem, sizeof(a->topics_problem), "%s", rc == 0 ? problem : "");
+    pthread_mutex_unlock(&a->topics_mu);
+}
+
 /* Admin hooks ----------------------------------------------------------------------------------------- */
 
 static void status_hook(void *ctx, struct sp_admin_status *out)
@@ -174,6 +208,10 @@ static void status_hook(void *ctx, struct sp_admin_status *out)
     if (a->redis != NULL && !out->redis_up)
         sp_redis_sink_reason(a->redis, out->redis_reason, sizeof(out->redis_reason));
     out->control_caught_up = a->consumer ? sp_consumer_control_caught_up(a->consumer) : 0;
+    pthread_mutex_lock(&a->topics_mu);
+    out->topics_state = a->topics_state;
+    snprintf(out->topics_problem, sizeof(out->topics_problem), "%s", a->topics_problem);
+    pthread_mutex_unlock(&a->topics_mu);
 }
 
 static void metrics_hook(void *ctx, struct tg_buf *b)
@@ -200,7 +238,9 @@ static int alerting_section(void *ctx, struct tg_yaml *y, const struct yaml_node
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: spend-svc --config FILE [--check]\n");
+    fprintf(stderr, "usage: spend-svc --config FILE [--check]\n"
+                    "       spend-svc --config FILE --create-topics [--partitions N]"
+                    " [--replication-factor N]\n");
 }
 
 int main(int argc, char **argv)
@@ -208,7 +248,8 @@ int main(int argc, char **argv)
     static struct app app; /* large; zero-initialised */
     struct app *a = &app;
     const char *config_path = NULL;
-    int check = 0;
+    int check = 0, create_topics = 0;
+    int partitions = SP_EVENTS_TOPIC_PARTITIONS, replication = 3;
     char err[1024];
     int exit_code = 1;
     struct sigaction sa;
@@ -220,12 +261,19 @@ int main(int argc, char **argv)
             config_path = argv[++i];
         } else if (strcmp(argv[i], "--check") == 0) {
             check = 1;
+        } else if (strcmp(argv[i], "--create-topics") == 0) {
+            create_topics = 1;
+        } else if (strcmp(argv[i], "--partitions") == 0 && i + 1 < argc) {
+            partitions = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--replication-factor") == 0 && i + 1 < argc) {
+            replication = atoi(argv[++i]);
         } else {
             usage();
             return 2;
         }
     }
-    if (!config_path) {
+    if (!config_path || partitions < 1 || partitions > 10000 || replication < 1 ||
+        replication > 32) {
         usage();
         return 2;
     }
@@ -241,6 +289,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: ok\n", config_path);
         return 0;
     }
+    if (create_topics) {
+        struct tg_topic_want want[2];
+        size_t n = topics_wanted(&a->cfg, partitions, replication, want);
+
+        return tg_kafka_topics_run_create(a->cfg.kafka_brokers, &a->cfg.kafka_opts, want, n,
+                                          SP_CREATE_TOPICS_TIMEOUT_MS, stdout);
+    }
+    pthread_mutex_init(&a->topics_mu, NULL);
     /* the budget time zone, process-wide, before any thread starts (checked at load) */
     if (tg_period_set_tz(a->cfg.timezone, err, sizeof(err)) != 0) {
         fprintf(stderr, "%s: timezone: %s\n", config_path, err);
@@ -348,6 +404,16 @@ int main(int argc, char **argv)
                 tg_kafka_opts_describe(&a->cfg.kafka_opts, kdesc, sizeof(kdesc)));
     }
 
+    {
+        struct tg_topic_want want[2];
+        size_t n = topics_wanted(&a->cfg, partitions, replication, want);
+
+        a->topics = tg_topics_watch_start(a->cfg.kafka_brokers, &a->cfg.kafka_opts, want, n,
+                                          on_topics, a, err, sizeof(err));
+        if (a->topics == NULL)
+            TG_WARN("msg=\"topic check not started\" reason=\"%s\"", err);
+    }
+
     sp_pipeline_run(a->pipe, &sp_stop);
 
     TG_INFO("msg=\"shutting down\"");
@@ -361,6 +427,7 @@ fail:
     fprintf(stderr, "spend-svc: %s\n", err);
     TG_ERROR("msg=\"start failed\"");
 out:
+    tg_topics_watch_stop(&a->topics);
     sp_consumer_destroy(&a->consumer);
     sp_redis_sink_destroy(&a->redis);
     sp_admin_http_stop(&a->admin);
