@@ -968,6 +968,22 @@ static int count_tokens_local(struct rt_call *c, int *ret)
     return 1;
 }
 
+/* The attempt at c->target ended before anything was sent to the provider: reported to the
+ * router as a failed attempt with http_status, class cls and the text msg (borrowed, only for
+ * the call). Returns the router's step. */
+static enum rt_step report_unsent(struct rt_call *c, int32_t http_status,
+                                  enum rt_error_class cls, const char *msg)
+{
+    struct rt_result res;
+
+    memset(&res, 0, sizeof(res));
+    res.http_status = http_status;
+    res.error_class = cls;
+    res.message = msg;
+    res.message_len = strlen(msg);
+    return rt_router_report(c->env->router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL);
+}
+
 /* The next attempt from the router, started. Returns 1 when the call is answered instead
  * (through *ret), 0 when an attempt is in flight. */
 static int attempt_next(struct rt_call *c, int *ret)
@@ -997,17 +1013,9 @@ static int attempt_next(struct rt_call *c, int *ret)
     if (rc == TG_EAGAIN) {
         /* the deployment has no valid token (creds.h): a failed attempt, at once, like a
          * provider's 503; the router retries elsewhere or falls back */
-        struct rt_result res;
-
-        memset(&res, 0, sizeof(res));
-        res.http_status = 503;
-        res.error_class = RT_ERR_SERVER;
-        res.message = msg;
-        res.message_len = strlen(msg);
         rt_metrics_attempt(e->metrics, c->target.dep->id, RT_ERR_SERVER);
         TG_DEBUG("msg=attempt_no_token call_id=%s deployment=%s", c->call_id, c->target.dep->id);
-        if (rt_router_report(e->router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL) ==
-            RT_STEP_DONE) {
+        if (report_unsent(c, 503, RT_ERR_SERVER, msg) == RT_STEP_DONE) {
             c->have_target = 0;
             *ret = answer_outcome(c);
             return 1;
@@ -1018,14 +1026,7 @@ static int attempt_next(struct rt_call *c, int *ret)
     }
     if (rc == TG_EINVAL) {
         /* this deployment cannot take the request: a final client error */
-        struct rt_result res;
-
-        memset(&res, 0, sizeof(res));
-        res.http_status = 400;
-        res.error_class = RT_ERR_BAD_REQUEST;
-        res.message = msg;
-        res.message_len = strlen(msg);
-        rt_router_report(e->router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL);
+        report_unsent(c, 400, RT_ERR_BAD_REQUEST, msg);
         c->have_target = 0;
         *ret = answer_outcome(c);
         return 1;

@@ -87,6 +87,33 @@ static int given(const json_t *o, const char *name)
     return v != NULL && !json_is_null(v);
 }
 
+/* The start of a translated request, for either direction: checks that req's messages is an
+ * array and that req asks for none of the n_refused members refused names (asks(req, name)
+ * says whether it does; api names the other side in the error), then makes {"model": model}.
+ * Returns new (json_decref), or NULL: with err filled when req is refused, err untouched when
+ * out of memory. */
+static json_t *request_start(const json_t *req, const char *model, const char *const *refused,
+                             size_t n_refused, int (*asks)(const json_t *req, const char *name),
+                             const char *api, char *err, size_t errlen)
+{
+    json_t *out;
+
+    if (!json_is_array(json_object_get(req, "messages"))) {
+        snprintf(err, errlen, "messages: must be an array");
+        return NULL;
+    }
+    for (size_t i = 0; i < n_refused; i++) {
+        if (asks(req, refused[i])) {
+            snprintf(err, errlen, "%s: %s has no equivalent", refused[i], api);
+            return NULL;
+        }
+    }
+    out = json_object();
+    if (out != NULL)
+        json_object_set_new(out, "model", json_string(model));
+    return out;
+}
+
 /* A content array of text parts only; 0, or TG_EINVAL with err naming the first other part
  * (where.content[k]) and what takes text only. */
 static int text_only(const json_t *c, const char *where, const char *what, char *err,
@@ -371,21 +398,13 @@ json_t *rt_translate_messages_to_chat(const json_t *req, const char *model, char
     json_t *m;
     size_t i;
 
-    if (!json_is_array(in_msgs)) {
-        snprintf(err, errlen, "messages: must be an array");
-        return NULL;
-    }
-    for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-        if (given(req, refused[i])) {
-            snprintf(err, errlen, "%s: OpenAI chat has no equivalent", refused[i]);
-            return NULL;
-        }
-    }
-    out = json_object();
-    msgs = json_array();
-    if (out == NULL || msgs == NULL)
+    out = request_start(req, model, refused, sizeof(refused) / sizeof(refused[0]), given,
+                        "OpenAI chat", err, errlen);
+    if (out == NULL)
         goto fail;
-    json_object_set_new(out, "model", json_string(model));
+    msgs = json_array();
+    if (msgs == NULL)
+        goto fail;
     if (system != NULL && !json_is_null(system)) {
         char *text = content_text(system);
 
@@ -463,10 +482,12 @@ static int chat_blocks(const json_t *content, json_t *blocks, char *err, size_t 
     return 0;
 }
 
-/* The OpenAI request members Anthropic cannot express, refused when they ask for something: a
- * member's name and whether its value v asks for anything. */
-static int chat_asks(const char *name, const json_t *v)
+/* The OpenAI request members Anthropic cannot express, refused when they ask for something:
+ * whether req's member name asks for anything. */
+static int chat_asks(const json_t *req, const char *name)
 {
+    const json_t *v = json_object_get(req, name);
+
     if (v == NULL || json_is_null(v) || json_is_false(v))
         return 0;
     if (strcmp(name, "n") == 0)
@@ -711,21 +732,13 @@ json_t *rt_translate_chat_to_messages(const json_t *req, const char *model, char
     char *system = NULL;
     size_t system_len = 0;
 
-    if (!json_is_array(in_msgs)) {
-        snprintf(err, errlen, "messages: must be an array");
-        return NULL;
-    }
-    for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-        if (chat_asks(refused[i], json_object_get(req, refused[i]))) {
-            snprintf(err, errlen, "%s: Anthropic's Messages API has no equivalent", refused[i]);
-            return NULL;
-        }
-    }
-    out = json_object();
-    msgs = json_array();
-    if (out == NULL || msgs == NULL)
+    out = request_start(req, model, refused, sizeof(refused) / sizeof(refused[0]), chat_asks,
+                        "Anthropic's Messages API", err, errlen);
+    if (out == NULL)
         goto fail;
-    json_object_set_new(out, "model", json_string(model));
+    msgs = json_array();
+    if (msgs == NULL)
+        goto fail;
     json_array_foreach(in_msgs, i, m) {
         json_t *role = json_object_get(m, "role");
         const json_t *content = json_object_get(m, "content");

@@ -112,11 +112,27 @@ static enum MHD_Result pg_error(struct MHD_Connection *conn, int rc)
     return respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "query failed", NULL);
 }
 
+/* answer_query: the answer to an admin query that returned rc and wrote its JSON into b: the
+ * pg_error answer when rc < 0, 500 when the JSON did not fit, else 200 with the JSON. Finishes
+ * b (caller storage) on every path. */
+static enum MHD_Result answer_query(struct MHD_Connection *conn, int rc, struct tg_buf *b)
+{
+    enum MHD_Result ret;
+
+    if (rc < 0)
+        ret = pg_error(conn, rc);
+    else if (b->truncated)
+        ret = respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "answer too large", NULL);
+    else
+        ret = respond(conn, MHD_HTTP_OK, "application/json", b->data, b->len);
+    tg_buf_fini(b);
+    return ret;
+}
+
 static enum MHD_Result spend_logs(struct sp_admin_http *h, struct MHD_Connection *conn)
 {
     const char *id = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "call_id");
     struct tg_buf b;
-    enum MHD_Result ret;
     int rc;
 
     if (!id || !tg_uuid_valid(id))
@@ -126,14 +142,7 @@ static enum MHD_Result spend_logs(struct sp_admin_http *h, struct MHD_Connection
     pthread_mutex_lock(&h->pg_mu);
     rc = sp_pg_spend_log_json(h->pg, id, &b);
     pthread_mutex_unlock(&h->pg_mu);
-    if (rc < 0)
-        ret = pg_error(conn, rc);
-    else if (b.truncated)
-        ret = respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "answer too large", NULL);
-    else
-        ret = respond(conn, MHD_HTTP_OK, "application/json", b.data, b.len);
-    tg_buf_fini(&b);
-    return ret;
+    return answer_query(conn, rc, &b);
 }
 
 static enum MHD_Result spend_report(struct sp_admin_http *h, struct MHD_Connection *conn)
@@ -142,7 +151,6 @@ static enum MHD_Result spend_report(struct sp_admin_http *h, struct MHD_Connecti
     const char *from = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "from");
     const char *to = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "to");
     struct tg_buf b;
-    enum MHD_Result ret;
     int rc;
 
     if (!g || (strcmp(g, "key") != 0 && strcmp(g, "team") != 0 && strcmp(g, "model") != 0))
@@ -160,14 +168,7 @@ static enum MHD_Result spend_report(struct sp_admin_http *h, struct MHD_Connecti
     pthread_mutex_lock(&h->pg_mu);
     rc = sp_pg_spend_report_json(h->pg, g, from, to, SP_ADMIN_REPORT_ROWS_MAX, &b);
     pthread_mutex_unlock(&h->pg_mu);
-    if (rc < 0)
-        ret = pg_error(conn, rc);
-    else if (b.truncated)
-        ret = respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "answer too large", NULL);
-    else
-        ret = respond(conn, MHD_HTTP_OK, "application/json", b.data, b.len);
-    tg_buf_fini(&b);
-    return ret;
+    return answer_query(conn, rc, &b);
 }
 
 static enum MHD_Result readiness(struct sp_admin_http *h, struct MHD_Connection *conn)

@@ -576,6 +576,22 @@ static int config_check(const struct sp_alerter_config *c, char *err, size_t err
     return 0;
 }
 
+/* alerter_free: frees al (taken) and what it holds, the thread already joined or never
+ * started; sync_ready: its mutexes and condition variable were initialised. */
+static void alerter_free(struct sp_alerter *al, int sync_ready)
+{
+    if (sync_ready) {
+        pthread_cond_destroy(&al->qcv);
+        pthread_mutex_destroy(&al->dmu);
+        pthread_mutex_destroy(&al->qmu);
+    }
+    sp_alert_det_fini(&al->groups);
+    sp_alert_det_fini(&al->deployments);
+    sp_dedupe_destroy(&al->dedupe);
+    free(al->queue);
+    free(al);
+}
+
 struct sp_alerter *sp_alerter_create(const struct sp_alerter_config *cfg, char *err, size_t errlen)
 {
     struct sp_alerter *al = NULL;
@@ -668,18 +684,8 @@ struct sp_alerter *sp_alerter_create(const struct sp_alerter_config *cfg, char *
 fail:
     if (err != NULL && errlen > 0)
         snprintf(err, errlen, "alerting: %s", why);
-    if (al != NULL) {
-        if (sync_ready) {
-            pthread_cond_destroy(&al->qcv);
-            pthread_mutex_destroy(&al->dmu);
-            pthread_mutex_destroy(&al->qmu);
-        }
-        sp_alert_det_fini(&al->groups);
-        sp_alert_det_fini(&al->deployments);
-        sp_dedupe_destroy(&al->dedupe);
-        free(al->queue);
-        free(al);
-    }
+    if (al != NULL)
+        alerter_free(al, sync_ready);
     return NULL;
 }
 
@@ -702,12 +708,5 @@ void sp_alerter_destroy(struct sp_alerter **alp)
     sp_alerter_get_stats(al, &st);
     TG_INFO("msg=alerter_stopped posts=%" PRIu64 " http_429=%" PRIu64 " retries=%" PRIu64, st.posts,
             st.http_429, st.retries);
-    pthread_cond_destroy(&al->qcv);
-    pthread_mutex_destroy(&al->dmu);
-    pthread_mutex_destroy(&al->qmu);
-    sp_alert_det_fini(&al->groups);
-    sp_alert_det_fini(&al->deployments);
-    sp_dedupe_destroy(&al->dedupe);
-    free(al->queue);
-    free(al);
+    alerter_free(al, 1);
 }

@@ -244,47 +244,59 @@ void sp_pg_rec_uuid_text(const struct rec_field *f, char *out)
     out[o] = '\0';
 }
 
-/* build_trail: the trail as a JSON array into tmp. */
-static int build_trail(struct dstr *tmp, const struct proto_event *ev)
+/* json_list: n items of ev as a JSON array into tmp, item i written by item(tmp, ev, i). Returns
+ * 0 or TG_ENOMEM. */
+static int json_list(struct dstr *tmp, const struct proto_event *ev, uint32_t n,
+                     int (*item)(struct dstr *tmp, const struct proto_event *ev, uint32_t i))
 {
-    uint32_t n = ev->trail_len > PROTO_TRAIL_MAX ? PROTO_TRAIL_MAX : ev->trail_len;
     int rc = 0;
 
     sp_pg_dstr_reset(tmp);
     rc |= sp_pg_dstr_putc(tmp, '[');
     for (uint32_t i = 0; i < n; i++) {
-        const struct proto_attempt *a = &ev->trail[i];
         if (i)
             rc |= sp_pg_dstr_putc(tmp, ',');
-        rc |= sp_pg_dstr_put(tmp, "{\"group\":", 9);
-        rc |= sp_pg_json_str(tmp, a->group);
-        rc |= sp_pg_dstr_put(tmp, ",\"deployment_id\":", 17);
-        rc |= sp_pg_json_str(tmp, a->deployment_id);
-        rc |=
-            sp_pg_dstr_printf(tmp, ",\"http_status\":%" PRId32 ",\"error_class\":", a->http_status);
-        rc |= sp_pg_json_str(tmp, a->error_class);
-        rc |= sp_pg_dstr_printf(tmp, ",\"latency_ms\":%" PRIu32 ",\"message\":", a->latency_ms);
-        rc |= sp_pg_json_str(tmp, a->message);
-        rc |= sp_pg_dstr_putc(tmp, '}');
+        rc |= item(tmp, ev, i);
     }
     rc |= sp_pg_dstr_putc(tmp, ']');
     return rc ? TG_ENOMEM : 0;
 }
 
-static int build_tags(struct dstr *tmp, const struct proto_event *ev)
+/* trail_item: attempt i of the trail as a JSON object (json_list). */
+static int trail_item(struct dstr *tmp, const struct proto_event *ev, uint32_t i)
 {
-    uint32_t n = ev->tags_len > PROTO_TAGS_MAX ? PROTO_TAGS_MAX : ev->tags_len;
+    const struct proto_attempt *a = &ev->trail[i];
     int rc = 0;
 
-    sp_pg_dstr_reset(tmp);
-    rc |= sp_pg_dstr_putc(tmp, '[');
-    for (uint32_t i = 0; i < n; i++) {
-        if (i)
-            rc |= sp_pg_dstr_putc(tmp, ',');
-        rc |= sp_pg_json_str(tmp, ev->tags[i]);
-    }
-    rc |= sp_pg_dstr_putc(tmp, ']');
-    return rc ? TG_ENOMEM : 0;
+    rc |= sp_pg_dstr_put(tmp, "{\"group\":", 9);
+    rc |= sp_pg_json_str(tmp, a->group);
+    rc |= sp_pg_dstr_put(tmp, ",\"deployment_id\":", 17);
+    rc |= sp_pg_json_str(tmp, a->deployment_id);
+    rc |= sp_pg_dstr_printf(tmp, ",\"http_status\":%" PRId32 ",\"error_class\":", a->http_status);
+    rc |= sp_pg_json_str(tmp, a->error_class);
+    rc |= sp_pg_dstr_printf(tmp, ",\"latency_ms\":%" PRIu32 ",\"message\":", a->latency_ms);
+    rc |= sp_pg_json_str(tmp, a->message);
+    rc |= sp_pg_dstr_putc(tmp, '}');
+    return rc;
+}
+
+/* tag_item: tag i as a JSON string (json_list). */
+static int tag_item(struct dstr *tmp, const struct proto_event *ev, uint32_t i)
+{
+    return sp_pg_json_str(tmp, ev->tags[i]);
+}
+
+/* build_trail / build_tags: the trail / the tags as a JSON array into tmp. */
+static int build_trail(struct dstr *tmp, const struct proto_event *ev)
+{
+    return json_list(tmp, ev, ev->trail_len > PROTO_TRAIL_MAX ? PROTO_TRAIL_MAX : ev->trail_len,
+                     trail_item);
+}
+
+static int build_tags(struct dstr *tmp, const struct proto_event *ev)
+{
+    return json_list(tmp, ev, ev->tags_len > PROTO_TAGS_MAX ? PROTO_TAGS_MAX : ev->tags_len,
+                     tag_item);
 }
 
 /* cp_*: append one field of a binary COPY tuple (int32 length, then the value, big-endian). */
@@ -426,6 +438,18 @@ static void result_ranges(const struct sp_pg_batch *b, struct sp_pg_flush_result
     res->nparts = b->npart;
 }
 
+/* result_committed: the rest of res for a committed batch: b's aggregates of the inserted rows,
+ * the offsets it covered, and whether a statement on pg was in doubt (cleared there). */
+static void result_committed(struct sp_pg *pg, const struct sp_pg_batch *b,
+                             struct sp_pg_flush_result *res)
+{
+    res->incr = b->incr;
+    res->nincr = b->nincr;
+    result_ranges(b, res);
+    res->in_doubt = pg->in_doubt;
+    pg->in_doubt = 0;
+}
+
 int sp_pg_batch_flush_start(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic)
 {
     b->nincr = 0;
@@ -452,11 +476,7 @@ int sp_pg_batch_flush_finish(struct sp_pg *pg, struct sp_pg_batch *b, const char
             /* every event went in: the fold computed before sending is the result */
             PQclear(r);
             res->inserted = b->nev;
-            res->incr = b->incr;
-            res->nincr = b->nincr;
-            result_ranges(b, res);
-            res->in_doubt = pg->in_doubt;
-            pg->in_doubt = 0;
+            result_committed(pg, b, res);
             return 0;
         }
         b->nincr = 0;
@@ -490,11 +510,7 @@ int sp_pg_batch_flush_finish(struct sp_pg *pg, struct sp_pg_batch *b, const char
         b->nincr = 0;
         return rc;
     }
-    res->incr = b->incr;
-    res->nincr = b->nincr;
-    result_ranges(b, res);
-    res->in_doubt = pg->in_doubt;
-    pg->in_doubt = 0;
+    result_committed(pg, b, res);
     return 0;
 }
 

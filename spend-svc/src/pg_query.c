@@ -96,36 +96,38 @@ int sp_pg_api_key_delete(struct sp_pg *pg, const char *key_hash)
 }
 
 /* Totals per subject since a time. A period that starts at midnight UTC is summed from
- * spend_daily (cheap); any other start from spend_logs (indexed by subject and ts_end_ms). */
-static const char pg_totals_key_sql[] =
-    "SELECT u.i, coalesce(sum(t.requests), 0)::bigint, coalesce(sum(t.failures), 0)::bigint,"
-    " coalesce(sum(t.prompt_tokens), 0)::bigint, coalesce(sum(t.completion_tokens), 0)::bigint,"
-    " coalesce(sum(t.cost_nusd), 0)::bigint"
-    " FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(subject, since, i)"
-    " LEFT JOIN LATERAL ("
-    "  SELECT d.requests, d.failures, d.prompt_tokens, d.completion_tokens, d.cost_nusd"
-    "  FROM spend_daily d WHERE u.since % 86400000 = 0 AND d.key_hash = u.subject"
-    "  AND d.day >= date '1970-01-01' + (u.since / 86400000)::integer"
-    "  UNION ALL"
-    "  SELECT 1, (s.status >= 400)::integer, s.prompt_tokens, s.completion_tokens, s.cost_nusd"
-    "  FROM spend_logs s WHERE u.since % 86400000 <> 0 AND s.key_hash = u.subject"
-    "  AND s.ts_end_ms >= u.since AND s.kind = 'request') t ON true"
-    " GROUP BY u.i ORDER BY u.i";
+ * spend_daily (cheap); any other start from spend_logs (indexed by subject and ts_end_ms).
+ * One statement for both subjects; col is the column that holds the subject. */
+#define PG_TOTALS_SQL(col)                                                                         \
+    "SELECT u.i, coalesce(sum(t.requests), 0)::bigint, coalesce(sum(t.failures), 0)::bigint,"      \
+    " coalesce(sum(t.prompt_tokens), 0)::bigint, coalesce(sum(t.completion_tokens), 0)::bigint,"   \
+    " coalesce(sum(t.cost_nusd), 0)::bigint"                                                       \
+    " FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(subject, since, i)"               \
+    " LEFT JOIN LATERAL ("                                                                         \
+    "  SELECT d.requests, d.failures, d.prompt_tokens, d.completion_tokens, d.cost_nusd"           \
+    "  FROM spend_daily d WHERE u.since % 86400000 = 0 AND d." col " = u.subject"                  \
+    "  AND d.day >= date '1970-01-01' + (u.since / 86400000)::integer"                             \
+    "  UNION ALL"                                                                                  \
+    "  SELECT 1, (s.status >= 400)::integer, s.prompt_tokens, s.completion_tokens, s.cost_nusd"    \
+    "  FROM spend_logs s WHERE u.since % 86400000 <> 0 AND s." col " = u.subject"                  \
+    "  AND s.ts_end_ms >= u.since AND s.kind = 'request') t ON true"                               \
+    " GROUP BY u.i ORDER BY u.i"
 
-static const char pg_totals_team_sql[] =
-    "SELECT u.i, coalesce(sum(t.requests), 0)::bigint, coalesce(sum(t.failures), 0)::bigint,"
-    " coalesce(sum(t.prompt_tokens), 0)::bigint, coalesce(sum(t.completion_tokens), 0)::bigint,"
-    " coalesce(sum(t.cost_nusd), 0)::bigint"
-    " FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(subject, since, i)"
-    " LEFT JOIN LATERAL ("
-    "  SELECT d.requests, d.failures, d.prompt_tokens, d.completion_tokens, d.cost_nusd"
-    "  FROM spend_daily d WHERE u.since % 86400000 = 0 AND d.team_id = u.subject"
-    "  AND d.day >= date '1970-01-01' + (u.since / 86400000)::integer"
-    "  UNION ALL"
-    "  SELECT 1, (s.status >= 400)::integer, s.prompt_tokens, s.completion_tokens, s.cost_nusd"
-    "  FROM spend_logs s WHERE u.since % 86400000 <> 0 AND s.team_id = u.subject"
-    "  AND s.ts_end_ms >= u.since AND s.kind = 'request') t ON true"
-    " GROUP BY u.i ORDER BY u.i";
+static const char pg_totals_key_sql[] = PG_TOTALS_SQL("key_hash");
+static const char pg_totals_team_sql[] = PG_TOTALS_SQL("team_id");
+
+#undef PG_TOTALS_SQL
+
+/* res_totals: the five columns from col on of a result row (requests, failures, prompt tokens,
+ * completion tokens, cost in nUSD; NULL reads 0) into t. */
+static void res_totals(const PGresult *r, int row, int col, struct sp_pg_totals *t)
+{
+    t->requests = sp_pg_res_i64(r, row, col);
+    t->failures = sp_pg_res_i64(r, row, col + 1);
+    t->prompt_tokens = sp_pg_res_i64(r, row, col + 2);
+    t->completion_tokens = sp_pg_res_i64(r, row, col + 3);
+    t->cost_nusd = sp_pg_res_i64(r, row, col + 4);
+}
 
 int sp_pg_totals_since(struct sp_pg *pg, int by_team, const char *const *subject,
                        const int64_t *since_ms, int n, struct sp_pg_totals *out)
@@ -162,11 +164,7 @@ int sp_pg_totals_since(struct sp_pg *pg, int by_team, const char *const *subject
         int64_t i = sp_pg_res_i64(r, row, 0) - 1;
         if (i < 0 || i >= n)
             continue;
-        out[i].requests = sp_pg_res_i64(r, row, 1);
-        out[i].failures = sp_pg_res_i64(r, row, 2);
-        out[i].prompt_tokens = sp_pg_res_i64(r, row, 3);
-        out[i].completion_tokens = sp_pg_res_i64(r, row, 4);
-        out[i].cost_nusd = sp_pg_res_i64(r, row, 5);
+        res_totals(r, row, 1, &out[i]);
     }
     PQclear(r);
 out:
@@ -247,11 +245,7 @@ int sp_pg_day_totals(struct sp_pg *pg, const char *day, sp_pg_totals_fn fn, void
         return rc;
     for (int row = 0; row < PQntuples(r); row++) {
         struct sp_pg_totals t;
-        t.requests = sp_pg_res_i64(r, row, 2);
-        t.failures = sp_pg_res_i64(r, row, 3);
-        t.prompt_tokens = sp_pg_res_i64(r, row, 4);
-        t.completion_tokens = sp_pg_res_i64(r, row, 5);
-        t.cost_nusd = sp_pg_res_i64(r, row, 6);
+        res_totals(r, row, 2, &t);
         fn(ctx, PQgetvalue(r, row, 0), PQgetvalue(r, row, 1), &t);
     }
     PQclear(r);

@@ -81,48 +81,16 @@ void sp_pg_dstr_reset(struct dstr *d)
         d->p[0] = '\0';
 }
 
-/* sp_pg_arr_str: append s as a quoted array element (text[] literal); invalid UTF-8 bytes
- * become '?' so that one bad byte can never make Postgres refuse a whole batch. */
-int sp_pg_arr_strn(struct dstr *d, const char *s, size_t n)
+/* quote_utf8: append the n bytes at s in double quotes, with a backslash before '"' and '\',
+ * and '?' for each invalid UTF-8 byte (so that one bad byte can never make Postgres refuse a
+ * whole batch). json: a JSON string, control bytes escaped too (\u00XX); otherwise a text[]
+ * element, control bytes kept. Returns 0 or TG_ENOMEM. */
+static int quote_utf8(struct dstr *d, const char *s, size_t n, int json)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
 
-    if (sp_pg_dstr_reserve(d, n * 2 + 3) < 0)
-        return TG_ENOMEM;
-    d->p[d->len++] = '"';
-    while (i < n) {
-        size_t k = tg_utf8_seq(p + i, n - i);
-        if (k == 0) {
-            d->p[d->len++] = '?';
-            i++;
-            continue;
-        }
-        if (p[i] == '"' || p[i] == '\\')
-            d->p[d->len++] = '\\';
-        memcpy(d->p + d->len, p + i, k);
-        d->len += k;
-        i += k;
-    }
-    d->p[d->len++] = '"';
-    d->p[d->len] = '\0';
-    return 0;
-}
-
-int sp_pg_arr_str(struct dstr *d, const char *s)
-{
-    return sp_pg_arr_strn(d, s, strlen(s));
-}
-
-/* sp_pg_json_str: append s as a JSON string (quotes, backslashes, control bytes escaped; invalid
- * UTF-8 replaced by '?'). */
-int sp_pg_json_str(struct dstr *d, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t n = strlen(s);
-    size_t i = 0;
-
-    if (sp_pg_dstr_reserve(d, n * 6 + 3) < 0)
+    if (sp_pg_dstr_reserve(d, n * (json ? 6 : 2) + 3) < 0)
         return TG_ENOMEM;
     d->p[d->len++] = '"';
     while (i < n) {
@@ -135,7 +103,7 @@ int sp_pg_json_str(struct dstr *d, const char *s)
         if (p[i] == '"' || p[i] == '\\') {
             d->p[d->len++] = '\\';
             d->p[d->len++] = (char)p[i];
-        } else if (p[i] < 0x20) {
+        } else if (json && p[i] < 0x20) {
             d->len += (size_t)snprintf(d->p + d->len, 7, "\\u%04x", p[i]);
         } else {
             memcpy(d->p + d->len, p + i, k);
@@ -146,6 +114,23 @@ int sp_pg_json_str(struct dstr *d, const char *s)
     d->p[d->len++] = '"';
     d->p[d->len] = '\0';
     return 0;
+}
+
+/* sp_pg_arr_str: append s as a quoted array element (text[] literal), as quote_utf8. */
+int sp_pg_arr_strn(struct dstr *d, const char *s, size_t n)
+{
+    return quote_utf8(d, s, n, 0);
+}
+
+int sp_pg_arr_str(struct dstr *d, const char *s)
+{
+    return sp_pg_arr_strn(d, s, strlen(s));
+}
+
+/* sp_pg_json_str: append s as a JSON string, as quote_utf8. */
+int sp_pg_json_str(struct dstr *d, const char *s)
+{
+    return quote_utf8(d, s, strlen(s), 1);
 }
 
 int sp_pg_col_sep(struct dstr *d, int first)
