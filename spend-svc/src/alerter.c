@@ -59,16 +59,36 @@ static void q_remove(struct sp_alerter *al, size_t k)
     al->qlen--;
 }
 
-/* Drop the oldest alert to make room (counted). */
+/* Make room (counted): drop the oldest alert of the type with the most alerts queued (the
+ * oldest of all when there is a tie with the head's type), so that a flood of one type (a
+ * failing deployment per request) never pushes out the one alert of another (spend tracking
+ * degraded, a budget). */
 static void q_drop_oldest(struct sp_alerter *al)
 {
-    struct alert_item *old = q_at(al, 0);
+    size_t per_type[SP_ALERT_TYPE_COUNT] = {0};
+    size_t victim = 0;
+    int most;
 
-    count(al, (int)old->alert.type, SP_ALERT_DROPPED);
+    for (size_t k = 0; k < al->qlen; k++) {
+        int t = (int)q_at(al, k)->alert.type;
+
+        if (t >= 0 && t < SP_ALERT_TYPE_COUNT)
+            per_type[t]++;
+    }
+    most = (int)q_at(al, 0)->alert.type;
+    for (int t = 0; t < SP_ALERT_TYPE_COUNT; t++)
+        if (most < 0 || most >= SP_ALERT_TYPE_COUNT || per_type[t] > per_type[most])
+            most = t;
+    for (size_t k = 0; k < al->qlen; k++) {
+        if ((int)q_at(al, k)->alert.type == most) {
+            victim = k;
+            break;
+        }
+    }
+    count(al, most, SP_ALERT_DROPPED);
     TG_WARN_RL("msg=alert_dropped reason=queue_full type=%s capacity=%zu",
-               sp_alert_type_name((int)old->alert.type), al->qcap);
-    al->qhead = (al->qhead + 1) % al->qcap;
-    al->qlen--;
+               sp_alert_type_name(most), al->qcap);
+    q_remove(al, victim);
 }
 
 static void q_push_back(struct sp_alerter *al, const struct alert_item *it)
@@ -79,16 +99,11 @@ static void q_push_back(struct sp_alerter *al, const struct alert_item *it)
     al->qlen++;
 }
 
-/* Put an alert back at the head for another try. A full queue means it is the oldest: it is
- * the one dropped. */
+/* Put an alert back at the head for another try; a full queue makes room as for a new one. */
 static void q_push_front(struct sp_alerter *al, const struct alert_item *it)
 {
-    if (al->qlen == al->qcap) {
-        count(al, (int)it->alert.type, SP_ALERT_DROPPED);
-        TG_WARN_RL("msg=alert_dropped reason=queue_full type=%s capacity=%zu",
-                   sp_alert_type_name((int)it->alert.type), al->qcap);
-        return;
-    }
+    if (al->qlen == al->qcap)
+        q_drop_oldest(al);
     al->qhead = (al->qhead + al->qcap - 1) % al->qcap;
     al->queue[al->qhead] = *it;
     al->qlen++;

@@ -11,7 +11,8 @@
  * Flow: callers (consumer loop, sinks, budgets) call sp_alerter_raise() or one of the detector
  * helpers below. raise() never blocks on I/O and never fails the caller: it applies the type
  * filter and the (type, subject) de-duplication window, then copies the alert into a bounded
- * queue (drop-oldest when full, counted). The sender thread takes alerts from the queue in
+ * queue (when full: the oldest alert of the type with the most queued is dropped, counted, so a
+ * flood of one type never pushes out another's alert). The sender thread takes alerts in
  * order, waits for the token bucket of the alert's webhook (rate_per_second, burst), builds
  * the payload and POSTs it with a fresh libcurl easy handle (connect timeout 2 s, total 5 s).
  * 429 blocks that webhook until Retry-After has passed; 5xx and transport errors back off
@@ -37,7 +38,7 @@
  * Metrics: tollgate_spend_alerts_total{type,outcome}, outcome one of
  *   raised      sp_alerter_raise() (or a detector) produced an alert of an enabled type
  *   suppressed  de-duplicated: same (type, subject) inside dedupe_window_s
- *   dropped     pushed out of the full queue (drop-oldest) or discarded at shutdown
+ *   dropped     pushed out of the full queue (see above) or discarded at shutdown
  *   sent        webhook answered 2xx
  *   failed      given up: max_tries reached or a non-retryable answer
  * so raised = suppressed + dropped + sent + failed + (queued or in flight). */
@@ -155,8 +156,8 @@ void sp_alerter_destroy(struct sp_alerter **al);
 
 /* sp_alerter_raise: queue a copy of *alert. Never blocks on I/O (a short mutex only), never
  * fails the caller. Returns 0 when queued, 1 when not queued by design (type disabled or no
- * webhook for it, or suppressed as a duplicate); a full queue drops its oldest alert to make
- * room (counted). alert is borrowed. Any thread. */
+ * webhook for it, or suppressed as a duplicate); a full queue drops the oldest alert of its
+ * most numerous type to make room (counted). alert is borrowed. Any thread. */
 int sp_alerter_raise(struct sp_alerter *al, const struct sp_alert *alert);
 
 /* sp_alerter_observe_event: feed one decoded event to the windowed detectors. Reads only typed

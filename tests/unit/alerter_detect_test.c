@@ -399,6 +399,41 @@ static void small_queue(struct sp_alerter_config *c)
     c->queue_capacity = 4;
 }
 
+/* A flood of one type never pushes another type's alert out of the full queue: the oldest of
+ * the most numerous type goes (the alert-per-request outage of the incident). */
+static void test_queue_full_drops_the_flooding_type(void **state)
+{
+    struct sp_alerter *al = make(small_queue);
+    struct sp_alerter_stats st;
+    struct sp_alert a;
+
+    (void)state;
+    /* the sender takes its burst (3) and then waits about a second for a token: the degraded
+     * alert raised after these stays queued while the flood comes */
+    for (int i = 0; i < 8; i++) {
+        char subject[64];
+
+        snprintf(subject, sizeof(subject), "deployment e%d failing", i);
+        sp_alert_init(&a, SP_ALERT_DEPLOYMENT_FAILURES, SP_ALERT_WARNING, subject, "x");
+        sp_alerter_raise(al, &a);
+    }
+    sp_alert_init(&a, SP_ALERT_SPEND_TRACKING_DEGRADED, SP_ALERT_CRITICAL, "redis unreachable",
+                  "x");
+    assert_int_equal(sp_alerter_raise(al, &a), 0);
+    for (int i = 0; i < 200; i++) {
+        char subject[64];
+
+        snprintf(subject, sizeof(subject), "deployment d%d failing", i);
+        sp_alert_init(&a, SP_ALERT_DEPLOYMENT_FAILURES, SP_ALERT_WARNING, subject, "x");
+        sp_alerter_raise(al, &a);
+    }
+    sp_alerter_get_stats(al, &st);
+    assert_true(st.queue_depth <= 4);
+    assert_int_equal(st.alerts[SP_ALERT_SPEND_TRACKING_DEGRADED][SP_ALERT_DROPPED], 0);
+    assert_true(st.alerts[SP_ALERT_DEPLOYMENT_FAILURES][SP_ALERT_DROPPED] >= 208 - 4 - 5);
+    sp_alerter_destroy(&al);
+}
+
 /* raise() never blocks and never fails: a full queue drops its oldest, counted. */
 static void test_queue_drop_oldest(void **state)
 {
@@ -509,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_detector_capacity),
         cmocka_unit_test(test_queue_drop_oldest),
+        cmocka_unit_test(test_queue_full_drops_the_flooding_type),
         cmocka_unit_test(test_disabled_types),
         cmocka_unit_test(test_daily_report),
         cmocka_unit_test(test_null_handles),
