@@ -114,6 +114,19 @@ const char *tg_yaml_key(struct tg_yaml *y, const yaml_node_pair_t *pair, const c
     return (const char *)k->data.scalar.value;
 }
 
+const char *tg_yaml_pair(struct tg_yaml *y, const yaml_node_pair_t *pair, const char *path,
+                         char p[TG_YAML_PATH_MAX], yaml_node_t **v)
+{
+    const char *k = tg_yaml_key(y, pair, path);
+
+    if (k == NULL)
+        return NULL;
+    tg_yaml_path(p, path, k);
+    if (v != NULL)
+        *v = tg_yaml_node(y, pair->value);
+    return k;
+}
+
 size_t tg_yaml_seq_len(const yaml_node_t *n)
 {
     return (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);

@@ -83,6 +83,12 @@ int tg_yaml_expect(struct tg_yaml *y, const yaml_node_t *n, const char *path, ya
 /* tg_yaml_key: the key text of a pair, or NULL (after an error) when it is not a scalar. */
 const char *tg_yaml_key(struct tg_yaml *y, const yaml_node_pair_t *pair, const char *path);
 
+/* tg_yaml_pair: one pair of the mapping at path, as a loader walks it: returns the key text
+ * (NULL after an error: a key that is not a scalar), its dotted path into p and, when v is not
+ * NULL, the value node into *v. */
+const char *tg_yaml_pair(struct tg_yaml *y, const yaml_node_pair_t *pair, const char *path,
+                         char p[TG_YAML_PATH_MAX], yaml_node_t **v);
+
 size_t tg_yaml_seq_len(const yaml_node_t *n);
 
 /* Getters: 0, or TG_ECONFIG after an error naming path. */

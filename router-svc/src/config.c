@@ -191,12 +191,11 @@ static int parse_fallback_rules(struct ld *ld, yaml_node_t *n, const char *path,
             return TG_ECONFIG;
         TG_YAML_FOR_PAIRS(e, pair)
         {
-            const char *k = tg_yaml_key(&ld->y, pair, p);
+            const char *k = tg_yaml_pair(&ld->y, pair, p, q, NULL);
             struct rt_fallback_rule *r;
 
             if (k == NULL)
                 return TG_ECONFIG;
-            tg_yaml_path(q, p, k);
             if (*n_out >= cap)
                 return tg_yaml_fail(&ld->y, e, path, "too many fallback rules (max %u)", cap);
             r = &rules[*n_out];
@@ -231,13 +230,12 @@ static int parse_aliases(struct ld *ld, yaml_node_t *n, const char *path, struct
         return TG_ECONFIG;
     TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = tg_yaml_key(&ld->y, pair, path);
-        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
+        yaml_node_t *v;
+        const char *k = tg_yaml_pair(&ld->y, pair, path, p, &v);
         struct rt_alias_rule *a;
 
         if (k == NULL)
             return TG_ECONFIG;
-        tg_yaml_path(p, path, k);
         if (*n_out >= cap)
             return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
                                 "too many aliases (max %u)", cap);
@@ -252,11 +250,10 @@ static int parse_aliases(struct ld *ld, yaml_node_t *n, const char *path, struct
 
             TG_YAML_FOR_PAIRS(v, ap)
             {
-                const char *ak = tg_yaml_key(&ld->y, ap, p);
+                const char *ak = tg_yaml_pair(&ld->y, ap, p, q, NULL);
 
                 if (ak == NULL)
                     return TG_ECONFIG;
-                tg_yaml_path(q, p, ak);
                 if (strcmp(ak, "model") == 0) {
                     if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, ap->value), q, a->group,
                                              sizeof(a->group)) != 0)
@@ -349,13 +346,12 @@ static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *sect
         return TG_ECONFIG;
     TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = tg_yaml_key(&ld->y, pair, section);
-        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
+        yaml_node_t *v;
+        const char *k = tg_yaml_pair(&ld->y, pair, section, p, &v);
         int rc = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        tg_yaml_path(p, section, k);
         if (strcmp(k, litellm ? "request_timeout" : "timeout") == 0) {
             continue;
         } else if (litellm && strcmp(k, "num_retries") != 0 && strcmp(k, "allowed_fails") != 0 &&
@@ -454,11 +450,10 @@ static int parse_general_settings(struct ld *ld, yaml_node_t *n)
         return TG_ECONFIG;
     TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = tg_yaml_key(&ld->y, pair, "general_settings");
+        const char *k = tg_yaml_pair(&ld->y, pair, "general_settings", p, NULL);
 
         if (k == NULL)
             return TG_ECONFIG;
-        tg_yaml_path(p, "general_settings", k);
         if (strcmp(k, "master_key") == 0) {
             yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
 
@@ -495,13 +490,12 @@ static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *pat
         return TG_ECONFIG;
     TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = tg_yaml_key(&ld->y, pair, path);
+        const char *k = tg_yaml_pair(&ld->y, pair, path, p, NULL);
         struct rt_key_model_limit *l = NULL;
         int64_t v = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        tg_yaml_path(p, path, k);
         if (!model_name_known(ld, k))
             return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
                                 "unknown model group \"%s\"", k);
@@ -544,12 +538,11 @@ static int parse_key_metadata(struct ld *ld, yaml_node_t *n, const char *path,
      * (they never enter events or logs) and are not an error. */
     TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = tg_yaml_key(&ld->y, pair, path);
-        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
+        yaml_node_t *v;
+        const char *k = tg_yaml_pair(&ld->y, pair, path, p, &v);
 
         if (k == NULL)
             return TG_ECONFIG;
-        tg_yaml_path(p, path, k);
         if (strcmp(k, "disable_fallbacks") == 0) {
             if (!tg_yaml_is_null(v) && tg_yaml_bool(&ld->y, v, p, &ks->disable_fallbacks) != 0)
                 return TG_ECONFIG;
@@ -584,12 +577,11 @@ static int parse_key_router_settings(struct ld *ld, yaml_node_t *n, const char *
         return TG_ECONFIG;
     TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = tg_yaml_key(&ld->y, pair, path);
-        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
+        yaml_node_t *v;
+        const char *k = tg_yaml_pair(&ld->y, pair, path, p, &v);
 
         if (k == NULL)
             return TG_ECONFIG;
-        tg_yaml_path(p, path, k);
         if (strcmp(k, "fallbacks") == 0) {
             if (tg_yaml_is_null(v))
                 continue; /* null: the global list applies */
@@ -633,13 +625,12 @@ static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_
     ks->num_retries = -1;
     TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = tg_yaml_key(&ld->y, pair, path);
-        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
+        yaml_node_t *v;
+        const char *k = tg_yaml_pair(&ld->y, pair, path, p, &v);
         int rc = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        tg_yaml_path(p, path, k);
         if (strcmp(k, "key") == 0) {
             const char *s = NULL;
 
@@ -789,13 +780,12 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
         return TG_ECONFIG;
     TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = tg_yaml_key(&ld->y, pair, "tollgate");
-        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
+        yaml_node_t *v;
+        const char *k = tg_yaml_pair(&ld->y, pair, "tollgate", p, &v);
         int rc = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        tg_yaml_path(p, "tollgate", k);
         if (strcmp(k, "listen") == 0) {
             uint64_t port = 0;
 
@@ -836,12 +826,11 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                 return TG_ECONFIG;
             TG_YAML_FOR_PAIRS(v, sp)
             {
-                const char *sk = tg_yaml_key(&ld->y, sp, p);
-                yaml_node_t *sv = tg_yaml_node(&ld->y, sp->value);
+                yaml_node_t *sv;
+                const char *sk = tg_yaml_pair(&ld->y, sp, p, q, &sv);
 
                 if (sk == NULL)
                     return TG_ECONFIG;
-                tg_yaml_path(q, p, sk);
                 if (strcmp(k, "kafka") == 0 && tg_kafka_opts_is_key(sk)) {
                     continue; /* tg_kafka_opts_parse, below */
                 } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "brokers") == 0) {

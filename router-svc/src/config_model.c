@@ -390,13 +390,12 @@ static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
         return TG_ECONFIG;
     TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = tg_yaml_key(&ld->y, pair, path);
-        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
+        yaml_node_t *v;
+        const char *k = tg_yaml_pair(&ld->y, pair, path, p, &v);
         int rc = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        tg_yaml_path(p, path, k);
         if (strcmp(k, "model") == 0) {
             rc = parse_provider_model(ld, v, p, d);
             model = v;
@@ -465,13 +464,12 @@ static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, siz
     d->line = (uint32_t)n->start_mark.line + 1;
     TG_YAML_FOR_PAIRS(n, pair)
     {
-        const char *k = tg_yaml_key(&ld->y, pair, path);
-        yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
+        yaml_node_t *v;
+        const char *k = tg_yaml_pair(&ld->y, pair, path, p, &v);
         int rc = 0;
 
         if (k == NULL)
             return TG_ECONFIG;
-        tg_yaml_path(p, path, k);
         if (strcmp(k, "model_name") == 0) {
             rc = tg_yaml_str_nonempty(&ld->y, v, p, d->group, sizeof(d->group));
             have_name = 1;
@@ -490,11 +488,10 @@ static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, siz
             TG_YAML_FOR_PAIRS(v, ip)
             {
                 char q[TG_YAML_PATH_MAX];
-                const char *ik = tg_yaml_key(&ld->y, ip, p);
+                const char *ik = tg_yaml_pair(&ld->y, ip, p, q, NULL);
 
                 if (ik == NULL)
                     return TG_ECONFIG;
-                tg_yaml_path(q, p, ik);
                 if (strcmp(ik, "id") == 0) {
                     if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, ip->value), q, d->id,
                                              sizeof(d->id)))
