@@ -15,6 +15,10 @@
 #                                    nodes (default 3); TOPICS = "name:partitions,..." (default
 #                                    the two tollgate topics) -> TG_KAFKA_BROKERS,
 #                                    TG_KAFKA_KIND=apache. With TG_KAFKA=devkafka: devkafka.
+#                                    TG_KAFKA_SASL_SSL=1 (default 0) adds a SASL_SSL listener
+#                                    (SCRAM-SHA-512 and PLAIN, certificates made here by openssl)
+#                                    to every node -> TG_KAFKA_SASL_BROKERS TG_KAFKA_CA
+#                                    TG_KAFKA_SASL_USER TG_KAFKA_SASL_PASSWORD (see below)
 #   tg_devkafka_start [BROKERS] [TOPICS]  devkafka (librdkafka's mock cluster, default 1 broker)
 #                                    -> TG_KAFKA_BROKERS TG_KAFKA_CTL, TG_KAFKA_KIND=devkafka
 #   tg_kafka_topic NAME PARTITIONS   create a topic on whichever of the two runs
@@ -31,8 +35,9 @@
 # Ports are picked at random in 20000-31999, checked free with `ss` and reserved under
 # /tmp/tollgate-ports (so concurrent users do not collide); fixed ports can be requested with
 # TG_FIXED_REDIS_PORT, TG_FIXED_PG_PORT, TG_FIXED_KAFKA_PORTS (comma list, one per broker),
-# TG_FIXED_KAFKA_CONTROLLER_PORTS (Apache Kafka, one per node), TG_FIXED_KAFKA_CTL_PORT
-# (devkafka), TG_FIXED_FAKELLM_PORT. Binaries: TG_BUILD_DIR (default build/local) or
+# TG_FIXED_KAFKA_CONTROLLER_PORTS (Apache Kafka, one per node), TG_FIXED_KAFKA_SASL_PORTS
+# (Apache Kafka with TG_KAFKA_SASL_SSL=1, one per node), TG_FIXED_KAFKA_CTL_PORT (devkafka),
+# TG_FIXED_FAKELLM_PORT. Binaries: TG_BUILD_DIR (default build/local) or
 # TG_DEVKAFKA_BIN / TG_FAKE_LLM_BIN / TG_KAFKA_ADMIN_BIN; Kafka's jars: TG_KAFKA_HOME (default
 # build/kafka, filled by Maven from tests/lib/kafka/pom.xml on first use). Every start waits for
 # readiness for at most TG_START_TIMEOUT_S (default 60) seconds (a whole Kafka cluster:
@@ -455,6 +460,70 @@ TG_KAFKA_START_TIMEOUT_S=${TG_KAFKA_START_TIMEOUT_S:-120}
 # under test. Override with TG_KAFKA_JAVA_OPTS.
 TG_KAFKA_JAVA_OPTS=${TG_KAFKA_JAVA_OPTS:--Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:MaxDirectMemorySize=128m -XX:+ExitOnOutOfMemoryError -XX:-UsePerfData -Djava.awt.headless=true}
 
+# SASL_SSL (TG_KAFKA_SASL_SSL=1 before tg_kafka_start; default 0, the cluster as before): every
+# node gets a third listener, SASL_SSL://127.0.0.1:PORT (ports picked like the others, or
+# TG_FIXED_KAFKA_SASL_PORTS), with TLS from a PEM keystore and two SASL mechanisms for one user:
+# SCRAM-SHA-512 (the credential is written into the metadata when the storage is formatted,
+# kafka-storage format --add-scram) and PLAIN (the listener's JAAS user_NAME entry). The broker
+# and controller listeners stay PLAINTEXT on loopback (inter-broker and controller traffic,
+# kafka_admin, TG_KAFKA_BROKERS). openssl makes a test CA and one server certificate (SAN
+# IP:127.0.0.1 and DNS:localhost: every node listens on 127.0.0.1) at each start, under
+# TG_STATE_DIR/kafka-tls. The start then checks each SASL_SSL listener with openssl s_client
+# (certificate verified against the CA for 127.0.0.1) and a metadata request through them as
+# that user (PLAIN).
+# Why PLAIN too: librdkafka before 2.6.1 (Debian 12 has 2.0.2) repeats the client nonce in its
+# SCRAM client-final-message, which Kafka 4 brokers refuse as invalid credentials whatever the
+# password (librdkafka#4895): with such a librdkafka only PLAIN authenticates here. Exports:
+#   TG_KAFKA_SASL_BROKERS   the SASL_SSL bootstrap list (127.0.0.1:PORT,...)
+#   TG_KAFKA_CA             the CA certificate (PEM) that signed the brokers' certificate
+#   TG_KAFKA_SASL_USER      TG_KAFKA_SASL_USER when set before, else "tollgate"
+#   TG_KAFKA_SASL_PASSWORD  TG_KAFKA_SASL_PASSWORD when set before, else random (hex)
+#   TG_KAFKA_SASL_CONFIG    librdkafka properties for that user with PLAIN (kafka_admin -c FILE;
+#                           mode 600)
+# User and password: letters, digits, '.', '_', '-' (they go into --add-scram's [name=,password=]
+# and the JAAS entry).
+
+# _tg_kafka_tls_make DIR: into DIR (mode 700) a test CA (ca.pem, ca.key) and the brokers'
+# certificate signed by it, as the PEM keystore Kafka reads (server-keystore.pem: the private key
+# as encrypted PKCS#8, then the certificate and the CA) and its key password (key.password).
+# Kafka's file-based PEM keystore needs an encrypted key and ssl.key.password, and decrypts it
+# with the JRE's SecretKeyFactory, which (Java 17) has no PBES2: the key is PKCS#5 v1.5
+# PBE-SHA1-3DES (a throwaway test key).
+_tg_kafka_tls_make() {
+    local dir=$1
+    rm -rf "$dir" && mkdir -p "$dir" && chmod 700 "$dir" || return 1
+    head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/key.password" || return 1
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+        "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+        "extendedKeyUsage=serverAuth" >"$dir/server.ext"
+    if ! (
+        cd "$dir" &&
+            openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 \
+                -subj "/CN=tollgate test Kafka CA" \
+                -addext "basicConstraints=critical,CA:TRUE" \
+                -addext "keyUsage=critical,keyCertSign,cRLSign" &&
+            openssl req -new -newkey rsa:2048 -nodes -keyout server.key -out server.csr \
+                -subj "/CN=127.0.0.1" &&
+            openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+                -days 2 -extfile server.ext -out server.pem &&
+            openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES -in server.key -passout file:key.password \
+                -out server.key.p8 &&
+            cat server.key.p8 server.pem ca.pem >server-keystore.pem &&
+            rm -f server.key server.csr
+    ) >"$dir/openssl.log" 2>&1; then
+        _tg_log "kafka: making the test certificates failed"
+        _tg_log_tail "$dir/openssl.log"
+        return 1
+    fi
+}
+
+# _tg_kafka_tls_check PORT: the SASL_SSL listener on PORT completes a TLS handshake whose
+# certificate chain verifies against TG_KAFKA_CA for IP 127.0.0.1.
+_tg_kafka_tls_check() {
+    timeout 10 openssl s_client -connect "127.0.0.1:$1" -CAfile "$TG_KAFKA_CA" \
+        -verify_ip 127.0.0.1 -verify_return_error -brief </dev/null >/dev/null 2>&1
+}
+
 # tg_kafka_fetch: the broker's jars in TG_KAFKA_HOME/lib, fetched with Maven when absent or when
 # the pom changed. Several shells may call it at once (flock).
 tg_kafka_fetch() {
@@ -539,16 +608,31 @@ _tg_kafka_stop_nodes() {
 # TG_STATE_DIR/kafka/nodeI. TOPICS: "name:partitions,..." (default the tollgate topics), each
 # with replication min(3, NODES) and min.insync.replicas min(2, NODES); tollgate.control.v1 is
 # compacted. Exports TG_KAFKA_BROKERS, TG_KAFKA_KIND=apache; unsets TG_KAFKA_CTL (no fault
-# channel on a real cluster).
+# channel on a real cluster). TG_KAFKA_SASL_SSL=1: also the SASL_SSL listener (see above).
 tg_kafka_start() {
     if [ "${TG_KAFKA:-apache}" = devkafka ]; then
+        if [ "${TG_KAFKA_SASL_SSL:-0}" != 0 ]; then
+            _tg_log "TG_KAFKA_SASL_SSL needs Apache Kafka (devkafka speaks no SASL)"
+            return 1
+        fi
         tg_devkafka_start "$@"
         return
     fi
     local n=${1:-3} topics=${2:-tollgate.events.v1:6,tollgate.control.v1:1}
-    local dir attempt i p t bports cports voters cid rf misr started fails
-    local -a bp cp fpids
+    local dir attempt i p t bports cports sports voters cid rf misr started fails
+    local sasl=${TG_KAFKA_SASL_SSL:-0} tls lst adv map
+    local user=${TG_KAFKA_SASL_USER:-tollgate} pw=${TG_KAFKA_SASL_PASSWORD:-}
+    local -a bp cp sp fpids scram
     _tg_need_init || return 1
+    unset TG_KAFKA_SASL_BROKERS TG_KAFKA_CA TG_KAFKA_SASL_USER TG_KAFKA_SASL_PASSWORD \
+        TG_KAFKA_SASL_CONFIG
+    case "$sasl" in
+    0 | 1) ;;
+    *)
+        _tg_log "TG_KAFKA_SASL_SSL must be 0 or 1, not '$sasl'"
+        return 1
+        ;;
+    esac
     if [ ! -x "${TG_KAFKA_ADMIN_BIN:-$TG_BUILD_DIR/tests/tools/kafka_admin}" ]; then
         _tg_log "kafka_admin not built in $TG_BUILD_DIR (build the kafka_admin target)"
         return 1
@@ -558,6 +642,18 @@ tg_kafka_start() {
     misr=$((rf < 2 ? rf : 2))
     dir=$TG_STATE_DIR/kafka
     started=$(_tg_now_ms)
+    scram=()
+    if [ "$sasl" = 1 ]; then
+        tls=$TG_STATE_DIR/kafka-tls
+        [ -n "$pw" ] || pw=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+        if ! [[ "$user" =~ ^[A-Za-z0-9._-]+$ && "$pw" =~ ^[A-Za-z0-9._-]+$ ]]; then
+            _tg_log "kafka: TG_KAFKA_SASL_USER and TG_KAFKA_SASL_PASSWORD:" \
+                "letters, digits, . _ - only"
+            return 1
+        fi
+        _tg_kafka_tls_make "$tls" || return 1
+        scram=(--add-scram "SCRAM-SHA-512=[name=$user,password=$pw]")
+    fi
     for ((attempt = 1; attempt <= 3; attempt++)); do
         rm -rf "$dir" && mkdir -p "$dir" || return 1
         if [ -n "${TG_FIXED_KAFKA_PORTS:-}" ]; then
@@ -584,15 +680,33 @@ tg_kafka_start() {
                 cp+=("$p")
             done
         fi
+        sp=()
+        if [ "$sasl" = 1 ] && [ -n "${TG_FIXED_KAFKA_SASL_PORTS:-}" ]; then
+            IFS=, read -r -a sp <<<"$TG_FIXED_KAFKA_SASL_PORTS"
+            for p in "${sp[@]}"; do
+                _tg_port_fixed "$p" >/dev/null || return 1
+            done
+        elif [ "$sasl" = 1 ]; then
+            for ((i = 0; i < n; i++)); do
+                p=$(tg_port_pick) || return 1
+                sp+=("$p")
+            done
+        fi
         if [ "${#bp[@]}" -ne "$n" ] || [ "${#cp[@]}" -ne "$n" ]; then
             _tg_log "kafka: $n nodes need $n broker and $n controller ports"
             return 1
         fi
+        if [ "$sasl" = 1 ] && [ "${#sp[@]}" -ne "$n" ]; then
+            _tg_log "kafka: $n nodes need $n SASL_SSL ports"
+            return 1
+        fi
         voters=
         bports=
+        sports=
         for ((i = 1; i <= n; i++)); do
             voters=${voters:+$voters,}$i@127.0.0.1:${cp[i - 1]}
             bports=${bports:+$bports,}127.0.0.1:${bp[i - 1]}
+            [ "$sasl" = 1 ] && sports=${sports:+$sports,}127.0.0.1:${sp[i - 1]}
         done
         cports=$(IFS=,; echo "${cp[*]}")
         # A cluster id is 16 random bytes in URL-safe base64 without padding; never one that
@@ -601,16 +715,24 @@ tg_kafka_start() {
         cid=A${cid#?}
         for ((i = 1; i <= n; i++)); do
             mkdir -p "$dir/node$i/data" || return 1
+            lst=PLAINTEXT://127.0.0.1:${bp[i - 1]},CONTROLLER://127.0.0.1:${cp[i - 1]}
+            adv=PLAINTEXT://127.0.0.1:${bp[i - 1]}
+            map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+            if [ "$sasl" = 1 ]; then
+                lst=$lst,SASL_SSL://127.0.0.1:${sp[i - 1]}
+                adv=$adv,SASL_SSL://127.0.0.1:${sp[i - 1]}
+                map=$map,SASL_SSL:SASL_SSL
+            fi
             cat >"$dir/node$i/server.properties" <<EOF
 # written by tests/lib/services.sh: node $i of a $n-node test cluster on loopback
 process.roles=broker,controller
 node.id=$i
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:${bp[i - 1]},CONTROLLER://127.0.0.1:${cp[i - 1]}
-advertised.listeners=PLAINTEXT://127.0.0.1:${bp[i - 1]}
+listeners=$lst
+advertised.listeners=$adv
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$map
 log.dirs=$dir/node$i/data
 auto.create.topics.enable=false
 num.partitions=1
@@ -633,6 +755,21 @@ log.cleaner.threads=1
 log.cleaner.dedupe.buffer.size=8388608
 log.segment.bytes=16777216
 EOF
+            if [ "$sasl" = 1 ]; then
+                cat >>"$dir/node$i/server.properties" <<EOF
+# the SASL_SSL listener: SCRAM-SHA-512 (users in the metadata, added at format time) and PLAIN
+# (the user below) over TLS with the test CA's certificate; clients show no certificate
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$user="$pw";
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$tls/server-keystore.pem
+listener.name.sasl_ssl.ssl.key.password=$(cat "$tls/key.password")
+listener.name.sasl_ssl.ssl.truststore.type=PEM
+listener.name.sasl_ssl.ssl.truststore.location=$tls/ca.pem
+listener.name.sasl_ssl.ssl.client.auth=none
+EOF
+            fi
         done
         # Format every node's storage (kafka-storage format), in parallel: a JVM start each.
         fpids=()
@@ -640,7 +777,7 @@ EOF
             java -Xshare:auto -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData \
                 "-Dlog4j2.configurationFile=$TG_SOURCE_DIR/tests/lib/kafka/log4j2.properties" \
                 -cp "$TG_KAFKA_HOME/lib/*" kafka.tools.StorageTool format \
-                --config "$dir/node$i/server.properties" "--cluster-id=$cid" \
+                --config "$dir/node$i/server.properties" "--cluster-id=$cid" "${scram[@]}" \
                 >"$dir/node$i/format.log" 2>&1 </dev/null &
             fpids+=($!)
         done
@@ -673,6 +810,31 @@ EOF
         return 1
     done
     [ "${#_TG_KAFKA_PIDS[@]}" -eq "$n" ] || return 1
+    if [ "$sasl" = 1 ]; then
+        TG_KAFKA_CA=$tls/ca.pem
+        TG_KAFKA_SASL_CONFIG=$tls/client.properties
+        (umask 077 && printf '%s\n' security.protocol=SASL_SSL sasl.mechanisms=PLAIN \
+            "sasl.username=$user" "sasl.password=$pw" "ssl.ca.location=$TG_KAFKA_CA" \
+            >"$TG_KAFKA_SASL_CONFIG") || return 1
+        for p in "${sp[@]}"; do
+            if ! _tg_kafka_tls_check "$p"; then
+                _tg_log "kafka: the SASL_SSL listener on port $p does not present a certificate" \
+                    "of the test CA for 127.0.0.1"
+                return 1
+            fi
+        done
+        # a metadata request through the SASL_SSL listeners as that user: every node
+        if ! _tg_kafka_admin -c "$TG_KAFKA_SASL_CONFIG" "$sports" ready "$n" \
+            $((TG_START_TIMEOUT_S * 1000)); then
+            _tg_log "kafka: user $user not accepted on the SASL_SSL listeners ($sports)"
+            return 1
+        fi
+        TG_KAFKA_SASL_BROKERS=$sports
+        TG_KAFKA_SASL_USER=$user
+        TG_KAFKA_SASL_PASSWORD=$pw
+        export TG_KAFKA_SASL_BROKERS TG_KAFKA_CA TG_KAFKA_SASL_USER TG_KAFKA_SASL_PASSWORD \
+            TG_KAFKA_SASL_CONFIG
+    fi
     for t in ${topics//,/ }; do
         tg_kafka_topic "${t%%:*}" "${t##*:}" || return 1
     done
@@ -681,7 +843,8 @@ EOF
     _TG_KAFKA_CONTROLLER_PORTS=$cports
     export TG_KAFKA_KIND
     unset TG_KAFKA_CTL
-    _tg_log "kafka: $n node(s) ready with topics in $(($(_tg_now_ms) - started)) ms ($TG_KAFKA_BROKERS)"
+    _tg_log "kafka: $n node(s) ready with topics in $(($(_tg_now_ms) - started)) ms" \
+        "($TG_KAFKA_BROKERS${sports:+; SASL_SSL $sports})"
 }
 
 # tg_kafka_topic NAME PARTITIONS: create a topic on the running broker (an existing one is
@@ -932,7 +1095,8 @@ tg_services_stop_all() {
     fi
     unset TG_REDIS_HOST TG_REDIS_PORT TG_REDIS_URL TG_PG_PORT TG_PG_DSN TG_KAFKA_BROKERS \
         TG_KAFKA_CTL TG_KAFKA_KIND TG_FAKE_LLM_URL _TG_REDIS_PID _TG_PG_PID _TG_KAFKA_PID \
-        _TG_FAKELLM_PID _TG_KAFKA_NODES
+        _TG_FAKELLM_PID _TG_KAFKA_NODES TG_KAFKA_SASL_BROKERS TG_KAFKA_CA TG_KAFKA_SASL_USER \
+        TG_KAFKA_SASL_PASSWORD TG_KAFKA_SASL_CONFIG
     _TG_KAFKA_PIDS=()
     _TG_STOPPING=0
     return 0

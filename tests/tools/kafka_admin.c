@@ -1,6 +1,9 @@
 /* kafka_admin: the few cluster operations the test helpers need, on librdkafka's admin API, so
  * that starting a test cluster does not pay a JVM start per topic.
  *
+ *   kafka_admin [-c FILE] BROKERS ...
+ *       every command: first set the librdkafka properties of FILE (NAME=VALUE lines, '#'
+ *       comments), e.g. security.protocol, sasl.*, ssl.ca.location for a SASL_SSL listener
  *   kafka_admin BROKERS ready N [TIMEOUT_MS]
  *       wait until the cluster's metadata lists N live brokers
  *   kafka_admin BROKERS create TOPIC PARTITIONS REPLICAS [NAME=VALUE ...] [-- TIMEOUT_MS]
@@ -23,15 +26,63 @@
 #define KA_DEFAULT_TIMEOUT_MS 60000
 #define KA_POLL_INTERVAL_US 100000
 #define KA_METADATA_TIMEOUT_MS 2000
+#define KA_CONF_LINE_MAX 1024 /* one line of a -c FILE, bytes */
 
-/* Returns a new producer handle on BROKERS (destroy with rd_kafka_destroy), or NULL. Logs
- * only critical lines: a node down on purpose would otherwise log a refused connect a second. */
-static rd_kafka_t *ka_connect(const char *brokers)
+/* ka_conf_file: set every NAME=VALUE line of path on conf. Returns 0, or -1 with the reason on
+ * stderr (a value is never printed: the file holds passwords). */
+static int ka_conf_file(rd_kafka_conf_t *conf, const char *path)
+{
+    char line[KA_CONF_LINE_MAX], err[512];
+    FILE *f = fopen(path, "r");
+    int lineno = 0, rc = 0;
+
+    if (f == NULL) {
+        perror(path);
+        return -1;
+    }
+    while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
+        size_t len = strlen(line);
+        char *eq;
+
+        lineno++;
+        if (len > 0 && line[len - 1] != '\n' && !feof(f)) {
+            fprintf(stderr, "kafka_admin: %s:%d: line too long\n", path, lineno);
+            rc = -1;
+            break;
+        }
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        if (len == 0 || line[0] == '#')
+            continue;
+        eq = strchr(line, '=');
+        if (eq == NULL) {
+            fprintf(stderr, "kafka_admin: %s:%d: expected NAME=VALUE\n", path, lineno);
+            rc = -1;
+            break;
+        }
+        *eq = '\0';
+        if (rd_kafka_conf_set(conf, line, eq + 1, err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+            fprintf(stderr, "kafka_admin: %s:%d: property %s refused\n", path, lineno, line);
+            rc = -1;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+/* Returns a new producer handle on BROKERS with the properties of conf_file (NULL: none) set
+ * first (destroy with rd_kafka_destroy), or NULL. Logs only critical lines: a node down on
+ * purpose would otherwise log a refused connect a second. */
+static rd_kafka_t *ka_connect(const char *brokers, const char *conf_file)
 {
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_t *rk;
 
+    if (conf_file != NULL && ka_conf_file(conf, conf_file) != 0) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
     if (rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof(err)) != 0 ||
         rd_kafka_conf_set(conf, "log_level", "2", err, sizeof(err)) != 0) {
         fprintf(stderr, "kafka_admin: %s\n", err);
@@ -215,7 +266,7 @@ out:
 
 static int ka_usage(void)
 {
-    fprintf(stderr, "usage: kafka_admin BROKERS ready N [TIMEOUT_MS]\n"
+    fprintf(stderr, "usage: kafka_admin [-c FILE] BROKERS ready N [TIMEOUT_MS]\n"
                     "       kafka_admin BROKERS create TOPIC PARTITIONS REPLICAS "
                     "[NAME=VALUE ...] [-- TIMEOUT_MS]\n"
                     "       kafka_admin BROKERS leader TOPIC PARTITION [TIMEOUT_MS]\n");
@@ -227,8 +278,14 @@ int main(int argc, char **argv)
     rd_kafka_t *rk = NULL;
     const char *cmd;
     uint64_t timeout_ms = KA_DEFAULT_TIMEOUT_MS;
+    const char *conf_file = NULL;
     int rc = 2;
 
+    if (argc >= 3 && strcmp(argv[1], "-c") == 0) {
+        conf_file = argv[2];
+        argv += 2;
+        argc -= 2;
+    }
     if (argc < 4)
         return ka_usage();
     cmd = argv[2];
@@ -252,7 +309,7 @@ int main(int argc, char **argv)
     } else {
         return ka_usage();
     }
-    rk = ka_connect(argv[1]);
+    rk = ka_connect(argv[1], conf_file);
     if (rk == NULL)
         return 1;
     if (strcmp(cmd, "ready") == 0) {
