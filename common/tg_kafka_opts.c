@@ -14,6 +14,8 @@
 #define PROBLEM_CAP 256 /* librdkafka's message about one property, bytes */
 
 static const char *const protocols[] = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"};
+#define TG_KAFKA_SCRAM_FIXED 0x020601ff /* librdkafka 2.6.1: SCRAM works with Kafka 4 */
+
 static const char *const mechanisms[] = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512",
                                          "OAUTHBEARER"};
 
@@ -289,6 +291,13 @@ static int check(struct tg_kafka_opts *o, struct tg_yaml *y, const yaml_node_t *
         (user == NULL || pass == NULL))
         return tg_yaml_fail(y, sasl, p, "mechanism %s needs a username and a password",
                             o->mechanism);
+    /* librdkafka before 2.6.1 repeats the client nonce in SCRAM's final message, which Kafka 4
+     * brokers refuse whatever the password (librdkafka#4895): say so before it happens */
+    if (strncmp(o->mechanism, "SCRAM-", 6) == 0 && rd_kafka_version() < TG_KAFKA_SCRAM_FIXED)
+        tg_yaml_warn(y, sasl, p,
+                     "%s: this librdkafka (%s) cannot log in with SCRAM to Kafka 4 brokers "
+                     "(fixed in 2.6.1); use PLAIN over SASL_SSL with them",
+                     o->mechanism, rd_kafka_version_str());
     tg_yaml_path(p, path, "ssl");
     if ((value_of(o, "ssl.certificate.location") == NULL) !=
         (value_of(o, "ssl.key.location") == NULL))
