@@ -28,7 +28,17 @@
 #      certificate verification failure;
 #   4. the SASL password is in no log, readiness answer or metrics page of any instance.
 # Everything binds to 127.0.0.1; everything started is stopped by PID.
+#
+#   kafka_sasl_ssl.sh [KAFKA_VERSION]
+# KAFKA_VERSION: another Apache Kafka release than the pom's (tests/lib/services.sh,
+# TG_KAFKA_VERSION). Run with 3.9.1, a broker that accepts librdkafka 2.0.2's SCRAM: the services
+# then authenticate with SCRAM-SHA-512 end to end, which Kafka 4 does not allow them.
 set -u
+if [ -n "${1:-}" ]; then
+    export TG_KAFKA_VERSION=$1
+else
+    unset TG_KAFKA_VERSION
+fi
 SRC="${TG_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 BIN="${TG_BUILD_DIR:?TG_BUILD_DIR unset}"
 export TG_BUILD_DIR="$BIN"
@@ -83,12 +93,16 @@ echo '{"default": {"prompt_tokens": 7, "completion_tokens": 5}}' >"$STATE/fake.j
 tg_fakellm_start "$STATE/fake.json" || die "fake-llm did not start"
 
 LIBRDKAFKA=$(pkg-config --modversion rdkafka) || die "pkg-config does not know rdkafka"
-if [ "$(printf '%s\n' 2.6.1 "$LIBRDKAFKA" | sort -V | head -n 1)" = 2.6.1 ]; then
+BROKER=${TG_KAFKA_VERSION:-$(sed -n 's|.*<kafka.version>\(.*\)</kafka.version>.*|\1|p' \
+    "$SRC/tests/lib/kafka/pom.xml")}
+[ -n "$BROKER" ] || die "no Kafka version"
+if [ "$(printf '%s\n' 2.6.1 "$LIBRDKAFKA" | sort -V | head -n 1)" = 2.6.1 ] ||
+    [ "${BROKER%%.*}" -lt 4 ]; then
     MECH=SCRAM-SHA-512
 else
     MECH=PLAIN
 fi
-echo "kafka_sasl_ssl: librdkafka $LIBRDKAFKA: the services authenticate with $MECH"
+echo "kafka_sasl_ssl: librdkafka $LIBRDKAFKA, Kafka $BROKER: the services authenticate with $MECH"
 
 export KS_MASTER="sk-master-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export KS_KEY="sk-static-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"

@@ -453,7 +453,14 @@ _tg_pg_stop() {
 # errors -- faults a real cluster cannot be told to have. Tests that need that channel start
 # devkafka; everything else runs on Apache Kafka.
 
-TG_KAFKA_HOME=${TG_KAFKA_HOME:-$TG_SOURCE_DIR/build/kafka}
+# TG_KAFKA_VERSION (set before this file is sourced) runs another Apache Kafka release than the
+# pom's, from jars of its own (build/kafka-VERSION): a test that needs a 3.x broker (SCRAM with
+# the librdkafka of Debian 12, see kafka_sasl_ssl.sh).
+if [ -n "${TG_KAFKA_VERSION:-}" ]; then
+    TG_KAFKA_HOME=${TG_KAFKA_HOME:-$TG_SOURCE_DIR/build/kafka-$TG_KAFKA_VERSION}
+else
+    TG_KAFKA_HOME=${TG_KAFKA_HOME:-$TG_SOURCE_DIR/build/kafka}
+fi
 # Six JVM starts on two cores (format, then the nodes): 12-25 s, more on a busy machine.
 TG_KAFKA_START_TIMEOUT_S=${TG_KAFKA_START_TIMEOUT_S:-120}
 # Small heaps and the serial collector: three brokers on a 2-core machine next to the services
@@ -528,7 +535,14 @@ _tg_kafka_tls_check() {
 # the pom changed. Several shells may call it at once (flock).
 tg_kafka_fetch() {
     local pom=$TG_SOURCE_DIR/tests/lib/kafka/pom.xml home=$TG_KAFKA_HOME sum rc=0
-    sum=$(sha256sum "$pom" | cut -d' ' -f1) || return 1
+    local -a version=()
+    [ -z "${TG_KAFKA_VERSION:-}" ] || version=("-Dkafka.version=$TG_KAFKA_VERSION")
+    if [ -z "${TG_KAFKA_VERSION:-}" ]; then
+        sum=$(sha256sum "$pom" | cut -d' ' -f1) || return 1
+    else
+        sum=$( (cat "$pom"; printf '%s\n' "$TG_KAFKA_VERSION") | sha256sum | cut -d' ' -f1) ||
+            return 1
+    fi
     [ "$(cat "$home/lib.sha256" 2>/dev/null || true)" = "$sum" ] && return 0
     mkdir -p "$home" || return 1
     (
@@ -536,7 +550,8 @@ tg_kafka_fetch() {
         [ "$(cat "$home/lib.sha256" 2>/dev/null || true)" = "$sum" ] && exit 0
         _tg_log "fetching Apache Kafka with Maven into $home/lib (once)"
         rm -rf "$home/lib.new" "$home/lib" "$home/lib.sha256"
-        if ! mvn -B -q -f "$pom" dependency:copy-dependencies -DincludeScope=runtime \
+        if ! mvn -B -q -f "$pom" "${version[@]}" dependency:copy-dependencies \
+            -DincludeScope=runtime \
             -DoutputDirectory="$home/lib.new" >"$home/mvn.log" 2>&1; then
             _tg_log "mvn dependency:copy-dependencies failed"
             _tg_log_tail "$home/mvn.log"
