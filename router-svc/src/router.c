@@ -63,6 +63,8 @@ const char *rt_error_class_name(enum rt_error_class c)
         return "bad_request";
     case RT_ERR_INVALID_RESPONSE:
         return "invalid_response";
+    case RT_ERR_AUTH:
+        return "auth";
     }
     return "unknown";
 }
@@ -98,6 +100,8 @@ enum rt_error_class rt_router_classify(int http_status, const char *body, size_t
             body_has(body, len, "content_filter"))
             return RT_ERR_CONTENT_POLICY;
     }
+    if (http_status == 401 || http_status == 403)
+        return RT_ERR_AUTH;
     if (http_status >= 400)
         return RT_ERR_BAD_REQUEST;
     return RT_ERR_INVALID_RESPONSE; /* 1xx/3xx as a final answer: unusable */
@@ -820,7 +824,9 @@ enum rt_step rt_router_report(struct rt_router *router, struct rt_plan *plan,
             ds->latency_ewma_ms == 0
                 ? (res->latency_ms > 0 ? res->latency_ms : 1)
                 : (uint32_t)((3ull * res->latency_ms + 7ull * ds->latency_ewma_ms) / 10);
-    } else if (is_retryable(c)) {
+    } else if (is_retryable(c) || c == RT_ERR_AUTH) {
+        /* a deployment whose credentials are refused cools down like a failing one (LiteLLM
+         * does so for 401): its requests go elsewhere until the key is fixed */
         if (ds->fail_window_start_ms == 0 || now_ms < ds->fail_window_start_ms ||
             now_ms - ds->fail_window_start_ms >= RT_COOLDOWN_WINDOW_MS) {
             ds->fail_window_start_ms = now_ms == 0 ? 1 : now_ms;
@@ -862,6 +868,12 @@ enum rt_step rt_router_report(struct rt_router *router, struct rt_plan *plan,
     if (c == RT_ERR_NONE || res->committed || p->attempts >= RT_PLAN_ATTEMPTS_MAX) {
         step = RT_STEP_DONE;
     } else if (is_retryable(c)) {
+        step = RT_STEP_NEXT;
+    } else if (c == RT_ERR_AUTH) {
+        /* no retry (the same credentials would be refused again, LiteLLM's default for an
+         * AuthenticationError), but the request's fallbacks apply: another group's
+         * deployments carry other credentials */
+        p->cur_group = -1;
         step = RT_STEP_NEXT;
     } else if (c == RT_ERR_CONTEXT_WINDOW || c == RT_ERR_CONTENT_POLICY) {
         load_list(r, p, c == RT_ERR_CONTEXT_WINDOW ? LIST_CONTEXT : LIST_POLICY);

@@ -105,8 +105,10 @@ enum rt_error_class {
     RT_ERR_CONTENT_POLICY,   /* "content_policy": content policy violation (400) */
     RT_ERR_BAD_REQUEST,      /* "bad_request": other 4xx */
     RT_ERR_INVALID_RESPONSE, /* "invalid_response": 2xx with an unusable body, cut stream */
+    RT_ERR_AUTH,             /* "auth": the provider refused the deployment's credentials
+                              * (401, 403; LiteLLM's AuthenticationError) */
 };
-#define RT_ERR_CLASSES (RT_ERR_INVALID_RESPONSE + 1)
+#define RT_ERR_CLASSES (RT_ERR_AUTH + 1)
 
 /* rt_error_class_name: the event/trail string of a class ("" for RT_ERR_NONE). Static. */
 const char *rt_error_class_name(enum rt_error_class c);
@@ -114,7 +116,8 @@ const char *rt_error_class_name(enum rt_error_class c);
 /* rt_router_classify: class of an upstream answer: 2xx -> NONE, 429 -> RATE_LIMIT,
  * >= 500 -> SERVER, 400/413/422 whose body mentions context_length_exceeded / "context length" /
  * "prompt is too long" / "maximum context" -> CONTEXT_WINDOW, content_policy_violation /
- * "content management policy" / "content_filter" -> CONTENT_POLICY, other 4xx -> BAD_REQUEST.
+ * "content management policy" / "content_filter" -> CONTENT_POLICY, 401 / 403 -> AUTH, other
+ * 4xx -> BAD_REQUEST.
  * body may be NULL. Pure. */
 enum rt_error_class rt_router_classify(int http_status, const char *body, size_t len);
 

@@ -21,7 +21,8 @@ static const char *const outcome_names[RT_ERR_CLASSES] = {
     [RT_ERR_CONTEXT_WINDOW] = "context_window",
     [RT_ERR_CONTENT_POLICY] = "content_policy",
     [RT_ERR_BAD_REQUEST] = "client_error",
-    [RT_ERR_INVALID_RESPONSE] = "invalid_response"};
+    [RT_ERR_INVALID_RESPONSE] = "invalid_response",
+    [RT_ERR_AUTH] = "auth_error"};
 
 static const char *const reject_names[RT_REJECT_COUNT] = {
     "body_too_large", "in_flight_full", "upstream_full", "bad_json",

@@ -391,7 +391,7 @@ static void test_bedrock_classify_embed(void **state)
                                  "{\"message\":\"The security token included in the request "
                                  "is invalid.\"}",
                                  62),
-                     RT_ERR_BAD_REQUEST);
+                     RT_ERR_AUTH);
     assert_int_equal(p->classify(503, NULL, 0), RT_ERR_SERVER);
     memset(&d, 0, sizeof(d));
     snprintf(d.model, sizeof(d.model), "amazon.titan-embed-text-v2:0");

@@ -432,6 +432,15 @@ static void test_gemini_family(void **state)
     assert_int_equal(d.prov->classify(400, big, strlen(big)), RT_ERR_CONTEXT_WINDOW);
     assert_int_equal(d.prov->classify(429, quota, strlen(quota)), RT_ERR_RATE_LIMIT);
     assert_int_equal(d.prov->classify(200, "{\"candidates\":[]}", 17), RT_ERR_NONE);
+    /* Gemini's answer to a bad key (ai.google.dev troubleshooting: 400 INVALID_ARGUMENT) */
+    {
+        static const char badkey[] =
+            "{\"error\":{\"code\":400,\"message\":\"API key not valid. Please pass a valid API "
+            "key.\",\"status\":\"INVALID_ARGUMENT\",\"details\":[{\"@type\":"
+            "\"type.googleapis.com/google.rpc.ErrorInfo\",\"reason\":\"API_KEY_INVALID\"}]}}";
+
+        assert_int_equal(d.prov->classify(400, badkey, strlen(badkey)), RT_ERR_AUTH);
+    }
     assert_int_equal(d.prov->retry_after(quota, strlen(quota)), 37);
     assert_int_equal(d.prov->retry_after("{\"retryDelay\":\"1.5s\"}", 21), 2);
     assert_int_equal(d.prov->retry_after("{\"retryDelay\":\"s\"}", 18), -1);

@@ -294,7 +294,8 @@ static void test_azure_classify(void **state)
     assert_int_equal(p->classify(400, inner, strlen(inner)), RT_ERR_CONTENT_POLICY);
     assert_int_equal(p->classify(400, cw, strlen(cw)), RT_ERR_CONTEXT_WINDOW);
     assert_int_equal(p->classify(429, NULL, 0), RT_ERR_RATE_LIMIT);
-    assert_int_equal(p->classify(401, filt, strlen(filt)), RT_ERR_BAD_REQUEST);
+    assert_int_equal(p->classify(401, filt, strlen(filt)), RT_ERR_AUTH);
+    assert_int_equal(p->classify(404, filt, strlen(filt)), RT_ERR_BAD_REQUEST);
     assert_int_equal(p->classify(503, NULL, 0), RT_ERR_SERVER);
     assert_int_equal(p->classify(200, NULL, 0), RT_ERR_NONE);
 }

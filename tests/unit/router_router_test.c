@@ -507,6 +507,65 @@ static void test_context_window_and_content_policy(void **state)
     env_free(e);
 }
 
+/* A provider refusing the deployment's credentials (401/403): no retry in the group (the same
+ * refusal again), the request's fallbacks still apply, and the deployment cools down like a
+ * failing one so that later requests go elsewhere. */
+static void test_auth_no_retry_fallbacks_apply(void **state)
+{
+    struct env *e = env_new(base_yaml);
+    struct rt_plan plan;
+    char trace[256];
+    struct script main_refused[] = {{"gpt-main", 401, RT_ERR_AUTH, "Incorrect API key provided"}};
+    struct script fb_refused[] = {{"fb1", 403, RT_ERR_AUTH, "access denied"}};
+    const struct rt_outcome *o;
+
+    (void)state;
+    /* gpt-main (num_retries 1, two deployments) is not retried: its fallbacks are tried */
+    o = run(e, &plan, NULL, "gpt-main", 0, 1000, main_refused, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-main,fb1");
+    assert_int_equal(o->status, 200);
+    assert_string_equal(o->model_group, "fb1");
+    /* fb1 has no fallbacks: its refusal is the answer, as the provider gave it */
+    o = run(e, &plan, NULL, "fb1", 0, 2000, fb_refused, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "fb1");
+    assert_int_equal(o->status, 403);
+    assert_int_equal(o->from_upstream, 1);
+    assert_string_equal(o->error_class, "auth");
+    /* and with fallbacks disabled, gpt-main's 401 is final after one attempt */
+    o = run(e, &plan, NULL, "gpt-main", 1, 3000, main_refused, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "gpt-main");
+    assert_int_equal(o->status, 401);
+    assert_string_equal(o->error_class, "auth");
+    env_free(e);
+}
+
+/* More than allowed_fails refusals of a deployment's credentials cool it down. */
+static void test_auth_cools_down(void **state)
+{
+    struct env *e = env_new("model_list:\n"
+                            "  - {model_name: g, litellm_params: {model: openai/a}, "
+                            "model_info: {id: bad-key}}\n"
+                            "router_settings: {allowed_fails: 1, cooldown_time: 30}\n");
+    struct rt_plan plan;
+    char trace[256];
+    struct script sc[] = {{"bad-key", 401, RT_ERR_AUTH, "invalid x-api-key"}};
+    const struct rt_outcome *o;
+
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        o = run(e, &plan, NULL, "g", 0, 1000 + (uint64_t)i, sc, 1, trace, sizeof(trace));
+        assert_string_equal(trace, "g");
+        assert_int_equal(o->status, 401);
+    }
+    /* cooled down: nothing is sent to it for cooldown_time */
+    o = run(e, &plan, NULL, "g", 0, 1100, sc, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "");
+    assert_int_equal(o->status, 429);
+    o = run(e, &plan, NULL, "g", 0, 1002 + 30000, sc, 1, trace, sizeof(trace));
+    assert_string_equal(trace, "g");
+    env_free(e);
+}
+
 static void test_4xx_final(void **state)
 {
     struct env *e = env_new(base_yaml);
@@ -539,7 +598,10 @@ static void test_classify(void **state)
     assert_int_equal(rt_router_classify(400, cw, strlen(cw)), RT_ERR_CONTEXT_WINDOW);
     assert_int_equal(rt_router_classify(400, cp, strlen(cp)), RT_ERR_CONTENT_POLICY);
     assert_int_equal(rt_router_classify(400, "{}", 2), RT_ERR_BAD_REQUEST);
-    assert_int_equal(rt_router_classify(401, cw, strlen(cw)), RT_ERR_BAD_REQUEST);
+    assert_int_equal(rt_router_classify(401, cw, strlen(cw)), RT_ERR_AUTH);
+    assert_int_equal(rt_router_classify(403, "{}", 2), RT_ERR_AUTH);
+    assert_int_equal(rt_router_classify(404, "{}", 2), RT_ERR_BAD_REQUEST);
+    assert_string_equal(rt_error_class_name(RT_ERR_AUTH), "auth");
     assert_string_equal(rt_error_class_name(RT_ERR_TIMEOUT), "timeout");
     assert_string_equal(rt_error_class_name(RT_ERR_INVALID_RESPONSE), "invalid_response");
 }
@@ -1136,6 +1198,8 @@ int main(void)
         cmocka_unit_test(test_context_window_and_content_policy),
         cmocka_unit_test(test_4xx_final),
         cmocka_unit_test(test_classify),
+        cmocka_unit_test(test_auth_no_retry_fallbacks_apply),
+        cmocka_unit_test(test_auth_cools_down),
         cmocka_unit_test(test_all_limited_429),
         cmocka_unit_test(test_limited_with_key_rules),
         cmocka_unit_test(test_key_model_limit_falls_back),

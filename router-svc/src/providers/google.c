@@ -172,6 +172,10 @@ static enum rt_error_class google_classify(int status, const char *body, size_t 
         (memmem(body, len, "exceeds the maximum number of tokens", 36) != NULL ||
          memmem(body, len, "input token count", 17) != NULL))
         return RT_ERR_CONTEXT_WINDOW;
+    /* Gemini's API refuses a bad key with 400 INVALID_ARGUMENT, reason API_KEY_INVALID */
+    if (status == 400 && body != NULL && len > 0 &&
+        memmem(body, len, "API_KEY_INVALID", 15) != NULL)
+        return RT_ERR_AUTH;
     return rt_router_classify(status, body, len);
 }
 
