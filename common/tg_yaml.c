@@ -127,6 +127,32 @@ const char *tg_yaml_pair(struct tg_yaml *y, const yaml_node_pair_t *pair, const 
     return k;
 }
 
+int tg_yaml_map(struct tg_yaml *y, const yaml_node_t *n, const char *path, tg_yaml_key_fn fn,
+                void *ctx)
+{
+    char p[TG_YAML_PATH_MAX];
+
+    if (tg_yaml_is_null(n))
+        return 0;
+    if (tg_yaml_expect(y, n, path, YAML_MAPPING_NODE) != 0)
+        return TG_ECONFIG;
+    TG_YAML_FOR_PAIRS(n, pair)
+    {
+        yaml_node_t *v;
+        const char *k = tg_yaml_pair(y, pair, path, p, &v);
+        int rc;
+
+        if (k == NULL)
+            return TG_ECONFIG;
+        rc = fn(ctx, k, tg_yaml_node(y, pair->key), v, p);
+        if (rc == TG_YAML_UNKNOWN)
+            return tg_yaml_fail(y, tg_yaml_node(y, pair->key), p, "unknown key");
+        if (rc != 0)
+            return TG_ECONFIG;
+    }
+    return 0;
+}
+
 size_t tg_yaml_seq_len(const yaml_node_t *n)
 {
     return (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);

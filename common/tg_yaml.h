@@ -89,6 +89,18 @@ const char *tg_yaml_key(struct tg_yaml *y, const yaml_node_pair_t *pair, const c
 const char *tg_yaml_pair(struct tg_yaml *y, const yaml_node_pair_t *pair, const char *path,
                          char p[TG_YAML_PATH_MAX], yaml_node_t **v);
 
+/* tg_yaml_key_fn: one key of a mapping walked by tg_yaml_map: its text, its node (for the line
+ * of an error), the value node and the key's dotted path. Returns 0 (read), TG_ECONFIG (after an
+ * error) or TG_YAML_UNKNOWN (not a key of this mapping: tg_yaml_map reports "unknown key"). */
+#define TG_YAML_UNKNOWN 1
+typedef int (*tg_yaml_key_fn)(void *ctx, const char *key, const yaml_node_t *knode,
+                              yaml_node_t *v, const char *path);
+
+/* tg_yaml_map: fn for each pair of the mapping n at path, in document order. An absent or null n
+ * reads nothing; another type than a mapping is an error. Returns 0 or TG_ECONFIG. */
+int tg_yaml_map(struct tg_yaml *y, const yaml_node_t *n, const char *path, tg_yaml_key_fn fn,
+                void *ctx);
+
 size_t tg_yaml_seq_len(const yaml_node_t *n);
 
 /* Getters: 0, or TG_ECONFIG after an error naming path. */

@@ -335,136 +335,128 @@ static int parse_rule_list(struct ld *ld, yaml_node_t *n, const char *path,
  * fallbacks, context_window_fallbacks, content_policy_fallbacks, default_fallbacks,
  * num_retries, allowed_fails, cooldown_time (request_timeout is read with the timeouts).
  * litellm_settings is parsed first, so router_settings wins when both set a value. */
+struct routing_ctx {
+    struct ld *ld;
+    int litellm;
+};
+
+static int routing_key(void *ctx, const char *k, const yaml_node_t *knode, yaml_node_t *v,
+                       const char *p)
+{
+    struct routing_ctx *rx = ctx;
+    struct ld *ld = rx->ld;
+    struct rt_config *cfg = ld->cfg;
+    int litellm = rx->litellm;
+    int rc = 0;
+
+    if (strcmp(k, litellm ? "request_timeout" : "timeout") == 0) {
+        return 0;
+    } else if (litellm && strcmp(k, "num_retries") != 0 && strcmp(k, "allowed_fails") != 0 &&
+               strcmp(k, "cooldown_time") != 0 && strcmp(k, "fallbacks") != 0 &&
+               strcmp(k, "context_window_fallbacks") != 0 &&
+               strcmp(k, "content_policy_fallbacks") != 0 &&
+               strcmp(k, "default_fallbacks") != 0 && strcmp(k, "ssl_verify") != 0 &&
+               strcmp(k, "timezone") != 0) {
+        tg_yaml_warn(&ld->y, knode, p, "unknown key, ignored");
+    } else if (litellm && strcmp(k, "timezone") == 0) {
+        /* LiteLLM's budget reset time zone (budgets by the calendar, tg_period.h) */
+        const char *s = NULL;
+        char why[160];
+
+        if (tg_yaml_scalar(&ld->y, v, p, &s) != 0)
+            return TG_ECONFIG;
+        if (tg_period_check_tz(s, why, sizeof(why)) != 0)
+            return tg_yaml_fail(&ld->y, v, p, "%s", why);
+        snprintf(cfg->timezone, sizeof(cfg->timezone), "%s", s);
+    } else if (strcmp(k, "routing_strategy") == 0) {
+        const char *s = NULL;
+
+        if (tg_yaml_scalar(&ld->y, v, p, &s) != 0)
+            return TG_ECONFIG;
+        if (strcmp(s, "simple-shuffle") == 0)
+            cfg->routing_strategy = RT_STRATEGY_SIMPLE_SHUFFLE;
+        else if (strcmp(s, "least-busy") == 0)
+            cfg->routing_strategy = RT_STRATEGY_LEAST_BUSY;
+        else if (strcmp(s, "latency-based-routing") == 0)
+            cfg->routing_strategy = RT_STRATEGY_LATENCY;
+        else /* an existing LiteLLM config keeps working: warn, route by shuffle */
+            tg_yaml_warn(&ld->y, v, p,
+                         "unsupported strategy \"%s\", using simple-shuffle (supported: "
+                         "simple-shuffle, least-busy, latency-based-routing)",
+                         s);
+    } else if (strcmp(k, "num_retries") == 0) {
+        uint32_t r = 0;
+
+        rc = tg_yaml_u32(&ld->y, v, p, 16, &r);
+        cfg->num_retries = (int32_t)r;
+    } else if (strcmp(k, "retry_after") == 0) {
+        rc = tg_yaml_u32(&ld->y, v, p, 3600, &cfg->retry_after_s);
+    } else if (strcmp(k, "allowed_fails") == 0) {
+        rc = tg_yaml_u32(&ld->y, v, p, 1000000, &cfg->allowed_fails);
+    } else if (strcmp(k, "cooldown_time") == 0) {
+        uint32_t ms = 0;
+        const char *txt = NULL;
+
+        /* 0 disables cooldowns (as in LiteLLM). */
+        if (tg_yaml_scalar(&ld->y, v, p, &txt) != 0)
+            return TG_ECONFIG;
+        if (strcmp(txt, "0") == 0 || strcmp(txt, "0.0") == 0)
+            cfg->cooldown_s = 0;
+        else if ((rc = tg_yaml_seconds_ms(&ld->y, v, p, &ms)) == 0)
+            cfg->cooldown_s = (ms + 999) / 1000;
+    } else if (strcmp(k, "fallbacks") == 0) {
+        rc = parse_rule_list(ld, v, p, &cfg->fallbacks, &cfg->n_fallbacks);
+    } else if (strcmp(k, "context_window_fallbacks") == 0) {
+        rc = parse_rule_list(ld, v, p, &cfg->cw_fallbacks, &cfg->n_cw_fallbacks);
+    } else if (strcmp(k, "content_policy_fallbacks") == 0) {
+        rc = parse_rule_list(ld, v, p, &cfg->cp_fallbacks, &cfg->n_cp_fallbacks);
+    } else if (strcmp(k, "default_fallbacks") == 0) {
+        if (tg_yaml_is_null(v))
+            return 0;
+        rc = parse_group_list(ld, v, p, cfg->default_fallbacks, &cfg->n_default_fallbacks, 1);
+    } else if (strcmp(k, "model_group_alias") == 0) {
+        if (tg_yaml_is_null(v))
+            return 0;
+        cfg->aliases = calloc(RT_CONFIG_ALIASES_MAX, sizeof(*cfg->aliases)); /* 66 KB */
+        if (cfg->aliases == NULL)
+            return tg_yaml_fail(&ld->y, v, p, "out of memory");
+        rc = parse_aliases(ld, v, p, cfg->aliases, RT_CONFIG_ALIASES_MAX, &cfg->n_aliases);
+    } else if (litellm && strcmp(k, "ssl_verify") == 0) {
+        rc = rt_config_parse_ssl_verify(ld, v, p, &cfg->ssl_verify, cfg->ssl_ca_file,
+                                        sizeof(cfg->ssl_ca_file));
+    } else if (strcmp(k, "enforce_fallback_model_access") == 0) {
+        rc = tg_yaml_bool(&ld->y, v, p, &cfg->enforce_fallback_model_access);
+    } else if (strcmp(k, "enable_pre_call_checks") == 0) {
+        rc = tg_yaml_bool(&ld->y, v, p, &cfg->enable_pre_call_checks);
+    } else {
+        tg_yaml_warn(&ld->y, knode, p, "unknown key, ignored");
+    }
+    return rc;
+}
+
 static int parse_router_settings(struct ld *ld, yaml_node_t *n, const char *section, int litellm)
 {
-    struct rt_config *cfg = ld->cfg;
-    char p[TG_YAML_PATH_MAX];
+    struct routing_ctx rc = {ld, litellm};
 
-    if (tg_yaml_is_null(n))
-        return 0;
-    if (tg_yaml_expect(&ld->y, n, section, YAML_MAPPING_NODE) != 0)
-        return TG_ECONFIG;
-    TG_YAML_FOR_PAIRS(n, pair)
-    {
-        yaml_node_t *v;
-        const char *k = tg_yaml_pair(&ld->y, pair, section, p, &v);
-        int rc = 0;
+    return tg_yaml_map(&ld->y, n, section, routing_key, &rc);
+}
 
-        if (k == NULL)
-            return TG_ECONFIG;
-        if (strcmp(k, litellm ? "request_timeout" : "timeout") == 0) {
-            continue;
-        } else if (litellm && strcmp(k, "num_retries") != 0 && strcmp(k, "allowed_fails") != 0 &&
-                   strcmp(k, "cooldown_time") != 0 && strcmp(k, "fallbacks") != 0 &&
-                   strcmp(k, "context_window_fallbacks") != 0 &&
-                   strcmp(k, "content_policy_fallbacks") != 0 &&
-                   strcmp(k, "default_fallbacks") != 0 && strcmp(k, "ssl_verify") != 0 &&
-                   strcmp(k, "timezone") != 0) {
-            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
-        } else if (litellm && strcmp(k, "timezone") == 0) {
-            /* LiteLLM's budget reset time zone (budgets by the calendar, tg_period.h) */
-            const char *s = NULL;
-            char why[160];
+static int general_key(void *ctx, const char *k, const yaml_node_t *knode, yaml_node_t *v,
+                       const char *p)
+{
+    struct ld *ld = ctx;
 
-            if (tg_yaml_scalar(&ld->y, v, p, &s) != 0)
-                return TG_ECONFIG;
-            if (tg_period_check_tz(s, why, sizeof(why)) != 0)
-                return tg_yaml_fail(&ld->y, v, p, "%s", why);
-            snprintf(cfg->timezone, sizeof(cfg->timezone), "%s", s);
-        } else if (strcmp(k, "routing_strategy") == 0) {
-            const char *s = NULL;
-
-            if (tg_yaml_scalar(&ld->y, v, p, &s) != 0)
-                return TG_ECONFIG;
-            if (strcmp(s, "simple-shuffle") == 0)
-                cfg->routing_strategy = RT_STRATEGY_SIMPLE_SHUFFLE;
-            else if (strcmp(s, "least-busy") == 0)
-                cfg->routing_strategy = RT_STRATEGY_LEAST_BUSY;
-            else if (strcmp(s, "latency-based-routing") == 0)
-                cfg->routing_strategy = RT_STRATEGY_LATENCY;
-            else /* an existing LiteLLM config keeps working: warn, route by shuffle */
-                tg_yaml_warn(&ld->y, v, p,
-                             "unsupported strategy \"%s\", using simple-shuffle (supported: "
-                             "simple-shuffle, least-busy, latency-based-routing)",
-                             s);
-        } else if (strcmp(k, "num_retries") == 0) {
-            uint32_t r = 0;
-
-            rc = tg_yaml_u32(&ld->y, v, p, 16, &r);
-            cfg->num_retries = (int32_t)r;
-        } else if (strcmp(k, "retry_after") == 0) {
-            rc = tg_yaml_u32(&ld->y, v, p, 3600, &cfg->retry_after_s);
-        } else if (strcmp(k, "allowed_fails") == 0) {
-            rc = tg_yaml_u32(&ld->y, v, p, 1000000, &cfg->allowed_fails);
-        } else if (strcmp(k, "cooldown_time") == 0) {
-            uint32_t ms = 0;
-            const char *txt = NULL;
-
-            /* 0 disables cooldowns (as in LiteLLM). */
-            if (tg_yaml_scalar(&ld->y, v, p, &txt) != 0)
-                return TG_ECONFIG;
-            if (strcmp(txt, "0") == 0 || strcmp(txt, "0.0") == 0)
-                cfg->cooldown_s = 0;
-            else if ((rc = tg_yaml_seconds_ms(&ld->y, v, p, &ms)) == 0)
-                cfg->cooldown_s = (ms + 999) / 1000;
-        } else if (strcmp(k, "fallbacks") == 0) {
-            rc = parse_rule_list(ld, v, p, &cfg->fallbacks, &cfg->n_fallbacks);
-        } else if (strcmp(k, "context_window_fallbacks") == 0) {
-            rc = parse_rule_list(ld, v, p, &cfg->cw_fallbacks, &cfg->n_cw_fallbacks);
-        } else if (strcmp(k, "content_policy_fallbacks") == 0) {
-            rc = parse_rule_list(ld, v, p, &cfg->cp_fallbacks, &cfg->n_cp_fallbacks);
-        } else if (strcmp(k, "default_fallbacks") == 0) {
-            if (tg_yaml_is_null(v))
-                continue;
-            rc = parse_group_list(ld, v, p, cfg->default_fallbacks, &cfg->n_default_fallbacks, 1);
-        } else if (strcmp(k, "model_group_alias") == 0) {
-            if (tg_yaml_is_null(v))
-                continue;
-            cfg->aliases = calloc(RT_CONFIG_ALIASES_MAX, sizeof(*cfg->aliases)); /* 66 KB */
-            if (cfg->aliases == NULL)
-                return tg_yaml_fail(&ld->y, v, p, "out of memory");
-            rc = parse_aliases(ld, v, p, cfg->aliases, RT_CONFIG_ALIASES_MAX, &cfg->n_aliases);
-        } else if (litellm && strcmp(k, "ssl_verify") == 0) {
-            rc = rt_config_parse_ssl_verify(ld, v, p, &cfg->ssl_verify, cfg->ssl_ca_file,
-                                            sizeof(cfg->ssl_ca_file));
-        } else if (strcmp(k, "enforce_fallback_model_access") == 0) {
-            rc = tg_yaml_bool(&ld->y, v, p, &cfg->enforce_fallback_model_access);
-        } else if (strcmp(k, "enable_pre_call_checks") == 0) {
-            rc = tg_yaml_bool(&ld->y, v, p, &cfg->enable_pre_call_checks);
-        } else {
-            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
-        }
-        if (rc != 0)
-            return TG_ECONFIG;
-    }
+    if (strcmp(k, "master_key") == 0)
+        return tg_yaml_is_null(v) ? 0
+                                  : tg_yaml_str(&ld->y, v, p, ld->cfg->master_key,
+                                                sizeof(ld->cfg->master_key));
+    tg_yaml_warn(&ld->y, knode, p, "unknown key, ignored");
     return 0;
 }
 
 static int parse_general_settings(struct ld *ld, yaml_node_t *n)
 {
-    char p[TG_YAML_PATH_MAX];
-
-    if (tg_yaml_is_null(n))
-        return 0;
-    if (tg_yaml_expect(&ld->y, n, "general_settings", YAML_MAPPING_NODE) != 0)
-        return TG_ECONFIG;
-    TG_YAML_FOR_PAIRS(n, pair)
-    {
-        const char *k = tg_yaml_pair(&ld->y, pair, "general_settings", p, NULL);
-
-        if (k == NULL)
-            return TG_ECONFIG;
-        if (strcmp(k, "master_key") == 0) {
-            yaml_node_t *v = tg_yaml_node(&ld->y, pair->value);
-
-            if (!tg_yaml_is_null(v) &&
-                tg_yaml_str(&ld->y, v, p, ld->cfg->master_key, sizeof(ld->cfg->master_key)) != 0)
-                return TG_ECONFIG;
-        } else {
-            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
-        }
-    }
-    return 0;
+    return tg_yaml_map(&ld->y, n, "general_settings", general_key, ld);
 }
 
 /* ---- tollgate: (unknown keys are errors) ---- */
@@ -479,48 +471,82 @@ static int model_name_known(struct ld *ld, const char *name)
     return rt_config_has_group(ld->cfg, name) || has_alias(ld->cfg, name);
 }
 
+/* A key's part being read: the loader and the spec. */
+struct key_ctx {
+    struct ld *ld;
+    struct rt_key_spec *ks;
+    int is_tpm; /* model limits: model_tpm_limit (else model_rpm_limit) */
+};
+
+static int model_limit_key(void *ctx, const char *k, const yaml_node_t *knode, yaml_node_t *v,
+                           const char *p)
+{
+    struct key_ctx *kc = ctx;
+    struct ld *ld = kc->ld;
+    struct rt_key_spec *ks = kc->ks;
+    struct rt_key_model_limit *l = NULL;
+    int64_t lim = 0;
+
+    if (!model_name_known(ld, k))
+        return tg_yaml_fail(&ld->y, knode, p, "unknown model group \"%s\"", k);
+    if (rt_config_get_limit(ld, v, p, &lim) != 0)
+        return TG_ECONFIG;
+    for (uint32_t i = 0; i < ks->n_model_limits; i++) {
+        if (strcmp(ks->model_limits[i].group, k) == 0)
+            l = &ks->model_limits[i];
+    }
+    if (l == NULL) {
+        if (ks->n_model_limits >= RT_KEY_MODEL_LIMITS_MAX)
+            return tg_yaml_fail(&ld->y, knode, p, "too many model limits (max %d)",
+                                RT_KEY_MODEL_LIMITS_MAX);
+        if (strlen(k) >= RT_NAME_CAP)
+            return tg_yaml_fail(&ld->y, knode, p, "group name too long");
+        l = &ks->model_limits[ks->n_model_limits++];
+        rt_config_fmt_cut(l->group, sizeof(l->group), "%s", k);
+        l->rpm = RT_LIMIT_NONE;
+        l->tpm = RT_LIMIT_NONE;
+    }
+    if (kc->is_tpm)
+        l->tpm = lim;
+    else
+        l->rpm = lim;
+    return 0;
+}
+
 static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *path,
                                   struct rt_key_spec *ks, int is_tpm)
 {
-    char p[TG_YAML_PATH_MAX];
+    struct key_ctx kc = {ld, ks, is_tpm};
 
-    if (tg_yaml_is_null(n))
+    return tg_yaml_map(&ld->y, n, path, model_limit_key, &kc);
+}
+
+/* metadata is free-form user data: keys other than these two are kept out of the router (they
+ * never enter events or logs) and are not an error. */
+static int metadata_key(void *ctx, const char *k, const yaml_node_t *knode, yaml_node_t *v,
+                        const char *p)
+{
+    struct key_ctx *kc = ctx;
+    struct ld *ld = kc->ld;
+    struct rt_key_spec *ks = kc->ks;
+    char q[TG_YAML_PATH_MAX];
+
+    (void)knode;
+    if (strcmp(k, "disable_fallbacks") == 0)
+        return tg_yaml_is_null(v) ? 0 : tg_yaml_bool(&ld->y, v, p, &ks->disable_fallbacks);
+    if (strcmp(k, "tags") != 0 || tg_yaml_is_null(v))
         return 0;
-    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
+    if (tg_yaml_expect(&ld->y, v, p, YAML_SEQUENCE_NODE) != 0)
         return TG_ECONFIG;
-    TG_YAML_FOR_PAIRS(n, pair)
+    if (tg_yaml_seq_len(v) > RT_KEY_TAGS_MAX)
+        return tg_yaml_fail(&ld->y, v, p, "too many tags (max %d)", RT_KEY_TAGS_MAX);
+    TG_YAML_FOR_ITEMS(v, item)
     {
-        const char *k = tg_yaml_pair(&ld->y, pair, path, p, NULL);
-        struct rt_key_model_limit *l = NULL;
-        int64_t v = 0;
-
-        if (k == NULL)
+        tg_yaml_path_index(q, p, ks->n_tags);
+        if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, *item), q, ks->tags[ks->n_tags],
+                                 RT_TAG_CAP) != 0)
             return TG_ECONFIG;
-        if (!model_name_known(ld, k))
-            return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
-                                "unknown model group \"%s\"", k);
-        if (rt_config_get_limit(ld, tg_yaml_node(&ld->y, pair->value), p, &v) != 0)
-            return TG_ECONFIG;
-        for (uint32_t i = 0; i < ks->n_model_limits; i++) {
-            if (strcmp(ks->model_limits[i].group, k) == 0)
-                l = &ks->model_limits[i];
-        }
-        if (l == NULL) {
-            if (ks->n_model_limits >= RT_KEY_MODEL_LIMITS_MAX)
-                return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
-                                    "too many model limits (max %d)", RT_KEY_MODEL_LIMITS_MAX);
-            if (strlen(k) >= RT_NAME_CAP)
-                return tg_yaml_fail(&ld->y, tg_yaml_node(&ld->y, pair->key), p,
-                                    "group name too long");
-            l = &ks->model_limits[ks->n_model_limits++];
-            rt_config_fmt_cut(l->group, sizeof(l->group), "%s", k);
-            l->rpm = RT_LIMIT_NONE;
-            l->tpm = RT_LIMIT_NONE;
-        }
-        if (is_tpm)
-            l->tpm = v;
-        else
-            l->rpm = v;
+        ks->n_tags++;
     }
     return 0;
 }
@@ -528,85 +554,48 @@ static int parse_key_model_limits(struct ld *ld, yaml_node_t *n, const char *pat
 static int parse_key_metadata(struct ld *ld, yaml_node_t *n, const char *path,
                               struct rt_key_spec *ks)
 {
-    char p[TG_YAML_PATH_MAX], q[TG_YAML_PATH_MAX];
+    struct key_ctx kc = {ld, ks, 0};
 
-    if (tg_yaml_is_null(n))
-        return 0;
-    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
-        return TG_ECONFIG;
-    /* metadata is free-form user data: keys other than these two are kept out of the router
-     * (they never enter events or logs) and are not an error. */
-    TG_YAML_FOR_PAIRS(n, pair)
-    {
-        yaml_node_t *v;
-        const char *k = tg_yaml_pair(&ld->y, pair, path, p, &v);
+    return tg_yaml_map(&ld->y, n, path, metadata_key, &kc);
+}
 
-        if (k == NULL)
-            return TG_ECONFIG;
-        if (strcmp(k, "disable_fallbacks") == 0) {
-            if (!tg_yaml_is_null(v) && tg_yaml_bool(&ld->y, v, p, &ks->disable_fallbacks) != 0)
-                return TG_ECONFIG;
-        } else if (strcmp(k, "tags") == 0) {
-            if (tg_yaml_is_null(v))
-                continue;
-            if (tg_yaml_expect(&ld->y, v, p, YAML_SEQUENCE_NODE) != 0)
-                return TG_ECONFIG;
-            if (tg_yaml_seq_len(v) > RT_KEY_TAGS_MAX)
-                return tg_yaml_fail(&ld->y, v, p, "too many tags (max %d)", RT_KEY_TAGS_MAX);
-            TG_YAML_FOR_ITEMS(v, item)
-            {
-                tg_yaml_path_index(q, p, ks->n_tags);
-                if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, *item), q,
-                                         ks->tags[ks->n_tags], RT_TAG_CAP) != 0)
-                    return TG_ECONFIG;
-                ks->n_tags++;
-            }
-        }
+static int key_router_settings_key(void *ctx, const char *k, const yaml_node_t *knode,
+                                   yaml_node_t *v, const char *p)
+{
+    struct key_ctx *kc = ctx;
+    struct ld *ld = kc->ld;
+    struct rt_key_spec *ks = kc->ks;
+    uint32_t r = 0;
+
+    (void)knode;
+    if (strcmp(k, "fallbacks") == 0) {
+        if (tg_yaml_is_null(v))
+            return 0; /* null: the global list applies */
+        ks->has_fallbacks = 1;
+        return parse_fallback_rules(ld, v, p, ks->fallbacks, RT_KEY_FALLBACK_RULES_MAX,
+                                    &ks->n_fallbacks);
     }
-    return 0;
+    if (strcmp(k, "model_group_alias") == 0)
+        return tg_yaml_is_null(v) ? 0
+                                  : parse_aliases(ld, v, p, ks->aliases, RT_KEY_ALIASES_MAX,
+                                                  &ks->n_aliases);
+    if (strcmp(k, "num_retries") == 0) {
+        if (tg_yaml_is_null(v))
+            return 0;
+        if (tg_yaml_u32(&ld->y, v, p, 16, &r) != 0)
+            return TG_ECONFIG;
+        ks->num_retries = (int32_t)r;
+        return 0;
+    }
+    return TG_YAML_UNKNOWN;
 }
 
 static int parse_key_router_settings(struct ld *ld, yaml_node_t *n, const char *path,
                                      struct rt_key_spec *ks)
 {
-    char p[TG_YAML_PATH_MAX];
+    struct key_ctx kc = {ld, ks, 0};
 
-    if (tg_yaml_is_null(n))
-        return 0;
-    if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
-        return TG_ECONFIG;
-    TG_YAML_FOR_PAIRS(n, pair)
-    {
-        yaml_node_t *v;
-        const char *k = tg_yaml_pair(&ld->y, pair, path, p, &v);
-
-        if (k == NULL)
-            return TG_ECONFIG;
-        if (strcmp(k, "fallbacks") == 0) {
-            if (tg_yaml_is_null(v))
-                continue; /* null: the global list applies */
-            ks->has_fallbacks = 1;
-            if (parse_fallback_rules(ld, v, p, ks->fallbacks, RT_KEY_FALLBACK_RULES_MAX,
-                                     &ks->n_fallbacks) != 0)
-                return TG_ECONFIG;
-        } else if (strcmp(k, "model_group_alias") == 0) {
-            if (tg_yaml_is_null(v))
-                continue;
-            if (parse_aliases(ld, v, p, ks->aliases, RT_KEY_ALIASES_MAX, &ks->n_aliases) != 0)
-                return TG_ECONFIG;
-        } else if (strcmp(k, "num_retries") == 0) {
-            uint32_t r = 0;
-
-            if (tg_yaml_is_null(v))
-                continue;
-            if (tg_yaml_u32(&ld->y, v, p, 16, &r) != 0)
-                return TG_ECONFIG;
-            ks->num_retries = (int32_t)r;
-        } else {
-            return unknown_key(ld, pair, p);
-        }
-    }
-    return 0;
+    return tg_yaml_map(&ld->y, n, path, key_router_settings_key, &kc);
 }
 
 static int parse_key(struct ld *ld, yaml_node_t *n, const char *path, struct rt_key_spec *ks)

@@ -375,162 +375,187 @@ static void own_prices(struct rt_deployment_conf *d, const struct rt_model_price
         rt_config_fmt_cut(d->price_source, sizeof(d->price_source), "model_info");
 }
 
+/* litellm_params being read. */
+struct params_ctx {
+    struct ld *ld;
+    struct rt_deployment_conf *d;
+    struct rt_model_price *own;
+    int *timeout_set, *stream_timeout_set;
+    const yaml_node_t *model;
+    char model_path[TG_YAML_PATH_MAX];
+    int api_key_given;
+    struct given_params given;
+};
+
+static int params_key(void *ctx, const char *k, const yaml_node_t *knode, yaml_node_t *v,
+                      const char *p)
+{
+    struct params_ctx *pc = ctx;
+    struct ld *ld = pc->ld;
+    struct rt_deployment_conf *d = pc->d;
+    int rc = 0;
+
+    if (strcmp(k, "model") == 0) {
+        rc = parse_provider_model(ld, v, p, d);
+        pc->model = v;
+        rt_config_fmt_cut(pc->model_path, sizeof(pc->model_path), "%s", p);
+    } else if (strcmp(k, "api_base") == 0) {
+        rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, d->api_base, sizeof(d->api_base));
+    } else if (strcmp(k, "api_key") == 0) {
+        pc->api_key_given = !tg_yaml_is_null(v);
+        rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, d->api_key, sizeof(d->api_key));
+    } else if (strcmp(k, "rpm") == 0) {
+        rc = rt_config_get_limit(ld, v, p, &d->rpm);
+    } else if (strcmp(k, "tpm") == 0) {
+        rc = rt_config_get_limit(ld, v, p, &d->tpm);
+    } else if (strcmp(k, "timeout") == 0) {
+        rc = tg_yaml_seconds_ms(&ld->y, v, p, &d->timeout_ms);
+        *pc->timeout_set = 1;
+    } else if (strcmp(k, "stream_timeout") == 0) {
+        rc = tg_yaml_seconds_ms(&ld->y, v, p, &d->stream_timeout_ms);
+        *pc->stream_timeout_set = 1;
+    } else if (strcmp(k, "ssl_verify") == 0) {
+        rc = rt_config_parse_ssl_verify(ld, v, p, &d->ssl_verify, d->ssl_ca_file,
+                                        sizeof(d->ssl_ca_file));
+        d->ssl_verify_set = 1;
+    } else if (strcmp(k, "weight") == 0) {
+        rc = tg_yaml_u32(&ld->y, v, p, 1000000, &d->weight);
+    } else if (strcmp(k, "order") == 0) {
+        rc = tg_yaml_i32(&ld->y, v, p, &d->order);
+        if (rc == 0 && d->order < 0)
+            rc = tg_yaml_fail(&ld->y, v, p, "expected a non-negative integer");
+    } else if ((rc = parse_cloud_param(ld, k, v, p, d, &pc->given)) != 1) {
+        /* a provider-specific param: parsed (rc 0) or an error */
+    } else if (price_field(ld, k, v, p, pc->own, &rc)) {
+        /* a price: parsed (rc 0) or an error */
+    } else {
+        tg_yaml_warn(&ld->y, knode, p, "unknown key, ignored");
+        rc = 0;
+    }
+    return rc;
+}
+
 static int parse_litellm_params(struct ld *ld, yaml_node_t *n, const char *path,
                                 struct rt_deployment_conf *d, struct rt_model_price *own,
                                 int *timeout_set, int *stream_timeout_set)
 {
     char p[TG_YAML_PATH_MAX];
-    char model_path[TG_YAML_PATH_MAX];
-    const yaml_node_t *model = NULL;
-    int api_key_given = 0;
-    struct given_params given;
+    struct params_ctx *pc;
+    int rc;
 
-    given.n = 0;
     if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
-    TG_YAML_FOR_PAIRS(n, pair)
-    {
-        yaml_node_t *v;
-        const char *k = tg_yaml_pair(&ld->y, pair, path, p, &v);
-        int rc = 0;
-
-        if (k == NULL)
-            return TG_ECONFIG;
-        if (strcmp(k, "model") == 0) {
-            rc = parse_provider_model(ld, v, p, d);
-            model = v;
-            rt_config_fmt_cut(model_path, sizeof(model_path), "%s", p);
-        } else if (strcmp(k, "api_base") == 0) {
-            rc = tg_yaml_is_null(v) ? 0
-                                    : tg_yaml_str(&ld->y, v, p, d->api_base, sizeof(d->api_base));
-        } else if (strcmp(k, "api_key") == 0) {
-            api_key_given = !tg_yaml_is_null(v);
-            rc = tg_yaml_is_null(v) ? 0 : tg_yaml_str(&ld->y, v, p, d->api_key, sizeof(d->api_key));
-        } else if (strcmp(k, "rpm") == 0) {
-            rc = rt_config_get_limit(ld, v, p, &d->rpm);
-        } else if (strcmp(k, "tpm") == 0) {
-            rc = rt_config_get_limit(ld, v, p, &d->tpm);
-        } else if (strcmp(k, "timeout") == 0) {
-            rc = tg_yaml_seconds_ms(&ld->y, v, p, &d->timeout_ms);
-            *timeout_set = 1;
-        } else if (strcmp(k, "stream_timeout") == 0) {
-            rc = tg_yaml_seconds_ms(&ld->y, v, p, &d->stream_timeout_ms);
-            *stream_timeout_set = 1;
-        } else if (strcmp(k, "ssl_verify") == 0) {
-            rc = rt_config_parse_ssl_verify(ld, v, p, &d->ssl_verify, d->ssl_ca_file,
-                                            sizeof(d->ssl_ca_file));
-            d->ssl_verify_set = 1;
-        } else if (strcmp(k, "weight") == 0) {
-            rc = tg_yaml_u32(&ld->y, v, p, 1000000, &d->weight);
-        } else if (strcmp(k, "order") == 0) {
-            rc = tg_yaml_i32(&ld->y, v, p, &d->order);
-            if (rc == 0 && d->order < 0)
-                rc = tg_yaml_fail(&ld->y, v, p, "expected a non-negative integer");
-        } else if ((rc = parse_cloud_param(ld, k, v, p, d, &given)) != 1) {
-            /* a provider-specific param: parsed (rc 0) or an error */
-        } else if (price_field(ld, k, v, p, own, &rc)) {
-            /* a price: parsed (rc 0) or an error */
-        } else {
-            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
-            rc = 0;
-        }
-        if (rc != 0)
-            return TG_ECONFIG;
-    }
-    if (model == NULL) {
+    pc = calloc(1, sizeof(*pc)); /* given_params is large: not on the loader's stack */
+    if (pc == NULL)
+        return tg_yaml_fail(&ld->y, n, path, "out of memory");
+    pc->ld = ld;
+    pc->d = d;
+    pc->own = own;
+    pc->timeout_set = timeout_set;
+    pc->stream_timeout_set = stream_timeout_set;
+    rc = tg_yaml_map(&ld->y, n, path, params_key, pc);
+    if (rc == 0 && pc->model == NULL) {
         tg_yaml_path(p, path, "model");
-        return tg_yaml_fail(&ld->y, n, p, "missing");
+        rc = tg_yaml_fail(&ld->y, n, p, "missing");
     }
-    return resolve_deployment(ld, model, model_path, d, api_key_given, &given);
+    if (rc == 0)
+        rc = resolve_deployment(ld, pc->model, pc->model_path, d, pc->api_key_given, &pc->given);
+    free(pc);
+    return rc;
+}
+
+/* A deployment (an entry of model_list) being read. */
+struct deployment_ctx {
+    struct ld *ld;
+    struct rt_deployment_conf *d;
+    yaml_node_t *params;
+    int have_name, timeout_set, stream_timeout_set;
+    int64_t entry_rpm, entry_tpm;
+    struct rt_model_price lp, mi; /* prices given in litellm_params, in model_info */
+};
+
+static int model_info_key(void *ctx, const char *k, const yaml_node_t *knode, yaml_node_t *v,
+                          const char *q)
+{
+    struct deployment_ctx *dc = ctx;
+    struct ld *ld = dc->ld;
+    int rc = 0;
+
+    if (strcmp(k, "id") == 0)
+        return tg_yaml_str_nonempty(&ld->y, v, q, dc->d->id, sizeof(dc->d->id));
+    if (strcmp(k, "base_model") == 0)
+        return tg_yaml_is_null(v) ? 0
+                                  : tg_yaml_str(&ld->y, v, q, dc->d->base_model,
+                                                sizeof(dc->d->base_model));
+    if (price_field(ld, k, v, q, &dc->mi, &rc))
+        return rc;
+    tg_yaml_warn(&ld->y, knode, q, "unknown key, ignored");
+    return 0;
+}
+
+static int deployment_key(void *ctx, const char *k, const yaml_node_t *knode, yaml_node_t *v,
+                          const char *p)
+{
+    struct deployment_ctx *dc = ctx;
+    struct ld *ld = dc->ld;
+
+    if (strcmp(k, "model_name") == 0) {
+        dc->have_name = 1;
+        return tg_yaml_str_nonempty(&ld->y, v, p, dc->d->group, sizeof(dc->d->group));
+    }
+    if (strcmp(k, "litellm_params") == 0) {
+        dc->params = v;
+        return parse_litellm_params(ld, v, p, dc->d, &dc->lp, &dc->timeout_set,
+                                    &dc->stream_timeout_set);
+    }
+    if (strcmp(k, "rpm") == 0)
+        return rt_config_get_limit(ld, v, p, &dc->entry_rpm); /* older LiteLLM configs */
+    if (strcmp(k, "tpm") == 0)
+        return rt_config_get_limit(ld, v, p, &dc->entry_tpm);
+    if (strcmp(k, "model_info") == 0)
+        return tg_yaml_map(&ld->y, v, p, model_info_key, dc);
+    tg_yaml_warn(&ld->y, knode, p, "unknown key, ignored");
+    return 0;
 }
 
 static int parse_deployment(struct ld *ld, yaml_node_t *n, const char *path, size_t index,
                             struct rt_deployment_conf *d)
 {
     char p[TG_YAML_PATH_MAX];
-    yaml_node_t *params = NULL;
-    int have_name = 0, timeout_set = 0, stream_timeout_set = 0;
-    int64_t entry_rpm = RT_LIMIT_NONE, entry_tpm = RT_LIMIT_NONE;
-    struct rt_model_price lp, mi; /* prices given in litellm_params, in model_info */
+    struct deployment_ctx dc;
 
     if (tg_yaml_expect(&ld->y, n, path, YAML_MAPPING_NODE) != 0)
         return TG_ECONFIG;
-    rt_model_price_none(&lp);
-    rt_model_price_none(&mi);
+    memset(&dc, 0, sizeof(dc));
+    dc.ld = ld;
+    dc.d = d;
+    dc.entry_rpm = RT_LIMIT_NONE;
+    dc.entry_tpm = RT_LIMIT_NONE;
+    rt_model_price_none(&dc.lp);
+    rt_model_price_none(&dc.mi);
     memset(d, 0, sizeof(*d));
     d->rpm = RT_LIMIT_NONE;
     d->tpm = RT_LIMIT_NONE;
     d->weight = 1;
     d->line = (uint32_t)n->start_mark.line + 1;
-    TG_YAML_FOR_PAIRS(n, pair)
-    {
-        yaml_node_t *v;
-        const char *k = tg_yaml_pair(&ld->y, pair, path, p, &v);
-        int rc = 0;
-
-        if (k == NULL)
-            return TG_ECONFIG;
-        if (strcmp(k, "model_name") == 0) {
-            rc = tg_yaml_str_nonempty(&ld->y, v, p, d->group, sizeof(d->group));
-            have_name = 1;
-        } else if (strcmp(k, "litellm_params") == 0) {
-            params = v;
-            rc = parse_litellm_params(ld, v, p, d, &lp, &timeout_set, &stream_timeout_set);
-        } else if (strcmp(k, "rpm") == 0) {
-            rc = rt_config_get_limit(ld, v, p, &entry_rpm); /* older LiteLLM configs put it here */
-        } else if (strcmp(k, "tpm") == 0) {
-            rc = rt_config_get_limit(ld, v, p, &entry_tpm);
-        } else if (strcmp(k, "model_info") == 0) {
-            if (tg_yaml_is_null(v))
-                continue;
-            if (tg_yaml_expect(&ld->y, v, p, YAML_MAPPING_NODE) != 0)
-                return TG_ECONFIG;
-            TG_YAML_FOR_PAIRS(v, ip)
-            {
-                char q[TG_YAML_PATH_MAX];
-                const char *ik = tg_yaml_pair(&ld->y, ip, p, q, NULL);
-
-                if (ik == NULL)
-                    return TG_ECONFIG;
-                if (strcmp(ik, "id") == 0) {
-                    if (tg_yaml_str_nonempty(&ld->y, tg_yaml_node(&ld->y, ip->value), q, d->id,
-                                             sizeof(d->id)))
-                        return TG_ECONFIG;
-                } else if (strcmp(ik, "base_model") == 0) {
-                    yaml_node_t *bv = tg_yaml_node(&ld->y, ip->value);
-
-                    if (!tg_yaml_is_null(bv) &&
-                        tg_yaml_str(&ld->y, bv, q, d->base_model, sizeof(d->base_model)))
-                        return TG_ECONFIG;
-                } else if (price_field(ld, ik, tg_yaml_node(&ld->y, ip->value), q, &mi, &rc)) {
-                    if (rc != 0)
-                        return TG_ECONFIG;
-                } else {
-                    tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, ip->key), q, "unknown key, ignored");
-                }
-            }
-        } else {
-            tg_yaml_warn(&ld->y, tg_yaml_node(&ld->y, pair->key), p, "unknown key, ignored");
-        }
-        if (rc != 0)
-            return TG_ECONFIG;
-    }
-    if (!have_name) {
+    if (tg_yaml_map(&ld->y, n, path, deployment_key, &dc) != 0)
+        return TG_ECONFIG;
+    if (!dc.have_name) {
         tg_yaml_path(p, path, "model_name");
         return tg_yaml_fail(&ld->y, n, p, "missing");
     }
-    if (params == NULL) {
+    if (dc.params == NULL) {
         tg_yaml_path(p, path, "litellm_params");
         return tg_yaml_fail(&ld->y, n, p, "missing");
     }
-    own_prices(d, &lp, &mi);
+    own_prices(d, &dc.lp, &dc.mi);
     if (d->rpm == RT_LIMIT_NONE)
-        d->rpm = entry_rpm; /* litellm_params.rpm wins when both are given */
+        d->rpm = dc.entry_rpm; /* litellm_params.rpm wins when both are given */
     if (d->tpm == RT_LIMIT_NONE)
-        d->tpm = entry_tpm;
-    if (!timeout_set)
+        d->tpm = dc.entry_tpm;
+    if (!dc.timeout_set)
         d->timeout_ms = ld->cfg->timeout_ms;
-    if (!stream_timeout_set)
+    if (!dc.stream_timeout_set)
         d->stream_timeout_ms = d->timeout_ms;
     if (d->id[0] == '\0') {
         /* Stable generated id: "<group>-<index>", or a digest of the group when too long. */
