@@ -41,6 +41,14 @@ static void appendf(char *buf, size_t cap, size_t *at, const char *fmt, ...)
         *at = (size_t)n >= cap - *at ? cap - 1 : *at + (size_t)n;
 }
 
+size_t tg_kafka_topics_tollgate(const char *events, const char *control, int partitions,
+                                int replication, struct tg_topic_want want[2])
+{
+    want[0] = (struct tg_topic_want){events, 0, partitions, replication};
+    want[1] = (struct tg_topic_want){control, 1, TG_TOPICS_CONTROL_PARTITIONS, replication};
+    return 2;
+}
+
 struct rd_kafka_s *tg_kafka_topics_handle(const char *brokers, const struct tg_kafka_opts *opts,
                                           char *err, size_t errlen)
 {

@@ -31,6 +31,18 @@ struct tg_topic_want {
     int replication; /* for create: > 0, lowered to the broker count */
 };
 
+/* Both services' topics (README "Topics"): --create-topics' defaults and its bound. */
+#define TG_TOPICS_EVENTS_PARTITIONS 12
+#define TG_TOPICS_CONTROL_PARTITIONS 3
+#define TG_TOPICS_REPLICATION 3
+#define TG_TOPICS_CREATE_TIMEOUT_MS 30000
+
+/* tg_kafka_topics_tollgate: the topics both services depend on into want[0..1]: the events
+ * topic (partitions when created) and the compacted control topic (TG_TOPICS_CONTROL_PARTITIONS),
+ * replication for both. The names are borrowed. Returns 2. */
+size_t tg_kafka_topics_tollgate(const char *events, const char *control, int partitions,
+                                int replication, struct tg_topic_want want[2]);
+
 /* tg_kafka_topics_handle: a librdkafka handle for the admin calls (a producer that produces
  * nothing), bootstrap brokers and the service's security options (opts may be NULL). Returns
  * it (rd_kafka_destroy) or NULL with the reason in err. */

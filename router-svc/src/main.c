@@ -44,10 +44,6 @@
 #define RT_MASK_CONFIG_SECRETS_MAX 1024
 #define RT_PUBLISHER_FLUSH_S_DEFAULT 10 /* TOLLGATE_FLUSH_DEADLINE_S: producer flush at exit */
 #define RT_DEP_POLL_MS 1000             /* dependency states are refreshed this often */
-/* --create-topics: the defaults (README "Topics") and the bound of the whole operation */
-#define RT_EVENTS_TOPIC_PARTITIONS 12
-#define RT_CONTROL_TOPIC_PARTITIONS 3
-#define RT_CREATE_TOPICS_TIMEOUT_MS 30000
 
 static struct rt_config_diag diag; /* ~17 KB: static, not on the stack */
 
@@ -159,17 +155,6 @@ static void usage(FILE *out)
                  "  FILE may also be given in TOLLGATE_CONFIG\n");
 }
 
-/* The topics router-svc depends on: events (partitions for --create-topics) and the compacted
- * control topic. */
-static size_t topics_wanted(const struct rt_config *cfg, int partitions, int replication,
-                            struct tg_topic_want *want)
-{
-    want[0] = (struct tg_topic_want){cfg->events_topic, 0, partitions, replication};
-    want[1] = (struct tg_topic_want){cfg->control_topic, 1, RT_CONTROL_TOPIC_PARTITIONS,
-                                     replication};
-    return 2;
-}
-
 /* Start-up topic check result -> the "topics" dependency (reported, never required). */
 struct topics_dep {
     struct rt_health *health;
@@ -259,7 +244,8 @@ int main(int argc, char **argv)
     struct extra_metrics extra = {NULL, NULL, NULL};
     struct rt_creds *creds = NULL;
     int dep_kafka = -1, dep_keys = -1;
-    int create_topics = 0, partitions = RT_EVENTS_TOPIC_PARTITIONS, replication = 3;
+    int create_topics = 0, partitions = TG_TOPICS_EVENTS_PARTITIONS;
+    int replication = TG_TOPICS_REPLICATION;
     struct tg_topics_watch *topics = NULL;
     struct topics_dep tdep = {NULL, -1};
     const char **secrets = NULL;
@@ -320,10 +306,11 @@ int main(int argc, char **argv)
     }
     if (create_topics) {
         struct tg_topic_want want[2];
-        size_t n = topics_wanted(cfg, partitions, replication, want);
+        size_t n = tg_kafka_topics_tollgate(cfg->events_topic, cfg->control_topic, partitions,
+                                                replication, want);
 
         rc = tg_kafka_topics_run_create(cfg->kafka_brokers, &cfg->kafka_opts, want, n,
-                                        RT_CREATE_TOPICS_TIMEOUT_MS, stdout);
+                                        TG_TOPICS_CREATE_TIMEOUT_MS, stdout);
         rt_config_destroy(&cfg);
         return rc;
     }
@@ -429,7 +416,8 @@ int main(int argc, char **argv)
         dep_kafka = rt_health_dep_register(health, "kafka", 0);
         {
             struct tg_topic_want want[2];
-            size_t n = topics_wanted(cfg, partitions, replication, want);
+            size_t n = tg_kafka_topics_tollgate(cfg->events_topic, cfg->control_topic, partitions,
+                                                replication, want);
 
             tdep.health = health;
             tdep.idx = rt_health_dep_register(health, "topics", 0);

@@ -33,10 +33,6 @@
 
 #define SP_SHUTDOWN_FLUSH_MS 10000   /* time allowed to commit the last batch at SIGTERM */
 #define SP_PUBLISH_TIMEOUT_MS 5000   /* acks=all wait for a block record */
-/* --create-topics: the defaults (README "Topics") and the bound of the whole operation */
-#define SP_EVENTS_TOPIC_PARTITIONS 12
-#define SP_CONTROL_TOPIC_PARTITIONS 3
-#define SP_CREATE_TOPICS_TIMEOUT_MS 30000
 
 struct app {
     struct sp_config cfg;
@@ -173,17 +169,6 @@ static void tick_hook(void *ctx)
 
 /* Topics ------------------------------------------------------------------------------------------ */
 
-/* The topics spend-svc depends on: events (partitions for --create-topics) and the compacted
- * control topic. */
-static size_t topics_wanted(const struct sp_config *cfg, int partitions, int replication,
-                            struct tg_topic_want *want)
-{
-    want[0] = (struct tg_topic_want){cfg->kafka_topic, 0, partitions, replication};
-    want[1] = (struct tg_topic_want){cfg->kafka_control_topic, 1, SP_CONTROL_TOPIC_PARTITIONS,
-                                     replication};
-    return 2;
-}
-
 static void on_topics(void *ud, int rc, const char *report, const char *problem)
 {
     struct app *a = ud;
@@ -249,7 +234,7 @@ int main(int argc, char **argv)
     struct app *a = &app;
     const char *config_path = NULL;
     int check = 0, create_topics = 0;
-    int partitions = SP_EVENTS_TOPIC_PARTITIONS, replication = 3;
+    int partitions = TG_TOPICS_EVENTS_PARTITIONS, replication = TG_TOPICS_REPLICATION;
     char err[1024];
     int exit_code = 1;
     struct sigaction sa;
@@ -291,10 +276,11 @@ int main(int argc, char **argv)
     }
     if (create_topics) {
         struct tg_topic_want want[2];
-        size_t n = topics_wanted(&a->cfg, partitions, replication, want);
+        size_t n = tg_kafka_topics_tollgate(a->cfg.kafka_topic, a->cfg.kafka_control_topic,
+                                            partitions, replication, want);
 
         return tg_kafka_topics_run_create(a->cfg.kafka_brokers, &a->cfg.kafka_opts, want, n,
-                                          SP_CREATE_TOPICS_TIMEOUT_MS, stdout);
+                                          TG_TOPICS_CREATE_TIMEOUT_MS, stdout);
     }
     pthread_mutex_init(&a->topics_mu, NULL);
     /* the budget time zone, process-wide, before any thread starts (checked at load) */
@@ -406,7 +392,8 @@ int main(int argc, char **argv)
 
     {
         struct tg_topic_want want[2];
-        size_t n = topics_wanted(&a->cfg, partitions, replication, want);
+        size_t n = tg_kafka_topics_tollgate(a->cfg.kafka_topic, a->cfg.kafka_control_topic,
+                                            partitions, replication, want);
 
         a->topics = tg_topics_watch_start(a->cfg.kafka_brokers, &a->cfg.kafka_opts, want, n,
                                           on_topics, a, err, sizeof(err));
