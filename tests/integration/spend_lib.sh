@@ -207,6 +207,29 @@ sp_check_totals() {
         [ "$got" = "$(sp_field "$out" produced)" ]
 }
 
+# sp_test_certs DIR: test certificates made by openssl: a CA (ca.crt, ca.key) and another CA
+# (other-ca.*) that signed nothing here; from the first, a server certificate for 127.0.0.1
+# (server.crt, server.key) and a client certificate (client.crt, client.key). Valid 2 days.
+sp_test_certs() {
+    local dir=$1 ca who
+    mkdir -p "$dir" || sp_die "mkdir $dir"
+    for ca in ca other-ca; do
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/$ca.key" -out "$dir/$ca.crt" \
+            -days 2 -subj "/CN=tollgate-test-$ca" -addext basicConstraints=critical,CA:TRUE \
+            -addext keyUsage=critical,keyCertSign 2>/dev/null || sp_die "openssl: $ca"
+    done
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$dir/server.ext"
+    printf 'extendedKeyUsage=clientAuth\n' >"$dir/client.ext"
+    for who in server client; do
+        openssl req -newkey rsa:2048 -nodes -keyout "$dir/$who.key" -out "$dir/$who.csr" \
+            -subj "/CN=tollgate-test-$who" 2>/dev/null || sp_die "openssl: $who key"
+        openssl x509 -req -in "$dir/$who.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
+            -CAcreateserial -days 2 -extfile "$dir/$who.ext" -out "$dir/$who.crt" 2>/dev/null ||
+            sp_die "openssl: $who certificate"
+    done
+    chmod 644 "$dir"/*.crt
+}
+
 # sp_redis_cli ARGS...: redis-cli against the test's Redis (a test with a Redis of its own, TLS or
 # ACL, redefines it).
 sp_redis_cli() { redis-cli -p "$TG_REDIS_PORT" "$@"; }

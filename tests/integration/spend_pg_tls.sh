@@ -46,19 +46,7 @@ trap tls_cleanup EXIT
 
 # Certificates: a CA, another CA, a server certificate for 127.0.0.1 from the first.
 CERTS=$SP_DIR/certs
-mkdir -p "$CERTS"
-for ca in ca other-ca; do
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$CERTS/$ca.key" -out "$CERTS/$ca.crt" \
-        -days 2 -subj "/CN=tollgate-test-$ca" -addext basicConstraints=critical,CA:TRUE \
-        -addext keyUsage=critical,keyCertSign 2>/dev/null || sp_die "openssl: $ca"
-done
-openssl req -newkey rsa:2048 -nodes -keyout "$CERTS/server.key" -out "$CERTS/server.csr" \
-    -subj /CN=127.0.0.1 2>/dev/null || sp_die "openssl: server key"
-printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$CERTS/server.ext"
-openssl x509 -req -in "$CERTS/server.csr" -CA "$CERTS/ca.crt" -CAkey "$CERTS/ca.key" \
-    -CAcreateserial -days 2 -extfile "$CERTS/server.ext" -out "$CERTS/server.crt" 2>/dev/null ||
-    sp_die "openssl: server certificate"
-chmod 644 "$CERTS"/*.crt
+sp_test_certs "$CERTS"
 
 # The cluster: under /tmp, owned by postgres (the state dir may sit where postgres cannot go).
 PG_ROOT=$(mktemp -d /tmp/tollgate-pgtls.XXXXXX) || sp_die "mktemp"

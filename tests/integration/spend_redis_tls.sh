@@ -40,26 +40,8 @@ tls_cleanup() {
 }
 trap tls_cleanup EXIT
 
-# Certificates: a CA, another CA; from the first a server certificate for 127.0.0.1 and a client
-# certificate.
 CERTS=$SP_DIR/certs
-mkdir -p "$CERTS"
-for ca in ca other-ca; do
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$CERTS/$ca.key" -out "$CERTS/$ca.crt" \
-        -days 2 -subj "/CN=tollgate-test-$ca" -addext basicConstraints=critical,CA:TRUE \
-        -addext keyUsage=critical,keyCertSign 2>/dev/null || sp_die "openssl: $ca"
-done
-for who in server client; do
-    openssl req -newkey rsa:2048 -nodes -keyout "$CERTS/$who.key" -out "$CERTS/$who.csr" \
-        -subj "/CN=tollgate-test-$who" 2>/dev/null || sp_die "openssl: $who key"
-done
-printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$CERTS/server.ext"
-printf 'extendedKeyUsage=clientAuth\n' >"$CERTS/client.ext"
-for who in server client; do
-    openssl x509 -req -in "$CERTS/$who.csr" -CA "$CERTS/ca.crt" -CAkey "$CERTS/ca.key" \
-        -CAcreateserial -days 2 -extfile "$CERTS/$who.ext" -out "$CERTS/$who.crt" 2>/dev/null ||
-        sp_die "openssl: $who certificate"
-done
+sp_test_certs "$CERTS"
 
 rand() { head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 PW_A="acl-$(rand)"

@@ -399,6 +399,20 @@ static void small_queue(struct sp_alerter_config *c)
     c->queue_capacity = 4;
 }
 
+/* raise_deployments: n deployment-failure alerts of distinct subjects ("deployment <tag><i>"). */
+static void raise_deployments(struct sp_alerter *al, char tag, int n)
+{
+    struct sp_alert a;
+
+    for (int i = 0; i < n; i++) {
+        char subject[64];
+
+        snprintf(subject, sizeof(subject), "deployment %c%d failing", tag, i);
+        sp_alert_init(&a, SP_ALERT_DEPLOYMENT_FAILURES, SP_ALERT_WARNING, subject, "x");
+        sp_alerter_raise(al, &a);
+    }
+}
+
 /* A flood of one type never pushes another type's alert out of the full queue: the oldest of
  * the most numerous type goes (the alert-per-request outage of the incident). */
 static void test_queue_full_drops_the_flooding_type(void **state)
@@ -410,23 +424,11 @@ static void test_queue_full_drops_the_flooding_type(void **state)
     (void)state;
     /* the sender takes its burst (3) and then waits about a second for a token: the degraded
      * alert raised after these stays queued while the flood comes */
-    for (int i = 0; i < 8; i++) {
-        char subject[64];
-
-        snprintf(subject, sizeof(subject), "deployment e%d failing", i);
-        sp_alert_init(&a, SP_ALERT_DEPLOYMENT_FAILURES, SP_ALERT_WARNING, subject, "x");
-        sp_alerter_raise(al, &a);
-    }
+    raise_deployments(al, 'e', 8);
     sp_alert_init(&a, SP_ALERT_SPEND_TRACKING_DEGRADED, SP_ALERT_CRITICAL, "redis unreachable",
                   "x");
     assert_int_equal(sp_alerter_raise(al, &a), 0);
-    for (int i = 0; i < 200; i++) {
-        char subject[64];
-
-        snprintf(subject, sizeof(subject), "deployment d%d failing", i);
-        sp_alert_init(&a, SP_ALERT_DEPLOYMENT_FAILURES, SP_ALERT_WARNING, subject, "x");
-        sp_alerter_raise(al, &a);
-    }
+    raise_deployments(al, 'd', 200);
     sp_alerter_get_stats(al, &st);
     assert_true(st.queue_depth <= 4);
     assert_int_equal(st.alerts[SP_ALERT_SPEND_TRACKING_DEGRADED][SP_ALERT_DROPPED], 0);
@@ -442,13 +444,7 @@ static void test_queue_drop_oldest(void **state)
     struct sp_alert a;
 
     (void)state;
-    for (int i = 0; i < 200; i++) {
-        char subject[64];
-
-        snprintf(subject, sizeof(subject), "deployment d%d failing", i);
-        sp_alert_init(&a, SP_ALERT_DEPLOYMENT_FAILURES, SP_ALERT_WARNING, subject, "x");
-        sp_alerter_raise(al, &a);
-    }
+    raise_deployments(al, 'd', 200);
     sp_alerter_get_stats(al, &st);
     assert_int_equal(st.alerts[SP_ALERT_DEPLOYMENT_FAILURES][SP_ALERT_RAISED], 200);
     assert_true(st.queue_depth <= 4);
