@@ -199,10 +199,11 @@ static int no_subjects(void *ctx, int by_team, char (*subject)[SP_PG_SUBJECT_MAX
     return 0;
 }
 
-/* metric: the value of an unlabelled sample in Prometheus text, or -1 when absent. */
+/* metric: the value of a sample in Prometheus text, by its name and labels (e.g. `x` or
+ * `x{reason="invalid"}`), or -1 when absent. */
 static double metric(const char *text, const char *name)
 {
-    char pat[128];
+    char pat[160];
     const char *p;
 
     snprintf(pat, sizeof(pat), "\n%s ", name);
@@ -351,16 +352,6 @@ static struct sp_pipeline_status status_of(const struct sp_pipeline *p)
     return st;
 }
 
-/* labelled: the value of a sample with labels (e.g. `x{reason="invalid"}`), or -1 when absent. */
-static double labelled(const char *text, const char *name_and_labels)
-{
-    char pat[160];
-    const char *q;
-
-    snprintf(pat, sizeof(pat), "\n%s ", name_and_labels);
-    q = strstr(text, pat);
-    return q ? strtod(q + strlen(pat), NULL) : -1;
-}
 
 /* Partitions go to lane partition % writers (as unsigned), the same lane every time. */
 static void test_lane_of(void **state)
@@ -438,10 +429,10 @@ static void test_dead_letter_classes(void **state)
     sp_pipeline_write_metrics(f.p, &mb);
     assert_true(metric(mb.data, "tollgate_spend_events_consumed_total") == 4);
     assert_true(metric(mb.data, "tollgate_spend_rows_inserted_total") == 0);
-    assert_true(labelled(mb.data, "tollgate_spend_dead_letters_total{reason=\"invalid\"}") == 0);
-    assert_true(labelled(mb.data, "tollgate_spend_dead_letters_total{reason=\"too_large\"}") ==
+    assert_true(metric(mb.data, "tollgate_spend_dead_letters_total{reason=\"invalid\"}") == 0);
+    assert_true(metric(mb.data, "tollgate_spend_dead_letters_total{reason=\"too_large\"}") ==
                 0);
-    assert_true(labelled(mb.data, "tollgate_spend_dead_letters_total{reason=\"rejected\"}") ==
+    assert_true(metric(mb.data, "tollgate_spend_dead_letters_total{reason=\"rejected\"}") ==
                 0);
     assert_true(metric(mb.data, "tollgate_spend_postgres_up") == 1);
     assert_true(metric(mb.data, "tollgate_spend_batches_total") == 0);
