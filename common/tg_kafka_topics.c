@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "tg_kafka_opts.h"
 #include "tg_log.h"
 #include "tg_time.h"
+#include "tg_units.h"
 
 /* What the cluster says of one topic. */
 struct topic_state {
@@ -39,6 +41,38 @@ static void appendf(char *buf, size_t cap, size_t *at, const char *fmt, ...)
     va_end(ap);
     if (n > 0)
         *at = (size_t)n >= cap - *at ? cap - 1 : *at + (size_t)n;
+}
+
+void tg_topics_args_init(struct tg_topics_args *a)
+{
+    a->create = 0;
+    a->partitions = TG_TOPICS_EVENTS_PARTITIONS;
+    a->replication = TG_TOPICS_REPLICATION;
+}
+
+/* number: argv[*i + 1] as a whole number lo..hi into *out, *i moved past it. */
+static int number(int argc, char **argv, int *i, uint64_t hi, int *out)
+{
+    uint64_t v = 0;
+
+    if (*i + 1 >= argc || tg_parse_u64(argv[*i + 1], &v) != 0 || v < 1 || v > hi)
+        return -1;
+    *out = (int)v;
+    (*i)++;
+    return 1;
+}
+
+int tg_topics_args_take(struct tg_topics_args *a, int argc, char **argv, int *i)
+{
+    if (strcmp(argv[*i], "--create-topics") == 0) {
+        a->create = 1;
+        return 1;
+    }
+    if (strcmp(argv[*i], "--partitions") == 0)
+        return number(argc, argv, i, 10000, &a->partitions);
+    if (strcmp(argv[*i], "--replication-factor") == 0)
+        return number(argc, argv, i, 32, &a->replication);
+    return 0;
 }
 
 size_t tg_kafka_topics_tollgate(const char *events, const char *control, int partitions,

@@ -37,6 +37,20 @@ struct tg_topic_want {
 #define TG_TOPICS_REPLICATION 3
 #define TG_TOPICS_CREATE_TIMEOUT_MS 30000
 
+/* The command line of --create-topics, the same for both services. */
+struct tg_topics_args {
+    int create;      /* --create-topics */
+    int partitions;  /* --partitions N (events topic), TG_TOPICS_EVENTS_PARTITIONS */
+    int replication; /* --replication-factor N, TG_TOPICS_REPLICATION */
+};
+
+void tg_topics_args_init(struct tg_topics_args *a);
+
+/* tg_topics_args_take: when argv[*i] is --create-topics, --partitions N or --replication-factor
+ * N, take it (moving *i past its value) and return 1; 0 for another argument; -1 for a value
+ * that is not a whole number in range (partitions 1..10000, replication 1..32) or missing. */
+int tg_topics_args_take(struct tg_topics_args *a, int argc, char **argv, int *i);
+
 /* tg_kafka_topics_tollgate: the topics both services depend on into want[0..1]: the events
  * topic (partitions when created) and the compacted control topic (TG_TOPICS_CONTROL_PARTITIONS),
  * replication for both. The names are borrowed. Returns 2. */

@@ -244,8 +244,8 @@ int main(int argc, char **argv)
     struct extra_metrics extra = {NULL, NULL, NULL};
     struct rt_creds *creds = NULL;
     int dep_kafka = -1, dep_keys = -1;
-    int create_topics = 0, partitions = TG_TOPICS_EVENTS_PARTITIONS;
-    int replication = TG_TOPICS_REPLICATION;
+    struct tg_topics_args topics_args;
+    int taken;
     struct tg_topics_watch *topics = NULL;
     struct topics_dep tdep = {NULL, -1};
     const char **secrets = NULL;
@@ -254,17 +254,17 @@ int main(int argc, char **argv)
     int sig = 0;
 
     tg_log_init("router-svc");
+    tg_topics_args_init(&topics_args);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             path = argv[++i];
         } else if (strcmp(argv[i], "--check") == 0) {
             check = 1;
-        } else if (strcmp(argv[i], "--create-topics") == 0) {
-            create_topics = 1;
-        } else if (strcmp(argv[i], "--partitions") == 0 && i + 1 < argc) {
-            partitions = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--replication-factor") == 0 && i + 1 < argc) {
-            replication = atoi(argv[++i]);
+        } else if ((taken = tg_topics_args_take(&topics_args, argc, argv, &i)) != 0) {
+            if (taken < 0) {
+                usage(stderr);
+                return 2;
+            }
         } else if (strcmp(argv[i], "--providers") == 0) {
             print_providers();
             return 0;
@@ -276,8 +276,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (path == NULL || *path == '\0' || partitions < 1 || partitions > 10000 ||
-        replication < 1 || replication > 32) {
+    if (path == NULL || *path == '\0') {
         usage(stderr);
         return 2;
     }
@@ -304,10 +303,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", diag.error);
         return 2;
     }
-    if (create_topics) {
+    if (topics_args.create) {
         struct tg_topic_want want[2];
-        size_t n = tg_kafka_topics_tollgate(cfg->events_topic, cfg->control_topic, partitions,
-                                                replication, want);
+        size_t n = tg_kafka_topics_tollgate(cfg->events_topic, cfg->control_topic,
+                                                topics_args.partitions,
+                                                topics_args.replication, want);
 
         rc = tg_kafka_topics_run_create(cfg->kafka_brokers, &cfg->kafka_opts, want, n,
                                         TG_TOPICS_CREATE_TIMEOUT_MS, stdout);
@@ -416,8 +416,9 @@ int main(int argc, char **argv)
         dep_kafka = rt_health_dep_register(health, "kafka", 0);
         {
             struct tg_topic_want want[2];
-            size_t n = tg_kafka_topics_tollgate(cfg->events_topic, cfg->control_topic, partitions,
-                                                replication, want);
+            size_t n = tg_kafka_topics_tollgate(cfg->events_topic, cfg->control_topic,
+                                                topics_args.partitions,
+                                                topics_args.replication, want);
 
             tdep.health = health;
             tdep.idx = rt_health_dep_register(health, "topics", 0);

@@ -233,32 +233,31 @@ int main(int argc, char **argv)
     static struct app app; /* large; zero-initialised */
     struct app *a = &app;
     const char *config_path = NULL;
-    int check = 0, create_topics = 0;
-    int partitions = TG_TOPICS_EVENTS_PARTITIONS, replication = TG_TOPICS_REPLICATION;
+    int check = 0, taken;
+    struct tg_topics_args topics_args;
     char err[1024];
     int exit_code = 1;
     struct sigaction sa;
     sp_config_section_fn alerting_fn = NULL;
     void *alerting_ctx = NULL;
 
+    tg_topics_args_init(&topics_args);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config_path = argv[++i];
         } else if (strcmp(argv[i], "--check") == 0) {
             check = 1;
-        } else if (strcmp(argv[i], "--create-topics") == 0) {
-            create_topics = 1;
-        } else if (strcmp(argv[i], "--partitions") == 0 && i + 1 < argc) {
-            partitions = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--replication-factor") == 0 && i + 1 < argc) {
-            replication = atoi(argv[++i]);
+        } else if ((taken = tg_topics_args_take(&topics_args, argc, argv, &i)) != 0) {
+            if (taken < 0) {
+                usage();
+                return 2;
+            }
         } else {
             usage();
             return 2;
         }
     }
-    if (!config_path || partitions < 1 || partitions > 10000 || replication < 1 ||
-        replication > 32) {
+    if (!config_path) {
         usage();
         return 2;
     }
@@ -274,10 +273,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: ok\n", config_path);
         return 0;
     }
-    if (create_topics) {
+    if (topics_args.create) {
         struct tg_topic_want want[2];
         size_t n = tg_kafka_topics_tollgate(a->cfg.kafka_topic, a->cfg.kafka_control_topic,
-                                            partitions, replication, want);
+                                            topics_args.partitions, topics_args.replication,
+                                            want);
 
         return tg_kafka_topics_run_create(a->cfg.kafka_brokers, &a->cfg.kafka_opts, want, n,
                                           TG_TOPICS_CREATE_TIMEOUT_MS, stdout);
@@ -393,7 +393,8 @@ int main(int argc, char **argv)
     {
         struct tg_topic_want want[2];
         size_t n = tg_kafka_topics_tollgate(a->cfg.kafka_topic, a->cfg.kafka_control_topic,
-                                            partitions, replication, want);
+                                            topics_args.partitions, topics_args.replication,
+                                            want);
 
         a->topics = tg_topics_watch_start(a->cfg.kafka_brokers, &a->cfg.kafka_opts, want, n,
                                           on_topics, a, err, sizeof(err));
