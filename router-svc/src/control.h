@@ -26,7 +26,8 @@
  * Kafka record key "block:<sha256hex>" (written by spend-svc when a budget is exceeded):
  *   value = {"reason":"budget_exceeded","since_ms":<epoch ms>,"until_ms":<epoch ms, 0 = until
  *   unblocked>} and, from spend-svc, "scope", "period_start_ms", "spend_nusd", "max_budget_nusd"
- *   (proto_ctl_block_encode; further fields are allowed and ignored). Any non-NULL value blocks the key: requests with it get 429 budget_exceeded.
+ *   (proto_ctl_block_encode; further fields are allowed and ignored). Any non-NULL value
+ *   blocks the key: requests with it get 429 budget_exceeded.
  *   until_ms is informational: the block stays in force until its tombstone (spend-svc writes
  *   the tombstone when the budget period rolls over). A block may arrive before its key.
  *   Tombstone (NULL value): unblock.
