@@ -37,6 +37,7 @@ rt_core_module(prices DEPS rt_prices_data rt_jbound tg_units PkgConfig::JANSSON 
 rt_core_module(config DEPS tg_yaml tg_kafka_opts tg_units rt_providers rt_prices)
 target_sources(rt_config PRIVATE ${RT_SRC}/config_model.c) # model_list: config_int.h
 rt_core_module(keys DEPS rt_config tg_units PkgConfig::JANSSON Threads::Threads)
+target_sources(rt_keys PRIVATE ${RT_SRC}/key_extra.c) # LiteLLM fields stored, not acted on
 rt_core_module(usage DEPS rt_config rt_jbound PkgConfig::JANSSON)
 rt_core_module(router DEPS rt_config rt_keys rt_limiter rt_trail rt_mask Threads::Threads)
 

@@ -30,7 +30,7 @@ add_library(rt_health STATIC ${RT_SRC}/health.c)
 target_include_directories(rt_health PUBLIC ${RT_SRC})
 target_link_libraries(rt_health PUBLIC tg_common)
 
-add_library(rt_metrics STATIC ${RT_SRC}/rt_metrics.c)
+add_library(rt_metrics STATIC ${RT_SRC}/rt_metrics.c ${RT_SRC}/rt_metrics_litellm.c)
 target_include_directories(rt_metrics PUBLIC ${RT_SRC})
 target_link_libraries(rt_metrics PUBLIC tg_common rt_core)
 

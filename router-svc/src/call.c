@@ -288,6 +288,7 @@ void call_complete(struct rt_call *c, int status, const char *err_class)
     }
     rt_metrics_request(e->metrics, ev->model_group, ev->status,
                        (double)(tg_now_mono_us() - c->t_start_us) / 1e6);
+    rt_metrics_event(e->metrics, ev);
     rt_metrics_completed_hook(e->metrics);
     if (e->on_complete != NULL)
         e->on_complete(ev, e->on_complete_ud);
@@ -860,7 +861,7 @@ static int stream_start(struct rt_call *c)
     c->upstream_us += c->res_ttfb_us;
     c->ttft_ms = call_elapsed_ms(c);
     snprintf(view.model_group, sizeof(view.model_group), "%s", c->target.group);
-    rt_metrics_attempt(e->metrics, c->target.dep->id, RT_ERR_NONE);
+    rt_metrics_attempt(e->metrics, c->key, c->target.dep->id, (int)c->res_status, RT_ERR_NONE);
     if (relay_begin(c) != 0) {
         /* nothing was sent yet: stop the transfer and answer like any failure */
         c->discard = 1;
@@ -910,7 +911,7 @@ static int attempt_done(struct rt_call *c, int *ret)
 
         res.retry_after_s = ra > 0 ? (uint32_t)(ra > 86400 ? 86400 : ra) : 0;
     }
-    rt_metrics_attempt(e->metrics, c->target.dep->id, ec);
+    rt_metrics_attempt(e->metrics, c->key, c->target.dep->id, (int)c->res_status, ec);
     if (ec != RT_ERR_NONE)
         TG_DEBUG("msg=attempt_failed call_id=%s deployment=%s status=%ld class=%s latency_ms=%u",
                  c->call_id, c->target.dep->id, c->res_status, rt_error_class_name(ec),
@@ -1013,7 +1014,7 @@ static int attempt_next(struct rt_call *c, int *ret)
     if (rc == TG_EAGAIN) {
         /* the deployment has no valid token (creds.h): a failed attempt, at once, like a
          * provider's 503; the router retries elsewhere or falls back */
-        rt_metrics_attempt(e->metrics, c->target.dep->id, RT_ERR_SERVER);
+        rt_metrics_attempt(e->metrics, c->key, c->target.dep->id, 503, RT_ERR_SERVER);
         TG_DEBUG("msg=attempt_no_token call_id=%s deployment=%s", c->call_id, c->target.dep->id);
         if (report_unsent(c, 503, RT_ERR_SERVER, msg) == RT_STEP_DONE) {
             c->have_target = 0;

@@ -75,6 +75,8 @@
 #define RT_KEY_FALLBACK_RULES_MAX 4    /* key router_settings.fallbacks entries */
 #define RT_KEY_ALIASES_MAX 8           /* key router_settings.model_group_alias entries */
 #define RT_KEY_TAGS_MAX PROTO_TAGS_MAX /* metadata.tags */
+#define RT_KEY_EXTRA_MAX_BYTES 16384   /* LiteLLM fields stored, not acted on (key_extra.h),
+                                        * as compact JSON text */
 
 /* Defaults (LiteLLM's where LiteLLM has one). */
 #define RT_DEFAULT_TIMEOUT_MS 600000u /* litellm_params.timeout / router_settings.timeout */
@@ -211,7 +213,7 @@ struct rt_key_model_limit {
     int64_t tpm; /* RT_LIMIT_NONE when not given */
 };
 
-/* A virtual key's fields, as given in tollgate.keys or to the key API. Fixed-size (about 14 KB):
+/* A virtual key's fields, as given in tollgate.keys or to the key API. Fixed-size (about 31 KB):
  * allocate it on the heap or in static storage, not on a small stack. The keys table stores a
  * compact copy (keys.h); the key itself is kept only as its SHA-256 hash. */
 struct rt_key_spec {
@@ -245,6 +247,10 @@ struct rt_key_spec {
     int blocked;              /* 1: budget exceeded; requests get 429 */
     int admin_blocked;        /* 1: blocked by an admin (/key/block, LiteLLM's "blocked");
                                * requests get 401 until /key/unblock */
+    /* LiteLLM's key fields Tollgate stores and returns without acting on them (key_extra.h):
+     * a compact JSON object, members in name order, at most RT_KEY_EXTRA_MAX_BYTES bytes; ""
+     * when there are none. Never read on the request path. */
+    char extra[RT_KEY_EXTRA_MAX_BYTES + 1];
 };
 
 enum rt_spool_full_policy {

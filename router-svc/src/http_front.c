@@ -296,7 +296,7 @@ static int serve_metrics(struct rt_front *f, struct hs_conn *conn)
     struct tg_buf b;
     struct rt_upstream_stats us;
 
-    if (tg_buf_init(&b, TG_METRICS_BODY_MAX_BYTES) != 0)
+    if (tg_buf_init(&b, RT_METRICS_BODY_MAX_BYTES) != 0)
         return HS_NO;
     rt_metrics_write(f->d.metrics, &b);
     memset(&us, 0, sizeof(us));

@@ -189,6 +189,12 @@ static json_t *info_json(const struct rt_key_api *api, const struct rt_key_spec 
     o = json_loadb(buf, n, 0, NULL);
     if (o == NULL)
         goto out;
+    /* LiteLLM's shape: the stored-only fields (key_extra.h) where the caller gave them, at the
+     * top level, and the key's model aliases under LiteLLM's name as well */
+    json_object_update(o, json_object_get(o, "extra"));
+    json_object_del(o, "extra");
+    json_object_set(o, "aliases",
+                    json_object_get(json_object_get(o, "router_settings"), "model_group_alias"));
     json_object_set_new(o, "max_budget",
                         spec->max_budget_nusd < 0 ? json_null()
                                                   : json_real((double)spec->max_budget_nusd / 1e9));

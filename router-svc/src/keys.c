@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "key_extra.h"
 #include "proto_control.h"
 #include "tg_err.h"
 #include "tg_log.h"
@@ -128,11 +129,13 @@ static void rec_layout(struct bump *b, const struct rt_key_spec *s, int present)
         const char *alias = bump_str(b, s->key_alias);
         const char *team = bump_str(b, s->team_id);
         const char *user = bump_str(b, s->user_id);
+        const char *extra = bump_str(b, s->extra);
 
         if (r != NULL) {
             r->key.key_alias = alias;
             r->key.team_id = team;
             r->key.user_id = user;
+            r->key.extra = extra;
         }
     }
     for (uint32_t i = 0; i < s->n_models; i++) {
@@ -201,6 +204,7 @@ static int spec_valid(const struct rt_key_spec *s)
 {
     if (!hash_valid(s->key_hash) || !str_ok(s->key_alias, RT_ID_CAP) ||
         !str_ok(s->team_id, RT_ID_CAP) || !str_ok(s->user_id, RT_ID_CAP) ||
+        !str_ok(s->extra, sizeof(s->extra)) ||
         s->n_models > RT_KEY_MODELS_MAX || s->n_model_limits > RT_KEY_MODEL_LIMITS_MAX ||
         s->n_tags > RT_KEY_TAGS_MAX || s->n_fallbacks > RT_KEY_FALLBACK_RULES_MAX ||
         s->n_aliases > RT_KEY_ALIASES_MAX)
@@ -293,6 +297,7 @@ static void key_to_spec(const struct rt_key *k, struct rt_key_spec *s)
     s->expires_epoch_ms = k->expires_epoch_ms;
     s->blocked = k->blocked;
     s->admin_blocked = k->admin_blocked;
+    snprintf(s->extra, sizeof(s->extra), "%s", k->extra);
 }
 
 static void rec_unref(struct rec *r)
@@ -804,7 +809,12 @@ struct jctx {
     const struct rt_config *cfg;
     char *err;
     size_t errlen;
+    json_t *extra;     /* stored-only fields of the body (key_extra.h), NULL when none */
+    int extra_replace; /* 1: the stored form's "extra": the whole set, not a change */
+    int tags_from;     /* the body's tags came as 1: metadata.tags, 2: tags */
+    int aliases_from;  /* the aliases came as 1: router_settings.model_group_alias, 2: aliases */
 };
+
 
 static int jfail(struct jctx *j, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -819,6 +829,15 @@ static int jfail(struct jctx *j, const char *field, const char *fmt, ...)
     va_end(ap);
     snprintf(j->err, j->errlen, "%s: %s", field, problem);
     return TG_EINVAL;
+}
+
+/* A list given two ways in one body (LiteLLM's top-level name and Tollgate's nested one). */
+static int j_once(struct jctx *j, int *from, int way, const char *field, const char *other)
+{
+    if (*from != 0 && *from != way)
+        return jfail(j, field, "also given as %s: give the list one way", other);
+    *from = way;
+    return 0;
 }
 
 static int j_str(struct jctx *j, const json_t *v, const char *field, char *dst, size_t cap,
@@ -1057,6 +1076,30 @@ static int j_aliases(struct jctx *j, const json_t *v, const char *field, struct 
     return 0;
 }
 
+/* A key's tags (metadata.tags; LiteLLM's top-level tags, which LiteLLM keeps there too). */
+static int j_tags(struct jctx *j, json_t *v, const char *field, struct rt_key_spec *s)
+{
+    size_t i;
+    json_t *t;
+    char f[300];
+
+    s->n_tags = 0;
+    if (json_is_null(v))
+        return 0;
+    if (!json_is_array(v))
+        return jfail(j, field, "expected a list of strings");
+    if (json_array_size(v) > RT_KEY_TAGS_MAX)
+        return jfail(j, field, "too many tags (max %d)", RT_KEY_TAGS_MAX);
+    json_array_foreach(v, i, t)
+    {
+        fpath(f, sizeof(f), "%s[%zu]", field, i);
+        if (j_str(j, t, f, s->tags[s->n_tags], RT_TAG_CAP, 0) != 0)
+            return TG_EINVAL;
+        s->n_tags++;
+    }
+    return 0;
+}
+
 static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form form, const char *k,
                    json_t *v)
 {
@@ -1116,23 +1159,9 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
                 if (j_bool(j, mv, "metadata.disable_fallbacks", &s->disable_fallbacks) != 0)
                     return TG_EINVAL;
             } else if (strcmp(mk, "tags") == 0) {
-                size_t i;
-                json_t *t;
-
-                s->n_tags = 0;
-                if (json_is_null(mv))
-                    continue;
-                if (!json_is_array(mv))
-                    return jfail(j, "metadata.tags", "expected a list of strings");
-                if (json_array_size(mv) > RT_KEY_TAGS_MAX)
-                    return jfail(j, "metadata.tags", "too many tags (max %d)", RT_KEY_TAGS_MAX);
-                json_array_foreach(mv, i, t)
-                {
-                    fpath(f, sizeof(f), "metadata.tags[%zu]", i);
-                    if (j_str(j, t, f, s->tags[s->n_tags], RT_TAG_CAP, 0) != 0)
-                        return TG_EINVAL;
-                    s->n_tags++;
-                }
+                if (j_once(j, &j->tags_from, 1, "metadata.tags", "tags") != 0 ||
+                    j_tags(j, mv, "metadata.tags", s) != 0)
+                    return TG_EINVAL;
             }
             /* Other metadata is the user's own and never enters the router. */
         }
@@ -1159,7 +1188,9 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
             if (strcmp(rk, "fallbacks") == 0) {
                 rc = j_fallbacks(j, rv, f, s);
             } else if (strcmp(rk, "model_group_alias") == 0) {
-                rc = j_aliases(j, rv, f, s);
+                rc = j_once(j, &j->aliases_from, 1, f, "aliases");
+                if (rc == 0)
+                    rc = j_aliases(j, rv, f, s);
             } else if (strcmp(rk, "num_retries") == 0) {
                 int64_t n = 0;
 
@@ -1212,6 +1243,16 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
             }
             return j_bool(j, v, k, &s->admin_blocked);
         }
+        /* LiteLLM's names for two lists Tollgate keeps under its own (README "Virtual keys") */
+        if (strcmp(k, "tags") == 0)
+            return j_once(j, &j->tags_from, 2, k, "metadata.tags") != 0 ? TG_EINVAL
+                                                                        : j_tags(j, v, k, s);
+        if (strcmp(k, "aliases") == 0)
+            return j_once(j, &j->aliases_from, 2, k, "router_settings.model_group_alias") != 0
+                       ? TG_EINVAL
+                       : j_aliases(j, v, k, s);
+        if (rt_key_extra_is_field(k))
+            return rt_key_extra_note(&j->extra, k, v, j->err, j->errlen);
     } else {
         if (strcmp(k, "key_hash") == 0) {
             if (!json_is_string(v) || json_string_length(v) != TG_SHA256_HEX_LEN ||
@@ -1237,6 +1278,10 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
             return j_bool(j, v, k, &s->blocked);
         if (strcmp(k, "admin_blocked") == 0)
             return j_bool(j, v, k, &s->admin_blocked);
+        if (strcmp(k, "extra") == 0) {
+            j->extra_replace = 1;
+            return rt_key_extra_note_stored(&j->extra, v, j->err, j->errlen);
+        }
     }
     return jfail(j, k, "unknown field");
 }
@@ -1246,7 +1291,7 @@ int rt_key_spec_from_json(struct rt_key_spec *spec, enum rt_key_json_form form, 
 {
     json_t *root;
     json_error_t jerr;
-    struct jctx j = {cfg, err, errlen};
+    struct jctx j = {cfg, err, errlen, NULL, 0, 0, 0};
     const char *k;
     json_t *v;
     int rc = 0;
@@ -1266,9 +1311,14 @@ int rt_key_spec_from_json(struct rt_key_spec *spec, enum rt_key_json_form form, 
         rc = j_field(&j, spec, form, k, v);
         if (rc != 0)
             break;
-        check_models |= strcmp(k, "models") == 0 || strcmp(k, "router_settings") == 0;
+        check_models |= strcmp(k, "models") == 0 || strcmp(k, "router_settings") == 0 ||
+                        strcmp(k, "aliases") == 0;
     }
     json_decref(root);
+    if (rc == 0 && (j.extra != NULL || j.extra_replace))
+        rc = rt_key_extra_apply(spec->extra, sizeof(spec->extra), j.extra, j.extra_replace, err,
+                                errlen);
+    json_decref(j.extra);
     /* models may name a group, a global alias or one of the key's own aliases, in the merged
      * spec (an update that drops an alias still listed in models is refused); checked when the
      * body touched either */
@@ -1374,14 +1424,25 @@ int rt_key_spec_to_json(const struct rt_key_spec *s, char *out, size_t cap, size
     json_object_set_new(o, "blocked", json_boolean(s->blocked));
     if (s->admin_blocked)
         json_object_set_new(o, "admin_blocked", json_true());
-    need = json_dumpb(o, NULL, 0, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (s->extra[0] != '\0') {
+        json_t *extra = rt_key_extra_object(s->extra);
+
+        if (extra == NULL) {
+            rc = TG_EINVAL; /* not from rt_key_spec_from_json */
+            goto out;
+        }
+        json_object_set_new(o, "extra", extra);
+    }
+    /* the extra fields' numbers as key_extra.c wrote them (the rest are integers) */
+    need = json_dumpb(o, NULL, 0, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     if (need == 0)
         goto out;
     if (need + 1 > cap) {
         rc = TG_ETOOBIG;
         goto out;
     }
-    if (json_dumpb(o, out, cap, JSON_COMPACT | JSON_PRESERVE_ORDER) != need)
+    if (json_dumpb(o, out, cap, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)) !=
+        need)
         goto out;
     out[need] = '\0';
     *outlen = need;

@@ -77,6 +77,7 @@ struct rt_key {
     int64_t expires_epoch_ms; /* 0 = never; the caller compares with the wall clock */
     int blocked;              /* 1: budget exceeded (block:<hash> on the control topic) */
     int admin_blocked;        /* 1: blocked by an admin (/key/block), in the key's record */
+    const char *extra;        /* LiteLLM fields stored, not acted on (key_extra.h); "" = none */
 };
 
 struct rt_keys;
@@ -161,8 +162,9 @@ void rt_keys_get_stats(struct rt_keys *keys, struct rt_keys_stats *out);
 /* ---- key specs as JSON (key API bodies, control topic values, snapshot lines) ---- */
 
 /* A spec's stored JSON never exceeds this many bytes: the largest valid spec (every string at
- * its capacity, every list at its maximum, all in characters JSON writes as \u00XX) encodes to
- * about 92 KiB (router_keys_test, test_json_stored_worst_case_fits). */
+ * its capacity, every list at its maximum, all in characters JSON writes as \u00XX, and
+ * RT_KEY_EXTRA_MAX_BYTES of stored-only fields) encodes to about 108 KiB (router_keys_test,
+ * test_json_stored_worst_case_fits). */
 #define RT_KEY_JSON_MAX 131072
 
 enum rt_key_json_form {
@@ -170,13 +172,16 @@ enum rt_key_json_form {
      * max_budget (USD number), budget_duration ("30d"), rpm_limit, tpm_limit,
      * max_parallel_requests, model_rpm_limit {group: n}, model_tpm_limit {group: n},
      * metadata {disable_fallbacks, tags, other keys ignored}, router_settings
-     * {model_group_alias, fallbacks, num_retries}. "key", "duration" and "key_hash" are the
-     * caller's business (hashing, expiry, lookup) and are skipped here. */
+     * {model_group_alias, fallbacks, num_retries}, tags (= metadata.tags) and aliases
+     * (= router_settings.model_group_alias; a body gives each list one way only), and the
+     * LiteLLM fields Tollgate stores without acting on them (key_extra.h). "key", "duration" and
+     * "key_hash" are the caller's business (hashing, expiry, lookup) and are skipped here. */
     RT_KEY_JSON_API = 0,
     /* Stored form written by rt_key_spec_to_json: the fields above with exact integers
-     * (max_budget_nusd, budget_duration_s) plus key_hash, expires_epoch_ms, blocked and
-     * admin_blocked (written only when set). In the API form, "blocked" is LiteLLM's field:
-     * an admin's block (admin_blocked). */
+     * (max_budget_nusd, budget_duration_s) plus key_hash, expires_epoch_ms, blocked,
+     * admin_blocked (written only when set) and extra (the stored-only fields, written last and
+     * only when there is one). In the API form, "blocked" is LiteLLM's field: an admin's block
+     * (admin_blocked). */
     RT_KEY_JSON_STORED = 1,
 };
 
@@ -184,7 +189,7 @@ enum rt_key_json_form {
 void rt_key_spec_init(struct rt_key_spec *spec);
 
 /* rt_key_get_spec: the spec a record was built from (for /key/info and /key/update merges).
- * key borrowed; spec is caller storage (about 14 KB). */
+ * key borrowed; spec is caller storage (about 31 KB). */
 void rt_key_get_spec(const struct rt_key *key, struct rt_key_spec *spec);
 
 /* rt_key_spec_from_json: apply the fields present in a JSON object to spec (absent fields keep
@@ -201,7 +206,8 @@ int rt_key_spec_from_json(struct rt_key_spec *spec, enum rt_key_json_form form, 
 
 /* rt_key_spec_to_json: the stored form (RT_KEY_JSON_STORED) of spec into out (cap bytes,
  * NUL-terminated), length in *outlen. Never contains a raw key (specs hold hashes only).
- * Returns 0, TG_ETOOBIG (cap too small) or TG_ENOMEM. Any thread. */
+ * Returns 0, TG_ETOOBIG (cap too small), TG_EINVAL (spec->extra is not the JSON object text
+ * rt_key_spec_from_json writes) or TG_ENOMEM. Any thread. */
 int rt_key_spec_to_json(const struct rt_key_spec *spec, char *out, size_t cap, size_t *outlen);
 
 /* ---- control topic records (tollgate.control.v1, compacted; record keys: proto_control.h) ----
@@ -212,7 +218,7 @@ int rt_key_spec_to_json(const struct rt_key_spec *spec, char *out, size_t cap, s
 
 /* rt_keys_control_decode: turn one control record (rkey of rklen bytes; value of len bytes, NULL
  * for a tombstone) into *change. For a PUT, the spec is parsed into *spec (caller storage, about
- * 14 KB) and change->spec points to it; the value's key_hash must match the record key. cfg
+ * 31 KB) and change->spec points to it; the value's key_hash must match the record key. cfg
  * (may be NULL) validates model names. Returns 0, TG_ENOTFOUND (not a keys record: skip it) or
  * TG_EINVAL with err. Any thread. */
 int rt_keys_control_decode(const char *rkey, size_t rklen, const char *value, size_t len,

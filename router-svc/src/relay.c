@@ -77,7 +77,7 @@ void relay_finalize(struct rt_call *c, enum rt_error_class ec, const char *msg)
         rt_router_report(c->env->router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL);
         c->have_target = 0;
         if (ec != RT_ERR_NONE)
-            rt_metrics_attempt(c->env->metrics, c->target.dep->id, ec);
+            rt_metrics_attempt(c->env->metrics, c->key, c->target.dep->id, 200, ec);
     }
     call_complete(c, 200, ec == RT_ERR_NONE ? NULL : rt_error_class_name(ec));
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_metrics_litellm.h"
 #include "tg_metrics.h"
 
 /* Status codes with their own series; everything else is counted under "other". */
@@ -44,6 +45,7 @@ struct rt_metrics {
     _Atomic int64_t in_flight;
     _Atomic uint64_t rejects[RT_REJECT_COUNT];
     _Atomic uint64_t completed;
+    struct rt_metrics_litellm *litellm; /* LiteLLM's names for dashboards built for LiteLLM */
     rt_metrics_writer_fn writer;
     void *writer_ud;
 };
@@ -79,8 +81,9 @@ struct rt_metrics *rt_metrics_create(const struct rt_config *cfg)
     m->attempts = calloc(m->ndeps * RT_ERR_CLASSES + 1, sizeof(*m->attempts));
     m->cooldowns = calloc(m->ndeps + 1, sizeof(*m->cooldowns));
     m->unpriced = calloc(m->ndeps + 1, sizeof(*m->unpriced));
+    m->litellm = rt_metrics_litellm_create(cfg);
     if (m->requests == NULL || m->retries == NULL || m->fallbacks == NULL || m->duration == NULL ||
-        m->attempts == NULL || m->cooldowns == NULL || m->unpriced == NULL)
+        m->attempts == NULL || m->cooldowns == NULL || m->unpriced == NULL || m->litellm == NULL)
         goto fail;
     for (size_t i = 0; i < g1; i++)
         tg_histogram_init(&m->duration[i], tg_latency_bounds_s, tg_latency_bounds_n);
@@ -99,6 +102,7 @@ void rt_metrics_destroy(struct rt_metrics **mp)
         return;
     m = *mp;
     *mp = NULL;
+    rt_metrics_litellm_destroy(&m->litellm);
     free(m->unpriced);
     free(m->cooldowns);
     free(m->attempts);
@@ -158,9 +162,17 @@ void rt_metrics_request(struct rt_metrics *m, const char *group, int status, dou
     tg_histogram_observe(&m->duration[row], seconds);
 }
 
-void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt_error_class o)
+void rt_metrics_event(struct rt_metrics *m, const struct proto_event *ev)
+{
+    rt_metrics_litellm_request(m->litellm, ev);
+}
+
+void rt_metrics_attempt(struct rt_metrics *m, const struct rt_key *key, const char *deployment_id,
+                        int http_status, enum rt_error_class o)
 {
     int d = dep_index(m, deployment_id);
+
+    rt_metrics_litellm_attempt(m->litellm, key, deployment_id, http_status, o);
 
     if (d < 0 || (unsigned)o >= RT_ERR_CLASSES)
         return;
@@ -338,6 +350,7 @@ void rt_metrics_write(struct rt_metrics *m, struct tg_buf *b)
     }
     tg_prom_counter(b, "tollgate_router_completions_total",
                     "Final outcomes handed to the completion hook.", rt_metrics_completed(m));
+    rt_metrics_litellm_write(m->litellm, b);
     if (m->writer != NULL)
         m->writer(b, m->writer_ud);
 }

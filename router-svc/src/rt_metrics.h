@@ -1,7 +1,8 @@
 /* rt_metrics: router-svc's metrics registry. Fixed atomic counters only: the per group and per
  * deployment arrays are sized from the configuration at start and never grow. Label values
  * come from the configuration (group names, deployment ids) and from fixed tables (status
- * codes, outcomes), so a client cannot create a new series.
+ * codes, outcomes), so a client cannot create a new series. LiteLLM's series beside them
+ * (rt_metrics_litellm.h) add the key's labels, within a fixed number of label sets.
  *
  * Threads: the observe/inc functions are lock-free and called from any thread; rt_metrics_write
  * runs on the thread serving /metrics. */
@@ -12,8 +13,16 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "keys.h"
+#include "proto_event.h"
 #include "router.h"
 #include "tg_buf.h"
+
+/* router-svc's /metrics body: Tollgate's own series and LiteLLM's (a label set with a
+ * histogram and a few failure series, labels at their caps, is about 10 KB; the
+ * RT_METRICS_LITELLM_KEY_SERIES sets plus one overflow set per deployment fit with room to
+ * spare: router_metrics_test). Beyond it the body is cut (tg_buf). */
+#define RT_METRICS_BODY_MAX_BYTES (4u * 1024u * 1024u)
 
 struct rt_metrics;
 
@@ -47,8 +56,13 @@ void rt_metrics_destroy(struct rt_metrics **m);
 
 /* A request answered with status after seconds (also feeds the duration histogram). */
 void rt_metrics_request(struct rt_metrics *m, const char *group, int status, double seconds);
-/* One upstream attempt and its outcome. */
-void rt_metrics_attempt(struct rt_metrics *m, const char *deployment_id, enum rt_error_class o);
+/* One upstream attempt of key (NULL: no virtual key) answered http_status (0: none) and its
+ * outcome (also LiteLLM's litellm_deployment_* series, rt_metrics_litellm.h). */
+void rt_metrics_attempt(struct rt_metrics *m, const struct rt_key *key, const char *deployment_id,
+                        int http_status, enum rt_error_class o);
+/* A request's spend event (borrowed for the call), for LiteLLM's per-key series
+ * (rt_metrics_litellm.h). */
+void rt_metrics_event(struct rt_metrics *m, const struct proto_event *ev);
 /* A retry inside group; a fallback from one group to another; a deployment cooled down. */
 void rt_metrics_retry(struct rt_metrics *m, const char *group);
 void rt_metrics_fallback(struct rt_metrics *m, const char *from, const char *to);

@@ -295,7 +295,7 @@ fi
 missing=""
 for m in $(awk '!/^#/ && NF { print $1 }' "$here/metrics.txt"); do
     case "$m" in
-        tollgate_router_*) src="$root/router-svc/src" ;;
+        tollgate_router_* | litellm_*) src="$root/router-svc/src" ;;
         *) src="$root/spend-svc/src" ;;
     esac
     [ -d "$src" ] || continue

@@ -13,7 +13,8 @@
  *    64 lowercase hex, rt_control_record_key gives back the record key, and rt_keys_apply takes
  *    the change;
  *  - a decoded key spec encodes within RT_KEY_JSON_MAX, its encoding decodes as the same spec
- *    (every field, compared as normalise() puts it) and encodes to the same bytes (a fixpoint), and
+ *    (every field, the stored-only LiteLLM fields of "extra" included, compared as normalise()
+ *    puts it) and encodes to the same bytes (a fixpoint), and
  *    spend-svc reads that stored form with the same alias, team, user, budget and period (the
  *    interface the two services share);
  *  - spend-svc's decoder agrees with router-svc's on which records are key: PUTs and deletes of
@@ -42,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct sp_budgets *mirror; /* spend-svc's key mirror, emptied after every input */
 static char enc1[RT_KEY_JSON_MAX], enc2[RT_KEY_JSON_MAX];
-static struct rt_key_spec spec, spec2, cmp1, cmp2; /* about 14 KB each */
+static struct rt_key_spec spec, spec2, cmp1, cmp2; /* about 31 KB each */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -152,6 +153,7 @@ static void normalise(struct rt_key_spec *s)
     zero_tail(s->key_alias, sizeof(s->key_alias));
     zero_tail(s->team_id, sizeof(s->team_id));
     zero_tail(s->user_id, sizeof(s->user_id));
+    zero_tail(s->extra, sizeof(s->extra));
     for (uint32_t i = 0; i < RT_KEY_MODELS_MAX; i++) {
         if (i < s->n_models)
             zero_tail(s->models[i], sizeof(s->models[i]));

@@ -606,6 +606,96 @@ static void test_generate_field_errors(void **state)
     assert_int_equal(table_count(f), 1);
 }
 
+/* LiteLLM's /key/generate fields Tollgate does not act on are taken (a LiteLLM client's body
+ * whole), stored, and returned where the client gave them by /key/generate, /key/info and
+ * /key/list (return_full_object); /key/update merges them (null removes one). tags and aliases
+ * are kept as metadata.tags and router_settings.model_group_alias and act as those do. A value of
+ * another type, a body over the per-key cap, and a field LiteLLM does not document are 400s
+ * naming the field. */
+static void test_litellm_fields_stored_and_returned(void **state)
+{
+    struct fixture *f = *state;
+    static const char *body =
+        "{\"key\":\"sk-litellm-fields-key-01\",\"key_alias\":\"imported\",\"soft_budget\":12.5,"
+        "\"spend\":0,\"guardrails\":[\"pii\"],\"key_type\":\"llm_api\","
+        "\"config\":{\"b\":1,\"a\":2},"
+        "\"allowed_routes\":[\"/chat/completions\"],\"enforced_params\":[\"user\"],"
+        "\"organization_id\":\"org-1\",\"budget_id\":null,\"tags\":[\"prod\"],"
+        "\"aliases\":{\"my-gpt\":\"gpt-main\"},\"models\":[\"my-gpt\"]}";
+    static const char *upd = "{\"key\":\"sk-litellm-fields-key-01\",\"soft_budget\":null,"
+                             "\"guardrails\":[\"pii\",\"toxicity\"],\"temp_budget_increase\":5}";
+    char hash[TG_SHA256_HEX_LEN + 1], big[20100];
+    int status = 0;
+    json_t *o, *info, *keys;
+
+    tg_sha256_hex("sk-litellm-fields-key-01", 24, hash);
+    o = call(f, "POST", "/key/generate", NULL, body, &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(jstr(o, "key"), "sk-litellm-fields-key-01");
+    assert_true(json_real_value(jget(o, "soft_budget")) == 12.5);
+    assert_string_equal(jstr(o, "key_type"), "llm_api");
+    assert_string_equal(jstr(o, "organization_id"), "org-1");
+    assert_int_equal(json_integer_value(jget(o, "config.a")), 2);
+    assert_null(jget(o, "budget_id")); /* null: not stored */
+    assert_null(jget(o, "extra"));
+    assert_string_equal(json_string_value(json_array_get(jget(o, "metadata.tags"), 0)), "prod");
+    assert_string_equal(jstr(o, "aliases.my-gpt"), "gpt-main");
+    assert_string_equal(jstr(o, "router_settings.model_group_alias.my-gpt"), "gpt-main");
+    json_decref(o);
+    /* /key/info (GET by hash) */
+    o = call(f, "GET", "/key/info", hash, NULL, &status);
+    assert_int_equal(status, 200);
+    info = json_object_get(o, "info") != NULL ? json_object_get(o, "info") : o;
+    assert_true(json_real_value(json_object_get(info, "soft_budget")) == 12.5);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(info, "guardrails"), 0)),
+                        "pii");
+    assert_string_equal(
+        json_string_value(json_array_get(json_object_get(info, "allowed_routes"), 0)),
+        "/chat/completions");
+    assert_null(json_object_get(info, "extra"));
+    json_decref(o);
+    /* /key/list with the full objects */
+    o = call(f, "POST", "/key/list", NULL,
+             "{\"return_full_object\":true,\"key_alias\":\"imported\"}", &status);
+    assert_int_equal(status, 200);
+    keys = json_object_get(o, "keys");
+    assert_int_equal(json_array_size(keys), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(keys, 0), "key_type")),
+                        "llm_api");
+    json_decref(o);
+    /* /key/update merges */
+    o = call(f, "POST", "/key/update", NULL, upd, &status);
+    assert_int_equal(status, 200);
+    assert_null(jget(o, "soft_budget"));
+    assert_int_equal(json_array_size(jget(o, "guardrails")), 2);
+    assert_int_equal(json_integer_value(jget(o, "temp_budget_increase")), 5);
+    assert_string_equal(jstr(o, "key_type"), "llm_api");
+    json_decref(o);
+    /* refusals name the field; nothing changes */
+    expect_field_error(f, "/key/generate", "{\"soft_budget\":\"lots\"}", "soft_budget");
+    expect_field_error(f, "/key/generate", "{\"guardrails\":\"pii\"}", "guardrails");
+    expect_field_error(f, "/key/generate", "{\"key_type\":\"root\"}", "key_type");
+    expect_field_error(f, "/key/generate", "{\"soft_budgt\":1}", "soft_budgt");
+    expect_field_error(f, "/key/update",
+                       "{\"key\":\"sk-litellm-fields-key-01\",\"allowed_routes\":\"/x\"}",
+                       "allowed_routes");
+    {
+        static const char head[] =
+            "{\"key\":\"sk-litellm-fields-key-01\",\"permissions\":{\"p\":\"";
+
+        memset(big, 'x', sizeof(big));
+        memcpy(big, head, sizeof(head) - 1);
+        memcpy(big + sizeof(big) - 4, "\"}}", 4); /* 20 000 bytes of permissions: over the cap */
+    }
+    expect_field_error(f, "/key/update", big, "permissions");
+    o = call(f, "GET", "/key/info", hash, NULL, &status);
+    info = json_object_get(o, "info") != NULL ? json_object_get(o, "info") : o;
+    assert_null(json_object_get(info, "permissions"));
+    assert_int_equal(json_array_size(json_object_get(info, "guardrails")), 2);
+    json_decref(o);
+    assert_int_equal(table_count(f), 2);
+}
+
 static void test_errors_never_echo_a_key(void **state)
 {
     struct fixture *f = *state;
@@ -1266,6 +1356,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_generate_empty_body_and_distinct_keys, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_generate_field_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_litellm_fields_stored_and_returned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_never_echo_a_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_custom_key_and_conflict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_merges_and_validates, setup, teardown),

@@ -562,9 +562,20 @@ static void test_json_stored_worst_case_fits(void **state)
     a->expires_epoch_ms = INT64_MAX;
     a->num_retries = 16;
     a->disable_fallbacks = 1;
+    {
+        /* stored-only fields at their cap, in characters JSON writes as \u00XX */
+        size_t n = (size_t)snprintf(a->extra, sizeof(a->extra), "{\"config\":{\"x\":\"");
+
+        while (n + 6 + 3 <= RT_KEY_EXTRA_MAX_BYTES) {
+            memcpy(a->extra + n, "\\u0001", 6);
+            n += 6;
+        }
+        memcpy(a->extra + n, "\"}}", 4);
+        assert_true(strlen(a->extra) > RT_KEY_EXTRA_MAX_BYTES - 6);
+    }
 
     assert_int_equal(rt_key_spec_to_json(a, out, RT_KEY_JSON_MAX, &len), 0);
-    assert_true(len > 65536); /* the case the old bound missed */
+    assert_true(len > 65536 + RT_KEY_EXTRA_MAX_BYTES - 6); /* the case the old bound missed */
     /* it comes back from the control topic as the same record */
     snprintf(rkey, sizeof(rkey), "key:%s", a->key_hash);
     assert_int_equal(
@@ -739,6 +750,239 @@ static void test_json_models_may_name_own_alias(void **state)
     rt_config_destroy(&cfg);
 }
 
+/* LiteLLM's /key/generate fields Tollgate does not act on (key_extra.h) are accepted by type,
+ * kept in the spec as one canonical JSON object (members in name order, whatever order they
+ * came in), written last in the stored form, and read back as the same spec and the same bytes;
+ * tags and aliases are LiteLLM's names for metadata.tags and router_settings.model_group_alias. */
+static void test_json_litellm_stored_fields(void **state)
+{
+    struct rt_config *cfg = json_cfg();
+    struct rt_key_spec *a = calloc(1, sizeof(*a));
+    struct rt_key_spec *b = calloc(1, sizeof(*b));
+    static char once[RT_KEY_JSON_MAX], twice[RT_KEY_JSON_MAX];
+    size_t n1 = 0, n2 = 0;
+    char err[256];
+    const char *body =
+        "{\"tpm_limit_type\":\"dynamic\",\"spend\":0,\"soft_budget\":0.1,"
+        "\"guardrails\":[\"pii\"],\"allowed_cache_controls\":[\"no-cache\"],"
+        "\"config\":{\"z\":1,\"a\":{\"y\":[true,null],\"b\":\"x\"}},\"permissions\":{},"
+        "\"model_max_budget\":{\"gpt-main\":{\"budget_limit\":0.5,\"time_period\":\"30d\"}},"
+        "\"enforced_params\":[\"user\"],\"key_type\":\"llm_api\",\"send_invite_email\":false,"
+        "\"budget_id\":\"tier-1\",\"organization_id\":\"org-1\",\"project_id\":null,"
+        "\"object_permission\":{\"vector_stores\":[]},\"prompts\":[],\"allowed_routes\":[],"
+        "\"allowed_passthrough_routes\":[\"/x\"],\"rpm_limit_type\":\"best_effort_throughput\","
+        "\"auto_rotate\":true,\"rotation_interval\":\"30d\",\"agent_id\":\"ag\","
+        "\"budget_limits\":[{\"budget_duration\":\"1d\",\"max_budget\":1}],"
+        "\"budget_fallbacks\":{\"gpt-main\":[\"gpt-fallback\"]},\"mcp_rpm_limit\":{\"s\":1},"
+        "\"tag_rpm_limit\":{\"t\":2},\"policies\":[\"p\"],\"access_group_ids\":[\"g\"],"
+        "\"disable_global_guardrails\":false,\"throttle_on_budget_exceeded\":true,"
+        "\"allowed_vector_store_indexes\":[{\"index_name\":\"i\"}],\"temp_budget_increase\":5,"
+        "\"temp_budget_expiry\":\"2030-01-01T00:00:00Z\","
+        "\"tags\":[\"prod\"],\"aliases\":{\"my-gpt\":\"gpt-main\"},\"models\":[\"my-gpt\"]}";
+    const char *canonical =
+        "{\"access_group_ids\":[\"g\"],\"agent_id\":\"ag\",\"allowed_cache_controls\":"
+        "[\"no-cache\"],\"allowed_passthrough_routes\":[\"/x\"],\"allowed_routes\":[],"
+        "\"allowed_vector_store_indexes\":[{\"index_name\":\"i\"}],\"auto_rotate\":true,"
+        "\"budget_fallbacks\":{\"gpt-main\":[\"gpt-fallback\"]},\"budget_id\":\"tier-1\","
+        "\"budget_limits\":[{\"budget_duration\":\"1d\",\"max_budget\":1}],"
+        "\"config\":{\"a\":{\"b\":\"x\",\"y\":[true,null]},\"z\":1},"
+        "\"disable_global_guardrails\":false,\"enforced_params\":[\"user\"],"
+        "\"guardrails\":[\"pii\"],\"key_type\":\"llm_api\",\"mcp_rpm_limit\":{\"s\":1},"
+        "\"model_max_budget\":{\"gpt-main\":{\"budget_limit\":0.5,\"time_period\":\"30d\"}},"
+        "\"object_permission\":{\"vector_stores\":[]},\"organization_id\":\"org-1\","
+        "\"permissions\":{},\"policies\":[\"p\"],\"prompts\":[],"
+        "\"rotation_interval\":\"30d\",\"rpm_limit_type\":\"best_effort_throughput\","
+        "\"send_invite_email\":false,\"soft_budget\":0.1,\"spend\":0,\"tag_rpm_limit\":{\"t\":2},"
+        "\"temp_budget_expiry\":\"2030-01-01T00:00:00Z\",\"temp_budget_increase\":5,"
+        "\"throttle_on_budget_exceeded\":true,\"tpm_limit_type\":\"dynamic\"}";
+    const char *upd = "{\"soft_budget\":null,\"guardrails\":[\"a\",\"b\"],\"spend\":2.5}";
+    const char *all_null = "{\"access_group_ids\":null,\"agent_id\":null,"
+                           "\"allowed_cache_controls\":null,\"allowed_passthrough_routes\":null,"
+                           "\"allowed_routes\":null,\"allowed_vector_store_indexes\":null,"
+                           "\"auto_rotate\":null,\"budget_fallbacks\":null,\"budget_id\":null,"
+                           "\"budget_limits\":null,\"config\":null,"
+                           "\"disable_global_guardrails\":null,\"enforced_params\":null,"
+                           "\"guardrails\":null,\"key_type\":null,\"mcp_rpm_limit\":null,"
+                           "\"model_max_budget\":null,\"object_permission\":null,"
+                           "\"organization_id\":null,\"permissions\":null,\"policies\":null,"
+                           "\"prompts\":null,\"rotation_interval\":null,\"rpm_limit_type\":null,"
+                           "\"send_invite_email\":null,\"spend\":null,\"tag_rpm_limit\":null,"
+                           "\"temp_budget_expiry\":null,\"temp_budget_increase\":null,"
+                           "\"throttle_on_budget_exceeded\":null,\"tpm_limit_type\":null}";
+
+    (void)state;
+    assert_true(a != NULL && b != NULL);
+    rt_key_spec_init(a);
+    rt_key_spec_init(b);
+    if (rt_key_spec_from_json(a, RT_KEY_JSON_API, body, strlen(body), cfg, err, sizeof(err)) != 0)
+        fail_msg("refused: %s", err);
+    assert_string_equal(a->extra, canonical);
+    assert_int_equal(a->n_tags, 1);
+    assert_string_equal(a->tags[0], "prod");
+    assert_int_equal(a->n_aliases, 1);
+    assert_string_equal(a->aliases[0].alias, "my-gpt");
+    assert_string_equal(a->aliases[0].group, "gpt-main");
+    /* stored form: extra last, then the same spec and the same bytes back */
+    tg_sha256_hex("sk-litellm-fields", 17, a->key_hash);
+    assert_int_equal(rt_key_spec_to_json(a, once, sizeof(once), &n1), 0);
+    assert_true(n1 > strlen(canonical) + 10);
+    assert_memory_equal(once + n1 - strlen(canonical) - 10, ",\"extra\":", 9);
+    assert_memory_equal(once + n1 - strlen(canonical) - 1, canonical, strlen(canonical));
+    assert_int_equal(once[n1 - 1], '}');
+    assert_non_null(strstr(once, "\"metadata\":{\"disable_fallbacks\":false,\"tags\":[\"prod\"]}"));
+    assert_non_null(strstr(once, "\"model_group_alias\":{\"my-gpt\":\"gpt-main\"}"));
+    assert_int_equal(rt_key_spec_from_json(b, RT_KEY_JSON_STORED, once, n1, cfg, err, sizeof(err)),
+                     0);
+    assert_memory_equal(a, b, sizeof(*a));
+    assert_int_equal(rt_key_spec_to_json(b, twice, sizeof(twice), &n2), 0);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(once, twice, n1);
+    /* an update merges: null removes a field, a value replaces it, the others stay */
+    assert_int_equal(
+        rt_key_spec_from_json(a, RT_KEY_JSON_API, upd, strlen(upd), cfg, err, sizeof(err)), 0);
+    assert_null(strstr(a->extra, "soft_budget"));
+    assert_non_null(strstr(a->extra, "\"guardrails\":[\"a\",\"b\"]"));
+    assert_non_null(strstr(a->extra, "\"spend\":2.5,"));
+    assert_non_null(strstr(a->extra, "\"config\":{\"a\":"));
+    /* removing every field leaves none, and the stored form has no extra member */
+    assert_int_equal(rt_key_spec_from_json(a, RT_KEY_JSON_API, all_null, strlen(all_null), cfg,
+                                           err, sizeof(err)),
+                     0);
+    assert_string_equal(a->extra, "");
+    assert_int_equal(rt_key_spec_to_json(a, once, sizeof(once), &n1), 0);
+    assert_null(strstr(once, "\"extra\""));
+    free(a);
+    free(b);
+    rt_config_destroy(&cfg);
+}
+
+/* Every stored-only field refuses a value of another type with a message naming it, LiteLLM's
+ * enumerations refuse other strings, and a field nobody documents is still refused. A body that
+ * gives a list both ways (tags and metadata.tags; aliases and router_settings.model_group_alias)
+ * is refused. */
+static void test_json_litellm_field_types(void **state)
+{
+    static const struct {
+        const char *body, *message;
+    } cases[] = {
+        {"{\"soft_budget\":\"10\"}", "soft_budget: expected a number or null"},
+        {"{\"spend\":true}", "spend: expected a number or null"},
+        {"{\"temp_budget_increase\":[]}", "temp_budget_increase: expected a number or null"},
+        {"{\"budget_id\":1}", "budget_id: expected a string or null"},
+        {"{\"organization_id\":{}}", "organization_id: expected a string or null"},
+        {"{\"agent_id\":false}", "agent_id: expected a string or null"},
+        {"{\"project_id\":2}", "project_id: expected a string or null"},
+        {"{\"rotation_interval\":30}", "rotation_interval: expected a string or null"},
+        {"{\"temp_budget_expiry\":1}", "temp_budget_expiry: expected a string or null"},
+        {"{\"auto_rotate\":\"yes\"}", "auto_rotate: expected true, false or null"},
+        {"{\"send_invite_email\":1}", "send_invite_email: expected true, false or null"},
+        {"{\"disable_global_guardrails\":0}",
+         "disable_global_guardrails: expected true, false or null"},
+        {"{\"throttle_on_budget_exceeded\":\"\"}",
+         "throttle_on_budget_exceeded: expected true, false or null"},
+        {"{\"config\":[]}", "config: expected an object or null"},
+        {"{\"permissions\":\"all\"}", "permissions: expected an object or null"},
+        {"{\"model_max_budget\":1}", "model_max_budget: expected an object or null"},
+        {"{\"object_permission\":[]}", "object_permission: expected an object or null"},
+        {"{\"allowed_cache_controls\":\"no-cache\"}",
+         "allowed_cache_controls: expected a list or null"},
+        {"{\"allowed_routes\":{}}", "allowed_routes: expected a list or null"},
+        {"{\"allowed_passthrough_routes\":1}",
+         "allowed_passthrough_routes: expected a list or null"},
+        {"{\"guardrails\":[1]}", "guardrails: expected a list of strings or null"},
+        {"{\"enforced_params\":\"user\"}", "enforced_params: expected a list of strings or null"},
+        {"{\"prompts\":[null]}", "prompts: expected a list of strings or null"},
+        {"{\"policies\":{}}", "policies: expected a list of strings or null"},
+        {"{\"access_group_ids\":[[]]}", "access_group_ids: expected a list of strings or null"},
+        {"{\"budget_limits\":[1]}", "budget_limits: expected a list of objects or null"},
+        {"{\"allowed_vector_store_indexes\":{}}",
+         "allowed_vector_store_indexes: expected a list of objects or null"},
+        {"{\"mcp_rpm_limit\":{\"s\":1.5}}",
+         "mcp_rpm_limit: expected an object of integers or null"},
+        {"{\"tag_rpm_limit\":[1]}", "tag_rpm_limit: expected an object of integers or null"},
+        {"{\"budget_fallbacks\":{\"a\":\"b\"}}",
+         "budget_fallbacks: expected an object of lists of strings or null"},
+        {"{\"rpm_limit_type\":\"fast\"}",
+         "rpm_limit_type: expected \"guaranteed_throughput\", \"best_effort_throughput\", "
+         "\"dynamic\" or null"},
+        {"{\"tpm_limit_type\":1}",
+         "tpm_limit_type: expected \"guaranteed_throughput\", \"best_effort_throughput\", "
+         "\"dynamic\" or null"},
+        {"{\"key_type\":\"admin\"}",
+         "key_type: expected \"llm_api\", \"management\", \"read_only\", \"default\" or null"},
+        {"{\"soft_budgt\":1}", "soft_budgt: unknown field"},
+        {"{\"extra\":{}}", "extra: unknown field"},
+        {"{\"tags\":\"a\"}", "tags: expected a list of strings"},
+        {"{\"aliases\":{\"x\":\"nope\"}}", "aliases.x: unknown model group or alias \"nope\""},
+        {"{\"metadata\":{\"tags\":[\"a\"]},\"tags\":[\"b\"]}",
+         "tags: also given as metadata.tags: give the list one way"},
+        {"{\"tags\":[\"b\"],\"metadata\":{\"tags\":[\"a\"]}}",
+         "metadata.tags: also given as tags: give the list one way"},
+        {"{\"aliases\":{},\"router_settings\":{\"model_group_alias\":{}}}",
+         "router_settings.model_group_alias: also given as aliases: give the list one way"},
+    };
+    struct rt_config *cfg = json_cfg();
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        expect_json_error(cfg, cases[i].body, cases[i].message);
+    rt_config_destroy(&cfg);
+}
+
+/* The stored-only fields of a key take at most RT_KEY_EXTRA_MAX_BYTES as JSON: exactly the cap
+ * is kept, one byte more is refused naming the field and the cap, and the spec keeps its fields.
+ * The stored form's extra member is checked as strictly as an API body. */
+static void test_json_litellm_extra_cap(void **state)
+{
+    struct rt_key_spec *s = calloc(1, sizeof(*s));
+    size_t pad = RT_KEY_EXTRA_MAX_BYTES - strlen("{\"config\":{\"x\":\"\"}}");
+    size_t cap = pad + 64;
+    char *body = malloc(cap), *fill = malloc(pad + 2), err[256];
+    char stored[512];
+
+    (void)state;
+    assert_true(s != NULL && body != NULL && fill != NULL);
+    rt_key_spec_init(s);
+    memset(fill, 'x', pad);
+    fill[pad] = '\0';
+    snprintf(body, cap, "{\"config\":{\"x\":\"%s\"}}", fill);
+    if (rt_key_spec_from_json(s, RT_KEY_JSON_API, body, strlen(body), NULL, err, sizeof(err)) != 0)
+        fail_msg("refused at the cap: %s", err);
+    assert_int_equal(strlen(s->extra), RT_KEY_EXTRA_MAX_BYTES);
+    fill[pad] = 'x';
+    fill[pad + 1] = '\0';
+    snprintf(body, cap, "{\"soft_budget\":1,\"config\":{\"x\":\"%s\"}}", fill);
+    err[0] = '\0';
+    assert_int_equal(
+        rt_key_spec_from_json(s, RT_KEY_JSON_API, body, strlen(body), NULL, err, sizeof(err)),
+        TG_EINVAL);
+    assert_string_equal(err, "config: the fields stored without being acted on take 16401 bytes "
+                             "as JSON, more than the 16384 bytes a key may hold (config is the "
+                             "largest)");
+    assert_int_equal(strlen(s->extra), RT_KEY_EXTRA_MAX_BYTES);
+    assert_null(strstr(s->extra, "soft_budget"));
+    /* the stored form */
+    rt_key_spec_init(s);
+    snprintf(stored, sizeof(stored), "{\"key_hash\":\"%064d\",\"extra\":{\"colour\":1}}", 0);
+    assert_int_equal(rt_key_spec_from_json(s, RT_KEY_JSON_STORED, stored, strlen(stored), NULL, err,
+                                           sizeof(err)),
+                     TG_EINVAL);
+    assert_string_equal(err, "extra.colour: unknown field");
+    snprintf(stored, sizeof(stored), "{\"key_hash\":\"%064d\",\"extra\":[1]}", 0);
+    assert_int_equal(rt_key_spec_from_json(s, RT_KEY_JSON_STORED, stored, strlen(stored), NULL, err,
+                                           sizeof(err)),
+                     TG_EINVAL);
+    assert_string_equal(err, "extra: expected an object or null");
+    snprintf(stored, sizeof(stored), "{\"key_hash\":\"%064d\",\"extra\":{\"spend\":\"1\"}}", 0);
+    assert_int_equal(rt_key_spec_from_json(s, RT_KEY_JSON_STORED, stored, strlen(stored), NULL, err,
+                                           sizeof(err)),
+                     TG_EINVAL);
+    assert_string_equal(err, "extra.spend: expected a number or null");
+    free(fill);
+    free(body);
+    free(s);
+}
+
 /* The control topic golden vectors (tests/golden/control) as router-svc reads them: whose
  * record it is, the operation, and for its own stored form the same fields as proto and
  * spend-svc read, encoded back to the same bytes. Key values in LiteLLM's names (not the stored
@@ -814,6 +1058,9 @@ int main(void)
         cmocka_unit_test(test_control_records),
         cmocka_unit_test(test_foreach),
         cmocka_unit_test(test_json_models_may_name_own_alias),
+        cmocka_unit_test(test_json_litellm_stored_fields),
+        cmocka_unit_test(test_json_litellm_field_types),
+        cmocka_unit_test(test_json_litellm_extra_cap),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
