@@ -294,9 +294,12 @@ static int open_item(struct rt_resp_stream *st, int kind, const json_t *call, st
         rt_tr_copy_utf8(it->name, sizeof(it->name), "", json_string_value(name));
         rt_tr_copy_utf8(it->id, sizeof(it->id), "fc_", it->call_id);
     } else {
-        /* the response's id after its "resp_" */
-        snprintf(it->id, sizeof(it->id), "%s_%d_%s", kind == ITEM_REASONING ? "rs" : "msg", idx,
-                 st->id + 5);
+        char prefix[24];
+
+        /* the response's id after its "resp_", cut at a character boundary: a provider's id
+         * cut inside a character made every later event fail */
+        snprintf(prefix, sizeof(prefix), "%s_%d_", kind == ITEM_REASONING ? "rs" : "msg", idx);
+        rt_tr_copy_utf8(it->id, sizeof(it->id), prefix, st->id + 5);
     }
     st->open = idx;
     rc = emit(st, out, json_pack("{s:s,s:i,s:o}", "type", "response.output_item.added",
