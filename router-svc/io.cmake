@@ -1,7 +1,8 @@
 # router-svc I/O modules and the executable. The pure core (rt_core) comes from core.cmake.
 set(RT_SRC ${CMAKE_CURRENT_SOURCE_DIR}/src)
 
-add_library(rt_translate STATIC ${RT_SRC}/translate.c ${RT_SRC}/translate_stream.c)
+add_library(rt_translate STATIC ${RT_SRC}/translate.c ${RT_SRC}/translate_stream.c
+            ${RT_SRC}/translate_responses.c ${RT_SRC}/translate_responses_stream.c)
 target_include_directories(rt_translate PUBLIC ${RT_SRC})
 # the chat side's content and tool-call helpers are the dialects' (providers/dialect.c)
 target_link_libraries(rt_translate PUBLIC tg_common rt_providers PkgConfig::JANSSON)

@@ -39,6 +39,9 @@ void call_unref(struct rt_call *c)
         tg_buf_fini(&c->out);
     if (c->conv.data != NULL)
         tg_buf_fini(&c->conv);
+    if (c->rchat.data != NULL)
+        tg_buf_fini(&c->rchat);
+    rt_resp_stream_destroy(&c->rs);
     if (c->sse_init)
         rt_sse_usage_fini(&c->sse);
     free(c);
@@ -512,10 +515,13 @@ static char *attempt_body(struct rt_call *c, const struct rt_deployment_conf *de
 {
     enum rt_translate_dir dir = c->wire.dir;
     const struct rt_dialect *dialect = c->wire.dialect;
+    const json_t *src;
+    json_t *chat = NULL;
     json_t *j = NULL;
     char *s;
 
-    if (c->raw && dir == RT_TRANSLATE_NONE && dialect == NULL && dep->prov->edit_body == NULL) {
+    if (c->raw && dir == RT_TRANSLATE_NONE && dialect == NULL && dep->prov->edit_body == NULL &&
+        !c->wire.responses) {
         int add_usage = c->stream && c->wire.api == RT_API_CHAT && !c->include_usage;
 
         c->strip_usage_chunk = add_usage;
@@ -535,12 +541,21 @@ static char *attempt_body(struct rt_call *c, const struct rt_deployment_conf *de
             return NULL;
         }
     }
+    src = c->req;
+    if (c->wire.responses) {
+        /* a Responses request goes on as a chat request (then as a chat request would) */
+        chat = rt_translate_responses_to_chat(c->req, dep->model, msg, msgcap);
+        if (chat == NULL)
+            return NULL;
+        src = chat;
+    }
     if (dir == RT_TRANSLATE_MESSAGES_TO_CHAT)
-        j = rt_translate_chat_to_messages(c->req, dep->model, msg, msgcap);
+        j = rt_translate_chat_to_messages(src, dep->model, msg, msgcap);
     else if (dir == RT_TRANSLATE_CHAT_TO_MESSAGES)
-        j = rt_translate_messages_to_chat(c->req, dep->model, msg, msgcap);
+        j = rt_translate_messages_to_chat(src, dep->model, msg, msgcap);
     else
-        j = json_copy(c->req);
+        j = json_copy((json_t *)src);
+    json_decref(chat);
     if (j == NULL)
         return NULL;
     /* the copy is shallow: setting "model" replaces one member of the copy only */
@@ -564,7 +579,8 @@ static char *attempt_body(struct rt_call *c, const struct rt_deployment_conf *de
         if (pb == NULL)
             return NULL;
         j = pb;
-        c->strip_usage_chunk = c->stream && dir == RT_TRANSLATE_NONE && !c->include_usage;
+        c->strip_usage_chunk =
+            c->stream && dir == RT_TRANSLATE_NONE && !c->include_usage && !c->wire.responses;
         goto dump;
     }
     if (dep->prov->edit_body != NULL && dep->prov->edit_body(j, dep, c->stream, msg, msgcap) != 0) {
@@ -572,6 +588,7 @@ static char *attempt_body(struct rt_call *c, const struct rt_deployment_conf *de
         return NULL;
     }
     if (c->stream && c->wire.api == RT_API_CHAT && dir == RT_TRANSLATE_NONE &&
+        !c->wire.responses && /* the translated request asks for the usage chunk itself */
         !json_is_true(
             json_object_get(json_object_get(c->req, "stream_options"), "include_usage"))) {
         /* the one addition to the client's body: without it an OpenAI stream carries no usage
@@ -607,6 +624,7 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     int rc;
 
     memset(&req, 0, sizeof(req));
+    memset(&c->wire, 0, sizeof(c->wire));
     if (prov->wire(dep, c->api, &c->wire) != 0) {
         snprintf(msg, msgcap, "deployment %s (%s) does not serve %s", dep->id, prov->name,
                  c->endpoint);
@@ -737,16 +755,25 @@ static int answer_success(struct rt_call *c, const struct rt_outcome *o)
     json_t *t = NULL;
 
     c->res_body = NULL;
-    if (c->wire.dir != RT_TRANSLATE_NONE) {
+    if (c->wire.dir != RT_TRANSLATE_NONE || c->wire.responses) {
         json_error_t jerr;
 
         j = rt_json_load_bounded(body, c->res_body_len, RT_JSON_ANSWER_MAX_DEPTH,
                                  RT_JSON_ANSWER_MAX_ELEMENTS, &jerr);
         if (c->wire.dir == RT_TRANSLATE_CHAT_TO_MESSAGES)
             t = rt_translate_chat_resp_to_messages(j, c->model_requested);
-        else
+        else if (c->wire.dir == RT_TRANSLATE_MESSAGES_TO_CHAT)
             t = rt_translate_messages_resp_to_chat(j, c->model_requested,
                                                    rt_translate_flags(c->req, c->wire.dir));
+        else
+            t = json_incref(j);
+        if (c->wire.responses) {
+            /* the chat answer as a Responses one */
+            json_t *r = rt_translate_chat_resp_to_responses(t, c->req, c->model_requested);
+
+            json_decref(t);
+            t = r;
+        }
         free(body);
         body = t != NULL ? json_dumps(t, JSON_COMPACT) : NULL;
         json_decref(t);

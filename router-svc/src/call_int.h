@@ -27,7 +27,11 @@
  * - client-bound output (and a dialect's converted events): RT_STREAM_OUT_BYTES, or what the
  *   event being handled needs (its size passed through; twice its size plus
  *   RT_STREAM_OUT_BYTES translated or converted), allocated when there is something to send and
- *   released once the client connection has taken it all;
+ *   released once the client connection has taken it all; a Responses stream translated from
+ *   chat adds what its closing events can take (rt_resp_stream_need: they repeat the answer's
+ *   text, which the translation keeps, at most limits.max_response_bytes: more ends the stream
+ *   with an in-band error naming the limit), and grows the output (doubling, up to four event
+ *   caps beyond that) when one chunk opens more items than that foresaw;
  * - the usage parser's line buffer: allocated only if a line is split across two feeds (the
  *   pump feeds whole events, so never in practice); lines up to the event cap are read. */
 #define RT_STREAM_RECV_BYTES 1024u
@@ -132,6 +136,10 @@ struct rt_call {
     struct tg_buf conv;          /* a dialect's events converted to OpenAI chunks (capacity
                                   * as the output's); allocated by relay_begin for a dialect
                                   * stream, freed with the call */
+    struct rt_resp_stream *rs;   /* a Responses stream translated from chat (wire.responses):
+                                  * created by relay_begin, destroyed with the call */
+    struct tg_buf rchat;         /* its chat events on their way to rs (capacity as the
+                                  * output's), allocated as the output is */
     int saw_terminator;
     int stream_finalized;
     struct hs_response *resp; /* the stream's response, for the cost trailer: borrowed (the

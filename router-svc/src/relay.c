@@ -3,7 +3,10 @@
  * passed through as is or translated (the direction the provider's wire chose), with the usage
  * read on the way; the transfer is paused while the raw buffer is full and resumed once the
  * reader has taken an event; the routing side and the event are finished before the stream's
- * terminating event leaves, and the cost follows as a trailer. Loop thread. */
+ * terminating event leaves, and the cost follows as a trailer. A Responses stream served
+ * through chat (wire.responses) takes one step more: the chat events (the provider's, or what
+ * the translation or the dialect made of its events) go through the Responses stream
+ * translation (translate.h, rt_resp_stream_*) on their way out. Loop thread. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +42,17 @@ int relay_begin(struct rt_call *c)
     }
     rt_translate_stream_init(&c->tr, c->wire.dir, c->model_requested, (int64_t)time(NULL),
                              rt_translate_flags(c->req, c->wire.dir));
+    rt_resp_stream_destroy(&c->rs);
+    if (c->wire.responses) {
+        c->rs = rt_resp_stream_create(c->req, c->model_requested, (int64_t)time(NULL),
+                                      event_cap(c));
+        if (c->rs == NULL)
+            return TG_ENOMEM;
+        if (c->rchat.data == NULL && tg_buf_init(&c->rchat, RT_STREAM_OUT_BYTES) != 0)
+            return TG_ENOMEM;
+        tg_buf_reset(&c->rchat);
+        c->rchat.truncated = 0;
+    }
     if (c->wire.dialect != NULL) {
         rt_dialect_stream_init(&c->ds, c->model_requested, (int64_t)time(NULL));
         if (c->conv.data == NULL && tg_buf_init(&c->conv, RT_STREAM_OUT_BYTES) != 0)
@@ -92,6 +106,19 @@ static void stream_error_event(struct rt_call *c, const char *msg)
     if (c->out.data == NULL)
         return; /* no output buffer (out of memory): the stream just ends */
     rt_mask_apply(c->env->mask, msg, strlen(msg), masked, sizeof(masked));
+    if (c->rs != NULL) {
+        /* a translated Responses stream: its error event, numbered in the stream's sequence */
+        if (rt_resp_stream_errored(c->rs))
+            return; /* the upstream's error event went out already */
+        j = json_pack("{s:s,s:s,s:s,s:n,s:I}", "type", "error", "code", "stream_error", "message",
+                      masked, "param", "sequence_number", (json_int_t)rt_resp_stream_seq(c->rs));
+        s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        if (s != NULL)
+            tg_buf_printf(&c->out, "event: error\ndata: %s\n\n", s);
+        free(s);
+        return;
+    }
     if (c->api == RT_API_MESSAGES)
         j = json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type", "api_error", "message",
                       masked);
@@ -161,29 +188,101 @@ static void stream_fail(struct rt_call *c, enum rt_error_class ec, const char *m
     }
 }
 
-/* pump_event's work once the event is parsed: its name and its data[0, dlen). */
-static int pump_data(struct rt_call *c, const char *raw, size_t rl, const char *event,
+/* The output grown (doubling, contents kept) for a Responses stream whose chunk's events did
+ * not fit: up to four event caps beyond what its closing events need. 0, or -1 at that bound
+ * (or out of memory). */
+static int out_grow(struct rt_call *c)
+{
+    size_t most = 4 * event_cap(c) + rt_resp_stream_need(c->rs);
+    size_t n = c->out.cap * 2;
+    struct tg_buf nb;
+
+    if (c->out.cap >= most)
+        return -1;
+    if (n > most)
+        n = most;
+    if (tg_buf_init(&nb, n) != 0)
+        return -1;
+    tg_buf_append(&nb, c->out.data, c->out.len);
+    tg_buf_fini(&c->out);
+    c->out = nb;
+    return 0;
+}
+
+/* The chat events in c->rchat through the Responses stream translation into c->out, then
+ * emptied. Returns 1 when the stream ended (or failed), 0 to go on. */
+static int resp_feed(struct rt_call *c)
+{
+    size_t off = 0;
+    int rc = 0;
+
+    while (rc == 0 && off < c->rchat.len) {
+        size_t el = rt_sse_event_len(c->rchat.data + off, c->rchat.len - off);
+        char event[64];
+        char *data;
+        size_t dlen;
+
+        if (el == 0)
+            break;
+        data = malloc(el + 1);
+        if (data == NULL) {
+            rc = TG_ENOMEM;
+            break;
+        }
+        rt_sse_parse(c->rchat.data + off, el, event, sizeof(event), data, el + 1, &dlen);
+        do
+            rc = dlen > 0 ? rt_resp_stream_chunk(c->rs, data, dlen, &c->out) : 0;
+        while (rc == TG_EFULL && out_grow(c) == 0);
+        free(data);
+        off += el;
+    }
+    tg_buf_reset(&c->rchat);
+    c->rchat.truncated = 0;
+    if (rc != 0) {
+        stream_fail(c, RT_ERR_INVALID_RESPONSE,
+                    rc == TG_ETOOBIG ? "answer text larger than limits.max_response_bytes"
+                    : rc == TG_ENOMEM ? "out of memory"
+                                      : "upstream sent a stream event that cannot be translated",
+                    1);
+        return 1;
+    }
+    if (rt_resp_stream_errored(c->rs) && !c->stream_finalized) {
+        /* an in-band upstream error ended the translated stream */
+        relay_finalize(c, RT_ERR_INVALID_RESPONSE, "upstream stream error event");
+        c->discard = 1;
+        rt_upstream_cancel(c->env->up, c->handle);
+        return 1;
+    }
+    return rt_resp_stream_finished(c->rs);
+}
+
+/* pump_event's work once the event is parsed: its name and its data[0, dlen). The client's
+ * side is c->out, or, for a Responses stream served through chat, c->rchat (resp_feed takes it
+ * from there). */
+static int pump_chat(struct rt_call *c, const char *raw, size_t rl, const char *event,
                      const char *data, size_t dlen)
 {
+    struct tg_buf *cout = c->rs != NULL ? &c->rchat : &c->out;
+
     if (is_terminator(c, event, data, dlen)) {
         c->saw_terminator = 1;
         if (c->wire.api == RT_API_RESPONSES)
             responses_usage_from_event(c, data, dlen);
         /* the translator writes its closing events (usage is known by now) */
         if (c->wire.dir != RT_TRANSLATE_NONE)
-            rt_translate_stream_event(&c->tr, event, data, dlen, &c->out);
+            rt_translate_stream_event(&c->tr, event, data, dlen, cout);
         /* routing outcome and completion hook before the terminating event leaves */
         relay_finalize(c, RT_ERR_NONE, NULL);
         if (c->wire.dir == RT_TRANSLATE_NONE)
-            tg_buf_append(&c->out, raw, rl);
+            tg_buf_append(cout, raw, rl);
         return 1;
     }
     if (c->wire.dir != RT_TRANSLATE_NONE) {
-        int rc = dlen > 0 ? rt_translate_stream_event(&c->tr, event, data, dlen, &c->out) : 0;
+        int rc = dlen > 0 ? rt_translate_stream_event(&c->tr, event, data, dlen, cout) : 0;
 
-        if (rc == TG_EPROTO || rc == TG_EFULL || c->out.truncated) {
-            tg_buf_reset(&c->out);
-            c->out.truncated = 0;
+        if (rc == TG_EPROTO || rc == TG_EFULL || cout->truncated) {
+            tg_buf_reset(cout);
+            cout->truncated = 0;
             stream_fail(c, RT_ERR_INVALID_RESPONSE,
                         "upstream sent a stream event that cannot be translated", 1);
             return 1;
@@ -194,9 +293,19 @@ static int pump_data(struct rt_call *c, const char *raw, size_t rl, const char *
             return 1;
         }
     } else if (!(c->strip_usage_chunk && is_usage_only_chunk(data, dlen))) {
-        tg_buf_append(&c->out, raw, rl);
+        tg_buf_append(cout, raw, rl);
     }
     return 0;
+}
+
+static int pump_data(struct rt_call *c, const char *raw, size_t rl, const char *event,
+                     const char *data, size_t dlen)
+{
+    int stop = pump_chat(c, raw, rl, event, data, dlen);
+
+    if (c->rs != NULL && c->rchat.len > 0 && resp_feed(c))
+        return 1;
+    return stop;
 }
 
 /* One OpenAI (or Anthropic) event of the wire API, raw[0, rl): usage read, passed on,
@@ -273,13 +382,23 @@ static int in_grow(struct rt_call *c)
  * chunk). Returns 0 or TG_ENOMEM. */
 static int out_fit(struct rt_call *c, size_t rl)
 {
-    int through = c->wire.dir == RT_TRANSLATE_NONE && c->wire.dialect == NULL;
+    int through = c->wire.dir == RT_TRANSLATE_NONE && c->wire.dialect == NULL && c->rs == NULL;
     size_t need = through ? rl : 2 * rl + RT_STREAM_OUT_BYTES;
+    size_t out_need = need;
 
-    if (c->out.cap < need) {
+    if (c->rs != NULL) {
+        /* the chat events go to c->rchat; the Responses events they become to c->out */
+        out_need = 2 * need + rt_resp_stream_need(c->rs);
+        if (c->rchat.cap < need) {
+            tg_buf_fini(&c->rchat);
+            if (tg_buf_init(&c->rchat, need) != 0)
+                return TG_ENOMEM;
+        }
+    }
+    if (c->out.cap < out_need) {
         tg_buf_fini(&c->out);
         c->out_off = 0;
-        if (tg_buf_init(&c->out, need) != 0)
+        if (tg_buf_init(&c->out, out_need) != 0)
             return TG_ENOMEM;
     }
     if (c->wire.dialect != NULL && c->conv.cap < need) {
@@ -317,7 +436,7 @@ static void in_take(struct rt_call *c, size_t rl)
 static int stream_pump(struct rt_call *c)
 {
     const struct rt_dialect *d = c->wire.dialect;
-    int through = c->wire.dir == RT_TRANSLATE_NONE && d == NULL;
+    int through = c->wire.dir == RT_TRANSLATE_NONE && d == NULL && c->rs == NULL;
     size_t rl;
     int done, err, stop;
     int produced = 0;

@@ -860,6 +860,9 @@ unsigned rt_translate_flags(const json_t *req, enum rt_translate_dir dir)
     const json_t *rf = json_object_get(req, "response_format");
     const char *t = json_string_value(json_object_get(rf, "type"));
 
+    if (rf == NULL) /* a Responses request: text.format becomes the chat's response_format */
+        t = json_string_value(
+            json_object_get(json_object_get(json_object_get(req, "text"), "format"), "type"));
     if (dir != RT_TRANSLATE_MESSAGES_TO_CHAT || t == NULL || strcmp(t, "text") == 0)
         return 0;
     return RT_TRANSLATE_JSON_OUTPUT;
@@ -907,6 +910,11 @@ static json_int_t tokens_sum(json_int_t a, json_int_t b)
     if (__builtin_add_overflow(a, b, &s))
         return a > 0 ? LLONG_MAX : LLONG_MIN;
     return s;
+}
+
+json_int_t rt_tr_tokens_sum(json_int_t a, json_int_t b)
+{
+    return tokens_sum(a, b);
 }
 
 /* The cache's part of an OpenAI usage object (prompt_tokens_details.cached_tokens), cut to the

@@ -68,7 +68,8 @@ enum rt_translate_dir {
                                      * input is the answer's text, finish_reason stop */
 
 /* rt_translate_flags: the flags the answer to the chat request req (borrowed) needs when it
- * goes to an Anthropic deployment (dir RT_TRANSLATE_MESSAGES_TO_CHAT); 0 otherwise. */
+ * goes to an Anthropic deployment (dir RT_TRANSLATE_MESSAGES_TO_CHAT); 0 otherwise. req may be
+ * a Responses request (its text.format stands for response_format). */
 unsigned rt_translate_flags(const json_t *req, enum rt_translate_dir dir);
 
 /* rt_translate_messages_to_chat: Anthropic /v1/messages request -> OpenAI chat request for
@@ -89,6 +90,94 @@ json_t *rt_translate_chat_resp_to_messages(const json_t *resp, const char *model
  * rt_translate_flags of the request. */
 json_t *rt_translate_messages_resp_to_chat(const json_t *resp, const char *model,
                                            unsigned flags);
+
+/* OpenAI Responses (/v1/responses) for providers without a Responses API: the request becomes
+ * an OpenAI chat request (then, for an Anthropic deployment or a dialect, whatever a chat
+ * request becomes there), the chat answer or stream comes back as a Responses answer or event
+ * stream (translate_responses.c, translate_responses_stream.c). Shapes from OpenAI's API
+ * reference (Responses: create, the response object, input items, streaming events).
+ *
+ * Request: model, input (a string, or items: messages of role user / assistant / system /
+ * developer whose content is a string or input_text / input_image / output_text / refusal
+ * parts; function_call and function_call_output items), instructions (the first system
+ * message), tools (function tools: name, description, parameters and strict at the tool's top
+ * level -> under "function"), tool_choice, max_output_tokens -> max_completion_tokens,
+ * temperature, top_p, text.format (json_schema, json_object) -> response_format,
+ * text.verbosity -> verbosity, reasoning.effort -> reasoning_effort, stream (with
+ * stream_options.include_usage), user, metadata, parallel_tool_calls, service_tier,
+ * prompt_cache_key, safety_identifier.
+ * Left out on purpose (hints chat has no place for): reasoning.summary, reasoning items of
+ * earlier turns (chat takes no reasoning as input), stream_options.include_obfuscation.
+ * Refused (NULL with err naming the field: the client's 400): previous_response_id and
+ * conversation (the router keeps no conversation state), store true, background true, prompt
+ * (stored prompt templates), a non-empty include, truncation other than disabled,
+ * top_logprobs, max_tool_calls, built-in tools (web_search, file_search, ...), tool choices
+ * other than none / auto / required / a function, item_reference items and any item type
+ * chat has no message for, input_file / input_audio parts and images given by file_id.
+ *
+ * Answer: a chat.completion as a "response": status completed, or incomplete with
+ * incomplete_details.reason max_output_tokens (finish_reason length) or content_filter;
+ * output: a reasoning item (reasoning_content, as reasoning_text), a message item
+ * (output_text, or a refusal part), function_call items; usage as input_tokens (with
+ * input_tokens_details.cached_tokens), output_tokens (with
+ * output_tokens_details.reasoning_tokens), total_tokens; the request's settings echoed. */
+
+/* Output items tracked in one translated Responses stream: every tool call, and the reasoning
+ * and message items around them. More is TG_EPROTO (the stream fails in-band). */
+#define RT_TRANSLATE_RESP_ITEMS_MAX (RT_TRANSLATE_TOOLS_MAX + 8)
+
+/* rt_translate_responses_to_chat: OpenAI Responses request -> OpenAI chat request for model.
+ * req is borrowed and not modified. Returns new (json_decref) or NULL with err filled (the
+ * field at fault first; "out of memory" when that was the reason). */
+json_t *rt_translate_responses_to_chat(const json_t *req, const char *model, char *err,
+                                       size_t errlen);
+
+/* rt_translate_chat_resp_to_responses: OpenAI chat.completion -> Responses "response" object;
+ * req is the client's Responses request (borrowed, may be NULL: nothing echoed), model the
+ * name shown to the client. Returns new, or NULL when resp is not a chat completion (no
+ * choices[0].message object). */
+json_t *rt_translate_chat_resp_to_responses(const json_t *resp, const json_t *req,
+                                            const char *model);
+
+/* A translated Responses stream: OpenAI chat.completion.chunk data in, Responses events
+ * ("event: <type>\ndata: {...}\n\n", each with its sequence_number) out. Heap state: the
+ * final events repeat every item's text (output_text.done, content_part.done,
+ * output_item.done, response.completed), so the text is kept, at most text_max bytes
+ * (limits.max_response_bytes): more is TG_ETOOBIG. Opaque. */
+struct rt_resp_stream;
+
+/* rt_resp_stream_create: state for a stream answering the Responses request req (borrowed for
+ * this call only: the settings echoed in the response object are copied) shown to the client
+ * as model. New (rt_resp_stream_destroy), or NULL when out of memory. Any thread. */
+struct rt_resp_stream *rt_resp_stream_create(const json_t *req, const char *model,
+                                             int64_t created_s, size_t text_max);
+void rt_resp_stream_destroy(struct rt_resp_stream **st);
+
+/* rt_resp_stream_chunk: one chat chunk's data (len bytes: a chat.completion.chunk JSON object,
+ * or [DONE], which writes the closing events) into Responses events appended to out. Returns
+ * 0; TG_EPROTO when data is not a chunk or cannot be translated (more than
+ * RT_TRANSLATE_RESP_ITEMS_MAX items, a tool call's arguments after another item started; out
+ * and the state unchanged); TG_ETOOBIG when the kept text would pass text_max (out and the
+ * state unchanged); TG_EFULL when the events do not fit in out (out and the state unchanged:
+ * the caller may give a larger buffer and call again); TG_ENOMEM. A chunk carrying an upstream
+ * error writes an "error" event and ends the stream (rt_resp_stream_finished). After the end
+ * nothing is written. Thread of the caller. */
+int rt_resp_stream_chunk(struct rt_resp_stream *st, const char *data, size_t len,
+                         struct tg_buf *out);
+
+/* rt_resp_stream_need: bytes the closing events can take (they repeat the kept text, escaped,
+ * and the echoed settings), plus a frame for each item. For sizing the output buffer before a
+ * chunk: with twice the chunk's size added it holds a chunk's events unless the chunk opens many
+ * tool calls at once (TG_EFULL: grow and call again). */
+size_t rt_resp_stream_need(const struct rt_resp_stream *st);
+
+/* rt_resp_stream_finished: 1 once the terminal event (response.completed or
+ * response.incomplete) or an error event was written. rt_resp_stream_errored: 1 when it was
+ * an error event. rt_resp_stream_seq: the next sequence_number (for an error event written by
+ * the caller). */
+int rt_resp_stream_finished(const struct rt_resp_stream *st);
+int rt_resp_stream_errored(const struct rt_resp_stream *st);
+int64_t rt_resp_stream_seq(const struct rt_resp_stream *st);
 
 /* Streaming state, caller storage; rt_translate_stream_init before use. Fixed size. */
 struct rt_translate_stream {

@@ -1,5 +1,6 @@
-/* translate_int: what translate.c (requests, answers) and translate_stream.c (streams) share.
- * Private to those two files. */
+/* translate_int: what translate.c (requests, answers), translate_stream.c (streams) and the
+ * Responses translation (translate_responses.c, translate_responses_stream.c) share. Private
+ * to those files. */
 #ifndef RT_TRANSLATE_INT_H
 #define RT_TRANSLATE_INT_H
 
@@ -25,5 +26,25 @@ json_t *rt_tr_chat_usage(json_int_t prompt, json_int_t read, json_int_t written,
                          json_int_t output);
 /* An Anthropic usage object's prompt total (input + cache reads + cache writes). */
 json_int_t rt_tr_messages_prompt(const json_t *usage);
+/* a + b, saturated instead of overflowing (counts a provider sent). */
+json_int_t rt_tr_tokens_sum(json_int_t a, json_int_t b);
+
+/* Responses: the request's settings a response object echoes (instructions, max_output_tokens,
+ * parallel_tool_calls, temperature, top_p, tool_choice, tools, text, reasoning, metadata,
+ * store, truncation, user, ...), with the API's defaults for those absent; req may be NULL.
+ * New. */
+json_t *rt_tr_resp_echo(const json_t *req);
+/* Responses: a response object: id, created_at, status, incomplete_details for reason (NULL:
+ * null), model, output (taken), usage (taken; NULL: null), the echoed settings (borrowed,
+ * copied in; NULL: none). New, or NULL when out of memory. */
+json_t *rt_tr_resp_object(const char *id, int64_t created_s, const char *status,
+                          const char *reason, const char *model, json_t *output, json_t *usage,
+                          const json_t *echo);
+/* Responses: the usage object for the counts (cached cut to input, reasoning to output). */
+json_t *rt_tr_resp_usage(json_int_t input, json_int_t cached, json_int_t output,
+                         json_int_t reasoning);
+/* Responses: the status of an answer whose chat finish_reason was f ("completed", or
+ * "incomplete" with *reason max_output_tokens or content_filter; *reason NULL otherwise). */
+const char *rt_tr_resp_status(const char *f, const char **reason);
 
 #endif

@@ -1,5 +1,7 @@
 /* libFuzzer target for translate (router-svc/src/translate.h): OpenAI chat <-> Anthropic
- * messages requests and responses, and the stream translators in both directions.
+ * messages requests and responses, and the stream translators in both directions; OpenAI
+ * Responses requests -> chat, chat answers and chunk streams -> Responses (responses_doc,
+ * responses_stream below).
  *
  * The input is used twice: as one JSON document (a request or a response: when it is not a JSON
  * object the four body translations are skipped) and as an SSE stream, cut into events at blank
@@ -454,6 +456,126 @@ static void stream(const char *s, size_t n, enum rt_translate_dir dir, const cha
     free(dat);
 }
 
+/* Responses: the request as chat (a refusal names a field; else a chat request with the model
+ * and a non-empty messages array), the document as a chat answer (NULL only without a
+ * choices[0].message object; else a "response" with output an array and status completed or
+ * incomplete), and the input as a stream of chat chunks through rt_resp_stream_chunk: every
+ * chunk 0, TG_EPROTO, TG_ETOOBIG (out and the sequence unchanged) or TG_EFULL; nothing after
+ * the end; every event "event: <type>" then data whose type is that name and whose
+ * sequence_number counts from 0; a [DONE] (fed at the end) closes it with response.completed
+ * or response.incomplete unless an error event ended it. The kept text is bounded by a small
+ * text_max picked by the hash. */
+static void responses_doc(const json_t *doc, const char *model)
+{
+    char err[256] = "";
+    json_t *chat = rt_translate_responses_to_chat(doc, model, err, sizeof(err));
+    json_t *r;
+
+    if (chat == NULL) {
+        check(err[0] != '\0' && strstr(err, ": ") != NULL, "responses request: refusal without "
+                                                            "a field");
+    } else {
+        check(str_is(json_object_get(chat, "model"), model), "responses request: model");
+        check(json_array_size(json_object_get(chat, "messages")) > 0,
+              "responses request: no messages");
+        json_decref(chat);
+    }
+    r = rt_translate_chat_resp_to_responses(doc, doc, model);
+    if (r == NULL) {
+        check(!json_is_object(json_object_get(json_array_get(json_object_get(doc, "choices"), 0),
+                                              "message")),
+              "responses answer: NULL for a chat completion");
+        return;
+    }
+    check(str_is(json_object_get(r, "object"), "response") &&
+              json_is_array(json_object_get(r, "output")) &&
+              (str_is(json_object_get(r, "status"), "completed") ||
+               str_is(json_object_get(r, "status"), "incomplete")),
+          "responses answer: shape");
+    json_decref(r);
+}
+
+static void responses_check_output(const struct tg_buf *out, int errored, int finished)
+{
+    const char *p = out->data, *end = out->data + out->len;
+    int64_t seq = 0;
+    int last = 0;
+
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *dl, *dnl;
+        json_t *j;
+
+        check(nl != NULL && strncmp(p, "event: ", 7) == 0, "responses stream: event line");
+        dl = nl + 1;
+        check(strncmp(dl, "data: ", 6) == 0, "responses stream: data line");
+        dnl = memchr(dl, '\n', (size_t)(end - dl));
+        check(dnl != NULL && dnl + 1 < end && dnl[1] == '\n', "responses stream: blank line");
+        j = json_loadb(dl + 6, (size_t)(dnl - dl - 6), 0, NULL);
+        check(json_is_object(j), "responses stream: data is not an object");
+        check(json_string_length(json_object_get(j, "type")) == (size_t)(nl - p - 7) &&
+                  memcmp(json_string_value(json_object_get(j, "type")), p + 7,
+                         (size_t)(nl - p - 7)) == 0,
+              "responses stream: event name is not the type");
+        check(json_integer_value(json_object_get(j, "sequence_number")) == seq++,
+              "responses stream: sequence_number");
+        last = str_is(json_object_get(j, "type"), "response.completed") ||
+               str_is(json_object_get(j, "type"), "response.incomplete") ||
+               str_is(json_object_get(j, "type"), "error");
+        json_decref(j);
+        p = dnl + 2;
+    }
+    check(!finished || last, "responses stream: finished without a terminal event");
+    (void)errored;
+}
+
+static void responses_stream(const char *s, size_t n, const char *model, size_t text_max)
+{
+    struct rt_resp_stream *st = rt_resp_stream_create(NULL, model, 1718000000, text_max);
+    struct tg_buf out;
+    char name[FUZZ_EVENT_NAME_CAP];
+    char *dat = malloc(n + 1);
+    size_t at = 0, len;
+    int rc, full = 0;
+
+    check(st != NULL && dat != NULL && tg_buf_init(&out, 4 * FUZZ_STREAM_OUT_BYTES) == 0,
+          "out of memory");
+    for (int pass = 0; !full && pass < 2; pass++) {
+        while (!full && (len = pass == 0 ? rt_sse_event_len(s + at, n - at) : 1) > 0) {
+            size_t dlen, before = out.len;
+            int finished = rt_resp_stream_finished(st);
+            int64_t seq = rt_resp_stream_seq(st);
+
+            if (pass == 0) {
+                rt_sse_parse(s + at, len, name, sizeof(name), dat, n + 1, &dlen);
+                at += len;
+                if (dlen == 0)
+                    continue;
+                rc = rt_resp_stream_chunk(st, dat, dlen, &out);
+            } else {
+                rc = rt_resp_stream_chunk(st, "[DONE]", 6, &out);
+            }
+            check(rc == 0 || rc == TG_EPROTO || rc == TG_ETOOBIG || rc == TG_EFULL,
+                  "responses stream: return code outside the contract");
+            check(rc == 0 || (out.len == before && rt_resp_stream_seq(st) == seq),
+                  "responses stream: a refused chunk changed the output");
+            check(!finished || (rc == 0 && out.len == before),
+                  "responses stream: wrote after the end");
+            full = rc == TG_EFULL;
+            if (pass == 1) {
+                check(full || rt_resp_stream_finished(st), "responses stream: [DONE] did not "
+                                                           "end it");
+                break;
+            }
+        }
+    }
+    if (!full)
+        responses_check_output(&out, rt_resp_stream_errored(st), rt_resp_stream_finished(st));
+    tg_buf_fini(&out);
+    free(dat);
+    rt_resp_stream_destroy(&st);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static char long_model[129];
@@ -479,10 +601,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (json_is_object(doc)) {
         requests(doc, model);
         responses(doc, model, flags);
+        responses_doc(doc, model);
     }
     json_decref(doc);
 
     stream((const char *)data, size, RT_TRANSLATE_CHAT_TO_MESSAGES, model, 0);
     stream((const char *)data, size, RT_TRANSLATE_MESSAGES_TO_CHAT, model, flags);
+    responses_stream((const char *)data, size, model, (h >> 16) & 1 ? 64 : 1u << 20);
     return 0;
 }

@@ -116,7 +116,9 @@ rt_true "tools streamed: finish tool_calls" grep -q '"finish_reason":"tool_calls
 rt_post emb /v1/embeddings '{"model":"b-emb","input":"hello"}'
 rt_eq "embeddings (Titan)" "$RT_STATUS $(jq -r '(.data | length | tostring) + " " + (.usage.prompt_tokens | tostring)' "$RT_DIR/emb.body")" "200 1 3"
 rt_post resp /v1/responses '{"model":"b-chat","input":"hi"}'
-rt_eq "responses: not served by Bedrock (400)" "$RT_STATUS" 400
+rt_eq "responses through the chat translation: a Responses answer" \
+    "$RT_STATUS $(jq -r '.object + " " + .status + " " + .output[0].type' "$RT_DIR/resp.body")" \
+    "200 response completed message"
 
 chat wrong b-wrong
 rt_eq "a signature AWS refuses: 403, not retried" "$RT_STATUS $(rt_hdr wrong x-tollgate-attempts)" "403 1"

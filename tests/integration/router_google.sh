@@ -194,7 +194,9 @@ done
 rt_eq "vertex embeddings: usage from the predictions' token counts" \
     "$(jq .usage.prompt_tokens "$RT_DIR/v-emb.body")" 12
 rt_post resp /v1/responses '{"model":"g-chat","input":"hi"}'
-rt_eq "responses: not served by Gemini (400 naming the deployment)" "$RT_STATUS" 400
+rt_eq "responses through the chat translation: a Responses answer" \
+    "$RT_STATUS $(jq -r '.object + " " + .status + " " + .output[0].type' "$RT_DIR/resp.body")" \
+    "200 response completed message"
 
 chat badkey g-badkey
 rt_eq "a key Google refuses: 400, not retried" "$RT_STATUS $(rt_hdr badkey x-tollgate-attempts)" "400 1"

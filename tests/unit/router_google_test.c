@@ -427,7 +427,11 @@ static void test_gemini_family(void **state)
     assert_ptr_equal(w.dialect, &rt_dialect_gemini);
     assert_int_equal(w.api, RT_API_CHAT);
     assert_int_equal(w.dir, RT_TRANSLATE_CHAT_TO_MESSAGES);
-    assert_int_equal(d.prov->wire(&d, RT_API_RESPONSES, &w), TG_EINVAL);
+    assert_int_equal(d.prov->wire(&d, RT_API_RESPONSES, &w), 0);
+    assert_ptr_equal(w.dialect, &rt_dialect_gemini);
+    assert_int_equal(w.api, RT_API_CHAT);
+    assert_int_equal(w.dir, RT_TRANSLATE_NONE);
+    assert_int_equal(w.responses, 1);
     assert_int_equal(d.prov->classify(200, blocked, strlen(blocked)), RT_ERR_CONTENT_POLICY);
     assert_int_equal(d.prov->classify(400, big, strlen(big)), RT_ERR_CONTEXT_WINDOW);
     assert_int_equal(d.prov->classify(429, quota, strlen(quota)), RT_ERR_RATE_LIMIT);

@@ -167,7 +167,12 @@ static void test_anthropic(void **state)
     assert_int_equal(w.api, RT_API_MESSAGES);
     assert_int_equal(w.dir, RT_TRANSLATE_MESSAGES_TO_CHAT);
     assert_int_equal(p->wire(&d, RT_API_EMBEDDINGS, &w), TG_EINVAL);
-    assert_int_equal(p->wire(&d, RT_API_RESPONSES, &w), TG_EINVAL);
+    assert_int_equal(w.responses, 0);
+    /* responses through chat: Responses -> chat -> messages, and back */
+    assert_int_equal(p->wire(&d, RT_API_RESPONSES, &w), 0);
+    assert_int_equal(w.api, RT_API_MESSAGES);
+    assert_int_equal(w.dir, RT_TRANSLATE_MESSAGES_TO_CHAT);
+    assert_int_equal(w.responses, 1);
     url_of(p, &d, RT_API_MESSAGES, 0, url);
     assert_string_equal(url, "http://10.0.0.1:9/v1/messages");
     /* a base given with its /v1 */
@@ -328,8 +333,13 @@ static void test_azure_ai(void **state)
                              "api-version=2024-05-01-preview");
     assert_int_equal(hdrs_of(p, &d, NULL, hdr), 1);
     assert_string_equal(hdr[0], "Authorization: Bearer ai-key");
-    assert_int_equal(p->wire(&d, RT_API_RESPONSES, &w), TG_EINVAL);
+    /* model inference has no Responses API: through chat */
+    assert_int_equal(p->wire(&d, RT_API_RESPONSES, &w), 0);
+    assert_int_equal(w.api, RT_API_CHAT);
+    assert_int_equal(w.dir, RT_TRANSLATE_NONE);
+    assert_int_equal(w.responses, 1);
     assert_int_equal(p->wire(&d, RT_API_EMBEDDINGS, &w), 0);
+    assert_int_equal(w.responses, 0);
 }
 
 /* Token endpoint answers (RFC 6749 5.1 / 5.2), and the form encoding. */

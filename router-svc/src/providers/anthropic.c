@@ -1,6 +1,7 @@
 /* anthropic: Anthropic's Messages API. /v1/messages is spoken as sent; a chat completions
- * request is translated to a messages request and its answer back; embeddings and responses are
- * not served. x-api-key: <api_key>, anthropic-version (the client's, else 2023-06-01) and the
+ * request is translated to a messages request and its answer back, a responses request goes
+ * through the chat translation (responses -> chat -> messages, and back); embeddings are not
+ * served. x-api-key: <api_key>, anthropic-version (the client's, else 2023-06-01) and the
  * client's anthropic-beta. */
 #include "providers/provider.h"
 
@@ -13,9 +14,11 @@
 
 int rt_anthropic_wire(const struct rt_deployment_conf *dep, enum rt_api client, struct rt_wire *out)
 {
-    (void)dep;
     out->api = RT_API_MESSAGES;
     out->dialect = NULL;
+    out->responses = 0;
+    if (client == RT_API_RESPONSES)
+        return rt_wire_responses_via_chat(rt_anthropic_wire, dep, out);
     if (client == RT_API_MESSAGES)
         out->dir = RT_TRANSLATE_NONE;
     else if (client == RT_API_CHAT)

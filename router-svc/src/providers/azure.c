@@ -171,12 +171,13 @@ static enum rt_error_class azure_classify(int status, const char *body, size_t l
     return rt_router_classify(status, body, len);
 }
 
-/* chat, embeddings and responses as sent; /v1/messages through the chat translation */
+/* chat and embeddings as sent; /v1/messages and /v1/responses through the chat translation
+ * (model inference has no Responses API) */
 static int azure_ai_wire(const struct rt_deployment_conf *dep, enum rt_api client,
                          struct rt_wire *out)
 {
     if (client == RT_API_RESPONSES)
-        return TG_EINVAL;
+        return rt_wire_responses_via_chat(rt_openai_wire, dep, out);
     return rt_openai_wire(dep, client, out);
 }
 

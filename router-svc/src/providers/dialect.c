@@ -139,6 +139,7 @@ int rt_dialect_wire(const struct rt_dialect *d, enum rt_api client, struct rt_wi
 {
     out->dialect = d;
     out->dir = RT_TRANSLATE_NONE;
+    out->responses = 0;
     switch (client) {
     case RT_API_CHAT:
         out->api = RT_API_CHAT;
@@ -149,6 +150,10 @@ int rt_dialect_wire(const struct rt_dialect *d, enum rt_api client, struct rt_wi
         return 0;
     case RT_API_EMBEDDINGS:
         out->api = RT_API_EMBEDDINGS;
+        return 0;
+    case RT_API_RESPONSES:
+        out->api = RT_API_CHAT;
+        out->responses = 1;
         return 0;
     default:
         return TG_EINVAL;

@@ -1,6 +1,7 @@
 /* openai: OpenAI and every OpenAI-compatible server (the named ones are rows of
  * openai_compat.c sharing these functions). Chat completions, embeddings and responses are
- * spoken as the client sent them; an Anthropic /v1/messages request is translated to chat
+ * spoken as the client sent them (responses through the chat translation for a row flagged
+ * RT_PROVIDER_NO_RESPONSES); an Anthropic /v1/messages request is translated to chat
  * completions and its answer back. Authorization: Bearer <api_key>. */
 #include "providers/provider.h"
 
@@ -10,8 +11,11 @@
 
 int rt_openai_wire(const struct rt_deployment_conf *dep, enum rt_api client, struct rt_wire *out)
 {
-    (void)dep;
     out->dialect = NULL;
+    out->responses = 0;
+    if (client == RT_API_RESPONSES && dep->prov != NULL &&
+        (dep->prov->flags & RT_PROVIDER_NO_RESPONSES))
+        return rt_wire_responses_via_chat(rt_openai_wire, dep, out);
     if (client == RT_API_MESSAGES) {
         out->api = RT_API_CHAT;
         out->dir = RT_TRANSLATE_CHAT_TO_MESSAGES;
@@ -20,6 +24,17 @@ int rt_openai_wire(const struct rt_deployment_conf *dep, enum rt_api client, str
         out->dir = RT_TRANSLATE_NONE;
     }
     return 0;
+}
+
+int rt_wire_responses_via_chat(int (*wire)(const struct rt_deployment_conf *dep,
+                                           enum rt_api client, struct rt_wire *out),
+                               const struct rt_deployment_conf *dep, struct rt_wire *out)
+{
+    int rc = wire(dep, RT_API_CHAT, out);
+
+    if (rc == 0)
+        out->responses = 1;
+    return rc;
 }
 
 void rt_openai_url(const struct rt_provider_attempt *a, char *out, size_t cap)

@@ -65,6 +65,8 @@
     1u                         /* the key variables name the user's own server: read them          \
                                 * whatever the base */
 #define RT_PROVIDER_BASE_V1 2u /* the OpenAI-compatible API is under "/v1" of the base */
+#define RT_PROVIDER_NO_RESPONSES                                                                   \
+    4u /* an OpenAI-compatible API without /v1/responses: served through the chat translation */
 
 /* One attempt, as the provider sees it when it builds the URL and the headers. Borrowed for the
  * call. */
@@ -167,8 +169,8 @@ int rt_dialect_usage_chunk(struct rt_dialect_stream *st, struct tg_buf *out);
 int rt_dialect_done(struct tg_buf *out);
 
 /* More of what the dialects share (dialect.c):
- * rt_dialect_wire: dialect d behind OpenAI chat for chat and embeddings, /v1/messages through
- * the chat translation, no responses API (TG_EINVAL).
+ * rt_dialect_wire: dialect d behind OpenAI chat for chat and embeddings, /v1/messages and
+ * /v1/responses through the chat translation.
  * rt_dialect_content: an OpenAI message's content (a string, an array of parts, or null)
  * appended to out as {"text": ...} blocks and image() blocks for image_url parts; other part
  * types are refused (TG_EINVAL with err); skip_empty: an empty string adds no block.
@@ -208,7 +210,17 @@ struct rt_wire {
     enum rt_api api;           /* the API at the provider's door (OpenAI chat for a dialect) */
     enum rt_translate_dir dir; /* RT_TRANSLATE_NONE when it is the client's own */
     const struct rt_dialect *dialect; /* NULL, or the provider's own dialect behind api */
+    int responses; /* 1: the client's /v1/responses request goes as an OpenAI chat request
+                    * (rt_translate_responses_to_chat), then through dir and dialect as a chat
+                    * request would; the chat answer or stream comes back as a Responses one */
 };
+
+/* rt_wire_responses_via_chat: for a provider without a Responses API, out is what its wire
+ * gave for a chat client (wire(dep, RT_API_CHAT, out)) marked to translate Responses to chat
+ * and back. 0, or what wire answered. */
+int rt_wire_responses_via_chat(int (*wire)(const struct rt_deployment_conf *dep,
+                                           enum rt_api client, struct rt_wire *out),
+                               const struct rt_deployment_conf *dep, struct rt_wire *out);
 
 struct rt_provider {
     const char *name;         /* the litellm_params.model prefix ("openai", "groq", ...) */
