@@ -395,6 +395,51 @@ static void test_stream_text_exact(void **state)
     free(got);
 }
 
+/* A provider's chat id of multi-byte characters longer than the item ids hold: the ids are cut
+ * at a character boundary, so every event stays valid UTF-8 JSON to the end (translate_fuzz
+ * found ids cut inside a character, which made every later event fail). */
+static void test_stream_long_multibyte_id(void **state)
+{
+    char id[601], first[900], delta[900], last[900];
+    const char *chunks[4];
+    const char *p;
+    char *got;
+    int rc, events = 0;
+
+    (void)state;
+    for (size_t i = 0; i < 200; i++)
+        memcpy(id + 3 * i, "\xe2\x82\xac", 3); /* U+20AC, 3 bytes */
+    id[600] = '\0';
+    snprintf(first, sizeof(first),
+             "{\"id\":\"%s\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+             "\"content\":\"\"}}]}", id);
+    snprintf(delta, sizeof(delta),
+             "{\"id\":\"%s\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},"
+             "\"finish_reason\":\"stop\"}]}", id);
+    snprintf(last, sizeof(last),
+             "{\"id\":\"%s\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,"
+             "\"completion_tokens\":1,\"total_tokens\":2}}", id);
+    chunks[0] = first;
+    chunks[1] = delta;
+    chunks[2] = last;
+    chunks[3] = "[DONE]";
+    got = run_stream(chunks, 4, 1024, &rc);
+    assert_int_equal(rc, 0);
+    for (p = got; (p = strstr(p, "\ndata: ")) != NULL; p += 7) {
+        const char *end = strstr(p + 7, "\n\n");
+        json_t *j;
+
+        assert_non_null(end);
+        j = json_loadb(p + 7, (size_t)(end - p - 7), 0, NULL); /* jansson refuses bad UTF-8 */
+        assert_non_null(j);
+        json_decref(j);
+        events++;
+    }
+    assert_true(events >= 8);
+    assert_non_null(strstr(got, "event: response.completed\n"));
+    free(got);
+}
+
 /* The event names of a stream, in order, one a line. */
 static char *names(const char *events)
 {
@@ -576,6 +621,7 @@ int main(void)
         cmocka_unit_test(test_answer_text),
         cmocka_unit_test(test_answer_tools_reasoning_length),
         cmocka_unit_test(test_stream_text_exact),
+        cmocka_unit_test(test_stream_long_multibyte_id),
         cmocka_unit_test(test_stream_reasoning_tools),
         cmocka_unit_test(test_stream_incomplete_error_refused),
         cmocka_unit_test(test_stream_bound),
