@@ -3,7 +3,8 @@
 // (SigV4, and STS), each behind tests/fakes/cloud_fake.py, which checks their authentication
 // as the services do. For every provider: chat completions and Anthropic messages, each
 // streaming and not, with the answer's text and usage as the client library reads them;
-// embeddings where the provider has them.
+// embeddings where the provider has them; the Responses API on those without one (through the
+// chat translation).
 //
 // Runs through tests/e2e/providers_run.sh (TG_ROUTER_URL, TG_STACK_KEY).
 import { test } from 'node:test';
@@ -95,6 +96,33 @@ for (const [group, n, vec] of [['azure-embed', 2, [0.5, 0.25]], ['gemini-embed',
     });
     const f = await openai.embeddings.create({ model: group, input, encoding_format: 'float' });
     assert.deepEqual(f.data[0].embedding, vec);
+  });
+}
+
+// The Responses API on providers that have none: Tollgate translates it through chat.
+for (const group of ['gemini', 'vertex-gemini', 'vertex-claude', 'bedrock', 'bedrock-sts']) {
+  const [text, prompt, completion] = GROUPS[group];
+
+  test(`${group}: responses through the chat translation (openai client)`, async () => {
+    const r = await openai.responses.create({ model: group, instructions: 'be brief', input: 'hi' });
+    assert.equal(r.object, 'response');
+    assert.equal(r.status, 'completed');
+    assert.equal(r.output_text, text);
+    assert.deepEqual([r.usage.input_tokens, r.usage.output_tokens], [prompt, completion]);
+
+    const stream = await openai.responses.create({ model: group, input: 'hi', stream: true });
+    let got = '';
+    let done = null;
+    let seq = -1;
+    for await (const ev of stream) {
+      assert.equal(ev.sequence_number, seq + 1, 'sequence numbers without a gap');
+      seq = ev.sequence_number;
+      if (ev.type === 'response.output_text.delta') got += ev.delta;
+      if (ev.type === 'response.completed') done = ev.response;
+    }
+    assert.equal(got, text);
+    assert.equal(done?.status, 'completed');
+    assert.deepEqual([done.usage.input_tokens, done.usage.output_tokens], [prompt, completion]);
   });
 }
 
