@@ -181,6 +181,9 @@ struct rt_deployment_conf {
     uint32_t weight;                /* simple-shuffle weight, default 1 (0 = never chosen unless
                                      * every healthy deployment has weight 0) */
     int32_t order;                  /* litellm "order": lower is tried first; 0 = unset (last) */
+    int responses_native;           /* model_info.supported_endpoints lists /v1/responses: a
+                                     * named OpenAI-compatible provider gets /v1/responses as
+                                     * sent, not bridged through chat (LiteLLM's opt-in) */
     char base_model[RT_NAME_CAP];   /* model_info.base_model: the name its prices are looked
                                      * up by ("provider/model" or "model"); "" = the model */
     struct rt_model_price price;    /* its prices (prices.h): its own (litellm_params over

@@ -487,6 +487,26 @@ static int model_info_key(void *ctx, const char *k, const yaml_node_t *knode, ya
         return tg_yaml_is_null(v) ? 0
                                   : tg_yaml_str(&ld->y, v, q, dc->d->base_model,
                                                 sizeof(dc->d->base_model));
+    if (strcmp(k, "supported_endpoints") == 0) {
+        char r[TG_YAML_PATH_MAX];
+        size_t i = 0;
+
+        if (tg_yaml_is_null(v))
+            return 0;
+        if (tg_yaml_expect(&ld->y, v, q, YAML_SEQUENCE_NODE) != 0)
+            return TG_ECONFIG;
+        TG_YAML_FOR_ITEMS(v, item)
+        {
+            const char *e = NULL;
+
+            tg_yaml_path_index(r, q, i++);
+            if (tg_yaml_scalar(&ld->y, tg_yaml_node(&ld->y, *item), r, &e) != 0)
+                return TG_ECONFIG;
+            if (strcmp(e, "/v1/responses") == 0 || strcmp(e, "/responses") == 0)
+                dc->d->responses_native = 1;
+        }
+        return 0;
+    }
     if (price_field(ld, k, v, q, &dc->mi, &rc))
         return rc;
     tg_yaml_warn(&ld->y, knode, q, "unknown key, ignored");

@@ -615,6 +615,19 @@ static void test_provider_prefixes(void **state)
     struct rt_config *cfg;
 
     (void)state;
+    /* model_info.supported_endpoints (LiteLLM's): /v1/responses as sent, not through chat */
+    cfg = load("model_list:\n  - model_name: a\n    litellm_params: {model: groq/m, api_key: k}\n"
+               "    model_info: {supported_endpoints: [/v1/chat/completions, /v1/responses]}\n"
+               "  - model_name: b\n    litellm_params: {model: groq/m, api_key: k}\n"
+               "    model_info: {supported_endpoints: [/v1/chat/completions]}\n");
+    assert_non_null(cfg);
+    assert_int_equal(cfg->deployments[0].responses_native, 1);
+    assert_int_equal(cfg->deployments[1].responses_native, 0);
+    rt_config_destroy(&cfg);
+    expect_error("model_list:\n  - model_name: a\n    litellm_params: {model: groq/m, api_key: k}\n"
+                 "    model_info: {supported_endpoints: /v1/responses}\n",
+                 "router.yaml:4: model_list[0].model_info.supported_endpoints: expected a "
+                 "list");
     expect_error("model_list:\n  - model_name: a\n    litellm_params:\n      model: x/m\n"
                  "      api_key: sk-x\n",
                  "router.yaml:4: model_list[0].litellm_params.model: unknown provider \"x\"; set "

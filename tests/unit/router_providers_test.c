@@ -117,6 +117,19 @@ static void test_compat(void **state)
     snprintf(d.api_base, sizeof(d.api_base), "http://10.1.1.1:8000/v1");
     url_of(p, &d, RT_API_RESPONSES, 0, url);
     assert_string_equal(url, "http://10.1.1.1:8000/v1/responses");
+    /* /v1/responses: bridged through chat on every named row (LiteLLM's default), as sent when
+     * the deployment's model_info.supported_endpoints lists it */
+    for (size_t i = 0; i < rt_provider_compat_count; i++) {
+        d.prov = &rt_provider_compat[i];
+        d.responses_native = 0;
+        assert_int_equal(d.prov->wire(&d, RT_API_RESPONSES, &w), 0);
+        assert_int_equal(w.api, RT_API_CHAT);
+        assert_int_equal(w.responses, 1);
+        d.responses_native = 1;
+        assert_int_equal(d.prov->wire(&d, RT_API_RESPONSES, &w), 0);
+        assert_int_equal(w.api, RT_API_RESPONSES);
+        assert_int_equal(w.responses, 0);
+    }
 }
 
 static void test_openai(void **state)

@@ -1,7 +1,8 @@
 /* openai: OpenAI and every OpenAI-compatible server (the named ones are rows of
  * openai_compat.c sharing these functions). Chat completions, embeddings and responses are
  * spoken as the client sent them (responses through the chat translation for a row flagged
- * RT_PROVIDER_NO_RESPONSES); an Anthropic /v1/messages request is translated to chat
+ * RT_PROVIDER_NO_RESPONSES, unless the deployment's model_info.supported_endpoints lists
+ * /v1/responses); an Anthropic /v1/messages request is translated to chat
  * completions and its answer back. Authorization: Bearer <api_key>. */
 #include "providers/provider.h"
 
@@ -14,7 +15,7 @@ int rt_openai_wire(const struct rt_deployment_conf *dep, enum rt_api client, str
     out->dialect = NULL;
     out->responses = 0;
     if (client == RT_API_RESPONSES && dep->prov != NULL &&
-        (dep->prov->flags & RT_PROVIDER_NO_RESPONSES))
+        (dep->prov->flags & RT_PROVIDER_NO_RESPONSES) && !dep->responses_native)
         return rt_wire_responses_via_chat(rt_openai_wire, dep, out);
     if (client == RT_API_MESSAGES) {
         out->api = RT_API_CHAT;

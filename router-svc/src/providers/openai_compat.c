@@ -2,9 +2,12 @@
  * prefix, the documented default base URL, the environment variables LiteLLM reads for the key
  * and the base when the config gives none (provider.h has the rules), and flags. They are spoken
  * to exactly like OpenAI (openai.c's functions): chat completions, embeddings and responses as
- * sent, /v1/messages through the chat translation, Authorization: Bearer. Rows flagged
- * RT_PROVIDER_NO_RESPONSES (Mistral and DeepSeek, whose APIs document chat completions and no
- * /v1/responses) serve /v1/responses through the chat translation.
+ * sent, /v1/messages through the chat translation, Authorization: Bearer. /v1/responses is
+ * bridged through the chat translation (RT_PROVIDER_NO_RESPONSES on every row), as LiteLLM does
+ * for named OpenAI-compatible providers (docs.litellm.ai, "Native /v1/responses Passthrough for
+ * OpenAI-Compatible Providers"): several have no Responses API (Mistral, DeepSeek, Cerebras,
+ * ...), and those that have one serve it for some models only. A deployment whose
+ * model_info.supported_endpoints lists /v1/responses gets it as sent (LiteLLM's opt-in).
  *
  * Sources of the facts (base URLs and variable names), read from LiteLLM's source
  * (litellm/litellm_core_utils/get_llm_provider_logic.py, _get_openai_compatible_provider_info,
@@ -40,7 +43,8 @@
 #define COMPAT_ROW(n, base, keys, bases, fl)                                                       \
     {                                                                                              \
         .name = (n), .default_base = (base), .key_env = (keys), .base_env = (bases),               \
-        .flags = (fl), .wire = rt_openai_wire, .url = rt_openai_url, .headers = rt_openai_headers, \
+        .flags = (fl) | RT_PROVIDER_NO_RESPONSES, .wire = rt_openai_wire, .url = rt_openai_url,   \
+        .headers = rt_openai_headers,                                                              \
         .classify = NULL,                                                                          \
     }
 #define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -49,9 +53,9 @@ const struct rt_provider rt_provider_compat[] = {
     COMPAT_ROW("groq", "https://api.groq.com/openai/v1", ENV("GROQ_API_KEY"), ENV("GROQ_API_BASE"),
                0),
     COMPAT_ROW("mistral", "https://api.mistral.ai/v1", ENV("MISTRAL_API_KEY"),
-               ENV("MISTRAL_API_BASE"), RT_PROVIDER_BASE_V1 | RT_PROVIDER_NO_RESPONSES),
+               ENV("MISTRAL_API_BASE"), RT_PROVIDER_BASE_V1),
     COMPAT_ROW("deepseek", "https://api.deepseek.com/v1", ENV("DEEPSEEK_API_KEY"),
-               ENV("DEEPSEEK_API_BASE"), RT_PROVIDER_NO_RESPONSES),
+               ENV("DEEPSEEK_API_BASE"), 0),
     COMPAT_ROW(
         "together_ai", "https://api.together.xyz/v1",
         ENV("TOGETHER_API_KEY", "TOGETHER_AI_API_KEY", "TOGETHERAI_API_KEY", "TOGETHER_AI_TOKEN"),

@@ -66,7 +66,9 @@
                                 * whatever the base */
 #define RT_PROVIDER_BASE_V1 2u /* the OpenAI-compatible API is under "/v1" of the base */
 #define RT_PROVIDER_NO_RESPONSES                                                                   \
-    4u /* an OpenAI-compatible API without /v1/responses: served through the chat translation */
+    4u /* /v1/responses is bridged through the chat translation unless the deployment's        \
+        * model_info.supported_endpoints lists it (LiteLLM's default for named OpenAI-        \
+        * compatible providers) */
 
 /* One attempt, as the provider sees it when it builds the URL and the headers. Borrowed for the
  * call. */
