@@ -45,7 +45,9 @@
  *   keep-alive for it; RFC 9110 5.6.1 has recipients accept empty elements), and so does an
  *   element that is a proper prefix of "keep-alive", "close" or "upgrade" ended by the comma
  *   ("ke,keep-alive": its token matcher takes the comma as the mismatch and reads on inside one
- *   token until the next comma). Those cases are
+ *   token until the next comma), and an element after the first that starts with '_' ends the
+ *   reading of the whole list ("x,_y,keep-alive": it checks the lowered character against its
+ *   token table, and '_' | 0x20 is DEL, no token). Those cases are
  *   not compared; otherwise only hparse keeping alive what http_parser closes is a failure (the
  *   reverse is hparse being stricter).
  * - Its head cap (80 KiB) is above hsrv's (16 KiB): hparse always answers 431 first.
@@ -572,6 +574,21 @@ static int prefix_before_comma(const char *v, size_t n)
     return 0;
 }
 
+/* An element after the first of the list v[0, n) that starts with '_' after leading SP (see the
+ * top: http_parser stops reading the list there). */
+static int underscore_after_first(const char *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] != ',')
+            continue;
+        while (i + 1 < n && v[i + 1] == ' ')
+            i++;
+        if (i + 1 < n && v[i + 1] == '_')
+            return 1;
+    }
+    return 0;
+}
+
 static int keep_alive_comparable(const char *in, size_t len, const struct hside *hs)
 {
     int ka = 0, cl = 0;
@@ -587,7 +604,8 @@ static int keep_alive_comparable(const char *in, size_t len, const struct hside 
 
             while (e < len && (in[e] == ' ' || in[e] == '\t'))
                 e++; /* with the OWS that hparse trimmed */
-            if (!plain_list(v, e - hs->v[i].off) || prefix_before_comma(v, hs->v[i].len))
+            if (!plain_list(v, e - hs->v[i].off) || prefix_before_comma(v, hs->v[i].len) ||
+                underscore_after_first(v, hs->v[i].len))
                 return 0;
             for (size_t j = 0; j + 5 <= hs->v[i].len; j++) {
                 if (strncasecmp(v + j, "close", 5) == 0)
