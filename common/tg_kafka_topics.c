@@ -425,19 +425,21 @@ static void *watch_main(void *arg)
 {
     struct tg_topics_watch *w = arg;
     char report[TG_TOPICS_REPORT_CAP], problem[TG_TOPICS_REPORT_CAP];
+    char logged[TG_TOPICS_REPORT_CAP] = ""; /* the report last logged */
 
     for (;;) {
         struct timespec until;
         int rc = tg_kafka_topics_check(w->rk, w->want, w->n, TG_TOPICS_CHECK_MS, report,
                                        sizeof(report), problem, sizeof(problem));
 
-        if (rc == 0) {
+        if (rc == 0 && strcmp(report, logged) != 0) {
             TG_INFO("msg=\"kafka topics\" topics=\"%s\"", report);
             if (problem[0] != '\0')
                 TG_WARN("msg=\"kafka topics not as expected\" problem=\"%s\"", problem);
+            snprintf(logged, sizeof(logged), "%s", report);
         }
         w->cb(w->ud, rc, report, problem);
-        if (rc == 0)
+        if (rc == 0 && problem[0] == '\0')
             break;
         pthread_mutex_lock(&w->mu);
         tg_mono_deadline(TG_TOPICS_RETRY_MS, &until);
@@ -448,6 +450,9 @@ static void *watch_main(void *arg)
         if (rc)
             break;
     }
+    /* checked and as expected (or stopping): the connections go */
+    rd_kafka_destroy(w->rk);
+    w->rk = NULL;
     return NULL;
 }
 
@@ -509,8 +514,7 @@ void tg_topics_watch_stop(struct tg_topics_watch **pw)
     w->stop = 1;
     pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
-    rd_kafka_destroy(w->rk);
+    pthread_join(w->thread, NULL); /* the thread destroyed the handle */
     pthread_cond_destroy(&w->cond);
     pthread_mutex_destroy(&w->mu);
     free(w);

@@ -88,10 +88,12 @@ int tg_kafka_topics_run_create(const char *brokers, const struct tg_kafka_opts *
                                FILE *out);
 
 /* A start-up check on a thread of its own: the topics are checked (each check bounded by
- * TG_TOPICS_CHECK_MS) until the cluster answers, every TG_TOPICS_RETRY_MS; after each check cb
- * gets its result (rc 0 checked, problem "" when all is well; TG_EUNAVAIL not reached, reason
- * in problem). The report is logged once (info), a problem as a warning. cb runs on the watch's
- * thread and must not block. */
+ * TG_TOPICS_CHECK_MS) every TG_TOPICS_RETRY_MS until the cluster answers and they are as
+ * expected (so a topic created, or made compacted, later is seen); after each check cb gets its
+ * result (rc 0 checked, problem "" when all is well; TG_EUNAVAIL not reached, reason in
+ * problem). The report is logged when it changes (info), with its problem as a warning. Then
+ * the thread ends and its librdkafka handle is destroyed. cb runs on the watch's thread and
+ * must not block. */
 #define TG_TOPICS_CHECK_MS 5000
 #define TG_TOPICS_RETRY_MS 10000
 

@@ -136,6 +136,8 @@ static struct row *row_get(struct rt_metrics_litellm *m, const char *hash, const
         if (row_is(&m->rows[i], hash, alias, team, user, dep))
             return &m->rows[i];
     }
+    if (n >= RT_METRICS_LITELLM_KEY_SERIES)
+        goto overflow; /* full for good: no lock on the request path */
     pthread_mutex_lock(&m->add_mu);
     for (size_t i = n; i < atomic_load_explicit(&m->used, memory_order_relaxed); i++) {
         if (row_is(&m->rows[i], hash, alias, team, user, dep)) {
@@ -154,6 +156,7 @@ static struct row *row_get(struct rt_metrics_litellm *m, const char *hash, const
     pthread_mutex_unlock(&m->add_mu);
     if (r != NULL)
         return r;
+overflow:
     atomic_fetch_add_explicit(&m->overflow, 1, memory_order_relaxed);
     return &m->rows[RT_METRICS_LITELLM_KEY_SERIES + (dep < 0 ? m->ndeps : (size_t)dep)];
 }

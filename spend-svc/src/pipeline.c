@@ -471,10 +471,8 @@ static int control_record(void *ctx, const char *key, size_t keylen, const void 
         sp_budgets_key_delete(p->budgets, k.key_hash);
         return sp_pg_api_key_delete(p->pg, k.key_hash) < 0 ? -1 : 0;
     }
-    if (rc < 0) {
-        TG_WARN_RL("msg=\"control record ignored: not a key object\" len=%zu", vlen);
-        return 0;
-    }
+    if (rc < 0)
+        return 0; /* refused, the reason logged by sp_budgets_record_decode */
     sp_budgets_key_set(p->budgets, &k);
     rc = sp_pg_api_key_upsert(p->pg, &k);
     free(metadata);

@@ -4,7 +4,8 @@
 #
 # Checked:
 #  - router-svc with topics that do not exist: readiness reports dependencies.topics "down"
-#    with a reason naming the missing topic and --create-topics, and the log says it;
+#    with a reason naming the missing topic and --create-topics, and the log says it; created
+#    while it runs, they are seen at its next check (no restart);
 #  - router-svc --create-topics --partitions 4: both topics created (events 4 partitions,
 #    control 3, replication 3, the control topic compacted), said one line each, exit 0; again:
 #    "exists", exit 0; spend-svc --create-topics on the same topics: "exists", exit 0;
@@ -80,13 +81,23 @@ REASON=$(curl -s -m 2 "$RT_URL/health/readiness" | jq -r .reasons.topics)
 rt_true "router: the reason names the missing control topic and --create-topics ($REASON)" \
     grep -q "tg.ctl.v1: does not exist (create it: --create-topics)" <<<"$REASON"
 rt_true "router: the log warns about it" grep -q 'kafka topics not as expected.*tg.ev.v1: does not exist' "$RT_DIR/router.log"
-rt_router_stop >/dev/null
 
 # 2. --create-topics, twice, then spend-svc's.
 OUT=$("$ROUTER" --config "$RT_DIR/a.yaml" --create-topics --partitions 4 2>>"$RT_DIR/create.err")
 RC=$?
 echo "$OUT"
 rt_eq "router --create-topics: exit 0" "$RC" 0
+# the running router keeps checking until its topics are as expected: it sees them created
+up_without_restart() {
+    for _ in $(seq 1 250); do
+        [ "$(curl -s -m 2 "$RT_URL/health/readiness" | jq -r .dependencies.topics)" = up ] &&
+            return 0
+        sleep 0.1
+    done
+    return 1
+}
+rt_true "router: the topics created while it runs are seen, no restart" up_without_restart
+rt_router_stop >/dev/null
 rt_true "events topic created: 4 partitions, replication 3, not compacted" \
     grep -qx "created tg.ev.v1: 4 partitions, replication 3, cleanup.policy=delete" <<<"$OUT"
 rt_true "control topic created: 3 partitions, replication 3, compacted" \
