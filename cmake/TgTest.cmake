@@ -6,6 +6,15 @@
 #   A C test executable with any label.
 # tg_script_test(NAME LABEL e2e COMMAND cmd args... [TIMEOUT s])
 #   A script test; it sees TG_SOURCE_DIR and TG_BUILD_DIR in its environment.
+#
+# tests/run runs ctest -j2: a test of tg_c_test or tg_script_test whose label is not "unit" runs
+# alone (RUN_SERIAL) unless its name is in TG_PARALLEL_OK (tests/CMakeLists.txt).
+function(tg_serial_unless_listed name label)
+    if(NOT label STREQUAL "unit" AND NOT name IN_LIST TG_PARALLEL_OK)
+        set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
+    endif()
+endfunction()
+
 function(tg_unit_test name)
     cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
     if(NOT T_TIMEOUT)
@@ -28,6 +37,7 @@ function(tg_c_test name)
     add_test(NAME ${name} COMMAND ${name} ${T_ARGS})
     set_tests_properties(${name} PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT}
         ENVIRONMENT "TG_SOURCE_DIR=${PROJECT_SOURCE_DIR};TG_BUILD_DIR=${PROJECT_BINARY_DIR}")
+    tg_serial_unless_listed(${name} ${T_LABEL})
 endfunction()
 
 function(tg_script_test name)
@@ -38,4 +48,5 @@ function(tg_script_test name)
     add_test(NAME ${name} COMMAND ${T_COMMAND})
     set_tests_properties(${name} PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT}
         ENVIRONMENT "TG_SOURCE_DIR=${PROJECT_SOURCE_DIR};TG_BUILD_DIR=${PROJECT_BINARY_DIR}")
+    tg_serial_unless_listed(${name} ${T_LABEL})
 endfunction()

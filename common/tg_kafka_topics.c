@@ -427,6 +427,7 @@ static void *watch_main(void *arg)
     char report[TG_TOPICS_REPORT_CAP], problem[TG_TOPICS_REPORT_CAP];
     char logged[TG_TOPICS_REPORT_CAP] = ""; /* the report last logged */
 
+    pthread_setname_np(pthread_self(), "tg-topics"); /* in top, perf and /proc/PID/task */
     for (;;) {
         struct timespec until;
         int rc = tg_kafka_topics_check(w->rk, w->want, w->n, TG_TOPICS_CHECK_MS, report,

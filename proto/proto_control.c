@@ -338,3 +338,95 @@ void proto_ctl_key_fini(struct proto_ctl_key *k)
     free(k->metadata_json);
     k->metadata_json = NULL;
 }
+
+/* Team records ------------------------------------------------------------------------------- */
+
+static int team_id_ok(const char *id, size_t len)
+{
+    if (len == 0 || len > PROTO_CTL_TEAM_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = id[i];
+
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              c == '-' || c == '_' || c == '.' || c == ':' || c == '@'))
+            return 0;
+    }
+    return 1;
+}
+
+int proto_ctl_team_id_ok(const char *id)
+{
+    return id != NULL && team_id_ok(id, strnlen(id, PROTO_CTL_TEAM_ID_MAX + 1));
+}
+
+int proto_ctl_team_record_key(const char *id, char *out, size_t cap)
+{
+    int n;
+
+    if (!proto_ctl_team_id_ok(id))
+        return TG_EINVAL;
+    n = snprintf(out, cap, "%s%s", PROTO_CTL_TEAM_PREFIX, id);
+    if (n < 0 || (size_t)n >= cap)
+        return TG_EINVAL;
+    return n;
+}
+
+int proto_ctl_parse_team_key(const char *rkey, size_t len, char id[PROTO_CTL_TEAM_ID_MAX + 1],
+                             char *err, size_t errlen)
+{
+    static const size_t tp = sizeof(PROTO_CTL_TEAM_PREFIX) - 1;
+
+    if (rkey == NULL || len < tp || memcmp(rkey, PROTO_CTL_TEAM_PREFIX, tp) != 0)
+        return TG_ENOTFOUND;
+    if (!team_id_ok(rkey + tp, len - tp))
+        return fail(err, errlen, "record key",
+                    "team id not 1 to 64 letters, digits or \"-_.:@\"");
+    memcpy(id, rkey + tp, len - tp);
+    id[len - tp] = '\0';
+    return 0;
+}
+
+int proto_ctl_team_decode(const char *id, const char *value, size_t len, struct proto_ctl_team *t,
+                          char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *o = NULL, *v;
+    int rc = TG_EINVAL;
+
+    memset(t, 0, sizeof(*t));
+    t->max_budget_nusd = -1;
+    if (!proto_ctl_team_id_ok(id))
+        return fail(err, errlen, "record key",
+                    "team id not 1 to 64 letters, digits or \"-_.:@\"");
+    memcpy(t->team_id, id, strlen(id) + 1);
+    if (value == NULL || len > PROTO_CTL_TEAM_VALUE_MAX)
+        return fail(err, errlen, "team value", "missing or over 65536 bytes");
+    o = json_loadb(value, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (o == NULL || !json_is_object(o)) {
+        fail(err, errlen, "team value",
+             o == NULL ? "invalid JSON, or a member given twice" : "not a JSON object");
+        goto out;
+    }
+    v = json_object_get(o, "team_id");
+    if (v != NULL && (!json_is_string(v) || strcmp(json_string_value(v), id) != 0)) {
+        fail(err, errlen, "team_id", "does not match the record key");
+        goto out;
+    }
+    if (name(o, "team_alias", t->team_alias, sizeof(t->team_alias), err, errlen) != 0 ||
+        budget(o, &t->max_budget_nusd, err, errlen) != 0 ||
+        period(o, &t->budget_duration_s, err, errlen) != 0)
+        goto out;
+    v = json_object_get(o, "blocked");
+    if (v != NULL && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            fail(err, errlen, "blocked", "expected true, false or null");
+            goto out;
+        }
+        t->blocked = json_is_true(v);
+    }
+    rc = 0;
+out:
+    json_decref(o);
+    return rc;
+}

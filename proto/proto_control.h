@@ -8,6 +8,12 @@
  *                       are decoded here (proto_ctl_key_decode). Tombstone: the key is deleted.
  *   block:<sha256 hex>  a budget block of that key. Value: a JSON object (proto_ctl_block);
  *                       readers skip members they do not know. Tombstone: the block is lifted.
+ *   team:<team id>      a team (LiteLLM's /team/new). Value: the team's stored JSON object,
+ *                       written whole by router-svc (teams.h: rt_team_spec_to_json); the fields
+ *                       both services read are decoded here (proto_ctl_team_decode). Tombstone:
+ *                       the team is deleted. A team id is 1 to 64 bytes of letters, digits and
+ *                       "-_.:@" (PROTO_CTL_TEAM_ID_MAX); proto_ctl_parse_key does not know this
+ *                       kind (older readers skip it): proto_ctl_parse_team_key does.
  *
  * Any other record key is not of this schema: both services skip it (TG_ENOTFOUND from
  * proto_ctl_parse_key). A record key of this schema whose hash is not 64 lowercase hex digits
@@ -24,6 +30,9 @@
 
 #define PROTO_CTL_KEY_PREFIX "key:"
 #define PROTO_CTL_BLOCK_PREFIX "block:"
+#define PROTO_CTL_TEAM_PREFIX "team:"
+#define PROTO_CTL_TEAM_ID_MAX 64       /* team id, bytes (without NUL) */
+#define PROTO_CTL_TEAM_VALUE_MAX 65536 /* a team value decoders accept, bytes */
 #define PROTO_CTL_HASH_LEN 64          /* SHA-256, lowercase hex */
 #define PROTO_CTL_RECORD_KEY_MAX 80    /* "block:" + 64 hex + NUL fits */
 #define PROTO_CTL_REASON_CAP 64        /* block reason, bytes incl. NUL */
@@ -100,5 +109,40 @@ int proto_ctl_key_decode(const char *hash, const char *value, size_t len, struct
 
 /* proto_ctl_key_fini: frees metadata_json (k may be all zeroes). */
 void proto_ctl_key_fini(struct proto_ctl_key *k);
+
+/* ---- teams ---- */
+
+/* proto_ctl_team_id_ok: 1 when id (NUL-terminated) is a valid team id: 1 to
+ * PROTO_CTL_TEAM_ID_MAX bytes of A-Z a-z 0-9 and "-_.:@". */
+int proto_ctl_team_id_ok(const char *id);
+
+/* proto_ctl_team_record_key: "team:<id>" into out (cap bytes). Returns its length, or TG_EINVAL
+ * (id not valid, or cap too small; PROTO_CTL_RECORD_KEY_MAX always suffices). */
+int proto_ctl_team_record_key(const char *id, char *out, size_t cap);
+
+/* proto_ctl_parse_team_key: the team id of a record key "team:<id>" (rkey[0, len), not
+ * NUL-terminated). Returns 0; TG_ENOTFOUND when it is not a team record key (NULL included); or
+ * TG_EINVAL with the problem in err when the id is not valid. */
+int proto_ctl_parse_team_key(const char *rkey, size_t len, char id[PROTO_CTL_TEAM_ID_MAX + 1],
+                             char *err, size_t errlen);
+
+/* The fields of a team record that both services read. */
+struct proto_ctl_team {
+    char team_id[PROTO_CTL_TEAM_ID_MAX + 1];
+    char team_alias[PROTO_NAME_CAP]; /* "" when none */
+    int64_t max_budget_nusd;         /* -1 when the team has no budget */
+    int64_t budget_duration_s;       /* 0 when none */
+    int blocked;                     /* 1: blocked by an admin (/team/block) */
+};
+
+/* proto_ctl_team_decode: the value of team:<id> (id as parsed from the record key; at most
+ * PROTO_CTL_TEAM_VALUE_MAX bytes). Reads team_alias (string or null, at most PROTO_NAME_CAP - 1
+ * bytes), max_budget_nusd / max_budget, budget_duration_s / budget_duration (as for keys) and
+ * blocked (true, false or null). A team_id member must equal id. Every other member is
+ * router-svc's alone and skipped (its limits, models, metadata, and "extra": the LiteLLM fields
+ * it keeps without acting on them). Returns 0, or TG_EINVAL with the problem in err naming the
+ * member. */
+int proto_ctl_team_decode(const char *id, const char *value, size_t len, struct proto_ctl_team *t,
+                          char *err, size_t errlen);
 
 #endif

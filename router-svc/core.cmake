@@ -34,14 +34,20 @@ add_library(rt_prices_data STATIC)
 tg_embed_file(rt_prices_data rt_prices_builtin_json
               ${CMAKE_CURRENT_SOURCE_DIR}/data/model_prices.json)
 rt_core_module(prices DEPS rt_prices_data rt_jbound tg_units PkgConfig::JANSSON Threads::Threads)
-rt_core_module(config DEPS tg_yaml tg_kafka_opts tg_units rt_providers rt_prices)
-target_sources(rt_config PRIVATE ${RT_SRC}/config_model.c) # model_list: config_int.h
-rt_core_module(keys DEPS rt_config tg_units PkgConfig::JANSSON Threads::Threads)
+rt_core_module(config DEPS tg_yaml tg_kafka_opts tg_units tg_redis_url rt_providers rt_prices)
+target_sources(rt_config PRIVATE ${RT_SRC}/config_model.c # model_list: config_int.h
+                                 ${RT_SRC}/config_redis.c) # tollgate.redis, LiteLLM's redis_*
+# extra_fields: LiteLLM fields keys and teams store without acting on them (their tables:
+# key_extra.c, team_extra.c)
+rt_core_module(extra_fields DEPS PkgConfig::JANSSON)
+rt_core_module(keys DEPS rt_config rt_extra_fields tg_units PkgConfig::JANSSON Threads::Threads)
 target_sources(rt_keys PRIVATE ${RT_SRC}/key_extra.c) # LiteLLM fields stored, not acted on
+rt_core_module(teams DEPS rt_config rt_extra_fields tg_units PkgConfig::JANSSON Threads::Threads)
+target_sources(rt_teams PRIVATE ${RT_SRC}/team_extra.c) # LiteLLM fields stored, not acted on
 rt_core_module(usage DEPS rt_config rt_jbound PkgConfig::JANSSON)
-rt_core_module(router DEPS rt_config rt_keys rt_limiter rt_trail rt_mask Threads::Threads)
+rt_core_module(router DEPS rt_config rt_keys rt_teams rt_limiter rt_trail rt_mask Threads::Threads)
 
 # rt_core: every core module.
 add_library(rt_core INTERFACE)
-target_link_libraries(rt_core INTERFACE rt_config rt_router rt_keys rt_trail rt_mask rt_usage
-                      rt_limiter rt_prices rt_jbound)
+target_link_libraries(rt_core INTERFACE rt_config rt_router rt_keys rt_teams rt_trail rt_mask
+                      rt_usage rt_limiter rt_prices rt_jbound rt_extra_fields)

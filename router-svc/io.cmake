@@ -52,7 +52,18 @@ target_link_libraries(rt_http_front PUBLIC tg_common rt_core rt_metrics rt_call 
                       rt_health rt_key_api rt_hsrv PkgConfig::JANSSON
                       Threads::Threads)
 
+# limsync: limiter counts exchanged between replicas through Redis, on a thread of its own
+# (common's tg_redis connection); limsync_reply: the check of the script's answer (pure, fuzzed).
+add_library(rt_limsync_reply STATIC ${RT_SRC}/limsync_reply.c)
+target_include_directories(rt_limsync_reply PUBLIC ${RT_SRC})
+target_link_libraries(rt_limsync_reply PUBLIC rt_limiter tg_common PkgConfig::HIREDIS)
+add_library(rt_limsync STATIC ${RT_SRC}/limsync.c)
+target_include_directories(rt_limsync PUBLIC ${RT_SRC})
+target_link_libraries(rt_limsync PUBLIC rt_core rt_limsync_reply tg_redis tg_common
+                      Threads::Threads)
+
 add_executable(router-svc ${RT_SRC}/main.c)
 target_link_libraries(router-svc PRIVATE rt_http_front rt_core rt_metrics rt_upstream
                       rt_translate rt_health rt_key_api rt_control rt_publisher tg_kafka_topics
+                      rt_limsync
                       tg_common)

@@ -23,9 +23,10 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_WERROR=ON \
- && cmake --build build --target spend-svc -j"$(nproc)" \
+ && cmake --build build --target spend-svc tollgate-litellm-import -j"$(nproc)" \
  && install -D -m 0755 build/spend-svc/spend-svc /out/spend-svc \
- && strip --strip-unneeded /out/spend-svc
+ && install -D -m 0755 build/tools/tollgate-litellm-import /out/tollgate-litellm-import \
+ && strip --strip-unneeded /out/spend-svc /out/tollgate-litellm-import
 
 # ---- runtime: shared libraries only, no compiler, no shell tools added -------------------
 FROM ${DEBIAN_RUNTIME_IMAGE} AS runtime
@@ -41,6 +42,9 @@ RUN apt-get update \
  && install -d -o 10001 -g 10001 -m 0750 /var/lib/tollgate \
  && install -d -m 0755 /etc/tollgate
 COPY --from=build /out/spend-svc /usr/local/bin/spend-svc
+# The LiteLLM import tool (README "Bringing keys over from LiteLLM"): run it with
+# --entrypoint /usr/local/bin/tollgate-litellm-import.
+COPY --from=build /out/tollgate-litellm-import /usr/local/bin/tollgate-litellm-import
 
 LABEL org.opencontainers.image.title="tollgate spend-svc" \
       org.opencontainers.image.description="Spend pipeline: exactly-once spend in Postgres, live counters in Redis, budgets, alerts"

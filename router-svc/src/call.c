@@ -552,7 +552,11 @@ static char *attempt_body(struct rt_call *c, const struct rt_deployment_conf *de
     if (dir == RT_TRANSLATE_MESSAGES_TO_CHAT)
         j = rt_translate_chat_to_messages(src, dep->model, msg, msgcap);
     else if (dir == RT_TRANSLATE_CHAT_TO_MESSAGES)
-        j = rt_translate_messages_to_chat(src, dep->model, msg, msgcap);
+        j = rt_translate_messages_to_chat_opts(src, dep->model,
+                                               dialect != NULL ? RT_TRANSLATE_TOOL_MEDIA |
+                                                                     RT_TRANSLATE_THINKING_BLOCKS
+                                                               : 0,
+                                               msg, msgcap);
     else
         j = json_copy((json_t *)src);
     json_decref(chat);

@@ -368,6 +368,9 @@ static int routing_key(void *ctx, const char *k, const yaml_node_t *knode, yaml_
         if (tg_period_check_tz(s, why, sizeof(why)) != 0)
             return tg_yaml_fail(&ld->y, v, p, "%s", why);
         snprintf(cfg->timezone, sizeof(cfg->timezone), "%s", s);
+    } else if (!litellm && (strcmp(k, "redis_host") == 0 || strcmp(k, "redis_port") == 0 ||
+                            strcmp(k, "redis_password") == 0)) {
+        rc = rt_config_redis_litellm_key(ld, k, v, p); /* tollgate.redis (config_redis.c) */
     } else if (strcmp(k, "routing_strategy") == 0) {
         const char *s = NULL;
 
@@ -805,6 +808,8 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
             rc = parse_keys(ld, v, p);
         } else if (strcmp(k, "allow_unauthenticated") == 0) {
             rc = tg_yaml_bool(&ld->y, v, p, &cfg->allow_unauthenticated);
+        } else if (strcmp(k, "redis") == 0) {
+            rc = rt_config_parse_redis(ld, v, p);
         } else if (strcmp(k, "price_map") == 0) {
             rc = tg_yaml_str_nonempty(&ld->y, v, p, cfg->price_map, sizeof(cfg->price_map));
             ld->price_map_line = (uint32_t)v->start_mark.line + 1;
@@ -883,6 +888,10 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                     rc = tg_yaml_u32(&ld->y, sv, q, 10000000, &cfg->max_keys);
                     if (rc == 0 && cfg->max_keys == 0)
                         rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1");
+                } else if (strcmp(k, "limits") == 0 && strcmp(sk, "max_teams") == 0) {
+                    rc = tg_yaml_u32(&ld->y, sv, q, 1000000, &cfg->max_teams);
+                    if (rc == 0 && cfg->max_teams == 0)
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1");
                 } else if (strcmp(k, "limits") == 0 && strcmp(sk, "limiter_keys") == 0) {
                     rc = tg_yaml_u32(&ld->y, sv, q, 10000000, &cfg->limiter_keys);
                     if (rc == 0 && cfg->limiter_keys == 0)
@@ -958,6 +967,7 @@ static void set_defaults(struct rt_config *cfg)
     cfg->max_in_flight = RT_DEFAULT_MAX_IN_FLIGHT;
     cfg->max_response_bytes = RT_DEFAULT_MAX_RESPONSE_BYTES;
     cfg->max_keys = RT_DEFAULT_MAX_KEYS;
+    cfg->max_teams = RT_DEFAULT_MAX_TEAMS;
     cfg->limiter_keys = RT_DEFAULT_LIMITER_KEYS;
     cfg->header_timeout_ms = RT_DEFAULT_HEADER_TIMEOUT_MS;
     cfg->body_timeout_ms = RT_DEFAULT_BODY_TIMEOUT_MS;
@@ -1047,6 +1057,8 @@ static int parse_root(struct ld *ld, yaml_node_t *root)
         return TG_ECONFIG;
     if (sections[3] != NULL && parse_tollgate(ld, sections[3]) != 0)
         return TG_ECONFIG;
+    if (rt_config_redis_finish(ld) != 0)
+        return TG_ECONFIG;
     if (ld->cfg->max_connections_per_ip == 0 ||
         ld->cfg->max_connections_per_ip > ld->cfg->max_connections)
         ld->cfg->max_connections_per_ip = ld->cfg->max_connections;
@@ -1080,6 +1092,8 @@ struct rt_config *rt_config_load_buffer(const char *name, const char *data, size
     if (tg_yaml_open(&ld.y, file, data, len, diag_sink, diag) == 0)
         parse_root(&ld, tg_yaml_root(&ld.y));
     tg_yaml_close(&ld.y);
+    memset(ld.url_password, 0, sizeof(ld.url_password));
+    memset(ld.ls_password, 0, sizeof(ld.ls_password));
     if (ld.y.failed || diag->error[0] != '\0') {
         if (diag->error[0] == '\0')
             rt_config_fmt_cut(diag->error, sizeof(diag->error), "%s: invalid configuration", file);
@@ -1158,6 +1172,11 @@ size_t rt_config_secrets(const struct rt_config *cfg, const char **out, size_t c
                 out[n] = s[j];
             n++;
         }
+    }
+    if (cfg->redis.password[0] != '\0') { /* tollgate.redis */
+        if (n < cap)
+            out[n] = cfg->redis.password;
+        n++;
     }
     return n + tg_kafka_opts_secrets(&cfg->kafka_opts, n < cap ? out + n : NULL,
                                      n < cap ? cap - n : 0);

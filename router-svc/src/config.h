@@ -91,6 +91,7 @@
 #define RT_DEFAULT_MAX_RESPONSE_BYTES (64ull * 1024ull * 1024ull)
 #define RT_DEFAULT_THREADS 2u
 #define RT_DEFAULT_MAX_KEYS 100000u            /* virtual keys table capacity */
+#define RT_DEFAULT_MAX_TEAMS 10000u            /* teams table capacity */
 #define RT_DEFAULT_LIMITER_KEYS 10000u         /* limiter slots for keys / key+group pairs */
 #define RT_DEFAULT_HEADER_TIMEOUT_MS 10000u    /* limits.header_timeout_ms */
 #define RT_DEFAULT_BODY_TIMEOUT_MS 60000u      /* limits.body_timeout_ms (nginx's) */
@@ -101,6 +102,30 @@
 #define RT_DEFAULT_MAX_JSON_ELEMENTS 200000u   /* limits.max_json_elements */
 #define RT_DEFAULT_EVENTS_TOPIC "tollgate.events.v1"
 #define RT_DEFAULT_CONTROL_TOPIC "tollgate.control.v1"
+
+/* tollgate.redis: the off-path exchange of limiter counts between replicas (limsync.h). */
+#define RT_DEFAULT_REDIS_SYNC_INTERVAL_MS 100u
+#define RT_DEFAULT_REDIS_TIMEOUT_MS 200u
+#define RT_DEFAULT_REDIS_SYNC_SUBJECTS 4096u
+#define RT_REDIS_HOST_CAP 256
+
+struct rt_redis_conf {
+    int enabled;                     /* a Redis was configured (tollgate.redis.url, or LiteLLM's
+                                      * router_settings.redis_host / REDIS_HOST) */
+    char host[RT_REDIS_HOST_CAP];
+    int port;
+    int db;
+    int tls;                         /* rediss:// */
+    char username[128];              /* ACL user, "" = password only */
+    char password[RT_SECRET_CAP];    /* "" = no AUTH. Secret. */
+    char ca_file[RT_PATH_CAP];       /* tls.ca_file, "" = the system store */
+    char cert_file[RT_PATH_CAP];     /* tls.cert_file + key_file, "" = none */
+    char key_file[RT_PATH_CAP];
+    char server_name[RT_REDIS_HOST_CAP]; /* tls.server_name, "" = host */
+    uint32_t timeout_ms;             /* connect and each round's exchange */
+    uint32_t sync_interval_ms;       /* one exchange every this many ms (default 100) */
+    uint32_t sync_subjects_max;      /* subjects exchanged per round */
+};
 
 /* "no limit" for the optional rate limits below (rpm, tpm, rpm_limit, ...). */
 #define RT_LIMIT_NONE (-1)
@@ -323,6 +348,7 @@ struct rt_config {
     uint32_t max_in_flight;                      /* limits.max_in_flight */
     uint64_t max_response_bytes;                 /* limits.max_response_bytes */
     uint32_t max_keys;                           /* limits.max_keys: virtual keys table capacity */
+    uint32_t max_teams;                          /* limits.max_teams: teams table capacity */
     uint32_t limiter_keys;                       /* limits.limiter_keys: limiter slots for keys and
                                                   * key+group pairs (default RT_DEFAULT_LIMITER_KEYS) */
     uint32_t max_connections_per_ip;             /* limits.max_connections_per_ip, default
@@ -343,6 +369,7 @@ struct rt_config {
     int upstream_native;                         /* upstream_client: native (1, default) or
                                                   * curl (0): plain http:// providers at a
                                                   * literal address skip libcurl */
+    struct rt_redis_conf redis;                  /* tollgate.redis (limits across replicas) */
     uint32_t n_keys;
     struct rt_key_spec *keys; /* static keys, owned, n_keys */
 };
@@ -383,7 +410,8 @@ int rt_config_find_deployment(const struct rt_config *cfg, const char *id);
 int rt_config_has_group(const struct rt_config *cfg, const char *group);
 
 /* rt_config_secrets: borrowed pointers to every non-empty secret in the config (provider
- * api_keys, azure_ad_token and client_secret values, master_key, the Kafka secrets) written into out[0..cap-1];
+ * api_keys, azure_ad_token and client_secret values, master_key, the Kafka secrets,
+ * tollgate.redis.password) written into out[0..cap-1];
  * returns how many there are (may exceed cap: then only cap were written). For rt_mask_create().
  * Valid while cfg lives. */
 size_t rt_config_secrets(const struct rt_config *cfg, const char **out, size_t cap);

@@ -19,6 +19,15 @@ struct ld {
     struct rt_config *cfg;
     uint32_t price_map_line; /* line of tollgate.price_map */
     yaml_node_t *admin_node; /* tollgate.admin_listen */
+    /* Redis (config_redis.c): where the settings came from, for precedence and messages */
+    const yaml_node_t *redis_node;    /* tollgate.redis */
+    const yaml_node_t *redis_tls_node; /* tollgate.redis.tls */
+    const yaml_node_t *ls_redis_node; /* router_settings.redis_host */
+    char url_username[128];           /* tollgate.redis.url's credentials */
+    char url_password[RT_SECRET_CAP];
+    char ls_host[RT_REDIS_HOST_CAP];  /* router_settings.redis_host / _port / _password */
+    uint32_t ls_port;
+    char ls_password[RT_SECRET_CAP];
 };
 
 /* rt_config_fmt_cut: snprintf that cuts silently: every caller either checked the length before
@@ -47,5 +56,17 @@ int rt_config_resolve_prices(struct ld *ld);
 /* rt_config_free_cloud: a deployment's provider-specific params, wiped and freed; accepts one
  * without (config_model.c). */
 void rt_config_free_cloud(struct rt_deployment_conf *d);
+
+/* rt_config_parse_redis: tollgate.redis (config_redis.c). 0 or TG_ECONFIG. */
+int rt_config_parse_redis(struct ld *ld, yaml_node_t *n, const char *path);
+
+/* rt_config_redis_litellm_key: LiteLLM's router_settings.redis_host / redis_port /
+ * redis_password (config_redis.c). 0, TG_ECONFIG, or TG_YAML_UNKNOWN (not one of them). */
+int rt_config_redis_litellm_key(struct ld *ld, const char *k, const yaml_node_t *v, const char *p);
+
+/* rt_config_redis_finish: defaults, precedence (tollgate.redis, then router_settings, then the
+ * REDIS_HOST / REDIS_PORT / REDIS_PASSWORD environment) and checks, after every section was
+ * read (config_redis.c). 0 or TG_ECONFIG. */
+int rt_config_redis_finish(struct ld *ld);
 
 #endif

@@ -1,29 +1,24 @@
 #include "control.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
 
+#include "control_int.h"
 #include "tg_kafka_opts.h"
 
-#include "tg_crc32c.h"
 #include "tg_err.h"
 #include "tg_log.h"
 #include "tg_metrics.h"
 #include "tg_time.h"
 
-#define SNAP_MAGIC "tollgate-keys-snapshot v1"
-#define SNAP_LINE_MAX (RT_KEY_JSON_MAX + 128) /* one snapshot line, bytes incl. newline */
 #define SLOT_NONE UINT32_MAX
 #define POLL_BUSY_MS 5   /* poll interval while publishes wait for confirmation */
 #define POLL_IDLE_MS 100 /* poll interval otherwise */
@@ -35,93 +30,9 @@
 #define SEEN_KEY 0x1
 #define SEEN_BLOCK 0x2
 
-/* A pending publish. Guarded by ctl->mu. */
-struct pslot {
-    int in_use;
-    int answered; /* done already called (by the backstop timer) */
-    rt_control_done_fn done;
-    void *ud;
-    uint64_t deadline_ms; /* monotonic */
-    uint32_t next_free;
-};
-
-/* An own change applied on confirmation whose record the consumer has not read yet. */
-struct echo {
-    int is_block;
-    char hash[TG_SHA256_HEX_LEN + 1];
-    int32_t partition;
-    int64_t offset;
-};
-
-struct part {
-    int32_t id;
-    int64_t end;  /* high watermark when assigned: replay ends at this offset */
-    int64_t next; /* offset after the last record consumed, -1 before the first */
-    int done;
-};
-
-struct seen {
-    uint64_t a, b; /* first 32 hex digits of the hash, a|b != 0 when used */
-    unsigned flags;
-};
-
-struct rt_control {
-    struct rt_keys *keys;
-    char topic[RT_TOPIC_CAP];
-    char snap_path[RT_PATH_CAP];
-    char snap_tmp[RT_PATH_CAP + 8];
-    uint32_t timeout_ms;
-    uint32_t max_pending;
-    size_t max_keys;
-
-    size_t n_static;
-    char (*statics)[TG_SHA256_HEX_LEN + 1]; /* sorted */
-
-    rd_kafka_t *prod;
-    rd_kafka_topic_t *prod_topic;
-    rd_kafka_t *cons;
-    rd_kafka_queue_t *cons_queue; /* to wake the control thread out of a consumer poll */
-
-    pthread_t thread;
-    int thread_started;
-    _Atomic int stop;
-    _Atomic int stopping; /* publish refuses new records */
-    _Atomic int replayed;
-    _Atomic int kafka_up;
-
-    pthread_mutex_t mu; /* pending slots */
-    struct pslot *slots;
-    uint32_t free_head;
-    uint32_t n_pending;
-
-    /* Control thread only. */
-    int assigned;
-    uint64_t next_assign_ms;
-    int n_parts;
-    struct part parts[RT_CONTROL_PARTITIONS_MAX];
-    struct echo *echoes; /* RT_CONTROL_ECHO_MAX, first n_echo used */
-    size_t n_echo;
-    struct seen *seen; /* replay only */
-    size_t seen_slots, seen_count, seen_cap;
-    int seen_overflow;
-    struct rt_key_spec *specs; /* batch_cap entries */
-    struct rt_key_change *changes;
-    size_t batch_cap; /* RT_CONTROL_REPLAY_BATCH until replayed, then RT_CONTROL_APPLY_BATCH */
-    struct rt_key_spec *own_spec;
-    uint64_t snap_gen;     /* keys generation in the last snapshot written or loaded */
-    uint64_t snap_next_ms; /* monotonic time before which no periodic write happens */
-    int snap_ok;           /* 1: a snapshot file was loaded intact at start */
-    uint64_t created_ms;   /* monotonic */
-    char *line;            /* SNAP_LINE_MAX */
-
-    _Atomic uint64_t records_applied, records_skipped, records_invalid, apply_errors;
-    _Atomic uint64_t publish_ok, publish_failed, publish_full, publish_unavailable;
-    _Atomic uint64_t echo_dropped, snapshot_keys, snapshot_loaded, snapshot_writes, snapshot_errors;
-};
-
 /* ---- small helpers ---- */
 
-static int hash_ok(const char *h)
+int rt_control_hash_ok(const char *h)
 {
     for (int i = 0; i < TG_SHA256_HEX_LEN; i++) {
         if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
@@ -135,7 +46,7 @@ static int cmp_hash(const void *a, const void *b)
     return memcmp(a, b, TG_SHA256_HEX_LEN);
 }
 
-static int is_static(const struct rt_control *ctl, const char *hash)
+int rt_control_is_static(const struct rt_control *ctl, const char *hash)
 {
     return ctl->n_static > 0 &&
            bsearch(hash, ctl->statics, ctl->n_static, sizeof(*ctl->statics), cmp_hash) != NULL;
@@ -152,7 +63,7 @@ static uint64_t hex64(const char *s)
 
 int rt_control_record_key(const struct rt_control_record *rec, char *out, size_t cap)
 {
-    if (rec == NULL || !hash_ok(rec->hash))
+    if (rec == NULL || !rt_control_hash_ok(rec->hash))
         return TG_EINVAL;
     switch (rec->op) {
     case RT_KEY_PUT:
@@ -304,7 +215,7 @@ static void seen_note(struct rt_control *ctl, const struct rt_key_change *c)
 
 /* Apply n changes: one batch, or one by one when the batch is refused (so that one bad change
  * does not hold back the others). */
-static void apply_changes(struct rt_control *ctl, const struct rt_key_change *ch, size_t n)
+void rt_control_apply_changes(struct rt_control *ctl, const struct rt_key_change *ch, size_t n)
 {
     int rc;
 
@@ -338,7 +249,7 @@ static int reconcile_one(const struct rt_key *k, int present, void *arg)
     struct reconcile *r = arg;
     struct seen *s = seen_get(r->ctl, k->hash, 0);
     unsigned flags = s != NULL ? s->flags : 0;
-    int stat = present && is_static(r->ctl, k->hash);
+    int stat = present && rt_control_is_static(r->ctl, k->hash);
 
     if (r->n + 2 > r->cap)
         return 1;
@@ -383,12 +294,47 @@ static void reconcile(struct rt_control *ctl)
     rt_keys_release(&t);
     if (r.n > 0) {
         TG_INFO("msg=\"control replay: removing entries no longer on the topic\" changes=%zu", r.n);
-        apply_changes(ctl, r.ch, r.n);
+        rt_control_apply_changes(ctl, r.ch, r.n);
     }
     free(r.ch);
 }
 
 static struct part *part_of(struct rt_control *ctl, int32_t id);
+
+/* A team: record (control thread): applied to the teams table. Returns 0 when applied,
+ * TG_ENOTFOUND when it is not a team record (the caller goes on with keys), else the error
+ * (counted and logged here). */
+static int apply_team(struct rt_control *ctl, const rd_kafka_message_t *m)
+{
+    char err[256];
+    int is_put = 0, rc;
+
+    if (m->key == NULL || m->key_len < 5 || memcmp(m->key, PROTO_CTL_TEAM_PREFIX, 5) != 0)
+        return TG_ENOTFOUND;
+    if (ctl->teams == NULL || ctl->team_spec == NULL) {
+        atomic_fetch_add(&ctl->records_skipped, 1);
+        return 0;
+    }
+    rc = rt_teams_control_decode(m->key, m->key_len, m->payload, m->payload != NULL ? m->len : 0,
+                                 ctl->team_spec, &is_put, err, sizeof(err));
+    if (rc != 0) {
+        atomic_fetch_add(&ctl->records_invalid, 1);
+        TG_WARN_RL("msg=\"control team record invalid, skipped\" partition=%" PRId32
+                   " offset=%" PRId64 " reason=\"%s\"",
+                   m->partition, m->offset, err);
+        return rc;
+    }
+    rt_control_teams_note(ctl, ctl->team_spec->team_id);
+    rc = is_put ? rt_teams_put(ctl->teams, ctl->team_spec)
+                : rt_teams_delete(ctl->teams, ctl->team_spec->team_id);
+    if (rc != 0) {
+        atomic_fetch_add(&ctl->apply_errors, 1);
+        TG_WARN_RL("msg=\"control team record not applied\" reason=%s", tg_strerror(rc));
+        return rc;
+    }
+    atomic_fetch_add(&ctl->records_applied, 1);
+    return 0;
+}
 
 /* Apply this replica's confirmed record at once (control thread, in the delivery report). */
 static void apply_own(struct rt_control *ctl, const rd_kafka_message_t *m)
@@ -396,6 +342,14 @@ static void apply_own(struct rt_control *ctl, const rd_kafka_message_t *m)
     struct rt_key_change ch;
     char err[256];
     int rc, is_block;
+
+    if (m->key != NULL && m->key_len >= 5 && memcmp(m->key, PROTO_CTL_TEAM_PREFIX, 5) == 0) {
+        const struct part *p = part_of(ctl, m->partition);
+
+        if (p == NULL || p->next <= m->offset)
+            (void)apply_team(ctl, m); /* not read yet: applied now, and again when read */
+        return;
+    }
 
     rc = rt_keys_control_decode(m->key, m->key_len, m->payload, m->payload != NULL ? m->len : 0,
                                 NULL, &ch, ctl->own_spec, err, sizeof(err));
@@ -412,11 +366,11 @@ static void apply_own(struct rt_control *ctl, const rd_kafka_message_t *m)
     }
     seen_note(ctl, &ch);
     echo_add(ctl, is_block, ch.hash, m->partition, m->offset);
-    if (!is_block && is_static(ctl, ch.hash)) {
+    if (!is_block && rt_control_is_static(ctl, ch.hash)) {
         atomic_fetch_add(&ctl->records_skipped, 1);
         return;
     }
-    apply_changes(ctl, &ch, 1);
+    rt_control_apply_changes(ctl, &ch, 1);
 }
 
 /* ---- producer callbacks ---- */
@@ -518,262 +472,6 @@ static uint32_t pending_now(struct rt_control *ctl)
     return n;
 }
 
-/* ---- snapshot ---- */
-
-struct snap_writer {
-    struct rt_control *ctl;
-    FILE *f;
-    uint32_t crc;
-    uint64_t n;
-    int failed;
-    struct rt_key_spec *spec;
-    char *json;
-};
-
-static void snap_put(struct snap_writer *w, const char *data, size_t len)
-{
-    if (w->failed)
-        return;
-    if (fwrite(data, 1, len, w->f) != len) {
-        w->failed = 1;
-        return;
-    }
-    w->crc = tg_crc32c(w->crc, data, len);
-}
-
-static int snap_entry(const struct rt_key *k, int present, void *arg)
-{
-    struct snap_writer *w = arg;
-    int stat = present && is_static(w->ctl, k->hash);
-    char line[TG_SHA256_HEX_LEN + 4];
-    size_t len = 0;
-
-    if (present && !stat) {
-        rt_key_get_spec(k, w->spec);
-        if (rt_key_spec_to_json(w->spec, w->json + 2, SNAP_LINE_MAX - 3, &len) != 0) {
-            w->failed = 1;
-            return 1;
-        }
-        w->json[0] = 'K';
-        w->json[1] = ' ';
-        w->json[2 + len] = '\n';
-        snap_put(w, w->json, len + 3);
-        w->n++;
-    } else if (k->blocked) {
-        /* A block mark without a record, or on a static key. */
-        snprintf(line, sizeof(line), "B %s\n", k->hash);
-        snap_put(w, line, strlen(line));
-        w->n++;
-    }
-    return w->failed;
-}
-
-static void fsync_dir_of(const char *path)
-{
-    char copy[RT_PATH_CAP];
-    int fd;
-
-    snprintf(copy, sizeof(copy), "%s", path);
-    fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-}
-
-/* Write the snapshot file atomically. Control thread (or destroy, after the thread stopped). */
-static int snapshot_write(struct rt_control *ctl)
-{
-    struct snap_writer w = {ctl, NULL, 0, 0, 0, NULL, NULL};
-    struct rt_keys_table *t = NULL;
-    struct rt_keys_stats st;
-    char head[128], tail[96];
-    int fd = -1, rc = TG_EIO;
-
-    rt_keys_get_stats(ctl->keys, &st);
-    w.spec = malloc(sizeof(*w.spec));
-    w.json = malloc(SNAP_LINE_MAX);
-    if (w.spec == NULL || w.json == NULL) {
-        rc = TG_ENOMEM;
-        goto out;
-    }
-    fd = open(ctl->snap_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        goto out;
-    w.f = fdopen(fd, "w");
-    if (w.f == NULL)
-        goto out;
-    fd = -1;
-    snprintf(head, sizeof(head), "%s written_ms=%" PRIu64 "\n", SNAP_MAGIC, tg_now_epoch_ms());
-    snap_put(&w, head, strlen(head));
-    t = rt_keys_acquire(ctl->keys);
-    rt_keys_foreach(t, snap_entry, &w);
-    rt_keys_release(&t);
-    snprintf(tail, sizeof(tail), "END %" PRIu64 " %08" PRIx32 "\n", w.n, w.crc);
-    if (!w.failed && fwrite(tail, 1, strlen(tail), w.f) != strlen(tail))
-        w.failed = 1;
-    if (w.failed || fflush(w.f) != 0 || fsync(fileno(w.f)) != 0)
-        goto out;
-    if (fclose(w.f) != 0) {
-        w.f = NULL;
-        goto out;
-    }
-    w.f = NULL;
-    if (rename(ctl->snap_tmp, ctl->snap_path) != 0)
-        goto out;
-    fsync_dir_of(ctl->snap_path);
-    ctl->snap_gen = st.generation;
-    atomic_store(&ctl->snapshot_keys, w.n);
-    atomic_fetch_add(&ctl->snapshot_writes, 1);
-    rc = 0;
-out:
-    if (w.f != NULL)
-        fclose(w.f);
-    if (fd >= 0)
-        close(fd);
-    if (rc != 0) {
-        unlink(ctl->snap_tmp);
-        atomic_fetch_add(&ctl->snapshot_errors, 1);
-        TG_WARN_RL("msg=\"keys snapshot not written\" err=%s errno=%d", tg_errname(rc), errno);
-    }
-    free(w.json);
-    free(w.spec);
-    return rc;
-}
-
-/* Read one line into ctl->line. Returns its length (newline included), 0 at end of file, or
- * TG_EPROTO when the line is too long or does not end with a newline. */
-static long snap_line(struct rt_control *ctl, FILE *f)
-{
-    size_t len;
-
-    if (fgets(ctl->line, SNAP_LINE_MAX, f) == NULL)
-        return 0;
-    len = strlen(ctl->line);
-    if (len == 0 || ctl->line[len - 1] != '\n')
-        return TG_EPROTO;
-    return (long)len;
-}
-
-/* Pass 1: the file is complete and intact. Returns the entry count or a negative error. */
-static long snapshot_verify(struct rt_control *ctl, FILE *f)
-{
-    uint32_t crc = 0, want_crc = 0;
-    uint64_t n = 0, want_n = 0;
-    long len;
-
-    len = snap_line(ctl, f);
-    if (len <= 0 || strncmp(ctl->line, SNAP_MAGIC " ", strlen(SNAP_MAGIC) + 1) != 0)
-        return TG_EPROTO;
-    crc = tg_crc32c(crc, ctl->line, (size_t)len);
-    for (;;) {
-        len = snap_line(ctl, f);
-        if (len <= 0)
-            return TG_EPROTO; /* no END line: truncated */
-        if (strncmp(ctl->line, "END ", 4) == 0) {
-            if (sscanf(ctl->line, "END %" SCNu64 " %" SCNx32, &want_n, &want_crc) != 2 ||
-                want_n != n || want_crc != crc)
-                return TG_EPROTO;
-            if (snap_line(ctl, f) != 0)
-                return TG_EPROTO; /* bytes after END */
-            return n > ctl->max_keys ? TG_EFULL : (long)n;
-        }
-        if (ctl->line[0] != 'K' && ctl->line[0] != 'B')
-            return TG_EPROTO;
-        crc = tg_crc32c(crc, ctl->line, (size_t)len);
-        n++;
-    }
-}
-
-static void snapshot_load(struct rt_control *ctl)
-{
-    FILE *f = fopen(ctl->snap_path, "re");
-    long n, len;
-    size_t nb = 0;
-    uint64_t loaded = 0, bad = 0;
-    char err[256];
-    struct rt_keys_stats st;
-
-    if (f == NULL) {
-        if (errno != ENOENT) {
-            atomic_fetch_add(&ctl->snapshot_errors, 1);
-            TG_WARN("msg=\"keys snapshot unreadable, ignored\" errno=%d", errno);
-        }
-        return;
-    }
-    n = snapshot_verify(ctl, f);
-    if (n < 0) {
-        atomic_fetch_add(&ctl->snapshot_errors, 1);
-        TG_WARN("msg=\"keys snapshot failed its check, ignored\" err=%s", tg_errname((int)n));
-        fclose(f);
-        return;
-    }
-    rewind(f);
-    (void)snap_line(ctl, f); /* header */
-    while ((len = snap_line(ctl, f)) > 0 && strncmp(ctl->line, "END ", 4) != 0) {
-        struct rt_key_change *c = &ctl->changes[nb];
-
-        memset(c, 0, sizeof(*c));
-        ctl->line[len - 1] = '\0';
-        if (ctl->line[0] == 'B' && len - 1 == 2 + TG_SHA256_HEX_LEN && hash_ok(ctl->line + 2)) {
-            c->op = RT_KEY_BLOCK;
-            memcpy(c->hash, ctl->line + 2, sizeof(c->hash));
-        } else if (ctl->line[0] == 'K' && len > 3) {
-            struct rt_key_spec *s = &ctl->specs[nb];
-
-            rt_key_spec_init(s);
-            if (rt_key_spec_from_json(s, RT_KEY_JSON_STORED, ctl->line + 2, (size_t)len - 3, NULL,
-                                      err, sizeof(err)) != 0 ||
-                !hash_ok(s->key_hash) || is_static(ctl, s->key_hash)) {
-                bad++;
-                continue;
-            }
-            c->op = RT_KEY_PUT;
-            c->spec = s;
-            memcpy(c->hash, s->key_hash, sizeof(c->hash));
-        } else {
-            bad++;
-            continue;
-        }
-        loaded++;
-        if (++nb == ctl->batch_cap) {
-            apply_changes(ctl, ctl->changes, nb);
-            nb = 0;
-        }
-    }
-    apply_changes(ctl, ctl->changes, nb);
-    fclose(f);
-    rt_keys_get_stats(ctl->keys, &st);
-    ctl->snap_gen = st.generation;
-    ctl->snap_ok = 1;
-    atomic_store(&ctl->snapshot_loaded, loaded);
-    atomic_store(&ctl->snapshot_keys, loaded);
-    TG_INFO("msg=\"keys snapshot loaded\" entries=%" PRIu64 " skipped=%" PRIu64, loaded, bad);
-}
-
-static void maybe_snapshot(struct rt_control *ctl, uint64_t now, int force)
-{
-    struct rt_keys_stats st;
-
-    if (ctl->snap_path[0] == '\0' || !atomic_load(&ctl->replayed))
-        return;
-    if (!force && now < ctl->snap_next_ms)
-        return;
-    rt_keys_get_stats(ctl->keys, &st);
-    if (!force && st.generation == ctl->snap_gen)
-        return;
-    (void)snapshot_write(ctl);
-    /* At most one write per interval, and never more than a fifth of the control thread's time
-     * (a large table takes a while to write). */
-    {
-        uint64_t took = tg_now_mono_ms() - now;
-        uint64_t gap =
-            4 * took > RT_CONTROL_SNAPSHOT_INTERVAL_MS ? 4 * took : RT_CONTROL_SNAPSHOT_INTERVAL_MS;
-
-        ctl->snap_next_ms = now + took + gap;
-    }
-}
-
 /* ---- consumer (control thread) ---- */
 
 /* Replace the change arrays with ones of cap entries (keeps the old ones when out of memory). */
@@ -799,13 +497,14 @@ static void finish_replay(struct rt_control *ctl)
     struct rt_keys_stats st;
 
     reconcile(ctl);
+    rt_control_teams_reconcile(ctl);
     seen_fini(ctl);
     batch_resize(ctl, RT_CONTROL_APPLY_BATCH);
     atomic_store(&ctl->replayed, 1);
     rt_keys_get_stats(ctl->keys, &st);
     TG_INFO("msg=\"control topic replayed\" keys=%" PRIu64 " blocked=%" PRIu64, st.count,
             st.blocked);
-    maybe_snapshot(ctl, tg_now_mono_ms(), 1);
+    rt_control_maybe_snapshot(ctl, tg_now_mono_ms(), 1);
 }
 
 static void check_replay_done(struct rt_control *ctl)
@@ -935,6 +634,10 @@ static void consume_batch(struct rt_control *ctl, int timeout_ms)
         }
         atomic_store(&ctl->kafka_up, 1);
         note_position(ctl, m->partition, m->offset + 1, 0);
+        if (apply_team(ctl, m) != TG_ENOTFOUND) {
+            rd_kafka_message_destroy(m);
+            continue;
+        }
         rc = rt_keys_control_decode(m->key, m->key_len, m->payload, m->payload != NULL ? m->len : 0,
                                     NULL, c, &ctl->specs[n], err, sizeof(err));
         if (rc != 0) {
@@ -958,7 +661,7 @@ static void consume_batch(struct rt_control *ctl, int timeout_ms)
             continue;
         }
         seen_note(ctl, c);
-        if (!is_block && is_static(ctl, c->hash)) {
+        if (!is_block && rt_control_is_static(ctl, c->hash)) {
             atomic_fetch_add(&ctl->records_skipped, 1);
             rd_kafka_message_destroy(m);
             continue;
@@ -966,7 +669,7 @@ static void consume_batch(struct rt_control *ctl, int timeout_ms)
         rd_kafka_message_destroy(m);
         n++;
     }
-    apply_changes(ctl, ctl->changes, n);
+    rt_control_apply_changes(ctl, ctl->changes, n);
     check_replay_done(ctl);
 }
 
@@ -975,6 +678,7 @@ static void *control_main(void *arg)
     struct rt_control *ctl = arg;
     uint64_t deadline;
 
+    pthread_setname_np(pthread_self(), "tg-control"); /* in top, perf and /proc/PID/task */
     while (!atomic_load(&ctl->stop)) {
         uint64_t now = tg_now_mono_ms();
         int wait_ms = pending_now(ctl) > 0 ? POLL_BUSY_MS : POLL_IDLE_MS;
@@ -990,7 +694,7 @@ static void *control_main(void *arg)
             consume_batch(ctl, wait_ms);
         else
             rd_kafka_poll(ctl->prod, wait_ms);
-        maybe_snapshot(ctl, tg_now_mono_ms(), 0);
+        rt_control_maybe_snapshot(ctl, tg_now_mono_ms(), 0);
     }
     /* Shutdown: no new publish gets a slot (checked under mu), then purge what is queued or in
      * flight; the delivery reports answer the callers, the backstop answers the rest. */
@@ -1092,7 +796,8 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
     int have_brokers = cc->brokers != NULL && cc->brokers[0] != '\0';
 
     if (keys == NULL || cc->max_pending > RT_CONTROL_PENDING_MAX || strlen(topic) >= RT_TOPIC_CAP ||
-        (cc->snapshot_path != NULL && strlen(cc->snapshot_path) >= RT_PATH_CAP)) {
+        (cc->snapshot_path != NULL && strlen(cc->snapshot_path) >= RT_PATH_CAP) ||
+        (cc->teams_snapshot_path != NULL && strlen(cc->teams_snapshot_path) >= RT_PATH_CAP)) {
         snprintf(err, errlen,
                  "control: invalid configuration (keys, topic, snapshot path or "
                  "max_pending out of range)");
@@ -1103,7 +808,13 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
         goto nomem;
     pthread_mutex_init(&ctl->mu, NULL);
     ctl->keys = keys;
+    ctl->teams = cc->teams;
     snprintf(ctl->topic, sizeof(ctl->topic), "%s", topic);
+    if (cc->teams != NULL && cc->teams_snapshot_path != NULL &&
+        cc->teams_snapshot_path[0] != '\0') {
+        snprintf(ctl->tsnap_path, sizeof(ctl->tsnap_path), "%s", cc->teams_snapshot_path);
+        snprintf(ctl->tsnap_tmp, sizeof(ctl->tsnap_tmp), "%s.tmp", cc->teams_snapshot_path);
+    }
     if (cc->snapshot_path != NULL && cc->snapshot_path[0] != '\0') {
         snprintf(ctl->snap_path, sizeof(ctl->snap_path), "%s", cc->snapshot_path);
         snprintf(ctl->snap_tmp, sizeof(ctl->snap_tmp), "%s.tmp", cc->snapshot_path);
@@ -1129,16 +840,18 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
     ctl->specs = calloc(ctl->batch_cap, sizeof(*ctl->specs));
     ctl->changes = calloc(ctl->batch_cap, sizeof(*ctl->changes));
     ctl->own_spec = calloc(1, sizeof(*ctl->own_spec));
+    ctl->team_spec = calloc(1, sizeof(*ctl->team_spec));
     ctl->line = malloc(SNAP_LINE_MAX);
     if (ctl->slots == NULL || ctl->echoes == NULL || ctl->specs == NULL || ctl->changes == NULL ||
-        ctl->own_spec == NULL || ctl->line == NULL)
+        ctl->own_spec == NULL || ctl->team_spec == NULL || ctl->line == NULL)
         goto nomem;
     for (uint32_t i = 0; i < ctl->max_pending; i++)
         ctl->slots[i].next_free = i + 1 < ctl->max_pending ? i + 1 : SLOT_NONE;
     ctl->free_head = 0;
 
     if (ctl->snap_path[0] != '\0')
-        snapshot_load(ctl);
+        rt_control_snapshot_load(ctl);
+    rt_control_teams_snapshot_load(ctl);
     ctl->created_ms = tg_now_mono_ms();
     ctl->snap_next_ms = ctl->created_ms + RT_CONTROL_SNAPSHOT_INTERVAL_MS;
 
@@ -1199,7 +912,7 @@ void rt_control_destroy(struct rt_control **pctl)
     rt_control_stop(ctl);
     if (ctl->line != NULL) {
         ctl->snap_next_ms = 0;
-        maybe_snapshot(ctl, tg_now_mono_ms(), 0);
+        rt_control_maybe_snapshot(ctl, tg_now_mono_ms(), 0);
     }
     if (ctl->cons_queue != NULL)
         rd_kafka_queue_destroy(ctl->cons_queue);
@@ -1212,8 +925,10 @@ void rt_control_destroy(struct rt_control **pctl)
     if (ctl->prod != NULL)
         rd_kafka_destroy(ctl->prod);
     seen_fini(ctl);
+    rt_control_teams_forget(ctl);
     free(ctl->line);
     free(ctl->own_spec);
+    free(ctl->team_spec);
     free(ctl->changes);
     free(ctl->specs);
     free(ctl->echoes);
@@ -1224,6 +939,42 @@ void rt_control_destroy(struct rt_control **pctl)
     *pctl = NULL;
 }
 
+static int produce(struct rt_control *ctl, const char *rkey, size_t klen, const char *value,
+                   size_t vlen, rt_control_done_fn done, void *ud);
+
+int rt_control_publish_team(struct rt_control *ctl, const char *id,
+                            const struct rt_team_spec *spec, rt_control_done_fn done, void *ud)
+{
+    char rkey[RT_CONTROL_RECORD_KEY_MAX];
+    char *value = NULL;
+    size_t vlen = 0;
+    int klen, rc;
+
+    if (ctl == NULL || done == NULL || ctl->teams == NULL ||
+        (spec != NULL && (id == NULL || strcmp(spec->team_id, id) != 0)))
+        return TG_EINVAL;
+    klen = proto_ctl_team_record_key(id, rkey, sizeof(rkey));
+    if (klen < 0)
+        return TG_EINVAL;
+    if (atomic_load(&ctl->stopping) || ctl->prod == NULL) {
+        atomic_fetch_add(&ctl->publish_unavailable, 1);
+        return TG_EUNAVAIL;
+    }
+    if (spec != NULL) {
+        value = malloc(RT_TEAM_JSON_MAX);
+        if (value == NULL)
+            return TG_ENOMEM;
+        rc = rt_team_spec_to_json(spec, value, RT_TEAM_JSON_MAX, &vlen);
+        if (rc != 0) {
+            free(value);
+            return rc == TG_ENOMEM ? TG_ENOMEM : TG_EINVAL;
+        }
+    }
+    rc = produce(ctl, rkey, (size_t)klen, value, vlen, done, ud);
+    free(value);
+    return rc;
+}
+
 int rt_control_publish(struct rt_control *ctl, const struct rt_control_record *rec,
                        rt_control_done_fn done, void *ud)
 {
@@ -1232,8 +983,6 @@ int rt_control_publish(struct rt_control *ctl, const struct rt_control_record *r
     char *value = NULL, *heap = NULL;
     size_t vlen = 0;
     int klen, rc;
-    uint32_t idx;
-    rd_kafka_resp_err_t err;
 
     if (ctl == NULL || rec == NULL || done == NULL)
         return TG_EINVAL;
@@ -1262,16 +1011,26 @@ int rt_control_publish(struct rt_control *ctl, const struct rt_control_record *r
             return TG_EINVAL;
         value = block;
     }
+    rc = produce(ctl, rkey, (size_t)klen, value, vlen, done, ud);
+    free(heap);
+    return rc;
+}
+
+/* Take a pending slot and queue rkey/value (copied); the delivery report answers done. */
+static int produce(struct rt_control *ctl, const char *rkey, size_t klen, const char *value,
+                   size_t vlen, rt_control_done_fn done, void *ud)
+{
+    uint32_t idx;
+    rd_kafka_resp_err_t err;
+
     pthread_mutex_lock(&ctl->mu);
     if (atomic_load(&ctl->stopping)) {
         pthread_mutex_unlock(&ctl->mu);
-        free(heap);
         atomic_fetch_add(&ctl->publish_unavailable, 1);
         return TG_EUNAVAIL;
     }
     if (ctl->free_head == SLOT_NONE) {
         pthread_mutex_unlock(&ctl->mu);
-        free(heap);
         atomic_fetch_add(&ctl->publish_full, 1);
         return TG_EFULL;
     }
@@ -1286,10 +1045,9 @@ int rt_control_publish(struct rt_control *ctl, const struct rt_control_record *r
     pthread_mutex_unlock(&ctl->mu);
     /* After producev succeeds the slot belongs to the delivery report: not touched here. */
     err = rd_kafka_producev(ctl->prod, RD_KAFKA_V_RKT(ctl->prod_topic),
-                            RD_KAFKA_V_KEY(rkey, (size_t)klen), RD_KAFKA_V_VALUE(value, vlen),
+                            RD_KAFKA_V_KEY(rkey, klen), RD_KAFKA_V_VALUE((void *)value, vlen),
                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                             RD_KAFKA_V_OPAQUE((void *)(uintptr_t)(idx + 1)), RD_KAFKA_V_END);
-    free(heap);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         pthread_mutex_lock(&ctl->mu);
         ctl->slots[idx].in_use = 0;
@@ -1354,6 +1112,11 @@ void rt_control_get_stats(const struct rt_control *ctl, struct rt_control_stats 
     out->snapshot_loaded = atomic_load(&ctl->snapshot_loaded);
     out->snapshot_writes = atomic_load(&ctl->snapshot_writes);
     out->snapshot_errors = atomic_load(&ctl->snapshot_errors);
+    out->snapshot_teams = atomic_load(&ctl->snapshot_teams);
+    out->snapshot_teams_loaded = atomic_load(&ctl->snapshot_teams_loaded);
+    out->snapshot_teams_writes = atomic_load(&ctl->snapshot_teams_writes);
+    out->snapshot_teams_errors = atomic_load(&ctl->snapshot_teams_errors);
+    out->snapshot_teams_dropped = atomic_load(&ctl->snapshot_teams_dropped);
     out->replayed = atomic_load(&ctl->replayed);
     out->kafka_up = atomic_load(&ctl->kafka_up);
 }
@@ -1385,4 +1148,19 @@ void rt_control_write_metrics(const struct rt_control *ctl, struct tg_buf *b)
                   "Entries in the last keys snapshot written or loaded", (double)st.snapshot_keys);
     tg_prom_gauge(b, "tollgate_router_control_pending",
                   "Key changes waiting for the brokers' confirmation", (double)st.pending);
+    if (ctl->teams != NULL) {
+        struct rt_teams_stats ts;
+
+        rt_teams_get_stats(ctl->teams, &ts);
+        tg_prom_gauge(b, "tollgate_router_teams", "Teams in the teams table", (double)ts.count);
+        tg_prom_counter(b, "tollgate_router_teams_full_total",
+                        "Team records refused: the teams table is full (limits.max_teams)",
+                        ts.full_rejections);
+        tg_prom_gauge(b, "tollgate_router_control_snapshot_teams",
+                      "Teams in the last teams snapshot written or loaded",
+                      (double)st.snapshot_teams);
+        tg_prom_counter(b, "tollgate_router_control_snapshot_teams_errors_total",
+                        "Teams snapshot files not written, unreadable or corrupt (ignored)",
+                        st.snapshot_teams_errors);
+    }
 }

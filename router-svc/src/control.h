@@ -31,6 +31,9 @@
  *   until_ms is informational: the block stays in force until its tombstone (spend-svc writes
  *   the tombstone when the budget period rolls over). A block may arrive before its key.
  *   Tombstone (NULL value): unblock.
+ * Kafka record key "team:<team id>" (proto_control.h): value = the team's stored form
+ *   (rt_team_spec_to_json); tombstone: the team was deleted. Applied to the teams table
+ *   (cc->teams) in topic order; a confirmed own record at once, as keys are.
  * Records with other keys are skipped. Records are keyed, so every change of one key lands on
  * one partition, in order.
  *
@@ -71,6 +74,17 @@
  *   B <sha256hex>                            one per block mark not carried by a K line
  *   END <n> <crc32c of every byte before this line, 8 hex digits>
  * A file that fails the check is ignored as a whole (logged); the replay rebuilds the state.
+ * Teams (with a teams table and teams_snapshot_path) go to a second file, teams.snapshot next to
+ * the keys', written the same way (atomically, when the teams table changed, under the same
+ * throttle) and loaded at create, so that a replica restarted while Kafka is unreachable still
+ * enforces its teams' blocks, models and limits. A separate file keeps the keys file readable by
+ * earlier versions. At most the teams table capacity (limits.max_teams) entries; a file with
+ * more, or one that fails its check, is ignored as a whole (logged, counted). Format (text):
+ *   tollgate-teams-snapshot v1 written_ms=<epoch ms>
+ *   T <stored JSON of a team record>         one per team (rt_team_spec_to_json)
+ *   END <n> <crc32c of every byte before this line, 8 hex digits>
+ * At the end of the replay, teams loaded from the file that no record of the topic mentioned
+ * (deleted while this replica was down, tombstone compacted away) are removed, as keys are.
  *
  * Threads: one control thread owns the consumer, serves the producer's delivery reports, runs
  * the backstop timer and writes the snapshot. rt_control_publish may be called from any thread.
@@ -84,6 +98,7 @@
 #include "config.h"
 #include "keys.h"
 #include "proto_control.h"
+#include "teams.h"
 #include "tg_buf.h"
 
 #define RT_CONTROL_PUBLISH_TIMEOUT_MS 5000u   /* default bound of one publish */
@@ -117,6 +132,10 @@ struct rt_control_config {
     const struct rt_config *cfg; /* borrowed, outlives the control (may be NULL): its static
                                   * keys are protected from key: records and not written to
                                   * the snapshot */
+    struct rt_teams *teams;      /* borrowed, outlives the control (may be NULL: team: records
+                                  * are then skipped): team: records are applied to it */
+    const char *teams_snapshot_path; /* NULL or "" = teams are not snapshotted (main.c:
+                                      * "<spool dir>/teams.snapshot"); needs teams */
 };
 
 /* One change to publish. */
@@ -148,6 +167,11 @@ struct rt_control_stats {
     uint64_t snapshot_loaded;     /* entries loaded from the snapshot at start */
     uint64_t snapshot_writes;     /* snapshot files written */
     uint64_t snapshot_errors;     /* snapshot files that could not be written or read */
+    uint64_t snapshot_teams;      /* teams in the last teams snapshot written or loaded */
+    uint64_t snapshot_teams_loaded; /* teams loaded from the teams snapshot at start */
+    uint64_t snapshot_teams_writes; /* teams snapshot files written */
+    uint64_t snapshot_teams_errors; /* teams snapshot files not written, unreadable or corrupt */
+    uint64_t snapshot_teams_dropped; /* snapshot teams removed by the end-of-replay reconcile */
     int replayed;                 /* 1 once the topic was read up to the start watermarks */
     int kafka_up;                 /* 1 when the last word from the brokers was good */
 };
@@ -182,6 +206,15 @@ void rt_control_destroy(struct rt_control **ctl);
 int rt_control_publish(struct rt_control *ctl, const struct rt_control_record *rec,
                        rt_control_done_fn done, void *ud);
 
+/* rt_control_publish_team: queue a team: record (proto_control.h): spec's stored form
+ * (rt_team_spec_to_json), or a tombstone for team id when spec is NULL. Confirmed records are
+ * applied to the teams table before done(0) (as keys are), and every replica applies them when
+ * it reads them. Returns and calls done as rt_control_publish does (TG_EINVAL: bad id or spec,
+ * or no teams table). The teams table is written to the teams snapshot file (see "Snapshot
+ * file") like keys. Any thread; never waits for Kafka. */
+int rt_control_publish_team(struct rt_control *ctl, const char *id,
+                            const struct rt_team_spec *spec, rt_control_done_fn done, void *ud);
+
 /* rt_control_replayed: 1 once the topic was read up to the high watermarks seen at assignment
  * (always 1 without brokers). Readiness waits for it. Any thread. */
 int rt_control_replayed(const struct rt_control *ctl);
@@ -203,7 +236,9 @@ void rt_control_get_stats(const struct rt_control *ctl, struct rt_control_stats 
 /* rt_control_write_metrics: append tollgate_router_control_records_applied_total,
  * tollgate_router_control_publish_total{outcome="ok|failed|full|unavailable"},
  * tollgate_router_control_replayed, tollgate_router_control_snapshot_keys (and
- * tollgate_router_control_pending). Any thread. */
+ * tollgate_router_control_pending); with a teams table, tollgate_router_teams,
+ * tollgate_router_teams_full_total, tollgate_router_control_snapshot_teams and
+ * tollgate_router_control_snapshot_teams_errors_total. Any thread. */
 void rt_control_write_metrics(const struct rt_control *ctl, struct tg_buf *b);
 
 /* rt_control_record_key: "key:<hash>" or "block:<hash>" for rec into out (cap >=

@@ -183,6 +183,7 @@ static void *refresher(void *arg)
     char tok[RT_TOKEN_CAP];
     char err[RT_CREDS_ERR_CAP];
 
+    pthread_setname_np(pthread_self(), "tg-creds"); /* in top, perf and /proc/PID/task */
     pthread_mutex_lock(&cr->lock);
     while (!cr->stop) {
         uint64_t now = tg_now_mono_ms();

@@ -20,6 +20,7 @@
 #include "health.h"
 #include "hsrv.h"
 #include "key_api.h"
+#include "teams.h"
 #include "keys.h"
 #include "rt_metrics.h"
 #include "tg_err.h"
@@ -245,12 +246,18 @@ static int serve_models(struct rt_front *f, struct hs_conn *conn)
     json_t *out;
     char *s;
     const struct rt_config *cfg = f->d.cfg;
+    struct rt_teams_table *teams = NULL;
+    const struct rt_team_spec *team = NULL; /* the key's team: its models apply too */
 
     if (authenticate(f, conn, &tmp.keys, &tmp.key, msg, sizeof(msg)) != 0) {
         rt_keys_release(&tmp.keys);
         json_decref(data);
         rt_metrics_reject(f->d.metrics, RT_REJECT_AUTH);
         return answer_front_error(f, conn, 0, 401, "invalid_api_key", msg);
+    }
+    if (tmp.key != NULL && tmp.key->team_id[0] != '\0' && f->d.teams != NULL) {
+        teams = rt_teams_acquire(f->d.teams);
+        team = rt_teams_lookup(teams, tmp.key->team_id);
     }
     for (uint32_t i = 0; i < cfg->n_deployments; i++) {
         const char *g = cfg->deployments[i].group;
@@ -262,12 +269,14 @@ static int serve_models(struct rt_front *f, struct hs_conn *conn)
                 break;
             }
         }
-        if (!seen && rt_key_allows(tmp.key, g))
+        if (!seen && rt_key_allows(tmp.key, g) && rt_team_allows(team, g))
             json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", g, "object", "model",
                                                   "created", 0, "owned_by", "tollgate"));
     }
     for (uint32_t i = 0; i < cfg->n_aliases; i++) {
-        if (cfg->aliases[i].hidden || !rt_key_allows(tmp.key, cfg->aliases[i].alias))
+        if (cfg->aliases[i].hidden || !rt_key_allows(tmp.key, cfg->aliases[i].alias) ||
+            !(rt_team_allows(team, cfg->aliases[i].alias) ||
+              rt_team_allows(team, cfg->aliases[i].group)))
             continue;
         json_array_append_new(data,
                               json_pack("{s:s,s:s,s:i,s:s}", "id", cfg->aliases[i].alias, "object",
@@ -275,13 +284,16 @@ static int serve_models(struct rt_front *f, struct hs_conn *conn)
     }
     if (tmp.key != NULL) {
         for (uint32_t i = 0; i < tmp.key->n_aliases; i++) {
-            if (!rt_key_allows(tmp.key, tmp.key->aliases[i].alias))
+            if (!rt_key_allows(tmp.key, tmp.key->aliases[i].alias) ||
+                !(rt_team_allows(team, tmp.key->aliases[i].alias) ||
+                  rt_team_allows(team, tmp.key->aliases[i].group)))
                 continue;
             json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id",
                                                   tmp.key->aliases[i].alias, "object", "model",
                                                   "created", 0, "owned_by", "tollgate"));
         }
     }
+    rt_teams_release(&teams);
     rt_keys_release(&tmp.keys);
     out = json_pack("{s:s,s:o}", "object", "list", "data", data);
     s = out != NULL ? json_dumps(out, JSON_COMPACT) : NULL;
@@ -548,7 +560,10 @@ static int admin_step(struct rt_front *f, struct admin_req *a, const char *metho
         if (strcmp(a->path, "/key/list") == 0 && strcmp(method, "GET") == 0 &&
             list_query(a) != 0)
             return HS_NO;
-        rt_key_api_handle(f->d.key_api, method, a->path, hs_query_arg(a->conn, "key"),
+        rt_key_api_handle(f->d.key_api, method, a->path,
+                          hs_query_arg(a->conn, strcmp(a->path, "/team/info") == 0   ? "team_id"
+                                                : strcmp(a->path, "/team/list") == 0 ? "team_alias"
+                                                                                     : "key"),
                           a->body != NULL ? a->body : "", a->body_len, admin_done, a);
         return HS_YES;
     case ADMIN_ANSWERED: {
@@ -763,6 +778,7 @@ static void *worker_main(void *arg)
     struct rt_front *f = w->f;
     struct epoll_event evs[64];
 
+    pthread_setname_np(pthread_self(), "tg-loop"); /* in top, perf and /proc/PID/task */
     while (!atomic_load(&f->loops_stop)) {
         int t = rt_upstream_timeout_ms(w->up);
         int ht = hs_server_timeout_ms(w->srv);

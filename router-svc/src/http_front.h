@@ -28,6 +28,7 @@ struct rt_metrics;
 struct rt_upstream;
 struct rt_health;
 struct rt_key_api;
+struct rt_teams;
 
 struct rt_front_deps {
     const struct rt_config *cfg;   /* borrowed, outlives the front */
@@ -47,6 +48,9 @@ struct rt_front_deps {
     /* The key admin API (/key/generate, /key/update, /key/delete, /key/info), served with the
      * master key only; NULL when there is no master key (the paths answer 404). */
     struct rt_key_api *key_api;
+    /* The teams table (borrowed; may be NULL): GET /v1/models lists only what a key's team
+     * allows too. */
+    struct rt_teams *teams;
 };
 
 /* rt_front_fds_needed: file descriptors the process needs to serve cfg's limits (client

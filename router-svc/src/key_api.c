@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 
+#include "team_api.h"
+#include "admin_answer.h"
 #include "tg_err.h"
 #include "tg_ids.h"
 #include "tg_log.h"
@@ -27,6 +29,7 @@ struct rt_key_api {
     const struct rt_config *cfg;
     struct rt_keys *keys;
     struct rt_control *control;
+    struct rt_team_api *team_api; /* NULL without a teams table */
     _Atomic int in_flight;
 };
 
@@ -55,114 +58,22 @@ struct kreq {
 
 /* ---- answers ---- */
 
-static const char fallback_500[] =
-    "{\"error\":{\"message\":\"internal error\",\"type\":\"server_error\",\"param\":null,"
-    "\"code\":\"internal_error\"}}";
-
-/* Replace anything that looks like a virtual key ("sk-" and what follows) in place. */
-static void scrub(char *s)
-{
-    char *p = s;
-
-    while ((p = strstr(p, "sk-")) != NULL) {
-        char *q = p + 3;
-
-        while ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
-               *q == '-' || *q == '_' || *q == '.')
-            q++;
-        if (q - p < 6) {
-            p = q; /* too short to be a key; replacing it would not shrink the text */
-            continue;
-        }
-        memmove(p + 6, q, strlen(q) + 1);
-        memcpy(p, "sk-***", 6);
-        p += 6;
-    }
-}
-
-/* Dump o (taken) and call done. */
+/* Dump o (taken) and call done (admin_answer.h). */
 static void send_json(rt_key_api_done_fn done, void *ud, int status, json_t *o)
 {
-    char *buf = o != NULL ? malloc(RT_KEY_API_BODY_MAX) : NULL;
-    size_t n = 0;
-
-    if (buf != NULL)
-        n = json_dumpb(o, buf, RT_KEY_API_BODY_MAX - 1, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(o);
-    if (buf == NULL || n == 0 || n >= RT_KEY_API_BODY_MAX - 1) {
-        free(buf);
-        done(500, fallback_500, sizeof(fallback_500) - 1, ud);
-        return;
-    }
-    buf[n] = '\0';
-    done(status, buf, n, ud);
-    free(buf);
+    rt_answer_json(done, ud, status, o, RT_KEY_API_BODY_MAX);
 }
 
 static void send_error(rt_key_api_done_fn done, void *ud, int status, const char *type,
                        const char *code, const char *param, const char *message)
 {
-    json_t *o = json_object(), *e = json_object();
-    char msg[512], par[160];
-
-    snprintf(msg, sizeof(msg), "%s", message);
-    scrub(msg);
-    if (param != NULL) {
-        snprintf(par, sizeof(par), "%s", param);
-        scrub(par);
-    }
-    if (o == NULL || e == NULL) {
-        json_decref(o);
-        json_decref(e);
-        send_json(done, ud, status, NULL);
-        return;
-    }
-    json_object_set_new(e, "message", json_string(msg));
-    json_object_set_new(e, "type", json_string(type));
-    json_object_set_new(e, "param", param != NULL ? json_string(par) : json_null());
-    json_object_set_new(e, "code", json_string(code));
-    json_object_set_new(o, "error", e);
-    send_json(done, ud, status, o);
+    rt_answer_error(done, ud, RT_KEY_API_BODY_MAX, status, type, code, param, message);
 }
 
 /* 400 for a field error "field: problem" from keys.c (or our own, same form). */
 static void send_field_error(rt_key_api_done_fn done, void *ud, const char *err)
 {
-    char field[160];
-    const char *colon = strstr(err, ": ");
-    size_t n = colon != NULL ? (size_t)(colon - err) : 0;
-
-    if (n == 0 || n >= sizeof(field))
-        snprintf(field, sizeof(field), "body");
-    else
-        snprintf(field, sizeof(field), "%.*s", (int)n, err);
-    send_error(done, ud, 400, "invalid_request_error", "invalid_field",
-               strcmp(field, "body") == 0 ? NULL : field, err);
-}
-
-static void iso8601(int64_t epoch_ms, char *out, size_t cap)
-{
-    time_t s = (time_t)(epoch_ms / 1000);
-    struct tm tm;
-
-    if (gmtime_r(&s, &tm) == NULL) {
-        snprintf(out, cap, "invalid");
-        return;
-    }
-    snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(epoch_ms % 1000));
-}
-
-static void duration_text(int64_t s, char *out, size_t cap)
-{
-    if (s % 86400 == 0)
-        snprintf(out, cap, "%" PRId64 "d", s / 86400);
-    else if (s % 3600 == 0)
-        snprintf(out, cap, "%" PRId64 "h", s / 3600);
-    else if (s % 60 == 0)
-        snprintf(out, cap, "%" PRId64 "m", s / 60);
-    else
-        snprintf(out, cap, "%" PRId64 "s", s);
+    rt_answer_field_error(done, ud, RT_KEY_API_BODY_MAX, err);
 }
 
 static int is_static(const struct rt_key_api *api, const char *hash)
@@ -201,18 +112,18 @@ static json_t *info_json(const struct rt_key_api *api, const struct rt_key_spec 
     if (spec->budget_duration_s > 0) {
         int64_t reset_ms;
 
-        duration_text(spec->budget_duration_s, text, sizeof(text));
+        rt_answer_duration(spec->budget_duration_s, text, sizeof(text));
         json_object_set_new(o, "budget_duration", json_string(text));
         /* when the current period ends (by the calendar for 1d, 7d and 30d: tg_period.h) */
         tg_period_window(spec->budget_duration_s, (int64_t)tg_now_epoch_ms(), NULL, &reset_ms);
-        iso8601(reset_ms, text, sizeof(text));
+        rt_answer_iso8601(reset_ms, text, sizeof(text));
         json_object_set_new(o, "budget_reset_at", json_string(text));
     } else {
         json_object_set_new(o, "budget_duration", json_null());
         json_object_set_new(o, "budget_reset_at", json_null());
     }
     if (spec->expires_epoch_ms > 0) {
-        iso8601(spec->expires_epoch_ms, text, sizeof(text));
+        rt_answer_iso8601(spec->expires_epoch_ms, text, sizeof(text));
         json_object_set_new(o, "expires", json_string(text));
     } else {
         json_object_set_new(o, "expires", json_null());
@@ -318,7 +229,7 @@ static void finish(struct kreq *r)
         json_t *g = json_object();
 
         if (g != NULL) {
-            json_object_set_new(g, "key", json_string(r->raw));
+            json_object_set_new(g, "key", r->raw[0] != '\0' ? json_string(r->raw) : json_null());
             json_object_set_new(g, "key_hash", json_string(r->hash));
             json_object_set(g, "key_alias", json_object_get(o, "key_alias"));
             json_object_set(g, "expires", json_object_get(o, "expires"));
@@ -525,15 +436,17 @@ static int find_key(struct rt_key_api *api, const char *raw, size_t rawlen, cons
 
 /* ---- endpoints ---- */
 
-/* Store r->spec under the key r->raw (a new one): hashed, refused with 409 naming field when the
- * key exists, 503 when the table is full, else submitted; the answer follows from finish(). */
+/* Store r->spec under the key r->raw (a new one; or, when r->raw is empty, under the hash already
+ * in r->hash: an import by key_hash): refused with 409 naming field when the key exists, 503 when
+ * the table is full, else submitted; the answer follows from finish(). */
 static void put_new_key(struct kreq *r, const char *field)
 {
     struct rt_key_api *api = r->api;
     char found[TG_SHA256_HEX_LEN + 1], msg[96];
     struct rt_keys_stats st;
 
-    tg_sha256_hex(r->raw, strlen(r->raw), r->hash);
+    if (r->raw[0] != '\0')
+        tg_sha256_hex(r->raw, strlen(r->raw), r->hash);
     if (find_key(api, NULL, 0, r->hash, found, NULL)) {
         snprintf(msg, sizeof(msg), "%s: a key with this value already exists", field);
         send_error(r->done, r->ud, 409, "invalid_request_error", "key_exists", field, msg);
@@ -589,14 +502,22 @@ static void do_generate(struct kreq *r, const char *body, size_t len)
 
     if (o == NULL)
         goto bad;
-    if (json_object_get(o, "key_hash") != NULL) {
-        snprintf(err, sizeof(err),
-                 "key_hash: not accepted by /key/generate (it is derived "
-                 "from the key)");
-        goto bad;
-    }
-    v = json_object_get(o, "key");
+    v = json_object_get(o, "key_hash");
     if (v != NULL && !json_is_null(v)) {
+        /* Import of an existing key by its SHA-256 (LiteLLM stores only that): the raw key is
+         * never seen, and the answer's "key" is null. */
+        if (!json_is_string(v) || !valid_hash(json_string_value(v), json_string_length(v))) {
+            snprintf(err, sizeof(err),
+                     "key_hash: expected the key's SHA-256 as 64 lowercase hex characters");
+            goto bad;
+        }
+        if (json_object_get(o, "key") != NULL && !json_is_null(json_object_get(o, "key"))) {
+            snprintf(err, sizeof(err), "key_hash: give key or key_hash, not both");
+            goto bad;
+        }
+        memcpy(r->hash, json_string_value(v), TG_SHA256_HEX_LEN + 1);
+        r->raw[0] = '\0';
+    } else if ((v = json_object_get(o, "key")) != NULL && !json_is_null(v)) {
         if (!json_is_string(v) || !valid_custom_key(json_string_value(v), json_string_length(v))) {
             snprintf(err, sizeof(err),
                      "key: expected \"sk-\" followed by %d to %d letters, digits, '-', '_' or '.'",
@@ -618,7 +539,7 @@ static void do_generate(struct kreq *r, const char *body, size_t len)
                               body != NULL && len > 0 ? len : 2, api->cfg, err, sizeof(err)) != 0)
         goto bad;
     r->spec.expires_epoch_ms = expires;
-    put_new_key(r, "key");
+    put_new_key(r, r->raw[0] != '\0' ? "key" : "key_hash");
     return;
 bad:
     json_decref(o);
@@ -1102,6 +1023,13 @@ struct rt_key_api *rt_key_api_create(const struct rt_key_api_config *c, char *er
     api->cfg = c->cfg;
     api->keys = c->keys;
     api->control = c->control;
+    if (c->teams != NULL) {
+        api->team_api = rt_team_api_create(c->cfg, c->teams, c->keys, c->control, err, errlen);
+        if (api->team_api == NULL) {
+            free(api);
+            return NULL;
+        }
+    }
     return api;
 }
 
@@ -1109,6 +1037,7 @@ void rt_key_api_destroy(struct rt_key_api **api)
 {
     if (api == NULL || *api == NULL)
         return;
+    rt_team_api_destroy(&(*api)->team_api);
     free(*api);
     *api = NULL;
 }
@@ -1119,7 +1048,24 @@ int rt_key_api_is_admin_path(const char *path)
            (strcmp(path, "/key/generate") == 0 || strcmp(path, "/key/update") == 0 ||
             strcmp(path, "/key/delete") == 0 || strcmp(path, "/key/info") == 0 ||
             strcmp(path, "/key/block") == 0 || strcmp(path, "/key/unblock") == 0 ||
-            strcmp(path, "/key/list") == 0 || strcmp(path, "/key/regenerate") == 0);
+            strcmp(path, "/key/list") == 0 || strcmp(path, "/key/regenerate") == 0 ||
+            rt_team_api_is_path(path));
+}
+
+/* A team route's answer: the request leaves the in-flight count, then the caller's done. */
+struct team_call {
+    struct rt_key_api *api;
+    rt_key_api_done_fn done;
+    void *ud;
+};
+
+static void team_done(int status, const char *body, size_t len, void *ud)
+{
+    struct team_call tc = *(struct team_call *)ud;
+
+    free(ud);
+    atomic_fetch_sub(&tc.api->in_flight, 1);
+    tc.done(status, body, len, tc.ud);
 }
 
 int rt_key_api_in_flight(const struct rt_key_api *api)
@@ -1135,9 +1081,30 @@ void rt_key_api_handle(struct rt_key_api *api, const char *method, const char *p
     int is_get = method != NULL && strcmp(method, "GET") == 0;
     int is_post = method != NULL && strcmp(method, "POST") == 0;
 
-    if (!rt_key_api_is_admin_path(path)) {
+    if (!rt_key_api_is_admin_path(path) || (rt_team_api_is_path(path) && api->team_api == NULL)) {
         send_error(done, ud, 404, "invalid_request_error", "not_found", NULL,
                    "unknown key API path");
+        return;
+    }
+    if (rt_team_api_is_path(path)) {
+        struct team_call *tc;
+
+        if (atomic_fetch_add(&api->in_flight, 1) >= RT_KEY_API_IN_FLIGHT_MAX) {
+            atomic_fetch_sub(&api->in_flight, 1);
+            send_error(done, ud, 503, "server_error", "key_store_busy", NULL, MSG_BUSY);
+            return;
+        }
+        tc = malloc(sizeof(*tc));
+        if (tc == NULL) {
+            atomic_fetch_sub(&api->in_flight, 1);
+            rt_answer_500(done, ud);
+            return;
+        }
+        tc->api = api;
+        tc->done = done;
+        tc->ud = ud;
+        /* key_param carries the route's query parameter (team_id or team_alias) */
+        rt_team_api_handle(api->team_api, method, path, key_param, body, len, team_done, tc);
         return;
     }
     if (strcmp(path, "/key/info") == 0 || strcmp(path, "/key/list") == 0 ? !is_get && !is_post
@@ -1158,7 +1125,7 @@ void rt_key_api_handle(struct rt_key_api *api, const char *method, const char *p
     r = calloc(1, sizeof(*r));
     if (r == NULL) {
         atomic_fetch_sub(&api->in_flight, 1);
-        done(500, fallback_500, sizeof(fallback_500) - 1, ud);
+        rt_answer_500(done, ud);
         return;
     }
     pthread_mutex_init(&r->mu, NULL);

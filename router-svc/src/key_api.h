@@ -1,5 +1,6 @@
 /* key_api: the virtual key admin API (LiteLLM's /key/... endpoints), independent of the HTTP
- * server.
+ * server. It also serves LiteLLM's /team/... routes (team_api.h) when given a teams table:
+ * same authentication by the front, same in-flight bound, same error shape.
  *
  *   POST /key/generate   body: key fields (below), optional "duration" ("30d", null = never
  *                        expires) and optional "key" (a caller-chosen "sk-..." value).
@@ -55,6 +56,7 @@
 #include "config.h"
 #include "control.h"
 #include "keys.h"
+#include "teams.h"
 
 #define RT_KEY_API_BODY_MAX (RT_KEY_JSON_MAX + 4096) /* answer body cap, bytes */
 #define RT_KEY_API_IN_FLIGHT_MAX 64                  /* admin requests in progress */
@@ -68,6 +70,8 @@ struct rt_key_api_config {
     const struct rt_config *cfg; /* borrowed, outlives the api: model names, static keys */
     struct rt_keys *keys;        /* borrowed, outlives the api */
     struct rt_control *control;  /* borrowed, outlives the api; NULL = local mode */
+    struct rt_teams *teams;      /* borrowed, outlives the api; NULL = no /team/... routes
+                                  * (404). The team routes (team_api.h) are served here. */
 };
 
 /* Called exactly once per rt_key_api_handle call: status is the HTTP status, body (borrowed,

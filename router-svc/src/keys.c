@@ -1251,8 +1251,8 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
             return j_once(j, &j->aliases_from, 2, k, "router_settings.model_group_alias") != 0
                        ? TG_EINVAL
                        : j_aliases(j, v, k, s);
-        if (rt_key_extra_is_field(k))
-            return rt_key_extra_note(&j->extra, k, v, j->err, j->errlen);
+        if (rt_extra_is_field(&rt_key_extra, k))
+            return rt_extra_note(&rt_key_extra, &j->extra, k, v, j->err, j->errlen);
     } else {
         if (strcmp(k, "key_hash") == 0) {
             if (!json_is_string(v) || json_string_length(v) != TG_SHA256_HEX_LEN ||
@@ -1280,7 +1280,7 @@ static int j_field(struct jctx *j, struct rt_key_spec *s, enum rt_key_json_form 
             return j_bool(j, v, k, &s->admin_blocked);
         if (strcmp(k, "extra") == 0) {
             j->extra_replace = 1;
-            return rt_key_extra_note_stored(&j->extra, v, j->err, j->errlen);
+            return rt_extra_note_stored(&rt_key_extra, &j->extra, v, j->err, j->errlen);
         }
     }
     return jfail(j, k, "unknown field");
@@ -1316,8 +1316,8 @@ int rt_key_spec_from_json(struct rt_key_spec *spec, enum rt_key_json_form form, 
     }
     json_decref(root);
     if (rc == 0 && (j.extra != NULL || j.extra_replace))
-        rc = rt_key_extra_apply(spec->extra, sizeof(spec->extra), j.extra, j.extra_replace, err,
-                                errlen);
+        rc = rt_extra_apply(&rt_key_extra, spec->extra, sizeof(spec->extra), j.extra,
+                            j.extra_replace, err, errlen);
     json_decref(j.extra);
     /* models may name a group, a global alias or one of the key's own aliases, in the merged
      * spec (an update that drops an alias still listed in models is refused); checked when the
@@ -1425,7 +1425,7 @@ int rt_key_spec_to_json(const struct rt_key_spec *s, char *out, size_t cap, size
     if (s->admin_blocked)
         json_object_set_new(o, "admin_blocked", json_true());
     if (s->extra[0] != '\0') {
-        json_t *extra = rt_key_extra_object(s->extra);
+        json_t *extra = rt_extra_object(s->extra);
 
         if (extra == NULL) {
             rc = TG_EINVAL; /* not from rt_key_spec_from_json */
@@ -1433,7 +1433,7 @@ int rt_key_spec_to_json(const struct rt_key_spec *s, char *out, size_t cap, size
         }
         json_object_set_new(o, "extra", extra);
     }
-    /* the extra fields' numbers as key_extra.c wrote them (the rest are integers) */
+    /* the extra fields' numbers as extra_fields.c wrote them (the rest are integers) */
     need = json_dumpb(o, NULL, 0, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     if (need == 0)
         goto out;

@@ -21,19 +21,28 @@ struct window {
     struct bucket b[RT_LIMITER_WINDOW_S];
 };
 
+/* What the other replicas counted for a subject, at the last import. */
+struct remote {
+    uint64_t reqs;
+    uint64_t tokens;
+    uint64_t in_flight;
+};
+
 struct dep_slot {
     int64_t rpm;
     int64_t tpm;
     struct window w;
+    struct remote rm;
 };
 
 struct key_slot {
     int used;                         /* 1 once a subject was placed here (never emptied) */
-    char hash[TG_SHA256_HEX_LEN + 1]; /* key hash */
+    char hash[RT_LIMITER_SUBJECT_MAX + 1]; /* key hash, or a team's subject */
     char group[RT_NAME_CAP];          /* "" = the key itself */
     uint32_t last_sec;                /* last second something was counted */
     uint32_t in_flight;               /* parallel requests held (key subjects only) */
     struct window w;
+    struct remote rm;                 /* other replicas' counts (global mode) */
 };
 
 struct rt_limiter {
@@ -43,6 +52,11 @@ struct rt_limiter {
     struct key_slot *keys;
     uint32_t now_sec;   /* latest second seen in any call: the reference for slot reuse */
     uint32_t sweep_pos; /* next slot the incremental sweep looks at */
+    uint64_t now_ms;    /* latest time seen in any call (ms), for the import's age */
+    int global;         /* rt_limiter_global_enable called */
+    uint64_t stale_ms;  /* an import older than this: fallback */
+    uint64_t last_import_ms; /* 0 = none yet */
+    uint32_t replicas;  /* replicas seen at the last import, >= 1 */
     struct rt_limiter_stats stats;
 };
 
@@ -110,11 +124,48 @@ static uint32_t window_retry_after(const struct window *w, uint32_t now_sec, uin
     return RT_LIMITER_WINDOW_S; /* limit 0: nothing ever passes; a window is the honest wait */
 }
 
-/* Shared check of one window against rpm/tpm. */
-static int window_check(struct rt_limiter *lim, const struct window *w, int64_t rpm, int64_t tpm,
-                        uint32_t now_sec, struct rt_limit_status *st)
+/* global_fresh: the last import is recent enough to count the other replicas' admissions. */
+static int global_fresh(const struct rt_limiter *lim)
 {
-    uint64_t reqs = 0, tokens = 0;
+    return lim->global && lim->last_import_ms != 0 &&
+           lim->now_ms - lim->last_import_ms <= lim->stale_ms;
+}
+
+/* share: the part of limit n this replica may use. In fallback (global mode without a fresh
+ * import) n / replicas, at least 1 unless n is 0; else n. RT_LIMIT_NONE stays. */
+static int64_t share(const struct rt_limiter *lim, int64_t n)
+{
+    int64_t q;
+
+    if (n <= 0 || !lim->global || global_fresh(lim) || lim->replicas <= 1)
+        return n;
+    q = n / (int64_t)lim->replicas;
+    return q > 0 ? q : 1;
+}
+
+/* retry_wait: whole seconds until `need` of the counted units have left: the local buckets'
+ * exact wait when they alone hold enough, else the remote part taken as spread evenly. */
+static uint32_t retry_wait(const struct window *w, uint32_t now_sec, uint64_t need, uint64_t local,
+                           uint64_t remote, int use_tokens)
+{
+    uint64_t s;
+
+    if (w == NULL && remote == 0)
+        return RT_LIMITER_WINDOW_S;
+    if (w != NULL && need <= local)
+        return window_retry_after(w, now_sec, need, use_tokens);
+    if (remote == 0)
+        return RT_LIMITER_WINDOW_S;
+    s = (RT_LIMITER_WINDOW_S * (need - local) + remote - 1) / remote;
+    return s < 1 ? 1 : s > RT_LIMITER_WINDOW_S ? RT_LIMITER_WINDOW_S : (uint32_t)s;
+}
+
+/* Shared check of one window (and the other replicas' counts rm, may be NULL) against rpm/tpm. */
+static int window_check(struct rt_limiter *lim, const struct window *w, const struct remote *rm,
+                        int64_t rpm, int64_t tpm, uint32_t now_sec, struct rt_limit_status *st)
+{
+    uint64_t reqs = 0, tokens = 0, rreqs = 0, rtokens = 0;
+    int64_t erpm = share(lim, rpm), etpm = share(lim, tpm);
     struct rt_limit_status local;
 
     if (st == NULL)
@@ -123,22 +174,25 @@ static int window_check(struct rt_limiter *lim, const struct window *w, int64_t 
         return 0;
     if (w != NULL)
         window_sum(w, now_sec, &reqs, &tokens);
-    if (rpm >= 0 && reqs >= (uint64_t)rpm) {
+    if (rm != NULL && global_fresh(lim)) {
+        rreqs = rm->reqs;
+        rtokens = rm->tokens;
+    }
+    if (erpm >= 0 && reqs + rreqs >= (uint64_t)erpm) {
         st->kind = RT_LIMIT_KIND_RPM;
         st->limit = rpm;
         st->remaining = 0;
-        st->retry_after_s = w == NULL ? RT_LIMITER_WINDOW_S
-                                      : window_retry_after(w, now_sec, reqs - (uint64_t)rpm + 1, 0);
+        st->retry_after_s =
+            retry_wait(w, now_sec, reqs + rreqs - (uint64_t)erpm + 1, reqs, rreqs, 0);
         lim->stats.limited++;
         return TG_ELIMIT;
     }
-    if (tpm >= 0 && tokens >= (uint64_t)tpm) {
+    if (etpm >= 0 && tokens + rtokens >= (uint64_t)etpm) {
         st->kind = RT_LIMIT_KIND_TPM;
         st->limit = tpm;
         st->remaining = 0;
-        st->retry_after_s = w == NULL
-                                ? RT_LIMITER_WINDOW_S
-                                : window_retry_after(w, now_sec, tokens - (uint64_t)tpm + 1, 1);
+        st->retry_after_s =
+            retry_wait(w, now_sec, tokens + rtokens - (uint64_t)etpm + 1, tokens, rtokens, 1);
         lim->stats.limited++;
         return TG_ELIMIT;
     }
@@ -198,6 +252,8 @@ static uint32_t see_time(struct rt_limiter *lim, uint64_t now_ms)
 {
     uint32_t s = sec_of(now_ms);
 
+    if (now_ms > lim->now_ms)
+        lim->now_ms = now_ms;
     if (s > lim->now_sec)
         lim->now_sec = s;
     return lim->now_sec;
@@ -217,8 +273,8 @@ int rt_limiter_deployment_check(struct rt_limiter *lim, uint32_t idx, uint64_t n
 {
     if (idx >= lim->n_deps)
         return 0;
-    return window_check(lim, &lim->deps[idx].w, lim->deps[idx].rpm, lim->deps[idx].tpm,
-                        see_time(lim, now_ms), st);
+    return window_check(lim, &lim->deps[idx].w, &lim->deps[idx].rm, lim->deps[idx].rpm,
+                        lim->deps[idx].tpm, see_time(lim, now_ms), st);
 }
 
 void rt_limiter_deployment_admit(struct rt_limiter *lim, uint32_t idx, uint64_t now_ms)
@@ -311,7 +367,7 @@ static struct key_slot *slot_get(struct rt_limiter *lim, const char *hash, const
     uint64_t h;
     struct key_slot *reuse = NULL;
 
-    if (hash == NULL || strlen(hash) > TG_SHA256_HEX_LEN)
+    if (hash == NULL || strlen(hash) > RT_LIMITER_SUBJECT_MAX)
         return NULL;
     if (group == NULL)
         group = "";
@@ -355,7 +411,8 @@ int rt_limiter_key_check(struct rt_limiter *lim, const char *key_hash, const cha
     now_sec = see_time(lim, now_ms);
     sweep_some(lim);
     k = slot_get(lim, key_hash, group, 0);
-    return window_check(lim, k == NULL ? NULL : &k->w, rpm, tpm, now_sec, st);
+    return window_check(lim, k == NULL ? NULL : &k->w, k == NULL ? NULL : &k->rm, rpm, tpm,
+                        now_sec, st);
 }
 
 int rt_limiter_key_admit(struct rt_limiter *lim, const char *key_hash, const char *group,
@@ -410,7 +467,8 @@ int rt_limiter_key_parallel_acquire(struct rt_limiter *lim, const char *key_hash
                    lim->cap);
         return TG_EFULL;
     }
-    if ((int64_t)k->in_flight >= max) {
+    if ((int64_t)k->in_flight + (int64_t)(global_fresh(lim) ? k->rm.in_flight : 0) >=
+        share(lim, max)) {
         if (st != NULL) {
             st->kind = RT_LIMIT_KIND_PARALLEL;
             st->limit = max;
@@ -438,4 +496,108 @@ void rt_limiter_key_parallel_release(struct rt_limiter *lim, const char *key_has
 void rt_limiter_get_stats(const struct rt_limiter *lim, struct rt_limiter_stats *out)
 {
     *out = lim->stats;
+}
+
+void rt_limiter_global_enable(struct rt_limiter *lim, uint64_t stale_ms)
+{
+    lim->global = 1;
+    lim->stale_ms = stale_ms > 0 ? stale_ms : 1;
+    if (lim->replicas == 0)
+        lim->replicas = 1;
+}
+
+static void export_window(struct rt_limiter_sync_entry *e, const struct window *w,
+                          uint32_t now_sec)
+{
+    window_sum(w, now_sec, &e->reqs, &e->tokens);
+}
+
+uint32_t rt_limiter_sync_export(struct rt_limiter *lim, uint64_t now_ms,
+                                struct rt_limiter_sync_entry *out, uint32_t max,
+                                uint32_t *cursor)
+{
+    uint32_t n = 0, now_sec = see_time(lim, now_ms);
+
+    for (uint32_t i = 0; i < lim->n_deps && n < max; i++) {
+        struct rt_limiter_sync_entry *e = &out[n];
+
+        if (lim->deps[i].rpm < 0 && lim->deps[i].tpm < 0)
+            continue;
+        memset(e, 0, sizeof(*e));
+        e->kind = RT_LIMITER_SUBJECT_DEPLOYMENT;
+        e->idx = i;
+        export_window(e, &lim->deps[i].w, now_sec);
+        n++;
+    }
+    /* key slots from *cursor, once round the table at most */
+    for (uint32_t seen = 0; seen < lim->cap && n < max; seen++) {
+        uint32_t i = (*cursor + seen) % lim->cap;
+        const struct key_slot *k = &lim->keys[i];
+        struct rt_limiter_sync_entry *e = &out[n];
+
+        /* a slot whose own window emptied still goes while it holds others' counts: the next
+         * import refreshes them (they leave the others' windows too), else they would block
+         * the subject until the slot is swept */
+        if (!k->used ||
+            (slot_stale(lim, k) && k->rm.reqs == 0 && k->rm.tokens == 0 && k->rm.in_flight == 0))
+            continue;
+        memset(e, 0, sizeof(*e));
+        e->kind = k->group[0] == '\0' ? RT_LIMITER_SUBJECT_KEY : RT_LIMITER_SUBJECT_KEY_GROUP;
+        memcpy(e->hash, k->hash, sizeof(e->hash));
+        memcpy(e->group, k->group, sizeof(e->group));
+        export_window(e, &k->w, now_sec);
+        e->in_flight = k->in_flight;
+        n++;
+        if (n == max)
+            *cursor = (i + 1) % lim->cap;
+    }
+    return n;
+}
+
+void rt_limiter_sync_import(struct rt_limiter *lim, const struct rt_limiter_sync_entry *in,
+                            uint32_t n, uint32_t replicas_seen, uint64_t now_ms)
+{
+    see_time(lim, now_ms);
+    for (uint32_t i = 0; i < n; i++) {
+        const struct rt_limiter_sync_entry *e = &in[i];
+        struct remote *rm = NULL;
+
+        if (e->kind == RT_LIMITER_SUBJECT_DEPLOYMENT) {
+            if (e->idx < lim->n_deps)
+                rm = &lim->deps[e->idx].rm;
+        } else {
+            struct key_slot *k = slot_get(lim, e->hash, e->group, 0);
+
+            if (k != NULL)
+                rm = &k->rm;
+        }
+        if (rm == NULL)
+            continue;
+        rm->reqs = e->remote_reqs;
+        rm->tokens = e->remote_tokens;
+        rm->in_flight = e->remote_in_flight;
+    }
+    lim->replicas = replicas_seen > 0 ? replicas_seen : 1;
+    lim->last_import_ms = now_ms > 0 ? now_ms : 1;
+}
+
+void rt_limiter_global_get(struct rt_limiter *lim, uint64_t now_ms,
+                           struct rt_limiter_global_state *out)
+{
+    see_time(lim, now_ms);
+    out->enabled = lim->global;
+    out->fallback = lim->global && !global_fresh(lim);
+    out->replicas_seen = lim->replicas > 0 ? lim->replicas : 1;
+    out->last_import_ms = lim->last_import_ms;
+}
+
+int rt_limiter_team_subject(const char *team_id, char out[RT_LIMITER_SUBJECT_MAX + 1])
+{
+    size_t n = team_id != NULL ? strlen(team_id) : 0;
+
+    if (n == 0 || n > RT_LIMITER_SUBJECT_MAX - 5)
+        return TG_EINVAL;
+    memcpy(out, "team:", 5);
+    memcpy(out + 5, team_id, n + 1);
+    return 0;
 }

@@ -3,7 +3,10 @@
  * Subjects:
  * - deployments, by index in the config's model_list (rpm, tpm from litellm_params);
  * - keys, by SHA-256 hash (rpm_limit, tpm_limit, max_parallel_requests);
- * - key + model group pairs (model_rpm_limit, model_tpm_limit).
+ * - key + model group pairs (model_rpm_limit, model_tpm_limit);
+ * - teams (a team's rpm_limit, tpm_limit, max_parallel_requests, shared by the team's keys):
+ *   the key functions with the subject rt_limiter_team_subject() makes ("team:<team id>", which
+ *   no key hash can equal), in the same bounded table of key_slots entries.
  * The limits of a key are passed with each call (they live in the key record), so a key update
  * takes effect on the next request without touching the limiter.
  *
@@ -24,6 +27,18 @@
  * slots, so lookups stay as short as the live subjects make them. When no slot is free the request is admitted without that limit (fail open for
  * limits, so that traffic keeps flowing), counted in stats.slots_full, and logged rate-limited.
  *
+ * Across replicas (optional, rt_limiter_global_enable): a sync thread (limsync.h) copies each
+ * subject's local window out (rt_limiter_sync_export), exchanges it through Redis, and hands back
+ * what the other live replicas counted (rt_limiter_sync_import). A check then counts local +
+ * remote against the limit. The remote counts are a snapshot at most one sync interval old, so a
+ * limit N admits at most N + (what the other replicas admit in one interval) in a window. When no
+ * import arrived for stale_ms (Redis down, or never reached) the remote counts are not used and
+ * every limit is divided by the replicas seen at the last import (at least 1): each replica
+ * admits max(1, N / replicas) (0 stays 0) and max_parallel_requests likewise, so the replicas
+ * together stay near N, never at N each. retry_after_s with remote counts: the local buckets'
+ * exact wait when they alone can free enough, else the remote counts taken as spread evenly over
+ * the window.
+ *
  * Threads: not thread-safe. The router calls it under its own mutex (router.h); no other caller
  * should use the router's limiter without that lock. Time is an argument (monotonic ms); the
  * limiter's clock never goes back: a call with a time older than the latest second any call
@@ -35,8 +50,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto_event.h"
+#include "tg_ids.h"
+
 #define RT_LIMITER_WINDOW_S 60
 #define RT_LIMITER_SWEEP_SLOTS 16 /* slots the stale-slot sweep looks at per key call */
+#define RT_LIMITER_SUBJECT_MAX 72 /* a subject's bytes: a key hash (64) or "team:" + id (<= 69) */
 
 enum rt_limit_kind {
     RT_LIMIT_KIND_RPM = 0,
@@ -50,6 +69,33 @@ struct rt_limit_status {
     int64_t limit;           /* its configured value */
     int64_t remaining;       /* what is left in the window (0 when blocked by rpm/parallel) */
     uint32_t retry_after_s;  /* >= 1: whole seconds until the check can pass */
+};
+
+/* One subject as exchanged between replicas (rt_limiter_sync_export / _import). */
+enum rt_limiter_subject_kind {
+    RT_LIMITER_SUBJECT_DEPLOYMENT = 0, /* idx */
+    RT_LIMITER_SUBJECT_KEY = 1,        /* hash, group "" */
+    RT_LIMITER_SUBJECT_KEY_GROUP = 2,  /* hash, group */
+};
+
+struct rt_limiter_sync_entry {
+    enum rt_limiter_subject_kind kind;
+    uint32_t idx;                       /* deployment index */
+    char hash[RT_LIMITER_SUBJECT_MAX + 1]; /* key hash, or a team's subject ("team:<id>") */
+    char group[PROTO_MODEL_CAP];        /* model group, "" for the key itself */
+    uint64_t reqs;                      /* export: this replica's requests in the window */
+    uint64_t tokens;                    /* export: its tokens in the window */
+    uint32_t in_flight;                 /* export: its parallel requests held (keys) */
+    uint64_t remote_reqs;               /* import: the other live replicas' requests */
+    uint64_t remote_tokens;             /* import: their tokens */
+    uint64_t remote_in_flight;          /* import: their parallel requests */
+};
+
+struct rt_limiter_global_state {
+    int enabled;            /* rt_limiter_global_enable was called */
+    int fallback;           /* 1 when no import arrived within stale_ms (limits divided) */
+    uint32_t replicas_seen; /* at the last import (>= 1) */
+    uint64_t last_import_ms;
 };
 
 struct rt_limiter_stats {
@@ -111,6 +157,33 @@ int rt_limiter_key_parallel_acquire(struct rt_limiter *lim, const char *key_hash
 
 /* rt_limiter_key_parallel_release: give back a slot taken by a 0 return above. */
 void rt_limiter_key_parallel_release(struct rt_limiter *lim, const char *key_hash);
+
+/* rt_limiter_global_enable: count other replicas' admissions (see above); an import older than
+ * stale_ms (> 0) puts the limiter in fallback. Until the first import: fallback with 1 replica
+ * seen (the replica knows of no other). */
+void rt_limiter_global_enable(struct rt_limiter *lim, uint64_t stale_ms);
+
+/* rt_limiter_sync_export: copy up to max subjects with something in their window or in flight
+ * into out (caller storage), starting at *cursor (advanced, so that a table larger than max is
+ * covered over successive rounds). Deployments with a limit come first. Returns the count.
+ * Under the router's lock; copies only. */
+uint32_t rt_limiter_sync_export(struct rt_limiter *lim, uint64_t now_ms,
+                                struct rt_limiter_sync_entry *out, uint32_t max,
+                                uint32_t *cursor);
+
+/* rt_limiter_sync_import: the remote counts of n entries (from an export; a subject gone since
+ * is skipped, none is created), replicas seen (0 is taken as 1), at now_ms: the limiter leaves
+ * fallback. Under the router's lock. */
+void rt_limiter_sync_import(struct rt_limiter *lim, const struct rt_limiter_sync_entry *in,
+                            uint32_t n, uint32_t replicas_seen, uint64_t now_ms);
+
+/* rt_limiter_global_get: the exchange's state at now_ms. */
+void rt_limiter_global_get(struct rt_limiter *lim, uint64_t now_ms,
+                           struct rt_limiter_global_state *out);
+
+/* rt_limiter_team_subject: the limiter subject of a team ("team:<team_id>") into out. Returns 0,
+ * or TG_EINVAL when team_id is empty or longer than RT_LIMITER_SUBJECT_MAX - 5 bytes. */
+int rt_limiter_team_subject(const char *team_id, char out[RT_LIMITER_SUBJECT_MAX + 1]);
 
 /* rt_limiter_get_stats: counters. */
 void rt_limiter_get_stats(const struct rt_limiter *lim, struct rt_limiter_stats *out);

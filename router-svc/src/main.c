@@ -26,6 +26,7 @@
 #include "http_front.h"
 #include "key_api.h"
 #include "keys.h"
+#include "limsync.h"
 #include "mask.h"
 #include "prices.h"
 #include "publisher.h"
@@ -80,6 +81,7 @@ struct extra_metrics {
     struct rt_publisher *pub;
     struct rt_control *ctl;
     struct rt_creds *creds;
+    struct rt_limsync *limsync;
 };
 
 static void write_extra_metrics(struct tg_buf *b, void *ud)
@@ -104,6 +106,24 @@ static void write_extra_metrics(struct tg_buf *b, void *ud)
                         "Attempts that found no valid token for their deployment (answered 503 "
                         "or retried elsewhere)",
                         st.missing);
+    }
+    if (x->limsync != NULL) {
+        struct rt_limsync_stats ls;
+
+        rt_limsync_get_stats(x->limsync, &ls);
+        tg_prom_counter(b, "tollgate_router_limit_sync_rounds_total",
+                        "Rounds that exchanged limiter counts with the other replicas (Redis)",
+                        ls.rounds);
+        tg_prom_counter(b, "tollgate_router_limit_sync_failures_total",
+                        "Limit sync rounds or connects that failed (Redis down, slow or "
+                        "answering otherwise)",
+                        ls.failures);
+        tg_prom_gauge(b, "tollgate_router_limit_sync_replicas_seen",
+                      "Live router replicas seen at the last limit sync (>= 1)",
+                      (double)ls.replicas_seen);
+        tg_prom_gauge(b, "tollgate_router_limit_sync_fallback",
+                      "1 while no fresh limit sync: each limit divided by the replicas seen",
+                      (double)ls.fallback);
     }
 }
 
@@ -234,6 +254,7 @@ int main(int argc, char **argv)
     struct rt_config *cfg = NULL;
     struct rt_mask *mask = NULL;
     struct rt_keys *keys = NULL;
+    struct rt_teams *teams = NULL;
     struct rt_router *router = NULL;
     struct rt_metrics *metrics = NULL;
     struct rt_health *health = NULL;
@@ -241,7 +262,8 @@ int main(int argc, char **argv)
     struct rt_publisher *pub = NULL;
     struct rt_control *ctl = NULL;
     struct rt_key_api *key_api = NULL;
-    struct extra_metrics extra = {NULL, NULL, NULL};
+    struct extra_metrics extra = {NULL, NULL, NULL, NULL};
+    struct rt_limsync *limsync = NULL;
     struct rt_creds *creds = NULL;
     int dep_kafka = -1, dep_keys = -1;
     struct tg_topics_args topics_args;
@@ -355,10 +377,28 @@ int main(int argc, char **argv)
         TG_ERROR("msg=start_failed part=keys reason=\"%s\"", err);
         goto out;
     }
+    teams = rt_teams_create(cfg->max_teams, err, sizeof(err));
+    if (teams == NULL) {
+        TG_ERROR("msg=start_failed part=teams reason=\"%s\"", err);
+        goto out;
+    }
     router = rt_router_create(cfg, mask, err, sizeof(err));
     if (router == NULL) {
         TG_ERROR("msg=start_failed part=router reason=\"%s\"", err);
         goto out;
+    }
+    rt_router_set_teams(router, teams);
+    /* Limits across replicas: the counts exchanged through Redis off the request path; Redis
+     * need not be up (the limiter divides the limits meanwhile), and readiness ignores it. */
+    if (cfg->redis.enabled) {
+        limsync = rt_limsync_start(router, &cfg->redis, err, sizeof(err));
+        if (limsync == NULL) {
+            TG_ERROR("msg=start_failed part=limit_sync reason=\"%s\"", err);
+            goto out;
+        }
+        TG_INFO("msg=limit_sync redis=%s:%d tls=%d interval_ms=%u replica=%s", cfg->redis.host,
+                cfg->redis.port, cfg->redis.tls, cfg->redis.sync_interval_ms,
+                rt_limsync_replica_id(limsync));
     }
     metrics = rt_metrics_create(cfg);
     health = rt_health_create();
@@ -368,24 +408,28 @@ int main(int argc, char **argv)
     }
     /* Keys from the control topic (and the local snapshot while Kafka is away). */
     {
-        char snapshot[RT_PATH_CAP + 32] = "";
+        char snapshot[RT_PATH_CAP + 32] = "", tsnapshot[RT_PATH_CAP + 32] = "";
         struct rt_control_config cc;
 
-        if (cfg->spool_dir[0] != '\0')
+        if (cfg->spool_dir[0] != '\0') {
             snprintf(snapshot, sizeof(snapshot), "%s/keys.snapshot", cfg->spool_dir);
+            snprintf(tsnapshot, sizeof(tsnapshot), "%s/teams.snapshot", cfg->spool_dir);
+        }
         memset(&cc, 0, sizeof(cc));
         cc.brokers = cfg->kafka_brokers;
         cc.topic = cfg->control_topic;
         cc.kafka_opts = &cfg->kafka_opts;
         cc.snapshot_path = snapshot;
+        cc.teams_snapshot_path = tsnapshot;
         cc.cfg = cfg;
+        cc.teams = teams;
         ctl = rt_control_create(&cc, keys, err, sizeof(err));
         if (ctl == NULL) {
             TG_ERROR("msg=start_failed part=control reason=\"%s\"", err);
             goto out;
         }
         if (cfg->master_key[0] != '\0') {
-            struct rt_key_api_config kc = {cfg, keys, ctl};
+            struct rt_key_api_config kc = {cfg, keys, ctl, teams};
 
             key_api = rt_key_api_create(&kc, err, sizeof(err));
             if (key_api == NULL) {
@@ -448,6 +492,7 @@ int main(int argc, char **argv)
     extra.pub = pub;
     extra.ctl = ctl;
     extra.creds = creds;
+    extra.limsync = limsync;
     rt_metrics_set_writer(metrics, write_extra_metrics, &extra);
     {
         struct rt_front_deps deps;
@@ -465,6 +510,7 @@ int main(int argc, char **argv)
         deps.admit = pub != NULL ? admit_publisher : NULL;
         deps.admit_ud = pub;
         deps.key_api = key_api;
+        deps.teams = teams;
         front = rt_front_start(&deps, err, sizeof(err));
         if (front == NULL) {
             TG_ERROR("msg=start_failed part=http reason=\"%s\"", err);
@@ -547,6 +593,7 @@ int main(int argc, char **argv)
 out:
     tg_topics_watch_stop(&topics);
     rt_front_stop(&front);
+    rt_limsync_stop(&limsync);
     rt_creds_destroy(&creds);
     rt_publisher_destroy(&pub);
     rt_control_destroy(&ctl);
@@ -555,6 +602,7 @@ out:
     rt_metrics_destroy(&metrics);
     rt_router_destroy(&router);
     rt_keys_destroy(&keys);
+    rt_teams_destroy(&teams);
     rt_mask_destroy(&mask);
     free(secrets);
     rt_config_destroy(&cfg);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <librdkafka/rdkafka.h>
 
 #include "tg_kafka_opts.h"
@@ -51,6 +52,27 @@ struct rt_publisher {
     uint64_t last_ack_ms;    /* monotonic ms of the last acknowledgement (or of start) */
     uint64_t last_sync_ms;
     uint64_t replay_below;   /* seqs below this were in the spool at start */
+    uint64_t base_moved_ms;  /* monotonic ms when base last advanced or nothing was out */
+    int32_t partitions;      /* partitions of the events topic in the last statistics (capped) */
+    int paused;              /* partitions paused for held acknowledgements (count) */
+    uint64_t paused_ms;      /* monotonic ms of the pause */
+    uint64_t resumed_ms;     /* monotonic ms of the last resume */
+    int probing;             /* resumed for time alone: pass of RT_PUBLISHER_PROBE_MS */
+    int brokers_up;          /* brokers in state UP in the last statistics (stats callback) */
+    /* Per partition (RT_PUBLISHER_PARTITIONS_MAX): its leader's connection is up in the last
+     * statistics; paused by the publisher. */
+    uint8_t leader_up[RT_PUBLISHER_PARTITIONS_MAX];
+    uint8_t paused_p[RT_PUBLISHER_PARTITIONS_MAX];
+    uint64_t stats_ms;       /* monotonic ms of those statistics, 0 = none yet */
+    uint64_t paused_base;    /* base at the pause */
+    uint64_t hold_start_ms;  /* monotonic ms of the first pause of this hold, 0 = none */
+    /* When records were produced, coarsely: expect at a monotonic ms, every RT_PUBLISHER_MARK_MS
+     * at most, the last RT_PUBLISHER_MARKS of them (a ring, oldest at mark_first). */
+    struct pub_mark {
+        uint64_t expect, ms;
+    } marks[RT_PUBLISHER_MARKS];
+    uint32_t mark_first, mark_n;
+    uint32_t hold_probes;    /* probes in this hold */
     /* Counters. */
     _Atomic uint64_t acked;
     _Atomic uint64_t replayed;
@@ -59,6 +81,8 @@ struct rt_publisher {
     _Atomic uint64_t submit_errors;
     _Atomic uint64_t produced;
     _Atomic uint64_t queue_full;
+    _Atomic uint64_t pauses;        /* pauses for held acknowledgements */
+    _Atomic int paused_shared;
     _Atomic uint64_t base_shared;   /* copy of base for other threads */
     _Atomic uint64_t oldest_ts;     /* append time of the oldest unacknowledged record, or 0 */
     pthread_mutex_t reasons_mu;
@@ -136,6 +160,56 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
                rd_kafka_err2name((rd_kafka_resp_err_t)err), esc);
 }
 
+/* Statistics (every RT_PUBLISHER_STATS_MS, on the publisher thread inside rd_kafka_poll()): only
+ * how many brokers are up, for hold_or_release. librdkafka writes each broker's connection state
+ * as "state":"UP" (other objects name theirs fetch_state, idemp_state, ...). */
+static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    struct rt_publisher *pub = opaque;
+    int32_t up_ids[RT_PUBLISHER_BROKERS_MAX];
+    json_t *root, *brokers, *parts, *v;
+    const char *k;
+    int nup = 0;
+
+    (void)rk;
+    /* librdkafka's own statistics (publisher.h): brokers with their node id and state, the
+     * topic's partitions with their leader. Once a second, on this thread (rd_kafka_poll). */
+    root = json_loadb(json, len, 0, NULL);
+    if (root == NULL)
+        return 0;
+    brokers = json_object_get(root, "brokers");
+    json_object_foreach(brokers, k, v) {
+        json_t *st = json_object_get(v, "state"), *id = json_object_get(v, "nodeid");
+
+        if (nup < RT_PUBLISHER_BROKERS_MAX && json_is_string(st) &&
+            strcmp(json_string_value(st), "UP") == 0 && json_is_integer(id) &&
+            json_integer_value(id) >= 0 && json_integer_value(id) <= INT32_MAX)
+            up_ids[nup++] = (int32_t)json_integer_value(id);
+    }
+    memset(pub->leader_up, 0, sizeof(pub->leader_up));
+    pub->partitions = 0;
+    parts = json_object_get(json_object_get(json_object_get(root, "topics"), pub->topic),
+                            "partitions");
+    json_object_foreach(parts, k, v) {
+        json_t *pj = json_object_get(v, "partition"), *lj = json_object_get(v, "leader");
+        json_int_t pn = json_is_integer(pj) ? json_integer_value(pj) : -1;
+
+        /* -1 is librdkafka's queue for records without a partition yet */
+        if (pn < 0 || pn >= RT_PUBLISHER_PARTITIONS_MAX || !json_is_integer(lj))
+            continue;
+        if (pn + 1 > pub->partitions)
+            pub->partitions = (int32_t)pn + 1;
+        for (int i = 0; i < nup; i++) {
+            if (up_ids[i] == json_integer_value(lj))
+                pub->leader_up[pn] = 1;
+        }
+    }
+    json_decref(root);
+    pub->brokers_up = nup;
+    pub->stats_ms = tg_now_mono_ms();
+    return 0; /* librdkafka frees json */
+}
+
 static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
@@ -163,6 +237,8 @@ static void advance_base(struct rt_publisher *pub, int force)
         pub->state[pub->base % RT_PUBLISHER_WINDOW] = SLOT_EMPTY;
         pub->base++;
     }
+    if (pub->base != old || pub->base == pub->expect)
+        pub->base_moved_ms = now;
     atomic_store(&pub->base_shared, pub->base);
     atomic_store(&pub->oldest_ts,
                  pub->base < pub->expect ? pub->ts[pub->base % RT_PUBLISHER_WINDOW] : 0);
@@ -190,13 +266,14 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
                 pub->state[s % RT_PUBLISHER_WINDOW] = SLOT_EMPTY;
         }
         pub->rewind_to = UINT64_MAX;
+        pub->mark_n = 0; /* seqs produced again: earlier marks no longer order them */
     }
     /* Nothing acknowledged for a while although records are out: Kafka is down or stuck. */
     if (pub->expect > pub->base && tg_now_mono_ms() - pub->last_ack_ms > RT_PUBLISHER_STALL_MS)
         window = RT_PUBLISHER_STALLED_WINDOW;
     else
         window = RT_PUBLISHER_WINDOW;
-    while (n < 10000 && pub->expect - pub->base < window) {
+    while (n < RT_PUBLISHER_PASS_MAX && pub->expect - pub->base < window) {
         int rc = rt_spool_read_next(pub->spool, &rec, buf, RT_SPOOL_RECORD_MAX_BYTES);
         uint32_t keylen;
         void *keyp, *valp;
@@ -247,11 +324,153 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
     return n;
 }
 
+/* Resumes the paused partitions not set in want (NULL: none) and, when add, pauses those set
+ * in want. Publisher thread; the change is taken before it returns. */
+static void set_paused(struct rt_publisher *pub, const uint8_t *want, int add)
+{
+    rd_kafka_topic_partition_list_t *pl = NULL, *rl = NULL;
+    int n = pub->paused;
+
+    for (int32_t p = 0; p < RT_PUBLISHER_PARTITIONS_MAX; p++) {
+        int w = want != NULL && p < pub->partitions && want[p];
+        rd_kafka_topic_partition_list_t **l = w && add && !pub->paused_p[p] ? &pl
+                                              : !w && pub->paused_p[p]    ? &rl
+                                                                          : NULL;
+
+        if (l == NULL)
+            continue;
+        if (*l == NULL && (*l = rd_kafka_topic_partition_list_new(8)) == NULL)
+            continue;
+        rd_kafka_topic_partition_list_add(*l, pub->topic, p);
+    }
+    if (pl != NULL && rd_kafka_pause_partitions(pub->rk, pl) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int i = 0; i < pl->cnt; i++) {
+            if (pl->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                pub->paused_p[pl->elems[i].partition] = 1;
+                n++;
+            }
+        }
+    }
+    if (rl != NULL) {
+        /* A resume of a partition librdkafka does not know (any more) has nothing to undo. */
+        rd_kafka_resume_partitions(pub->rk, rl);
+        for (int i = 0; i < rl->cnt; i++) {
+            pub->paused_p[rl->elems[i].partition] = 0;
+            n--;
+        }
+        /* The broker threads slept while paused and are not woken by a resume: a flush call
+         * wakes those that are up, so that what was held goes out now (it returns at once);
+         * a broker not connected is asked for its connection by the resumed partition. */
+        rd_kafka_flush(pub->rk, 0);
+        pub->resumed_ms = tg_now_mono_ms();
+    }
+    if (pub->paused == 0 && n > 0) {
+        pub->paused_ms = tg_now_mono_ms();
+        pub->paused_base = pub->base;
+        atomic_fetch_add(&pub->pauses, 1);
+    }
+    pub->paused = n;
+    atomic_store(&pub->paused_shared, n > 0);
+    if (pl != NULL)
+        rd_kafka_topic_partition_list_destroy(pl);
+    if (rl != NULL)
+        rd_kafka_topic_partition_list_destroy(rl);
+}
+
+/* Notes that the records below expect were produced by now. Publisher thread. */
+static void mark_produced(struct rt_publisher *pub, uint64_t now)
+{
+    struct pub_mark *last =
+        pub->mark_n > 0 ? &pub->marks[(pub->mark_first + pub->mark_n - 1) % RT_PUBLISHER_MARKS]
+                        : NULL;
+
+    if (last != NULL && (last->expect == pub->expect || now - last->ms < RT_PUBLISHER_MARK_MS))
+        return;
+    if (pub->mark_n == RT_PUBLISHER_MARKS) {
+        pub->mark_first = (pub->mark_first + 1) % RT_PUBLISHER_MARKS;
+        pub->mark_n--;
+    }
+    pub->marks[(pub->mark_first + pub->mark_n) % RT_PUBLISHER_MARKS] =
+        (struct pub_mark){.expect = pub->expect, .ms = now};
+    pub->mark_n++;
+}
+
+/* How long the oldest record out has been out at least: it was produced before the first mark
+ * that covers it. 0 when no mark does yet. Publisher thread. */
+static uint64_t oldest_out_ms(const struct rt_publisher *pub, uint64_t now)
+{
+    for (uint32_t i = 0; i < pub->mark_n; i++) {
+        const struct pub_mark *m = &pub->marks[(pub->mark_first + i) % RT_PUBLISHER_MARKS];
+
+        if (m->expect > pub->base)
+            return now - m->ms;
+    }
+    return 0;
+}
+
+/* Held acknowledgements (publisher.h, RT_PUBLISHER_PAUSE_AFTER_MS): while the oldest record
+ * out waits, pause the partitions whose leader is connected; resume them when an
+ * acknowledgement moves the oldest record, or after RT_PUBLISHER_PAUSE_MAX_MS, and resume at
+ * once a partition whose leader is no longer connected. Publisher thread, after advance_base. */
+static void hold_or_release(struct rt_publisher *pub)
+{
+    uint64_t now = tg_now_mono_ms();
+    /* Statistics older than two intervals count as none: nothing is paused on them. */
+    int fresh = pub->stats_ms > 0 && now - pub->stats_ms <= 2 * RT_PUBLISHER_STATS_MS;
+    int held = fresh && pub->base < pub->expect &&
+               now - pub->base_moved_ms >= RT_PUBLISHER_REPAUSE_AFTER_MS &&
+               oldest_out_ms(pub, now) >= RT_PUBLISHER_PAUSE_AFTER_MS;
+
+    if (pub->paused) {
+        int progress = !fresh || pub->base != pub->paused_base || pub->base == pub->expect;
+
+        if (progress || now - pub->paused_ms >= RT_PUBLISHER_PAUSE_MAX_MS) {
+            /* What was held goes out at once (the broker threads are woken). After a resume
+             * for time alone (a probe) the next pass comes RT_PUBLISHER_PROBE_MS later and
+             * pauses again if the oldest record still waits, so a stall that lasts costs a
+             * few ms of spinning every RT_PUBLISHER_PAUSE_MAX_MS; after an acknowledgement,
+             * once the oldest record has not moved for RT_PUBLISHER_REPAUSE_AFTER_MS. */
+            set_paused(pub, NULL, 0);
+            pub->probing = !progress;
+            if (pub->probing)
+                pub->hold_probes++;
+        } else {
+            /* A paused partition never asks for a connection: one whose leader moved to a
+             * broker not connected (or whose leader's connection broke) must go on, or its
+             * records would wait for the probe, and with no connection forever. Nothing
+             * spins for it: librdkafka only wakes up for partitions of connected brokers.
+             * One whose leader got connected since is paused in turn (it had the statistics
+             * interval to send what it held). */
+            set_paused(pub, pub->leader_up, 1);
+        }
+        return;
+    }
+    if (held && now - pub->resumed_ms >= RT_PUBLISHER_PROBE_MS) {
+        set_paused(pub, pub->leader_up, 1);
+        if (pub->paused && pub->hold_start_ms == 0) {
+            /* One line per hold, not per pause. */
+            pub->hold_start_ms = now;
+            pub->hold_probes = 0;
+            TG_INFO("msg=\"events topic paused\" reason=held_acknowledgements oldest_out_ms=%" PRIu64
+                    " in_flight=%" PRIu64 " partitions_paused=%d of=%d brokers_up=%d",
+                    oldest_out_ms(pub, now), pub->expect - pub->base, pub->paused,
+                    (int)pub->partitions, pub->brokers_up);
+        }
+    } else if (pub->hold_start_ms != 0 && now - pub->resumed_ms >= RT_PUBLISHER_PAUSE_MAX_MS) {
+        TG_INFO("msg=\"events topic resumed\" held_ms=%" PRIu64 " probes=%u brokers_up=%d",
+                pub->resumed_ms - pub->hold_start_ms, pub->hold_probes, pub->brokers_up);
+        pub->hold_start_ms = 0;
+    }
+    if (pub->paused || now - pub->resumed_ms >= RT_PUBLISHER_PROBE_MS)
+        pub->probing = 0;
+}
+
 static void *publisher_main(void *arg)
 {
     struct rt_publisher *pub = arg;
     unsigned char *buf = malloc(RT_SPOOL_RECORD_MAX_BYTES);
 
+    pthread_setname_np(pthread_self(), "tg-publisher"); /* in top, perf and /proc/PID/task */
     if (buf == NULL) {
         TG_ERROR("event=publisher_thread_failed reason=out_of_memory");
         return NULL;
@@ -259,14 +478,21 @@ static void *publisher_main(void *arg)
     while (!atomic_load(&pub->stop)) {
         int n = produce_some(pub, buf);
 
-        rd_kafka_poll(pub->rk, n > 0 ? 0 : 10);
+        mark_produced(pub, tg_now_mono_ms());
+
+        rd_kafka_poll(pub->rk, n >= RT_PUBLISHER_PASS_MAX ? 0
+                               : pub->probing       ? RT_PUBLISHER_PROBE_MS
+                                                    : RT_PUBLISHER_TAIL_MS);
         advance_base(pub, 0);
+        hold_or_release(pub);
         if (pub->cfg.fsync_interval_ms > 0 &&
             tg_now_mono_ms() - pub->last_sync_ms >= pub->cfg.fsync_interval_ms) {
             rt_spool_sync(pub->spool);
             pub->last_sync_ms = tg_now_mono_ms();
         }
     }
+    if (pub->paused)
+        set_paused(pub, NULL, 0);
     /* Final delivery reports and checkpoint. */
     rd_kafka_flush(pub->rk, 0);
     rd_kafka_poll(pub->rk, 0);
@@ -283,7 +509,7 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     struct rt_spool_recovery rec;
     rd_kafka_conf_t *conf = NULL;
     char kerr[512];
-    char qmsgs[32], qkb[32];
+    char qmsgs[32], qkb[32], stats_ms[16];
 
     if (pub == NULL) {
         snprintf(err, errlen, "publisher: out of memory");
@@ -332,12 +558,16 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     conf = rd_kafka_conf_new();
     snprintf(qmsgs, sizeof(qmsgs), "%u", RT_PUBLISHER_WINDOW);
     snprintf(qkb, sizeof(qkb), "%d", RT_PUBLISHER_QUEUE_KBYTES);
+    snprintf(stats_ms, sizeof(stats_ms), "%u", RT_PUBLISHER_STATS_MS);
     if (conf_set(conf, "bootstrap.servers", pub->brokers, kerr, sizeof(kerr)) != 0 ||
         conf_set(conf, "enable.idempotence", "true", kerr, sizeof(kerr)) != 0 ||
         conf_set(conf, "acks", "all", kerr, sizeof(kerr)) != 0 ||
         conf_set(conf, "queue.buffering.max.messages", qmsgs, kerr, sizeof(kerr)) != 0 ||
         conf_set(conf, "queue.buffering.max.kbytes", qkb, kerr, sizeof(kerr)) != 0 ||
-        conf_set(conf, "linger.ms", "5", kerr, sizeof(kerr)) != 0 ||
+        /* batches of many events per request to the broker: the events wait in the spool, so
+         * lingering costs no durability (a librdkafka property given in the config wins) */
+        conf_set(conf, "linger.ms", "50", kerr, sizeof(kerr)) != 0 ||
+        conf_set(conf, "statistics.interval.ms", stats_ms, kerr, sizeof(kerr)) != 0 ||
         /* Never give up on a record: it stays in the queue (bounded above) or in the spool. */
         conf_set(conf, "message.timeout.ms", "0", kerr, sizeof(kerr)) != 0 ||
         conf_set(conf, "socket.keepalive.enable", "true", kerr, sizeof(kerr)) != 0 ||
@@ -350,6 +580,7 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
     rd_kafka_conf_set_error_cb(conf, on_error);
     rd_kafka_conf_set_log_cb(conf, on_log);
+    rd_kafka_conf_set_stats_cb(conf, on_stats);
     pub->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr));
     if (pub->rk == NULL) {
         snprintf(err, errlen, "publisher: cannot create producer: %s", kerr);
@@ -364,6 +595,7 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     }
     atomic_store(&pub->kafka_up, 1);
     pub->last_ack_ms = tg_now_mono_ms();
+    pub->base_moved_ms = pub->last_ack_ms;
     if (pthread_create(&pub->thread, NULL, publisher_main, pub) != 0) {
         snprintf(err, errlen, "publisher: cannot start thread");
         goto fail;
@@ -500,6 +732,13 @@ void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b)
     tg_prom_counter(b, "tollgate_router_producer_queue_full_total",
                     "Produce calls refused because the producer queue was full",
                     atomic_load(&pub->queue_full));
+    tg_prom_counter(b, "tollgate_router_producer_pauses_total",
+                    "Times the events topic was paused while Kafka held acknowledgements back "
+                    "(a ready batch would make librdkafka spin)",
+                    atomic_load(&pub->pauses));
+    tg_prom_gauge(b, "tollgate_router_producer_paused",
+                  "1 while the events topic is paused for held acknowledgements",
+                  atomic_load(&pub->paused_shared));
     tg_prom_gauge(b, "tollgate_router_kafka_up", "1 when Kafka answered last",
                   atomic_load(&pub->kafka_up));
     tg_prom_header(b, "tollgate_router_delivery_errors_total", "counter",
@@ -512,3 +751,5 @@ void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b)
     }
     pthread_mutex_unlock(&pub->reasons_mu);
 }
+
+

@@ -240,7 +240,8 @@ static int resp_feed(struct rt_call *c)
     c->rchat.truncated = 0;
     if (rc != 0) {
         stream_fail(c, RT_ERR_INVALID_RESPONSE,
-                    rc == TG_ETOOBIG ? "answer text larger than limits.max_response_bytes"
+                    rc == TG_ETOOBIG ? "answer text (with reasoning signatures) larger than "
+                                       "limits.max_response_bytes"
                     : rc == TG_ENOMEM ? "out of memory"
                                       : "upstream sent a stream event that cannot be translated",
                     1);

@@ -38,6 +38,7 @@ static struct {
 static void *dns_main(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "tg-resolver"); /* in top, perf and /proc/PID/task */
     pthread_mutex_lock(&dns.mu);
     for (;;) {
         struct dns_entry *job = NULL;

@@ -38,7 +38,13 @@ struct rt_router {
     struct group *groups;
     struct dep_state *deps;
     struct rt_limiter *lim;
+    struct rt_teams *teams; /* borrowed, may be NULL */
 };
+
+void rt_router_set_teams(struct rt_router *router, struct rt_teams *teams)
+{
+    router->teams = teams;
+}
 
 /* ---- classification ---- */
 
@@ -588,6 +594,81 @@ static uint32_t pos_in_group(const struct rt_router *r, int g, uint32_t di)
 
 /* ---- the request API ---- */
 
+/* The limits of the key's team (key->team_id names it): the team's block, its models (the key
+ * may use only what both allow) and its rpm/tpm/parallel limits, counted under the team's
+ * subject. Returns 0 (p->has_team set when the team is known and has a limit to count), or
+ * non-zero with the plan rejected (401 team blocked or model not allowed, 429 team limit). */
+static int team_begin(struct rt_router *r, struct rt_plan *p, const struct rt_key *key,
+                      const char *model, int g, uint64_t now_ms)
+{
+    struct rt_teams_table *t = rt_teams_acquire(r->teams);
+    const struct rt_team_spec *team = rt_teams_lookup(t, key->team_id);
+    struct rt_limit_status st;
+    int rc = 0;
+
+    if (team == NULL)
+        goto out; /* not (yet) known here: the key's own limits apply */
+    if (team->blocked) {
+        outcome_msg(r, p, "Team is blocked (team_id=%s); an admin's /team/unblock lifts it",
+                    team->team_id);
+        reject(r, p, 401, "team_blocked", 0);
+        rc = TG_EDENIED;
+        goto out;
+    }
+    if (!rt_team_allows(team, model) && !rt_team_allows(team, r->groups[g].name)) {
+        outcome_msg(r, p, "Team not allowed to access model=%s (team_id=%s)", p->requested,
+                    team->team_id);
+        reject(r, p, 401, "team_model_not_allowed", 0);
+        rc = TG_EDENIED;
+        goto out;
+    }
+    if (team->rpm_limit < 0 && team->tpm_limit < 0 && team->max_parallel_requests < 0)
+        goto out;
+    if (rt_limiter_team_subject(team->team_id, p->team_subject) != 0)
+        goto out;
+    pthread_mutex_lock(&r->lock);
+    if (rt_limiter_key_check(r->lim, p->team_subject, NULL, team->rpm_limit, team->tpm_limit,
+                             now_ms, &st) != 0) {
+        rc = TG_ELIMIT;
+    } else {
+        int pr = rt_limiter_key_parallel_acquire(r->lim, p->team_subject,
+                                                 team->max_parallel_requests, &st);
+
+        if (pr == TG_ELIMIT)
+            rc = TG_ELIMIT;
+        else
+            p->team_parallel_held = pr == 0;
+    }
+    if (rc == 0 && (team->rpm_limit >= 0 || team->tpm_limit >= 0))
+        rt_limiter_key_admit(r->lim, p->team_subject, NULL, now_ms);
+    pthread_mutex_unlock(&r->lock);
+    if (rc != 0) {
+        outcome_msg(r, p,
+                    "Rate limit reached for team_id=%s: team %s limit %lld, remaining %lld",
+                    team->team_id, limit_kind_name(st.kind), (long long)st.limit,
+                    (long long)st.remaining);
+        reject(r, p, 429, "rate_limit", st.retry_after_s);
+        goto out;
+    }
+    p->has_team = 1;
+    p->team_tpm = team->tpm_limit;
+out:
+    rt_teams_release(&t);
+    return rc;
+}
+
+/* The key's own limit refused the request after its team's counted it: give back the team's
+ * parallel slot (the rpm admission stays counted, as a key's does when a later check fails). */
+static void team_undo(struct rt_router *r, struct rt_plan *p)
+{
+    if (!p->team_parallel_held)
+        return;
+    pthread_mutex_lock(&r->lock);
+    rt_limiter_key_parallel_release(r->lim, p->team_subject);
+    pthread_mutex_unlock(&r->lock);
+    p->team_parallel_held = 0;
+}
+
 int rt_router_begin(struct rt_router *router, const struct rt_key *key, const char *model,
                     int disable_fallbacks, uint64_t rnd, uint64_t now_ms, struct rt_plan *plan)
 {
@@ -635,6 +716,9 @@ int rt_router_begin(struct rt_router *router, const struct rt_key *key, const ch
         reject(r, p, 429, "budget_exceeded", 0);
         return TG_ELIMIT;
     }
+    if (key != NULL && key->team_id[0] != '\0' && r->teams != NULL &&
+        team_begin(r, p, key, model, g, now_ms) != 0)
+        return p->outcome.status == 429 ? TG_ELIMIT : TG_EDENIED;
     p->num_retries = key != NULL && key->num_retries >= 0 ? key->num_retries : r->cfg->num_retries;
     p->disable_fallbacks = disable_fallbacks || (key != NULL && key->disable_fallbacks);
     /* a key without a limit of its own has nothing to count here (the limiter would return at
@@ -660,6 +744,7 @@ int rt_router_begin(struct rt_router *router, const struct rt_key *key, const ch
             rt_limiter_key_admit(r->lim, key->hash, NULL, now_ms);
         pthread_mutex_unlock(&r->lock);
         if (rc != 0) {
+            team_undo(r, p);
             outcome_msg(r, p, "Rate limit reached for this key: %s limit %lld, remaining %lld",
                         limit_kind_name(st.kind), (long long)st.limit, (long long)st.remaining);
             reject(r, p, 429, "rate_limit", st.retry_after_s);
@@ -906,9 +991,9 @@ void rt_router_finish(struct rt_router *router, struct rt_plan *plan, uint64_t t
     }
     /* Tokens count only where a tpm limit reads them: the deployment's, the key's, or one of
      * the key's per-group limits. Nothing to release or count: no lock. */
-    if (p->in_flight_dep < 0 && !p->key_parallel_held &&
+    if (p->in_flight_dep < 0 && !p->key_parallel_held && !p->team_parallel_held &&
         !(tokens > 0 && p->outcome.served && p->last_dep >= 0 &&
-          (r->cfg->deployments[p->last_dep].tpm >= 0 ||
+          (r->cfg->deployments[p->last_dep].tpm >= 0 || (p->has_team && p->team_tpm >= 0) ||
            (p->key != NULL && (p->key->tpm_limit >= 0 || p->key->n_group_limits > 0))))) {
         p->done = 1;
         return;
@@ -923,6 +1008,12 @@ void rt_router_finish(struct rt_router *router, struct rt_plan *plan, uint64_t t
         rt_limiter_key_parallel_release(r->lim, p->key->hash);
         p->key_parallel_held = 0;
     }
+    if (p->team_parallel_held) {
+        rt_limiter_key_parallel_release(r->lim, p->team_subject);
+        p->team_parallel_held = 0;
+    }
+    if (tokens > 0 && p->outcome.served && p->last_dep >= 0 && p->has_team && p->team_tpm >= 0)
+        rt_limiter_key_tokens(r->lim, p->team_subject, NULL, tokens, now_ms);
     if (tokens > 0 && p->outcome.served && p->last_dep >= 0) {
         rt_limiter_deployment_tokens(r->lim, (uint32_t)p->last_dep, tokens, now_ms);
         if (p->key != NULL) {
@@ -1004,4 +1095,39 @@ int rt_router_deployment_state(struct rt_router *router, uint32_t idx, uint64_t 
     out->cooldowns = ds->cooldowns;
     pthread_mutex_unlock(&router->lock);
     return 0;
+}
+
+void rt_router_limits_enable(struct rt_router *router, uint64_t stale_ms)
+{
+    pthread_mutex_lock(&router->lock);
+    rt_limiter_global_enable(router->lim, stale_ms);
+    pthread_mutex_unlock(&router->lock);
+}
+
+uint32_t rt_router_limits_export(struct rt_router *router, uint64_t now_ms,
+                                 struct rt_limiter_sync_entry *out, uint32_t max,
+                                 uint32_t *cursor)
+{
+    uint32_t n;
+
+    pthread_mutex_lock(&router->lock);
+    n = rt_limiter_sync_export(router->lim, now_ms, out, max, cursor);
+    pthread_mutex_unlock(&router->lock);
+    return n;
+}
+
+void rt_router_limits_import(struct rt_router *router, const struct rt_limiter_sync_entry *in,
+                             uint32_t n, uint32_t replicas_seen, uint64_t now_ms)
+{
+    pthread_mutex_lock(&router->lock);
+    rt_limiter_sync_import(router->lim, in, n, replicas_seen, now_ms);
+    pthread_mutex_unlock(&router->lock);
+}
+
+void rt_router_limits_global(struct rt_router *router, uint64_t now_ms,
+                             struct rt_limiter_global_state *out)
+{
+    pthread_mutex_lock(&router->lock);
+    rt_limiter_global_get(router->lim, now_ms, out);
+    pthread_mutex_unlock(&router->lock);
 }

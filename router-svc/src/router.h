@@ -85,6 +85,7 @@
 #include "keys.h"
 #include "limiter.h"
 #include "proto_event.h"
+#include "teams.h"
 #include "trail.h"
 
 struct rt_mask;
@@ -192,6 +193,10 @@ struct rt_plan {
     uint32_t fallbacks;
     int32_t in_flight_dep; /* deployment handed out and not yet reported, -1 */
     int key_parallel_held;
+    int has_team;                                    /* the key's team is known: its limits apply */
+    char team_subject[RT_LIMITER_SUBJECT_MAX + 1];   /* the team's limiter subject */
+    int64_t team_tpm;                                /* the team's tpm_limit (RT_LIMIT_NONE) */
+    int team_parallel_held;
     int32_t last_dep; /* deployment of the last attempt, -1 */
     int32_t last_group;
     uint64_t rng; /* per-request random state */
@@ -223,6 +228,13 @@ struct rt_router;
  * Returns new (rt_router_destroy) or NULL with err. Main thread. */
 struct rt_router *rt_router_create(const struct rt_config *cfg, const struct rt_mask *mask,
                                    char *err, size_t errlen);
+
+/* rt_router_set_teams: the teams table (borrowed, outlives the router; NULL = none) whose
+ * limits apply to keys with a team_id: the team's models, block, rpm_limit, tpm_limit and
+ * max_parallel_requests (teams.h). rt_router_begin reads the current snapshot (a short lock,
+ * no I/O). A key naming a team the table does not hold is limited by its own limits only. Main
+ * thread, before requests are served. */
+void rt_router_set_teams(struct rt_router *router, struct rt_teams *teams);
 
 /* rt_router_destroy: free; sets *router to NULL; accepts NULL. After all requests ended. */
 void rt_router_destroy(struct rt_router **router);
@@ -291,5 +303,17 @@ void rt_router_set_input_tokens(struct rt_plan *plan, int64_t tokens);
  * Takes the mutex. */
 int rt_router_deployment_state(struct rt_router *router, uint32_t idx, uint64_t now_ms,
                                struct rt_deployment_state *out);
+
+/* Limits across replicas (limiter.h, limsync.h): the limiter's exchange, each under the router
+ * mutex for a copy only. rt_router_limits_enable: main thread, before serving. The others: the
+ * sync thread (and /metrics for _global). */
+void rt_router_limits_enable(struct rt_router *router, uint64_t stale_ms);
+uint32_t rt_router_limits_export(struct rt_router *router, uint64_t now_ms,
+                                 struct rt_limiter_sync_entry *out, uint32_t max,
+                                 uint32_t *cursor);
+void rt_router_limits_import(struct rt_router *router, const struct rt_limiter_sync_entry *in,
+                             uint32_t n, uint32_t replicas_seen, uint64_t now_ms);
+void rt_router_limits_global(struct rt_router *router, uint64_t now_ms,
+                             struct rt_limiter_global_state *out);
 
 #endif

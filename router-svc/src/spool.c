@@ -21,6 +21,7 @@
 #define SPOOL_MAGIC 0x314c4754u /* "TGL1" little endian */
 #define SPOOL_HDR_BYTES 28u
 #define SPOOL_SCAN_CHUNK 65536u
+#define SPOOL_READAHEAD (256u * 1024) /* the reader's buffer: one pread serves many records */
 
 struct spool_segment {
     uint64_t first_seq; /* seq of its first record; every seq in it is < the next one's */
@@ -43,6 +44,9 @@ struct rt_spool {
     uint64_t r_min_seq;           /* records below this are skipped */
     int rfd;                      /* open segment for reading, or -1 */
     uint64_t rfd_seg;             /* which segment rfd is */
+    unsigned char *ra;            /* read-ahead of rfd: SPOOL_READAHEAD bytes */
+    uint64_t ra_off;              /* file offset of ra[0] */
+    size_t ra_len;                /* valid bytes in ra; 0 after rfd changes */
     uint64_t acked_below;         /* checkpoint */
     _Atomic uint64_t st_appended;
     _Atomic uint64_t st_full;
@@ -92,23 +96,46 @@ static int pread_full(int fd, void *buf, size_t n, uint64_t off)
     return 0;
 }
 
-/* Validates the frame at off. Returns 1 valid (fills rec and payload), 0 invalid, TG_EIO. */
-static int frame_check(int fd, uint64_t size, uint64_t off, struct rt_spool_record *rec,
-                       void *buf, size_t cap)
+/* n bytes at off of the reader's segment (rfd), of which size are readable: from the read-ahead
+ * buffer, refilled with one pread of up to SPOOL_READAHEAD readable bytes when it does not hold
+ * them (a segment is append-only below its readable size, so buffered bytes never change).
+ * Without a buffer (sp NULL: recovery scans) a plain pread. Returns 0 or TG_EIO. */
+static int reader_pread(struct rt_spool *sp, int fd, void *dst, size_t n, uint64_t off,
+                        uint64_t size)
+{
+    if (sp == NULL || sp->ra == NULL || n > SPOOL_READAHEAD)
+        return pread_full(fd, dst, n, off);
+    if (off < sp->ra_off || off + n > sp->ra_off + sp->ra_len) {
+        size_t want = size - off < SPOOL_READAHEAD ? (size_t)(size - off) : SPOOL_READAHEAD;
+
+        sp->ra_len = 0;
+        if (want < n || pread_full(fd, sp->ra, want, off) != 0)
+            return TG_EIO;
+        sp->ra_off = off;
+        sp->ra_len = want;
+    }
+    memcpy(dst, sp->ra + (off - sp->ra_off), n);
+    return 0;
+}
+
+/* Validates the frame at off (through the reader's buffer when ra is given). Returns 1 valid
+ * (fills rec and payload), 0 invalid, TG_EIO. */
+static int frame_check(struct rt_spool *ra, int fd, uint64_t size, uint64_t off,
+                       struct rt_spool_record *rec, void *buf, size_t cap)
 {
     unsigned char hdr[SPOOL_HDR_BYTES];
     uint32_t len, crc;
 
     if (off + SPOOL_HDR_BYTES > size)
         return 0;
-    if (pread_full(fd, hdr, sizeof(hdr), off) != 0)
+    if (reader_pread(ra, fd, hdr, sizeof(hdr), off, size) != 0)
         return TG_EIO;
     if (get32(hdr) != SPOOL_MAGIC)
         return 0;
     len = get32(hdr + 4);
     if (len > RT_SPOOL_RECORD_MAX_BYTES || len > cap || off + SPOOL_HDR_BYTES + len > size)
         return 0;
-    if (len > 0 && pread_full(fd, buf, len, off + SPOOL_HDR_BYTES) != 0)
+    if (len > 0 && reader_pread(ra, fd, buf, len, off + SPOOL_HDR_BYTES, size) != 0)
         return TG_EIO;
     crc = tg_crc32c(0, hdr + 4, 20);
     crc = tg_crc32c(crc, buf, len);
@@ -122,7 +149,7 @@ static int frame_check(int fd, uint64_t size, uint64_t off, struct rt_spool_reco
 
 /* Reads the frame at *off, resynchronising on the next valid frame past corruption.
  * Returns 1 (frame read, *off past it), 0 (end of the readable bytes), or TG_EIO. */
-static int frame_next(struct rt_spool *sp, int fd, uint64_t size, uint64_t *off,
+static int frame_next(struct rt_spool *sp, int reader, int fd, uint64_t size, uint64_t *off,
                       struct rt_spool_record *rec, void *buf, size_t cap)
 {
     static const unsigned char magic[4] = {0x54, 0x47, 0x4c, 0x31};
@@ -130,7 +157,7 @@ static int frame_next(struct rt_spool *sp, int fd, uint64_t size, uint64_t *off,
     int rc;
 
     while (*off < size) {
-        rc = frame_check(fd, size, *off, rec, buf, cap);
+        rc = frame_check(reader ? sp : NULL, fd, size, *off, rec, buf, cap);
         if (rc < 0)
             goto out;
         if (rc == 1) {
@@ -299,7 +326,12 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
     }
     sp = calloc(1, sizeof(*sp));
     buf = malloc(RT_SPOOL_RECORD_MAX_BYTES);
-    if (sp == NULL || buf == NULL) {
+    if (sp != NULL) {
+        sp->wfd = -1;
+        sp->rfd = -1;
+        sp->ra = malloc(SPOOL_READAHEAD);
+    }
+    if (sp == NULL || buf == NULL || sp->ra == NULL) {
         snprintf(err, errlen, "spool: out of memory");
         goto fail;
     }
@@ -336,7 +368,7 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
             snprintf(err, errlen, "spool: cannot read %s: %s", path, strerror(errno));
             goto fail;
         }
-        while ((rc = frame_next(sp, fd, sp->segs[i].bytes, &off, &fr, buf,
+        while ((rc = frame_next(sp, 0, fd, sp->segs[i].bytes, &off, &fr, buf,
                                 RT_SPOOL_RECORD_MAX_BYTES)) == 1) {
             if (fr.seq >= r.acked_below)
                 r.pending++;
@@ -393,6 +425,7 @@ void rt_spool_close(struct rt_spool **spp)
     }
     pthread_mutex_destroy(&sp->mu);
     free(sp->segs);
+    free(sp->ra);
     free(sp);
 }
 
@@ -531,13 +564,14 @@ int rt_spool_read_next(struct rt_spool *sp, struct rt_spool_record *rec, void *b
 
             if (sp->rfd >= 0)
                 close(sp->rfd);
+            sp->ra_len = 0;
             seg_path(sp, sp->r_seg, path, sizeof(path));
             sp->rfd = open(path, O_RDONLY | O_CLOEXEC);
             if (sp->rfd < 0)
                 return TG_EIO;
             sp->rfd_seg = sp->r_seg;
         }
-        rc = frame_next(sp, sp->rfd, bytes, &sp->r_off, rec, buf, cap);
+        rc = frame_next(sp, 1, sp->rfd, bytes, &sp->r_off, rec, buf, cap);
         if (rc < 0)
             return rc;
         if (rc == 1) {
@@ -582,6 +616,7 @@ int rt_spool_ack_below(struct rt_spool *sp, uint64_t seq)
         if (sp->rfd >= 0 && sp->rfd_seg == sp->segs[0].first_seq) {
             close(sp->rfd);
             sp->rfd = -1;
+            sp->ra_len = 0;
         }
         remove_segment_at(sp, 0);
     }

@@ -15,7 +15,8 @@
  * max_bytes / segment_bytes + RT_SPOOL_EXTRA_SEGMENTS entries, set at open.
  *
  * Threads: rt_spool_append() from any request thread (one mutex, held for one write()); the
- * read, rewind, ack and sync calls from a single publisher thread. */
+ * read, rewind, ack and sync calls from a single publisher thread. The reader reads ahead: one
+ * pread of up to 256 KiB of the segment's written bytes serves the records in it. */
 #ifndef RT_SPOOL_H
 #define RT_SPOOL_H
 

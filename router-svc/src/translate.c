@@ -165,29 +165,153 @@ static json_t *anth_image_part(const json_t *b, const char *where, char *err, si
     return part;
 }
 
-/* A tool_result's content as an OpenAI tool message's content (text only). */
-static json_t *anth_result_content(const json_t *c, const char *where, char *err, size_t errlen)
+/* An Anthropic document block (at where) as an OpenAI file part: a base64 PDF as file_data (a
+ * data: URL), its title as the filename. What OpenAI chat has no place for (another source or
+ * type, context, citations) is refused naming it. New, or NULL with err (untouched when out of
+ * memory). */
+static json_t *anth_document_part(const json_t *b, const char *where, char *err, size_t errlen)
 {
-    char *text;
-    json_t *out;
+    const json_t *src = json_object_get(b, "source");
+    const char *st = json_string_value(json_object_get(src, "type"));
+    const char *mt = json_string_value(json_object_get(src, "media_type"));
+    const char *data = json_string_value(json_object_get(src, "data"));
+    const json_t *title = json_object_get(b, "title");
+    json_t *part, *file;
+    char *u;
 
-    if (text_only(c, where, "an OpenAI tool message", err, errlen) != 0)
+    if (st == NULL || strcmp(st, "base64") != 0 || mt == NULL ||
+        strcmp(mt, "application/pdf") != 0 || data == NULL) {
+        snprintf(err, errlen, "%s.source: only a base64 application/pdf document can be "
+                 "translated to an OpenAI file part", where);
         return NULL;
-    text = content_text(c);
-    out = json_string(text != NULL ? text : "");
+    }
+    if (given(b, "context")) {
+        snprintf(err, errlen, "%s.context: OpenAI chat has no equivalent", where);
+        return NULL;
+    }
+    if (json_is_true(json_object_get(json_object_get(b, "citations"), "enabled"))) {
+        snprintf(err, errlen, "%s.citations: OpenAI chat has no equivalent", where);
+        return NULL;
+    }
+    if (title != NULL && !json_is_null(title) && !json_is_string(title)) {
+        snprintf(err, errlen, "%s.title: must be a string", where);
+        return NULL;
+    }
+    u = malloc(strlen(data) + 32);
+    if (u == NULL)
+        return NULL;
+    sprintf(u, "data:application/pdf;base64,%s", data);
+    file = json_pack("{s:s}", "file_data", u);
+    free(u);
+    if (file != NULL && json_is_string(title))
+        json_object_set(file, "filename", (json_t *)title);
+    part = json_pack("{s:s,s:o}", "type", "file", "file", file);
+    return part;
+}
+
+/* text with the error mark before it (RT_TRANSLATE_TOOL_ERROR_MARK, a space between when
+ * text is not empty). New string (free) or NULL. */
+static char *error_marked(const char *text)
+{
+    size_t ml = strlen(RT_TRANSLATE_TOOL_ERROR_MARK), tl = strlen(text);
+    char *s = malloc(ml + 1 + tl + 1);
+
+    if (s == NULL)
+        return NULL;
+    memcpy(s, RT_TRANSLATE_TOOL_ERROR_MARK, ml);
+    if (tl > 0) {
+        s[ml] = ' ';
+        memcpy(s + ml + 1, text, tl + 1);
+    } else {
+        s[ml] = '\0';
+    }
+    return s;
+}
+
+/* A tool_result block b (at where) as an OpenAI tool message's content: its text (is_error
+ * marked), or, when it holds images or PDF documents and opts has RT_TRANSLATE_TOOL_MEDIA, an
+ * array of text, image_url and file parts (the mark first). Other blocks, and images without
+ * the option, are refused naming them. New, or NULL with err (err untouched when out of memory). */
+static json_t *anth_result_content(const json_t *b, const char *where, unsigned opts, char *err,
+                                   size_t errlen)
+{
+    const json_t *c = json_object_get(b, "content");
+    int is_error = json_is_true(json_object_get(b, "is_error"));
+    json_t *parts = NULL, *x, *out = NULL;
+    char *text = NULL, *marked;
+    int images = 0;
+    size_t k;
+
+    if (json_is_array(c)) {
+        parts = json_array();
+        if (parts == NULL)
+            return NULL;
+        json_array_foreach(c, k, x) {
+            const char *t = json_string_value(json_object_get(x, "type"));
+            char inner[96];
+            json_t *p;
+
+            snprintf(inner, sizeof(inner), "%s.content[%zu]", where, k);
+            if (t != NULL && strcmp(t, "text") == 0 && json_is_string(json_object_get(x, "text"))) {
+                p = json_pack("{s:s,s:O}", "type", "text", "text", json_object_get(x, "text"));
+            } else if (t != NULL && strcmp(t, "image") == 0) {
+                if (!(opts & RT_TRANSLATE_TOOL_MEDIA)) {
+                    snprintf(err, errlen, "%s: an image in a tool_result cannot be translated: "
+                             "an OpenAI tool message takes text only", inner);
+                    goto out;
+                }
+                p = anth_image_part(x, inner, err, errlen);
+                images = 1;
+            } else if (t != NULL && strcmp(t, "document") == 0 &&
+                       (opts & RT_TRANSLATE_TOOL_MEDIA)) {
+                p = anth_document_part(x, inner, err, errlen);
+                images = 1;
+            } else {
+                snprintf(err, errlen, "%s.type: \"%.32s\" in a tool_result cannot be "
+                         "translated to OpenAI chat", inner, t != NULL ? t : "(none)");
+                goto out;
+            }
+            if (p == NULL)
+                goto out;
+            json_array_append_new(parts, p);
+        }
+    }
+    if (images) {
+        if (is_error)
+            json_array_insert_new(parts, 0, json_pack("{s:s,s:s}", "type", "text", "text",
+                                                      RT_TRANSLATE_TOOL_ERROR_MARK));
+        out = parts;
+        parts = NULL;
+        goto out;
+    }
+    text = parts != NULL ? content_text(parts)
+                         : strdup(json_is_string(c) ? json_string_value(c) : "");
+    if (text == NULL)
+        goto out;
+    if (is_error) {
+        marked = error_marked(text);
+        free(text);
+        text = marked;
+        if (text == NULL)
+            goto out;
+    }
+    out = json_string(text);
+out:
     free(text);
+    json_decref(parts);
     return out;
 }
 
 /* One Anthropic message (index i) appended to msgs as OpenAI messages: a user turn's tool
  * results first, as tool messages, then the rest; an assistant turn's tool_use blocks as its
  * tool_calls. 0, or TG_EINVAL with err. */
-static int anth_message(const json_t *m, size_t i, json_t *msgs, char *err, size_t errlen)
+static int anth_message(const json_t *m, size_t i, unsigned opts, json_t *msgs, char *err,
+                        size_t errlen)
 {
     const char *role = json_string_value(json_object_get(m, "role"));
     const json_t *content = json_object_get(m, "content");
     int assistant;
-    json_t *parts = NULL, *calls = NULL, *b, *msg;
+    json_t *parts = NULL, *calls = NULL, *b, *msg, *thinking = NULL;
     char where[64];
     int images = 0, rc = TG_EINVAL, results = 0;
     size_t k;
@@ -229,6 +353,12 @@ static int anth_message(const json_t *m, size_t i, json_t *msgs, char *err, size
                 goto out;
             json_array_append_new(parts, p);
             images = 1;
+        } else if (strcmp(type, "document") == 0 && !assistant) {
+            p = anth_document_part(b, where, err, errlen);
+            if (p == NULL)
+                goto out;
+            json_array_append_new(parts, p);
+            images = 1; /* the content stays an array of parts */
         } else if (strcmp(type, "tool_use") == 0 && assistant) {
             const json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name");
             const json_t *input = json_object_get(b, "input");
@@ -245,14 +375,12 @@ static int anth_message(const json_t *m, size_t i, json_t *msgs, char *err, size
             free(args);
         } else if (strcmp(type, "tool_result") == 0 && !assistant) {
             const json_t *id = json_object_get(b, "tool_use_id");
-            const json_t *c = json_object_get(b, "content");
 
             if (!json_is_string(id)) {
                 snprintf(err, errlen, "%s.tool_use_id: must be a string", where);
                 goto out;
             }
-            p = json_is_array(c) ? anth_result_content(c, where, err, errlen)
-                                 : json_string(json_is_string(c) ? json_string_value(c) : "");
+            p = anth_result_content(b, where, opts, err, errlen);
             if (p == NULL)
                 goto out;
             /* the tool messages answer the previous assistant turn's calls: they come first */
@@ -261,7 +389,24 @@ static int anth_message(const json_t *m, size_t i, json_t *msgs, char *err, size
             results++;
         } else if ((strcmp(type, "thinking") == 0 || strcmp(type, "redacted_thinking") == 0) &&
                    assistant) {
-            continue; /* OpenAI chat takes no reasoning as input */
+            const int red = type[0] == 'r';
+            const json_t *th = json_object_get(b, red ? "data" : "thinking");
+            const json_t *sig = json_object_get(b, "signature");
+
+            if (!(opts & RT_TRANSLATE_THINKING_BLOCKS))
+                continue; /* OpenAI chat takes no reasoning as input */
+            if (!json_is_string(th) || (!red && !json_is_string(sig))) {
+                snprintf(err, errlen, "%s.%s: expected a string", where,
+                         !json_is_string(th) ? (red ? "data" : "thinking") : "signature");
+                goto out;
+            }
+            if (thinking == NULL)
+                thinking = json_array();
+            json_array_append_new(thinking,
+                                  red ? json_pack("{s:s,s:O}", "type", "redacted_thinking",
+                                                  "data", th)
+                                      : json_pack("{s:s,s:O,s:O}", "type", "thinking",
+                                                  "thinking", th, "signature", sig));
         } else {
             snprintf(err, errlen, "%s.type: \"%.32s\" in a%s message cannot be translated to "
                      "OpenAI chat", where, type, assistant ? "n assistant" : " user");
@@ -279,6 +424,8 @@ static int anth_message(const json_t *m, size_t i, json_t *msgs, char *err, size
         free(text);
         if (json_array_size(calls) > 0)
             json_object_set(msg, "tool_calls", calls);
+        if (thinking != NULL)
+            json_object_set(msg, "thinking_blocks", thinking);
         json_array_append_new(msgs, msg);
     } else if (json_array_size(parts) > 0 || results == 0) {
         if (images) {
@@ -295,6 +442,7 @@ static int anth_message(const json_t *m, size_t i, json_t *msgs, char *err, size
 out:
     json_decref(parts);
     json_decref(calls);
+    json_decref(thinking);
     return rc;
 }
 
@@ -388,6 +536,12 @@ static int anth_thinking(const json_t *req, json_t *out, char *err, size_t errle
 json_t *rt_translate_messages_to_chat(const json_t *req, const char *model, char *err,
                                       size_t errlen)
 {
+    return rt_translate_messages_to_chat_opts(req, model, 0, err, errlen);
+}
+
+json_t *rt_translate_messages_to_chat_opts(const json_t *req, const char *model, unsigned opts,
+                                           char *err, size_t errlen)
+{
     static const char *const refused[] = {"top_k", "mcp_servers", "container"};
     json_t *out = NULL;
     json_t *msgs = NULL;
@@ -414,7 +568,7 @@ json_t *rt_translate_messages_to_chat(const json_t *req, const char *model, char
         }
     }
     json_array_foreach(in_msgs, i, m) {
-        if (anth_message(m, i, msgs, err, errlen) != 0)
+        if (anth_message(m, i, opts, msgs, err, errlen) != 0)
             goto fail;
     }
     json_object_set_new(out, "messages", msgs);
@@ -466,14 +620,33 @@ static json_t *chat_image_block(const json_t *image_url, char *err, size_t errle
     return NULL;
 }
 
-/* An OpenAI content array as Anthropic blocks appended to blocks (text and images; other part
- * types are refused, naming the type). 0 or TG_EINVAL with err. */
-static int chat_blocks(const json_t *content, json_t *blocks, char *err, size_t errlen)
+/* An OpenAI file part's file object (part k) as an Anthropic document block: a PDF given as
+ * a data: URL as a base64 source, its filename as the title. New or NULL with err. */
+static json_t *chat_file_block(const json_t *file, size_t k, char *err, size_t errlen)
+{
+    const char *data, *filename;
+    json_t *b;
+
+    if (rt_dialect_pdf(file, k, &data, &filename, err, errlen) != 0)
+        return NULL;
+    b = json_pack("{s:s,s:{s:s,s:s,s:s}}", "type", "document", "source", "type", "base64",
+                  "media_type", "application/pdf", "data", data);
+    if (b != NULL && filename != NULL)
+        json_object_set_new(b, "title", json_string(filename));
+    return b;
+}
+
+/* An OpenAI content array as Anthropic blocks appended to blocks (text and images; a user's
+ * PDF file parts, files, as document blocks; other part types are refused, naming the type).
+ * 0 or TG_EINVAL with err. */
+static int chat_blocks(const json_t *content, json_t *blocks, int files, char *err,
+                       size_t errlen)
 {
     size_t i;
     json_t *b;
 
-    if (rt_dialect_content(content, blocks, chat_image_block, 1, err, errlen) != 0)
+    if (rt_dialect_content(content, blocks, chat_image_block, files ? chat_file_block : NULL, 1,
+                           err, errlen) != 0)
         return TG_EINVAL;
     json_array_foreach(blocks, i, b) {
         if (!given(b, "type"))
@@ -514,21 +687,48 @@ static json_t *chat_tool_result(const json_t *m, size_t i, char *err, size_t err
 {
     const json_t *id = json_object_get(m, "tool_call_id");
     const json_t *c = json_object_get(m, "content");
-    char where[32];
-    char *text;
-    json_t *b;
+    json_t *b, *k, *blocks = NULL;
+    char *text = NULL;
+    int is_error, media = 0;
+    size_t n;
 
     if (!json_is_string(id)) {
         snprintf(err, errlen, "messages[%zu].tool_call_id: must be a string", i);
         return NULL;
     }
-    snprintf(where, sizeof(where), "messages[%zu]", i);
-    if (text_only(c, where, "a tool message", err, errlen) != 0)
+    json_array_foreach(c, n, k) {
+        const char *t = json_string_value(json_object_get(k, "type"));
+
+        if (t != NULL && strcmp(t, "image_url") == 0) {
+            media = 1;
+        } else if (t == NULL || strcmp(t, "text") != 0) {
+            snprintf(err, errlen, "messages[%zu].content[%zu]: a tool message takes text and "
+                     "images only, not \"%.32s\"", i, n, t != NULL ? t : "(none)");
+            return NULL;
+        }
+    }
+    c = rt_dialect_tool_content(c, &is_error);
+    if (c == NULL)
         return NULL;
-    text = content_text(c);
-    b = json_pack("{s:s,s:O,s:s}", "type", "tool_result", "tool_use_id", id, "content",
-                  text != NULL ? text : "");
+    if (media) {
+        /* a tool_result's content takes text and image blocks */
+        blocks = json_array();
+        if (blocks == NULL || chat_blocks(c, blocks, 0, err, errlen) != 0) {
+            json_decref(blocks);
+            json_decref((json_t *)c);
+            return NULL;
+        }
+        b = json_pack("{s:s,s:O,s:o}", "type", "tool_result", "tool_use_id", id, "content",
+                      blocks);
+    } else {
+        text = content_text(c);
+        b = json_pack("{s:s,s:O,s:s}", "type", "tool_result", "tool_use_id", id, "content",
+                      text != NULL ? text : "");
+    }
     free(text);
+    json_decref((json_t *)c);
+    if (b != NULL && is_error)
+        json_object_set_new(b, "is_error", json_true());
     return b;
 }
 
@@ -540,7 +740,11 @@ static json_t *chat_assistant(const json_t *m, size_t i, char *err, size_t errle
     json_t *blocks = json_array(), *tc;
     size_t k;
 
-    if (json_is_array(c) && chat_blocks(c, blocks, err, errlen) != 0)
+    /* the turn's thinking first, signatures unchanged: Anthropic checks them when tools are
+     * used with extended thinking */
+    if (rt_dialect_thinking_blocks(m, i, blocks, 0, err, errlen) != 0)
+        goto fail;
+    if (json_is_array(c) && chat_blocks(c, blocks, 0, err, errlen) != 0)
         goto fail;
     if (json_is_string(c) && json_string_length(c) > 0)
         json_array_append_new(blocks, json_pack("{s:s,s:O}", "type", "text", "text", c));
@@ -714,6 +918,43 @@ static int system_append(char **system, size_t *system_len, const char *text)
     return 0;
 }
 
+/* Anthropic refuses tool_use and tool_result blocks in a request without tools; OpenAI takes
+ * them, and its clients often leave the tools out of the turn that carries the results. The
+ * tools the history's tool_use blocks name are declared then, each with an open object
+ * schema. */
+static void history_tools(json_t *out)
+{
+    const json_t *msgs = json_object_get(out, "messages");
+    json_t *list, *m, *b;
+    size_t i, k;
+
+    if (json_object_get(out, "tools") != NULL)
+        return;
+    list = json_array();
+    json_array_foreach(msgs, i, m) {
+        json_array_foreach(json_object_get(m, "content"), k, b) {
+            const char *name = json_string_value(json_object_get(b, "name"));
+            size_t j;
+            json_t *t;
+            int seen = 0;
+
+            if (!rt_tr_str_eq(json_object_get(b, "type"), "tool_use") || name == NULL)
+                continue;
+            json_array_foreach(list, j, t) {
+                seen = seen || strcmp(json_string_value(json_object_get(t, "name")), name) == 0;
+            }
+            if (!seen)
+                json_array_append_new(list, json_pack("{s:s,s:{s:s,s:{}}}", "name", name,
+                                                      "input_schema", "type", "object",
+                                                      "properties"));
+        }
+    }
+    if (json_array_size(list) > 0)
+        json_object_set_new(out, "tools", list);
+    else
+        json_decref(list);
+}
+
 json_t *rt_translate_chat_to_messages(const json_t *req, const char *model, char *err,
                                       size_t errlen)
 {
@@ -783,6 +1024,7 @@ json_t *rt_translate_chat_to_messages(const json_t *req, const char *model, char
             if (blocks == NULL)
                 goto fail;
             if (json_array_size(json_object_get(m, "tool_calls")) == 0 &&
+                json_array_size(json_object_get(m, "thinking_blocks")) == 0 &&
                 !json_is_array(content)) {
                 /* text only: a string, as before */
                 json_decref(blocks);
@@ -804,7 +1046,7 @@ json_t *rt_translate_chat_to_messages(const json_t *req, const char *model, char
         }
         if (json_is_array(content) || results != NULL) {
             blocks = json_array();
-            if (json_is_array(content) && chat_blocks(content, blocks, err, errlen) != 0) {
+            if (json_is_array(content) && chat_blocks(content, blocks, 1, err, errlen) != 0) {
                 json_decref(blocks);
                 goto fail;
             }
@@ -834,6 +1076,7 @@ json_t *rt_translate_chat_to_messages(const json_t *req, const char *model, char
     msgs = NULL;
     if (chat_max_tokens(req, out, err, errlen) != 0 || chat_tools(req, out, err, errlen) != 0)
         goto fail;
+    history_tools(out);
     copy_field(out, "temperature", req, "temperature");
     copy_field(out, "top_p", req, "top_p");
     if (json_is_string(stop))
@@ -988,7 +1231,23 @@ json_t *rt_translate_chat_resp_to_messages(const json_t *resp, const char *model
     if (!json_is_object(msg))
         return NULL;
     content = json_array();
-    if (json_is_string(reasoning) && json_string_length(reasoning) > 0)
+    /* thinking_blocks (LiteLLM's field, from Bedrock Converse) carry the signatures: they are
+     * the thinking when there are any; else reasoning_content is, unsigned */
+    json_array_foreach(json_object_get(msg, "thinking_blocks"), k, tc) {
+        const json_t *th = json_object_get(tc, "thinking"), *sig = json_object_get(tc, "signature");
+        const json_t *data = json_object_get(tc, "data");
+
+        if (rt_tr_str_eq(json_object_get(tc, "type"), "thinking") && json_is_string(th) &&
+            json_is_string(sig))
+            json_array_append_new(content, json_pack("{s:s,s:O,s:O}", "type", "thinking",
+                                                     "thinking", th, "signature", sig));
+        else if (rt_tr_str_eq(json_object_get(tc, "type"), "redacted_thinking") &&
+                 json_is_string(data))
+            json_array_append_new(content, json_pack("{s:s,s:O}", "type", "redacted_thinking",
+                                                     "data", data));
+    }
+    if (json_array_size(content) == 0 && json_is_string(reasoning) &&
+        json_string_length(reasoning) > 0)
         json_array_append_new(content, json_pack("{s:s,s:O,s:s}", "type", "thinking", "thinking",
                                                  reasoning, "signature", ""));
     text = content_text(json_object_get(msg, "content"));
@@ -1023,6 +1282,34 @@ json_t *rt_translate_chat_resp_to_messages(const json_t *resp, const char *model
                     rt_tr_messages_usage(rt_tr_int_or_zero(usage, "prompt_tokens"), rt_tr_chat_cached(usage), 0,
                                    rt_tr_int_or_zero(usage, "completion_tokens")));
     return out;
+}
+
+/* An Anthropic answer's thinking and redacted_thinking blocks as LiteLLM's thinking_blocks, in
+ * order, signatures and data unchanged (the client sends them back with a tool's result); a
+ * thinking block without a signature is reasoning_content only. New array, or NULL when there
+ * are none. */
+static json_t *thinking_blocks_of(const json_t *content)
+{
+    json_t *tb = NULL, *b;
+    size_t i;
+
+    json_array_foreach(content, i, b) {
+        const json_t *type = json_object_get(b, "type");
+        const json_t *th = json_object_get(b, "thinking"), *sig = json_object_get(b, "signature");
+        const json_t *data = json_object_get(b, "data");
+        json_t *e = NULL;
+
+        if (rt_tr_str_eq(type, "thinking") && json_is_string(th) && json_is_string(sig))
+            e = json_pack("{s:s,s:O,s:O}", "type", "thinking", "thinking", th, "signature", sig);
+        else if (rt_tr_str_eq(type, "redacted_thinking") && json_is_string(data))
+            e = json_pack("{s:s,s:O}", "type", "redacted_thinking", "data", data);
+        if (e == NULL)
+            continue;
+        if (tb == NULL)
+            tb = json_array();
+        json_array_append_new(tb, e);
+    }
+    return tb;
 }
 
 json_t *rt_translate_messages_resp_to_chat(const json_t *resp, const char *model,
@@ -1074,6 +1361,12 @@ json_t *rt_translate_messages_resp_to_chat(const json_t *resp, const char *model
         json_object_set_new(msg, "content", json_null());
     if (thinking != NULL && thinking[0] != '\0')
         json_object_set_new(msg, "reasoning_content", json_string(thinking));
+    {
+        json_t *tb = thinking_blocks_of(content);
+
+        if (tb != NULL)
+            json_object_set_new(msg, "thinking_blocks", tb);
+    }
     if (json_array_size(calls) > 0)
         json_object_set(msg, "tool_calls", calls);
     else if (json_text != NULL && strcmp(finish, "tool_calls") == 0)

@@ -46,5 +46,17 @@ json_t *rt_tr_resp_usage(json_int_t input, json_int_t cached, json_int_t output,
 /* Responses: the status of an answer whose chat finish_reason was f ("completed", or
  * "incomplete" with *reason max_output_tokens or content_filter; *reason NULL otherwise). */
 const char *rt_tr_resp_status(const char *f, const char **reason);
+/* Responses: 1 when the request's include asks for reasoning.encrypted_content. */
+int rt_tr_resp_wants_enc(const json_t *req);
+/* Responses: a reasoning item's encrypted_content for a thinking block's signature (redacted
+ * 0) or a redacted block's data (redacted 1), val[0, n) (RT_TRANSLATE_REASONING_ENC_PREFIX,
+ * translate.h). New NUL-terminated string (free), *len its length; NULL when out of memory. */
+char *rt_tr_reasoning_encode(int redacted, const char *val, size_t n, size_t *len);
+/* Responses: encrypted_content s[0, n) decoded. 0 with *redacted and *val (new JSON string:
+ * the signature or the data); 1 when s is not one of ours (no prefix: left alone); TG_EINVAL
+ * with err (what is wrong, without the field's name) when it has the prefix but does not
+ * decode; TG_ENOMEM. Work and memory linear in n. */
+int rt_tr_reasoning_decode(const char *s, size_t n, int *redacted, json_t **val, char *err,
+                           size_t errlen);
 
 #endif

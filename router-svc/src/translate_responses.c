@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "providers/provider.h"
 #include "tg_err.h"
 #include "translate_int.h"
 
@@ -24,6 +25,128 @@ static void copy_member(json_t *dst, const char *dname, const json_t *src, const
 
     if (v != NULL && !json_is_null(v))
         json_object_set(dst, dname, v);
+}
+
+/* ---- reasoning.encrypted_content: the router's own, versioned (translate.h) ---- */
+
+/* The value of base64url character c, or -1. */
+static int b64url_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '-')
+        return 62;
+    if (c == '_')
+        return 63;
+    return -1;
+}
+
+int rt_tr_resp_wants_enc(const json_t *req)
+{
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(json_object_get(req, "include"), i, v) {
+        if (rt_tr_str_eq(v, "reasoning.encrypted_content"))
+            return 1;
+    }
+    return 0;
+}
+
+char *rt_tr_reasoning_encode(int redacted, const char *val, size_t n, size_t *len)
+{
+    size_t plen = strlen(RT_TRANSLATE_REASONING_ENC_PREFIX);
+    json_t *o = json_object();
+    char *js = NULL, *out = NULL;
+    size_t jl, cap;
+
+    if (o == NULL)
+        return NULL;
+    /* "t" first: jansson writes members in the order they were set */
+    if (json_object_set_new(o, "t", json_string(redacted ? "redacted" : "thinking")) != 0 ||
+        json_object_set_new(o, redacted ? "d" : "s", json_stringn(val, n)) != 0)
+        goto out;
+    js = json_dumps(o, JSON_COMPACT);
+    if (js == NULL)
+        goto out;
+    jl = strlen(js);
+    cap = plen + (jl + 2) / 3 * 4 + 1;
+    out = malloc(cap);
+    if (out == NULL)
+        goto out;
+    memcpy(out, RT_TRANSLATE_REASONING_ENC_PREFIX, plen);
+    *len = plen + rt_base64(js, jl, out + plen, cap - plen, 1);
+out:
+    free(js);
+    json_decref(o);
+    return out;
+}
+
+int rt_tr_reasoning_decode(const char *s, size_t n, int *redacted, json_t **val, char *err,
+                           size_t errlen)
+{
+    size_t plen = strlen(RT_TRANSLATE_REASONING_ENC_PREFIX);
+    unsigned char *buf = NULL;
+    json_t *o = NULL;
+    const json_t *t, *v;
+    size_t i, bl = 0;
+    unsigned long acc = 0;
+    int bits = 0, rc = TG_EINVAL;
+
+    *val = NULL;
+    if (n < plen || memcmp(s, RT_TRANSLATE_REASONING_ENC_PREFIX, plen) != 0)
+        return 1;
+    s += plen;
+    n -= plen;
+    if (n % 4 == 1) {
+        snprintf(err, errlen, "not valid base64url after \"%s\"",
+                 RT_TRANSLATE_REASONING_ENC_PREFIX);
+        return TG_EINVAL;
+    }
+    buf = malloc(n / 4 * 3 + 3);
+    if (buf == NULL)
+        return TG_ENOMEM;
+    for (i = 0; i < n; i++) {
+        int d = b64url_value((unsigned char)s[i]);
+
+        if (d < 0) {
+            snprintf(err, errlen, "not valid base64url after \"%s\"",
+                     RT_TRANSLATE_REASONING_ENC_PREFIX);
+            goto out;
+        }
+        acc = (acc << 6 | (unsigned long)d) & 0xffffffUL;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            buf[bl++] = (unsigned char)(acc >> bits & 0xff);
+        }
+    }
+    if (bits > 0 && (acc & ((1UL << bits) - 1)) != 0) {
+        /* bits left over that no byte takes: not what the router wrote */
+        snprintf(err, errlen, "not valid base64url after \"%s\"",
+                 RT_TRANSLATE_REASONING_ENC_PREFIX);
+        goto out;
+    }
+    o = json_loadb((const char *)buf, bl, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
+    t = json_object_get(o, "t");
+    if (rt_tr_str_eq(t, "thinking") || rt_tr_str_eq(t, "redacted")) {
+        *redacted = rt_tr_str_eq(t, "redacted");
+        v = json_object_get(o, *redacted ? "d" : "s");
+        if (json_is_string(v) && json_object_size(o) == 2) {
+            *val = json_incref((json_t *)v);
+            rc = 0;
+            goto out;
+        }
+    }
+    snprintf(err, errlen, "not a reasoning block written by this router");
+out:
+    json_decref(o);
+    free(buf);
+    return rc;
 }
 
 /* ---- Responses request -> chat request ---- */
@@ -63,9 +186,20 @@ static int request_refused(const json_t *req, char *err, size_t errlen)
         return TG_EINVAL;
     }
     v = json_object_get(req, "include");
-    if (v != NULL && !json_is_null(v) && (!json_is_array(v) || json_array_size(v) > 0)) {
-        snprintf(err, errlen, "include: extra output data is not available through chat "
-                              "completions");
+    if (v != NULL && !json_is_null(v) && !json_is_array(v)) {
+        snprintf(err, errlen, "include: must be an array");
+        return TG_EINVAL;
+    }
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const json_t *e = json_array_get(v, i);
+
+        /* reasoning.encrypted_content: the router's own (thinking signatures), see
+         * RT_TRANSLATE_REASONING_ENC_PREFIX */
+        if (rt_tr_str_eq(e, "reasoning.encrypted_content"))
+            continue;
+        snprintf(err, errlen, "include[%zu]: \"%.64s\": extra output data is not available "
+                 "through chat completions (reasoning.encrypted_content is)", i,
+                 json_is_string(e) ? json_string_value(e) : "(not a string)");
         return TG_EINVAL;
     }
     v = json_object_get(req, "truncation");
@@ -93,8 +227,34 @@ static json_t *image_part(const json_t *p, const char *where, char *err, size_t 
     return iu != NULL ? json_pack("{s:s,s:o}", "type", "image_url", "image_url", iu) : NULL;
 }
 
+/* An input_file part as a chat file part: file_data (a data: URL) and filename as they are;
+ * a file by file_id or file_url is refused (the router holds no uploads and fetches nothing).
+ * New, or NULL with err (where names the part). */
+static json_t *file_part(const json_t *p, const char *where, char *err, size_t errlen)
+{
+    const json_t *data = json_object_get(p, "file_data");
+    const json_t *name = json_object_get(p, "filename");
+    json_t *f;
+
+    if (given(p, "file_id") || given(p, "file_url") || !json_is_string(data)) {
+        snprintf(err, errlen, "%s.%s: files are translated from file_data only, not by id or "
+                 "URL", where, given(p, "file_id") ? "file_id"
+                                : given(p, "file_url") ? "file_url" : "file_data");
+        return NULL;
+    }
+    if (name != NULL && !json_is_null(name) && !json_is_string(name)) {
+        snprintf(err, errlen, "%s.filename: must be a string", where);
+        return NULL;
+    }
+    f = json_pack("{s:O}", "file_data", data);
+    if (f != NULL && json_is_string(name))
+        json_object_set(f, "filename", (json_t *)name);
+    return f != NULL ? json_pack("{s:s,s:o}", "type", "file", "file", f) : NULL;
+}
+
 /* A message item's content (a string or parts) as chat content for role. User messages keep
- * images (parts array); the other roles take text only (a string). New, or NULL with err. */
+ * images and files (parts array); the other roles take text only (a string). New, or NULL with
+ * err. */
 static json_t *message_content(const json_t *content, const char *role, const char *where,
                                char *err, size_t errlen)
 {
@@ -147,8 +307,10 @@ static json_t *message_content(const json_t *content, const char *role, const ch
             }
             continue;
         }
-        if (t != NULL && strcmp(t, "input_image") == 0 && user) {
-            json_t *ip = image_part(p, pw, err, errlen);
+        if (t != NULL && (strcmp(t, "input_image") == 0 || strcmp(t, "input_file") == 0) &&
+            user) {
+            json_t *ip = strcmp(t, "input_image") == 0 ? image_part(p, pw, err, errlen)
+                                                       : file_part(p, pw, err, errlen);
 
             if (ip == NULL || json_array_append_new(parts, ip) != 0)
                 goto fail;
@@ -156,8 +318,9 @@ static json_t *message_content(const json_t *content, const char *role, const ch
         }
         snprintf(err, errlen, "%s: a part of type \"%.32s\" cannot be translated%s", pw,
                  t != NULL ? t : "(none)",
-                 t != NULL && strcmp(t, "input_image") == 0 ? " in a message not from the user"
-                                                            : "");
+                 t != NULL && (strcmp(t, "input_image") == 0 || strcmp(t, "input_file") == 0)
+                     ? " in a message not from the user"
+                     : "");
         goto fail;
     }
     if (user)
@@ -203,10 +366,29 @@ static json_t *call_output(const json_t *output, const char *where, char *err, s
     return parts;
 }
 
+/* The assistant message m takes the thinking blocks waiting in *pending (reasoning items of
+ * its turn), which start again empty. 0 or TG_ENOMEM. */
+static int take_pending(json_t *m, json_t **pending)
+{
+    json_t *fresh;
+    int rc;
+
+    if (json_array_size(*pending) == 0)
+        return 0;
+    fresh = json_array();
+    if (fresh == NULL)
+        return TG_ENOMEM;
+    /* set_new takes *pending even when it fails */
+    rc = json_object_set_new(m, "thinking_blocks", *pending);
+    *pending = fresh;
+    return rc != 0 ? TG_ENOMEM : 0;
+}
+
 /* A function_call item appended to msgs: to the last message's tool_calls when that is an
- * assistant message (text and calls of one turn), else as a new assistant message. */
-static int append_call(json_t *msgs, const json_t *it, const char *where, char *err,
-                       size_t errlen)
+ * assistant message (text and calls of one turn) and no reasoning item came since, else as a
+ * new assistant message (which takes the thinking blocks in *pending). */
+static int append_call(json_t *msgs, const json_t *it, json_t **pending, const char *where,
+                       char *err, size_t errlen)
 {
     const json_t *cid = json_object_get(it, "call_id"), *name = json_object_get(it, "name");
     const json_t *args = json_object_get(it, "arguments");
@@ -218,9 +400,11 @@ static int append_call(json_t *msgs, const json_t *it, const char *where, char *
                  where);
         return TG_EINVAL;
     }
-    if (!rt_tr_str_eq(json_object_get(last, "role"), "assistant")) {
+    if (!rt_tr_str_eq(json_object_get(last, "role"), "assistant") ||
+        json_array_size(*pending) > 0) {
         last = json_pack("{s:s,s:n}", "role", "assistant", "content");
-        if (last == NULL || json_array_append_new(msgs, last) != 0)
+        if (last == NULL || json_array_append_new(msgs, last) != 0 ||
+            take_pending(last, pending) != 0)
             return TG_ENOMEM;
     }
     calls = json_object_get(last, "tool_calls");
@@ -236,13 +420,106 @@ static int append_call(json_t *msgs, const json_t *it, const char *where, char *
                : 0;
 }
 
-/* One input item appended to msgs as chat messages. 0, TG_EINVAL with err, TG_ENOMEM. */
-static int input_item(json_t *msgs, const json_t *it, size_t i, char *err, size_t errlen)
+/* A reasoning item's text as a thinking block's: its content's reasoning_text parts, one after
+ * the other, else its summary's summary_text parts joined by a blank line. New JSON string, or
+ * NULL with err (TG_EINVAL in *rc) or out of memory (TG_ENOMEM). */
+static json_t *reasoning_text(const json_t *it, const char *where, int *rc, char *err,
+                              size_t errlen)
+{
+    const json_t *content = json_object_get(it, "content");
+    const json_t *summary = json_object_get(it, "summary");
+    const json_t *parts = json_array_size(content) > 0 ? content : summary;
+    const char *want = parts == content ? "reasoning_text" : "summary_text";
+    size_t total = 0, k, n = 0;
+    json_t *p, *out;
+    char *text;
+
+    *rc = TG_EINVAL;
+    if (content != NULL && !json_is_null(content) && !json_is_array(content)) {
+        snprintf(err, errlen, "%s.content: must be an array of reasoning_text parts", where);
+        return NULL;
+    }
+    if (summary != NULL && !json_is_null(summary) && !json_is_array(summary)) {
+        snprintf(err, errlen, "%s.summary: must be an array of summary_text parts", where);
+        return NULL;
+    }
+    json_array_foreach(parts, k, p) {
+        const json_t *t = json_object_get(p, "text");
+
+        if (!rt_tr_str_eq(json_object_get(p, "type"), want) || !json_is_string(t)) {
+            snprintf(err, errlen, "%s.%s[%zu]: a %s part with a string text is expected", where,
+                     parts == content ? "content" : "summary", k, want);
+            return NULL;
+        }
+        total += json_string_length(t) + 2;
+    }
+    *rc = TG_ENOMEM;
+    text = malloc(total + 1);
+    if (text == NULL)
+        return NULL;
+    json_array_foreach(parts, k, p) {
+        const json_t *t = json_object_get(p, "text");
+
+        if (k > 0 && parts == summary) {
+            memcpy(text + n, "\n\n", 2);
+            n += 2;
+        }
+        memcpy(text + n, json_string_value(t), json_string_length(t));
+        n += json_string_length(t);
+    }
+    out = json_stringn(text, n);
+    free(text);
+    return out;
+}
+
+/* A reasoning item: one of ours (encrypted_content with RT_TRANSLATE_REASONING_ENC_PREFIX) is
+ * a thinking block appended to *pending, for the next assistant message or function call;
+ * others are left out (chat takes no reasoning as input). 0, TG_EINVAL with err, TG_ENOMEM. */
+static int reasoning_item(const json_t *it, json_t *pending, const char *where, char *err,
+                          size_t errlen)
+{
+    const json_t *enc = json_object_get(it, "encrypted_content");
+    json_t *val = NULL, *text = NULL, *b;
+    char why[96];
+    int redacted = 0, rc;
+
+    if (enc == NULL || json_is_null(enc))
+        return 0;
+    if (!json_is_string(enc)) {
+        snprintf(err, errlen, "%s.encrypted_content: must be a string", where);
+        return TG_EINVAL;
+    }
+    rc = rt_tr_reasoning_decode(json_string_value(enc), json_string_length(enc), &redacted, &val,
+                                why, sizeof(why));
+    if (rc == 1)
+        return 0; /* not ours (another service's): nothing the chat request can carry */
+    if (rc == TG_EINVAL)
+        snprintf(err, errlen, "%s.encrypted_content: %s", where, why);
+    if (rc != 0)
+        return rc;
+    if (!redacted) {
+        text = reasoning_text(it, where, &rc, err, errlen);
+        if (text == NULL) {
+            json_decref(val);
+            return rc;
+        }
+        b = json_pack("{s:s,s:o,s:o}", "type", "thinking", "thinking", text, "signature", val);
+    } else {
+        b = json_pack("{s:s,s:o}", "type", "redacted_thinking", "data", val);
+    }
+    return b == NULL || json_array_append_new(pending, b) != 0 ? TG_ENOMEM : 0;
+}
+
+/* One input item appended to msgs as chat messages; *pending holds the thinking blocks of
+ * reasoning items waiting for their turn's assistant message. 0, TG_EINVAL with err,
+ * TG_ENOMEM. */
+static int input_item(json_t *msgs, json_t **pending, const json_t *it, size_t i, char *err,
+                      size_t errlen)
 {
     const char *type = json_string_value(json_object_get(it, "type"));
     const char *role = json_string_value(json_object_get(it, "role"));
     char where[48];
-    json_t *content;
+    json_t *content, *m;
 
     snprintf(where, sizeof(where), "input[%zu]", i);
     if (!json_is_object(it)) {
@@ -265,13 +542,19 @@ static int input_item(json_t *msgs, const json_t *it, size_t i, char *err, size_
         content = message_content(json_object_get(it, "content"), role, where, err, errlen);
         if (content == NULL)
             return TG_EINVAL;
-        return json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", role, "content",
-                                                     content)) != 0
-                   ? TG_ENOMEM
-                   : 0;
+        m = json_pack("{s:s,s:o}", "role", role, "content", content);
+        if (m == NULL || json_array_append_new(msgs, m) != 0)
+            return TG_ENOMEM;
+        if (strcmp(role, "assistant") == 0)
+            return take_pending(m, pending);
+        json_array_clear(*pending); /* reasoning of a turn that said nothing */
+        return 0;
     }
     if (strcmp(type, "function_call") == 0)
-        return append_call(msgs, it, where, err, errlen);
+        return append_call(msgs, it, pending, where, err, errlen);
+    if (strcmp(type, "reasoning") == 0)
+        return reasoning_item(it, *pending, where, err, errlen);
+    json_array_clear(*pending);
     if (strcmp(type, "function_call_output") == 0) {
         const json_t *cid = json_object_get(it, "call_id");
 
@@ -288,8 +571,6 @@ static int input_item(json_t *msgs, const json_t *it, size_t i, char *err, size_
                    ? TG_ENOMEM
                    : 0;
     }
-    if (strcmp(type, "reasoning") == 0)
-        return 0; /* chat takes no reasoning as input */
     snprintf(err, errlen, "%s.type: \"%.32s\" items cannot be translated to chat completions",
              where, type);
     return TG_EINVAL;
@@ -398,7 +679,7 @@ json_t *rt_translate_responses_to_chat(const json_t *req, const char *model, cha
                                          "prompt_cache_key", "safety_identifier"};
     const json_t *input = json_object_get(req, "input");
     const json_t *instr = json_object_get(req, "instructions");
-    json_t *out = NULL, *msgs = NULL, *v;
+    json_t *out = NULL, *msgs = NULL, *pending = NULL, *v;
     size_t i;
     json_t *it;
 
@@ -410,7 +691,8 @@ json_t *rt_translate_responses_to_chat(const json_t *req, const char *model, cha
         return NULL;
     out = json_pack("{s:s}", "model", model != NULL ? model : "");
     msgs = json_array();
-    if (out == NULL || msgs == NULL)
+    pending = json_array();
+    if (out == NULL || msgs == NULL || pending == NULL)
         goto nomem;
     if (instr != NULL && !json_is_null(instr)) {
         if (!json_is_string(instr)) {
@@ -423,7 +705,7 @@ json_t *rt_translate_responses_to_chat(const json_t *req, const char *model, cha
         json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "user", "content", input));
     } else if (json_is_array(input)) {
         json_array_foreach(input, i, it) {
-            int rc = input_item(msgs, it, i, err, errlen);
+            int rc = input_item(msgs, &pending, it, i, err, errlen);
 
             if (rc == TG_ENOMEM)
                 goto nomem;
@@ -463,10 +745,12 @@ json_t *rt_translate_responses_to_chat(const json_t *req, const char *model, cha
         /* the usage chunk: response.completed carries the usage */
         json_object_set_new(out, "stream_options", json_pack("{s:b}", "include_usage", 1));
     }
+    json_decref(pending); /* reasoning items after the last assistant turn: left out */
     return out;
 nomem:
     snprintf(err, errlen, "out of memory");
 fail:
+    json_decref(pending);
     json_decref(msgs);
     json_decref(out);
     return NULL;
@@ -615,7 +899,8 @@ json_t *rt_translate_chat_resp_to_responses(const json_t *resp, const json_t *re
     char base[80], id[96];
     json_t *output = NULL, *echo = NULL, *u = NULL, *r;
     char *text = NULL;
-    size_t i;
+    int want_enc = rt_tr_resp_wants_enc(req);
+    size_t i, n_blocks = 0;
     json_t *tc;
 
     if (!json_is_object(msg))
@@ -624,7 +909,54 @@ json_t *rt_translate_chat_resp_to_responses(const json_t *resp, const json_t *re
     output = json_array();
     if (output == NULL)
         return NULL;
-    if (json_is_string(rc) && json_string_length(rc) > 0) {
+    /* thinking_blocks (LiteLLM's field: Anthropic's and Bedrock's signed thinking) are the
+     * reasoning when there are any: an item each, in order, the signature or the redacted data
+     * as encrypted_content when the request's include asks for it; else reasoning_content is
+     * one item, with nothing to sign */
+    json_array_foreach(json_object_get(msg, "thinking_blocks"), i, tc) {
+        const json_t *th = json_object_get(tc, "thinking"), *sig = json_object_get(tc, "signature");
+        const json_t *data = json_object_get(tc, "data");
+        const json_t *val;
+        int redacted;
+        json_t *item;
+
+        if (rt_tr_str_eq(json_object_get(tc, "type"), "thinking") && json_is_string(th) &&
+            json_is_string(sig)) {
+            redacted = 0;
+            val = sig;
+        } else if (rt_tr_str_eq(json_object_get(tc, "type"), "redacted_thinking") &&
+                   json_is_string(data)) {
+            redacted = 1;
+            val = data;
+        } else {
+            continue;
+        }
+        snprintf(id, sizeof(id), "rs_%zu_%s", n_blocks++, base);
+        item = redacted ? json_pack("{s:s,s:s,s:[],s:[]}", "id", id, "type", "reasoning",
+                                    "summary", "content")
+                        : json_pack("{s:s,s:s,s:[],s:[{s:s,s:O}]}", "id", id, "type",
+                                    "reasoning", "summary", "content", "type", "reasoning_text",
+                                    "text", th);
+        if (item != NULL && want_enc) {
+            size_t el;
+            char *enc = rt_tr_reasoning_encode(redacted, json_string_value(val),
+                                               json_string_length(val), &el);
+
+            if (enc == NULL || json_object_set_new(item, "encrypted_content",
+                                                   json_stringn(enc, el)) != 0) {
+                free(enc);
+                json_decref(item);
+                json_decref(output);
+                return NULL;
+            }
+            free(enc);
+        }
+        if (item == NULL || json_array_append_new(output, item) != 0) {
+            json_decref(output);
+            return NULL;
+        }
+    }
+    if (n_blocks == 0 && json_is_string(rc) && json_string_length(rc) > 0) {
         snprintf(id, sizeof(id), "rs_%s", base);
         json_array_append_new(output, json_pack("{s:s,s:s,s:[],s:[{s:s,s:O}]}", "id", id, "type",
                                                 "reasoning", "summary", "content", "type",

@@ -2,9 +2,14 @@
  * event stream (translate.h). Event names and members from OpenAI's API reference (Responses
  * streaming events). The stream's items are opened and closed in order, one open at a time:
  * a reasoning item (reasoning_content), a message item (content, or refusal), function_call
- * items (tool_calls, one per index). The closing events repeat each item's whole text, so the
- * text is kept, in one buffer that grows by doubling up to text_max (limits.max_response_bytes);
- * more is TG_ETOOBIG and the relay ends the stream in-band naming the limit. */
+ * items (tool_calls, one per index). A thinking_blocks entry (LiteLLM's field) ends the thinking
+ * block it signs: its signature closes the open reasoning item (the next reasoning_content opens
+ * another), a redacted_thinking entry is a reasoning item of its own without content. The
+ * closing events repeat each item's whole text, so the text is kept, in one buffer that grows by
+ * doubling up to text_max (limits.max_response_bytes); when the request's include asks for
+ * reasoning.encrypted_content the signatures and redacted data are kept there too, already
+ * encoded (RT_TRANSLATE_REASONING_ENC_PREFIX). More is TG_ETOOBIG and the relay ends the stream
+ * in-band naming the limit. */
 #include "translate.h"
 
 #include <stdio.h>
@@ -18,7 +23,7 @@
 #define RESP_ITEM_FRAME_BYTES 2048u   /* an item's closing events besides its text, at most */
 #define RESP_FRAME_BYTES 4096u        /* the closing response object besides echo and items */
 
-enum { ITEM_REASONING = 1, ITEM_TEXT, ITEM_REFUSAL, ITEM_CALL };
+enum { ITEM_REASONING = 1, ITEM_TEXT, ITEM_REFUSAL, ITEM_CALL, ITEM_REDACTED };
 
 struct resp_item {
     int kind;       /* ITEM_* */
@@ -29,6 +34,7 @@ struct resp_item {
     char call_id[72];
     char name[129];
     size_t off, len; /* its text (or arguments) in the kept text, bytes */
+    size_t enc_off, enc_len; /* its encrypted_content in the kept text, bytes (0: none) */
 };
 
 struct rt_resp_stream {
@@ -36,6 +42,7 @@ struct rt_resp_stream {
     char model[129]; /* the name shown to the client */
     int64_t created_s;
     size_t text_max; /* bytes of kept text, at most */
+    int want_enc;    /* include asks for reasoning.encrypted_content */
     json_t *echo;    /* the request's settings the response object echoes; owned */
     size_t echo_len; /* its JSON text, bytes */
     int64_t seq;     /* next sequence_number */
@@ -48,6 +55,7 @@ struct rt_resp_stream {
     int n_items;
     int open;      /* index of the open item, -1 when none */
     size_t esc;    /* the kept text JSON-escaped, bytes (upper bound) */
+    size_t enc;    /* encrypted_content kept, bytes (base64url: written as it is) */
     char *text;    /* the kept text; text_cap bytes */
     size_t text_len, text_cap;
     struct resp_item items[RT_TRANSLATE_RESP_ITEMS_MAX];
@@ -73,6 +81,7 @@ struct rt_resp_stream *rt_resp_stream_create(const json_t *req, const char *mode
     snprintf(st->id, sizeof(st->id), "resp_0");
     st->created_s = created_s;
     st->text_max = text_max;
+    st->want_enc = rt_tr_resp_wants_enc(req);
     st->open = -1;
     return st;
 }
@@ -106,7 +115,7 @@ size_t rt_resp_stream_need(const struct rt_resp_stream *st)
 {
     /* output_text.done, content_part.done, output_item.done and response.completed each
      * repeat the text; three response objects echo the settings */
-    return 4 * st->esc + 3 * (st->echo_len + sizeof(st->model) + sizeof(st->id)) +
+    return 4 * st->esc + 2 * st->enc + 3 * (st->echo_len + sizeof(st->model) + sizeof(st->id)) +
            (size_t)(st->n_items + 2) * RESP_ITEM_FRAME_BYTES + RESP_FRAME_BYTES;
 }
 
@@ -170,6 +179,23 @@ static json_t *item_part(const struct rt_resp_stream *st, const struct resp_item
                      "text", t);
 }
 
+/* A reasoning item: done, with its content and its encrypted_content (when kept). New. */
+static json_t *reasoning_json(const struct rt_resp_stream *st, const struct resp_item *it)
+{
+    json_t *r = json_pack("{s:s,s:s,s:[],s:o}", "id", it->id, "type", "reasoning", "summary",
+                          "content", it->done && it->kind == ITEM_REASONING
+                                         ? json_pack("[o]", item_part(st, it, 1))
+                                         : json_array());
+
+    if (r != NULL && it->done && it->enc_len > 0 &&
+        json_object_set_new(r, "encrypted_content",
+                            json_stringn(st->text + it->enc_off, it->enc_len)) != 0) {
+        json_decref(r);
+        return NULL;
+    }
+    return r;
+}
+
 /* Item it as the output array shows it: done, with its content, else as just added. New. */
 static json_t *item_json(const struct rt_resp_stream *st, const struct resp_item *it)
 {
@@ -177,9 +203,8 @@ static json_t *item_json(const struct rt_resp_stream *st, const struct resp_item
 
     switch (it->kind) {
     case ITEM_REASONING:
-        return json_pack("{s:s,s:s,s:[],s:o}", "id", it->id, "type", "reasoning", "summary",
-                         "content", it->done ? json_pack("[o]", item_part(st, it, 1))
-                                             : json_array());
+    case ITEM_REDACTED:
+        return reasoning_json(st, it);
     case ITEM_CALL:
         return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s}", "id", it->id, "type", "function_call",
                          "status", status, "arguments",
@@ -237,7 +262,9 @@ static int close_item(struct rt_resp_stream *st, int incomplete, struct tg_buf *
     st->open = -1;
     it->done = 1;
     it->incomplete = incomplete;
-    if (it->kind == ITEM_CALL) {
+    if (it->kind == ITEM_REDACTED) {
+        rc = 0; /* no content part: its data is the encrypted_content only */
+    } else if (it->kind == ITEM_CALL) {
         rc = emit(st, out, json_pack("{s:s,s:s,s:i,s:s,s:o}", "type",
                                      "response.function_call_arguments.done", "item_id", it->id,
                                      "output_index", idx, "name", it->name, "arguments",
@@ -298,13 +325,14 @@ static int open_item(struct rt_resp_stream *st, int kind, const json_t *call, st
 
         /* the response's id after its "resp_", cut at a character boundary: a provider's id
          * cut inside a character made every later event fail */
-        snprintf(prefix, sizeof(prefix), "%s_%d_", kind == ITEM_REASONING ? "rs" : "msg", idx);
+        snprintf(prefix, sizeof(prefix), "%s_%d_",
+                 kind == ITEM_REASONING || kind == ITEM_REDACTED ? "rs" : "msg", idx);
         rt_tr_copy_utf8(it->id, sizeof(it->id), prefix, st->id + 5);
     }
     st->open = idx;
     rc = emit(st, out, json_pack("{s:s,s:i,s:o}", "type", "response.output_item.added",
                                  "output_index", idx, "item", item_json(st, it)));
-    if (rc == 0 && kind != ITEM_CALL)
+    if (rc == 0 && kind != ITEM_CALL && kind != ITEM_REDACTED)
         rc = emit(st, out, json_pack("{s:s,s:s,s:i,s:i,s:o}", "type",
                                      "response.content_part.added", "item_id", it->id,
                                      "output_index", idx, "content_index", 0, "part",
@@ -312,14 +340,9 @@ static int open_item(struct rt_resp_stream *st, int kind, const json_t *call, st
     return rc;
 }
 
-/* s (a JSON string) appended to the open item's kept text and written as its delta event. */
-static int add_delta(struct rt_resp_stream *st, const json_t *s, struct tg_buf *out)
+/* p[0, n) appended to the kept text (text_max bytes at most: more is TG_ETOOBIG). */
+static int keep(struct rt_resp_stream *st, const char *p, size_t n)
 {
-    struct resp_item *it = &st->items[st->open];
-    size_t n = json_string_length(s);
-    const char *type;
-    json_t *ev;
-
     if (n > st->text_max - st->text_len)
         return TG_ETOOBIG;
     if (st->text_len + n > st->text_cap) {
@@ -334,8 +357,22 @@ static int add_delta(struct rt_resp_stream *st, const json_t *s, struct tg_buf *
         st->text = t;
         st->text_cap = cap;
     }
-    memcpy(st->text + st->text_len, json_string_value(s), n);
+    memcpy(st->text + st->text_len, p, n);
     st->text_len += n;
+    return 0;
+}
+
+/* s (a JSON string) appended to the open item's kept text and written as its delta event. */
+static int add_delta(struct rt_resp_stream *st, const json_t *s, struct tg_buf *out)
+{
+    struct resp_item *it = &st->items[st->open];
+    size_t n = json_string_length(s);
+    const char *type;
+    json_t *ev;
+    int rc = keep(st, json_string_value(s), n);
+
+    if (rc != 0)
+        return rc;
     it->len += n;
     st->esc += escaped_len(json_string_value(s), n);
     if (it->kind == ITEM_CALL)
@@ -365,6 +402,57 @@ static int text_piece(struct rt_resp_stream *st, int kind, const json_t *s, stru
             return rc;
     }
     return add_delta(st, s, out);
+}
+
+/* Item it's encrypted_content for a signature or redacted data val (a JSON string), kept
+ * with the text when the request asked for it (else nothing to keep). */
+static int keep_enc(struct rt_resp_stream *st, struct resp_item *it, int redacted,
+                    const json_t *val)
+{
+    size_t n, off = st->text_len;
+    char *enc;
+    int rc;
+
+    if (!st->want_enc)
+        return 0;
+    enc = rt_tr_reasoning_encode(redacted, json_string_value(val), json_string_length(val), &n);
+    if (enc == NULL)
+        return TG_ENOMEM;
+    rc = keep(st, enc, n);
+    free(enc);
+    if (rc != 0)
+        return rc;
+    it->enc_off = off;
+    it->enc_len = n;
+    st->enc += n;
+    return 0;
+}
+
+/* One thinking_blocks entry (LiteLLM's field; its text came as reasoning_content): a
+ * signature signs the open reasoning item and closes it (none open: an empty one is opened for
+ * it, as a thinking block of no text); redacted data is a reasoning item of its own, opened and closed
+ * at once. Entries without a string signature or data have nothing to say. */
+static int thinking_piece(struct rt_resp_stream *st, const json_t *tb, struct tg_buf *out)
+{
+    const json_t *sig = json_object_get(tb, "signature"), *data = json_object_get(tb, "data");
+    int rc;
+
+    if (rt_tr_str_eq(json_object_get(tb, "type"), "redacted_thinking") && json_is_string(data)) {
+        rc = open_item(st, ITEM_REDACTED, NULL, out);
+        if (rc == 0)
+            rc = keep_enc(st, &st->items[st->open], 1, data);
+        return rc != 0 ? rc : close_item(st, 0, out);
+    }
+    if (!rt_tr_str_eq(json_object_get(tb, "type"), "thinking") || !json_is_string(sig) ||
+        json_string_length(sig) == 0)
+        return 0;
+    if (st->open < 0 || st->items[st->open].kind != ITEM_REASONING) {
+        rc = open_item(st, ITEM_REASONING, NULL, out);
+        if (rc != 0)
+            return rc;
+    }
+    rc = keep_enc(st, &st->items[st->open], 0, sig);
+    return rc != 0 ? rc : close_item(st, 0, out);
 }
 
 /* One tool_calls entry: the call's first piece opens its item, its argument fragments follow;
@@ -455,6 +543,11 @@ static int chunk(struct rt_resp_stream *st, const json_t *j, struct tg_buf *out)
     }
     if (rc == 0)
         rc = text_piece(st, ITEM_REASONING, json_object_get(delta, "reasoning_content"), out);
+    json_array_foreach(json_object_get(delta, "thinking_blocks"), i, tc) {
+        if (rc != 0)
+            break;
+        rc = thinking_piece(st, tc, out);
+    }
     if (rc == 0)
         rc = text_piece(st, ITEM_TEXT, json_object_get(delta, "content"), out);
     if (rc == 0)

@@ -46,7 +46,7 @@ static int emit(struct tg_buf *out, const char *name, json_t *obj)
 }
 
 /* Content block kinds of a translated Anthropic stream (st->block_kind). */
-enum { BLOCK_TEXT = 1, BLOCK_THINKING, BLOCK_TOOL };
+enum { BLOCK_TEXT = 1, BLOCK_THINKING, BLOCK_TOOL, BLOCK_REDACTED };
 
 static int anth_start(struct rt_translate_stream *st, struct tg_buf *out)
 {
@@ -211,6 +211,35 @@ static int chat_tool_delta(struct rt_translate_stream *st, const json_t *tc, siz
     return rc;
 }
 
+/* One entry of a chunk's thinking_blocks (LiteLLM's field, from Bedrock Converse) as Anthropic
+ * events: a thinking entry's signature a signature_delta of the thinking block (its text came
+ * as reasoning_content), a redacted_thinking entry a redacted_thinking block. Other entries have
+ * nothing to say. */
+static int chat_thinking_delta(struct rt_translate_stream *st, const json_t *tb,
+                               struct tg_buf *out)
+{
+    const json_t *sig = json_object_get(tb, "signature"), *data = json_object_get(tb, "data");
+    int rc = 0;
+
+    if (rt_tr_str_eq(json_object_get(tb, "type"), "redacted_thinking") && json_is_string(data))
+        return anth_block_start(st, BLOCK_REDACTED,
+                                json_pack("{s:s,s:O}", "type", "redacted_thinking", "data", data),
+                                out);
+    if (!rt_tr_str_eq(json_object_get(tb, "type"), "thinking") || !json_is_string(sig) ||
+        json_string_length(sig) == 0)
+        return 0;
+    if (st->block < 0 || st->block_kind != BLOCK_THINKING)
+        rc = anth_block_start(st, BLOCK_THINKING,
+                              json_pack("{s:s,s:s,s:s}", "type", "thinking", "thinking", "",
+                                        "signature", ""),
+                              out);
+    if (rc == 0)
+        rc = emit(out, "content_block_delta",
+                  json_pack("{s:s,s:i,s:{s:s,s:O}}", "type", "content_block_delta", "index",
+                            st->block, "delta", "type", "signature_delta", "signature", sig));
+    return rc;
+}
+
 /* OpenAI chunks in, Anthropic events out. */
 static int chat_to_messages(struct rt_translate_stream *st, const char *data, size_t len,
                             struct tg_buf *out)
@@ -259,6 +288,10 @@ static int chat_to_messages(struct rt_translate_stream *st, const char *data, si
     if (rc == 0 && json_is_string(json_object_get(delta, "reasoning_content")) &&
         json_string_length(json_object_get(delta, "reasoning_content")) > 0)
         rc = anth_delta(st, BLOCK_THINKING, json_object_get(delta, "reasoning_content"), out);
+    json_array_foreach(json_object_get(delta, "thinking_blocks"), k, tc) {
+        if (rc == 0)
+            rc = chat_thinking_delta(st, tc, out);
+    }
     if (rc == 0 && json_is_string(json_object_get(delta, "content")) &&
         json_string_length(json_object_get(delta, "content")) > 0)
         rc = anth_delta(st, BLOCK_TEXT, json_object_get(delta, "content"), out);
@@ -294,6 +327,18 @@ static int messages_block_start(struct rt_translate_stream *st, const json_t *j,
 
     if (json_is_string(text) && json_string_length(text) > 0)
         return emit(out, NULL, oai_chunk(st, json_pack("{s:O}", "content", text), NULL));
+    if (rt_tr_str_eq(json_object_get(b, "type"), "redacted_thinking")) {
+        /* LiteLLM's thinking_blocks: the client sends the block back as it came */
+        const json_t *data = json_object_get(b, "data");
+
+        if (!json_is_string(data))
+            return TG_EPROTO;
+        return emit(out, NULL,
+                    oai_chunk(st,
+                              json_pack("{s:[{s:s,s:O}]}", "thinking_blocks", "type",
+                                        "redacted_thinking", "data", data),
+                              NULL));
+    }
     if (!rt_tr_str_eq(json_object_get(b, "type"), "tool_use"))
         return 0;
     if (!json_is_integer(ix) || json_integer_value(ix) < 0 || json_integer_value(ix) >= INT_MAX ||
@@ -315,6 +360,7 @@ static int messages_block_start(struct rt_translate_stream *st, const json_t *j,
     }
     k = st->n_tools++;
     st->tool_key[k] = (int)json_integer_value(ix);
+    st->tool_args[k] = args != NULL;
     rt_tr_copy_utf8(idbuf, sizeof(idbuf), "", id);
     rc = emit(out, NULL,
               oai_chunk(st,
@@ -335,6 +381,7 @@ static int messages_block_delta(struct rt_translate_stream *st, const json_t *j,
     const json_t *text = json_object_get(d, "text");
     const json_t *thinking = json_object_get(d, "thinking");
     const json_t *pj = json_object_get(d, "partial_json");
+    const json_t *sig = json_object_get(d, "signature");
     int k;
 
     if (json_is_string(text))
@@ -342,21 +389,50 @@ static int messages_block_delta(struct rt_translate_stream *st, const json_t *j,
     if (json_is_string(thinking))
         return emit(out, NULL,
                     oai_chunk(st, json_pack("{s:O}", "reasoning_content", thinking), NULL));
+    if (rt_tr_str_eq(json_object_get(d, "type"), "signature_delta") && json_is_string(sig))
+        /* the thinking block's signature, as LiteLLM streams it: a thinking_blocks entry */
+        return emit(out, NULL,
+                    oai_chunk(st,
+                              json_pack("{s:[{s:s,s:s,s:O}]}", "thinking_blocks", "type",
+                                        "thinking", "thinking", "", "signature", sig),
+                              NULL));
     if (!json_is_string(pj) || json_string_length(pj) == 0)
-        return 0; /* signature_delta and the like: OpenAI has no place for them */
+        return 0; /* deltas of other kinds: OpenAI has no place for them */
     if (!json_is_integer(ix))
         return TG_EPROTO;
     if (st->json_block >= 0 && json_integer_value(ix) == st->json_block)
         return emit(out, NULL, oai_chunk(st, json_pack("{s:O}", "content", pj), NULL));
     for (k = 0; k < st->n_tools; k++) {
-        if (st->tool_key[k] == json_integer_value(ix))
-            return emit(out, NULL,
-                        oai_chunk(st,
-                                  json_pack("{s:[{s:i,s:{s:O}}]}", "tool_calls", "index", k,
-                                            "function", "arguments", pj),
-                                  NULL));
+        if (st->tool_key[k] != json_integer_value(ix))
+            continue;
+        st->tool_args[k] = 1;
+        return emit(out, NULL,
+                    oai_chunk(st,
+                              json_pack("{s:[{s:i,s:{s:O}}]}", "tool_calls", "index", k,
+                                        "function", "arguments", pj),
+                              NULL));
     }
     return TG_EPROTO; /* input for a block that never started as a tool_use */
+}
+
+/* "{}" as the arguments of each call whose block is ix (all calls: ix -1) that has had none:
+ * Anthropic streams an input without members as no input_json_delta, or an empty one, and
+ * arguments "" do not parse as JSON in the client (OpenAI always sends an object). */
+static int messages_empty_args(struct rt_translate_stream *st, json_int_t ix, struct tg_buf *out)
+{
+    int k, rc = 0;
+
+    for (k = 0; k < st->n_tools && rc == 0; k++) {
+        if (st->tool_args[k] || (ix >= 0 && st->tool_key[k] != ix))
+            continue;
+        st->tool_args[k] = 1;
+        rc = emit(out, NULL,
+                  oai_chunk(st,
+                            json_pack("{s:[{s:i,s:{s:s}}]}", "tool_calls", "index", k,
+                                      "function", "arguments", "{}"),
+                            NULL));
+    }
+    return rc;
 }
 
 /* Anthropic events in, OpenAI chunks out. */
@@ -394,6 +470,12 @@ static int messages_to_chat(struct rt_translate_stream *st, const char *data, si
         rc = messages_block_start(st, j, out);
     } else if (strcmp(type, "content_block_delta") == 0) {
         rc = messages_block_delta(st, j, out);
+    } else if (strcmp(type, "content_block_stop") == 0) {
+        const json_t *ix = json_object_get(j, "index");
+
+        rc = json_is_integer(ix) && json_integer_value(ix) >= 0
+                 ? messages_empty_args(st, json_integer_value(ix), out)
+                 : 0;
     } else if (strcmp(type, "message_delta") == 0) {
         json_t *usage = json_object_get(j, "usage");
         json_t *sr = json_object_get(json_object_get(j, "delta"), "stop_reason");
@@ -409,7 +491,9 @@ static int messages_to_chat(struct rt_translate_stream *st, const char *data, si
         if (strcmp(f, "tool_calls") == 0 && st->json_block >= 0 && st->n_tools == 0)
             f = "stop"; /* the forced JSON tool ended the answer, not a call of the client's */
         snprintf(st->finish, sizeof(st->finish), "%s", f);
-        rc = emit(out, NULL, oai_chunk(st, json_object(), st->finish));
+        rc = messages_empty_args(st, -1, out); /* blocks the upstream never stopped */
+        if (rc == 0)
+            rc = emit(out, NULL, oai_chunk(st, json_object(), st->finish));
     } else if (strcmp(type, "message_stop") == 0) {
         rc = oai_finish(st, out);
     } else if (strcmp(type, "error") == 0) {
@@ -421,7 +505,7 @@ static int messages_to_chat(struct rt_translate_stream *st, const char *data, si
                             "api_error"));
         st->finished = 1;
     }
-    /* ping, content_block_stop: nothing to say in OpenAI's shape */
+    /* ping: nothing to say in OpenAI's shape */
     json_decref(j);
     return rc;
 }

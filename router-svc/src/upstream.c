@@ -709,6 +709,7 @@ static void *loop_main(void *arg)
 {
     struct rt_upstream *up = arg;
 
+    pthread_setname_np(pthread_self(), "tg-upstream"); /* in top, perf and /proc/PID/task */
     while (!atomic_load(&up->stop))
         loop_once(up, 1000);
     loop_finish_all(up);

@@ -39,6 +39,9 @@ struct sp_budgets {
     int nthresholds;
     struct sp_config_team teams[SP_CONFIG_TEAMS_MAX];
     int nteams;
+    struct sp_config_team *mteams; /* [SP_BUDGET_TEAMS_MIRROR_MAX] team: records with a budget,
+                                    * sorted by team_id; guarded by mu */
+    size_t nmteams;
 
     pthread_mutex_t mu;      /* guards keys (read by the Redis thread) */
     struct bkey *keys;       /* [nslots] */
@@ -60,6 +63,7 @@ struct sp_budgets {
     struct sp_pg_totals *tot;
 
     _Atomic uint64_t keys_full;
+    _Atomic uint64_t teams_full;
     _Atomic uint64_t crossings;
     _Atomic uint64_t blocks_published;
     _Atomic uint64_t unblocks_published;
@@ -112,7 +116,9 @@ struct sp_budgets *sp_budgets_create(const struct sp_config *cfg,
     b->period = calloc(cap, sizeof(*b->period));
     b->maxb = calloc(cap, sizeof(*b->maxb));
     b->tot = calloc(cap, sizeof(*b->tot));
-    if (!b->keys || !b->blocks || !b->subj || !b->hashes || !b->subjp || !b->since || !b->period || !b->maxb ||
+    b->mteams = calloc(SP_BUDGET_TEAMS_MIRROR_MAX, sizeof(*b->mteams));
+    if (!b->mteams || !b->keys || !b->blocks || !b->subj || !b->hashes || !b->subjp ||
+        !b->since || !b->period || !b->maxb ||
         !b->tot) {
         snprintf(err, errlen, "out of memory for %zu keys", cap);
         sp_budgets_destroy(&b);
@@ -137,6 +143,7 @@ void sp_budgets_destroy(struct sp_budgets **bp)
     free(b->period);
     free(b->maxb);
     free(b->tot);
+    free(b->mteams);
     pthread_mutex_destroy(&b->mu);
     free(b);
     *bp = NULL;
@@ -248,12 +255,94 @@ void sp_budgets_key_delete(struct sp_budgets *b, const char *key_hash)
     pthread_mutex_unlock(&b->mu);
 }
 
-static const struct sp_config_team *team_find(const struct sp_budgets *b, const char *team)
+/* mteam_pos: index of id in the mirrored teams, or where it goes (*found 0). mu held. */
+static size_t mteam_pos(const struct sp_budgets *b, const char *id, int *found)
 {
-    for (int i = 0; i < b->nteams; i++)
-        if (strcmp(b->teams[i].team_id, team) == 0)
-            return &b->teams[i];
-    return NULL;
+    size_t lo = 0, hi = b->nmteams;
+
+    *found = 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(b->mteams[mid].team_id, id);
+
+        if (c == 0) {
+            *found = 1;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* team_get: the budget of team (config teams first, then the team: records) copied into out.
+ * Returns 1 when the team has a budget, else 0. Any thread (takes mu). */
+static int team_get(struct sp_budgets *b, const char *team, struct sp_config_team *out)
+{
+    int found = 0;
+    size_t i;
+
+    for (int c = 0; c < b->nteams; c++) {
+        if (strcmp(b->teams[c].team_id, team) == 0) {
+            *out = b->teams[c];
+            return 1;
+        }
+    }
+    pthread_mutex_lock(&b->mu);
+    i = mteam_pos(b, team, &found);
+    if (found)
+        *out = b->mteams[i];
+    pthread_mutex_unlock(&b->mu);
+    return found;
+}
+
+int sp_budgets_team_record(struct sp_budgets *b, const char *key, size_t keylen,
+                           const void *value, size_t len)
+{
+    char id[PROTO_CTL_TEAM_ID_MAX + 1], err[160];
+    struct proto_ctl_team t;
+    int found, rc;
+    size_t i;
+
+    rc = proto_ctl_parse_team_key(key, keylen, id, err, sizeof(err));
+    if (rc == TG_ENOTFOUND)
+        return 0;
+    if (rc == 0 && value != NULL)
+        rc = proto_ctl_team_decode(id, value, len, &t, err, sizeof(err));
+    if (rc != 0) {
+        TG_WARN_RL("msg=\"control team record skipped\" problem=\"%s\"", err);
+        return 1;
+    }
+    pthread_mutex_lock(&b->mu);
+    i = mteam_pos(b, id, &found);
+    if (value == NULL || t.max_budget_nusd < 0) {
+        /* deleted, or no budget: nothing to enforce */
+        if (found) {
+            memmove(&b->mteams[i], &b->mteams[i + 1],
+                    (b->nmteams - i - 1) * sizeof(b->mteams[0]));
+            b->nmteams--;
+        }
+        goto out;
+    }
+    if (!found) {
+        if (b->nmteams >= SP_BUDGET_TEAMS_MIRROR_MAX) {
+            atomic_fetch_add(&b->teams_full, 1);
+            TG_WARN_RL("msg=\"budget team table full\" capacity=%d", SP_BUDGET_TEAMS_MIRROR_MAX);
+            goto out;
+        }
+        memmove(&b->mteams[i + 1], &b->mteams[i], (b->nmteams - i) * sizeof(b->mteams[0]));
+        b->nmteams++;
+    }
+    snprintf(b->mteams[i].team_id, sizeof(b->mteams[i].team_id), "%s", id);
+    b->mteams[i].max_budget_nusd = t.max_budget_nusd;
+    /* no duration: one period that never rolls over, as for keys */
+    b->mteams[i].budget_period_s =
+        period_norm(t.budget_duration_s > 0 ? t.budget_duration_s : SP_BUDGET_LIFETIME_S);
+out:
+    pthread_mutex_unlock(&b->mu);
+    return 1;
 }
 
 int64_t sp_budgets_period_of(void *ctx, int by_team, const char *subject)
@@ -262,8 +351,9 @@ int64_t sp_budgets_period_of(void *ctx, int by_team, const char *subject)
     int64_t p = 0;
 
     if (by_team) {
-        const struct sp_config_team *t = team_find(b, subject);
-        return t ? t->budget_period_s : 0;
+        struct sp_config_team t;
+
+        return team_get(b, subject, &t) ? t.budget_period_s : 0;
     }
     pthread_mutex_lock(&b->mu);
     struct bkey *k = key_find(b, subject);
@@ -285,6 +375,21 @@ int sp_budgets_list(void *ctx, int by_team, char (*subject)[SP_PG_SUBJECT_MAX], 
             period_s[n] = b->teams[i].budget_period_s;
             n++;
         }
+        pthread_mutex_lock(&b->mu);
+        for (size_t i = 0; i < b->nmteams && n < cap; i++) {
+            struct sp_config_team t;
+            int dup = 0;
+
+            for (int c = 0; c < b->nteams; c++)
+                dup |= strcmp(b->teams[c].team_id, b->mteams[i].team_id) == 0;
+            if (dup)
+                continue; /* the config's budget is the one enforced */
+            t = b->mteams[i];
+            snprintf(subject[n], SP_PG_SUBJECT_MAX, "%s", t.team_id);
+            period_s[n] = t.budget_period_s;
+            n++;
+        }
+        pthread_mutex_unlock(&b->mu);
         return n;
     }
     pthread_mutex_lock(&b->mu);
@@ -525,16 +630,15 @@ int sp_budgets_after_batch(struct sp_budgets *b, struct sp_pg *pg, const struct 
     m = 0;
     for (int i = 0; i < n && (size_t)m < b->keys_max; i++) {
         const char *t = incr[i].team_id;
-        const struct sp_config_team *team;
+        struct sp_config_team team;
         if (!t[0] || subj_seen(b, m, t))
             continue;
-        team = team_find(b, t);
-        if (!team)
+        if (!team_get(b, t, &team))
             continue;
         snprintf(b->subj[m], SP_PG_SUBJECT_MAX, "%s", t);
-        b->period[m] = team->budget_period_s;
-        b->maxb[m] = team->max_budget_nusd;
-        tg_period_window(team->budget_period_s, now_ms, &b->since[m], NULL);
+        b->period[m] = team.budget_period_s;
+        b->maxb[m] = team.max_budget_nusd;
+        tg_period_window(team.budget_period_s, now_ms, &b->since[m], NULL);
         m++;
     }
     return check(b, pg, 1, m, now_ms);
@@ -550,8 +654,9 @@ int sp_budgets_tick(struct sp_budgets *b, struct sp_pg *pg, int64_t now_ms)
         int64_t period = 0;
         int lift;
         if (strcmp(bl->kind, "team") == 0) {
-            const struct sp_config_team *t = team_find(b, bl->subject);
-            period = t ? t->budget_period_s : 0;
+            struct sp_config_team t;
+
+            period = team_get(b, bl->subject, &t) ? t.budget_period_s : 0;
         } else {
             period = sp_budgets_period_of(b, 0, bl->subject);
         }
@@ -591,6 +696,9 @@ void sp_budgets_write_metrics(struct sp_budgets *b, struct tg_buf *buf)
     tg_prom_counter(buf, "tollgate_spend_budget_keys_full_total",
                     "Keys not tracked because the table was full (budgets.keys_max)",
                     atomic_load(&b->keys_full));
+    tg_prom_counter(buf, "tollgate_spend_budget_teams_full_total",
+                    "Team budgets not tracked because the table was full",
+                    atomic_load(&b->teams_full));
     tg_prom_counter(buf, "tollgate_spend_budget_crossings_total", "Budget thresholds reached",
                     atomic_load(&b->crossings));
     tg_prom_counter(buf, "tollgate_spend_budget_blocks_total", "Block records published",

@@ -1,7 +1,9 @@
 /* budgets: key and team budgets checked against committed spend.
  *
  * Keys come from the control topic (`key:<hash>` records, mirrored here and in api_keys);
- * team budgets from the config. A budget has max_budget (nano-USD) and a period
+ * team budgets from the config and from `team:<id>` records (router-svc's /team/new and
+ * /team/update; a config team of the same id wins). Teams with a budget are mirrored up to
+ * SP_BUDGET_TEAMS_MIRROR_MAX (beyond: not tracked, counted, logged). A budget has max_budget (nano-USD) and a period
  * (budget_duration) aligned on multiples of the period since the Unix epoch, UTC (a 30d budget
  * restarts every 30 days counted from 1970-01-01; a 1d budget at midnight UTC).
  *
@@ -80,6 +82,16 @@ enum sp_record_kind {
  * caller skips it). Any thread. */
 int sp_budgets_record_decode(const char *key, size_t keylen, const void *value, size_t len,
                              struct sp_pg_key *k, char **metadata);
+
+/* Team budgets mirrored from team: records, at most. */
+#define SP_BUDGET_TEAMS_MIRROR_MAX 10000
+
+/* sp_budgets_team_record: a control topic record; when it is a team:<id> record
+ * (proto_control.h) its budget is mirrored (max_budget, budget_duration; a tombstone or a team
+ * without a budget removes it). Returns 1 when it was a team record (applied, or refused and
+ * logged rate-limited), 0 when it is not one (the caller goes on). Consumer thread. */
+int sp_budgets_team_record(struct sp_budgets *b, const char *key, size_t keylen,
+                           const void *value, size_t len);
 
 /* sp_budgets_load_blocked: read the published blocks from budget_state (at start). */
 int sp_budgets_load_blocked(struct sp_budgets *b, struct sp_pg *pg);

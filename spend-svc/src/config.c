@@ -1,6 +1,5 @@
 #include "config.h"
 
-#include <ctype.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 #include "tg_kafka_opts.h"
 #include "tg_log.h"
 #include "tg_period.h"
+#include "tg_redis_url.h"
 #include "tg_units.h"
 #include "tg_yaml.h"
 
@@ -207,92 +207,22 @@ static int read_listen(struct ld *ld, const yaml_node_t *v, const char *path)
     return 0;
 }
 
-/* pct_decode: src with %XX decoded into dst (cap bytes). 0, or -1 (a bad escape, a NUL, too
- * long). */
-static int pct_decode(const char *src, char *dst, size_t cap)
-{
-    size_t n = 0;
-
-    for (const char *p = src; *p != '\0'; p++) {
-        int c = (unsigned char)*p;
-
-        if (c == '%') {
-            char hex[3] = {p[1], p[1] != '\0' ? p[2] : '\0', '\0'};
-            char *end = NULL;
-
-            if (!isxdigit((unsigned char)hex[0]) || !isxdigit((unsigned char)hex[1]))
-                return -1;
-            c = (int)strtol(hex, &end, 16);
-            p += 2;
-            if (c == 0)
-                return -1;
-        }
-        if (n + 1 >= cap)
-            return -1;
-        dst[n++] = (char)c;
-    }
-    dst[n] = '\0';
-    return 0;
-}
-
-/* redis.url: redis[s]://[[USER][:PASSWORD]@]HOST[:PORT][/DB]; rediss:// is TLS. USER and
- * PASSWORD percent-encoded; redis.username / redis.password, when given, win over them. */
+/* redis.url: redis[s]://[[USER][:PASSWORD]@]HOST[:PORT][/DB] (tg_redis_url.h); rediss:// is
+ * TLS. redis.username / redis.password, when given, win over the URL's credentials. */
 static int read_redis_url(struct ld *ld, const yaml_node_t *v, const char *path)
 {
     struct sp_config *cfg = ld->cfg;
-    char buf[SP_CONFIG_STR_MAX];
-    char *host;
-    char *at;
-    char *slash;
-    char *colon;
-    uint64_t n = 0;
+    struct tg_redis_url u;
 
-    if (tg_yaml_str(&ld->y, v, path, buf, sizeof(buf)) != 0)
+    if (tg_redis_url_read(&ld->y, v, path, &u) != 0)
         return TG_ECONFIG;
-    if (strncmp(buf, "redis://", 8) == 0) {
-        host = buf + 8;
-        cfg->redis_tls = 0;
-    } else if (strncmp(buf, "rediss://", 9) == 0) {
-        host = buf + 9;
-        cfg->redis_tls = 1;
-    } else {
-        return tg_yaml_fail(&ld->y, v, path, "expected redis://HOST:PORT/DB or rediss://...");
-    }
-    slash = strchr(host, '/');
-    if (slash != NULL)
-        *slash = '\0';
-    at = strrchr(host, '@');
-    if (at != NULL) {
-        char *pw = NULL;
-
-        *at = '\0';
-        colon = strchr(host, ':');
-        if (colon != NULL) {
-            *colon = '\0';
-            pw = colon + 1;
-        }
-        /* never quote the credentials in a message */
-        if (pct_decode(host, ld->url_username, sizeof(ld->url_username)) != 0 ||
-            (pw != NULL && pct_decode(pw, ld->url_password, sizeof(ld->url_password)) != 0))
-            return tg_yaml_fail(&ld->y, v, path,
-                                "bad credentials in the URL (percent-encode @ : / %%)");
-        host = at + 1;
-    }
-    if (slash != NULL && slash[1] != '\0') {
-        if (tg_parse_u64(slash + 1, &n) != 0 || n > 15)
-            return tg_yaml_fail(&ld->y, v, path, "bad database number");
-        cfg->redis_db = (int)n;
-    }
-    colon = strrchr(host, ':');
-    if (colon != NULL) {
-        *colon = '\0';
-        if (tg_parse_u64(colon + 1, &n) != 0 || n == 0 || n > 65535)
-            return tg_yaml_fail(&ld->y, v, path, "bad port");
-        cfg->redis_port = (int)n;
-    }
-    if (host[0] == '\0')
-        return tg_yaml_fail(&ld->y, v, path, "missing host");
-    snprintf(cfg->redis_host, sizeof(cfg->redis_host), "%s", host);
+    cfg->redis_tls = u.tls;
+    cfg->redis_db = u.db;
+    cfg->redis_port = u.port;
+    snprintf(cfg->redis_host, sizeof(cfg->redis_host), "%s", u.host);
+    snprintf(ld->url_username, sizeof(ld->url_username), "%s", u.username);
+    snprintf(ld->url_password, sizeof(ld->url_password), "%s", u.password);
+    memset(&u, 0, sizeof(u));
     return 0;
 }
 

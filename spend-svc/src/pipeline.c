@@ -454,7 +454,8 @@ void sp_pipeline_consumer_hooks(struct sp_pipeline *p, struct sp_consumer_hooks 
     out->ctx = p;
 }
 
-/* Control topic: key:<hash> records mirror api_keys and the budgets. */
+/* Control topic: key:<hash> records mirror api_keys and the budgets; team:<id> records the
+ * team budgets. */
 static int control_record(void *ctx, const char *key, size_t keylen, const void *value,
                           size_t vlen)
 {
@@ -463,6 +464,10 @@ static int control_record(void *ctx, const char *key, size_t keylen, const void 
     char *metadata = NULL;
     int rc;
 
+    if (sp_budgets_team_record(p->budgets, key, keylen, value, vlen) == 1) {
+        atomic_fetch_add(&p->control_records, 1);
+        return 0; /* a team: record: its budget mirrored */
+    }
     rc = sp_budgets_record_decode(key, keylen, value, vlen, &k, &metadata);
     if (rc == SP_RECORD_SKIP)
         return 0; /* block: records and anything else are not ours to mirror */

@@ -11,7 +11,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "redis_conn.h"
+#include "tg_redis.h"
 #include "tg_err.h"
 #include "tg_hash.h"
 #include "tg_log.h"
@@ -86,15 +86,15 @@ struct sp_redis_sink {
     char token[64];                /* our SP_REDIS_REBUILDING value until a rebuild succeeds (a
                                     * flag set by a lost reply is ours to take again) */
 
-    struct sp_redis_conn *c;       /* Redis thread only */
-    struct sp_redis_conn_opts conn; /* its strings point into the fields below */
+    struct tg_redis_conn *c;       /* Redis thread only */
+    struct tg_redis_conn_opts conn; /* its strings point into the fields below */
     char username[128];
     char password[256];
     char ca_file[256];
     char cert_file[256];
     char key_file[256];
     char server_name[256];
-    char reason[SP_REDIS_ERR_CAP]; /* why Redis is away ("" when up or not known), under mu */
+    char reason[TG_REDIS_ERR_CAP]; /* why Redis is away ("" when up or not known), under mu */
     pthread_t thread;
     int thread_started;
 
@@ -359,18 +359,18 @@ static void set_reason(struct sp_redis_sink *s, const char *why)
 static void redis_drop(struct sp_redis_sink *s)
 {
     if (s->c) {
-        if (sp_redis_conn_error(s->c)[0] != '\0')
-            set_reason(s, sp_redis_conn_error(s->c));
-        sp_redis_conn_close(&s->c);
+        if (tg_redis_conn_error(s->c)[0] != '\0')
+            set_reason(s, tg_redis_conn_error(s->c));
+        tg_redis_conn_close(&s->c);
     }
     atomic_store(&s->up, 0);
 }
 
 static int redis_connect(struct sp_redis_sink *s)
 {
-    char err[SP_REDIS_ERR_CAP];
+    char err[TG_REDIS_ERR_CAP];
 
-    s->c = sp_redis_conn_open(&s->conn, err, sizeof(err));
+    s->c = tg_redis_conn_open(&s->conn, err, sizeof(err));
     if (s->c == NULL) {
         TG_WARN_RL("msg=\"redis connect failed\" port=%d tls=%d reason=\"%s\"", s->port,
                    s->conn.tls, err);
@@ -384,7 +384,7 @@ static int redis_connect(struct sp_redis_sink *s)
 /* redis_sentinel: 1 present, 0 absent, TG_EUNAVAIL on a connection problem. */
 static int redis_sentinel(struct sp_redis_sink *s)
 {
-    redisReply *r = sp_redis_conn_cmd(s->c, "EXISTS %s", SP_REDIS_SENTINEL);
+    redisReply *r = tg_redis_conn_cmd(s->c, "EXISTS %s", SP_REDIS_SENTINEL);
     int rc;
 
     if (!r) {
@@ -544,7 +544,7 @@ static int eval_run(struct sp_redis_sink *s, struct evalcmd *e, char *out, size_
         TG_ERROR("msg=\"redis script arguments did not fit\" argc=%d", e->argc);
         return TG_EIO;
     }
-    r = sp_redis_conn_argv(s->c, e->argc, e->argv, e->len);
+    r = tg_redis_conn_argv(s->c, e->argc, e->argv, e->len);
     if (!r)
         return TG_EUNAVAIL;
     if (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_STRING) {
@@ -735,7 +735,7 @@ static void rebuild_release(struct sp_redis_sink *s, const char *token)
 
     if (!s->c)
         return;
-    r = sp_redis_conn_cmd(s->c, "EVAL %s 1 %s %s",
+    r = tg_redis_conn_cmd(s->c, "EVAL %s 1 %s %s",
                           "if redis.call('GET', KEYS[1]) == ARGV[1] then"
                           " redis.call('DEL', KEYS[1]) end return 0",
                           SP_REDIS_REBUILDING, token);
@@ -763,7 +763,7 @@ static int redis_rebuild(struct sp_redis_sink *s)
     day_of(now_s, day);
     if (token[0] == '\0')
         snprintf(s->token, sizeof(s->token), "%ld-%" PRIu64, (long)getpid(), tg_now_mono_us());
-    r = sp_redis_conn_cmd(s->c, "EVAL %s 1 %s %s %d",
+    r = tg_redis_conn_cmd(s->c, "EVAL %s 1 %s %s %d",
                           "local v = redis.call('GET', KEYS[1]) if v == false or v == ARGV[1] then"
                           " redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end"
                           " return 0",

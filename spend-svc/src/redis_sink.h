@@ -56,7 +56,7 @@ struct sp_redis_sink_config {
     const char *host;        /* borrowed for create, as every string here */
     int port;
     int db;
-    const char *username;    /* ACL user, NULL or "" = none (redis_conn.h) */
+    const char *username;    /* ACL user, NULL or "" = none (tg_redis.h) */
     const char *password;    /* NULL or "" = no AUTH; never logged */
     int tls;                 /* rediss:// */
     const char *ca_file;     /* TLS: CA bundle (NULL or "" = system store), client certificate */

@@ -1,221 +1,360 @@
 #!/usr/bin/env bash
-# router-svc overhead: the same load against fake-llm directly, through nginx proxy_pass and
-# through router-svc, in one run on one machine.
-#   1. throughput at fixed concurrency (wrk, closed loop; curl driver when wrk is missing)
-#   2. p50/p99 at half of the direct throughput (loadgen, open loop, same rate for all three)
-#   3. CPU microseconds per request of the proxy process(es) (/proc/PID/stat utime+stime)
-#   4. RSS of the proxy after the run
-# Prints a markdown table with ratios. Numbers depend on the machine: compare ratios only.
-HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/../integration/router_lib.sh"
-
-rt_init router-bench
+# router-svc as deployed against nginx, side by side in one run:
+#   - spend events on: router-svc appends one event per request to its spool and publishes it to
+#     Apache Kafka (one KRaft node from tests/lib/services.sh); a second router-svc without Kafka
+#     (no events) gives the event pipeline's own cost by difference;
+#   - a plain-http provider and an HTTPS provider: the mock provider is nginx answering a fixed
+#     ~400-byte chat completion on a plain and a TLS port (a test CA; both proxies verify it);
+#   - baselines: the mock directly, nginx proxy_pass to the plain port, nginx proxy_pass https://
+#     to the TLS port (upstream keep-alive pools, TLS session reuse).
+# Placement (2+ cores): the proxies and the mock share one core (RT_BENCH_PROXY_CPU, default 1),
+# wrk and Kafka the other (RT_BENCH_LOAD_CPU, default 0); router-svc runs threads: 1 and nginx
+# one worker, so both proxies get the same core. Every target is measured in RT_BENCH_ROUNDS
+# interleaved rounds of RT_BENCH_SECONDS at RT_BENCH_CONC connections (wrk, closed loop); the
+# table gives medians: requests/s, CPU µs per request of the proxy process (utime+stime from
+# /proc), p50/p99 (wrk's latency distribution), RSS. The machine may be shared: compare ratios.
+# RT_BENCH_LIBRDKAFKA="linger.ms: 50, ..." adds librdkafka properties to the router's Kafka section.
+# RT_BENCH_SMAPS=1 prints where the router's idle RSS is (largest mappings).
+# RT_BENCH_PERF=TARGET (router, router-tls, ...) records a perf profile of that target's proxy
+# during its first round and prints the top symbols by self time.
+# Exits non-zero on a functional failure only (a non-2xx answer, an event not acknowledged by
+# Kafka), never on a figure.
+set -euo pipefail
+SRC="${TG_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
+BIN="${TG_BUILD_DIR:?TG_BUILD_DIR unset}"
+STATE="$(mktemp -d /tmp/tollgate-router-bench.XXXXXX)"
+unset TG_KAFKA_BROKERS TG_KAFKA_CTL
+. "$SRC/tests/lib/services.sh"
+tg_services_init "$STATE/services"
 CONC=${RT_BENCH_CONC:-64}
 DUR=${RT_BENCH_SECONDS:-5}
-LOADGEN="$TG_BUILD_DIR/tests/chaos/loadgen"
+ROUNDS=${RT_BENCH_ROUNDS:-3}
+PROXY_CPU=${RT_BENCH_PROXY_CPU:-1}
+LOAD_CPU=${RT_BENCH_LOAD_CPU:-0}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-WRK=$(command -v wrk || true)
-NGINX_PORT=$(rt_free_port)
+WRK=$(command -v wrk) || { echo "router_bench: wrk is needed" >&2; exit 2; }
 TICK=$(getconf CLK_TCK)
+PIDS=()
+cleanup() {
+    local rc=$? p
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do
+        for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null || true
+    done
+    tg_services_stop_all || true
+    [ "$rc" = 0 ] || tail -n 20 "$STATE"/*.log >&2 2>/dev/null || true
+    [ -n "${TG_KEEP:-}" ] || rm -rf "$STATE"
+    exit "$rc"
+}
+trap cleanup EXIT
+die() { echo "router_bench: $*" >&2; exit 1; }
+# Command prefixes pinning to a core when the machine has it (taskset execs the command: $! of a
+# background start is the process itself).
+PIN_PROXY=()
+PIN_LOAD=()
+if command -v taskset >/dev/null; then
+    [ "$(nproc)" -gt "$PROXY_CPU" ] && PIN_PROXY=(taskset -c "$PROXY_CPU")
+    [ "$(nproc)" -gt "$LOAD_CPU" ] && PIN_LOAD=(taskset -c "$LOAD_CPU")
+fi
+wait_http() { # URL
+    for _ in $(seq 1 300); do
+        curl -ksf -o /dev/null --max-time 1 "$1" && return 0
+        sleep 0.1
+    done
+    return 1
+}
 
-cat >"$RT_DIR/fake.json" <<'JSON'
-{"default": {"prompt_tokens": 12, "completion_tokens": 8, "chunks": 4}}
-JSON
-rt_fake_start "$RT_DIR/fake.json"
+# ---- Kafka (one node) on the load core ----
+tg_kafka_start 1
+[ "${#PIN_LOAD[@]}" = 0 ] || taskset -apc "$LOAD_CPU" "$(tg_kafka_node_pid 1)" >/dev/null || true
 
-cat >"$RT_DIR/router.yaml" <<YAML
-model_list:
-  - model_name: gpt-main
-    litellm_params: {model: openai/gpt-main, api_base: $RT_FAKE/v1,
-                     api_key: os.environ/RT_PROVIDER_KEY, timeout: 30,
-                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
-    model_info: {id: main-1}
-general_settings:
-  master_key: os.environ/RT_MASTER_KEY
-tollgate:
-  listen: 127.0.0.1:$RT_ROUTER_PORT
-  threads: 2
-  limits: {max_in_flight: 4096, max_connections: 10000}
-  keys:
-    - {key: os.environ/RT_KEY, key_alias: bench}
-YAML
-export TOLLGATE_LOG_LEVEL=warn
-rt_router_start "$RT_DIR/router.yaml"
+# ---- test CA and the mock's certificate (127.0.0.1 and localhost) ----
+TLS=$STATE/tls
+mkdir -p "$TLS"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench-ca \
+    -keyout "$TLS/ca.key" -out "$TLS/ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+    -keyout "$TLS/mock.key" -out "$TLS/mock.csr" 2>/dev/null
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$TLS/ext"
+openssl x509 -req -in "$TLS/mock.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" -CAcreateserial \
+    -days 2 -extfile "$TLS/ext" -out "$TLS/mock.pem" 2>/dev/null
 
-mkdir -p "$RT_DIR/nginx"
-cat >"$RT_DIR/nginx/nginx.conf" <<NGINX
-worker_processes 2;
-pid $RT_DIR/nginx/nginx.pid;
-error_log $RT_DIR/nginx/error.log warn;
-events { worker_connections 4096; }
+# ---- the mock provider (nginx, one worker) ----
+MOCK_PORT=$(tg_port_pick)
+MOCK_TLS_PORT=$(tg_port_pick)
+ANSWER='{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"gpt-main","system_fingerprint":"fp_bench","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! This is the fixed answer of the benchmark mock provider, about as long as a short reply."},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":8,"total_tokens":20}}'
+nginx_conf() { # DIR BODY-OF-http-BLOCK
+    mkdir -p "$1"
+    cat >"$1/nginx.conf" <<NGINX
+worker_processes 1;
+pid $1/nginx.pid;
+error_log $1/error.log warn;
+events { worker_connections 8192; }
 http {
     access_log off;
-    client_body_temp_path $RT_DIR/nginx/body;
-    proxy_temp_path $RT_DIR/nginx/proxy;
-    fastcgi_temp_path $RT_DIR/nginx/fastcgi;
-    uwsgi_temp_path $RT_DIR/nginx/uwsgi;
-    scgi_temp_path $RT_DIR/nginx/scgi;
-    upstream fake { server 127.0.0.1:$RT_FAKE_PORT; keepalive 256; }
-    server {
-        listen 127.0.0.1:$NGINX_PORT;
-        location / {
-            proxy_pass http://fake;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-        }
-    }
+    client_body_temp_path $1/body;
+    proxy_temp_path $1/proxy;
+    fastcgi_temp_path $1/fastcgi;
+    uwsgi_temp_path $1/uwsgi;
+    scgi_temp_path $1/scgi;
+    keepalive_requests 10000000;
+    keepalive_timeout 300s;
+$2
 }
 NGINX
-"$NGINX" -c "$RT_DIR/nginx/nginx.conf" -p "$RT_DIR/nginx" -g 'daemon off;' 2>>"$RT_DIR/nginx/stderr" &
+}
+nginx_conf "$STATE/mock" "
+    server {
+        listen 127.0.0.1:$MOCK_PORT;
+        listen 127.0.0.1:$MOCK_TLS_PORT ssl;
+        ssl_certificate $TLS/mock.pem;
+        ssl_certificate_key $TLS/mock.key;
+        ssl_session_cache shared:bench:1m;
+        location / { default_type application/json; return 200 '$ANSWER'; }
+    }"
+"${PIN_PROXY[@]}" "$NGINX" -c "$STATE/mock/nginx.conf" -p "$STATE/mock" -g 'daemon off;' 2>>"$STATE/mock.log" &
+MOCK_PID=$!
+PIDS+=("$MOCK_PID")
+wait_http "http://127.0.0.1:$MOCK_PORT/" || die "mock did not start"
+wait_http "https://127.0.0.1:$MOCK_TLS_PORT/" || die "mock TLS port did not start"
+
+# ---- nginx proxy_pass (one worker): plain upstream and https:// upstream ----
+NGINX_PORT=$(tg_port_pick)
+NGINX_TLS_PORT=$(tg_port_pick)
+nginx_conf "$STATE/nginx" "
+    upstream mock { server 127.0.0.1:$MOCK_PORT; keepalive 256; }
+    upstream mock_tls { server 127.0.0.1:$MOCK_TLS_PORT; keepalive 256; }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / { proxy_pass http://mock; proxy_http_version 1.1;
+                     proxy_set_header Connection \"\"; proxy_buffering off; }
+    }
+    server {
+        listen 127.0.0.1:$NGINX_TLS_PORT;
+        location / { proxy_pass https://mock_tls; proxy_http_version 1.1;
+                     proxy_set_header Connection \"\"; proxy_buffering off;
+                     proxy_ssl_session_reuse on; proxy_ssl_verify on;
+                     proxy_ssl_trusted_certificate $TLS/ca.pem; proxy_ssl_name localhost;
+                     proxy_ssl_server_name on; }
+    }"
+"${PIN_PROXY[@]}" "$NGINX" -c "$STATE/nginx/nginx.conf" -p "$STATE/nginx" -g 'daemon off;' 2>>"$STATE/nginx.log" &
 NGINX_PID=$!
-RT_PIDS+=("$NGINX_PID")
-rt_wait_http "http://127.0.0.1:$NGINX_PORT/_stats" 10 || rt_die "nginx did not start"
+PIDS+=("$NGINX_PID")
+wait_http "http://127.0.0.1:$NGINX_PORT/" || die "nginx did not start"
 
-BODY='{"model":"gpt-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}'
-cat >"$RT_DIR/post.lua" <<LUA
-wrk.method = "POST"
-wrk.body = '$BODY'
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer $RT_KEY"
-LUA
+# ---- router-svc: with events (Kafka) and without ----
+export RB_KEY="sk-bench-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export RB_PROVIDER_KEY="sk-provider-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+router_conf() { # NAME PORT KAFKA(0|1)
+    {
+        cat <<YAML
+model_list:
+  - model_name: bench-plain
+    litellm_params: {model: openai/gpt-main, api_base: "http://127.0.0.1:$MOCK_PORT/v1",
+                     api_key: os.environ/RB_PROVIDER_KEY, timeout: 30,
+                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
+  - model_name: bench-tls
+    litellm_params: {model: openai/gpt-main, api_base: "https://localhost:$MOCK_TLS_PORT/v1",
+                     api_key: os.environ/RB_PROVIDER_KEY, timeout: 30, ssl_verify: "$TLS/ca.pem",
+                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
+tollgate:
+  listen: 127.0.0.1:$2
+  threads: 1
+  limits: {max_in_flight: 4096, max_connections: 10000}
+  keys:
+    - {key: os.environ/RB_KEY, key_alias: bench}
+  spool: {dir: $STATE/spool-$1, max_bytes: 1073741824}
+YAML
+        [ "$3" = 1 ] && cat <<YAML
+  kafka: {brokers: "$TG_KAFKA_BROKERS", events_topic: tollgate.events.v1,
+          control_topic: tollgate.control.v1${RT_BENCH_LIBRDKAFKA:+, librdkafka: {$RT_BENCH_LIBRDKAFKA\}}}
+YAML
+        true
+    } >"$STATE/$1.yaml"
+}
+ROUTER_PORT=$(tg_port_pick)
+ROUTER0_PORT=$(tg_port_pick)
+router_conf router "$ROUTER_PORT" 1
+router_conf router0 "$ROUTER0_PORT" 0
+export TOLLGATE_LOG_LEVEL=warn
+"${PIN_PROXY[@]}" "$BIN/router-svc/router-svc" --config "$STATE/router.yaml" 2>>"$STATE/router.log" &
+ROUTER_PID=$!
+PIDS+=("$ROUTER_PID")
+"${PIN_PROXY[@]}" "$BIN/router-svc/router-svc" --config "$STATE/router0.yaml" 2>>"$STATE/router0.log" &
+ROUTER0_PID=$!
+PIDS+=("$ROUTER0_PID")
+wait_http "http://127.0.0.1:$ROUTER_PORT/health/readiness" || die "router-svc did not become ready"
+wait_http "http://127.0.0.1:$ROUTER0_PORT/health/readiness" || die "router-svc (no events) did not become ready"
 
-pids_of() { # target -> PIDs whose CPU is the proxy's cost
-    case $1 in
-    direct) echo "$RT_FAKE_PID" ;;
-    nginx) echo "$NGINX_PID $(pgrep -P "$NGINX_PID" | tr '\n' ' ')" ;;
-    router) echo "$RT_ROUTER_PID" ;;
-    esac
-}
-cpu_ticks() { # PIDs...
-    local t=0 p
-    for p in "$@"; do
-        t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-    done
-    echo "$t"
-}
-rss_kb() { # PIDs...
-    local t=0 p
-    for p in "$@"; do
-        t=$((t + $(awk '/^VmRSS:/ {print $2}' "/proc/$p/status")))
-    done
-    echo "$t"
-}
+# ---- targets ----
+TARGETS="direct nginx router router-noevents nginx-tls router-tls"
 url_of() {
     case $1 in
-    direct) echo "$RT_FAKE" ;;
+    direct) echo "http://127.0.0.1:$MOCK_PORT" ;;
     nginx) echo "http://127.0.0.1:$NGINX_PORT" ;;
-    router) echo "$RT_URL" ;;
+    nginx-tls) echo "http://127.0.0.1:$NGINX_TLS_PORT" ;;
+    router | router-tls) echo "http://127.0.0.1:$ROUTER_PORT" ;;
+    router-noevents) echo "http://127.0.0.1:$ROUTER0_PORT" ;;
     esac
 }
-
-# throughput: closed loop at CONC connections for DUR seconds. The machine may be shared, so
-# the three targets are measured in ROUNDS interleaved rounds and the median round is kept.
-ROUNDS=${RT_BENCH_ROUNDS:-3}
-declare -A RPS CPU_US RSS P50 P99 FAILS
+pids_of() {
+    case $1 in
+    direct) echo "$MOCK_PID $(pgrep -P "$MOCK_PID" | tr '\n' ' ')" ;;
+    nginx | nginx-tls) echo "$NGINX_PID $(pgrep -P "$NGINX_PID" | tr '\n' ' ')" ;;
+    router | router-tls) echo "$ROUTER_PID" ;;
+    router-noevents) echo "$ROUTER0_PID" ;;
+    esac
+}
+model_of() { case $1 in *-tls) echo bench-tls ;; *) echo bench-plain ;; esac; }
+for m in bench-plain bench-tls; do
+    cat >"$STATE/$m.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '{"model":"$m","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $RB_KEY"
+LUA
+done
+cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+rss_kb() { local t=0 p; for p in "$@"; do t=$((t + $(awk '/^VmRSS:/ {print $2}' "/proc/$p/status"))); done; echo "$t"; }
+metric() { # PORT NAME: a router counter's value
+    curl -fsS "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n {print $2}'
+}
+ms() { # wrk latency "1.23ms" / "850.00us" / "1.02s" -> ms
+    awk '{ v = $1; if (v ~ /us$/) { sub(/us$/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms$/, "", v) } else if (v ~ /s$/) { sub(/s$/, "", v); v *= 1000 } printf "%.3f", v }'
+}
+thread_ticks() { # PID -> "name ticks" per thread (threads of one name summed)
+    local d
+    for d in /proc/"$1"/task/*; do
+        printf '%s %s\n' "$(tr ' ' _ <"$d/comm")" "$(awk '{print $14 + $15}' "$d/stat")"
+    done | awk '{ t[$1] += $2 } END { for (n in t) print n, t[n] }' | sort
+}
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
-declare -A RPS_ALL CPU_ALL
+run_wrk() { # TARGET SECONDS OUT
+    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$CONC" -d"${2}s" --latency -s "$STATE/$(model_of "$1").lua" \
+        "$(url_of "$1")/v1/chat/completions" >"$3" 2>&1
+}
+
+# warm-up: every target once (connections, TLS sessions, page cache), then idle RSS with TLS
+for t in $TARGETS; do run_wrk "$t" 2 "$STATE/warm.$t"; done
+sleep 1
+RSS_IDLE_ROUTER=$(rss_kb "$ROUTER_PID")
+if [ -n "${RT_BENCH_SMAPS:-}" ]; then
+    # where the router's idle RSS is: the largest mappings
+    awk '/^[0-9a-f]+-[0-9a-f]+ / { name = ($6 == "" ? "[anon]" : $6) } /^Rss:/ { rss[name] += $2 }
+         END { for (n in rss) if (rss[n] >= 256) printf "%8d kB  %s\n", rss[n], n }' \
+        "/proc/$ROUTER_PID/smaps" | sort -rn | head -20 >"$STATE/smaps.txt"
+    RSS_IDLE_ROUTER0=$(rss_kb "$ROUTER0_PID")
+fi
+RSS_IDLE_NGINX=$(rss_kb $(pids_of nginx))
+APPENDED0=$(metric "$ROUTER_PORT" tollgate_router_events_appended_total)
+
+declare -A RPS_ALL CPU_ALL P50_ALL P99_ALL FAILS REQS
 for round in $(seq 1 "$ROUNDS"); do
-    for t in direct nginx router; do
-        url=$(url_of $t)
-        pids=$(pids_of $t)
-        if [ -n "$WRK" ]; then
-            "$WRK" -t2 -c"$CONC" -d1s -s "$RT_DIR/post.lua" "$url/v1/chat/completions" >/dev/null 2>&1
-        fi
+    for t in $TARGETS; do
+        pids=$(pids_of "$t")
+        [ "$t" = router ] && thread_ticks "$ROUTER_PID" >"$STATE/threads.0.$round"
         c0=$(cpu_ticks $pids)
-        if [ -n "$WRK" ]; then
-            "$WRK" -t2 -c"$CONC" -d"${DUR}s" -s "$RT_DIR/post.lua" "$url/v1/chat/completions" \
-                >"$RT_DIR/wrk.$t.$round" 2>&1
-            rps=$(awk '/^Requests\/sec:/ {print $2}' "$RT_DIR/wrk.$t.$round")
-            reqs=$(awk '/requests in/ {print $1}' "$RT_DIR/wrk.$t.$round")
-            non2xx=$(awk '/Non-2xx/ {print $5}' "$RT_DIR/wrk.$t.$round")
-        else
-            "$LOADGEN" --url "$url" --key "$RT_KEY" --rate 100000 --duration "$DUR" --mix chat \
-                --stream-ratio 0 --max-inflight "$CONC" >"$RT_DIR/wrk.$t.$round" 2>&1
-            reqs=$(grep '^{' "$RT_DIR/wrk.$t.$round" | tail -1 | jq '.ok')
-            rps=$(echo "$reqs $DUR" | awk '{printf "%.0f", $1 / $2}')
-            non2xx=0
+        if [ -n "${RT_BENCH_PERF:-}" ] && [ "$round" = 1 ] && [ "$t" = "$RT_BENCH_PERF" ]; then
+            # a CPU profile of the router's process for this target's first round
+            perf record -F 999 -g -p "$(pids_of "$t" | awk '{print $1}')" -o "$STATE/perf.data" \
+                -- sleep "$DUR" >/dev/null 2>&1 &
+            PERF_PID=$!
         fi
+        run_wrk "$t" "$DUR" "$STATE/wrk.$t.$round"
+        [ -n "${PERF_PID:-}" ] && { wait "$PERF_PID" || true; PERF_PID=; }
         c1=$(cpu_ticks $pids)
+        [ "$t" = router ] && thread_ticks "$ROUTER_PID" >"$STATE/threads.1.$round"
+        f=$STATE/wrk.$t.$round
+        rps=$(awk '/^Requests\/sec:/ {print $2}' "$f")
+        reqs=$(awk '/requests in/ {print $1}' "$f")
+        [ -n "$reqs" ] && [ "$reqs" -gt 0 ] || die "$t: wrk made no request: $(cat "$f")"
+        non2xx=$(awk '/Non-2xx/ {print $5}' "$f")
+        errs=$(awk '/Socket errors/ {n = 0; for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+,?$/) n += $i; print n}' "$f")
         RPS_ALL[$t]="${RPS_ALL[$t]:-} ${rps%.*}"
         CPU_ALL[$t]="${CPU_ALL[$t]:-} $(echo "$c0 $c1 $TICK $reqs" | awk '{printf "%.1f", ($2 - $1) * 1e6 / $3 / $4}')"
-        FAILS[$t]=$((${FAILS[$t]:-0} + ${non2xx:-0}))
+        P50_ALL[$t]="${P50_ALL[$t]:-} $(awk '$1 == "50%" {print $2}' "$f" | ms)"
+        P99_ALL[$t]="${P99_ALL[$t]:-} $(awk '$1 == "99%" {print $2}' "$f" | ms)"
+        FAILS[$t]=$((${FAILS[$t]:-0} + ${non2xx:-0} + ${errs:-0}))
+        REQS[$t]=$((${REQS[$t]:-0} + reqs))
+        [ "$t" = router ] && ROUTER_REQS=$((${ROUTER_REQS:-0} + reqs))
     done
 done
-for t in direct nginx router; do
-    RPS[$t]=$(echo "${RPS_ALL[$t]}" | median)
-    CPU_US[$t]=$(echo "${CPU_ALL[$t]}" | median)
-    RSS[$t]=$(rss_kb $(pids_of $t))
+RSS_ROUTER=$(rss_kb "$ROUTER_PID")
+RSS_NGINX=$(rss_kb $(pids_of nginx))
+
+# every event of the router with Kafka acknowledged (the publisher drains within seconds)
+APPENDED=$(( $(metric "$ROUTER_PORT" tollgate_router_events_appended_total) - APPENDED0 ))
+WANT=$((REQS[router] + REQS[router-tls]))
+for _ in $(seq 1 300); do
+    acked=$(metric "$ROUTER_PORT" tollgate_router_events_acked_total)
+    total=$(metric "$ROUTER_PORT" tollgate_router_events_appended_total)
+    [ "${acked%.*}" -ge "${total%.*}" ] && break
+    sleep 0.1
 done
 
-# latency at half load: open loop (loadgen) at half of the slowest target's capacity, the
-# same rate for all three. Capacity is measured with loadgen itself (in-flight capped at CONC,
-# offered at the target's closed-loop throughput: offering far more would only make the
-# generator burn the shared CPU on refused slots), since the generator shares the machine.
-declare -A CAP
-for t in direct nginx router; do
-    "$LOADGEN" --url "$(url_of $t)" --key "$RT_KEY" --rate "${RPS[$t]}" --duration "$DUR" --mix chat \
-        --stream-ratio 0 --max-inflight "$CONC" >"$RT_DIR/cap.$t" 2>&1
-    CAP[$t]=$(grep '^{' "$RT_DIR/cap.$t" | tail -1 | jq --argjson d "$DUR" '(.ok / $d) | floor')
-done
-RATE=${CAP[direct]}
-for t in nginx router; do
-    [ "${CAP[$t]}" -lt "$RATE" ] && RATE=${CAP[$t]}
-done
-RATE=$((RATE / 2))
-# the same rounds, interleaved, median per target: one 5 s run's p99 on a shared 2-core machine
-# is mostly the scheduler's
-declare -A P50_ALL P99_ALL
-# the router's own share of each request (tollgate_router_overhead_seconds: from the parsed
-# request to the queued response, provider time excluded), over the latency rounds only
-overhead_hist() { curl -fsS "$RT_URL/metrics" | grep '^tollgate_router_overhead_seconds_bucket' |
-    sed -E 's/.*le="([^"]+)"} ([0-9]+)$/\1 \2/'; }
-overhead_hist >"$RT_DIR/overhead.before"
-for round in $(seq 1 "$ROUNDS"); do
-    for t in direct nginx router; do
-        "$LOADGEN" --url "$(url_of $t)" --key "$RT_KEY" --rate "$RATE" --duration "$DUR" \
-            --mix chat --stream-ratio 0 --max-inflight 4096 >"$RT_DIR/lat.$t.$round" 2>&1
-        summary=$(grep '^{' "$RT_DIR/lat.$t.$round" | tail -1)
-        P50_ALL[$t]="${P50_ALL[$t]:-} $(jq -r '.p50_ms // .latency_ms.p50 // empty' <<<"$summary")"
-        P99_ALL[$t]="${P99_ALL[$t]:-} $(jq -r '.p99_ms // .latency_ms.p99 // empty' <<<"$summary")"
-    done
-done
-overhead_hist >"$RT_DIR/overhead.after"
-# smallest bucket bound holding 99 % of the rounds' requests, and the share under 0.5 ms
-OVERHEAD=$(paste "$RT_DIR/overhead.before" "$RT_DIR/overhead.after" | awk '
-    { le[NR] = $1; n[NR] = $4 - $2 } END {
-        total = n[NR]; if (total <= 0) { print "n/a"; exit }
-        for (i = 1; i <= NR; i++) if (n[i] >= 0.99 * total) { p99 = le[i]; break }
-        printf "<= %s ms (%.2f %% of %d requests <= 0.5 ms)", p99 * 1000, 100 * n[1] / total, total }')
-for t in direct nginx router; do
+declare -A RPS CPU P50 P99
+for t in $TARGETS; do
+    RPS[$t]=$(echo "${RPS_ALL[$t]}" | median)
+    CPU[$t]=$(echo "${CPU_ALL[$t]}" | median)
     P50[$t]=$(echo "${P50_ALL[$t]}" | median)
     P99[$t]=$(echo "${P99_ALL[$t]}" | median)
 done
-
 ratio() { echo "$1 $2" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else print "n/a" }'; }
-added() { echo "$1 $2" | awk '{ printf "%.3f", $1 - $2 }'; }
+diff_us() { echo "$1 $2" | awk '{ printf "%.1f", $1 - $2 }'; }
 {
     echo
-    echo "### router-svc bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), concurrency $CONC, median of $ROUNDS interleaved ${DUR}s runs; latency open loop at $RATE/s, median of $ROUNDS interleaved runs)"
+    echo "### router-svc as deployed ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), $CONC connections, median of $ROUNDS interleaved ${DUR}s rounds)"
     echo
-    echo "Both proxies keep their upstream connections alive: nginx with \`keepalive 256\`, HTTP/1.1 and"
-    echo "an empty Connection header; router-svc with its built-in HTTP/1.1 client's kept-alive connections (per loop)."
+    echo "Spend events on (Apache Kafka, one node) unless said; proxies and mock on core $PROXY_CPU, wrk and Kafka on core $LOAD_CPU;"
+    echo "router-svc \`threads: 1\`, nginx one worker; the mock is nginx answering a fixed $(printf %s "$ANSWER" | wc -c)-byte chat completion."
     echo
-    echo "| target | req/s (wrk) | loadgen capacity req/s | non-2xx | CPU µs/req (proxy) | RSS kB (proxy) | p50 ms @ $RATE/s | p99 ms @ $RATE/s |"
-    echo "|---|---|---|---|---|---|---|---|"
-    for t in direct nginx router; do
-        echo "| $t | ${RPS[$t]} (runs:${RPS_ALL[$t]}) | ${CAP[$t]} | ${FAILS[$t]} | ${CPU_US[$t]} | ${RSS[$t]} | ${P50[$t]} | ${P99[$t]} (runs:${P99_ALL[$t]}) |"
+    echo "| target | req/s | CPU µs/req (proxy) | p50 ms | p99 ms | non-2xx + errors |"
+    echo "|---|---|---|---|---|---|"
+    for t in $TARGETS; do
+        echo "| $t | ${RPS[$t]} (runs:${RPS_ALL[$t]}) | ${CPU[$t]} (runs:${CPU_ALL[$t]}) | ${P50[$t]} | ${P99[$t]} (runs:${P99_ALL[$t]}) | ${FAILS[$t]} |"
     done
     echo
-    echo "| ratio | value |"
+    echo "| ratio | value | target |"
+    echo "|---|---|---|"
+    echo "| router / nginx throughput | $(ratio "${RPS[router]}" "${RPS[nginx]}") | >= 0.95 |"
+    echo "| router / nginx CPU per request | $(ratio "${CPU[router]}" "${CPU[nginx]}") | <= 1.1 |"
+    echo "| router / nginx p99 | $(ratio "${P99[router]}" "${P99[nginx]}") | |"
+    echo "| router-tls / nginx-tls throughput | $(ratio "${RPS[router-tls]}" "${RPS[nginx-tls]}") | >= 0.9 |"
+    echo "| router-tls / nginx-tls CPU per request | $(ratio "${CPU[router-tls]}" "${CPU[nginx-tls]}") | <= 1.2 |"
+    echo "| router-tls / nginx-tls p99 | $(ratio "${P99[router-tls]}" "${P99[nginx-tls]}") | <= 1.2 |"
+    echo "| router / direct throughput | $(ratio "${RPS[router]}" "${RPS[direct]}") | |"
+    echo "| event pipeline CPU µs/req (router - router-noevents) | $(diff_us "${CPU[router]}" "${CPU[router-noevents]}") | <= 3 |"
+    echo "| router RSS kB idle after warm-up (TLS upstream pooled) / after the rounds | $RSS_IDLE_ROUTER / $RSS_ROUTER | <= 25600 idle |"
+    echo "| nginx RSS kB idle / after | $RSS_IDLE_NGINX / $RSS_NGINX | |"
+    echo "| events appended / requests through the router with Kafka | $APPENDED / $WANT | equal |"
+    echo
+    echo "router-svc (events on, plain upstream) CPU by thread, µs per request, summed over the rounds:"
+    echo
+    echo "| thread | µs/req |"
     echo "|---|---|"
-    echo "| router / nginx throughput | $(ratio "${RPS[router]}" "${RPS[nginx]}") |"
-    echo "| router / direct throughput | $(ratio "${RPS[router]}" "${RPS[direct]}") |"
-    echo "| router / nginx CPU per request | $(ratio "${CPU_US[router]}" "${CPU_US[nginx]}") |"
-    echo "| router added p99 vs direct (ms) | $(added "${P99[router]}" "${P99[direct]}") |"
-    echo "| nginx added p99 vs direct (ms) | $(added "${P99[nginx]}" "${P99[direct]}") |"
-    echo "| router's own overhead p99 in the latency rounds (histogram bucket) | $OVERHEAD |"
-} | tee "$RT_DIR/bench.md"
-rt_true "router answered during the bench" test "${RPS[router]:-0}" -gt 0
-rt_eq "router gave no non-2xx" "${FAILS[router]}" 0
-rt_finish
+    for round in $(seq 1 "$ROUNDS"); do
+        join -a1 -e0 -o 0,1.2,2.2 "$STATE/threads.1.$round" "$STATE/threads.0.$round"
+    done | awk -v tick="$TICK" -v n="$ROUTER_REQS" '{ d[$1] += $2 - $3 } END {
+        for (t in d) if (d[t] > 0) printf "| %s | %.1f |\n", t, d[t] * 1e6 / tick / n }' | sort -t'|' -k3 -gr
+} | tee "$STATE/bench.md"
+if [ -f "$STATE/smaps.txt" ]; then
+    echo
+    echo "router-svc idle RSS by mapping (events on; the router without events: $RSS_IDLE_ROUTER0 kB):"
+    echo
+    sed 's/^/    /' "$STATE/smaps.txt"
+fi
+if [ -f "$STATE/perf.data" ]; then
+    echo
+    echo "perf profile of $RT_BENCH_PERF (first round), self time by symbol:"
+    perf report -i "$STATE/perf.data" --stdio --no-children -g none --sort comm,dso,sym 2>/dev/null |
+        grep -v '^#' | grep '%' | head -n "${RT_BENCH_PERF_LINES:-60}" || true
+fi
+for t in $TARGETS; do
+    [ "${FAILS[$t]}" = 0 ] || die "$t: ${FAILS[$t]} non-2xx answers or socket errors"
+done
+[ "$APPENDED" -ge "$WANT" ] || die "events appended $APPENDED < requests $WANT"
+acked=$(metric "$ROUTER_PORT" tollgate_router_events_acked_total)
+total=$(metric "$ROUTER_PORT" tollgate_router_events_appended_total)
+[ "${acked%.*}" -ge "${total%.*}" ] || die "events not acknowledged by Kafka: acked $acked of $total"
+echo "router_bench: ok"

@@ -123,10 +123,15 @@ for svc in router-svc spend-svc; do
     [ "$svc" = router-svc ] && { grep -q 'install -d -o 10001 -g 10001 -m 0750 /var/lib/tollgate /var/lib/tollgate/spool' "$df" || problems+=" spool-dir"; }
     [ -f "$df.dockerignore" ] && grep -qx '.git' "$df.dockerignore" || problems+=" dockerignore"
     # The runtime stage must carry the package of every library the binary links directly.
+    # (spend-svc's image also carries tollgate-litellm-import: its libraries are checked too)
     bin="$build_dir/$svc/$svc"
+    bins="$bin"
+    [ "$svc" = spend-svc ] && bins="$bin $build_dir/tools/tollgate-litellm-import"
     if [ -x "$bin" ] && command -v objdump >/dev/null && command -v dpkg >/dev/null; then
-        for lib in $(objdump -p "$bin" | awk '/NEEDED/ { print $2 }'); do
-            libpath="$(ldd "$bin" | awk -v l="$lib" '$1 == l { print $3 }')"
+        for lib in $(for b in $bins; do [ -x "$b" ] || { echo "missing:$b"; continue; }
+                     objdump -p "$b" | awk '/NEEDED/ { print $2 }'; done | sort -u); do
+            case "$lib" in missing:*) problems+=" not-built:${lib#missing:}"; continue ;; esac
+            libpath="$(for b in $bins; do ldd "$b"; done | awk -v l="$lib" '$1 == l { print $3; exit }')"
             pkg=""
             for cand in "$libpath" "$(readlink -f "$libpath")" "${libpath#/usr}" "/usr${libpath}"; do
                 [ -n "$cand" ] || continue
@@ -140,7 +145,7 @@ for svc in router-svc spend-svc; do
                 *) grep -qx "$pkg" <<<"$run_pkgs" || problems+=" runtime-lacks:$pkg($lib)" ;;
             esac
         done
-        linked="links checked against $(basename "$bin")"
+        linked="links checked against $(for b in $bins; do basename "$b"; done | paste -sd+)"
     else
         linked="no built $svc binary: library check skipped"
     fi

@@ -124,6 +124,82 @@ test('anthropic messages to an OpenAI deployment are translated', async () => {
   record(response.headers, data.usage.input_tokens, data.usage.output_tokens);
 });
 
+// Tools through translation both ways (fake-llm answers tool calls in each API's shape and
+// echoes tool results: tests/fakes/fl_tools.h); each answer is billed like any other.
+const WEATHER = { name: 'weather', description: 'current weather',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } };
+
+test('tools: the openai client through an Anthropic deployment, call and result', async () => {
+  const tools = [{ type: 'function', function: WEATHER }];
+  const messages = [{ role: 'user', content: 'weather in Paris?' }];
+  const { data, response } = await openai.chat.completions
+    .create({ model: 'claude-main', messages, tools }).withResponse();
+  const call = data.choices[0].message.tool_calls?.[0];
+  assert.equal(data.choices[0].finish_reason, 'tool_calls');
+  assert.equal(call?.function.name, 'weather');
+  assert.deepEqual(JSON.parse(call.function.arguments), { city: 'Paris' });
+  record(response.headers, data.usage.prompt_tokens, data.usage.completion_tokens);
+
+  const { data: stream, response: sresp } = await openai.chat.completions
+    .create({ model: 'claude-main', messages, tools, stream: true, stream_options: { include_usage: true } })
+    .withResponse();
+  let args = '', name = '', usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const tc of chunk.choices[0]?.delta?.tool_calls ?? []) {
+      name += tc.function?.name ?? '';
+      args += tc.function?.arguments ?? '';
+    }
+  }
+  assert.equal(name, 'weather');
+  assert.deepEqual(JSON.parse(args), { city: 'Paris' });
+  record(sresp.headers, usage.prompt_tokens, usage.completion_tokens, true);
+
+  const { data: fin, response: fresp } = await openai.chat.completions
+    .create({ model: 'claude-main', tools, messages: [...messages,
+      { role: 'assistant', content: null, tool_calls: data.choices[0].message.tool_calls },
+      { role: 'tool', tool_call_id: call.id, content: 'sunny, 22 C' }] }).withResponse();
+  assert.equal(fin.choices[0].message.content, 'the tool said: sunny, 22 C');
+  record(fresp.headers, fin.usage.prompt_tokens, fin.usage.completion_tokens);
+});
+
+test('tools: the anthropic client through an OpenAI deployment, tool_use and tool_result', async () => {
+  const tools = [{ name: WEATHER.name, description: WEATHER.description, input_schema: WEATHER.parameters }];
+  const messages = [{ role: 'user', content: 'weather in Paris?' }];
+  const { data, response } = await anthropic.messages
+    .create({ model: 'gpt-main', max_tokens: 64, messages, tools }).withResponse();
+  const use = data.content.find((b) => b.type === 'tool_use');
+  assert.equal(data.stop_reason, 'tool_use');
+  assert.equal(use?.name, 'weather');
+  assert.deepEqual(use.input, { city: 'Paris' });
+  record(response.headers, data.usage.input_tokens, data.usage.output_tokens);
+
+  const { data: stream, response: sresp } = await anthropic.messages
+    .create({ model: 'gpt-main', max_tokens: 64, messages, tools, stream: true }).withResponse();
+  let json = '', input = 0, output = 0, stop = null;
+  for await (const ev of stream) {
+    if (ev.type === 'message_start') input = ev.message.usage.input_tokens;
+    if (ev.type === 'content_block_delta' && ev.delta.type === 'input_json_delta') json += ev.delta.partial_json;
+    // a translated stream knows its input tokens at the end: message_delta carries them
+    if (ev.type === 'message_delta') {
+      [output, stop] = [ev.usage.output_tokens, ev.delta.stop_reason];
+      input = ev.usage.input_tokens ?? input;
+    }
+  }
+  assert.deepEqual(JSON.parse(json), { city: 'Paris' });
+  assert.equal(stop, 'tool_use');
+  record(sresp.headers, input, output, true);
+
+  const { data: fin, response: fresp } = await anthropic.messages
+    .create({ model: 'gpt-main', max_tokens: 64, tools, messages: [...messages,
+      { role: 'assistant', content: data.content },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sunny, 22 C' }] }] })
+    .withResponse();
+  assert.equal(fin.content.map((b) => b.text ?? '').join(''), 'the tool said: sunny, 22 C');
+  assert.equal(fin.stop_reason, 'end_turn');
+  record(fresp.headers, fin.usage.input_tokens, fin.usage.output_tokens);
+});
+
 test('responses, not streaming and streaming', async () => {
   const { data, response } = await openai.responses
     .create({ model: 'gpt-main', input: 'respond' })

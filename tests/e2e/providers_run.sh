@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/e2e/providers_run.sh — router-svc in front of the cloud provider fakes
 # (tests/fakes/cloud_fake.py: Azure OpenAI + Entra ID, Gemini API, Vertex AI + Google OAuth,
-# Bedrock + STS), then providers.test.mjs with the official openai and @anthropic-ai/sdk
+# Bedrock + STS) and fake-llm (an Anthropic and an OpenAI deployment, for tools through
+# translation), then providers.test.mjs with the official openai and @anthropic-ai/sdk
 # clients. No Kafka, Redis or Postgres: spend events stay in router-svc's log.
 set -euo pipefail
 SRC="${TG_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -39,6 +40,8 @@ cat >"$RT_DIR/cloud.json" <<JSON
  "sts": {"role_arn": "arn:aws:iam::123456789012:role/e2e", "web_identity_token":
          "$RT_WEB_IDENTITY", "expires_in": 3600}}
 JSON
+echo '{"default": {}}' >"$RT_DIR/fake.json"
+rt_fake_start "$RT_DIR/fake.json"
 python3 "$SRC/tests/fakes/cloud_fake.py" --config "$RT_DIR/cloud.json" \
     --port-file "$RT_DIR/cloud.port" --log "$RT_DIR/cloud.jsonl" 2>"$RT_DIR/cloud.err" &
 RT_PIDS+=($!)
@@ -89,6 +92,10 @@ model_list:
     litellm_params: {model: "bedrock/amazon.titan-embed-text-v2:0", $AWS, $KEYS}
   - model_name: bedrock-429
     litellm_params: {model: bedrock/m-429, $AWS, $KEYS}
+  - model_name: fl-anthropic
+    litellm_params: {model: anthropic/fake-claude, api_base: $RT_FAKE, api_key: sk-fake}
+  - model_name: fl-openai
+    litellm_params: {model: openai/fake-gpt, api_base: $RT_FAKE/v1, api_key: sk-fake}
 router_settings:
   num_retries: 0
 general_settings:

@@ -24,8 +24,7 @@ Microsoft Entra ID (config "entra": {"tenant", "client_id", "client_secret", "sc
 Gemini API (config "gemini": {"api_key", "models": [names]}):
   POST /v1beta/models/{model}:generateContent | :streamGenerateContent?alt=sse |
   :batchEmbedContents, key in x-goog-api-key (else 400 "API key not valid", as Google answers);
-  the body must be a generateContent request (contents[] with roles user/model and parts);
-  with tools declared the answer is a call of the first one.
+  the body must be a generateContent request (contents[] with roles user/model and parts).
 Vertex AI (config "vertex": {"project", "location", "models": [names]}):
   POST /v1/projects/{project}/locations/{location}/publishers/google/models/{m}:generateContent
   | :streamGenerateContent?alt=sse | :predict, and .../publishers/anthropic/models/{m}:rawPredict
@@ -50,6 +49,26 @@ AWS STS (config "sts": {"role_arn", "web_identity_token", "expires_in"}): POST /
   Action=AssumeRoleWithWebIdentity: the token and role must match; answers XML credentials
   that the Bedrock fake then accepts (with their session token).
 
+Tool calls (every chat-like API above: Azure chat completions, Gemini and Vertex
+generateContent, Vertex Claude, Bedrock Converse; streaming and not, in the API's own shape):
+with tools declared and a user turn last, the answer calls the first tool, or the one tool_choice
+names (any/required: the first), or the first two when the user's text carries "[parallel]"
+and parallel calls are not disabled (OpenAI parallel_tool_calls false, Anthropic
+tool_choice.disable_parallel_tool_use)
+("[preamble]": the text "Let me check." first, as a text block or part before the calls);
+the arguments come from the tool's schema (strings "Paris", integers 3, numbers 2.5, booleans
+true). With tool results last, the answer is the text "the tool said: " + the results' strings
+joined by "; ". Streams carry the arguments in several deltas where the API streams them
+(OpenAI, Anthropic input_json_delta after an empty first one, Bedrock toolUse.input; an input
+without members streams no piece); Gemini streams a call per chunk; an OpenAI-shaped stream
+sends every call whole in one chunk when the prompt carries "[oneshot]" (as vLLM and Groq do).
+The request's tools, tool choice, calls and results are checked as the service checks them
+(Anthropic: tools[].input_schema, each tool_result answering a tool_use of the turn before
+and each tool_use answered; Gemini: functionDeclarations, as many functionResponse parts as
+functionCall parts before; Bedrock: toolConfig.tools[].toolSpec.inputSchema.json, toolConfig
+present with toolUse/toolResult blocks, toolResult answering a toolUse; OpenAI: tools[].function,
+tool messages answering tool_calls): otherwise 400 in the API's error shape, naming the problem.
+
 Faults per deployment or model name: POST /_control/fault/{name} with {"status": 429,
 "retry_after": 3} or {"error": "content_filter" | "context_window"}; {} clears. GET /_stats:
 {"tokens_issued": N, "requests": N, "rejected": N}.
@@ -62,6 +81,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import struct
 import subprocess
@@ -80,9 +100,14 @@ lock = threading.Lock()
 state = {"tokens": {}, "faults": {}, "tokens_issued": 0, "requests": 0, "rejected": 0}
 
 
-def chat_answer(model, req):
+def chat_answer(model, req, plan=None):
     words = ["hello ", "from ", "the ", "cloud ", "fake"]
     usage = {"prompt_tokens": 11, "completion_tokens": len(words), "total_tokens": 11 + len(words)}
+    if plan is not None and plan[0] == "text":
+        words = [w + " " for w in plan[1].split(" ")]
+        words[-1] = words[-1][:-1]
+    if plan is not None and plan[0] == "calls":
+        return chat_tool_answer(model, req, plan[1], usage, plan[2])
     if not req.get("stream"):
         return "application/json", json.dumps({
             "id": "chatcmpl-cloud", "object": "chat.completion", "created": 1, "model": model,
@@ -95,6 +120,53 @@ def chat_answer(model, req):
                    "model": model,
                    "choices": [{"index": 0, "delta": {"content": w},
                                 "finish_reason": "stop" if i == len(words) - 1 else None}]})
+    if (req.get("stream_options") or {}).get("include_usage"):
+        ev.append({"id": "chatcmpl-cloud", "object": "chat.completion.chunk", "created": 1,
+                   "model": model, "choices": [], "usage": usage})
+    return "text/event-stream", ("".join("data: " + json.dumps(e) + "\n\n" for e in ev) +
+                                 "data: [DONE]\n\n").encode()
+
+
+def last_user_text(req):
+    """The text of a chat request's last message when it is the user's."""
+    msgs = req.get("messages") or [{}]
+    c = msgs[-1].get("content") if msgs[-1].get("role") == "user" else ""
+    return c if isinstance(c, str) else "".join(
+        p.get("text", "") for p in c or [] if isinstance(p, dict))
+
+
+def chat_tool_answer(model, req, calls, usage, pre):
+    """Tool calls in the chat completions shape (pre: text before them, or None); streamed as
+    OpenAI does: the call's id, type and name first with empty arguments, then the arguments
+    in pieces, by index."""
+    tcs = [{"id": "call_az_%d" % (i + 1), "type": "function",
+            "function": {"name": n, "arguments": compact(a)}} for i, (n, a) in enumerate(calls)]
+    if not req.get("stream"):
+        return "application/json", json.dumps({
+            "id": "chatcmpl-cloud", "object": "chat.completion", "created": 1, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": pre,
+                                                 "tool_calls": tcs},
+                         "finish_reason": "tool_calls"}],
+            "usage": usage}).encode()
+
+    def chunk(delta, finish=None):
+        return {"id": "chatcmpl-cloud", "object": "chat.completion.chunk", "created": 1,
+                "model": model, "choices": [{"index": 0, "delta": delta,
+                                             "finish_reason": finish}]}
+    ev = [chunk({"role": "assistant", "content": None})]
+    if pre:
+        ev.append(chunk({"content": pre}))
+    if ONESHOT_MARKER in last_user_text(req):
+        # as vLLM, Groq and others stream them: every call whole, in one chunk
+        ev.append(chunk({"tool_calls": [dict(tc, index=i) for i, tc in enumerate(tcs)]}))
+        tcs = []
+    for i, tc in enumerate(tcs):
+        ev.append(chunk({"tool_calls": [{"index": i, "id": tc["id"], "type": "function",
+                                         "function": {"name": tc["function"]["name"],
+                                                      "arguments": ""}}]}))
+        for piece in split3(tc["function"]["arguments"]):
+            ev.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
+    ev.append(chunk({}, "tool_calls"))
     if (req.get("stream_options") or {}).get("include_usage"):
         ev.append({"id": "chatcmpl-cloud", "object": "chat.completion.chunk", "created": 1,
                    "model": model, "choices": [], "usage": usage})
@@ -151,60 +223,459 @@ def gemini_check(req):
     return None
 
 
-def gemini_answer(req, stream):
+def gemini_answer(req, stream, plan=None):
     usage = {"promptTokenCount": 13, "candidatesTokenCount": 6, "thoughtsTokenCount": 2,
              "totalTokenCount": 21}
-    decls = [d for t in req.get("tools", []) for d in t.get("functionDeclarations", [])]
-    if decls:
-        parts = [{"functionCall": {"name": decls[0]["name"], "args": {"city": "Paris"}}}]
-    else:
-        parts = [{"text": "hello from gemini"}]
+    words = ["hello ", "from ", "gemini"]
+    if plan is not None and plan[0] == "text":
+        words = [w + " " for w in plan[1].split(" ")]
+        words[-1] = words[-1][:-1]
+    calls = plan[1] if plan is not None and plan[0] == "calls" else []
+    pre = plan[2] if calls else None
+    parts = ([{"text": pre}] if pre else []) + (
+        [{"functionCall": {"name": n, "args": a}} for n, a in calls] if calls
+        else [{"text": "".join(words)}])
     if not stream:
         return "application/json", json.dumps({
             "candidates": [{"content": {"role": "model", "parts": parts},
                             "finishReason": "STOP", "index": 0}],
             "usageMetadata": usage, "modelVersion": "fake", "responseId": "resp-1"}).encode()
+    # Gemini streams a call whole, one part per chunk; the last chunk has the finish reason.
+    pieces = [[p] for p in parts] if calls else [[{"text": w}] for w in words]
     chunks = []
-    if decls:
-        chunks.append({"candidates": [{"content": {"role": "model", "parts": parts},
-                                       "finishReason": "STOP", "index": 0}],
-                       "usageMetadata": usage})
-    else:
-        for i, w in enumerate(["hello ", "from ", "gemini"]):
-            c = {"candidates": [{"content": {"role": "model", "parts": [{"text": w}]},
-                                 "index": 0}],
-                 "usageMetadata": {"promptTokenCount": 13}}
-            if i == 2:
-                c["candidates"][0]["finishReason"] = "STOP"
-                c["usageMetadata"] = usage
-            chunks.append(c)
+    for i, ps in enumerate(pieces):
+        c = {"candidates": [{"content": {"role": "model", "parts": ps}, "index": 0}],
+             "usageMetadata": {"promptTokenCount": 13}}
+        if i == len(pieces) - 1:
+            c["candidates"][0]["finishReason"] = "STOP"
+            c["usageMetadata"] = usage
+        chunks.append(c)
     return "text/event-stream", "".join("data: " + json.dumps(c) + "\r\n\r\n"
                                         for c in chunks).encode()
 
 
-def anthropic_answer(model, req):
+def anthropic_answer(model, req, plan=None):
     usage = {"input_tokens": 17, "output_tokens": 5}
+    text = "hello from claude on vertex"
+    if plan is not None and plan[0] == "text":
+        text = plan[1]
+    calls = plan[1] if plan is not None and plan[0] == "calls" else []
+    pre = plan[2] if calls else None
+    stop = "tool_use" if calls else "end_turn"
+    blocks = ([{"type": "text", "text": pre}] if pre else []) + (
+        [{"type": "tool_use", "id": "toolu_vrtx_%02d" % (i + 1), "name": n, "input": a}
+         for i, (n, a) in enumerate(calls)] if calls else [{"type": "text", "text": text}])
     if not req.get("stream"):
         return "application/json", json.dumps({
             "id": "msg_vertex", "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": "hello from claude on vertex"}],
-            "stop_reason": "end_turn", "stop_sequence": None, "usage": usage}).encode()
+            "content": blocks, "stop_reason": stop, "stop_sequence": None,
+            "usage": usage}).encode()
     ev = [("message_start", {"type": "message_start", "message": {
               "id": "msg_vertex", "type": "message", "role": "assistant", "model": model,
               "content": [], "stop_reason": None, "stop_sequence": None,
-              "usage": {"input_tokens": 17, "output_tokens": 1}}}),
-          ("content_block_start", {"type": "content_block_start", "index": 0,
-                                   "content_block": {"type": "text", "text": ""}}),
-          ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                   "delta": {"type": "text_delta",
-                                             "text": "hello from claude on vertex"}}),
-          ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-          ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn",
-                                                                "stop_sequence": None},
-                             "usage": {"output_tokens": 5}}),
-          ("message_stop", {"type": "message_stop"})]
+              "usage": {"input_tokens": 17, "output_tokens": 1}}})]
+    for i, b in enumerate(blocks):
+        if b["type"] == "tool_use":
+            ev.append(("content_block_start", {"type": "content_block_start", "index": i,
+                                               "content_block": dict(b, input={})}))
+            # as Claude streams: an empty first delta; an empty input has no other
+            for piece in [""] + (split3(compact(b["input"])) if b["input"] else []):
+                ev.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                   "delta": {"type": "input_json_delta",
+                                                             "partial_json": piece}}))
+        else:
+            ev += [("content_block_start", {"type": "content_block_start", "index": i,
+                                            "content_block": {"type": "text", "text": ""}}),
+                   ("content_block_delta", {"type": "content_block_delta", "index": i,
+                                            "delta": {"type": "text_delta", "text": b["text"]}})]
+        ev.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    ev += [("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop,
+                                                                 "stop_sequence": None},
+                              "usage": {"output_tokens": 5}}),
+           ("message_stop", {"type": "message_stop"})]
     return "text/event-stream", "".join("event: %s\ndata: %s\n\n" % (n, json.dumps(d))
                                         for n, d in ev).encode()
+
+
+# ---- Tool calls: one deterministic behaviour, answered in each provider's own shape.
+# With tools declared and a user turn last, the answer calls the first tool (the tool that
+# tool_choice names, when it names one; the first two when the user's text carries
+# PARALLEL_MARKER and two or more tools are declared), its arguments made from the tool's
+# schema by sample_args(). With tool results last, the answer is text that echoes them
+# (TOOL_ECHO + the results' strings), so a test sees that the result reached the provider.
+# With PREAMBLE_MARKER in the user's text, PREAMBLE_TEXT comes first, as a text block or part
+# before the calls (as Claude often answers).
+# Every request is checked the way the service checks it first; a shape it would refuse is a
+# 400 naming what is wrong, so a translation defect fails the test that sent it.
+PARALLEL_MARKER = "[parallel]"
+TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")  # Anthropic's and Bedrock's tool use ids
+PREAMBLE_MARKER = "[preamble]"
+ONESHOT_MARKER = "[oneshot]"  # chat streams: all the calls whole in one chunk
+PREAMBLE_TEXT = "Let me check."
+TOOL_ECHO = "the tool said: "
+
+
+def sample_args(schema):
+    """Arguments for a call of a tool with this JSON schema: strings "Paris", integers 3,
+    numbers 2.5, booleans true, arrays [], objects {} (per top-level property)."""
+    out = {}
+    for k, p in ((schema or {}).get("properties") or {}).items():
+        t = (p or {}).get("type") if isinstance(p, dict) else None
+        if isinstance(t, list):
+            t = next((x for x in t if x != "null"), None)
+        if isinstance(t, str):
+            t = t.lower()  # Gemini's schema types are upper case (OBJECT, STRING)
+        out[k] = {"string": "Paris", "integer": 3, "number": 2.5, "boolean": True,
+                  "array": [], "object": {}}.get(t)
+    return out
+
+
+def strings_in(v):
+    """Every string inside a JSON value, in order, members named "type" left out (the echo of
+    a tool result)."""
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list):
+        return [s for x in v for s in strings_in(x)]
+    if isinstance(v, dict):  # a block's "type" is not part of the result
+        return [s for k, x in v.items() if k != "type" for s in strings_in(x)]
+    if v is None or isinstance(v, bool):
+        return []
+    return [json.dumps(v)]
+
+
+def tool_plan(tools, forced, results, user_text):
+    """What to answer. tools: [(name, schema)]; forced: a tool name or None; results: the
+    tool results' strings of the last turn, or None when it holds none; user_text: the last
+    turn's text. Returns ("calls", [(name, args)], preamble), ("text", str, None) or None (the
+    usual answer); preamble is PREAMBLE_TEXT, the text said before the calls, when user_text
+    carries PREAMBLE_MARKER, else None. Raises ValueError for a forced tool that is not
+    declared."""
+    if results is not None:
+        return "text", TOOL_ECHO + "; ".join(results), None
+    if not tools:
+        return None
+    schemas = dict(tools)
+    if forced is not None:
+        if forced not in schemas:
+            raise ValueError("tool_choice names %r, which is not a declared tool" % forced)
+        names = [forced]
+    elif PARALLEL_MARKER in user_text and len(tools) >= 2:
+        names = [tools[0][0], tools[1][0]]
+    else:
+        names = [tools[0][0]]
+    return ("calls", [(n, sample_args(schemas[n])) for n in names],
+            PREAMBLE_TEXT if PREAMBLE_MARKER in user_text else None)
+
+
+def compact(v):
+    """JSON without spaces, as the services write tool arguments."""
+    return json.dumps(v, separators=(",", ":"))
+
+
+def split3(s):
+    """s cut into three pieces (streamed argument deltas)."""
+    a, b = len(s) // 3, 2 * len(s) // 3
+    return [p for p in (s[:a], s[a:b], s[b:]) if p]
+
+
+# The fields of Gemini's Schema object (an OpenAPI subset): anything else in a function's
+# parameters is refused, as the API refuses it ("Invalid JSON payload received. Unknown name").
+GEMINI_SCHEMA_KEYS = {"type", "format", "title", "description", "nullable", "enum", "maxItems",
+                      "minItems", "properties", "required", "minProperties", "maxProperties",
+                      "minLength", "maxLength", "pattern", "example", "anyOf", "propertyOrdering",
+                      "default", "items", "minimum", "maximum"}
+
+
+def gemini_schema_problem(s, where, depth=0):
+    """None when s is a schema Gemini accepts, else the problem (at where)."""
+    if depth > 32:
+        return "%s: nested too deeply" % where
+    if not isinstance(s, dict):
+        return "%s: a schema must be an object" % where
+    for k in s:
+        if k not in GEMINI_SCHEMA_KEYS:
+            return "Invalid JSON payload received. Unknown name \"%s\" at '%s'" % (k, where)
+    if "type" in s and not isinstance(s["type"], str):
+        return ("Invalid JSON payload received. Proto field is not repeating, cannot start "
+                "list at '%s.type'" % where)
+    subs = [("%s.properties[%s].value" % (where, k), v)
+            for k, v in (s.get("properties") or {}).items()]
+    if "items" in s:
+        subs.append((where + ".items", s["items"]))
+    subs += [("%s.any_of[%d]" % (where, i), v) for i, v in enumerate(s.get("anyOf") or [])]
+    for w, v in subs:
+        problem = gemini_schema_problem(v, w, depth + 1)
+        if problem:
+            return problem
+    return None
+
+
+def gemini_tool_plan(req):
+    """tool_plan() for a generateContent request, after checking its tools, toolConfig and
+    function turns as the Gemini API does; raises ValueError naming the problem."""
+    tools = []
+    for t in req.get("tools") or []:
+        if not isinstance(t, dict) or not (set(t) & {"functionDeclarations", "googleSearch",
+                                                       "codeExecution"}):
+            raise ValueError("tools[]: expected functionDeclarations")
+        for d in t.get("functionDeclarations") or []:
+            if not isinstance(d, dict) or not isinstance(d.get("name"), str):
+                raise ValueError("functionDeclarations[].name is required")
+            p = d.get("parameters")
+            if p is not None and (not isinstance(p, dict) or "type" not in p):
+                raise ValueError("functionDeclarations[].parameters must be a schema with a "
+                                 "type")
+            problem = p is not None and gemini_schema_problem(
+                p, "tools[0].function_declarations[%d].parameters" % len(tools))
+            if problem:
+                raise ValueError(problem)
+            tools.append((d["name"], p))
+    fcc = (req.get("toolConfig") or {}).get("functionCallingConfig") or {}
+    forced = None
+    if fcc.get("mode") == "NONE":
+        tools = []
+    allowed = fcc.get("allowedFunctionNames")
+    if allowed is not None:
+        if fcc.get("mode") != "ANY" or not isinstance(allowed, list) or len(allowed) != 1:
+            raise ValueError("allowedFunctionNames needs mode ANY")
+        forced = allowed[0]
+    elif fcc.get("mode") == "ANY" and tools:
+        forced = tools[0][0]
+    contents = req["contents"]
+    for i, c in enumerate(contents):
+        calls = [p["functionCall"] for p in c["parts"] if "functionCall" in p]
+        resps = [p["functionResponse"] for p in c["parts"] if "functionResponse" in p]
+        for fc in calls:
+            if c["role"] != "model" or not isinstance(fc.get("name"), str) or \
+                    not isinstance(fc.get("args", {}), dict):
+                raise ValueError("functionCall needs role model, a name and args")
+        if resps:
+            prev = [p["functionCall"]["name"] for p in contents[i - 1]["parts"]
+                    if "functionCall" in p] if i > 0 and contents[i - 1]["role"] == "model" else []
+            if c["role"] != "user":
+                raise ValueError("functionResponse parts belong in a user turn")
+            if sorted(r.get("name") for r in resps) != sorted(prev):
+                raise ValueError("Please ensure that the number of function response parts is "
+                                 "equal to the number of function call parts of the function "
+                                 "call turn.")
+            if any(not isinstance(r.get("response"), dict) for r in resps):
+                raise ValueError("functionResponse.response must be an object")
+    last = contents[-1]
+    resps = [p["functionResponse"] for p in last["parts"] if "functionResponse" in p]
+    text = "".join(p.get("text", "") for p in last["parts"])
+    return tool_plan(tools, forced, [s for r in resps for s in strings_in(r["response"])]
+                     if resps else None, text)
+
+
+def anthropic_tool_plan(req):
+    """tool_plan() for an Anthropic messages request, after checking tools (input_schema),
+    tool_choice, and that every tool_result answers a tool_use of the assistant turn just
+    before it (and every tool_use is answered), as the Messages API does."""
+    tools = []
+    for i, t in enumerate(req.get("tools") or []):
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+            raise ValueError("tools.%d.name: Field required" % i)
+        if not isinstance(t.get("input_schema"), dict):
+            raise ValueError("tools.%d.input_schema: Field required" % i)
+        if t["input_schema"].get("type") != "object":
+            raise ValueError("tools.%d.input_schema.type: Input should be 'object'" % i)
+        tools.append((t["name"], t["input_schema"]))
+    choice = req.get("tool_choice")
+    forced = None
+    if choice is not None:
+        kind = choice.get("type") if isinstance(choice, dict) else None
+        if kind not in ("auto", "any", "tool", "none"):
+            raise ValueError("tool_choice.type: expected auto, any, tool or none")
+        if kind == "tool":
+            forced = choice.get("name")
+        elif kind == "any" and tools:
+            forced = tools[0][0]
+        elif kind == "none":
+            tools = []
+    msgs = req.get("messages") or []
+    if req.get("tools") is None and any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
+            for m in msgs if isinstance(m.get("content"), list) for b in m["content"]):
+        raise ValueError("Requests which include `tool_use` or `tool_result` blocks must "
+                         "define tools.")
+    pending = set()
+    for i, m in enumerate(msgs):
+        blocks = m.get("content") if isinstance(m.get("content"), list) else []
+        uses = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if m.get("role") == "assistant":
+            if pending:
+                raise ValueError("messages.%d: tool_use ids were found without tool_result "
+                                 "blocks immediately after: %s" % (i, ", ".join(sorted(pending))))
+            for u in uses:
+                if not isinstance(u.get("id"), str) or not isinstance(u.get("name"), str) or \
+                        not isinstance(u.get("input"), dict):
+                    raise ValueError("messages.%d: tool_use needs id, name and an input object"
+                                     % i)
+                if not TOOL_ID.match(u["id"]):
+                    raise ValueError("messages.%d.content.tool_use.id: String should match "
+                                     "pattern '^[a-zA-Z0-9_-]+$'" % i)
+            pending = {u["id"] for u in uses}
+            continue
+        for r in results:
+            if r.get("tool_use_id") not in pending:
+                raise ValueError("messages.%d: unexpected `tool_use_id` found in `tool_result` "
+                                 "blocks: %s. Each `tool_result` block must have a "
+                                 "corresponding `tool_use` block in the previous message."
+                                 % (i, r.get("tool_use_id")))
+            pending.discard(r["tool_use_id"])
+        if pending:
+            raise ValueError("messages.%d: tool_use ids were found without tool_result blocks "
+                             "immediately after: %s" % (i, ", ".join(sorted(pending))))
+    last = msgs[-1] if msgs else {}
+    content = last.get("content")
+    one = isinstance(choice, dict) and choice.get("disable_parallel_tool_use") is True
+    if isinstance(content, str):
+        return tool_plan(tools, forced, None, content.replace(PARALLEL_MARKER, "") if one
+                         else content)
+    blocks = [b for b in content or [] if isinstance(b, dict)]
+    results = [b for b in blocks if b.get("type") == "tool_result"]
+    text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    if one:
+        text = text.replace(PARALLEL_MARKER, "")
+    return tool_plan(tools, forced, [s for r in results for s in strings_in(r.get("content"))]
+                     if results else None, text)
+
+
+def bedrock_tool_plan(req):
+    """tool_plan() for a Converse request, after checking toolConfig and the toolUse /
+    toolResult blocks as Bedrock does."""
+    tc = req.get("toolConfig")
+    tools = []
+    forced = None
+    if tc is not None:
+        if not isinstance(tc.get("tools"), list) or not tc["tools"]:
+            raise ValueError("toolConfig.tools must be a non-empty list")
+        for i, t in enumerate(tc["tools"]):
+            spec = t.get("toolSpec") if isinstance(t, dict) else None
+            if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+                raise ValueError("toolConfig.tools.%d.toolSpec.name is required" % i)
+            js = (spec.get("inputSchema") or {}).get("json")
+            if not isinstance(js, dict):
+                raise ValueError("toolConfig.tools.%d.toolSpec.inputSchema.json is required" % i)
+            tools.append((spec["name"], js))
+        choice = tc.get("toolChoice")
+        if choice is not None:
+            if not isinstance(choice, dict) or len(choice) != 1 or \
+                    next(iter(choice)) not in ("auto", "any", "tool"):
+                raise ValueError("toolConfig.toolChoice: expected one of auto, any, tool")
+            if "tool" in choice:
+                forced = (choice["tool"] or {}).get("name")
+            elif "any" in choice:
+                forced = tools[0][0]
+    msgs = req["messages"]
+    pending = set()
+    for i, m in enumerate(msgs):
+        uses = [b["toolUse"] for b in m["content"] if isinstance(b, dict) and "toolUse" in b]
+        results = [b["toolResult"] for b in m["content"]
+                   if isinstance(b, dict) and "toolResult" in b]
+        if (uses or results) and tc is None:
+            raise ValueError("The toolConfig field must be defined when using toolUse and "
+                             "toolResult content blocks.")
+        if m["role"] == "assistant":
+            for u in uses:
+                if not isinstance(u.get("toolUseId"), str) or not isinstance(u.get("name"), str) \
+                        or not isinstance(u.get("input"), dict):
+                    raise ValueError("messages.%d: toolUse needs toolUseId, name and input" % i)
+                if not TOOL_ID.match(u["toolUseId"]) or len(u["toolUseId"]) > 64:
+                    raise ValueError("messages.%d.toolUse.toolUseId: Member must satisfy "
+                                     "regular expression pattern: [a-zA-Z0-9_-]+ (at most 64)"
+                                     % i)
+            pending = {u["toolUseId"] for u in uses}
+            continue
+        for r in results:
+            if r.get("toolUseId") not in pending:
+                raise ValueError("messages.%d: toolResult %s answers no toolUse of the previous "
+                                 "turn" % (i, r.get("toolUseId")))
+            pending.discard(r["toolUseId"])
+            c = r.get("content")
+            if not isinstance(c, list) or not c or any(
+                    not isinstance(x, dict) or len(set(x) & {"text", "json", "image",
+                                                             "document"}) != 1 for x in c):
+                raise ValueError("messages.%d: toolResult.content must be a non-empty list of "
+                                 "text or json blocks" % i)
+        if pending:
+            raise ValueError("messages.%d: the toolUse blocks %s have no toolResult"
+                             % (i, ", ".join(sorted(pending))))
+        pending = set()
+    last = msgs[-1]
+    results = [b["toolResult"] for b in last["content"] if isinstance(b, dict) and
+               "toolResult" in b]
+    text = "".join(b.get("text", "") for b in last["content"] if isinstance(b, dict))
+    return tool_plan(tools, forced, [s for r in results for s in strings_in(r["content"])]
+                     if results else None, text)
+
+
+def openai_tool_plan(req):
+    """tool_plan() for a chat completions request, after checking tools, tool_choice and that
+    every tool message answers a tool call of the assistant message before it."""
+    tools = []
+    for i, t in enumerate(req.get("tools") or []):
+        fn = t.get("function") if isinstance(t, dict) else None
+        if t.get("type") != "function" or not isinstance(fn, dict) or \
+                not isinstance(fn.get("name"), str):
+            raise ValueError("tools[%d]: expected {type: function, function: {name}}" % i)
+        if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
+            raise ValueError("tools[%d].function.parameters must be an object" % i)
+        tools.append((fn["name"], fn.get("parameters")))
+    choice = req.get("tool_choice")
+    forced = None
+    if isinstance(choice, dict):
+        forced = (choice.get("function") or {}).get("name")
+        if choice.get("type") != "function" or forced is None:
+            raise ValueError("tool_choice: expected {type: function, function: {name}}")
+    elif choice == "required" and tools:
+        forced = tools[0][0]
+    elif choice == "none":
+        tools = []
+    elif choice not in (None, "auto", "required"):
+        raise ValueError("tool_choice: expected none, auto, required or a function")
+    msgs = req.get("messages") or []
+    pending = set()
+    for i, m in enumerate(msgs):
+        if m.get("role") == "assistant":
+            if pending:
+                raise ValueError("messages.[%d]: an assistant message with 'tool_calls' must be "
+                                 "followed by tool messages responding to each 'tool_call_id'"
+                                 % (i - 1))
+            pending = set()
+            for c in m.get("tool_calls") or []:
+                fn = c.get("function") or {}
+                try:
+                    json.loads(fn.get("arguments"))
+                except (TypeError, ValueError):
+                    raise ValueError("messages.[%d].tool_calls: arguments must be a JSON string"
+                                     % i)
+                if not isinstance(c.get("id"), str) or not isinstance(fn.get("name"), str):
+                    raise ValueError("messages.[%d].tool_calls: id and function.name required" % i)
+                pending.add(c["id"])
+        elif m.get("role") == "tool":
+            if m.get("tool_call_id") not in pending:
+                raise ValueError("messages.[%d].role: messages with role 'tool' must be a "
+                                 "response to a preceeding message with 'tool_calls'." % i)
+            pending.discard(m["tool_call_id"])
+        elif pending:
+            raise ValueError("messages.[%d]: tool calls without tool messages: %s"
+                             % (i, ", ".join(sorted(pending))))
+    results, text = [], ""
+    for m in reversed(msgs):
+        if m.get("role") != "tool":
+            break
+        results[:0] = strings_in(m.get("content"))
+    if msgs and msgs[-1].get("role") == "user":
+        c = msgs[-1].get("content")
+        text = c if isinstance(c, str) else "".join(
+            p.get("text", "") for p in c or [] if isinstance(p, dict))
+    if req.get("parallel_tool_calls") is False:
+        text = text.replace(PARALLEL_MARKER, "")
+    return tool_plan(tools, forced, results if msgs and msgs[-1].get("role") == "tool" else None,
+                     text)
 
 
 def evs_frame(event_type, payload, message_type="event"):
@@ -524,10 +995,15 @@ class Handler(BaseHTTPRequestHandler):
         if problem:
             self.google_error(400, "INVALID_ARGUMENT", problem)
             return
+        try:
+            plan = gemini_tool_plan(req)
+        except ValueError as e:
+            self.google_error(400, "INVALID_ARGUMENT", str(e))
+            return
         if method == "generateContent":
-            ctype, out = gemini_answer(req, False)
+            ctype, out = gemini_answer(req, False, plan)
         elif method == "streamGenerateContent" and query.get("alt") == ["sse"]:
-            ctype, out = gemini_answer(req, True)
+            ctype, out = gemini_answer(req, True, plan)
         else:
             self.google_error(404, "NOT_FOUND", "unknown method")
             return
@@ -572,7 +1048,13 @@ class Handler(BaseHTTPRequestHandler):
                 self.json_reply(400, {"type": "error", "error": {
                     "type": "invalid_request_error", "message": "stream and method disagree"}})
                 return
-            ctype, out = anthropic_answer(model, req)
+            try:
+                plan = anthropic_tool_plan(req)
+            except ValueError as e:
+                self.json_reply(400, {"type": "error", "error": {
+                    "type": "invalid_request_error", "message": str(e)}})
+                return
+            ctype, out = anthropic_answer(model, req, plan)
             self.reply(200, ctype, out)
         else:
             self.google_error(404, "NOT_FOUND", "unknown publisher or method")
@@ -630,14 +1112,26 @@ class Handler(BaseHTTPRequestHandler):
             self.aws_error(400, "ValidationException", "A conversation must start with a user "
                            "message and alternate between user and assistant roles.")
             return
-        tools = [t["toolSpec"] for t in (req.get("toolConfig") or {}).get("tools", [])]
+        try:
+            plan = bedrock_tool_plan(req)
+        except ValueError as e:
+            self.aws_error(400, "ValidationException", str(e))
+            return
+        calls = plan[1] if plan is not None and plan[0] == "calls" else []
+        words = ["hello ", "from ", "bedrock"]
+        if plan is not None and plan[0] == "text":
+            words = [w + " " for w in plan[1].split(" ")]
+            words[-1] = words[-1][:-1]
         usage = {"inputTokens": 21, "outputTokens": 6, "totalTokens": 27}
         stop = "guardrail_intervened" if fault.get("error") == "guardrail" else (
-            "tool_use" if tools else "end_turn")
+            "tool_use" if calls else "end_turn")
+        uses = [{"toolUseId": "tooluse_%d" % (i + 1), "name": n, "input": a}
+                for i, (n, a) in enumerate(calls)]
+        pre = plan[2] if calls else None
+        first = 1 if pre else 0  # the index of the first toolUse block
         if action == "converse":
-            content = ([{"toolUse": {"toolUseId": "tooluse_1", "name": tools[0]["name"],
-                                     "input": {"city": "Paris"}}}] if tools
-                       else [{"text": "hello from bedrock"}])
+            content = ([{"text": pre}] if pre else []) + (
+                [{"toolUse": u} for u in uses] if calls else [{"text": "".join(words)}])
             self.json_reply(200, {"output": {"message": {"role": "assistant",
                                                          "content": content}},
                                   "stopReason": stop, "usage": usage,
@@ -647,22 +1141,28 @@ class Handler(BaseHTTPRequestHandler):
             self.aws_error(404, "UnknownOperationException", "unknown operation")
             return
         frames = [evs_frame("messageStart", {"role": "assistant", "p": "abcd"})]
-        if tools:
-            frames += [evs_frame("contentBlockStart", {"contentBlockIndex": 0, "start": {
-                           "toolUse": {"toolUseId": "tooluse_1", "name": tools[0]["name"]}}}),
-                       evs_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {
-                           "toolUse": {"input": "{\"city\":"}}}),
-                       evs_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {
-                           "toolUse": {"input": "\"Paris\"}"}}})]
-        else:
-            for w in ["hello ", "from ", "bedrock"]:
+        if pre:
+            frames += [evs_frame("contentBlockDelta", {"contentBlockIndex": 0,
+                                                       "delta": {"text": pre}}),
+                       evs_frame("contentBlockStop", {"contentBlockIndex": 0})]
+        for i, u in enumerate(uses, first):
+            frames.append(evs_frame("contentBlockStart", {"contentBlockIndex": i, "start": {
+                "toolUse": {"toolUseId": u["toolUseId"], "name": u["name"]}}}))
+            for piece in split3(compact(u["input"])) if u["input"] else []:
+                frames.append(evs_frame("contentBlockDelta", {"contentBlockIndex": i, "delta": {
+                    "toolUse": {"input": piece}}}))
+            if i < first + len(uses) - 1:
+                frames.append(evs_frame("contentBlockStop", {"contentBlockIndex": i}))
+        if not calls:
+            for w in words:
                 frames.append(evs_frame("contentBlockDelta", {"contentBlockIndex": 0,
                                                               "delta": {"text": w}, "p": "xy"}))
         if fault.get("error") == "stream_exception":
             frames.append(evs_frame("throttlingException", {"message": "slow down"},
                                     "exception"))
         else:
-            frames += [evs_frame("contentBlockStop", {"contentBlockIndex": 0}),
+            frames += [evs_frame("contentBlockStop", {"contentBlockIndex": max(
+                           first + len(uses) - 1, 0)}),
                        evs_frame("messageStop", {"stopReason": stop}),
                        evs_frame("metadata", {"usage": usage, "metrics": {"latencyMs": 9}})]
         self.reply(200, "application/vnd.amazon.eventstream", b"".join(frames))
@@ -760,7 +1260,12 @@ class Handler(BaseHTTPRequestHandler):
                              "tokens.")
             return
         if kind == "chat/completions":
-            ctype, out = chat_answer(name, req)
+            try:
+                plan = openai_tool_plan(req)
+            except ValueError as e:
+                self.azure_error(400, "BadRequest", str(e))
+                return
+            ctype, out = chat_answer(name, req, plan)
         elif kind == "embeddings":
             ctype, out = embeddings_answer(name, req)
         elif kind == "responses":

@@ -32,6 +32,7 @@
 #include "fl_model.h"
 #include "fl_record.h"
 #include "fl_timer.h"
+#include "fl_tools.h"
 
 #define FL_BODY_MAX_BYTES (16u * 1024u * 1024u) /* request body cap; larger: 413 */
 #define FL_BODY_INITIAL_BYTES 4096u             /* first allocation without Content-Length */
@@ -432,6 +433,8 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
     uint32_t inputs = 0, dims = 0;
     struct fl_decision dec;
     struct fl_gen gen;
+    struct fl_tool_plan tools; /* tool calls or the echo of tool results, else FL_TOOL_NONE */
+    char tools_err[256];
     struct stream *st = NULL;
     struct MHD_Response *resp = NULL;
     unsigned status = 200;
@@ -439,6 +442,7 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
     const char *ctype = "application/json";
     uint64_t now_ms = tg_now_epoch_ms();
 
+    tools.kind = FL_TOOL_NONE;
     if (req->too_large) {
         atomic_fetch_add(&app->body_too_large, 1);
         fl_table_count_unnamed(app->models, 0);
@@ -449,6 +453,8 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
     root = json_loadb(req->body ? req->body : "", req->len, 0, &jerr);
     why = root ? inspect_request(root, req->api, &model, &stream, &include_usage, &inputs, &dims)
                : "could not parse the JSON body";
+    if (why == NULL && !req->count_tokens)
+        why = fl_tools_plan(root, req->api, &tools, tools_err, sizeof(tools_err));
     if (why != NULL) {
         fl_table_count_unnamed(app->models, 0);
         fl_table_count(app->models, -1, FL_COUNT_FAILED);
@@ -503,9 +509,10 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
     } else if (!dec.fail && !stream) {
         /* The common case, kept lean: one buffer, handed to MHD without a copy. */
         struct tg_buf ob;
-        if (tg_buf_init(&ob, fl_body_capacity(&gen, 0)) != 0)
+        if (tg_buf_init(&ob, fl_body_capacity(&gen, 0) + fl_tools_capacity(&tools)) != 0)
             goto out;
-        if (fl_body_success(&ob, &gen) != 0) {
+        if ((tools.kind != FL_TOOL_NONE ? fl_tools_success(&ob, &gen, &tools)
+                                        : fl_body_success(&ob, &gen)) != 0) {
             tg_buf_fini(&ob);
             goto out;
         }
@@ -515,13 +522,15 @@ static enum MHD_Result handle_api(struct app *app, struct request *req, struct M
     } else {
         int drop = dec.fail && fault == FL_FAULT_DROP_MID_STREAM;
         st = calloc(1, sizeof(*st));
-        if (st == NULL || tg_buf_init(&st->buf, fl_body_capacity(&gen, stream)) != 0)
+        if (st == NULL ||
+            tg_buf_init(&st->buf, fl_body_capacity(&gen, stream) + fl_tools_capacity(&tools)) != 0)
             goto out;
         st->app = app;
         st->conn = conn;
         st->drop_before = SIZE_MAX;
         if (stream) {
-            if (fl_body_stream(&st->buf, &st->seg, &gen) != 0)
+            if ((tools.kind != FL_TOOL_NONE ? fl_tools_stream(&st->buf, &st->seg, &gen, &tools)
+                     : fl_body_stream(&st->buf, &st->seg, &gen)) != 0)
                 goto out;
             st->start_ms = tg_now_mono_ms();
             st->ttft_ms = dec.b.ttft_ms;

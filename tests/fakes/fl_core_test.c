@@ -17,6 +17,7 @@
 #include "fl_model.h"
 #include "fl_record.h"
 #include "fl_timer.h"
+#include "fl_tools.h"
 
 static json_t *parse(const char *s)
 {
@@ -325,6 +326,126 @@ static void test_bodies_are_json_and_fit(void **state)
     tg_buf_fini(&b);
 }
 
+static const char *plan_of(const char *body, enum fl_api api, struct fl_tool_plan *p)
+{
+    static char err[256];
+    json_t *j = parse(body);
+    const char *why = fl_tools_plan(j, api, p, err, sizeof(err));
+
+    json_decref(j);
+    return why;
+}
+
+#define FL_T_TOOLS                                                                                 \
+    "[{\"type\":\"function\",\"function\":{\"name\":\"weather\",\"parameters\":{\"type\":"         \
+    "\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":"                \
+    "[\"integer\",\"null\"]},\"x\":{\"type\":\"boolean\"}}}}},{\"type\":\"function\","             \
+    "\"function\":{\"name\":\"clock\"}}]"
+
+/* Each SSE event of a stream is whole and its data is JSON (or [DONE]). */
+static void check_stream(const struct tg_buf *b, const struct fl_segments *seg)
+{
+    size_t start = 0;
+
+    assert_true(seg->n > 2);
+    for (size_t i = 0; i < seg->n; i++) {
+        char ev[8192];
+        size_t n = seg->ends[i] - start;
+        const char *d;
+
+        assert_true(n < sizeof(ev));
+        memcpy(ev, b->data + start, n);
+        ev[n] = '\0';
+        start = seg->ends[i];
+        assert_true(n > 2 && ev[n - 1] == '\n' && ev[n - 2] == '\n');
+        d = strstr(ev, "data: ");
+        assert_non_null(d);
+        ev[n - 2] = '\0';
+        if (strcmp(d + 6, "[DONE]") != 0)
+            json_decref(parse(d + 6));
+    }
+    assert_int_equal(start, b->len);
+}
+
+static void test_tools_plan_and_answers(void **state)
+{
+    struct fl_tool_plan p;
+    struct fl_gen g = {.model = "m", .prompt_tokens = 12, .completion_tokens = 8, .chunks = 1,
+                       .include_usage = 1, .id = 7, .created_s = 1};
+    struct fl_segments seg;
+    struct tg_buf b;
+
+    (void)state;
+    /* calls: the first tool, arguments from its schema; the first two with [parallel] */
+    assert_null(plan_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                        "\"tools\":" FL_T_TOOLS "}",
+                        FL_API_CHAT, &p));
+    assert_int_equal(p.kind, FL_TOOL_CALLS);
+    assert_int_equal(p.n_calls, 1);
+    assert_string_equal(p.calls[0].name, "weather");
+    assert_string_equal(p.calls[0].args, "{\"city\":\"Paris\",\"days\":3,\"x\":true}");
+    assert_null(plan_of("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                        "\"text\":\"a [parallel] b [preamble]\"}]}],\"tools\":" FL_T_TOOLS "}",
+                        FL_API_CHAT, &p));
+    assert_int_equal(p.n_calls, 2);
+    assert_int_equal(p.preamble, 1);
+    assert_string_equal(p.calls[1].args, "{}");
+    g.api = FL_API_CHAT;
+    assert_int_equal(tg_buf_init(&b, fl_tools_capacity(&p)), 0);
+    assert_int_equal(fl_tools_stream(&b, &seg, &g, &p), 0);
+    check_stream(&b, &seg);
+    assert_non_null(strstr(b.data, "\"content\":\"Let me check.\""));
+    assert_non_null(strstr(b.data, "\"finish_reason\":\"tool_calls\""));
+    tg_buf_reset(&b);
+    /* the forced tool; one that is not declared is refused */
+    assert_null(plan_of("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                        "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+                        "\"clock\"}},\"tools\":" FL_T_TOOLS "}",
+                        FL_API_CHAT, &p));
+    assert_string_equal(p.calls[0].name, "clock");
+    assert_non_null(plan_of("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                            "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+                            "\"nope\"}},\"tools\":" FL_T_TOOLS "}",
+                            FL_API_CHAT, &p));
+    /* results: echoed; a tool message answering no call is refused */
+    assert_null(plan_of("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":"
+                        "\"assistant\",\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+                        "\"function\":{\"name\":\"clock\",\"arguments\":\"{}\"}}]},{\"role\":"
+                        "\"tool\",\"tool_call_id\":\"c1\",\"content\":[{\"type\":\"text\",\"text\":"
+                        "\"noon\"}]}]}",
+                        FL_API_CHAT, &p));
+    assert_int_equal(p.kind, FL_TOOL_ECHO);
+    assert_string_equal(p.echo, "the tool said: noon");
+    assert_non_null(plan_of("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":"
+                            "\"tool\",\"tool_call_id\":\"c1\",\"content\":\"noon\"}]}",
+                            FL_API_CHAT, &p));
+    /* Anthropic: input_schema required; tool_result must answer the tool_use before it */
+    assert_non_null(plan_of("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{"
+                            "\"name\":\"w\",\"parameters\":{}}]}",
+                            FL_API_MESSAGES, &p));
+    assert_non_null(plan_of("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":"
+                            "\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"t1\","
+                            "\"name\":\"w\",\"input\":{}}]},{\"role\":\"user\",\"content\":[{"
+                            "\"type\":\"tool_result\",\"tool_use_id\":\"t2\",\"content\":"
+                            "\"r\"}]}]}",
+                            FL_API_MESSAGES, &p));
+    assert_null(plan_of("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{"
+                        "\"name\":\"w\",\"input_schema\":{\"type\":\"object\"}}]}",
+                        FL_API_MESSAGES, &p));
+    g.api = FL_API_MESSAGES;
+    assert_int_equal(fl_tools_stream(&b, &seg, &g, &p), 0);
+    check_stream(&b, &seg);
+    /* an input without members: only the empty first delta */
+    assert_non_null(strstr(b.data, "\"partial_json\":\"\""));
+    assert_null(strstr(b.data, "\"partial_json\":\"{"));
+    assert_non_null(strstr(b.data, "\"stop_reason\":\"tool_use\""));
+    tg_buf_reset(&b);
+    assert_int_equal(fl_tools_success(&b, &g, &p), 0);
+    json_decref(parse(b.data));
+    assert_non_null(strstr(b.data, "\"type\":\"tool_use\""));
+    tg_buf_fini(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_record_ring),
         cmocka_unit_test(test_timer_order_and_capacity),
         cmocka_unit_test(test_bodies_are_json_and_fit),
+        cmocka_unit_test(test_tools_plan_and_answers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

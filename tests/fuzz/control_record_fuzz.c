@@ -21,7 +21,13 @@
  *    a hash, leaves strings terminated, budget >= -1 and period >= 0, metadata as JSON object
  *    text; its key mirror keeps a budget period that is a positive multiple of 60 s;
  *  - rt_control_block_encode refuses exactly the reasons the header rules out, and what it
- *    writes is the JSON object of the block, which router-svc decodes as a BLOCK. */
+ *    writes is the JSON object of the block, which router-svc decodes as a BLOCK;
+ *  - team: records (teams.h): router-svc's team decoder answers 0, TG_ENOTFOUND (exactly the
+ *    records whose key does not start with "team:") or TG_EINVAL with a message; a decoded team
+ *    has a valid id that gives back the record key, encodes within RT_TEAM_JSON_MAX, decodes from
+ *    that encoding as the same team and encodes to the same bytes; proto reads the stored form
+ *    with the same alias, budget, period and block, and the teams table takes it; spend-svc's
+ *    team mirror takes exactly the team records. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +41,7 @@
 #include "control.h"
 #include "keys.h"
 #include "proto_control.h"
+#include "teams.h"
 #include "tg_err.h"
 #include "tg_log.h"
 
@@ -44,6 +51,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static struct sp_budgets *mirror; /* spend-svc's key mirror, emptied after every input */
 static char enc1[RT_KEY_JSON_MAX], enc2[RT_KEY_JSON_MAX];
 static struct rt_key_spec spec, spec2, cmp1, cmp2; /* about 31 KB each */
+static struct rt_team_spec team, team2;
+static char tenc1[RT_TEAM_JSON_MAX], tenc2[RT_TEAM_JSON_MAX];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -321,6 +330,56 @@ static void block(const char *value, size_t len, uint64_t h)
     }
 }
 
+/* The team: properties (see the header). */
+static void team_record(const char *rkey, size_t rklen, const char *value, size_t len)
+{
+    char err[512] = "", back[PROTO_CTL_RECORD_KEY_MAX];
+    int is_put = -1, is_team = rklen >= 5 && memcmp(rkey, "team:", 5) == 0;
+    int rc = rt_teams_control_decode(rkey, rklen, value, len, &team, &is_put, err, sizeof(err));
+    int src = sp_budgets_team_record(mirror, rkey, rklen, value, len);
+    size_t n1 = 0, n2 = 0;
+
+    check(src == is_team, "spend-svc's team mirror takes a record that is not a team's, or "
+                          "the reverse", NULL);
+    if (src == 1 && value != NULL)
+        sp_budgets_team_record(mirror, rkey, rklen, NULL, 0); /* emptied after every input */
+    check(rc == 0 || rc == TG_ENOTFOUND || rc == TG_EINVAL,
+          "team decode: return code outside the contract", NULL);
+    check((rc == TG_ENOTFOUND) == !is_team, "team decode: whose record it is", NULL);
+    check(rc != TG_EINVAL || err[0] != '\0', "team decode: refused without a message", NULL);
+    if (rc != 0)
+        return;
+    check(proto_ctl_team_id_ok(team.team_id), "team decode: invalid id", NULL);
+    check(proto_ctl_team_record_key(team.team_id, back, sizeof(back)) == (int)rklen &&
+              memcmp(back, rkey, rklen) == 0,
+          "proto_ctl_team_record_key does not give back the record key", NULL);
+    check(is_put == (value != NULL), "team decode: put/delete does not follow the value", NULL);
+    if (!is_put)
+        return;
+    rc = rt_team_spec_to_json(&team, tenc1, sizeof(tenc1), &n1);
+    check(rc == 0, "a decoded team does not encode", tg_errname(rc));
+    rc = rt_teams_control_decode(rkey, rklen, tenc1, n1, &team2, &is_put, err, sizeof(err));
+    check(rc == 0, "a team's stored form does not decode", err);
+    rc = rt_team_spec_to_json(&team2, tenc2, sizeof(tenc2), &n2);
+    check(rc == 0 && n1 == n2 && memcmp(tenc1, tenc2, n1) == 0,
+          "a team's stored form is not a fixpoint", tenc1);
+    {
+        struct proto_ctl_team pt;
+        struct rt_teams *teams;
+
+        rc = proto_ctl_team_decode(team.team_id, tenc1, n1, &pt, err, sizeof(err));
+        check(rc == 0, "proto refuses router-svc's stored team", err);
+        check(strcmp(pt.team_alias, team.team_alias) == 0 &&
+                  pt.max_budget_nusd == (team.max_budget_nusd < 0 ? -1 : team.max_budget_nusd) &&
+                  pt.budget_duration_s == team.budget_duration_s && pt.blocked == team.blocked,
+              "proto reads a team otherwise than router-svc", tenc1);
+        teams = rt_teams_create(1, err, sizeof(err));
+        check(teams != NULL, "rt_teams_create", err);
+        check(rt_teams_put(teams, &team) == 0, "the teams table refuses a decoded team", NULL);
+        rt_teams_destroy(&teams);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *in = (const char *)data + 1;
@@ -414,6 +473,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
               NULL);
     free(metadata);
 
+    team_record(rkey, rklen, value, value != NULL ? len : 0);
     block(value != NULL ? value : "", value != NULL ? len : 0, h);
     return 0;
 }

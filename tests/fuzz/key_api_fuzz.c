@@ -1,22 +1,26 @@
-/* libFuzzer target for the key API (router-svc key_api.h): the bodies (and the GET /key/info
- * key parameter) of every route an admin client sends, in local mode (changes applied to the
+/* libFuzzer target for the key API (router-svc key_api.h) and its team routes (team_api.h): the
+ * bodies (and the GET /key/info key, GET /team/info team_id and GET /team/list team_alias
+ * parameters) of every route an admin client sends, in local mode (changes applied to the
  * keys table at once, as without a control topic), so that a sequence of inputs builds, updates,
  * blocks, rotates, lists and deletes keys in a table that fills up (max_keys 16).
  *
- * Input: one byte choosing the route and the method, then the body (for GET /key/info, the
- * key parameter).
+ * Input: one byte choosing the route and the method (below 0x80: a /key/ route; from 0x80: a
+ * /team/ route), then the body (for the GET routes with a parameter, the parameter).
  *
  * Properties (abort on violation):
  *  - exactly one answer per request, its status one the API documents (200, 400, 404, 405, 409,
- *    500, 503), its body a JSON object of the length given, an error answer in OpenAI's error
- *    shape with a message;
+ *    500, 503), its body a JSON object of the length given (a JSON array for a 200 of
+ *    /team/list), an error answer in OpenAI's error shape with a message;
+ *  - the teams table never holds more than max_teams (8) teams, and a 200 of /team/new names a
+ *    team the table holds;
  *  - no answer ever contains a random key the API handed out before (generate and regenerate
  *    return a new key once; list, info, update, block and errors never echo one; keys the input
  *    chose itself, or repeats, are not checked: the input may put them in any field, and an
  *    answer may echo them, e.g. a caller-chosen new_key that holds an earlier key);
  *  - the table never holds more than max_keys records and block marks;
  *  - a generated or regenerated key is in the table under the SHA-256 of the key returned, and a
- *    regenerated key's old hash is gone. */
+ *    regenerated key's old hash is gone; a key imported by key_hash (generate, key null) is in
+ *    the table under the hash the body gave. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +32,7 @@
 #include "config.h"
 #include "key_api.h"
 #include "keys.h"
+#include "teams.h"
 #include "tg_ids.h"
 #include "tg_log.h"
 
@@ -47,7 +52,7 @@ static const char config_yaml[] = "model_list:\n"
                                   "router_settings:\n"
                                   "  model_group_alias: {alias-main: gpt-main}\n"
                                   "tollgate:\n"
-                                  "  limits: {max_keys: 16}\n"
+                                  "  limits: {max_keys: 16, max_teams: 8}\n"
                                   "  keys:\n"
                                   "    - {key: " STATIC_KEY ", models: [gpt-main]}\n";
 
@@ -60,8 +65,18 @@ static const struct {
     {"POST", "/key/regenerate"}, {"GET", "/key/update"},  {"POST", "/key/nothing"},
 };
 
+static const struct {
+    const char *method, *path;
+} team_routes[] = {
+    {"POST", "/team/new"},    {"POST", "/team/update"}, {"POST", "/team/delete"},
+    {"POST", "/team/info"},   {"GET", "/team/info"},    {"POST", "/team/block"},
+    {"POST", "/team/unblock"}, {"GET", "/team/list"},   {"POST", "/team/list"},
+    {"GET", "/team/new"},     {"POST", "/team/nothing"},
+};
+
 static struct rt_config *cfg;
 static struct rt_keys *keys;
+static struct rt_teams *teams;
 static struct rt_key_api *api;
 static char remembered[REMEMBERED][RT_KEY_API_KEY_MAX + 1];
 static unsigned n_remembered;
@@ -113,16 +128,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     keys = rt_keys_create(cfg->keys, cfg->n_keys, cfg->max_keys, err, sizeof(err));
     if (keys == NULL)
         abort();
+    teams = rt_teams_create(cfg->max_teams, err, sizeof(err));
+    if (teams == NULL)
+        abort();
     kc.cfg = cfg;
     kc.keys = keys;
     kc.control = NULL;
+    kc.teams = teams;
     api = rt_key_api_create(&kc, err, sizeof(err));
     if (api == NULL)
         abort();
     return 0;
 }
 
-static void check_answer(const struct answer *a, const char *body)
+static void check_answer(const struct answer *a, const char *body, int array_ok)
 {
     json_t *o;
     json_error_t jerr;
@@ -133,7 +152,7 @@ static void check_answer(const struct answer *a, const char *body)
         a->status != 409 && a->status != 500 && a->status != 503)
         fail("a status the API does not document", a);
     o = json_loadb(a->body, a->len, 0, &jerr);
-    if (!json_is_object(o))
+    if (!json_is_object(o) && !(array_ok && a->status == 200 && json_is_array(o)))
         fail("the answer is not a JSON object", a);
     if (a->status != 200 && !json_is_string(json_object_get(json_object_get(o, "error"),
                                                             "message")))
@@ -157,8 +176,21 @@ static void check_new_key(const struct answer *a, int regenerate, const char *ol
     char want[TG_SHA256_HEX_LEN + 1];
     struct rt_keys_table *t;
 
-    if (k == NULL || h == NULL || strlen(k) > RT_KEY_API_KEY_MAX)
-        fail("a new key's answer without key and key_hash", a);
+    if (h == NULL)
+        fail("a new key's answer without key_hash", a);
+    if (k == NULL) {
+        /* an import by key_hash (generate only): key is null, key_hash the body's */
+        if (regenerate || !json_is_null(json_object_get(o, "key")) || strstr(body, h) == NULL)
+            fail("a new key's answer without key, not an import by key_hash", a);
+        t = rt_keys_acquire(keys);
+        if (rt_keys_lookup_hash(t, h) == NULL)
+            fail("an imported key is not in the table", a);
+        rt_keys_release(&t);
+        json_decref(o);
+        return;
+    }
+    if (strlen(k) > RT_KEY_API_KEY_MAX)
+        fail("a new key's answer with a key over the bound", a);
     tg_sha256_hex(k, strlen(k), want);
     if (strcmp(want, h) != 0)
         fail("key_hash is not the SHA-256 of the key", a);
@@ -168,9 +200,19 @@ static void check_new_key(const struct answer *a, int regenerate, const char *ol
     if (regenerate && old_hash[0] != '\0' && rt_keys_lookup_hash(t, old_hash) != NULL)
         fail("a regenerated key's old hash is still in the table", a);
     rt_keys_release(&t);
-    if (strstr(body, k) == NULL) { /* the API's own random key, not one the input chose */
-        snprintf(remembered[n_remembered % REMEMBERED], RT_KEY_API_KEY_MAX + 1, "%s", k);
-        n_remembered++;
+    /* The API's own random key, not one the input chose: the body names a chosen key as key or
+     * new_key, possibly with JSON escapes (so the text of the body need not hold it). */
+    {
+        json_t *b = json_loads(body, 0, NULL);
+        const char *chosen = json_string_value(json_object_get(b, "key"));
+        const char *chosen_new = json_string_value(json_object_get(b, "new_key"));
+
+        if (strstr(body, k) == NULL && (chosen == NULL || strcmp(chosen, k) != 0) &&
+            (chosen_new == NULL || strcmp(chosen_new, k) != 0)) {
+            snprintf(remembered[n_remembered % REMEMBERED], RT_KEY_API_KEY_MAX + 1, "%s", k);
+            n_remembered++;
+        }
+        json_decref(b);
     }
     json_decref(o);
 }
@@ -205,6 +247,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (size == 0)
         return 0;
+    if (data[0] >= 0x80) {
+        struct rt_teams_table *t;
+        unsigned tr = (data[0] & 0x7f) % (sizeof(team_routes) / sizeof(team_routes[0]));
+        const char *path = team_routes[tr].path;
+        int get = strcmp(team_routes[tr].method, "GET") == 0;
+
+        body = malloc(size);
+        if (body == NULL)
+            return 0;
+        memcpy(body, data + 1, size - 1);
+        body[size - 1] = '\0';
+        if (get && (strcmp(path, "/team/info") == 0 || strcmp(path, "/team/list") == 0))
+            rt_key_api_handle(api, "GET", path, size > 1 ? body : NULL, NULL, 0, on_answer, &a);
+        else
+            rt_key_api_handle(api, team_routes[tr].method, path, NULL, body, size - 1, on_answer,
+                              &a);
+        check_answer(&a, body, strcmp(path, "/team/list") == 0);
+        t = rt_teams_acquire(teams);
+        if (rt_teams_count(t) > cfg->max_teams)
+            fail("the teams table holds more than max_teams", &a);
+        if (a.status == 200 && strcmp(path, "/team/new") == 0 && !get) {
+            json_t *o = json_loads(a.body, 0, NULL);
+            const char *id = json_string_value(json_object_get(o, "team_id"));
+
+            if (id == NULL || rt_teams_lookup(t, id) == NULL)
+                fail("a new team is not in the table", &a);
+            json_decref(o);
+        }
+        rt_teams_release(&t);
+        free(a.body);
+        free(body);
+        return 0;
+    }
     r = data[0] % (sizeof(routes) / sizeof(routes[0]));
     body = malloc(size);
     if (body == NULL)
@@ -218,7 +293,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     else
         rt_key_api_handle(api, routes[r].method, routes[r].path, NULL, body, size - 1, on_answer,
                           &a);
-    check_answer(&a, body);
+    check_answer(&a, body, 0);
     if (a.status == 200 && strcmp(routes[r].method, "POST") == 0 &&
         (strcmp(routes[r].path, "/key/generate") == 0 ||
          strcmp(routes[r].path, "/key/regenerate") == 0))

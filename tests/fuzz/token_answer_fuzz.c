@@ -28,13 +28,65 @@ static void fail(const char *what)
     abort();
 }
 
-/* s (NUL-terminated) appears in err when it is long enough to be told apart from a code */
-static int quotes(const char *err, json_t *j, const char *member)
+/* The body's member (a string of 12 bytes or more, long enough to be told apart from a code)
+ * is quoted in err: it appears there, and the same answer with another value in its place
+ * gives the same message with that other value where it appeared. The other value keeps the
+ * length and every byte that cannot go in a header (so the answer fails the same way) and has
+ * '#' for the others; the rest of the body (what follows the JSON value included) is
+ * unchanged. A value that is a word of the message itself (an error_description of
+ * "access_token") stays in the message and is no quote. */
+static int quotes(int status, const char *body, size_t len, const char *err, int rc,
+                  const char *member)
 {
+    json_error_t jerr;
+    json_t *j = json_loadb(body, len, JSON_DISABLE_EOF_CHECK, &jerr);
     json_t *v = json_object_get(j, member);
+    char tok[RT_TOKEN_CAP], err2[256], want[256], *dump = NULL, *val = NULL, *orig = NULL, *body2 = NULL;
+    size_t vn, dn;
+    int64_t exp;
+    int quoted = 0;
 
-    return json_is_string(v) && json_string_length(v) >= 12 &&
-           strstr(err, json_string_value(v)) != NULL;
+    if (!json_is_string(v) || json_string_length(v) < 12 ||
+        strstr(err, json_string_value(v)) == NULL)
+        goto out;
+    vn = json_string_length(v);
+    val = malloc(vn + 1);
+    orig = strdup(json_string_value(v));
+    if (val == NULL || orig == NULL)
+        goto out;
+    for (size_t i = 0; i < vn; i++) {
+        unsigned char c = (unsigned char)json_string_value(v)[i];
+
+        val[i] = c > 0x20 && c < 0x7f ? '#' : (char)c;
+    }
+    val[vn] = '\0';
+    v = json_stringn(val, vn);
+    if (v == NULL || json_object_set_new(j, member, v) != 0)
+        goto out;
+    dump = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (dump == NULL)
+        goto out;
+    dn = strlen(dump);
+    body2 = malloc(dn + len - jerr.position + 1);
+    if (body2 == NULL)
+        goto out;
+    memcpy(body2, dump, dn);
+    memcpy(body2 + dn, body + jerr.position, len - jerr.position);
+    err2[0] = '\0';
+    rt_oauth_token_parse(status, body2, dn + len - jerr.position, tok, sizeof(tok), &exp, err2,
+                         sizeof(err2));
+    /* quoted: the message changed exactly where the value was, into the other value */
+    snprintf(want, sizeof(want), "%s", err);
+    for (char *w = strstr(want, orig); w != NULL; w = strstr(w + vn, orig))
+        memcpy(w, val, vn);
+    quoted = rc != 0 && strcmp(err2, want) == 0;
+out:
+    free(body2);
+    free(dump);
+    free(val);
+    free(orig);
+    json_decref(j);
+    return quoted;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -47,7 +99,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int status, rc, rc2;
     const char *body;
     size_t len;
-    json_t *j;
 
     if (size == 0)
         return 0;
@@ -78,11 +129,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if ((unsigned char)*s < 0x20 || *s == 0x7f)
                 fail("control byte in the message");
         }
-        j = json_loadb(body, len, JSON_DISABLE_EOF_CHECK, NULL);
-        if (json_is_object(j) &&
-            (quotes(err, j, "error_description") || quotes(err, j, "access_token")))
+        if (quotes(status, body, len, err, rc, "error_description") ||
+            quotes(status, body, len, err, rc, "access_token"))
             fail("the message quotes the body");
-        json_decref(j);
     }
     rc2 = rt_oauth_token_parse(status, body, len, small, sizeof(small), &exp2, err, sizeof(err));
     if (rc2 == 0 && rc != 0)
@@ -91,3 +140,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fail("a smaller buffer gave another token");
     return 0;
 }
+

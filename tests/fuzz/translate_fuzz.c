@@ -456,10 +456,63 @@ static void stream(const char *s, size_t n, enum rt_translate_dir dir, const cha
     free(dat);
 }
 
+/* Responses, the reasoning items of an answer (output, to the request doc) sent back as input:
+ * each one with encrypted_content (only when doc's include asks for it) is decoded, and the
+ * assistant turn after them carries thinking_blocks equal to the answer's usable entries, in
+ * order, signatures and data byte for byte. */
+static void responses_round_trip(const json_t *doc, const json_t *output, const char *model)
+{
+    const json_t *msg =
+        json_object_get(json_array_get(json_object_get(doc, "choices"), 0), "message");
+    json_t *req = json_pack("{s:[{s:s,s:s}]}", "input", "role", "user", "content", "q");
+    json_t *input = json_object_get(req, "input"), *chat, *want, *tb, *it;
+    char err[256] = "";
+    size_t i, n_enc = 0;
+
+    check(req != NULL, "out of memory");
+    json_array_foreach(output, i, it) {
+        if (str_is(json_object_get(it, "type"), "reasoning")) {
+            json_array_append(input, it);
+            n_enc += json_object_get(it, "encrypted_content") != NULL;
+        }
+    }
+    if (n_enc == 0) {
+        json_decref(req);
+        return;
+    }
+    json_array_append_new(input, json_pack("{s:s,s:s}", "role", "assistant", "content", "a"));
+    chat = rt_translate_responses_to_chat(req, model, err, sizeof(err));
+    if (chat == NULL)
+        fail("responses round trip: our own reasoning items refused", err);
+    want = json_array();
+    json_array_foreach(json_object_get(msg, "thinking_blocks"), i, tb) {
+        const json_t *th = json_object_get(tb, "thinking"), *sig = json_object_get(tb, "signature");
+        const json_t *data = json_object_get(tb, "data");
+
+        if (str_is(json_object_get(tb, "type"), "thinking") && json_is_string(th) &&
+            json_is_string(sig))
+            json_array_append_new(want, json_pack("{s:s,s:O,s:O}", "type", "thinking",
+                                                  "thinking", th, "signature", sig));
+        else if (str_is(json_object_get(tb, "type"), "redacted_thinking") && json_is_string(data))
+            json_array_append_new(want, json_pack("{s:s,s:O}", "type", "redacted_thinking",
+                                                  "data", data));
+    }
+    check(json_equal(json_object_get(json_array_get(json_object_get(chat, "messages"), 1),
+                                     "thinking_blocks"),
+                     want),
+          "responses round trip: thinking_blocks not as the answer had them");
+    json_decref(want);
+    json_decref(chat);
+    json_decref(req);
+}
+
 /* Responses: the request as chat (a refusal names a field; else a chat request with the model
  * and a non-empty messages array), the document as a chat answer (NULL only without a
  * choices[0].message object; else a "response" with output an array and status completed or
- * incomplete), and the input as a stream of chat chunks through rt_resp_stream_chunk: every
+ * incomplete; its reasoning items sent back decode to the answer's thinking_blocks:
+ * responses_round_trip), and the input as a stream of chat chunks through rt_resp_stream_chunk
+ * (half the streams answering a request whose include asks for reasoning.encrypted_content,
+ * picked by the hash): every
  * chunk 0, TG_EPROTO, TG_ETOOBIG (out and the sequence unchanged) or TG_EFULL; nothing after
  * the end; every event "event: <type>" then data whose type is that name and whose
  * sequence_number counts from 0; a [DONE] (fed at the end) closes it with response.completed
@@ -492,6 +545,7 @@ static void responses_doc(const json_t *doc, const char *model)
               (str_is(json_object_get(r, "status"), "completed") ||
                str_is(json_object_get(r, "status"), "incomplete")),
           "responses answer: shape");
+    responses_round_trip(doc, json_object_get(r, "output"), model);
     json_decref(r);
 }
 
@@ -529,9 +583,10 @@ static void responses_check_output(const struct tg_buf *out, int errored, int fi
     (void)errored;
 }
 
-static void responses_stream(const char *s, size_t n, const char *model, size_t text_max)
+static void responses_stream(const char *s, size_t n, const char *model, size_t text_max,
+                             const json_t *req)
 {
-    struct rt_resp_stream *st = rt_resp_stream_create(NULL, model, 1718000000, text_max);
+    struct rt_resp_stream *st = rt_resp_stream_create(req, model, 1718000000, text_max);
     struct tg_buf out;
     char name[FUZZ_EVENT_NAME_CAP];
     char *dat = malloc(n + 1);
@@ -579,6 +634,7 @@ static void responses_stream(const char *s, size_t n, const char *model, size_t 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static char long_model[129];
+    static json_t *include_req; /* kept for the process's life */
     const char *models[4] = {"claude-3-5-sonnet-20241022", "gpt-4o-mini", long_model, ""};
     const char *model;
     unsigned flags;
@@ -607,6 +663,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     stream((const char *)data, size, RT_TRANSLATE_CHAT_TO_MESSAGES, model, 0);
     stream((const char *)data, size, RT_TRANSLATE_MESSAGES_TO_CHAT, model, flags);
-    responses_stream((const char *)data, size, model, (h >> 16) & 1 ? 64 : 1u << 20);
+    if (include_req == NULL)
+        include_req = json_pack("{s:[s]}", "include", "reasoning.encrypted_content");
+    /* half the streams answer a request that asks for reasoning.encrypted_content */
+    responses_stream((const char *)data, size, model, (h >> 16) & 1 ? 64 : 1u << 20,
+                     (h >> 17) & 1 ? include_req : NULL);
     return 0;
 }

@@ -99,10 +99,29 @@ check_rows() {
                        (SELECT 1 FROM kc_ok o WHERE o.call_id = s.call_id)")
     agg=$(psql_q -c "SELECT (SELECT coalesce(sum(requests),0) FROM spend_daily) -
                             (SELECT count(*) FROM spend_logs)")
-    [ "$missing" = 0 ] || { echo "$missing call ids with a 200 have no spend_logs row" >&2; return 1; }
+    [ "$missing" = 0 ] || {
+        echo "$missing call ids with a 200 have no spend_logs row" >&2
+        pipeline_state >&2
+        return 1
+    }
     [ "$dups" = 0 ] || { echo "$dups call ids have more than one spend_logs row" >&2; return 1; }
     [ "$extra" = 0 ] || { echo "$extra spend_logs rows for call ids that got no 200" >&2; return 1; }
     [ "$agg" = 0 ] || { echo "spend_daily counts $agg requests more than spend_logs" >&2; return 1; }
+}
+# pipeline_state: where events stop, for a failure's report: the router's publisher counters,
+# each partition's end offset in Kafka against spend-svc's next offset in PostgreSQL, and
+# spend-svc's consumer metrics.
+pipeline_state() {
+    echo "--- router-svc publisher"
+    curl -s --max-time 5 "$TG_ROUTER_URL/metrics" |
+        grep -E '^tollgate_router_(events|spool|producer|kafka)' || true
+    echo "--- tollgate.events.v1: partition, low, high (Kafka); next offset (PostgreSQL)"
+    "$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" ends tollgate.events.v1 6 10000 || true
+    psql_q -c "SELECT partition, next_offset, updated_at FROM consumer_offsets
+               WHERE topic = 'tollgate.events.v1' ORDER BY partition" || true
+    echo "--- spend-svc consumer"
+    curl -s --max-time 5 "$TG_SPEND_URL/metrics" | grep -E '^tollgate_spend_(consumer|kafka|events|messages|partition|rebalances|rows|batches|commit|dead|duplicates|postgres)' ||
+        true
 }
 redis_matches() {
     for _ in $(seq 1 30); do

@@ -147,6 +147,7 @@ static void replica_start(struct replica *r, const char *snap)
     cc.cfg = cfg;
     r->control = rt_control_create(&cc, r->keys, err, sizeof(err));
     CHECK(r->control != NULL, "control: %s", err);
+    memset(&kc, 0, sizeof(kc)); /* no teams table */
     kc.cfg = cfg;
     kc.keys = r->keys;
     kc.control = r->control;

@@ -361,6 +361,38 @@ budget)
     sp_stop "$A"
     ;;
 
+team_budget)
+    # A team's budget from a team: record (router-svc's /team/new): spend of the team's keys over
+    # it blocks every key of the team (block:<hash> with scope team) until the period rolls over.
+    HASH=$(printf 'team-budget-%s' "$RUN" | sha256sum | cut -d' ' -f1)
+    TEAM="team-tb-$RUN"
+    sp_config "$SP_DIR/a.yaml" "$TOPIC" "budgets: {thresholds: [50, 80, 100], check_interval_ms: 500}"
+    sp_start "$SP_DIR/a.yaml" a
+    A=$SP_PID
+    sp_wait_ready "$SP_DIR/a.yaml" 30 || sp_die "not ready"
+    sp_produce --topic tollgate.control.v1 --team-record "$TEAM" --max-budget-nusd 100000 \
+        --budget-duration 1m --alias team-budget-test || sp_die "team record failed"
+    sp_produce --topic tollgate.control.v1 --key-record "$HASH" --max-budget-nusd -1 \
+        --alias team-key --team "$TEAM" || sp_die "key record failed"
+    for _ in $(seq 1 50); do
+        [ "$(sp_sql "SELECT count(*) FROM api_keys WHERE key_hash = '$HASH'")" = 1 ] && break
+        sleep 0.2
+    done
+    sp_check "api_keys mirrors the team's key" \
+        [ "$(sp_sql "SELECT team_id FROM api_keys WHERE key_hash = '$HASH'")" = "$TEAM" ]
+    while [ "$(date -u +%S | sed 's/^0//')" -gt 45 ]; do sleep 1; done
+    sp_produce --topic "$TOPIC" --count 11 --key-hash "$HASH" --team "$TEAM" --cost-nusd 10000 \
+        --run "$RUN" >"$SP_DIR/p1.out" || sp_die "producer failed"
+    sp_check "block:<hash> of the team's key published, scope team" \
+        sp_produce --topic tollgate.control.v1 --expect-block "$HASH" --scope team --timeout-s 20
+    L=$(sp_sql "SELECT level_pct FROM budget_state WHERE kind = 'team' AND subject = '$TEAM'")
+    sp_check "100 % of the team's budget recorded ($L)" [ "$L" = 100 ]
+    sp_check "block lifted (tombstone) when the team's 1-minute period rolls over" \
+        sp_produce --topic tollgate.control.v1 --expect-block "$HASH" --scope team --unblocked \
+        --timeout-s 75
+    sp_stop "$A"
+    ;;
+
 kafka_auth)
     # SASL towards a broker that refuses it (devkafka speaks no SASL: the same failure path as a
     # wrong password at a real broker, librdkafka's _AUTHENTICATION): readiness names it.

@@ -11,6 +11,8 @@
  *                 [--malformed N] [--oversized N]
  *   spend_produce --brokers B --topic CONTROL --key-record HASH --max-budget-nusd N
  *                 [--budget-duration 1d] [--team TEAM] [--alias ALIAS]
+ *   spend_produce --brokers B --topic CONTROL --team-record TEAM --max-budget-nusd N
+ *                 [--budget-duration 1d] [--alias ALIAS]
  *   spend_produce --brokers B --topic CONTROL --expect-block HASH [--timeout-s S] [--unblocked]
  *
  * Duplicates: with --dup-pct P, after each event, with probability P/100 (deterministic), an
@@ -43,6 +45,8 @@ struct opts {
     long malformed;
     long oversized;
     const char *key_record;
+    const char *team_record; /* team:<id>, router-svc's stored form of a team */
+    const char *scope;       /* --expect-block: "key" (default) or "team" */
     long long max_budget_nusd;
     const char *budget_duration;
     const char *team;
@@ -249,7 +253,8 @@ static int run_key_record(const struct opts *o)
 
     if (!rk)
         return 1;
-    /* the stored form router-svc writes (router-svc/src/control.h), fields spend-svc reads */
+    /* the stored form router-svc writes (router-svc/src/control.h, teams.h), fields spend-svc
+     * reads */
     const char *d = o->budget_duration ? o->budget_duration : "1d";
     char *unit = NULL;
     long long dur = strtoll(d, &unit, 10);
@@ -259,6 +264,16 @@ static int run_key_record(const struct opts *o)
         dur *= 3600;
     else if (unit && *unit == 'd')
         dur *= 86400;
+    if (o->team_record) {
+        snprintf(key, sizeof(key), "team:%s", o->team_record);
+        n = snprintf(val, sizeof(val),
+                     "{\"team_id\":\"%s\",\"team_alias\":\"%s\",\"models\":[],"
+                     "\"max_budget_nusd\":%lld,\"budget_duration_s\":%lld,\"rpm_limit\":null,"
+                     "\"tpm_limit\":null,\"max_parallel_requests\":null,\"metadata\":{},"
+                     "\"blocked\":false}",
+                     o->team_record, o->alias ? o->alias : "budget-team", o->max_budget_nusd, dur);
+        goto send;
+    }
     snprintf(key, sizeof(key), "key:%s", o->key_record);
     n = snprintf(val, sizeof(val),
                  "{\"key_hash\":\"%s\",\"key_alias\":\"%s\",\"team_id\":\"%s\","
@@ -268,6 +283,7 @@ static int run_key_record(const struct opts *o)
                  "\"blocked\":false}",
                  o->key_record, o->alias ? o->alias : "budget-key", o->team ? o->team : "",
                  o->max_budget_nusd, dur);
+send:
     if (produce(rk, o->topic, key, strlen(key), val, (size_t)n) < 0)
         return 1;
     rd_kafka_flush(rk, 30000);
@@ -329,10 +345,12 @@ static int run_expect_block(const struct opts *o)
                 seen_block = 1;
                 /* spend-svc's block as the schema has it: reason, its scope and figures */
                 if (proto_ctl_block_decode(m->payload, m->len, &b, perr, sizeof(perr)) != 0 ||
-                    strcmp(b.reason, "budget_exceeded") != 0 || strcmp(b.scope, "key") != 0 ||
+                    strcmp(b.reason, "budget_exceeded") != 0 ||
+                    strcmp(b.scope, o->scope ? o->scope : "key") != 0 ||
                     b.period_start_ms < 0 || b.spend_nusd < b.max_budget_nusd ||
                     b.max_budget_nusd < 0) {
-                    fprintf(stderr, "spend_produce: not a budget block of a key: %.*s\n",
+                    fprintf(stderr, "spend_produce: not a budget block of a %s: %.*s\n",
+                            o->scope ? o->scope : "key",
                             (int)m->len, (const char *)m->payload);
                     bad = 1;
                 }
@@ -400,6 +418,10 @@ int main(int argc, char **argv)
             o.oversized = atol(v);
         else if (strcmp(a, "--key-record") == 0)
             o.key_record = v;
+        else if (strcmp(a, "--team-record") == 0)
+            o.team_record = v;
+        else if (strcmp(a, "--scope") == 0)
+            o.scope = v;
         else if (strcmp(a, "--max-budget-nusd") == 0)
             o.max_budget_nusd = atoll(v);
         else if (strcmp(a, "--budget-duration") == 0)
@@ -421,7 +443,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "spend_produce: --brokers and --topic are required\n");
         return 2;
     }
-    if (o.key_record)
+    if (o.key_record || o.team_record)
         return run_key_record(&o);
     if (o.expect_block)
         return run_expect_block(&o);

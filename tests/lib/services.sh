@@ -25,7 +25,8 @@
 #   tg_fakellm_start [CONFIG.json]   -> TG_FAKE_LLM_URL
 #
 # Fault helpers (chaos suite): tg_redis_hang / tg_redis_resume (SIGSTOP/SIGCONT),
-# tg_redis_restart (shutdown, start empty on the same port), tg_pg_pause / tg_pg_resume
+# tg_redis_restart (shutdown, start empty on the same port), tg_redis_stop / tg_redis_relaunch
+# (the two halves of a restart, with an outage between), tg_pg_pause / tg_pg_resume
 # (SIGSTOP/SIGCONT the postmaster and all its children); on Apache Kafka tg_kafka_leader TOPIC
 # PARTITION, tg_kafka_node_kill I [SIGNAL], tg_kafka_node_start I (same ports and data),
 # tg_kafka_node_pid I; on devkafka only tg_kafka_down / tg_kafka_up (all brokers, through its
@@ -305,12 +306,21 @@ tg_redis_resume() {
     kill -CONT "${_TG_REDIS_PID:?redis not started}"
 }
 
-# tg_redis_restart: stop Redis (data is lost: it is a cache) and start it empty, same port.
-tg_redis_restart() {
+# tg_redis_stop: stop Redis, keeping its port reserved (clients see connection refused);
+# tg_redis_relaunch starts it again, empty, on the same port.
+tg_redis_stop() {
     local pid=${_TG_REDIS_PID:?redis not started}
     _tg_stop_pid "$pid" 10
     _tg_unregister redis "$pid"
-    _tg_redis_launch "$TG_REDIS_PORT"
+}
+
+tg_redis_relaunch() {
+    _tg_redis_launch "${TG_REDIS_PORT:?redis not started}"
+}
+
+# tg_redis_restart: stop Redis (data is lost: it is a cache) and start it empty, same port.
+tg_redis_restart() {
+    tg_redis_stop && tg_redis_relaunch
 }
 
 # ----------------------------------------------------------------------------- PostgreSQL

@@ -11,6 +11,8 @@
  *       every partition has a leader and REPLICAS in-sync replicas
  *   kafka_admin BROKERS leader TOPIC PARTITION [TIMEOUT_MS]
  *       print the node id of the partition's leader
+ *   kafka_admin BROKERS ends TOPIC PARTITIONS [TIMEOUT_MS]
+ *       print "PARTITION LOW HIGH", the watermarks of each of the first PARTITIONS partitions
  *
  * Exits 0 on success, 1 when the cluster did not get there within TIMEOUT_MS (default
  * 60000 ms; the reason goes to stderr), 2 on usage errors. Used by tests/lib/services.sh. */
@@ -264,12 +266,31 @@ out:
     return rc;
 }
 
+/* Prints "PARTITION LOW HIGH" for each of the first nparts partitions of topic (watermarks from
+ * each partition's leader). */
+static int ka_ends(rd_kafka_t *rk, const char *topic, int nparts, uint64_t timeout_ms)
+{
+    for (int p = 0; p < nparts; p++) {
+        int64_t lo = -1, hi = -1;
+        rd_kafka_resp_err_t err =
+            rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, (int)timeout_ms);
+
+        if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            fprintf(stderr, "kafka_admin: %s [%d]: %s\n", topic, p, rd_kafka_err2str(err));
+            return 1;
+        }
+        printf("%d %lld %lld\n", p, (long long)lo, (long long)hi);
+    }
+    return 0;
+}
+
 static int ka_usage(void)
 {
     fprintf(stderr, "usage: kafka_admin [-c FILE] BROKERS ready N [TIMEOUT_MS]\n"
                     "       kafka_admin BROKERS create TOPIC PARTITIONS REPLICAS "
                     "[NAME=VALUE ...] [-- TIMEOUT_MS]\n"
-                    "       kafka_admin BROKERS leader TOPIC PARTITION [TIMEOUT_MS]\n");
+                    "       kafka_admin BROKERS leader TOPIC PARTITION [TIMEOUT_MS]\n"
+                    "       kafka_admin BROKERS ends TOPIC PARTITIONS [TIMEOUT_MS]\n");
     return 2;
 }
 
@@ -301,7 +322,7 @@ int main(int argc, char **argv)
             timeout_ms = strtoull(argv[argc - 1], NULL, 10);
             argc -= 2;
         }
-    } else if (strcmp(cmd, "leader") == 0) {
+    } else if (strcmp(cmd, "leader") == 0 || strcmp(cmd, "ends") == 0) {
         if (argc < 5 || argc > 6)
             return ka_usage();
         if (argc == 6)
@@ -317,6 +338,8 @@ int main(int argc, char **argv)
     } else if (strcmp(cmd, "create") == 0) {
         rc = ka_create(rk, argv[3], atoi(argv[4]), atoi(argv[5]), argv + 6, argc - 6,
                        tg_now_mono_ms() + timeout_ms);
+    } else if (strcmp(cmd, "ends") == 0) {
+        rc = ka_ends(rk, argv[3], atoi(argv[4]), timeout_ms);
     } else {
         int32_t leader = -1;
 

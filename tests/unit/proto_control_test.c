@@ -62,9 +62,55 @@ static void check_block(const struct cv_vector *v)
     assert_memory_equal(&b, &b2, sizeof(b));
 }
 
+/* A team: record (the vector's record key starts with "team:"): older readers' parser skips
+ * it; the team parser and decoder read what the vector says. Returns 1 for a team_put. */
+static int check_team(const struct cv_vector *v)
+{
+    struct proto_ctl_team t;
+    char id[PROTO_CTL_TEAM_ID_MAX + 1], err[256] = "", back[PROTO_CTL_RECORD_KEY_MAX];
+    char hash[PROTO_CTL_HASH_LEN + 1];
+    enum proto_ctl_kind kind;
+    size_t klen = strlen(v->record_key);
+    int rc;
+
+    assert_int_equal(proto_ctl_parse_key(v->record_key, klen, &kind, hash, err, sizeof(err)),
+                     TG_ENOTFOUND);
+    rc = proto_ctl_parse_team_key(v->record_key, klen, id, err, sizeof(err));
+    if (strcmp(v->expect, "invalid") == 0) {
+        if (rc == 0 && v->value != NULL)
+            rc = proto_ctl_team_decode(id, v->value, v->value_len, &t, err, sizeof(err));
+        if (rc != TG_EINVAL)
+            fail_msg("%s: accepted (%d)", v->name, rc);
+        if (strcmp(err, cv_get(v, "problem")) != 0)
+            fail_msg("%s: problem \"%s\", expected \"%s\"", v->name, err, cv_get(v, "problem"));
+        return 0;
+    }
+    if (rc != 0)
+        fail_msg("%s: record key refused: %s", v->name, err);
+    assert_string_equal(id, cv_get(v, "team_id"));
+    assert_int_equal(proto_ctl_team_record_key(id, back, sizeof(back)), (int)klen);
+    assert_string_equal(back, v->record_key);
+    if (strcmp(v->expect, "team_delete") == 0) {
+        assert_null(v->value);
+        return 0;
+    }
+    if (strcmp(v->expect, "team_put") != 0)
+        fail_msg("%s: unknown expect \"%s\" for a team record", v->name, v->expect);
+    assert_non_null(v->value);
+    rc = proto_ctl_team_decode(id, v->value, v->value_len, &t, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("%s: refused: %s", v->name, err);
+    assert_string_equal(t.team_id, cv_get(v, "team_id"));
+    assert_string_equal(t.team_alias, cv_get(v, "team_alias"));
+    assert_int_equal(t.max_budget_nusd, cv_int(v, "max_budget_nusd"));
+    assert_int_equal(t.budget_duration_s, cv_int(v, "budget_duration_s"));
+    assert_int_equal(t.blocked, cv_int(v, "blocked"));
+    return 1;
+}
+
 static void test_golden(void **state)
 {
-    size_t n, seen_invalid = 0, seen_put = 0, seen_block = 0;
+    size_t n, seen_invalid = 0, seen_put = 0, seen_block = 0, seen_team = 0;
     struct cv_vector *vs = cv_load(&n);
     (void)state;
 
@@ -75,6 +121,10 @@ static void test_golden(void **state)
         int rc = proto_ctl_parse_key(v->record_key, strlen(v->record_key), &kind, hash, err,
                                      sizeof(err));
 
+        if (strncmp(v->record_key, PROTO_CTL_TEAM_PREFIX, 5) == 0) {
+            seen_team += (size_t)check_team(v);
+            continue;
+        }
         if (strcmp(v->expect, "skip") == 0) {
             assert_int_equal(rc, TG_ENOTFOUND);
             continue;
@@ -120,7 +170,7 @@ static void test_golden(void **state)
             fail_msg("%s: unknown expect \"%s\"", v->name, v->expect);
         }
     }
-    assert_true(seen_invalid >= 10 && seen_put >= 4 && seen_block >= 3);
+    assert_true(seen_invalid >= 10 && seen_put >= 4 && seen_block >= 3 && seen_team >= 3);
     cv_free(vs, n);
 }
 
@@ -151,6 +201,41 @@ static void test_record_key_edges(void **state)
     assert_int_equal(kind, PROTO_CTL_KEY);
     assert_int_equal(proto_ctl_parse_key(out, strlen(out), &kind, hash, err, sizeof(err)),
                      TG_EINVAL);
+}
+
+static void test_team_key_edges(void **state)
+{
+    char out[PROTO_CTL_RECORD_KEY_MAX], id[PROTO_CTL_TEAM_ID_MAX + 1], err[128];
+    char longid[PROTO_CTL_TEAM_ID_MAX + 2];
+    struct proto_ctl_team t;
+    (void)state;
+
+    memset(longid, 'a', sizeof(longid) - 1);
+    longid[sizeof(longid) - 1] = '\0';
+    assert_false(proto_ctl_team_id_ok(longid)); /* 65 bytes */
+    longid[PROTO_CTL_TEAM_ID_MAX] = '\0';
+    assert_true(proto_ctl_team_id_ok(longid)); /* 64 bytes */
+    assert_int_equal(proto_ctl_team_record_key(longid, out, sizeof(out)), 69);
+    assert_int_equal(proto_ctl_team_record_key(longid, out, 69), TG_EINVAL); /* no NUL */
+    assert_false(proto_ctl_team_id_ok(""));
+    assert_false(proto_ctl_team_id_ok(NULL));
+    assert_false(proto_ctl_team_id_ok("a/b"));
+    assert_int_equal(proto_ctl_parse_team_key(NULL, 0, id, err, sizeof(err)), TG_ENOTFOUND);
+    assert_int_equal(proto_ctl_parse_team_key("key:x", 5, id, err, sizeof(err)), TG_ENOTFOUND);
+    assert_int_equal(proto_ctl_parse_team_key("team:", 5, id, err, sizeof(err)), TG_EINVAL);
+    /* the length bounds the id, not a NUL */
+    assert_int_equal(proto_ctl_parse_team_key("team:abcdef", 7, id, err, sizeof(err)), 0);
+    assert_string_equal(id, "ab");
+    assert_int_equal(proto_ctl_team_decode("ab", "[]", 2, &t, err, sizeof(err)), TG_EINVAL);
+    assert_string_equal(err, "team value: not a JSON object");
+    assert_int_equal(proto_ctl_team_decode("ab", NULL, 0, &t, err, sizeof(err)), TG_EINVAL);
+    {
+        const char *bad = "{\"max_budget\":\"x\"}";
+
+        assert_int_equal(proto_ctl_team_decode("ab", bad, strlen(bad), &t, err, sizeof(err)),
+                         TG_EINVAL);
+    }
+    assert_string_equal(err, "max_budget: expected a number (USD) or null");
 }
 
 static void test_block_encode_edges(void **state)
@@ -190,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_record_key_edges),
         cmocka_unit_test(test_block_encode_edges),
+        cmocka_unit_test(test_team_key_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

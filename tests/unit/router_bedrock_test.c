@@ -240,6 +240,59 @@ static void assert_json(const json_t *j, const char *want)
     json_decref(w);
 }
 
+#define HIST_FMT                                                                                   \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"                                        \
+    "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":["                                    \
+    "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"w\","                           \
+    "\"arguments\":\"{}\"}},{\"id\":\"c2\",\"type\":\"function\",\"function\":"                    \
+    "{\"name\":\"w\",\"arguments\":\"{}\"}}]},"                                                    \
+    "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"a\"},"                               \
+    "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"b\"}]%s}"
+
+/* The turn that carries tool results without tools, or with tool_choice "none", went to
+ * Converse without a toolConfig, which it refuses ("The toolConfig field must be defined when
+ * using toolUse and toolResult content blocks"). The history's tools are declared now (the
+ * client's own when it sent them, without a choice for "none"); without tool blocks "none"
+ * still leaves the tools out. */
+static void test_converse_request_history_tools(void **state)
+{
+    struct rt_deployment_conf d;
+    char err[256];
+    char in[1024];
+    json_t *chat, *b;
+
+    (void)state;
+    memset(&d, 0, sizeof(d));
+    snprintf(in, sizeof(in), HIST_FMT, "");
+    chat = parse(in);
+    b = rt_dialect_converse.request(chat, &d, 0, err, sizeof(err));
+    assert_non_null(b);
+    assert_json(json_object_get(b, "toolConfig"),
+                "{\"tools\":[{\"toolSpec\":{\"name\":\"w\",\"inputSchema\":{\"json\":{"
+                "\"type\":\"object\",\"properties\":{}}}}}]}");
+    json_decref(b);
+    json_decref(chat);
+    snprintf(in, sizeof(in), HIST_FMT,
+             ",\"tool_choice\":\"none\",\"tools\":[{\"type\":\"function\",\"function\":{"
+             "\"name\":\"v\",\"parameters\":{\"type\":\"object\"}}}]");
+    chat = parse(in);
+    b = rt_dialect_converse.request(chat, &d, 0, err, sizeof(err));
+    assert_non_null(b);
+    assert_json(json_object_get(b, "toolConfig"),
+                "{\"tools\":[{\"toolSpec\":{\"name\":\"v\",\"inputSchema\":{\"json\":{"
+                "\"type\":\"object\"}}}}]}");
+    json_decref(b);
+    json_decref(chat);
+    chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"none\","
+                 "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"v\"}}]}");
+    b = rt_dialect_converse.request(chat, &d, 0, err, sizeof(err));
+    assert_non_null(b);
+    assert_null(json_object_get(b, "toolConfig"));
+    json_decref(b);
+    json_decref(chat);
+}
+#undef HIST_FMT
+
 static void test_converse_request(void **state)
 {
     struct rt_deployment_conf d;
@@ -286,6 +339,63 @@ static void test_converse_request(void **state)
     chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
                  "\"image_url\":{\"url\":\"https://x/a.png\"}}]}]}");
     assert_null(rt_dialect_converse.request(chat, &d, 0, err, sizeof(err)));
+    json_decref(chat);
+}
+
+/* A tool result marked as an error (an Anthropic tool_result with is_error, through chat) went
+ * as a plain result: it is toolResult status "error", the mark taken off; images in a tool
+ * result (image_url parts, from an Anthropic tool_result's image blocks) go as image blocks;
+ * another part is refused naming it. */
+static void test_converse_request_tool_error_and_images(void **state)
+{
+    struct rt_deployment_conf d;
+    char err[256];
+    json_t *chat = parse(
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":["
+        " {\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"w\",\"arguments\":\"{}\"}},"
+        " {\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"w\",\"arguments\":\"{}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"[tool error] denied\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":[{\"type\":\"text\","
+        " \"text\":\"[tool error]\"},{\"type\":\"text\",\"text\":\"shot\"},{\"type\":\"image_url\","
+        " \"image_url\":{\"url\":\"data:image/png;base64,iVBO\"}}]}]}");
+    json_t *b;
+
+    (void)state;
+    memset(&d, 0, sizeof(d));
+    b = rt_dialect_converse.request(chat, &d, 0, err, sizeof(err));
+    if (b == NULL)
+        fail_msg("%s", err);
+    assert_json(json_array_get(json_object_get(b, "messages"), 2),
+                "{\"role\":\"user\",\"content\":["
+                "{\"toolResult\":{\"toolUseId\":\"c1\",\"status\":\"error\","
+                " \"content\":[{\"text\":\"denied\"}]}},"
+                "{\"toolResult\":{\"toolUseId\":\"c2\",\"status\":\"error\",\"content\":["
+                " {\"text\":\"shot\"},{\"image\":{\"format\":\"png\",\"source\":{\"bytes\":"
+                " \"iVBO\"}}}]}}]}");
+    json_decref(b);
+    json_decref(chat);
+    /* a PDF file part: a document block named after the file, in the characters Converse
+     * takes */
+    chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\",\"file\":{"
+                 "\"file_data\":\"data:application/pdf;base64,JVBE\",\"filename\":"
+                 "\"  my  report_v2 (final).PDF\"}},{\"type\":\"file\",\"file\":{\"file_data\":"
+                 "\"data:application/pdf;base64,JVBF\"}}]}]}");
+    b = rt_dialect_converse.request(chat, &d, 0, err, sizeof(err));
+    if (b == NULL)
+        fail_msg("%s", err);
+    assert_json(json_object_get(json_array_get(json_object_get(b, "messages"), 0), "content"),
+                "[{\"document\":{\"format\":\"pdf\",\"name\":\"my report-v2 (final)\","
+                "\"source\":{\"bytes\":\"JVBE\"}}},{\"document\":{\"format\":\"pdf\","
+                "\"name\":\"document\",\"source\":{\"bytes\":\"JVBF\"}}}]");
+    json_decref(b);
+    json_decref(chat);
+    chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+                 "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":[{\"type\":"
+                 "\"input_audio\",\"input_audio\":{}}]}]}");
+    assert_null(rt_dialect_converse.request(chat, &d, 0, err, sizeof(err)));
+    assert_string_equal(err, "messages[1].content[0]: a tool result's \"input_audio\" part "
+                             "cannot be translated to Bedrock");
     json_decref(chat);
 }
 
@@ -369,6 +479,134 @@ static void test_converse_stream(void **state)
     n = frame(f, "event", "contentBlockDelta", "{\"delta\":{\"text\":\"x\"}}");
     f[n - 1] ^= 1;
     assert_int_equal(rt_dialect_converse.stream_event(&st, (char *)f, n, &out), TG_EPROTO);
+    tg_buf_fini(&out);
+}
+
+/* A toolUse whose input has no members streams no input (no delta, or ""): the OpenAI client
+ * got arguments "" for it, which its JSON.parse refuses. Such a call's arguments are "{}" now,
+ * when its block stops (or at messageStop); a call whose input streamed gets nothing more. */
+static void test_converse_stream_tool_without_input(void **state)
+{
+    unsigned char f[2048];
+    struct rt_dialect_stream st;
+    struct tg_buf out;
+    size_t n;
+    const char *p;
+    size_t empties = 0;
+
+    (void)state;
+    assert_int_equal(tg_buf_init(&out, 8192), 0);
+    rt_dialect_stream_init(&st, "shown", 7);
+#define EV(et, payload)                                                                            \
+    do {                                                                                           \
+        n = frame(f, "event", et, payload);                                                        \
+        assert_int_equal(rt_dialect_converse.stream_event(&st, (char *)f, n, &out), 0);            \
+    } while (0)
+    EV("messageStart", "{\"role\":\"assistant\"}");
+    EV("contentBlockStart",
+       "{\"contentBlockIndex\":0,\"start\":{\"toolUse\":{\"toolUseId\":\"tu1\",\"name\":\"p\"}}}");
+    EV("contentBlockDelta", "{\"contentBlockIndex\":0,\"delta\":{\"toolUse\":{\"input\":\"\"}}}");
+    EV("contentBlockStop", "{\"contentBlockIndex\":0}");
+    EV("contentBlockStart",
+       "{\"contentBlockIndex\":1,\"start\":{\"toolUse\":{\"toolUseId\":\"tu2\",\"name\":\"w\"}}}");
+    EV("contentBlockDelta", "{\"contentBlockIndex\":1,\"delta\":{\"toolUse\":{\"input\":"
+                            "\"{\\\"c\\\":1}\"}}}");
+    EV("contentBlockStop", "{\"contentBlockIndex\":1}");
+    EV("contentBlockStart",
+       "{\"contentBlockIndex\":2,\"start\":{\"toolUse\":{\"toolUseId\":\"tu3\",\"name\":\"p\"}}}");
+    EV("messageStop", "{\"stopReason\":\"tool_use\"}");
+    EV("metadata", "{\"usage\":{\"inputTokens\":8,\"outputTokens\":4,\"totalTokens\":12}}");
+#undef EV
+    assert_int_equal(rt_dialect_converse.stream_end(&st, &out), 0);
+    assert_non_null(strstr(out.data, "\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":"
+                                     "\"{}\"}}]"));
+    assert_non_null(strstr(out.data, "\"tool_calls\":[{\"index\":2,\"function\":{\"arguments\":"
+                                     "\"{}\"}}]"));
+    for (p = strstr(out.data, "\"arguments\":\"{}\""); p != NULL;
+         p = strstr(p + 1, "\"arguments\":\"{}\""))
+        empties++;
+    assert_int_equal(empties, 2);
+    assert_non_null(strstr(out.data, "\"arguments\":\"{\\\"c\\\":1}\""));
+    assert_non_null(strstr(out.data, "\"finish_reason\":\"tool_calls\""));
+    tg_buf_fini(&out);
+}
+
+/* Claude's reasoning through Converse: the answer's reasoningText signature and redactedContent
+ * reach the chat client as thinking_blocks (in streams as thinking_blocks deltas), and the
+ * client's thinking_blocks go back as the assistant turn's first reasoningContent blocks,
+ * signatures unchanged; a malformed entry is a 400 naming it. */
+static void test_converse_thinking_blocks(void **state)
+{
+    struct rt_deployment_conf d;
+    unsigned char f[2048];
+    struct rt_dialect_stream st;
+    struct tg_buf out;
+    char err[256];
+    size_t n;
+    json_t *a, *c, *b;
+
+    (void)state;
+    memset(&d, 0, sizeof(d));
+    a = parse("{\"output\":{\"message\":{\"role\":\"assistant\",\"content\":["
+              "{\"reasoningContent\":{\"reasoningText\":{\"text\":\"hmm\",\"signature\":"
+              "\"EqQBCgIYAhIM\"}}},{\"reasoningContent\":{\"redactedContent\":\"EmwKAhgB\"}},"
+              "{\"text\":\"Sure\"}]}},\"stopReason\":\"end_turn\",\"usage\":{\"inputTokens\":1,"
+              "\"outputTokens\":2}}");
+    c = rt_dialect_converse.response(a, "shown", err, sizeof(err));
+    assert_non_null(c);
+    assert_json(json_object_get(json_array_get(json_object_get(c, "choices"), 0), "message"),
+                "{\"role\":\"assistant\",\"content\":\"Sure\",\"reasoning_content\":\"hmm\","
+                "\"thinking_blocks\":[{\"type\":\"thinking\",\"thinking\":\"hmm\",\"signature\":"
+                "\"EqQBCgIYAhIM\"},{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgB\"}]}");
+    json_decref(c);
+    json_decref(a);
+
+    a = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+              "{\"role\":\"assistant\",\"content\":\"Checking.\",\"thinking_blocks\":[{\"type\":"
+              "\"thinking\",\"thinking\":\"hmm\",\"signature\":\"EqQBCgIYAhIM\"},{\"type\":"
+              "\"redacted_thinking\",\"data\":\"EmwKAhgB\"}],\"tool_calls\":[{\"id\":\"c1\","
+              "\"type\":\"function\",\"function\":{\"name\":\"w\",\"arguments\":\"{}\"}}]},"
+              "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"a\"}]}");
+    b = rt_dialect_converse.request(a, &d, 0, err, sizeof(err));
+    assert_non_null(b);
+    assert_json(json_array_get(json_object_get(b, "messages"), 1),
+                "{\"role\":\"assistant\",\"content\":[{\"reasoningContent\":{\"reasoningText\":"
+                "{\"text\":\"hmm\",\"signature\":\"EqQBCgIYAhIM\"}}},{\"reasoningContent\":{"
+                "\"redactedContent\":\"EmwKAhgB\"}},{\"text\":\"Checking.\"},{\"toolUse\":{"
+                "\"toolUseId\":\"c1\",\"name\":\"w\",\"input\":{}}}]}");
+    json_decref(b);
+    json_decref(a);
+    a = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+              "{\"role\":\"assistant\",\"content\":\"y\",\"thinking_blocks\":[{\"type\":"
+              "\"thinking\",\"thinking\":\"hmm\",\"signature\":null}]}]}");
+    assert_null(rt_dialect_converse.request(a, &d, 0, err, sizeof(err)));
+    assert_string_equal(err, "messages[1].thinking_blocks[0].signature: expected a string");
+    json_decref(a);
+
+    assert_int_equal(tg_buf_init(&out, 8192), 0);
+    rt_dialect_stream_init(&st, "shown", 7);
+#define EV(et, payload)                                                                            \
+    do {                                                                                           \
+        n = frame(f, "event", et, payload);                                                        \
+        assert_int_equal(rt_dialect_converse.stream_event(&st, (char *)f, n, &out), 0);            \
+    } while (0)
+    EV("messageStart", "{\"role\":\"assistant\"}");
+    EV("contentBlockDelta", "{\"contentBlockIndex\":0,\"delta\":{\"reasoningContent\":{"
+                            "\"text\":\"hmm\"}}}");
+    EV("contentBlockDelta", "{\"contentBlockIndex\":0,\"delta\":{\"reasoningContent\":{"
+                            "\"signature\":\"EqQBCgIYAhIM\"}}}");
+    EV("contentBlockStop", "{\"contentBlockIndex\":0}");
+    EV("contentBlockDelta", "{\"contentBlockIndex\":1,\"delta\":{\"reasoningContent\":{"
+                            "\"redactedContent\":\"EmwKAhgB\"}}}");
+    EV("contentBlockStop", "{\"contentBlockIndex\":1}");
+    EV("messageStop", "{\"stopReason\":\"end_turn\"}");
+#undef EV
+    assert_int_equal(rt_dialect_converse.stream_end(&st, &out), 0);
+    assert_non_null(strstr(out.data, "\"reasoning_content\":\"hmm\""));
+    assert_non_null(strstr(out.data, "\"thinking_blocks\":[{\"type\":\"thinking\",\"thinking\":"
+                                     "\"\",\"signature\":\"EqQBCgIYAhIM\"}]"));
+    assert_non_null(strstr(out.data, "\"thinking_blocks\":[{\"type\":\"redacted_thinking\","
+                                     "\"data\":\"EmwKAhgB\"}]"));
     tg_buf_fini(&out);
 }
 
@@ -572,6 +810,10 @@ int main(void)
         cmocka_unit_test(test_converse_request),
         cmocka_unit_test(test_converse_response),
         cmocka_unit_test(test_converse_stream),
+        cmocka_unit_test(test_converse_stream_tool_without_input),
+        cmocka_unit_test(test_converse_request_history_tools),
+        cmocka_unit_test(test_converse_request_tool_error_and_images),
+        cmocka_unit_test(test_converse_thinking_blocks),
         cmocka_unit_test(test_bedrock_classify_embed),
         cmocka_unit_test(test_sts),
         cmocka_unit_test(test_bedrock_config),

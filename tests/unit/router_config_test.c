@@ -14,6 +14,7 @@
 #include "providers/provider.h"
 #include "tg_err.h"
 #include "tg_log.h"
+#include "tg_redis_url.h"
 
 static struct rt_config_diag diag;
 
@@ -200,12 +201,18 @@ static void test_full_file(void **state)
     assert_int_equal(cfg->keys[1].num_retries, -1);
     assert_int_equal(cfg->keys[1].rpm_limit, RT_LIMIT_NONE);
 
+    /* router_settings.redis_host (LiteLLM's multi-instance rate limiting): tollgate.redis */
+    assert_int_equal(cfg->redis.enabled, 1);
+    assert_string_equal(cfg->redis.host, "localhost");
+    assert_int_equal(cfg->redis.port, 6379);
+    assert_int_equal(cfg->redis.sync_interval_ms, 100);
+
     /* Unknown LiteLLM keys: one warning each, with file:line; then one per deployment without
      * a price. */
-    assert_int_equal(diag.n_warnings, 7);
-    assert_non_null(strstr(diag.warnings[5], "full.yaml:24: model_list[2] (gpt-fallback-2): no "
+    assert_int_equal(diag.n_warnings, 6);
+    assert_non_null(strstr(diag.warnings[4], "full.yaml:24: model_list[2] (gpt-fallback-2): no "
                                              "price for \"anthropic/claude-x\" in the price maps"));
-    assert_non_null(strstr(diag.warnings[6], "full.yaml:28: model_list[3] (big-1): no price for "
+    assert_non_null(strstr(diag.warnings[5], "full.yaml:28: model_list[3] (big-1): no price for "
                                              "\"my_gateway/gpt-big-deploy\""));
     assert_non_null(strstr(diag.warnings[0], "full.yaml:16: "
                                              "model_list[0].litellm_params.api_version: not used "
@@ -213,9 +220,7 @@ static void test_full_file(void **state)
     assert_non_null(strstr(diag.warnings[1], "full.yaml:19: model_list[0].model_info.mode: "));
     assert_non_null(strstr(diag.warnings[2], "full.yaml:51: litellm_settings.drop_params: "
                                              "unknown key, ignored"));
-    assert_non_null(strstr(diag.warnings[3], "full.yaml:46: router_settings.redis_host: unknown "
-                                             "key"));
-    assert_non_null(strstr(diag.warnings[4], "full.yaml:49: general_settings.database_url: "
+    assert_non_null(strstr(diag.warnings[3], "full.yaml:49: general_settings.database_url: "
                                              "unknown key"));
     assert_string_equal(diag.error, "");
 
@@ -256,6 +261,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->max_response_bytes, 64ull * 1024 * 1024);
     assert_int_equal(cfg->threads, 2);
     assert_int_equal(cfg->max_keys, 100000);
+    assert_int_equal(cfg->max_teams, 10000);
     assert_string_equal(cfg->events_topic, "tollgate.events.v1");
     assert_int_equal(diag.n_warnings, 0);
     rt_config_destroy(&cfg);
@@ -864,6 +870,8 @@ static void test_front_door_limits(void **state)
                  "router.yaml:7: tollgate.limits.max_connections_per_ip: expected at least 1");
     expect_error(HEAD "tollgate:\n  limits:\n    max_json_depth: 1\n",
                  "router.yaml:7: tollgate.limits.max_json_depth: expected at least 2");
+    expect_error(HEAD "tollgate:\n  limits:\n    max_teams: 0\n",
+                 "router.yaml:7: tollgate.limits.max_teams: expected at least 1");
 }
 
 static void test_key_models_may_name_own_alias(void **state)
@@ -990,6 +998,161 @@ static void test_ssl_verify(void **state)
                  "router.yaml:5: model_list[0].litellm_params.ssl_verify: expected a scalar value");
 }
 
+/* ---- tollgate.redis (limits across replicas) and LiteLLM's names for the same Redis
+ * (router_settings.redis_host / redis_port / redis_password, REDIS_HOST / REDIS_PORT /
+ * REDIS_PASSWORD) ---- */
+
+#define REDIS_HEAD                                                                                 \
+    "model_list:\n  - model_name: a\n    litellm_params:\n      model: openai/x\n"                 \
+    "      api_base: http://127.0.0.1:1/v1\n      input_cost_per_token: 0\n"                      \
+    "      output_cost_per_token: 0\n"                                                             \
+    "tollgate:\n  allow_unauthenticated: true\n"
+
+static struct rt_config *redis_load_ok(const char *text)
+{
+    struct rt_config *cfg = load(text);
+
+    if (cfg == NULL)
+        fail_msg("load failed: %s", diag.error);
+    return cfg;
+}
+
+static int redis_setup(void **state)
+{
+    setup(state);
+    unsetenv("REDIS_HOST");
+    unsetenv("REDIS_PORT");
+    unsetenv("REDIS_PASSWORD");
+    return 0;
+}
+
+static void test_absent_means_off(void **state)
+{
+    struct rt_config *cfg = redis_load_ok(REDIS_HEAD);
+
+    (void)state;
+    assert_int_equal(cfg->redis.enabled, 0);
+    assert_int_equal(cfg->redis.sync_interval_ms, RT_DEFAULT_REDIS_SYNC_INTERVAL_MS);
+    rt_config_destroy(&cfg);
+}
+
+static void test_tollgate_redis(void **state)
+{
+    struct rt_config *cfg;
+
+    (void)state;
+    cfg = redis_load_ok(REDIS_HEAD "  redis:\n    url: rediss://lim%40it:p%3Aw@redis.example:6380/2\n"
+                       "    sync_interval_ms: 50\n    timeout_ms: 300\n"
+                       "    tls: {ca_file: /etc/ca.pem, server_name: r.example}\n");
+    assert_int_equal(cfg->redis.enabled, 1);
+    assert_string_equal(cfg->redis.host, "redis.example");
+    assert_int_equal(cfg->redis.port, 6380);
+    assert_int_equal(cfg->redis.db, 2);
+    assert_int_equal(cfg->redis.tls, 1);
+    assert_string_equal(cfg->redis.username, "lim@it");
+    assert_string_equal(cfg->redis.password, "p:w");
+    assert_string_equal(cfg->redis.ca_file, "/etc/ca.pem");
+    assert_string_equal(cfg->redis.server_name, "r.example");
+    assert_int_equal(cfg->redis.sync_interval_ms, 50);
+    assert_int_equal(cfg->redis.timeout_ms, 300);
+    rt_config_destroy(&cfg);
+    /* username / password win over the URL's */
+    cfg = redis_load_ok(REDIS_HEAD "  redis: {url: 'redis://u:p@h', username: me, password: pw}\n");
+    assert_string_equal(cfg->redis.username, "me");
+    assert_string_equal(cfg->redis.password, "pw");
+    assert_int_equal(cfg->redis.port, 6379);
+    assert_int_equal(cfg->redis.db, 0);
+    rt_config_destroy(&cfg);
+}
+
+static void test_litellm_names(void **state)
+{
+    struct rt_config *cfg;
+
+    (void)state;
+    cfg = redis_load_ok(REDIS_HEAD "router_settings:\n  redis_host: 10.0.0.5\n  redis_port: 6390\n"
+                       "  redis_password: secret\n");
+    assert_int_equal(cfg->redis.enabled, 1);
+    assert_string_equal(cfg->redis.host, "10.0.0.5");
+    assert_int_equal(cfg->redis.port, 6390);
+    assert_string_equal(cfg->redis.password, "secret");
+    assert_int_equal(cfg->redis.tls, 0);
+    rt_config_destroy(&cfg);
+    /* tollgate.redis.url wins over router_settings; its sync keys apply to either */
+    cfg = redis_load_ok(REDIS_HEAD "  redis: {url: 'redis://127.0.0.1:7000', sync_interval_ms: 20}\n"
+                       "router_settings: {redis_host: other, redis_port: 1}\n");
+    assert_string_equal(cfg->redis.host, "127.0.0.1");
+    assert_int_equal(cfg->redis.port, 7000);
+    rt_config_destroy(&cfg);
+    cfg = redis_load_ok(REDIS_HEAD "  redis: {sync_interval_ms: 20}\n"
+                       "router_settings: {redis_host: other}\n");
+    assert_string_equal(cfg->redis.host, "other");
+    assert_int_equal(cfg->redis.port, 6379);
+    assert_int_equal(cfg->redis.sync_interval_ms, 20);
+    rt_config_destroy(&cfg);
+    /* LiteLLM's environment variables, when the file names no Redis */
+    setenv("REDIS_HOST", "envhost", 1);
+    setenv("REDIS_PORT", "6501", 1);
+    setenv("REDIS_PASSWORD", "envpw", 1);
+    cfg = redis_load_ok(REDIS_HEAD);
+    assert_int_equal(cfg->redis.enabled, 1);
+    assert_string_equal(cfg->redis.host, "envhost");
+    assert_int_equal(cfg->redis.port, 6501);
+    assert_string_equal(cfg->redis.password, "envpw");
+    rt_config_destroy(&cfg);
+    setenv("REDIS_PORT", "65536", 1);
+    expect_error(HEAD, "router.yaml:0: REDIS_PORT (environment): expected a port 1..65535");
+    redis_setup(NULL);
+}
+
+static void test_redis_errors(void **state)
+{
+    (void)state;
+    expect_error(REDIS_HEAD "  redis: {url: 'http://h:1'}\n",
+                 "router.yaml:10: tollgate.redis.url: expected redis://HOST:PORT/DB or "
+                 "rediss://...");
+    expect_error(REDIS_HEAD "  redis: {url: 'redis://h:0'}\n",
+                 "router.yaml:10: tollgate.redis.url: bad port");
+    expect_error(REDIS_HEAD "  redis: {url: 'redis://h/16'}\n",
+                 "router.yaml:10: tollgate.redis.url: bad database number");
+    expect_error(REDIS_HEAD "  redis: {url: 'redis://h', sync_interval_ms: 5}\n",
+                 "router.yaml:10: tollgate.redis.sync_interval_ms: expected 10..60000 (ms)");
+    expect_error(REDIS_HEAD "  redis: {url: 'redis://h', tls: {ca_file: /x}}\n",
+                 "router.yaml:10: tollgate.redis.tls: needs a rediss:// url (TLS)");
+    expect_error(REDIS_HEAD "  redis: {url: 'rediss://h', tls: {cert_file: /x}}\n",
+                 "router.yaml:10: tollgate.redis.tls: cert_file and key_file go together");
+    expect_error(REDIS_HEAD "  redis: {url: 'redis://h', bogus: 1}\n",
+                 "router.yaml:10: tollgate.redis.bogus: unknown key");
+    expect_error(REDIS_HEAD "  redis:\n    sync_interval_ms: 100\n",
+                 "router.yaml:11: tollgate.redis.url: missing (redis://HOST:PORT/DB or "
+                 "rediss://...)");
+    expect_error(REDIS_HEAD "router_settings:\n  redis_port: 70000\n",
+                 "router.yaml:11: router_settings.redis_port: value 70000 out of range (max "
+                 "65535)");
+    expect_error(REDIS_HEAD "router_settings:\n  redis_password: x\n",
+                 "router.yaml:0: router_settings.redis_host: missing (redis_port / "
+                 "redis_password need a redis_host)");
+}
+
+static void test_redis_url_parser(void **state)
+{
+    struct tg_redis_url u;
+    char err[128];
+
+    (void)state;
+    assert_int_equal(tg_redis_url_parse("redis://[::1]:6390/3", &u, err, sizeof(err)), 0);
+    assert_string_equal(u.host, "[::1]");
+    assert_int_equal(u.port, 6390);
+    assert_int_equal(u.db, 3);
+    assert_int_equal(tg_redis_url_parse("redis://:only%20pw@h", &u, err, sizeof(err)), 0);
+    assert_string_equal(u.username, "");
+    assert_string_equal(u.password, "only pw");
+    assert_int_equal(tg_redis_url_parse("redis://u:%zz@h", &u, err, sizeof(err)), -1);
+    assert_string_equal(err, "bad credentials in the URL (percent-encode @ : / %)");
+    assert_int_equal(tg_redis_url_parse("redis://u:p@", &u, err, sizeof(err)), -1);
+    assert_string_equal(err, "missing host");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1012,6 +1175,11 @@ int main(void)
         cmocka_unit_test(test_front_door_limits),
         cmocka_unit_test(test_kafka_security),
         cmocka_unit_test(test_ssl_verify),
+        cmocka_unit_test_setup(test_absent_means_off, redis_setup),
+        cmocka_unit_test_setup(test_tollgate_redis, redis_setup),
+        cmocka_unit_test_setup(test_litellm_names, redis_setup),
+        cmocka_unit_test_setup(test_redis_errors, redis_setup),
+        cmocka_unit_test_setup(test_redis_url_parser, redis_setup),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -123,6 +123,45 @@ static struct rt_deployment_conf dep_of(const struct rt_provider *p, const char 
 
 /* ---- the dialect: requests ---- */
 
+/* A parameter named "strict" (or "additionalProperties") was dropped from the function's
+ * parameters, taken for the keyword; a list of types (["integer", "null"], as OpenAI's strict
+ * mode writes an optional field) went as it was, which Gemini refuses ("Proto field is not
+ * repeating"). Names stay; a list of types is one type, nullable, or anyOf. */
+static void test_request_schema_names_and_type_lists(void **state)
+{
+    struct rt_deployment_conf d = dep_of(&rt_provider_gemini, "gemini-2.0-flash");
+    char err[256];
+    json_t *chat = parse(
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"w\",\"strict\":true,"
+        " \"parameters\":{\"type\":\"object\",\"additionalProperties\":false,"
+        "  \"required\":[\"strict\",\"days\"],\"properties\":{"
+        "   \"strict\":{\"type\":\"boolean\"},"
+        "   \"additionalProperties\":{\"type\":\"string\"},"
+        "   \"days\":{\"type\":[\"integer\",\"null\"],\"description\":\"d\"},"
+        "   \"v\":{\"type\":[\"string\",\"number\"]},"
+        "   \"o\":{\"type\":\"object\",\"additionalProperties\":false,"
+        "    \"properties\":{\"strict\":{\"type\":[\"null\",\"string\"]}}}}}}}]}");
+    json_t *b;
+
+    (void)state;
+    b = rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err));
+    if (b == NULL)
+        fail_msg("%s", err);
+    assert_json(json_object_get(b, "tools"),
+                "[{\"functionDeclarations\":[{\"name\":\"w\",\"parameters\":{\"type\":\"object\","
+                "\"required\":[\"strict\",\"days\"],\"properties\":{"
+                "\"strict\":{\"type\":\"boolean\"},"
+                "\"additionalProperties\":{\"type\":\"string\"},"
+                "\"days\":{\"type\":\"integer\",\"nullable\":true,\"description\":\"d\"},"
+                "\"v\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"number\"}]},"
+                "\"o\":{\"type\":\"object\",\"properties\":{\"strict\":{\"type\":\"string\","
+                "\"nullable\":true}}}}}}]}]");
+    json_decref(b);
+    json_decref(chat);
+}
+
+
 static void test_request(void **state)
 {
     struct rt_deployment_conf d = dep_of(&rt_provider_gemini, "gemini-2.0-flash");
@@ -187,6 +226,24 @@ static void test_request(void **state)
     assert_string_equal(err, "messages: an image URL must be a data: URL or end in .png, .jpg, "
                              ".jpeg, .gif, .webp or .pdf");
     json_decref(chat);
+    /* a PDF file part inline (its filename has no place in a Part); an upload refused */
+    chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\",\"file\":{"
+                 "\"file_data\":\"data:application/pdf;base64,JVBERi0x\",\"filename\":\"a.pdf\"}},"
+                 "{\"type\":\"text\",\"text\":\"sum\"}]}]}");
+    b = rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err));
+    if (b == NULL)
+        fail_msg("%s", err);
+    assert_json(json_object_get(b, "contents"),
+                "[{\"role\":\"user\",\"parts\":[{\"inlineData\":{\"mimeType\":"
+                "\"application/pdf\",\"data\":\"JVBERi0x\"}},{\"text\":\"sum\"}]}]");
+    json_decref(b);
+    json_decref(chat);
+    chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\",\"file\":{"
+                 "\"file_id\":\"file-9\"}}]}]}");
+    assert_null(rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err)));
+    assert_string_equal(err, "messages: content[0].file.file_id: an uploaded file cannot be "
+                             "translated (send the PDF as file_data)");
+    json_decref(chat);
     chat = parse("{\"messages\":[{\"role\":\"narrator\",\"content\":\"x\"}]}");
     assert_null(rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err)));
     assert_string_equal(err, "messages: role \"narrator\" is not supported");
@@ -198,6 +255,21 @@ static void test_request(void **state)
         parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"maybe\"}");
     assert_null(rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err)));
     json_decref(chat);
+    /* Claude's reasoning of an earlier turn (reasoning_content, thinking_blocks with their
+     * signatures) has no place in Gemini, whose model could not check a Claude signature: not
+     * sent, as OpenAI chat sends no reasoning back either */
+    chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":"
+                 "\"assistant\",\"content\":\"a\",\"reasoning_content\":\"t\",\"thinking_blocks\":["
+                 "{\"type\":\"thinking\",\"thinking\":\"t\",\"signature\":\"s\"},{\"type\":"
+                 "\"redacted_thinking\",\"data\":\"d\"}]},{\"role\":\"user\",\"content\":\"r\"}]}");
+    b = rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err));
+    if (b == NULL)
+        fail_msg("%s", err);
+    assert_json(json_object_get(b, "contents"),
+                "[{\"role\":\"user\",\"parts\":[{\"text\":\"q\"}]},{\"role\":\"model\","
+                "\"parts\":[{\"text\":\"a\"}]},{\"role\":\"user\",\"parts\":[{\"text\":\"r\"}]}]");
+    json_decref(b);
+    json_decref(chat);
     /* the simple case: tool_choice none, max_completion_tokens wins */
     chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tool_choice\":\"none\","
                  "\"max_completion_tokens\":5,\"max_tokens\":9,\"stop\":[\"a\",\"b\"]}");
@@ -206,6 +278,136 @@ static void test_request(void **state)
                    "\"generationConfig\":{\"maxOutputTokens\":5,\"stopSequences\":[\"a\",\"b\"]},"
                    "\"toolConfig\":{\"functionCallingConfig\":{\"mode\":\"NONE\"}}}");
     json_decref(b);
+    json_decref(chat);
+}
+
+/* Pydantic writes nested models as "$ref": "#/$defs/Name", which Gemini refuses: references
+ * are inlined (the $ref's siblings kept), $defs left out; a recursive one cannot be, nor one
+ * that points nowhere, nor one whose inlining multiplies past the bound: 400s naming the
+ * field. */
+static void test_request_schema_refs_inlined(void **state)
+{
+    struct rt_deployment_conf d = dep_of(&rt_provider_gemini, "gemini-2.0-flash");
+    char err[256], in[2048];
+    json_t *chat, *b;
+
+    (void)state;
+    chat = parse(
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"w\",\"parameters\":{"
+        " \"$defs\":{\"Pet\":{\"type\":\"object\",\"properties\":{\"kind\":{"
+        "   \"$ref\":\"#/$defs/Kind\"}},\"additionalProperties\":false},"
+        "  \"Kind\":{\"type\":\"string\",\"enum\":[\"cat\",\"dog\"]}},"
+        " \"type\":\"object\",\"properties\":{"
+        "  \"pet\":{\"$ref\":\"#/$defs/Pet\",\"description\":\"the pet\"},"
+        "  \"pets\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/a~1b\"}},"
+        "  \"$ref\":{\"type\":\"string\"}},"
+        " \"definitions\":{\"a/b\":{\"type\":\"integer\"}}}}}],"
+        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"r\","
+        " \"schema\":{\"type\":\"object\",\"properties\":{\"k\":{\"$ref\":\"#/$defs/K\"}},"
+        "  \"$defs\":{\"K\":{\"type\":\"boolean\"}}}}}}");
+    b = rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err));
+    if (b == NULL)
+        fail_msg("%s", err);
+    assert_json(json_object_get(json_array_get(json_object_get(json_array_get(
+                                    json_object_get(b, "tools"), 0), "functionDeclarations"), 0),
+                                "parameters"),
+                "{\"type\":\"object\",\"properties\":{"
+                "\"pet\":{\"type\":\"object\",\"description\":\"the pet\",\"properties\":{"
+                " \"kind\":{\"type\":\"string\",\"enum\":[\"cat\",\"dog\"]}}},"
+                "\"pets\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}},"
+                "\"$ref\":{\"type\":\"string\"}}}");
+    assert_json(json_object_get(json_object_get(b, "generationConfig"), "responseSchema"),
+                "{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"boolean\"}}}");
+    json_decref(b);
+    json_decref(chat);
+
+    /* a recursive model (a tree) */
+    chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
+                 "{\"type\":\"function\",\"function\":{\"name\":\"v\"}},"
+                 "{\"type\":\"function\",\"function\":{\"name\":\"w\",\"parameters\":{"
+                 " \"$ref\":\"#/$defs/Node\",\"$defs\":{\"Node\":{\"type\":\"object\","
+                 " \"properties\":{\"kids\":{\"type\":\"array\",\"items\":{"
+                 "  \"$ref\":\"#/$defs/Node\"}}}}}}}}]}");
+    assert_null(rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err)));
+    assert_string_equal(err, "tools[1].function.parameters: $ref \"#/$defs/Node\" is recursive: "
+                             "Gemini takes no references and a recursive one cannot be inlined");
+    json_decref(chat);
+    /* one that points nowhere */
+    chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                 "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"r\","
+                 " \"schema\":{\"$ref\":\"https://x.test/s.json\"}}}}");
+    assert_null(rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err)));
+    assert_string_equal(err, "response_format.json_schema.schema: $ref \"https://x.test/s.json\" "
+                             "does not point to a schema in this one (Gemini takes no references: "
+                             "they are inlined)");
+    json_decref(chat);
+    /* each level used five times: 5^6 copies once inlined */
+    {
+        size_t n = 0;
+
+        n += (size_t)snprintf(in + n, sizeof(in) - n,
+                              "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
+                              "{\"type\":\"function\",\"function\":{\"name\":\"w\","
+                              "\"parameters\":{\"$ref\":\"#/$defs/d0\",\"$defs\":{");
+        for (int k = 0; k < 6; k++) {
+            n += (size_t)snprintf(in + n, sizeof(in) - n,
+                                  "\"d%d\":{\"type\":\"object\",\"properties\":{", k);
+            for (char c = 'a'; c <= 'e'; c++)
+                n += (size_t)snprintf(in + n, sizeof(in) - n, "\"%c\":{\"$ref\":\"#/$defs/d%d\"}%s",
+                                      c, k + 1, c < 'e' ? "," : "}},");
+        }
+        snprintf(in + n, sizeof(in) - n, "\"d6\":{\"type\":\"string\"}}}}}]}");
+    }
+    chat = parse(in);
+    assert_null(rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err)));
+    assert_string_equal(err, "tools[0].function.parameters: larger than 10000 objects once its "
+                             "references are inlined");
+    json_decref(chat);
+}
+
+/* A tool result marked as an error (an Anthropic tool_result with is_error, through chat)
+ * lost the mark's meaning: it goes as functionResponse.response {"error": ...}, the key Google's
+ * reference gives for a failed call; an image in a tool result was dropped without a word: a
+ * functionResponse takes text only, so it is a 400 naming the part. */
+static void test_request_tool_error_and_images(void **state)
+{
+    struct rt_deployment_conf d = dep_of(&rt_provider_gemini, "gemini-2.0-flash");
+    char err[256];
+    json_t *chat = parse(
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":["
+        " {\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"look\",\"arguments\":\"{}\"}},"
+        " {\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"zoom\",\"arguments\":\"{}\"}},"
+        " {\"id\":\"c3\",\"type\":\"function\",\"function\":{\"name\":\"pan\",\"arguments\":\"{}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"[tool error] no such file\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":[{\"type\":\"text\","
+        " \"text\":\"[tool error]\"},{\"type\":\"text\",\"text\":\"{\\\"code\\\":7}\"}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c3\",\"content\":\"[tool error]x\"}]}");
+    json_t *b;
+
+    (void)state;
+    b = rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err));
+    if (b == NULL)
+        fail_msg("%s", err);
+    assert_json(json_array_get(json_object_get(b, "contents"), 2),
+                "{\"role\":\"user\",\"parts\":["
+                "{\"functionResponse\":{\"name\":\"look\",\"response\":{\"error\":\"no such file\"}}},"
+                "{\"functionResponse\":{\"name\":\"zoom\",\"response\":{\"error\":{\"code\":7}}}},"
+                "{\"functionResponse\":{\"name\":\"pan\",\"response\":{\"content\":"
+                "\"[tool error]x\"}}}]}");
+    json_decref(b);
+    json_decref(chat);
+
+    chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+                 "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
+                 " \"type\":\"function\",\"function\":{\"name\":\"shot\",\"arguments\":\"{}\"}}]},"
+                 "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":[{\"type\":\"text\","
+                 " \"text\":\"here\"},{\"type\":\"image_url\",\"image_url\":{\"url\":"
+                 " \"data:image/png;base64,iVBOR\"}}]}]}");
+    assert_null(rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err)));
+    assert_string_equal(err, "messages[2].content[1]: a tool result's \"image_url\" part cannot "
+                             "be translated: Gemini's functionResponse takes text only");
     json_decref(chat);
 }
 
@@ -231,7 +433,7 @@ static void test_response(void **state)
     assert_json(c, "{\"id\":\"chatcmpl-r-1\",\"object\":\"chat.completion\",\"model\":\"my-model\","
                    "\"choices\":[{\"index\":0,\"finish_reason\":\"tool_calls\",\"message\":{"
                    " \"role\":\"assistant\",\"content\":\"Hello there\","
-                   " \"reasoning_content\":\"let me think\",\"tool_calls\":[{\"id\":\"call_0\","
+                   " \"reasoning_content\":\"let me think\",\"tool_calls\":[{\"id\":\"call_r-1_0\","
                    " \"type\":\"function\",\"function\":{\"name\":\"look\","
                    " \"arguments\":\"{\\\"q\\\":2}\"}}]}}],"
                    "\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":7,\"total_tokens\":17,"
@@ -266,6 +468,71 @@ static void test_response(void **state)
 
 /* ---- the dialect: streams ---- */
 
+/* The id of tool call k of an answer's first choice, or NULL. Borrowed from a. */
+static const char *call_id(const json_t *a, size_t k)
+{
+    const json_t *c = json_array_get(json_object_get(a, "choices"), 0);
+    const json_t *calls = json_object_get(json_object_get(c, "message"), "tool_calls");
+
+    return json_string_value(json_object_get(json_array_get(calls, k), "id"));
+}
+
+/* Gemini has no call ids: every answer's calls were call_0, call_1, ..., so a client matching
+ * results by id mixed up turns. The ids are unique to the answer (its responseId, else the
+ * clock and a counter), and the results sent back still reach the right functionResponse
+ * name. */
+static void test_call_ids_unique_across_turns(void **state)
+{
+    struct rt_deployment_conf d = dep_of(&rt_provider_gemini, "gemini-2.0-flash");
+    char err[256], in[2048];
+    json_t *ans = parse("{\"candidates\":[{\"content\":{\"parts\":["
+                        "{\"functionCall\":{\"name\":\"look\",\"args\":{}}},"
+                        "{\"functionCall\":{\"name\":\"zoom\",\"args\":{}}}]}}]}");
+    json_t *a1, *a2, *chat, *b;
+    const char *id1, *id2, *id3;
+
+    (void)state;
+    a1 = rt_dialect_gemini.response(ans, "m", err, sizeof(err));
+    a2 = rt_dialect_gemini.response(ans, "m", err, sizeof(err));
+    assert_non_null(a1);
+    assert_non_null(a2);
+    id1 = call_id(a1, 0);
+    id2 = call_id(a2, 0);
+    id3 = call_id(a2, 1);
+    assert_non_null(id1);
+    assert_non_null(id2);
+    assert_non_null(id3);
+    assert_string_not_equal(id1, id2);
+    assert_string_not_equal(id2, id3);
+    assert_int_equal(strspn(id1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"),
+                     strlen(id1));
+    /* two turns: each result answers its own call */
+    snprintf(in, sizeof(in),
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+             "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"%s\","
+             " \"type\":\"function\",\"function\":{\"name\":\"look\",\"arguments\":\"{}\"}}]},"
+             "{\"role\":\"tool\",\"tool_call_id\":\"%s\",\"content\":\"one\"},"
+             "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"%s\","
+             " \"type\":\"function\",\"function\":{\"name\":\"zoom\",\"arguments\":\"{}\"}}]},"
+             "{\"role\":\"tool\",\"tool_call_id\":\"%s\",\"content\":\"two\"}]}",
+             id1, id1, id3, id3);
+    chat = parse(in);
+    b = rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err));
+    if (b == NULL)
+        fail_msg("%s", err);
+    assert_json(json_array_get(json_object_get(b, "contents"), 2),
+                "{\"role\":\"user\",\"parts\":[{\"functionResponse\":{\"name\":\"look\","
+                "\"response\":{\"content\":\"one\"}}}]}");
+    assert_json(json_array_get(json_object_get(b, "contents"), 4),
+                "{\"role\":\"user\",\"parts\":[{\"functionResponse\":{\"name\":\"zoom\","
+                "\"response\":{\"content\":\"two\"}}}]}");
+    json_decref(b);
+    json_decref(chat);
+    json_decref(a1);
+    json_decref(a2);
+    json_decref(ans);
+}
+
 static int ev(struct rt_dialect_stream *st, const char *data, struct tg_buf *out)
 {
     char raw[2048];
@@ -286,7 +553,8 @@ static void test_stream(void **state)
     rt_dialect_stream_init(&st, "shown", 100);
     assert_int_equal(ev(&st,
                         "{\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":"
-                        "[{\"text\":\"Hel\"}]}}],\"usageMetadata\":{\"promptTokenCount\":9}}",
+                        "[{\"text\":\"Hel\"}]}}],\"usageMetadata\":{\"promptTokenCount\":9},"
+                        "\"responseId\":\"s/9=\"}",
                         &out),
                      0);
     assert_int_equal(ev(&st,
@@ -309,7 +577,7 @@ static void test_stream(void **state)
         n++;
     assert_int_equal(n, 6);
     assert_non_null(strstr(out.data, "\"delta\":{\"content\":\"Hel\",\"role\":\"assistant\"}"));
-    assert_non_null(strstr(out.data, "\"tool_calls\":[{\"id\":\"call_0\",\"type\":\"function\","
+    assert_non_null(strstr(out.data, "\"tool_calls\":[{\"id\":\"call_s9_0\",\"type\":\"function\","
                                      "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"},"
                                      "\"index\":0}]"));
     assert_non_null(strstr(out.data, "\"finish_reason\":\"tool_calls\""));
@@ -700,6 +968,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request),       cmocka_unit_test(test_response),
+        cmocka_unit_test(test_request_schema_names_and_type_lists),
+        cmocka_unit_test(test_request_tool_error_and_images),
+        cmocka_unit_test(test_call_ids_unique_across_turns),
+        cmocka_unit_test(test_request_schema_refs_inlined),
         cmocka_unit_test(test_stream),        cmocka_unit_test(test_embeddings),
         cmocka_unit_test(test_gemini_family), cmocka_unit_test(test_service_account),
         cmocka_unit_test(test_vertex),

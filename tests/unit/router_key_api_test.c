@@ -120,6 +120,7 @@ static int setup(void **state)
     free(diag);
     f->keys = rt_keys_create(f->cfg->keys, f->cfg->n_keys, f->cfg->max_keys, err, sizeof(err));
     assert_non_null(f->keys);
+    memset(&kc, 0, sizeof(kc)); /* no teams table (router_teams_test has them) */
     kc.cfg = f->cfg;
     kc.keys = f->keys;
     kc.control = NULL;
@@ -770,6 +771,57 @@ static void test_custom_key_and_conflict(void **state)
     json_decref(o);
 }
 
+/* An existing key imported by its SHA-256 (LiteLLM keeps only the hash): the raw key, never
+ * sent, authenticates; the answer's key is null; a second import of the same hash is 409, as is
+ * the static key's hash; key and key_hash together, or a hash that is not 64 lowercase hex, 400. */
+static void test_import_by_key_hash(void **state)
+{
+    struct fixture *f = *state;
+    const char *raw = "sk-litellm-imported-0123456789";
+    char hash[TG_SHA256_HEX_LEN + 1], body[512];
+    int status = 0;
+    json_t *o;
+    struct rt_keys_table *t;
+    const struct rt_key *k;
+
+    tg_sha256_hex(raw, strlen(raw), hash);
+    snprintf(body, sizeof(body),
+             "{\"key_hash\":\"%s\",\"key_alias\":\"imported\",\"rpm_limit\":7,"
+             "\"models\":[\"gpt-main\"],\"spend\":1.25}",
+             hash);
+    o = call(f, "POST", "/key/generate", NULL, body, &status);
+    assert_int_equal(status, 200);
+    assert_true(json_is_null(jget(o, "key")));
+    assert_string_equal(jstr(o, "key_hash"), hash);
+    assert_string_equal(jstr(o, "key_alias"), "imported");
+    json_decref(o);
+    t = rt_keys_acquire(f->keys);
+    k = rt_keys_lookup(t, raw, strlen(raw));
+    assert_non_null(k);
+    assert_string_equal(k->hash, hash);
+    assert_int_equal(k->rpm_limit, 7);
+    rt_keys_release(&t);
+
+    o = call(f, "POST", "/key/generate", NULL, body, &status);
+    assert_int_equal(status, 409);
+    assert_string_equal(jstr(o, "error.code"), "key_exists");
+    assert_string_equal(jstr(o, "error.param"), "key_hash");
+    json_decref(o);
+    tg_sha256_hex(STATIC_KEY, strlen(STATIC_KEY), hash);
+    snprintf(body, sizeof(body), "{\"key_hash\":\"%s\"}", hash);
+    o = call(f, "POST", "/key/generate", NULL, body, &status);
+    assert_int_equal(status, 409);
+    json_decref(o);
+
+    snprintf(body, sizeof(body), "{\"key\":\"sk-custom-abcdefghijkl\",\"key_hash\":\"%064d\"}", 0);
+    expect_field_error(f, "/key/generate", body, "key_hash");
+    snprintf(body, sizeof(body), "{\"key_hash\":\"%s\"}",
+             "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789");
+    expect_field_error(f, "/key/generate", body, "key_hash");
+    expect_field_error(f, "/key/generate", "{\"key_hash\":42}", "key_hash");
+    assert_int_equal(table_count(f), 2); /* static + the import */
+}
+
 /* ---- update ---- */
 
 static void test_update_merges_and_validates(void **state)
@@ -1021,6 +1073,7 @@ static struct rt_control *control_unreachable(struct fixture *f, uint32_t timeou
     if (f->control == NULL)
         fail_msg("control: %s", err);
     rt_key_api_destroy(&f->api);
+    memset(&kc, 0, sizeof(kc)); /* no teams table (router_teams_test has them) */
     kc.cfg = f->cfg;
     kc.keys = f->keys;
     kc.control = f->control;
@@ -1163,6 +1216,7 @@ static void test_no_brokers_configured_answers_503_at_once(void **state)
     assert_non_null(f->control);
     assert_int_equal(rt_control_replayed(f->control), 1);
     rt_key_api_destroy(&f->api);
+    memset(&kc, 0, sizeof(kc)); /* no teams table (router_teams_test has them) */
     kc.cfg = f->cfg;
     kc.keys = f->keys;
     kc.control = f->control;
@@ -1359,6 +1413,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_litellm_fields_stored_and_returned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_never_echo_a_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_custom_key_and_conflict, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_import_by_key_hash, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_merges_and_validates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_keeps_block_and_info_shows_it, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_by_keys_and_hashes, setup, teardown),

@@ -1005,7 +1005,10 @@ static void test_control_golden_vectors(void **state)
         err[0] = '\0';
         rc = rt_keys_control_decode(v->record_key, strlen(v->record_key), v->value,
                                     v->value_len, NULL, &ch, &spec, err, sizeof(err));
-        if (strcmp(ex, "skip") == 0) {
+        if (strncmp(v->record_key, "team:", 5) == 0) {
+            /* team records are not the keys table's (router_teams_test reads them) */
+            assert_int_equal(rc, TG_ENOTFOUND);
+        } else if (strcmp(ex, "skip") == 0) {
             assert_int_equal(rc, TG_ENOTFOUND);
         } else if (strcmp(ex, "invalid") == 0) {
             /* block values are not validated by router-svc: any value blocks (fail closed) */

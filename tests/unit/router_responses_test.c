@@ -160,6 +160,17 @@ static void test_request_images(void **state)
                 "\"url\":\"https://example.com/boardwalk.jpg\"}},{\"type\":\"image_url\","
                 "\"image_url\":{\"url\":\"data:image/png;base64,iVBORw0KGgo=\",\"detail\":"
                 "\"low\"}}]}]}");
+    /* input_file with file_data (a PDF as a data: URL) was refused: it is chat's file part,
+     * which the chat translation carries on (an Anthropic document, Gemini inlineData, a
+     * Bedrock document) */
+    expect_chat("{\"model\":\"x\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                "\"input_file\",\"filename\":\"draconomicon.pdf\",\"file_data\":"
+                "\"data:application/pdf;base64,JVBERi0x\"},{\"type\":\"input_text\",\"text\":"
+                "\"what is the first dragon?\"}]}]}",
+                "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\","
+                "\"file\":{\"file_data\":\"data:application/pdf;base64,JVBERi0x\",\"filename\":"
+                "\"draconomicon.pdf\"}},{\"type\":\"text\",\"text\":"
+                "\"what is the first dragon?\"}]}]}");
 }
 
 static void test_request_json_schema_reasoning(void **state)
@@ -211,8 +222,17 @@ static void test_request_refused(void **state)
     expect_refused("{\"input\":\"x\",\"background\":true}",
                    "background: background responses are not available through chat "
                    "completions");
-    expect_refused("{\"input\":\"x\",\"include\":[\"reasoning.encrypted_content\"]}",
-                   "include: extra output data is not available through chat completions");
+    /* include: reasoning.encrypted_content is taken (test_request_reasoning_round_trip); any
+     * other value is refused, named */
+    expect_refused("{\"input\":\"x\",\"include\":[\"reasoning.encrypted_content\","
+                   "\"message.output_text.logprobs\"]}",
+                   "include[1]: \"message.output_text.logprobs\": extra output data is not "
+                   "available through chat completions (reasoning.encrypted_content is)");
+    expect_refused("{\"input\":\"x\",\"include\":[\"file_search_call.results\"]}",
+                   "include[0]: \"file_search_call.results\": extra output data is not "
+                   "available through chat completions (reasoning.encrypted_content is)");
+    expect_refused("{\"input\":\"x\",\"include\":\"reasoning.encrypted_content\"}",
+                   "include: must be an array");
     expect_refused("{\"input\":\"x\",\"truncation\":\"auto\"}",
                    "truncation: only \"disabled\" can be translated");
     expect_refused("{\"input\":\"x\",\"tools\":[{\"type\":\"web_search_preview\"}]}",
@@ -225,7 +245,12 @@ static void test_request_refused(void **state)
                    "completions");
     expect_refused("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\","
                    "\"file_id\":\"file-1\"}]}]}",
-                   "input[0].content[0]: a part of type \"input_file\" cannot be translated");
+                   "input[0].content[0].file_id: files are translated from file_data only, not "
+                   "by id or URL");
+    expect_refused("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\","
+                   "\"file_url\":\"https://x.test/a.pdf\"}]}]}",
+                   "input[0].content[0].file_url: files are translated from file_data only, not "
+                   "by id or URL");
     expect_refused("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\"}]}]}",
                    "input[0].content[0]: a part of type \"input_audio\" cannot be translated");
     expect_refused("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\","
@@ -308,10 +333,223 @@ static void test_answer_tools_reasoning_length(void **state)
     json_decref(resp);
 }
 
-/* Each chat chunk data through a stream for model "g" created at 7, into one text. */
-static char *run_stream(const char *const *chunks, size_t n, size_t text_max, int *last_rc)
+/* The chat message of an answer from Anthropic (or Bedrock) with extended thinking and a tool
+ * call: a signed thinking block and a redacted one (LiteLLM's thinking_blocks) besides
+ * reasoning_content. */
+#define THINKING_ANSWER                                                                            \
+    "{\"id\":\"c4\",\"created\":5,\"choices\":[{\"message\":{\"role\":\"assistant\","             \
+    "\"content\":null,\"reasoning_content\":\"Let me check.\",\"thinking_blocks\":[{\"type\":"    \
+    "\"thinking\",\"thinking\":\"Let me check.\",\"signature\":\"EqQBCkYIBxgC\"},{\"type\":"      \
+    "\"redacted_thinking\",\"data\":\"EmwKAhgB\"}],\"tool_calls\":[{\"id\":\"toolu_1\","           \
+    "\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":"                 \
+    "\"{\\\"location\\\":\\\"Paris\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}"
+
+/* encrypted_content of the signature EqQBCkYIBxgC and of the redacted data EmwKAhgB:
+ * RT_TRANSLATE_REASONING_ENC_PREFIX, then base64url of {"t":"thinking","s":"EqQBCkYIBxgC"}
+ * and {"t":"redacted","d":"EmwKAhgB"} */
+#define ENC_SIG "tgr1.eyJ0IjoidGhpbmtpbmciLCJzIjoiRXFRQkNrWUlCeGdDIn0"
+#define ENC_RED "tgr1.eyJ0IjoicmVkYWN0ZWQiLCJkIjoiRW13S0FoZ0IifQ"
+
+/* thinking_blocks: a reasoning item each, in order, before the call; encrypted_content (the
+ * signature, the redacted data) only when include asks for it, as OpenAI's rule is. */
+static void test_answer_thinking_blocks(void **state)
 {
-    struct rt_resp_stream *st = rt_resp_stream_create(NULL, "g", 7, text_max);
+    json_t *resp = parse(THINKING_ANSWER);
+    json_t *req = parse("{\"input\":\"weather?\",\"include\":[\"reasoning.encrypted_content\"]}");
+    json_t *out;
+
+    (void)state;
+    out = rt_translate_chat_resp_to_responses(resp, req, "g");
+    assert_non_null(out);
+    expect_json(json_incref(json_object_get(out, "output")),
+                "[{\"id\":\"rs_0_c4\",\"type\":\"reasoning\",\"summary\":[],\"content\":[{"
+                "\"type\":\"reasoning_text\",\"text\":\"Let me check.\"}],"
+                "\"encrypted_content\":\"" ENC_SIG "\"},{\"id\":\"rs_1_c4\",\"type\":"
+                "\"reasoning\",\"summary\":[],\"content\":[],\"encrypted_content\":\"" ENC_RED
+                "\"},{\"id\":\"fc_toolu_1\",\"type\":\"function_call\",\"status\":\"completed\","
+                "\"arguments\":\"{\\\"location\\\":\\\"Paris\\\"}\",\"call_id\":\"toolu_1\","
+                "\"name\":\"get_weather\"}]");
+    json_decref(out);
+    /* without include: the same items, no encrypted_content */
+    out = rt_translate_chat_resp_to_responses(resp, NULL, "g");
+    assert_non_null(out);
+    expect_json(json_incref(json_object_get(out, "output")),
+                "[{\"id\":\"rs_0_c4\",\"type\":\"reasoning\",\"summary\":[],\"content\":[{"
+                "\"type\":\"reasoning_text\",\"text\":\"Let me check.\"}]},{\"id\":\"rs_1_c4\","
+                "\"type\":\"reasoning\",\"summary\":[],\"content\":[]},{\"id\":\"fc_toolu_1\","
+                "\"type\":\"function_call\",\"status\":\"completed\",\"arguments\":"
+                "\"{\\\"location\\\":\\\"Paris\\\"}\",\"call_id\":\"toolu_1\",\"name\":"
+                "\"get_weather\"}]");
+    json_decref(out);
+    json_decref(req);
+    json_decref(resp);
+}
+
+/* A tool loop with extended thinking: the answer's output items sent back as the next turn's
+ * input become the assistant turn's thinking_blocks, signature and data exactly as the
+ * provider wrote them, and the chat request takes them on to Anthropic as signed thinking and
+ * redacted_thinking blocks before the tool_use. */
+static void test_request_reasoning_round_trip(void **state)
+{
+    json_t *resp = parse(THINKING_ANSWER);
+    json_t *req = parse("{\"model\":\"x\",\"include\":[\"reasoning.encrypted_content\"],"
+                        "\"input\":[{\"role\":\"user\",\"content\":\"weather?\"}]}");
+    json_t *answer, *input, *chat, *anth;
+    char err[256] = "";
+
+    (void)state;
+    answer = rt_translate_chat_resp_to_responses(resp, req, "g");
+    assert_non_null(answer);
+    input = json_object_get(req, "input");
+    assert_int_equal(json_array_extend(input, json_object_get(answer, "output")), 0);
+    assert_int_equal(json_array_append_new(input, parse("{\"type\":\"function_call_output\","
+                                                        "\"call_id\":\"toolu_1\",\"output\":"
+                                                        "\"14C\"}")),
+                     0);
+    chat = rt_translate_responses_to_chat(req, "m", err, sizeof(err));
+    if (chat == NULL)
+        fprintf(stderr, "refused: %s\n", err);
+    assert_non_null(chat);
+    expect_json(json_incref(json_object_get(chat, "messages")),
+                "[{\"role\":\"user\",\"content\":\"weather?\"},{\"role\":\"assistant\","
+                "\"content\":null,\"thinking_blocks\":[{\"type\":\"thinking\",\"thinking\":"
+                "\"Let me check.\",\"signature\":\"EqQBCkYIBxgC\"},{\"type\":"
+                "\"redacted_thinking\",\"data\":\"EmwKAhgB\"}],\"tool_calls\":[{\"id\":"
+                "\"toolu_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                "\"arguments\":\"{\\\"location\\\":\\\"Paris\\\"}\"}}]},{\"role\":\"tool\","
+                "\"tool_call_id\":\"toolu_1\",\"content\":\"14C\"}]");
+    anth = rt_translate_chat_to_messages(chat, "claude", err, sizeof(err));
+    assert_non_null(anth);
+    expect_json(json_incref(json_object_get(json_array_get(json_object_get(anth, "messages"), 1),
+                                            "content")),
+                "[{\"type\":\"thinking\",\"thinking\":\"Let me check.\",\"signature\":"
+                "\"EqQBCkYIBxgC\"},{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgB\"},{"
+                "\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"get_weather\",\"input\":{"
+                "\"location\":\"Paris\"}}]");
+    json_decref(anth);
+    json_decref(chat);
+    json_decref(answer);
+    json_decref(req);
+    json_decref(resp);
+
+    /* the text from summary_text parts when there is no content; an assistant message takes
+     * the blocks; reasoning items without encrypted_content, or with one not ours (another
+     * service's), and reasoning of a turn that said nothing are left out as before */
+    expect_chat("{\"model\":\"x\",\"input\":[{\"role\":\"user\",\"content\":\"hi\"},{\"type\":"
+                "\"reasoning\",\"id\":\"rs_9\",\"summary\":[{\"type\":\"summary_text\",\"text\":"
+                "\"One.\"},{\"type\":\"summary_text\",\"text\":\"Two.\"}],\"encrypted_content\":"
+                "\"" ENC_SIG "\"},{\"type\":\"reasoning\",\"id\":\"rs_a\",\"summary\":[],"
+                "\"encrypted_content\":\"gAAAAABoOpaque\"},{\"type\":\"reasoning\",\"id\":"
+                "\"rs_b\",\"summary\":[]},{\"role\":\"assistant\",\"content\":\"Hello.\"},{"
+                "\"role\":\"user\",\"content\":\"bye\"},{\"type\":\"reasoning\",\"id\":\"rs_c\","
+                "\"summary\":[],\"encrypted_content\":\"" ENC_RED "\"},{\"role\":\"user\","
+                "\"content\":\"again\"}]}",
+                "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":"
+                "\"assistant\",\"content\":\"Hello.\",\"thinking_blocks\":[{\"type\":"
+                "\"thinking\",\"thinking\":\"One.\\n\\nTwo.\",\"signature\":\"EqQBCkYIBxgC\"}]},"
+                "{\"role\":\"user\",\"content\":\"bye\"},{\"role\":\"user\",\"content\":"
+                "\"again\"}]}");
+    /* a call after the assistant's text of an earlier turn: a turn of its own with its
+     * reasoning (not the earlier message's calls) */
+    expect_chat("{\"model\":\"x\",\"input\":[{\"role\":\"assistant\",\"content\":\"Hm.\"},{"
+                "\"type\":\"reasoning\",\"summary\":[],\"content\":[{\"type\":\"reasoning_text\","
+                "\"text\":\"t\"}],\"encrypted_content\":\"" ENC_SIG "\"},{\"type\":"
+                "\"function_call\",\"call_id\":\"c1\",\"name\":\"f\",\"arguments\":\"{}\"}]}",
+                "{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\",\"content\":\"Hm.\"},{"
+                "\"role\":\"assistant\",\"content\":null,\"thinking_blocks\":[{\"type\":"
+                "\"thinking\",\"thinking\":\"t\",\"signature\":\"EqQBCkYIBxgC\"}],"
+                "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
+                "\"f\",\"arguments\":\"{}\"}}]}]}");
+}
+
+/* encrypted_content with the router's prefix that does not decode is the client's error,
+ * named; so is a reasoning item of ours whose text parts are not text. */
+static void test_request_reasoning_malformed(void **state)
+{
+    (void)state;
+    expect_refused("{\"input\":[{\"role\":\"user\",\"content\":\"x\"},{\"type\":\"reasoning\","
+                   "\"summary\":[],\"encrypted_content\":\"tgr1.eyJ0!!\"}]}",
+                   "input[1].encrypted_content: not valid base64url after \"tgr1.\"");
+    expect_refused("{\"input\":[{\"type\":\"reasoning\",\"summary\":[],\"encrypted_content\":"
+                   "\"tgr1.eyJ0IjoidGhpbmtpbmciLCJzIjoiRXFRQkNrWUlCeGdDIn0=\"}]}",
+                   "input[0].encrypted_content: not valid base64url after \"tgr1.\"");
+    /* a length no base64 has; bits no byte takes (YWJ for YWI, "ab") */
+    expect_refused("{\"input\":[{\"type\":\"reasoning\",\"encrypted_content\":\"tgr1.eyJ0I\"}]}",
+                   "input[0].encrypted_content: not valid base64url after \"tgr1.\"");
+    expect_refused("{\"input\":[{\"type\":\"reasoning\",\"encrypted_content\":\"tgr1.YWJ\"}]}",
+                   "input[0].encrypted_content: not valid base64url after \"tgr1.\"");
+    /* base64url of "ab", of {"t":"x"}, of {"t":"thinking","s":"a","d":"b"}, of
+     * {"t":"thinking","s":1}, of nothing */
+    expect_refused("{\"input\":[{\"type\":\"reasoning\",\"encrypted_content\":\"tgr1.YWI\"}]}",
+                   "input[0].encrypted_content: not a reasoning block written by this router");
+    expect_refused("{\"input\":[{\"type\":\"reasoning\",\"encrypted_content\":"
+                   "\"tgr1.eyJ0IjoieCJ9\"}]}",
+                   "input[0].encrypted_content: not a reasoning block written by this router");
+    expect_refused("{\"input\":[{\"type\":\"reasoning\",\"encrypted_content\":"
+                   "\"tgr1.eyJ0IjoidGhpbmtpbmciLCJzIjoiYSIsImQiOiJiIn0\"}]}",
+                   "input[0].encrypted_content: not a reasoning block written by this router");
+    expect_refused("{\"input\":[{\"type\":\"reasoning\",\"encrypted_content\":"
+                   "\"tgr1.eyJ0IjoidGhpbmtpbmciLCJzIjoxfQ\"}]}",
+                   "input[0].encrypted_content: not a reasoning block written by this router");
+    expect_refused("{\"input\":[{\"type\":\"reasoning\",\"encrypted_content\":\"tgr1.\"}]}",
+                   "input[0].encrypted_content: not a reasoning block written by this router");
+    expect_refused("{\"input\":[{\"type\":\"reasoning\",\"encrypted_content\":7}]}",
+                   "input[0].encrypted_content: must be a string");
+    expect_refused("{\"input\":[{\"type\":\"reasoning\",\"content\":[{\"type\":\"input_text\","
+                   "\"text\":\"t\"}],\"encrypted_content\":\"" ENC_SIG "\"}]}",
+                   "input[0].content[0]: a reasoning_text part with a string text is expected");
+    expect_refused("{\"input\":[{\"type\":\"reasoning\",\"summary\":\"t\",\"encrypted_content\":"
+                   "\"" ENC_SIG "\"}]}",
+                   "input[0].summary: must be an array of summary_text parts");
+}
+
+/* A signature or redacted data of any bytes (NUL, quotes, non-ASCII) comes back exactly. */
+static void test_reasoning_encoding_round_trip(void **state)
+{
+    static const char val[] = "a\0\"\\/\xc3\xa9\n" "EqQB+/=";
+    json_t *resp = json_pack("{s:s,s:[{s:{s:s,s:[{s:s,s:s,s:s%},{s:s,s:s%}]}}]}", "id", "c",
+                             "choices", "message", "role", "assistant", "thinking_blocks",
+                             "type", "thinking", "thinking", "x", "signature", val,
+                             sizeof(val) - 1, "type", "redacted_thinking", "data", val,
+                             sizeof(val) - 2);
+    json_t *req = parse("{\"include\":[\"reasoning.encrypted_content\"],\"input\":[]}");
+    json_t *answer, *chat, *tb;
+    char err[256] = "";
+
+    (void)state;
+    assert_non_null(resp);
+    answer = rt_translate_chat_resp_to_responses(resp, req, "g");
+    assert_non_null(answer);
+    assert_int_equal(json_array_extend(json_object_get(req, "input"),
+                                       json_object_get(answer, "output")),
+                     0);
+    assert_int_equal(json_array_append_new(json_object_get(req, "input"),
+                                           parse("{\"role\":\"assistant\",\"content\":\"ok\"}")),
+                     0);
+    chat = rt_translate_responses_to_chat(req, "m", err, sizeof(err));
+    assert_non_null(chat);
+    tb = json_object_get(json_array_get(json_object_get(chat, "messages"), 0), "thinking_blocks");
+    assert_int_equal(json_array_size(tb), 2);
+    assert_int_equal(json_string_length(json_object_get(json_array_get(tb, 0), "signature")),
+                     sizeof(val) - 1);
+    assert_memory_equal(json_string_value(json_object_get(json_array_get(tb, 0), "signature")),
+                        val, sizeof(val) - 1);
+    assert_int_equal(json_string_length(json_object_get(json_array_get(tb, 1), "data")),
+                     sizeof(val) - 2);
+    assert_memory_equal(json_string_value(json_object_get(json_array_get(tb, 1), "data")), val,
+                        sizeof(val) - 2);
+    json_decref(chat);
+    json_decref(answer);
+    json_decref(req);
+    json_decref(resp);
+}
+
+/* Each chat chunk data through a stream answering req (may be NULL) for model "g" created at
+ * 7, into one text. */
+static char *run_stream_req(const json_t *req, const char *const *chunks, size_t n,
+                            size_t text_max, int *last_rc)
+{
+    struct rt_resp_stream *st = rt_resp_stream_create(req, "g", 7, text_max);
     struct tg_buf out;
     char *s;
 
@@ -325,6 +563,11 @@ static char *run_stream(const char *const *chunks, size_t n, size_t text_max, in
     rt_resp_stream_destroy(&st);
     assert_null(st);
     return s;
+}
+
+static char *run_stream(const char *const *chunks, size_t n, size_t text_max, int *last_rc)
+{
+    return run_stream_req(NULL, chunks, n, text_max, last_rc);
 }
 
 #define ECHO                                                                                       \
@@ -609,6 +852,149 @@ static void test_stream_efull_retry(void **state)
     rt_resp_stream_destroy(&st);
 }
 
+/* A chat stream from Anthropic with extended thinking (as translate_stream.c writes it): the
+ * thinking's text as reasoning_content, its signature as a thinking_blocks entry, a redacted
+ * block as one, then a second signed block and a tool call. */
+static const char *const thinking_chunks[] = {
+    "{\"id\":\"c\",\"choices\":[{\"delta\":{\"role\":\"assistant\",\"reasoning_content\":"
+    "\"Let me\"}}]}",
+    "{\"id\":\"c\",\"choices\":[{\"delta\":{\"reasoning_content\":\" check.\"}}]}",
+    "{\"id\":\"c\",\"choices\":[{\"delta\":{\"thinking_blocks\":[{\"type\":\"thinking\","
+    "\"thinking\":\"\",\"signature\":\"EqQBCkYIBxgC\"}]}}]}",
+    "{\"id\":\"c\",\"choices\":[{\"delta\":{\"thinking_blocks\":[{\"type\":\"redacted_thinking\","
+    "\"data\":\"EmwKAhgB\"}]}}]}",
+    "{\"id\":\"c\",\"choices\":[{\"delta\":{\"reasoning_content\":\"More.\"}}]}",
+    "{\"id\":\"c\",\"choices\":[{\"delta\":{\"thinking_blocks\":[{\"type\":\"thinking\","
+    "\"thinking\":\"\",\"signature\":\"Sig2\"}]}}]}",
+    "{\"id\":\"c\",\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"toolu_1\","
+    "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+    "\"finish_reason\":\"tool_calls\"}]}",
+    "[DONE]"};
+
+/* base64url of {"t":"thinking","s":"Sig2"} after the prefix */
+#define ENC_SIG2 "tgr1.eyJ0IjoidGhpbmtpbmciLCJzIjoiU2lnMiJ9"
+
+/* The stream's final output, from response.completed. New. */
+static json_t *completed_output(const char *events)
+{
+    const char *last = strstr(events, "event: response.completed\ndata: ");
+    json_t *done, *out;
+
+    assert_non_null(last);
+    done = parse(last + strlen("event: response.completed\ndata: "));
+    out = json_incref(json_object_get(json_object_get(done, "response"), "output"));
+    json_decref(done);
+    return out;
+}
+
+/* Each block a reasoning item of its own, closed when its signature (or the redacted data)
+ * came; with include reasoning.encrypted_content, output_item.done and response.completed
+ * carry each one's encrypted_content; without, the same items without it. */
+static void test_stream_thinking_signatures(void **state)
+{
+    json_t *req = parse("{\"input\":\"x\",\"include\":[\"reasoning.encrypted_content\"]}");
+    int rc;
+    char *got, *n;
+
+    (void)state;
+    got = run_stream_req(req, thinking_chunks,
+                         sizeof(thinking_chunks) / sizeof(thinking_chunks[0]), 1024, &rc);
+    assert_int_equal(rc, 0);
+    n = names(got);
+    assert_string_equal(n, "response.created\nresponse.in_progress\n"
+                           "response.output_item.added\nresponse.content_part.added\n"
+                           "response.reasoning_text.delta\nresponse.reasoning_text.delta\n"
+                           "response.reasoning_text.done\nresponse.content_part.done\n"
+                           "response.output_item.done\n"
+                           "response.output_item.added\nresponse.output_item.done\n"
+                           "response.output_item.added\nresponse.content_part.added\n"
+                           "response.reasoning_text.delta\nresponse.reasoning_text.done\n"
+                           "response.content_part.done\nresponse.output_item.done\n"
+                           "response.output_item.added\n"
+                           "response.function_call_arguments.delta\n"
+                           "response.function_call_arguments.done\nresponse.output_item.done\n"
+                           "response.completed\n");
+    /* the first block's item as it is done, at once when its signature came */
+    assert_non_null(strstr(got, "event: response.output_item.done\ndata: {\"type\":"
+                                "\"response.output_item.done\",\"output_index\":0,\"item\":{"
+                                "\"id\":\"rs_0_c\",\"type\":\"reasoning\",\"summary\":[],"
+                                "\"content\":[{\"type\":\"reasoning_text\",\"text\":\"Let me "
+                                "check.\"}],\"encrypted_content\":\"" ENC_SIG "\"},"
+                                "\"sequence_number\":8}\n\n"));
+    expect_json(completed_output(got),
+                "[{\"id\":\"rs_0_c\",\"type\":\"reasoning\",\"summary\":[],\"content\":[{"
+                "\"type\":\"reasoning_text\",\"text\":\"Let me check.\"}],\"encrypted_content\":"
+                "\"" ENC_SIG "\"},{\"id\":\"rs_1_c\",\"type\":\"reasoning\",\"summary\":[],"
+                "\"content\":[],\"encrypted_content\":\"" ENC_RED "\"},{\"id\":\"rs_2_c\","
+                "\"type\":\"reasoning\",\"summary\":[],\"content\":[{\"type\":\"reasoning_text\","
+                "\"text\":\"More.\"}],\"encrypted_content\":\"" ENC_SIG2 "\"},{\"id\":"
+                "\"fc_toolu_1\",\"type\":\"function_call\",\"status\":\"completed\","
+                "\"arguments\":\"{}\",\"call_id\":\"toolu_1\",\"name\":\"f\"}]");
+    free(n);
+    free(got);
+    got = run_stream(thinking_chunks, sizeof(thinking_chunks) / sizeof(thinking_chunks[0]), 1024,
+                     &rc);
+    assert_int_equal(rc, 0);
+    assert_null(strstr(got, "encrypted_content"));
+    expect_json(completed_output(got),
+                "[{\"id\":\"rs_0_c\",\"type\":\"reasoning\",\"summary\":[],\"content\":[{"
+                "\"type\":\"reasoning_text\",\"text\":\"Let me check.\"}]},{\"id\":\"rs_1_c\","
+                "\"type\":\"reasoning\",\"summary\":[],\"content\":[]},{\"id\":\"rs_2_c\","
+                "\"type\":\"reasoning\",\"summary\":[],\"content\":[{\"type\":\"reasoning_text\","
+                "\"text\":\"More.\"}]},{\"id\":\"fc_toolu_1\",\"type\":\"function_call\","
+                "\"status\":\"completed\",\"arguments\":\"{}\",\"call_id\":\"toolu_1\",\"name\":"
+                "\"f\"}]");
+    free(got);
+    json_decref(req);
+}
+
+/* A signature is kept (encoded) with the text, under text_max: one that does not fit ends the
+ * stream with TG_ETOOBIG (the relay's error event names limits.max_response_bytes), out and the
+ * state unchanged, never an item without it; without include nothing is kept for it. The
+ * closing events' room (rt_resp_stream_need) counts it twice. */
+static void test_stream_signature_bound(void **state)
+{
+    json_t *req = parse("{\"input\":\"x\",\"include\":[\"reasoning.encrypted_content\"]}");
+    const char *a = "{\"id\":\"c\",\"choices\":[{\"delta\":{\"reasoning_content\":\"think\"}}]}";
+    const char *b = "{\"id\":\"c\",\"choices\":[{\"delta\":{\"thinking_blocks\":[{\"type\":"
+                    "\"thinking\",\"thinking\":\"\",\"signature\":\"EqQBCkYIBxgC\"}]}}]}";
+    struct rt_resp_stream *st;
+    struct tg_buf out;
+    size_t len, need;
+
+    (void)state;
+    assert_int_equal(tg_buf_init(&out, 1u << 16), 0);
+    /* 5 bytes of text + 52 of encrypted_content: 56 is too few */
+    st = rt_resp_stream_create(req, "g", 7, 56);
+    assert_non_null(st);
+    assert_int_equal(rt_resp_stream_chunk(st, a, strlen(a), &out), 0);
+    len = out.len;
+    assert_int_equal(rt_resp_stream_chunk(st, b, strlen(b), &out), TG_ETOOBIG);
+    assert_int_equal(out.len, len);
+    rt_resp_stream_destroy(&st);
+    /* 57 is enough */
+    tg_buf_reset(&out);
+    st = rt_resp_stream_create(req, "g", 7, 57);
+    assert_non_null(st);
+    assert_int_equal(rt_resp_stream_chunk(st, a, strlen(a), &out), 0);
+    need = rt_resp_stream_need(st);
+    assert_int_equal(rt_resp_stream_chunk(st, b, strlen(b), &out), 0);
+    assert_true(rt_resp_stream_need(st) >= need + 2 * strlen(ENC_SIG));
+    assert_non_null(strstr(out.data, "\"encrypted_content\":\"" ENC_SIG "\""));
+    rt_resp_stream_destroy(&st);
+    /* without include: nothing to keep, 5 bytes are enough */
+    tg_buf_reset(&out);
+    st = rt_resp_stream_create(NULL, "g", 7, 5);
+    assert_non_null(st);
+    assert_int_equal(rt_resp_stream_chunk(st, a, strlen(a), &out), 0);
+    assert_int_equal(rt_resp_stream_chunk(st, b, strlen(b), &out), 0);
+    assert_int_equal(rt_resp_stream_chunk(st, "[DONE]", 6, &out), 0);
+    assert_null(strstr(out.data, "encrypted_content"));
+    rt_resp_stream_destroy(&st);
+    tg_buf_fini(&out);
+    json_decref(req);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -626,6 +1012,12 @@ int main(void)
         cmocka_unit_test(test_stream_incomplete_error_refused),
         cmocka_unit_test(test_stream_bound),
         cmocka_unit_test(test_stream_efull_retry),
+        cmocka_unit_test(test_answer_thinking_blocks),
+        cmocka_unit_test(test_request_reasoning_round_trip),
+        cmocka_unit_test(test_request_reasoning_malformed),
+        cmocka_unit_test(test_reasoning_encoding_round_trip),
+        cmocka_unit_test(test_stream_thinking_signatures),
+        cmocka_unit_test(test_stream_signature_bound),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

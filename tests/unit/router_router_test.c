@@ -17,6 +17,7 @@
 #include "mask.h"
 #include "proto_event.h"
 #include "router.h"
+#include "teams.h"
 #include "tg_err.h"
 #include "tg_log.h"
 
@@ -760,6 +761,149 @@ static void test_key_limits_at_begin(void **state)
     env_free(e);
 }
 
+
+/* A key with a team_id is limited by its own limits and its team's: the team's models (only
+ * what both allow), rpm shared by every key of the team, max_parallel_requests, tpm counted from
+ * the tokens of served calls, and the team's block. Errors name the team limit. */
+static const char *team_yaml =
+    "model_list:\n"
+    "  - {model_name: gpt-main, litellm_params: {model: m}, model_info: {id: main-1}}\n"
+    "  - {model_name: gpt-fallback, litellm_params: {model: f}, model_info: {id: fb-1}}\n"
+    "  - {model_name: gpt-other, litellm_params: {model: o}, model_info: {id: other-1}}\n"
+    "router_settings:\n"
+    "  model_group_alias: {alias-main: gpt-main}\n"
+    "tollgate:\n"
+    "  keys:\n"
+    "    - {key: sk-team-key-a, team_id: team-a, models: [gpt-main, gpt-fallback]}\n"
+    "    - {key: sk-team-key-b, team_id: team-a}\n"
+    "    - {key: sk-team-key-own-rpm, team_id: team-b, rpm_limit: 1}\n"
+    "    - {key: sk-team-key-unknown, team_id: team-nowhere}\n"
+    "    - {key: sk-no-team-key}\n";
+
+static void put_team(struct rt_teams *teams, const char *id, const char *json)
+{
+    struct rt_team_spec spec;
+    char err[256];
+
+    rt_team_spec_init(&spec);
+    snprintf(spec.team_id, sizeof(spec.team_id), "%s", id);
+    if (rt_team_spec_from_json(&spec, RT_TEAM_JSON_API, json, strlen(json), NULL, err,
+                               sizeof(err)) != 0)
+        fail_msg("team %s: %s", id, err);
+    assert_int_equal(rt_teams_put(teams, &spec), 0);
+}
+
+static void test_team_limits(void **state)
+{
+    struct env *e = env_new(team_yaml);
+    struct rt_teams *teams;
+    struct rt_plan plan, plan2;
+    const struct rt_key *ka = key_of(e, "sk-team-key-a"), *kb = key_of(e, "sk-team-key-b");
+    const struct rt_key *kown = key_of(e, "sk-team-key-own-rpm");
+    char err[256];
+
+    (void)state;
+    teams = rt_teams_create(4, err, sizeof(err));
+    assert_non_null(teams);
+    rt_router_set_teams(e->router, teams);
+    put_team(teams, "team-a", "{\"models\":[\"gpt-main\",\"gpt-other\"],\"rpm_limit\":2}");
+    put_team(teams, "team-b", "{\"rpm_limit\":5,\"max_parallel_requests\":1}");
+
+    /* models: key a allows gpt-main and gpt-fallback, its team gpt-main and gpt-other */
+    assert_int_equal(rt_router_begin(e->router, ka, "gpt-fallback", 0, 1, 1000, &plan),
+                     TG_EDENIED);
+    assert_int_equal(rt_router_outcome(&plan)->status, 401);
+    assert_string_equal(rt_router_outcome(&plan)->error_class, "team_model_not_allowed");
+    assert_string_equal(rt_router_outcome(&plan)->message,
+                        "Team not allowed to access model=gpt-fallback (team_id=team-a)");
+    rt_router_finish(e->router, &plan, 0, 1000);
+    assert_int_equal(rt_router_begin(e->router, ka, "gpt-other", 0, 1, 1000, &plan), TG_EDENIED);
+    assert_string_equal(rt_router_outcome(&plan)->error_class, "model_not_allowed"); /* key's */
+    rt_router_finish(e->router, &plan, 0, 1000);
+    /* key b (no models of its own): the team's list applies, aliases resolve to a group */
+    assert_int_equal(rt_router_begin(e->router, kb, "gpt-fallback", 0, 1, 1000, &plan),
+                     TG_EDENIED);
+    rt_router_finish(e->router, &plan, 0, 1000);
+
+    /* team rpm 2, shared by keys a and b: the refusals above were not counted */
+    assert_int_equal(rt_router_begin(e->router, ka, "gpt-main", 0, 1, 1000, &plan), 0);
+    rt_router_finish(e->router, &plan, 0, 1000);
+    assert_int_equal(rt_router_begin(e->router, kb, "alias-main", 0, 1, 1100, &plan), 0);
+    rt_router_finish(e->router, &plan, 0, 1100);
+    assert_int_equal(rt_router_begin(e->router, kb, "gpt-main", 0, 1, 1200, &plan), TG_ELIMIT);
+    assert_int_equal(rt_router_outcome(&plan)->status, 429);
+    assert_int_equal(rt_router_outcome(&plan)->retry_after_s, 60);
+    assert_string_equal(rt_router_outcome(&plan)->message,
+                        "Rate limit reached for team_id=team-a: team rpm limit 2, remaining 0");
+    rt_router_finish(e->router, &plan, 0, 1200);
+    /* a key without a team, and one whose team is unknown here, are not limited by team-a */
+    assert_int_equal(rt_router_begin(e->router, key_of(e, "sk-no-team-key"), "gpt-main", 0, 1,
+                                     1300, &plan),
+                     0);
+    rt_router_finish(e->router, &plan, 0, 1300);
+    assert_int_equal(rt_router_begin(e->router, key_of(e, "sk-team-key-unknown"), "gpt-main", 0,
+                                     1, 1300, &plan),
+                     0);
+    rt_router_finish(e->router, &plan, 0, 1300);
+    /* the window moves on: admitted again 60 s later */
+    assert_int_equal(rt_router_begin(e->router, ka, "gpt-main", 0, 1, 61000, &plan), 0);
+    rt_router_finish(e->router, &plan, 0, 61000);
+
+    /* team-b: max_parallel_requests 1 across its keys; the key's own rpm 1 (times after the
+     * calls above: the limiter's clock never goes back) */
+    assert_int_equal(rt_router_begin(e->router, kown, "gpt-main", 0, 1, 100000, &plan), 0);
+    assert_int_equal(rt_router_begin(e->router, kown, "gpt-main", 0, 1, 100000, &plan2), TG_ELIMIT);
+    assert_string_equal(rt_router_outcome(&plan2)->message,
+                        "Rate limit reached for team_id=team-b: team max_parallel_requests "
+                        "limit 1, remaining 0");
+    rt_router_finish(e->router, &plan2, 0, 100000);
+    rt_router_finish(e->router, &plan, 0, 100000);
+    /* the team's slot is free again, the key's own rpm refuses: the team's slot is given back */
+    assert_int_equal(rt_router_begin(e->router, kown, "gpt-main", 0, 1, 100500, &plan), TG_ELIMIT);
+    assert_string_equal(rt_router_outcome(&plan)->message,
+                        "Rate limit reached for this key: rpm limit 1, remaining 0");
+    rt_router_finish(e->router, &plan, 0, 100500);
+    put_team(teams, "team-b", "{\"max_parallel_requests\":1}");
+    assert_int_equal(rt_router_begin(e->router, key_of(e, "sk-team-key-own-rpm"), "gpt-main", 0,
+                                     1, 170000, &plan),
+                     0);
+    rt_router_finish(e->router, &plan, 0, 170000);
+
+    /* tpm: tokens of a served call count against the team */
+    put_team(teams, "team-a", "{\"tpm_limit\":100}");
+    assert_int_equal(rt_router_begin(e->router, ka, "gpt-main", 0, 1, 200000, &plan), 0);
+    {
+        struct rt_target t;
+        struct rt_result res;
+
+        assert_true(rt_router_next(e->router, &plan, 200000, &t));
+        memset(&res, 0, sizeof(res));
+        res.http_status = 200;
+        res.latency_ms = 5;
+        rt_router_report(e->router, &plan, &t, &res, 200000, NULL);
+    }
+    rt_router_finish(e->router, &plan, 150, 200000);
+    assert_int_equal(rt_router_begin(e->router, kb, "gpt-main", 0, 1, 200500, &plan), TG_ELIMIT);
+    assert_string_equal(rt_router_outcome(&plan)->message,
+                        "Rate limit reached for team_id=team-a: team tpm limit 100, remaining 0");
+    rt_router_finish(e->router, &plan, 0, 200500);
+
+    /* a blocked team: its keys are refused, naming the team */
+    put_team(teams, "team-a", "{\"blocked\":true}");
+    assert_int_equal(rt_router_begin(e->router, kb, "gpt-main", 0, 1, 300000, &plan), TG_EDENIED);
+    assert_int_equal(rt_router_outcome(&plan)->status, 401);
+    assert_string_equal(rt_router_outcome(&plan)->error_class, "team_blocked");
+    assert_string_equal(rt_router_outcome(&plan)->message,
+                        "Team is blocked (team_id=team-a); an admin's /team/unblock lifts it");
+    rt_router_finish(e->router, &plan, 0, 300000);
+    /* deleted: the key's own limits only */
+    assert_int_equal(rt_teams_delete(teams, "team-a"), 0);
+    assert_int_equal(rt_router_begin(e->router, kb, "gpt-main", 0, 1, 300000, &plan), 0);
+    rt_router_finish(e->router, &plan, 0, 300000);
+    env_free(e);
+    rt_teams_destroy(&teams);
+}
+
 static void test_blocked_key_and_event_ids(void **state)
 {
     struct env *e = env_new(base_yaml);
@@ -1204,6 +1348,7 @@ int main(void)
         cmocka_unit_test(test_limited_with_key_rules),
         cmocka_unit_test(test_key_model_limit_falls_back),
         cmocka_unit_test(test_key_limits_at_begin),
+        cmocka_unit_test(test_team_limits),
         cmocka_unit_test(test_blocked_key_and_event_ids),
         cmocka_unit_test(test_attempts_bounded),
         cmocka_unit_test(test_concurrent_requests),

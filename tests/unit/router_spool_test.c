@@ -279,6 +279,54 @@ static void test_full_is_refused_and_counted(void **state)
     rt_spool_close(&sp);
 }
 
+/* The reader's read-ahead: records of many sizes (up to the 64 KiB cap, so that frames straddle
+ * and exceed what one buffer fill holds), read while the writer goes on appending (a buffer
+ * filled short of the newest records is refilled, never served stale), across segment rolls,
+ * come back whole and in order. */
+static void test_read_ahead_while_appending(void **state)
+{
+    static unsigned char payload[RT_SPOOL_RECORD_MAX_BYTES], buf[RT_SPOOL_RECORD_MAX_BYTES];
+    struct rt_spool_recovery rec;
+    struct rt_spool *sp;
+    struct rt_spool_record r;
+    uint64_t next_read = 0;
+    uint32_t lens[3000];
+    int appended = 0;
+
+    (void)state;
+    sp = open_spool(512ull * 1024 * 1024, 2ull * 1024 * 1024, &rec);
+    for (int i = 0; i < 3000; i++)
+        lens[i] = i % 97 == 0 ? RT_SPOOL_RECORD_MAX_BYTES - (uint32_t)(i % 7)
+                              : 1 + (uint32_t)((i * 7919u) % 3000u);
+    while (appended < 3000 || next_read < 3000) {
+        /* append a burst, then read some of it (not all: the buffer ends mid-stream) */
+        for (int k = 0; k < 37 && appended < 3000; k++, appended++) {
+            for (uint32_t b = 0; b < lens[appended]; b++)
+                payload[b] = (unsigned char)(appended * 31 + b);
+            assert_int_equal(rt_spool_append(sp, payload, lens[appended], 1000 + (uint64_t)appended,
+                                             NULL),
+                             0);
+        }
+        for (int k = 0; k < 29 || appended == 3000; k++) {
+            int rc = rt_spool_read_next(sp, &r, buf, sizeof(buf));
+
+            if (rc == 0)
+                break;
+            assert_int_equal(rc, 1);
+            assert_int_equal(r.seq, next_read);
+            assert_int_equal(r.len, lens[next_read]);
+            for (uint32_t b = 0; b < r.len; b++) {
+                if (buf[b] != (unsigned char)(next_read * 31 + b))
+                    fail_msg("record %llu byte %u differs", (unsigned long long)next_read, b);
+            }
+            next_read++;
+        }
+    }
+    assert_int_equal(next_read, 3000);
+    assert_true(count_segments() > 1);
+    rt_spool_close(&sp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +335,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_torn_tail_skipped_rest_replayed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_middle_record_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_is_refused_and_counted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_ahead_while_appending, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 
 #include "tg_buf.h"
 #include "tg_err.h"
+#include "providers/provider.h"
 #include "translate.h"
 
 static json_t *parse(const char *s)
@@ -479,7 +480,7 @@ static void test_request_refusals(void **state)
          "tools[0].type: "},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":"
             "{\"type\":\"url\",\"url\":\"https://x/a.pdf\"}}]}]}",
-         "messages[0].content[0].type: "},
+         "messages[0].content[0].source: "},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\","
             "\"tool_use_id\":\"t\",\"content\":[{\"type\":\"image\",\"source\":{}}]}]}]}",
          "messages[0].content[0].content[0]: "},
@@ -509,7 +510,8 @@ static void test_answer_messages_to_chat(void **state)
     json_t *resp = parse(
         "{\"id\":\"msg_01Aq9w938a90dw8q\",\"type\":\"message\",\"role\":\"assistant\",\"model\":"
         "\"claude-sonnet-4-5\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"To answer, "
-        "I need the weather.\",\"signature\":\"EqQBCgIYAhIM\"},{\"type\":\"text\",\"text\":"
+        "I need the weather.\",\"signature\":\"EqQBCgIYAhIM\"},{\"type\":"
+        "\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va\"},{\"type\":\"text\",\"text\":"
         "\"I'll check the current weather in San Francisco for you.\"},{\"type\":\"tool_use\","
         "\"id\":\"toolu_01A09q90qw90lq917835lq9\",\"name\":\"get_weather\",\"input\":{"
         "\"location\":\"San Francisco, CA\"}},{\"type\":\"tool_use\",\"id\":\"toolu_2\","
@@ -521,7 +523,10 @@ static void test_answer_messages_to_chat(void **state)
                 "{\"id\":\"msg_01Aq9w938a90dw8q\",\"object\":\"chat.completion\",\"model\":"
                 "\"gpt-main\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
                 "\"content\":\"I'll check the current weather in San Francisco for you.\","
-                "\"reasoning_content\":\"To answer, I need the weather.\",\"tool_calls\":["
+                "\"reasoning_content\":\"To answer, I need the weather.\",\"thinking_blocks\":["
+                "{\"type\":\"thinking\",\"thinking\":\"To answer, I need the weather.\","
+                "\"signature\":\"EqQBCgIYAhIM\"},{\"type\":\"redacted_thinking\",\"data\":"
+                "\"EmwKAhgBEgy3va\"}],\"tool_calls\":["
                 "{\"id\":\"toolu_01A09q90qw90lq917835lq9\",\"type\":\"function\",\"function\":{"
                 "\"name\":\"get_weather\",\"arguments\":"
                 "\"{\\\"location\\\":\\\"San Francisco, CA\\\"}\"}},"
@@ -636,6 +641,11 @@ static void test_stream_messages_to_chat_tools(void **state)
                   "eated\":1,\"model\":\"gpt-main\",\"choices\":[{\"index\":0,\"delta\":{\"reasonin"
                   "g_conten"
                   "t\":\"Weather first.\"},\"finish_reason\":null}]}\n"
+                  "\n"
+                  "data: {\"id\":\"msg_014p7gG3wDgGV9EUtLvnow3U\",\"object\":\"chat.completion.chun"
+                  "k\",\"created\":1,\"model\":\"gpt-main\",\"choices\":[{\"index\":0,\"delta\":{"
+                  "\"thinking_blocks\":[{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":"
+                  "\"EqQBCgIYAhIM\"}]},\"finish_reason\":null}]}\n"
                   "\n"
                   "data: {\"id\":\"msg_014p7gG3wDgGV9EUtLvnow3U\",\"object\":\"chat.completion.chun"
                   "k\",\"cr"
@@ -926,6 +936,546 @@ static void test_stream_tool_input_at_start(void **state)
     tg_buf_fini(&b);
 }
 
+#define HIST_FMT                                                                                   \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"                                        \
+    "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":["                                    \
+    "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"w\","                           \
+    "\"arguments\":\"{}\"}},{\"id\":\"c2\",\"type\":\"function\",\"function\":"                    \
+    "{\"name\":\"w\",\"arguments\":\"{}\"}}]},"                                                    \
+    "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"a\"},"                               \
+    "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"b\"}]%s}"
+
+/* The turn that carries tool results without tools (OpenAI takes it; its clients often leave
+ * the tools out then) went to Anthropic without tools, which it refuses ("Requests which include
+ * tool_use or tool_result blocks must define tools"). The history's tools are declared now,
+ * once each, with an open object schema; tools the client sent stay as they are. */
+static void test_request_history_tools_declared(void **state)
+{
+    char err[256];
+    char in[1024];
+    json_t *out, *want;
+
+    (void)state;
+    snprintf(in, sizeof(in), HIST_FMT, "");
+    out = to_messages(in, err, sizeof(err));
+    assert_non_null(out);
+    want = parse("[{\"name\":\"w\",\"input_schema\":{\"type\":\"object\",\"properties\":{}}}]");
+    assert_true(json_equal(json_object_get(out, "tools"), want));
+    json_decref(want);
+    json_decref(out);
+    snprintf(in, sizeof(in), HIST_FMT,
+             ",\"tool_choice\":\"none\",\"tools\":[{\"type\":\"function\",\"function\":{"
+             "\"name\":\"v\",\"parameters\":{\"type\":\"object\"}}}]");
+    out = to_messages(in, err, sizeof(err));
+    assert_non_null(out);
+    want = parse("[{\"name\":\"v\",\"input_schema\":{\"type\":\"object\"}}]");
+    assert_true(json_equal(json_object_get(out, "tools"), want));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(out, "tool_choice"),
+                                                          "type")),
+                        "none");
+    json_decref(want);
+    json_decref(out);
+    /* no tool blocks: no tools */
+    out = to_messages("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", err, sizeof(err));
+    assert_non_null(out);
+    assert_null(json_object_get(out, "tools"));
+    json_decref(out);
+}
+#undef HIST_FMT
+
+static size_t count_of(const char *hay, const char *needle)
+{
+    size_t n = 0;
+
+    for (const char *p = strstr(hay, needle); p != NULL; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* An Anthropic tool_result's is_error was left out: the OpenAI tool message's text starts with
+ * RT_TRANSLATE_TOOL_ERROR_MARK, and a tool message so marked is an is_error tool_result back;
+ * an image in a tool result, which an OpenAI tool message cannot carry, is a 400 naming it
+ * (for a dialect, RT_TRANSLATE_TOOL_MEDIA, it goes as an image_url part, and Bedrock takes it
+ * as an image block of the toolResult, with status error). */
+/* Anthropic document blocks (a base64 PDF) were refused for OpenAI and OpenAI file parts for
+ * Anthropic, though both take PDFs: document <-> file part with file_data a data: URL, title
+ * <-> filename; what the other side has no place for is a 400 naming it. Through chat, Bedrock
+ * takes the PDF as a document block (the filename as its name). */
+static void test_request_documents(void **state)
+{
+    struct rt_deployment_conf d;
+    char err[256];
+    json_t *out, *b;
+
+    (void)state;
+    out = to_chat("{\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":["
+                  "{\"type\":\"document\",\"source\":{\"type\":\"base64\",\"media_type\":"
+                  " \"application/pdf\",\"data\":\"JVBERi0x\"},\"title\":\"q3.pdf\"},"
+                  "{\"type\":\"text\",\"text\":\"sum it up\"}]}]}",
+                  err, sizeof(err));
+    if (out == NULL)
+        fail_msg("%s", err);
+    expect_json(json_incref(json_object_get(out, "messages")),
+                "[{\"role\":\"user\",\"content\":[{\"type\":\"file\",\"file\":{\"file_data\":"
+                "\"data:application/pdf;base64,JVBERi0x\",\"filename\":\"q3.pdf\"}},"
+                "{\"type\":\"text\",\"text\":\"sum it up\"}]}]");
+    memset(&d, 0, sizeof(d));
+    b = rt_dialect_converse.request(out, &d, 0, err, sizeof(err));
+    json_decref(out);
+    if (b == NULL)
+        fail_msg("%s", err);
+    expect_json(json_incref(json_object_get(b, "messages")),
+                "[{\"role\":\"user\",\"content\":[{\"document\":{\"format\":\"pdf\","
+                "\"name\":\"q3\",\"source\":{\"bytes\":\"JVBERi0x\"}}},{\"text\":\"sum it up\"}]}]");
+    json_decref(b);
+
+    out = to_messages("{\"messages\":[{\"role\":\"user\",\"content\":["
+                      "{\"type\":\"file\",\"file\":{\"file_data\":"
+                      " \"data:application/pdf;base64,JVBERi0x\",\"filename\":\"a.pdf\"}},"
+                      "{\"type\":\"file\",\"file\":{\"file_data\":"
+                      " \"data:application/pdf;base64,JVBERi0y\"}}]}]}",
+                      err, sizeof(err));
+    if (out == NULL)
+        fail_msg("%s", err);
+    expect_json(json_incref(json_object_get(out, "messages")),
+                "[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":{"
+                "\"type\":\"base64\",\"media_type\":\"application/pdf\",\"data\":\"JVBERi0x\"},"
+                "\"title\":\"a.pdf\"},{\"type\":\"document\",\"source\":{\"type\":\"base64\","
+                "\"media_type\":\"application/pdf\",\"data\":\"JVBERi0y\"}}]}]");
+    json_decref(out);
+
+    /* refusals naming the field */
+    assert_null(to_messages("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                            "\"file\",\"file\":{\"file_id\":\"file-1\"}}]}]}",
+                            err, sizeof(err)));
+    assert_string_equal(err, "messages: content[0].file.file_id: an uploaded file cannot be "
+                             "translated (send the PDF as file_data)");
+    assert_null(to_messages("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                            "\"text\",\"text\":\"x\"},{\"type\":\"file\",\"file\":{\"file_data\":"
+                            "\"data:text/csv;base64,YQ==\"}}]}]}",
+                            err, sizeof(err)));
+    assert_string_equal(err, "messages: content[1].file.file_data: must be a "
+                             "data:application/pdf;base64, URL (PDFs are the files both sides "
+                             "take)");
+    assert_null(to_chat("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                        "\"document\",\"source\":{\"type\":\"base64\",\"media_type\":"
+                        "\"application/pdf\",\"data\":\"JVBE\"},\"context\":\"from Q3\"}]}]}",
+                        err, sizeof(err)));
+    assert_string_equal(err, "messages[0].content[0].context: OpenAI chat has no equivalent");
+    assert_null(to_chat("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                        "\"document\",\"source\":{\"type\":\"base64\",\"media_type\":"
+                        "\"application/pdf\",\"data\":\"JVBE\"},\"citations\":{\"enabled\":true}}]}]}",
+                        err, sizeof(err)));
+    assert_string_equal(err, "messages[0].content[0].citations: OpenAI chat has no equivalent");
+    assert_null(to_chat("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                        "\"document\",\"source\":{\"type\":\"text\",\"media_type\":"
+                        "\"text/plain\",\"data\":\"hi\"}}]}]}",
+                        err, sizeof(err)));
+    assert_string_equal(err, "messages[0].content[0].source: only a base64 application/pdf "
+                             "document can be translated to an OpenAI file part");
+}
+
+#define TR_HIST \
+        "{\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}," \
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"t1\"," \
+        " \"name\":\"w\",\"input\":{}},{\"type\":\"tool_use\",\"id\":\"t2\",\"name\":\"w\"," \
+        " \"input\":{}}]}," \
+        "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"t1\"," \
+        " \"is_error\":true,\"content\":\"denied\"},{\"type\":\"tool_result\"," \
+        " \"tool_use_id\":\"t2\",\"is_error\":true,\"content\":[{\"type\":\"text\",\"text\":" \
+        " \"shot\"}%s]}]}]}"
+
+static void test_request_tool_result_error_and_images(void **state)
+{
+    static const char *const img =
+        ",{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":"
+        "\"image/png\",\"data\":\"iVBO\"}}";
+    struct rt_deployment_conf d;
+    char err[256], in[1024];
+    json_t *req, *out, *b;
+
+    (void)state;
+    snprintf(in, sizeof(in), TR_HIST, "");
+    out = to_chat(in, err, sizeof(err));
+    if (out == NULL)
+        fail_msg("%s", err);
+    b = json_pack("[O,O]", json_array_get(json_object_get(out, "messages"), 2),
+                  json_array_get(json_object_get(out, "messages"), 3));
+    expect_json(b, "[{\"role\":\"tool\",\"tool_call_id\":\"t1\",\"content\":"
+                   "\"[tool error] denied\"},{\"role\":\"tool\",\"tool_call_id\":\"t2\","
+                   "\"content\":\"[tool error] shot\"}]");
+    json_decref(out);
+
+    /* back: the mark is is_error */
+    out = to_messages("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+                      "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"t1\","
+                      " \"type\":\"function\",\"function\":{\"name\":\"w\",\"arguments\":\"{}\"}}]},"
+                      "{\"role\":\"tool\",\"tool_call_id\":\"t1\",\"content\":"
+                      " \"[tool error] denied\"},"
+                      "{\"role\":\"tool\",\"tool_call_id\":\"t1\",\"content\":[{\"type\":\"text\","
+                      " \"text\":\"[tool error]\"}]},"
+                      "{\"role\":\"tool\",\"tool_call_id\":\"t1\",\"content\":\"[tool errors]\"}]}",
+                      err, sizeof(err));
+    if (out == NULL)
+        fail_msg("%s", err);
+    expect_json(json_incref(json_object_get(json_array_get(json_object_get(out, "messages"), 2),
+                                            "content")),
+                "[{\"type\":\"tool_result\",\"tool_use_id\":\"t1\",\"content\":\"denied\","
+                "\"is_error\":true},{\"type\":\"tool_result\",\"tool_use_id\":\"t1\","
+                "\"content\":\"\",\"is_error\":true},{\"type\":\"tool_result\",\"tool_use_id\":"
+                "\"t1\",\"content\":\"[tool errors]\"}]");
+    json_decref(out);
+
+    /* an image in a tool result: refused for OpenAI */
+    snprintf(in, sizeof(in), TR_HIST, img);
+    assert_null(to_chat(in, err, sizeof(err)));
+    assert_string_equal(err, "messages[2].content[1].content[1]: an image in a tool_result cannot "
+                             "be translated: an OpenAI tool message takes text only");
+    /* for a dialect: image_url parts, the mark first; Bedrock's toolResult takes them */
+    req = parse(in);
+    out = rt_translate_messages_to_chat_opts(req, "m", RT_TRANSLATE_TOOL_MEDIA, err, sizeof(err));
+    json_decref(req);
+    if (out == NULL)
+        fail_msg("%s", err);
+    expect_json(json_incref(json_object_get(json_array_get(json_object_get(out, "messages"), 3),
+                                            "content")),
+                "[{\"type\":\"text\",\"text\":\"[tool error]\"},{\"type\":\"text\",\"text\":"
+                "\"shot\"},{\"type\":\"image_url\",\"image_url\":{\"url\":"
+                "\"data:image/png;base64,iVBO\"}}]");
+    memset(&d, 0, sizeof(d));
+    b = rt_dialect_converse.request(out, &d, 0, err, sizeof(err));
+    json_decref(out);
+    if (b == NULL)
+        fail_msg("%s", err);
+    expect_json(json_incref(json_object_get(json_array_get(json_object_get(b, "messages"), 2),
+                                            "content")),
+                "[{\"toolResult\":{\"toolUseId\":\"t1\",\"status\":\"error\",\"content\":"
+                "[{\"text\":\"denied\"}]}},{\"toolResult\":{\"toolUseId\":\"t2\",\"status\":"
+                "\"error\",\"content\":[{\"text\":\"shot\"},{\"image\":{\"format\":\"png\","
+                "\"source\":{\"bytes\":\"iVBO\"}}}]}}]");
+    json_decref(b);
+    /* a PDF document in a tool result: a file part for a dialect, a toolResult document for
+     * Bedrock */
+    snprintf(in, sizeof(in), TR_HIST,
+             ",{\"type\":\"document\",\"source\":{\"type\":\"base64\",\"media_type\":"
+             "\"application/pdf\",\"data\":\"JVBE\"},\"title\":\"r.pdf\"}");
+    assert_null(to_chat(in, err, sizeof(err)));
+    assert_string_equal(err, "messages[2].content[1].content[1].type: \"document\" in a "
+                             "tool_result cannot be translated to OpenAI chat");
+    req = parse(in);
+    out = rt_translate_messages_to_chat_opts(req, "m", RT_TRANSLATE_TOOL_MEDIA, err, sizeof(err));
+    json_decref(req);
+    if (out == NULL)
+        fail_msg("%s", err);
+    b = rt_dialect_converse.request(out, &d, 0, err, sizeof(err));
+    json_decref(out);
+    if (b == NULL)
+        fail_msg("%s", err);
+    expect_json(json_incref(json_object_get(
+                    json_array_get(json_object_get(json_array_get(json_object_get(b, "messages"),
+                                                                  2),
+                                                   "content"),
+                                   1),
+                    "toolResult")),
+                "{\"toolUseId\":\"t2\",\"status\":\"error\",\"content\":[{\"text\":\"shot\"},"
+                "{\"document\":{\"format\":\"pdf\",\"name\":\"r\",\"source\":{\"bytes\":"
+                "\"JVBE\"}}}]}");
+    json_decref(b);
+    /* back: a tool message's images (which some OpenAI clients send) are image blocks of the
+     * tool_result, which takes them */
+    out = to_messages("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+                      "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"t1\","
+                      " \"type\":\"function\",\"function\":{\"name\":\"w\",\"arguments\":\"{}\"}}]},"
+                      "{\"role\":\"tool\",\"tool_call_id\":\"t1\",\"content\":[{\"type\":\"text\","
+                      " \"text\":\"[tool error] blurry\"},{\"type\":\"image_url\",\"image_url\":{"
+                      " \"url\":\"data:image/png;base64,iVBO\"}}]}]}",
+                      err, sizeof(err));
+    if (out == NULL)
+        fail_msg("%s", err);
+    expect_json(json_incref(json_object_get(json_array_get(json_object_get(out, "messages"), 2),
+                                            "content")),
+                "[{\"type\":\"tool_result\",\"tool_use_id\":\"t1\",\"is_error\":true,"
+                "\"content\":[{\"type\":\"text\",\"text\":\"blurry\"},{\"type\":\"image\","
+                "\"source\":{\"type\":\"base64\",\"media_type\":\"image/png\",\"data\":"
+                "\"iVBO\"}}]}]");
+    json_decref(out);
+    assert_null(to_messages("{\"messages\":[{\"role\":\"tool\",\"tool_call_id\":\"t1\","
+                            "\"content\":[{\"type\":\"input_audio\"}]}]}",
+                            err, sizeof(err)));
+    assert_string_equal(err, "messages[0].content[0]: a tool message takes text and images "
+                             "only, not \"input_audio\"");
+    /* another block in a tool result is refused naming it */
+    snprintf(in, sizeof(in), TR_HIST, ",{\"type\":\"search_result\"}");
+    assert_null(to_chat(in, err, sizeof(err)));
+    assert_string_equal(err, "messages[2].content[1].content[1].type: \"search_result\" in a "
+                             "tool_result cannot be translated to OpenAI chat");
+}
+#undef TR_HIST
+
+/* A tool_use whose input has no members streams as one empty input_json_delta (or none): the
+ * OpenAI client got arguments "" for it, which its JSON.parse refuses. Such a call's arguments
+ * are "{}" now, once, when its block stops (or at message_delta for a block never stopped); a
+ * call whose input streamed gets nothing more. */
+static void test_stream_tool_without_input_gets_empty_object(void **state)
+{
+    static const char *const ev[] = {
+        "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{"
+        "\"input_tokens\":5,\"output_tokens\":1}}}",
+        "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+        "\"tool_use\",\"id\":\"toolu_a\",\"name\":\"ping\",\"input\":{}}}",
+        "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+        "\"input_json_delta\",\"partial_json\":\"\"}}",
+        "{\"type\":\"content_block_stop\",\"index\":0}",
+        "{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":"
+        "\"tool_use\",\"id\":\"toolu_b\",\"name\":\"f\",\"input\":{}}}",
+        "{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":"
+        "\"input_json_delta\",\"partial_json\":\"{\\\"a\\\":1}\"}}",
+        "{\"type\":\"content_block_stop\",\"index\":1}",
+        "{\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":"
+        "\"tool_use\",\"id\":\"toolu_c\",\"name\":\"ping\",\"input\":{}}}",
+        "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{"
+        "\"output_tokens\":7}}",
+        "{\"type\":\"message_stop\"}",
+        NULL,
+    };
+    struct rt_translate_stream st;
+    struct tg_buf b;
+
+    (void)state;
+    assert_int_equal(tg_buf_init(&b, 64 * 1024), 0);
+    rt_translate_stream_init(&st, RT_TRANSLATE_MESSAGES_TO_CHAT, "gpt-main", 1, 0);
+    for (size_t i = 0; ev[i] != NULL; i++)
+        assert_int_equal(rt_translate_stream_event(&st, NULL, ev[i], strlen(ev[i]), &b), 0);
+    assert_int_equal(rt_translate_stream_finish(&st, &b), 0);
+    assert_non_null(strstr(b.data, "\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":"
+                                   "\"{}\"}}]"));
+    assert_non_null(strstr(b.data, "\"tool_calls\":[{\"index\":2,\"function\":{\"arguments\":"
+                                   "\"{}\"}}]"));
+    assert_int_equal(count_of(b.data, "\"arguments\":\"{}\""), 2);
+    assert_non_null(strstr(b.data, "\"arguments\":\"{\\\"a\\\":1}\""));
+    /* the {} of call 2 comes before the finish chunk */
+    assert_true(strstr(b.data, "\"index\":2,\"function\":{\"arguments\":\"{}\"") <
+                strstr(b.data, "\"finish_reason\":\"tool_calls\""));
+    tg_buf_fini(&b);
+}
+
+/* thinking_blocks (LiteLLM's field) of an assistant turn go to Anthropic as its first blocks,
+ * signatures and data unchanged (Anthropic checks them when tools are used with extended
+ * thinking); a malformed entry is a 400 naming it. An Anthropic history's thinking goes to
+ * OpenAI as nothing: OpenAI chat takes no reasoning as input. A redacted_thinking block of a
+ * stream reaches the client as a thinking_blocks delta. */
+static void test_thinking_blocks(void **state)
+{
+    static const struct {
+        const char *tb;
+        const char *err;
+    } bad[] = {
+        {"{}", "messages[1].thinking_blocks: expected an array"},
+        {"[{\"type\":\"thinking\",\"thinking\":\"a\"}]",
+         "messages[1].thinking_blocks[0].signature: expected a string"},
+        {"[{\"type\":\"redacted_thinking\",\"data\":\"d\"},{\"type\":\"thinking\",\"thinking\":"
+         "\"a\",\"signature\":5}]",
+         "messages[1].thinking_blocks[1].signature: expected a string"},
+        {"[{\"type\":\"thinking\",\"signature\":\"s\"}]",
+         "messages[1].thinking_blocks[0].thinking: expected a string"},
+        {"[{\"type\":\"redacted_thinking\"}]",
+         "messages[1].thinking_blocks[0].data: expected a string"},
+        {"[\"x\"]", "messages[1].thinking_blocks[0].type: expected a string"},
+        {"[{\"type\":\"reasoning\"}]",
+         "messages[1].thinking_blocks[0].type: \"reasoning\" is not thinking or "
+         "redacted_thinking"},
+    };
+    static const char *const ev[] = {
+        "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":"
+        "5,\"output_tokens\":1}}}",
+        "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+        "\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va\"}}",
+        "{\"type\":\"content_block_stop\",\"index\":0}",
+        "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{"
+        "\"output_tokens\":3}}",
+        "{\"type\":\"message_stop\"}",
+        NULL};
+    char err[256], in[1024];
+    size_t i;
+
+    (void)state;
+    expect_json(to_messages(
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},"
+        "{\"role\":\"assistant\",\"content\":\"Checking.\",\"reasoning_content\":\"Use the tool."
+        "\",\"thinking_blocks\":[{\"type\":\"thinking\",\"thinking\":\"Use the tool.\","
+        "\"signature\":\"EqQBCgIYAhIM\"},{\"type\":\"redacted_thinking\",\"data\":"
+        "\"EmwKAhgBEgy3va\"}],\"tool_calls\":[{\"id\":\"toolu_1\",\"type\":\"function\","
+        "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"toolu_1\",\"content\":\"18C\"},"
+        "{\"role\":\"assistant\",\"content\":\"18C.\",\"thinking_blocks\":[{\"type\":"
+        "\"thinking\",\"thinking\":\"Done.\",\"signature\":\"Sig2\"}]},"
+        "{\"role\":\"assistant\",\"content\":\"More?\",\"thinking_blocks\":null}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}]}",
+        err, sizeof(err)),
+        "{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":4096,\"messages\":["
+        "{\"role\":\"user\",\"content\":\"Weather in Paris?\"},"
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":"
+        "\"Use the tool.\",\"signature\":\"EqQBCgIYAhIM\"},{\"type\":\"redacted_thinking\","
+        "\"data\":\"EmwKAhgBEgy3va\"},{\"type\":\"text\",\"text\":\"Checking.\"},{\"type\":"
+        "\"tool_use\",\"id\":\"toolu_1\",\"name\":\"get_weather\",\"input\":{}}]},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_1\","
+        "\"content\":\"18C\"}]},"
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"Done.\","
+        "\"signature\":\"Sig2\"},{\"type\":\"text\",\"text\":\"18C.\"}]},"
+        "{\"role\":\"assistant\",\"content\":\"More?\"}],"
+        "\"tools\":[{\"name\":\"get_weather\",\"input_schema\":{\"type\":\"object\","
+        "\"properties\":{}}}]}");
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(in, sizeof(in), "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+                 "{\"role\":\"assistant\",\"content\":\"x\",\"thinking_blocks\":%s}]}", bad[i].tb);
+        assert_null(to_messages(in, err, sizeof(err)));
+        assert_string_equal(err, bad[i].err);
+    }
+    /* a thinking block without a signature is reasoning_content only (there is nothing the
+     * client could send back) */
+    {
+        json_t *resp = parse("{\"id\":\"m\",\"content\":[{\"type\":\"thinking\",\"thinking\":"
+                             "\"t\"},{\"type\":\"text\",\"text\":\"a\"}],\"stop_reason\":"
+                             "\"end_turn\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}");
+
+        expect_json(rt_translate_messages_resp_to_chat(resp, "gpt-main", 0),
+                    "{\"id\":\"m\",\"object\":\"chat.completion\",\"model\":\"gpt-main\","
+                    "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
+                    "\"a\",\"reasoning_content\":\"t\"},\"finish_reason\":\"stop\"}],\"usage\":{"
+                    "\"prompt_tokens\":1,\"completion_tokens\":1,\"total_tokens\":2}}");
+        json_decref(resp);
+    }
+    /* Anthropic's history to OpenAI: thinking and redacted_thinking are not sent */
+    expect_json(to_chat("{\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+                        "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":"
+                        "\"t\",\"signature\":\"s\"},{\"type\":\"redacted_thinking\",\"data\":"
+                        "\"d\"},{\"type\":\"text\",\"text\":\"a\"}]}]}",
+                        err, sizeof(err)),
+                "{\"model\":\"gpt-4o\",\"max_tokens\":10,\"messages\":[{\"role\":"
+                "\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"a\"}]}");
+    /* ... and to a dialect that takes thinking_blocks (Bedrock): they go, unchanged */
+    {
+        json_t *req = parse("{\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":"
+                            "\"q\"},{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\","
+                            "\"thinking\":\"t\",\"signature\":\"s\"},{\"type\":"
+                            "\"redacted_thinking\",\"data\":\"d\"},{\"type\":\"text\",\"text\":"
+                            "\"a\"}]}]}");
+
+        expect_json(rt_translate_messages_to_chat_opts(req, "gpt-4o",
+                                                       RT_TRANSLATE_THINKING_BLOCKS, err,
+                                                       sizeof(err)),
+                    "{\"model\":\"gpt-4o\",\"max_tokens\":10,\"messages\":[{\"role\":"
+                    "\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"a\","
+                    "\"thinking_blocks\":[{\"type\":\"thinking\",\"thinking\":\"t\","
+                    "\"signature\":\"s\"},{\"type\":\"redacted_thinking\",\"data\":\"d\"}]}]}");
+        json_decref(req);
+        req = parse("{\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+                    "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":"
+                    "\"t\"}]}]}");
+        assert_null(rt_translate_messages_to_chat_opts(req, "gpt-4o",
+                                                       RT_TRANSLATE_THINKING_BLOCKS, err,
+                                                       sizeof(err)));
+        assert_string_equal(err, "messages[1].content[0].signature: expected a string");
+        json_decref(req);
+    }
+    expect_stream(RT_TRANSLATE_MESSAGES_TO_CHAT, 0, ev,
+                  "data: {\"id\":\"msg_1\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+                  "\"model\":\"gpt-main\",\"choices\":[{\"index\":0,\"delta\":{\"role\":"
+                  "\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n"
+                  "data: {\"id\":\"msg_1\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+                  "\"model\":\"gpt-main\",\"choices\":[{\"index\":0,\"delta\":{\"thinking_blocks\":"
+                  "[{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va\"}]},"
+                  "\"finish_reason\":null}]}\n\n"
+                  "data: {\"id\":\"msg_1\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+                  "\"model\":\"gpt-main\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":"
+                  "\"stop\"}]}\n\n"
+                  "data: {\"id\":\"msg_1\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+                  "\"model\":\"gpt-main\",\"choices\":[],\"usage\":{\"prompt_tokens\":5,"
+                  "\"completion_tokens\":3,\"total_tokens\":8}}\n\n"
+                  "data: [DONE]\n\n");
+}
+
+/* Bedrock Converse's reasoning signatures reach an Anthropic client: a chat answer's
+ * thinking_blocks are its thinking (signed) and redacted_thinking blocks; in a chunk stream a
+ * thinking entry's signature is the open thinking block's signature_delta and a redacted entry
+ * a redacted_thinking block. */
+static void test_thinking_blocks_to_messages(void **state)
+{
+    static const char *const ev[] = {
+        "{\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+        "\"reasoning_content\":\"hmm\"}}]}",
+        "{\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"thinking_blocks\":[{\"type\":"
+        "\"thinking\",\"thinking\":\"\",\"signature\":\"EqQB\"}]}}]}",
+        "{\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"thinking_blocks\":[{\"type\":"
+        "\"redacted_thinking\",\"data\":\"EmwK\"}]}}]}",
+        "{\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},"
+        "\"finish_reason\":\"stop\"}]}",
+        "[DONE]",
+        NULL};
+    json_t *resp = parse(
+        "{\"id\":\"c1\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+        "\"content\":\"Hi\",\"reasoning_content\":\"hmm\",\"thinking_blocks\":[{\"type\":"
+        "\"thinking\",\"thinking\":\"hmm\",\"signature\":\"EqQB\"},{\"type\":"
+        "\"redacted_thinking\",\"data\":\"EmwK\"}]},\"finish_reason\":\"stop\"}],\"usage\":{"
+        "\"prompt_tokens\":1,\"completion_tokens\":2}}");
+
+    (void)state;
+    expect_json(rt_translate_chat_resp_to_messages(resp, "claude-main"),
+                "{\"id\":\"msg_c1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":"
+                "\"claude-main\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"hmm\","
+                "\"signature\":\"EqQB\"},{\"type\":\"redacted_thinking\",\"data\":\"EmwK\"},"
+                "{\"type\":\"text\",\"text\":\"Hi\"}],\"stop_reason\":\"end_turn\","
+                "\"stop_sequence\":null,\"usage\":{\"input_tokens\":1,\"output_tokens\":2}}");
+    json_decref(resp);
+    expect_stream(RT_TRANSLATE_CHAT_TO_MESSAGES, 0, ev,
+                  "event: message_start\n"
+                  "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_c1\",\"type\":\"mess"
+                  "age\",\"role\":\"assistant\",\"model\":\"claude-main\",\"content\":[],\"stop_rea"
+                  "son\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":0,\"output_tokens"
+                  "\":0}}}\n"
+                  "\n"
+                  "event: content_block_start\n"
+                  "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+                  "\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n"
+                  "\n"
+                  "event: content_block_delta\n"
+                  "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinki"
+                  "ng_delta\",\"thinking\":\"hmm\"}}\n"
+                  "\n"
+                  "event: content_block_delta\n"
+                  "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signat"
+                  "ure_delta\",\"signature\":\"EqQB\"}}\n"
+                  "\n"
+                  "event: content_block_stop\n"
+                  "data: {\"type\":\"content_block_stop\",\"index\":0}\n"
+                  "\n"
+                  "event: content_block_start\n"
+                  "data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":"
+                  "\"redacted_thinking\",\"data\":\"EmwK\"}}\n"
+                  "\n"
+                  "event: content_block_stop\n"
+                  "data: {\"type\":\"content_block_stop\",\"index\":1}\n"
+                  "\n"
+                  "event: content_block_start\n"
+                  "data: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":"
+                  "\"text\",\"text\":\"\"}}\n"
+                  "\n"
+                  "event: content_block_delta\n"
+                  "data: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"text_d"
+                  "elta\",\"text\":\"Hi\"}}\n"
+                  "\n"
+                  "event: content_block_stop\n"
+                  "data: {\"type\":\"content_block_stop\",\"index\":2}\n"
+                  "\n"
+                  "event: message_delta\n"
+                  "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop"
+                  "_sequence\":null},\"usage\":{\"input_tokens\":0,\"output_tokens\":0}}\n"
+                  "\n"
+                  "event: message_stop\n"
+                  "data: {\"type\":\"message_stop\"}\n"
+                  "\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -943,6 +1493,12 @@ int main(void)
         cmocka_unit_test(test_stream_json_output),
         cmocka_unit_test(test_stream_tool_bounds),
         cmocka_unit_test(test_stream_tool_input_at_start),
+        cmocka_unit_test(test_stream_tool_without_input_gets_empty_object),
+        cmocka_unit_test(test_request_history_tools_declared),
+        cmocka_unit_test(test_request_tool_result_error_and_images),
+        cmocka_unit_test(test_request_documents),
+        cmocka_unit_test(test_thinking_blocks),
+        cmocka_unit_test(test_thinking_blocks_to_messages),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

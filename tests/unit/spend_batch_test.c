@@ -109,6 +109,51 @@ static void test_counter_names(void **state)
                      TG_ETOOBIG);
 }
 
+
+/* team: records (router-svc's /team/new) mirror team budgets: a config team of the same id wins;
+ * a tombstone or a team without a budget removes it; a bad record is refused and skipped; other
+ * records are not team records. */
+static void test_team_budget_mirror(void **state)
+{
+    struct sp_config cfg;
+    struct sp_budgets *b;
+    char err[256];
+    char subj[4][SP_PG_SUBJECT_MAX];
+    int64_t period[4];
+    const char *ml = "{\"team_id\":\"ml\",\"max_budget\":2.5,\"budget_duration\":\"7d\"}";
+    const char *t1 = "{\"max_budget_nusd\":9,\"budget_duration_s\":60}";
+    const char *nobudget = "{\"team_id\":\"ml\",\"max_budget_nusd\":null}";
+    const char *life = "{\"max_budget_nusd\":1}";
+    (void)state;
+
+    sp_config_defaults(&cfg);
+    cfg.teams_n = 1;
+    snprintf(cfg.teams[0].team_id, sizeof(cfg.teams[0].team_id), "t1");
+    cfg.teams[0].max_budget_nusd = 5;
+    cfg.teams[0].budget_period_s = 3600;
+    b = sp_budgets_create(&cfg, NULL, err, sizeof(err));
+    assert_non_null(b);
+
+    assert_int_equal(sp_budgets_team_record(b, "key:x", 5, "{}", 2), 0);
+    assert_int_equal(sp_budgets_team_record(b, "team:ml", 7, ml, strlen(ml)), 1);
+    assert_int_equal(sp_budgets_period_of(b, 1, "ml"), 604800);
+    assert_int_equal(sp_budgets_team_record(b, "team:t1", 7, t1, strlen(t1)), 1);
+    assert_int_equal(sp_budgets_period_of(b, 1, "t1"), 3600); /* the config's */
+    assert_int_equal(sp_budgets_team_record(b, "team:life", 9, life, strlen(life)), 1);
+    assert_int_equal(sp_budgets_period_of(b, 1, "life"), SP_BUDGET_LIFETIME_S);
+    assert_int_equal(sp_budgets_list(b, 1, subj, period, 4), 3); /* t1 once, life, ml */
+    /* refused: a value naming another team */
+    assert_int_equal(sp_budgets_team_record(b, "team:zz", 7, ml, strlen(ml)), 1);
+    assert_int_equal(sp_budgets_period_of(b, 1, "zz"), 0);
+    /* no budget any more, then deleted */
+    assert_int_equal(sp_budgets_team_record(b, "team:ml", 7, nobudget, strlen(nobudget)), 1);
+    assert_int_equal(sp_budgets_period_of(b, 1, "ml"), 0);
+    assert_int_equal(sp_budgets_team_record(b, "team:life", 9, NULL, 0), 1);
+    assert_int_equal(sp_budgets_period_of(b, 1, "life"), 0);
+    assert_int_equal(sp_budgets_list(b, 1, subj, period, 4), 1);
+    sp_budgets_destroy(&b);
+}
+
 static void test_budget_mirror(void **state)
 {
     struct sp_config cfg;
@@ -252,7 +297,7 @@ static void test_control_golden_vectors(void **state)
         } else if (strcmp(ex, "delete") == 0) {
             assert_int_equal(rc, SP_RECORD_KEY_DELETE);
             assert_string_equal(k.key_hash, cv_get(v, "key_hash"));
-        } else if (strcmp(ex, "invalid") == 0 &&
+        } else if (strcmp(ex, "invalid") == 0 && strncmp(v->record_key, "team:", 5) != 0 &&
                    (strncmp(v->record_key, "key:", 4) == 0 ||
                     strncmp(cv_get(v, "problem"), "record key:", 11) == 0)) {
             if (rc != TG_EINVAL)
@@ -290,6 +335,7 @@ int main(void)
         cmocka_unit_test(test_dead_payload_capped),
         cmocka_unit_test(test_counter_names),
         cmocka_unit_test(test_budget_mirror),
+        cmocka_unit_test(test_team_budget_mirror),
         cmocka_unit_test(test_key_record_budget_out_of_range),
         cmocka_unit_test(test_valid_day),
     };

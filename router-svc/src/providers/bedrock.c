@@ -12,18 +12,22 @@
  * AWS_SESSION_TOKEN, AWS_DEFAULT_REGION, AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE).
  *
  *   request  {messages [{role user|assistant, content [{text} | {image {format, source
- *            {bytes}}} | {toolUse {toolUseId, name, input}} | {toolResult {toolUseId, content
- *            [{text}|{json}]}}]}], system [{text}], inferenceConfig {maxTokens, temperature,
- *            topP, stopSequences}, toolConfig {tools [{toolSpec {name, description,
- *            inputSchema {json}}}], toolChoice {auto|any|tool {name}}}}; roles alternate
- *            (consecutive turns of one role are merged), the first is the user's
+ *            {bytes}}} | {document {format pdf, name, source {bytes}}} | {toolUse {toolUseId,
+ *            name, input}} | {toolResult {toolUseId, content [{text}|{json}|{image}|{document}],
+ *            status error}}]}], system [{text}], inferenceConfig {maxTokens, temperature, topP,
+ *            stopSequences}, toolConfig {tools [{toolSpec {name, description, inputSchema
+ *            {json}}}], toolChoice {auto|any|tool {name}}}}; roles alternate (consecutive turns
+ *            of one role are merged), the first is the user's
+ *            (an assistant's thinking_blocks first as {reasoningContent {reasoningText {text,
+ *            signature}} | {redactedContent}})
  *   answer   {output {message {content [{text} | {toolUse} | {reasoningContent {reasoningText
- *            {text}}}]}}, stopReason end_turn|tool_use|max_tokens|stop_sequence|
- *            guardrail_intervened|content_filtered, usage {inputTokens, outputTokens,
- *            cacheReadInputTokens, cacheWriteInputTokens}}
+ *            {text, signature}} | {redactedContent}}]}} (thinking_blocks), stopReason
+ *            end_turn|tool_use|max_tokens|stop_sequence|guardrail_intervened|content_filtered,
+ *            usage {inputTokens, outputTokens, cacheReadInputTokens, cacheWriteInputTokens}}
  *   stream   event-stream frames (eventstream.c) with :event-type messageStart,
  *            contentBlockStart {start {toolUse {toolUseId, name}}}, contentBlockDelta {delta
- *            {text} | {toolUse {input: a piece of the JSON}} | {reasoningContent {text}}},
+ *            {text} | {toolUse {input: a piece of the JSON}} | {reasoningContent {text} |
+ *            {signature} | {redactedContent}}},
  *            contentBlockStop, messageStop {stopReason}, metadata {usage}; :message-type
  *            exception for errors (throttlingException, validationException, ...).
  *   errors   {"message": ...} with the status: 429 throttling, 400 ValidationException (an
@@ -67,6 +71,42 @@ static json_t *image_block(const json_t *image_url, char *err, size_t errlen)
                      "source", "bytes", semi + 8);
 }
 
+/* A file part (k) as a Converse document block: a PDF given as a data: URL; its name (which
+ * Converse requires, in letters, digits, single spaces, hyphens, parentheses and square
+ * brackets) the filename without ".pdf", other characters as hyphens, at most
+ * BEDROCK_DOC_NAME_MAX bytes; "document" when there is none. New or NULL with err. */
+#define BEDROCK_DOC_NAME_MAX 100
+
+static json_t *document_block(const json_t *file, size_t k, char *err, size_t errlen)
+{
+    const char *data, *filename;
+    char name[BEDROCK_DOC_NAME_MAX + 1];
+    size_t n = 0, fl;
+
+    if (rt_dialect_pdf(file, k, &data, &filename, err, errlen) != 0)
+        return NULL;
+    fl = filename != NULL ? strlen(filename) : 0;
+    if (fl >= 4 && strcasecmp(filename + fl - 4, ".pdf") == 0)
+        fl -= 4;
+    for (size_t i = 0; i < fl && n < BEDROCK_DOC_NAME_MAX; i++) {
+        unsigned char ch = (unsigned char)filename[i];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                 (ch >= '0' && ch <= '9') || ch == '-' || ch == '(' || ch == ')' || ch == '[' ||
+                 ch == ']';
+
+        if (ch == ' ' && n > 0 && name[n - 1] != ' ')
+            ok = 1;
+        else if (ch == ' ')
+            continue; /* no leading or consecutive spaces */
+        name[n++] = ok ? (char)ch : '-';
+    }
+    while (n > 0 && name[n - 1] == ' ')
+        n--;
+    name[n] = '\0';
+    return json_pack("{s:{s:s,s:s,s:{s:s}}}", "document", "format", "pdf", "name",
+                     n > 0 ? name : "document", "source", "bytes", data);
+}
+
 /* A turn of role with blocks, merged into the last turn when it has the same role. */
 static void add_turn(json_t *msgs, const char *role, json_t *blocks)
 {
@@ -81,29 +121,118 @@ static void add_turn(json_t *msgs, const char *role, json_t *blocks)
     json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", role, "content", blocks));
 }
 
-static json_t *tool_result_content(const json_t *content)
+/* The toolResult block for tool message m (index i): its content as Converse's {json} (a text
+ * that is a JSON object or array), {text}, {image} and {document} (a PDF file part) blocks;
+ * status "error" when the message is marked as an error result (RT_TRANSLATE_TOOL_ERROR_MARK,
+ * taken off). Other parts are refused naming them. New, or NULL with err. */
+static json_t *tool_result_block(const json_t *m, size_t i, char *err, size_t errlen)
 {
-    const char *t = json_string_value(content);
-    json_t *j = t != NULL ? json_loads(t, 0, NULL) : NULL;
+    const char *id = json_string_value(json_object_get(m, "tool_call_id"));
+    json_t *content, *out = NULL, *res = NULL, *p;
+    const char *t;
+    int is_error = 0;
+    size_t k;
 
-    if (json_is_object(j) || json_is_array(j))
-        return json_pack("[{s:o}]", "json", j);
-    json_decref(j);
-    if (t != NULL)
-        return json_pack("[{s:s}]", "text", t);
-    if (json_is_array(content)) {
-        json_t *out = json_array();
-        size_t i;
-        json_t *p;
-
-        json_array_foreach(content, i, p)
-        {
-            if (json_is_string(json_object_get(p, "text")))
-                json_array_append_new(out, json_pack("{s:O}", "text", json_object_get(p, "text")));
-        }
-        return out;
+    content = rt_dialect_tool_content(json_object_get(m, "content"), &is_error);
+    if (content == NULL) {
+        set_err(err, errlen, "out of memory");
+        return NULL;
     }
-    return json_pack("[{s:s}]", "text", "");
+    t = json_string_value(content);
+    if (t != NULL) {
+        json_t *j = json_loads(t, 0, NULL);
+
+        if (json_is_object(j) || json_is_array(j)) {
+            out = json_pack("[{s:o}]", "json", j);
+        } else {
+            json_decref(j);
+            out = json_pack("[{s:s}]", "text", t);
+        }
+    } else {
+        out = json_array();
+        json_array_foreach(content, k, p)
+        {
+            const char *type = json_string_value(json_object_get(p, "type"));
+            json_t *b = NULL;
+
+            if (type != NULL && strcmp(type, "text") == 0 &&
+                json_is_string(json_object_get(p, "text"))) {
+                b = json_pack("{s:O}", "text", json_object_get(p, "text"));
+            } else if (type != NULL && strcmp(type, "image_url") == 0) {
+                b = image_block(json_object_get(p, "image_url"), err, errlen);
+                if (b == NULL)
+                    goto out;
+            } else if (type != NULL && strcmp(type, "file") == 0) {
+                b = document_block(json_object_get(p, "file"), k, err, errlen);
+                if (b == NULL)
+                    goto out;
+            } else {
+                snprintf(err, errlen,
+                         "messages[%zu].content[%zu]: a tool result's \"%.32s\" part cannot be "
+                         "translated to Bedrock",
+                         i, k, type != NULL ? type : "(none)");
+                goto out;
+            }
+            json_array_append_new(out, b);
+        }
+        if (json_array_size(out) == 0)
+            json_array_append_new(out, json_pack("{s:s}", "text", ""));
+    }
+    res = json_pack("{s:{s:s,s:O}}", "toolResult", "toolUseId", id != NULL ? id : "tool",
+                    "content", out);
+    if (res != NULL && is_error)
+        json_object_set_new(json_object_get(res, "toolResult"), "status", json_string("error"));
+out:
+    json_decref(out);
+    json_decref(content);
+    return res;
+}
+
+/* 1 when the Converse messages hold a toolUse or toolResult block. */
+static int has_tool_blocks(const json_t *msgs)
+{
+    size_t i, k;
+    json_t *m, *b;
+
+    json_array_foreach(msgs, i, m)
+    {
+        json_array_foreach(json_object_get(m, "content"), k, b)
+        {
+            if (json_object_get(b, "toolUse") != NULL || json_object_get(b, "toolResult") != NULL)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* The toolSpecs of the tools the history's toolUse blocks name, each with an open object
+ * schema: Converse refuses toolUse and toolResult blocks without a toolConfig, and OpenAI
+ * clients often leave the tools out of the turn that carries the results. */
+static json_t *history_specs(const json_t *msgs)
+{
+    json_t *specs = json_array();
+    json_t *seen = json_object();
+    size_t i, k;
+    json_t *m, *b;
+
+    json_array_foreach(msgs, i, m)
+    {
+        json_array_foreach(json_object_get(m, "content"), k, b)
+        {
+            const char *name =
+                json_string_value(json_object_get(json_object_get(b, "toolUse"), "name"));
+
+            if (name == NULL || json_object_get(seen, name) != NULL)
+                continue;
+            json_object_set_new(seen, name, json_true());
+            json_array_append_new(specs,
+                                  json_pack("{s:{s:s,s:{s:{s:s,s:{}}}}}", "toolSpec", "name", name,
+                                            "inputSchema", "json", "type", "object",
+                                            "properties"));
+        }
+    }
+    json_decref(seen);
+    return specs;
 }
 
 static int tool_config(json_t *body, const json_t *chat, char *err, size_t errlen)
@@ -115,10 +244,21 @@ static int tool_config(json_t *body, const json_t *chat, char *err, size_t errle
     size_t i;
     json_t *t;
 
-    if (!json_is_array(tools) || json_array_size(tools) == 0)
+    int none = cs != NULL && strcmp(cs, "none") == 0;
+    int history = has_tool_blocks(json_object_get(body, "messages"));
+
+    if (!json_is_array(tools) || json_array_size(tools) == 0) {
+        specs = history ? history_specs(json_object_get(body, "messages")) : NULL;
+        if (json_array_size(specs) > 0)
+            json_object_set_new(body, "toolConfig", json_pack("{s:o}", "tools", specs));
+        else
+            json_decref(specs);
         return 0;
-    if (cs != NULL && strcmp(cs, "none") == 0)
-        return 0; /* Converse has no "none": the tools are left out */
+    }
+    /* Converse has no "none": the tools are left out, unless the history's tool blocks need
+     * them declared (then they are, without a choice: Converse cannot forbid a call) */
+    if (none && !history)
+        return 0;
     specs = json_array();
     json_array_foreach(tools, i, t)
     {
@@ -140,7 +280,7 @@ static int tool_config(json_t *body, const json_t *chat, char *err, size_t errle
         json_array_append_new(specs, json_pack("{s:o}", "toolSpec", spec));
     }
     tc = json_pack("{s:o}", "tools", specs);
-    if (cs != NULL && strcmp(cs, "required") == 0)
+    if (cs != NULL && strcmp(cs, "required") == 0) /* "none" sets no choice (see above) */
         json_object_set_new(tc, "toolChoice", json_pack("{s:{}}", "any"));
     else if (cs != NULL && strcmp(cs, "auto") == 0)
         json_object_set_new(tc, "toolChoice", json_pack("{s:{}}", "auto"));
@@ -183,21 +323,35 @@ static json_t *converse_request(const json_t *chat, const struct rt_deployment_c
             continue;
         blocks = json_array();
         if (strcmp(role, "tool") == 0 || strcmp(role, "function") == 0) {
-            const char *id = json_string_value(json_object_get(m, "tool_call_id"));
+            json_t *tr = tool_result_block(m, i, err, errlen);
 
-            json_array_append_new(blocks, json_pack("{s:{s:s,s:o}}", "toolResult", "toolUseId",
-                                                    id != NULL ? id : "tool", "content",
-                                                    tool_result_content(content)));
+            if (tr == NULL) {
+                json_decref(blocks);
+                goto fail;
+            }
+            json_array_append_new(blocks, tr);
             add_turn(out, "user", blocks);
             continue;
         }
-        if (rt_dialect_content(content, blocks, image_block, 1, err, errlen) != 0) {
+        if (rt_dialect_content(content, blocks, image_block,
+                               strcmp(role, "user") == 0 ? document_block : NULL, 1, err,
+                               errlen) != 0) {
             json_decref(blocks);
             goto fail;
         }
         if (strcmp(role, "assistant") == 0) {
             size_t k;
-            json_t *tc;
+            json_t *tc, *th = json_array();
+
+            /* the turn's reasoning first, signatures unchanged, as Claude wants it back */
+            if (rt_dialect_thinking_blocks(m, i, th, 1, err, errlen) != 0) {
+                json_decref(th);
+                json_decref(blocks);
+                goto fail;
+            }
+            json_array_extend(th, blocks);
+            json_decref(blocks);
+            blocks = th;
 
             json_array_foreach(json_object_get(m, "tool_calls"), k, tc)
             {
@@ -292,7 +446,7 @@ static json_t *converse_response(const json_t *answer, const char *model, char *
         json_object_get(json_object_get(json_object_get(answer, "output"), "message"), "content");
     const json_t *u = json_object_get(answer, "usage");
     const char *finish = finish_of(json_string_value(json_object_get(answer, "stopReason")));
-    json_t *calls = json_array(), *msg;
+    json_t *calls = json_array(), *msg, *tb = NULL;
     char *text = NULL, *reas = NULL;
     size_t tl = 0, rl = 0, i;
     json_t *b;
@@ -310,7 +464,22 @@ static json_t *converse_response(const json_t *answer, const char *model, char *
         const char *r = json_string_value(json_object_get(
             json_object_get(json_object_get(b, "reasoningContent"), "reasoningText"), "text"));
         const char *piece = t != NULL ? t : r;
+        const json_t *rc = json_object_get(b, "reasoningContent");
+        const json_t *rsig = json_object_get(json_object_get(rc, "reasoningText"), "signature");
+        const json_t *red = json_object_get(rc, "redactedContent");
+        json_t *e = NULL;
 
+        /* LiteLLM's thinking_blocks: what the client sends back in the next turn (reasoning
+         * without a signature is reasoning_content only: Claude takes it back with one) */
+        if (t == NULL && r != NULL && json_is_string(rsig))
+            e = json_pack("{s:s,s:s,s:O}", "type", "thinking", "thinking", r, "signature", rsig);
+        else if (t == NULL && json_is_string(red))
+            e = json_pack("{s:s,s:O}", "type", "redacted_thinking", "data", red);
+        if (e != NULL) {
+            if (tb == NULL)
+                tb = json_array();
+            json_array_append_new(tb, e);
+        }
         if (piece != NULL) {
             char **dst = t != NULL ? &text : &reas;
             size_t *len = t != NULL ? &tl : &rl;
@@ -333,6 +502,7 @@ static json_t *converse_response(const json_t *answer, const char *model, char *
                 free(text);
                 free(reas);
                 json_decref(calls);
+                json_decref(tb);
                 set_err(err, errlen, "the provider's answer has a malformed toolUse");
                 return NULL;
             }
@@ -346,6 +516,8 @@ static json_t *converse_response(const json_t *answer, const char *model, char *
                     text != NULL ? json_stringn(text, tl) : json_null());
     if (reas != NULL)
         json_object_set_new(msg, "reasoning_content", json_stringn(reas, rl));
+    if (tb != NULL)
+        json_object_set_new(msg, "thinking_blocks", tb);
     free(text);
     free(reas);
     if (json_array_size(calls) > 0)
@@ -395,6 +567,7 @@ static int converse_stream_event(struct rt_dialect_stream *st, const char *raw, 
                 return TG_EPROTO;
             }
             st->open_tool = st->n_tools++;
+            st->open_tool_args = 0;
             delta =
                 json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index", st->open_tool,
                           "id", id, "type", "function", "function", "name", name, "arguments", "");
@@ -403,19 +576,36 @@ static int converse_stream_event(struct rt_dialect_stream *st, const char *raw, 
         const json_t *d = json_object_get(j, "delta");
         const char *t = json_string_value(json_object_get(d, "text"));
         const char *in = json_string_value(json_object_get(json_object_get(d, "toolUse"), "input"));
-        const char *r =
-            json_string_value(json_object_get(json_object_get(d, "reasoningContent"), "text"));
+        const json_t *rcon = json_object_get(d, "reasoningContent");
+        const char *r = json_string_value(json_object_get(rcon, "text"));
+        const json_t *rsig = json_object_get(rcon, "signature");
+        const json_t *red = json_object_get(rcon, "redactedContent");
 
-        if (t != NULL)
+        if (t != NULL) {
             delta = json_pack("{s:s}", "content", t);
-        else if (in != NULL && st->open_tool >= 0)
+        } else if (in != NULL && st->open_tool >= 0 && in[0] != '\0') {
+            st->open_tool_args = 1;
             delta = json_pack("{s:[{s:i,s:{s:s}}]}", "tool_calls", "index", st->open_tool,
                               "function", "arguments", in);
-        else if (r != NULL)
+        } else if (r != NULL) {
             delta = json_pack("{s:s}", "reasoning_content", r);
-    } else if (strcmp(et, "contentBlockStop") == 0) {
+        } else if (json_is_string(rsig)) {
+            /* the reasoning's signature, as LiteLLM streams it */
+            delta = json_pack("{s:[{s:s,s:s,s:O}]}", "thinking_blocks", "type", "thinking",
+                              "thinking", "", "signature", rsig);
+        } else if (json_is_string(red)) {
+            delta = json_pack("{s:[{s:s,s:O}]}", "thinking_blocks", "type", "redacted_thinking",
+                              "data", red);
+        }
+    } else if (strcmp(et, "contentBlockStop") == 0 || strcmp(et, "messageStop") == 0) {
+        /* A call whose input streamed empty (no delta, or ""): its arguments are "{}", as
+         * OpenAI sends them; "" does not parse as JSON in the client. */
+        if (st->open_tool >= 0 && !st->open_tool_args)
+            delta = json_pack("{s:[{s:i,s:{s:s}}]}", "tool_calls", "index", st->open_tool,
+                              "function", "arguments", "{}");
         st->open_tool = -1;
-    } else if (strcmp(et, "messageStop") == 0) {
+    }
+    if (strcmp(et, "messageStop") == 0) {
         const char *f = finish_of(json_string_value(json_object_get(j, "stopReason")));
 
         snprintf(st->finish, sizeof(st->finish), "%s", f != NULL ? f : "stop");

@@ -160,8 +160,36 @@ int rt_dialect_wire(const struct rt_dialect *d, enum rt_api client, struct rt_wi
     }
 }
 
+#define PDF_PREFIX "data:application/pdf;base64,"
+
+int rt_dialect_pdf(const json_t *file, size_t k, const char **data, const char **filename,
+                   char *err, size_t errlen)
+{
+    const char *fd = json_string_value(json_object_get(file, "file_data"));
+    const json_t *fn = json_object_get(file, "filename");
+
+    if (json_object_get(file, "file_id") != NULL) {
+        snprintf(err, errlen, "messages: content[%zu].file.file_id: an uploaded file cannot be "
+                 "translated (send the PDF as file_data)", k);
+        return TG_EINVAL;
+    }
+    if (fd == NULL || strncmp(fd, PDF_PREFIX, strlen(PDF_PREFIX)) != 0) {
+        snprintf(err, errlen, "messages: content[%zu].file.file_data: must be a "
+                 PDF_PREFIX " URL (PDFs are the files both sides take)", k);
+        return TG_EINVAL;
+    }
+    if (fn != NULL && !json_is_string(fn)) {
+        snprintf(err, errlen, "messages: content[%zu].file.filename: must be a string", k);
+        return TG_EINVAL;
+    }
+    *data = fd + strlen(PDF_PREFIX);
+    *filename = json_string_value(fn);
+    return 0;
+}
+
 int rt_dialect_content(const json_t *content, json_t *out,
                        json_t *(*image)(const json_t *image_url, char *err, size_t errlen),
+                       json_t *(*file)(const json_t *file, size_t k, char *err, size_t errlen),
                        int skip_empty, char *err, size_t errlen)
 {
     size_t i;
@@ -188,6 +216,10 @@ int rt_dialect_content(const json_t *content, json_t *out,
             b = json_pack("{s:O}", "text", json_object_get(p, "text"));
         } else if (type != NULL && strcmp(type, "image_url") == 0) {
             b = image(json_object_get(p, "image_url"), err, errlen);
+            if (b == NULL)
+                return TG_EINVAL;
+        } else if (type != NULL && strcmp(type, "file") == 0 && file != NULL) {
+            b = file(json_object_get(p, "file"), i, err, errlen);
             if (b == NULL)
                 return TG_EINVAL;
         } else {
@@ -257,7 +289,8 @@ const json_t *rt_dialect_messages(const json_t *chat, json_t *sys,
             return NULL;
         }
         if (rt_dialect_is_system(role) && rt_dialect_content(json_object_get(m, "content"), sys,
-                                                             image, skip_empty, err, errlen) != 0)
+                                                             image, NULL, skip_empty, err,
+                                                             errlen) != 0)
             return NULL;
     }
     return msgs;
@@ -266,4 +299,88 @@ const json_t *rt_dialect_messages(const json_t *chat, json_t *sys,
 int rt_dialect_is_system(const char *role)
 {
     return strcmp(role, "system") == 0 || strcmp(role, "developer") == 0;
+}
+
+json_t *rt_dialect_tool_content(const json_t *content, int *is_error)
+{
+    size_t ml = strlen(RT_TRANSLATE_TOOL_ERROR_MARK);
+    const json_t *first = json_is_array(content) ? json_array_get(content, 0) : content;
+    const char *s = NULL;
+    json_t *out;
+
+    *is_error = 0;
+    if (json_is_string(first))
+        s = json_string_value(first);
+    else if (json_is_object(first) && json_is_string(json_object_get(first, "type")) &&
+             strcmp(json_string_value(json_object_get(first, "type")), "text") == 0)
+        s = json_string_value(json_object_get(first, "text"));
+    if (s == NULL || strncmp(s, RT_TRANSLATE_TOOL_ERROR_MARK, ml) != 0 ||
+        (s[ml] != '\0' && s[ml] != ' '))
+        return content != NULL ? json_incref((json_t *)content) : json_null();
+    *is_error = 1;
+    s += ml + (s[ml] == ' ');
+    if (json_is_string(content))
+        return json_string(s);
+    out = json_copy((json_t *)content); /* shallow: the first part is replaced, not changed */
+    if (out == NULL)
+        return NULL;
+    if (s[0] == '\0')
+        json_array_remove(out, 0);
+    else
+        json_array_set_new(out, 0, json_pack("{s:s,s:s}", "type", "text", "text", s));
+    return out;
+}
+
+int rt_dialect_thinking_blocks(const json_t *m, size_t i, json_t *out, int converse, char *err,
+                               size_t errlen)
+{
+    const json_t *tb = json_object_get(m, "thinking_blocks");
+    const json_t *b;
+    size_t k;
+
+    if (tb == NULL || json_is_null(tb))
+        return 0;
+    if (!json_is_array(tb)) {
+        snprintf(err, errlen, "messages[%zu].thinking_blocks: expected an array", i);
+        return TG_EINVAL;
+    }
+    json_array_foreach(tb, k, b) {
+        const char *type = json_string_value(json_object_get(b, "type"));
+        const json_t *th = json_object_get(b, "thinking"), *sig = json_object_get(b, "signature");
+        const json_t *data = json_object_get(b, "data");
+        const char *bad = NULL;
+        json_t *e;
+
+        if (type == NULL)
+            bad = "type";
+        else if (strcmp(type, "thinking") == 0 && !json_is_string(th))
+            bad = "thinking";
+        else if (strcmp(type, "thinking") == 0 && !json_is_string(sig))
+            bad = "signature";
+        else if (strcmp(type, "redacted_thinking") == 0 && !json_is_string(data))
+            bad = "data";
+        if (bad != NULL) {
+            snprintf(err, errlen, "messages[%zu].thinking_blocks[%zu].%s: expected a string", i,
+                     k, bad);
+            return TG_EINVAL;
+        }
+        if (strcmp(type, "thinking") == 0)
+            e = converse ? json_pack("{s:{s:{s:O,s:O}}}", "reasoningContent", "reasoningText",
+                                     "text", th, "signature", sig)
+                         : json_pack("{s:s,s:O,s:O}", "type", "thinking", "thinking", th,
+                                     "signature", sig);
+        else if (strcmp(type, "redacted_thinking") == 0)
+            e = converse ? json_pack("{s:{s:O}}", "reasoningContent", "redactedContent", data)
+                         : json_pack("{s:s,s:O}", "type", "redacted_thinking", "data", data);
+        else {
+            snprintf(err, errlen, "messages[%zu].thinking_blocks[%zu].type: \"%.32s\" is not "
+                     "thinking or redacted_thinking", i, k, type);
+            return TG_EINVAL;
+        }
+        if (e == NULL || json_array_append_new(out, e) != 0) {
+            snprintf(err, errlen, "out of memory");
+            return TG_ENOMEM;
+        }
+    }
+    return 0;
 }

@@ -19,6 +19,7 @@
  * OpenAI's side as in translate.c. Parts marked "thought" are reasoning: reasoning_content. */
 #include "providers/provider.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include "tg_err.h"
 
 #define GEMINI_SCHEMA_DEPTH_MAX 32 /* nesting of a JSON schema copied into a request */
+#define GEMINI_SCHEMA_NODES_MAX 10000 /* objects and arrays of one, references inlined */
 
 static void set_err(char *err, size_t errlen, const char *msg)
 {
@@ -37,22 +39,179 @@ static void set_err(char *err, size_t errlen, const char *msg)
 
 /* ---- request ---- */
 
-/* A copy of a JSON schema without what Gemini's schema refuses ($schema, additionalProperties,
- * strict). NULL past GEMINI_SCHEMA_DEPTH_MAX. */
-static json_t *clean_schema(const json_t *s, int depth)
+/* A JSON schema copied for Gemini (clean_schema): the schema whose "#/..." references ($ref)
+ * resolve, the references being inlined (a cycle cannot be inlined), the objects and arrays
+ * made so far (GEMINI_SCHEMA_NODES_MAX: references used many times multiply), and why a copy
+ * stopped. */
+struct schema_ctx {
+    const json_t *root;
+    const json_t *inlining[GEMINI_SCHEMA_DEPTH_MAX + 1]; /* the targets being inlined */
+    int n_inlining;
+    size_t nodes;
+    char why[160];
+};
+
+static json_t *clean_schema(struct schema_ctx *cx, const json_t *s, int depth);
+
+/* A JSON schema's list of types ("type": ["integer", "null"], as OpenAI's strict mode writes
+ * an optional field) set into out the way Gemini's Schema says it, whose type is one value:
+ * the one type that is not "null" (more than one: anyOf of each), nullable when "null" is one
+ * of them. */
+static void clean_type_list(json_t *out, const json_t *types)
+{
+    json_t *any = json_array();
+    const char *one = NULL;
+    size_t i, n = 0;
+    json_t *t;
+    int nullable = 0;
+
+    json_array_foreach(types, i, t)
+    {
+        const char *ty = json_string_value(t);
+
+        if (ty == NULL)
+            continue;
+        if (strcmp(ty, "null") == 0) {
+            nullable = 1;
+            continue;
+        }
+        one = ty;
+        n++;
+        json_array_append_new(any, json_pack("{s:s}", "type", ty));
+    }
+    if (n == 1)
+        json_object_set_new(out, "type", json_string(one));
+    else if (n > 1)
+        json_object_set_new(out, "anyOf", json_incref(any));
+    if (nullable)
+        json_object_set_new(out, "nullable", json_true());
+    json_decref(any);
+}
+
+/* properties: each property's schema cleaned, its name kept whatever it is (a parameter may be
+ * called "strict", "additionalProperties" or "$ref"). NULL with cx->why. */
+static json_t *clean_properties(struct schema_ctx *cx, const json_t *props, int depth)
+{
+    const char *k;
+    json_t *v;
+    json_t *out;
+
+    if (!json_is_object(props))
+        return clean_schema(cx, props, depth);
+    out = json_object();
+    json_object_foreach((json_t *)props, k, v)
+    {
+        json_t *c = clean_schema(cx, v, depth + 1);
+
+        if (c == NULL) {
+            json_decref(out);
+            return NULL;
+        }
+        json_object_set_new(out, k, c);
+    }
+    return out;
+}
+
+/* The value a local reference ("#", "#/$defs/Name", "#/definitions/a~1b/0": a JSON pointer,
+ * ~0 and ~1 unescaped) points to in root, or NULL. Borrowed from root. */
+static const json_t *resolve_ref(const json_t *root, const char *ref)
+{
+    const json_t *cur = root;
+    const char *p = ref + 1;
+    char seg[128];
+
+    if (ref[0] != '#')
+        return NULL;
+    while (*p == '/') {
+        size_t n = 0;
+
+        for (p++; *p != '\0' && *p != '/'; p++) {
+            char ch = *p;
+
+            if (ch == '~' && (p[1] == '0' || p[1] == '1'))
+                ch = *++p == '0' ? '~' : '/';
+            if (n + 1 >= sizeof(seg))
+                return NULL;
+            seg[n++] = ch;
+        }
+        seg[n] = '\0';
+        if (json_is_object(cur)) {
+            cur = json_object_get(cur, seg);
+        } else if (json_is_array(cur)) {
+            char *end;
+            unsigned long i = strtoul(seg, &end, 10);
+
+            cur = end != seg && *end == '\0' ? json_array_get(cur, i) : NULL;
+        } else {
+            cur = NULL;
+        }
+        if (cur == NULL)
+            return NULL;
+    }
+    return *p == '\0' ? cur : NULL;
+}
+
+/* The schema s's "$ref" inlined: a copy of its target, cleaned. NULL with cx->why when it does
+ * not resolve, is cyclic, or the copy stops. */
+static json_t *inline_ref(struct schema_ctx *cx, const char *ref, int depth)
+{
+    const json_t *target = resolve_ref(cx->root, ref);
+    json_t *out;
+
+    if (!json_is_object(target)) {
+        snprintf(cx->why, sizeof(cx->why),
+                 "$ref \"%.64s\" does not point to a schema in this one (Gemini takes no "
+                 "references: they are inlined)",
+                 ref);
+        return NULL;
+    }
+    for (int i = 0; i < cx->n_inlining; i++) {
+        if (cx->inlining[i] == target) {
+            snprintf(cx->why, sizeof(cx->why),
+                     "$ref \"%.64s\" is recursive: Gemini takes no references and a recursive "
+                     "one cannot be inlined",
+                     ref);
+            return NULL;
+        }
+    }
+    if (cx->n_inlining > GEMINI_SCHEMA_DEPTH_MAX) {
+        snprintf(cx->why, sizeof(cx->why), "nested deeper than %d levels, references inlined",
+                     GEMINI_SCHEMA_DEPTH_MAX);
+        return NULL;
+    }
+    cx->inlining[cx->n_inlining++] = target;
+    out = clean_schema(cx, target, depth + 1);
+    cx->n_inlining--;
+    return out;
+}
+
+/* A copy of a JSON schema as Gemini's Schema takes it: without what it refuses ($schema,
+ * additionalProperties, strict, $defs and definitions), references ($ref) inlined (their
+ * siblings kept over the target's members), a list of types as one type (clean_type_list),
+ * property names as they are. NULL with cx->why past GEMINI_SCHEMA_DEPTH_MAX or
+ * GEMINI_SCHEMA_NODES_MAX, for a reference that cannot be inlined, or out of memory. */
+static json_t *clean_schema(struct schema_ctx *cx, const json_t *s, int depth)
 {
     const char *k;
     json_t *v;
     json_t *out;
     size_t i;
 
-    if (depth > GEMINI_SCHEMA_DEPTH_MAX)
+    if (depth > GEMINI_SCHEMA_DEPTH_MAX) {
+        snprintf(cx->why, sizeof(cx->why), "nested deeper than %d levels, references inlined",
+                     GEMINI_SCHEMA_DEPTH_MAX);
         return NULL;
+    }
+    if ((json_is_array(s) || json_is_object(s)) && ++cx->nodes > GEMINI_SCHEMA_NODES_MAX) {
+        snprintf(cx->why, sizeof(cx->why), "larger than %d objects once its references are inlined",
+                 GEMINI_SCHEMA_NODES_MAX);
+        return NULL;
+    }
     if (json_is_array(s)) {
         out = json_array();
         json_array_foreach(s, i, v)
         {
-            json_t *c = clean_schema(v, depth + 1);
+            json_t *c = clean_schema(cx, v, depth + 1);
 
             if (c == NULL) {
                 json_decref(out);
@@ -64,21 +223,48 @@ static json_t *clean_schema(const json_t *s, int depth)
     }
     if (!json_is_object(s))
         return json_deep_copy(s);
-    out = json_object();
+    v = json_object_get(s, "$ref");
+    if (v != NULL && !json_is_string(v)) {
+        snprintf(cx->why, sizeof(cx->why), "$ref: must be a string");
+        return NULL;
+    }
+    out = v != NULL ? inline_ref(cx, json_string_value(v), depth) : json_object();
+    if (out == NULL)
+        return NULL;
     json_object_foreach((json_t *)s, k, v)
     {
         json_t *c;
 
         if (strcmp(k, "$schema") == 0 || strcmp(k, "additionalProperties") == 0 ||
-            strcmp(k, "strict") == 0)
+            strcmp(k, "strict") == 0 || strcmp(k, "$ref") == 0 || strcmp(k, "$defs") == 0 ||
+            strcmp(k, "definitions") == 0)
             continue;
-        c = clean_schema(v, depth + 1);
+        if (strcmp(k, "type") == 0 && json_is_array(v)) {
+            clean_type_list(out, v);
+            continue;
+        }
+        c = strcmp(k, "properties") == 0 ? clean_properties(cx, v, depth + 1)
+                                         : clean_schema(cx, v, depth + 1);
         if (c == NULL) {
             json_decref(out);
             return NULL;
         }
         json_object_set_new(out, k, c);
     }
+    return out;
+}
+
+/* schema as Gemini takes it (clean_schema), or NULL with err naming field. */
+static json_t *gemini_schema(const json_t *schema, const char *field, char *err, size_t errlen)
+{
+    struct schema_ctx cx;
+    json_t *out;
+
+    memset(&cx, 0, sizeof(cx));
+    cx.root = schema;
+    out = clean_schema(&cx, schema, 0);
+    if (out == NULL)
+        snprintf(err, errlen, "%s: %s", field, cx.why[0] != '\0' ? cx.why : "out of memory");
     return out;
 }
 
@@ -135,33 +321,64 @@ static json_t *image_part(const json_t *image_url, char *err, size_t errlen)
     return json_pack("{s:{s:s,s:s}}", "fileData", "mimeType", mime, "fileUri", url);
 }
 
-/* functionResponse.response from a tool message's content: the JSON object it holds, else
- * {"content": text}. */
-static json_t *tool_result(const json_t *content)
+/* A file part (k) as an inlineData part: a PDF given as a data: URL (its filename has no place
+ * in a Part and is left out). New or NULL with err. */
+static json_t *file_part(const json_t *file, size_t k, char *err, size_t errlen)
 {
-    json_t *j = NULL;
-    const char *text = json_string_value(content);
-    char *joined = NULL;
+    const char *data, *filename;
 
+    if (rt_dialect_pdf(file, k, &data, &filename, err, errlen) != 0)
+        return NULL;
+    return json_pack("{s:{s:s,s:s}}", "inlineData", "mimeType", "application/pdf", "data", data);
+}
+
+/* functionResponse.response from the content of tool message i: the JSON object its text is,
+ * else {"content": text}; a result marked as an error (RT_TRANSLATE_TOOL_ERROR_MARK) as
+ * {"error": the object or the text}, the key Google's reference gives for a failed call. The
+ * content is text only (a functionResponse takes no images: refused naming the part). New, or
+ * NULL with err. */
+static json_t *tool_result(const json_t *m, size_t i, char *err, size_t errlen)
+{
+    const json_t *raw = json_object_get(m, "content");
+    json_t *content = NULL, *j = NULL, *p;
+    const char *text = NULL;
+    char *joined = NULL;
+    int is_error = 0;
+    size_t k, n = 0;
+
+    json_array_foreach(raw, k, p)
+    {
+        const char *t = json_string_value(json_object_get(p, "type"));
+
+        if (t == NULL || strcmp(t, "text") != 0 || !json_is_string(json_object_get(p, "text"))) {
+            snprintf(err, errlen,
+                     "messages[%zu].content[%zu]: a tool result's \"%.32s\" part cannot be "
+                     "translated: Gemini's functionResponse takes text only",
+                     i, k, t != NULL ? t : "(none)");
+            return NULL;
+        }
+    }
+    content = rt_dialect_tool_content(raw, &is_error);
+    if (content == NULL) {
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    text = json_string_value(content);
     if (json_is_array(content)) {
         /* text parts joined */
-        size_t i, n = 0;
-        json_t *p;
-
-        json_array_foreach(content, i, p)
+        json_array_foreach(content, k, p)
         {
-            const char *t = json_string_value(json_object_get(p, "text"));
-
-            n += t != NULL ? strlen(t) : 0;
+            n += json_string_length(json_object_get(p, "text"));
         }
         joined = calloc(1, n + 1);
         if (joined != NULL) {
-            json_array_foreach(content, i, p)
+            n = 0;
+            json_array_foreach(content, k, p)
             {
-                const char *t = json_string_value(json_object_get(p, "text"));
+                const json_t *t = json_object_get(p, "text");
 
-                if (t != NULL)
-                    strcat(joined, t);
+                memcpy(joined + n, json_string_value(t), json_string_length(t));
+                n += json_string_length(t);
             }
         }
         text = joined;
@@ -170,9 +387,16 @@ static json_t *tool_result(const json_t *content)
         j = json_loads(text, 0, NULL);
     if (!json_is_object(j)) {
         json_decref(j);
-        j = json_pack("{s:s}", "content", text != NULL ? text : "");
+        j = json_string(text != NULL ? text : "");
+        if (!is_error)
+            j = json_pack("{s:o}", "content", j);
     }
+    if (is_error)
+        j = json_pack("{s:o}", "error", j);
     free(joined);
+    json_decref(content);
+    if (j == NULL)
+        set_err(err, errlen, "out of memory");
     return j;
 }
 
@@ -239,12 +463,14 @@ static int set_tools(json_t *body, const json_t *tools, char *err, size_t errlen
         if (json_is_string(json_object_get(fn, "description")))
             json_object_set(d, "description", json_object_get(fn, "description"));
         if (json_is_object(params)) {
-            json_t *c = clean_schema(params, 0);
+            char field[64];
+            json_t *c;
 
+            snprintf(field, sizeof(field), "tools[%zu].function.parameters", i);
+            c = gemini_schema(params, field, err, errlen);
             if (c == NULL) {
                 json_decref(d);
                 json_decref(decls);
-                set_err(err, errlen, "tools: a parameters schema is nested too deeply");
                 return TG_EINVAL;
             }
             json_object_set_new(d, "parameters", c);
@@ -294,11 +520,11 @@ static int set_generation_config(json_t *body, const json_t *chat, char *err, si
             const json_t *schema = json_object_get(json_object_get(v, "json_schema"), "schema");
 
             if (json_is_object(schema)) {
-                json_t *c = clean_schema(schema, 0);
+                json_t *c = gemini_schema(schema, "response_format.json_schema.schema", err,
+                                          errlen);
 
                 if (c == NULL) {
                     json_decref(gc);
-                    set_err(err, errlen, "response_format: the schema is nested too deeply");
                     return TG_EINVAL;
                 }
                 json_object_set_new(gc, "responseSchema", c);
@@ -346,8 +572,13 @@ static json_t *gemini_request(const json_t *chat, const struct rt_deployment_con
         if (rt_dialect_is_system(role))
             continue;
         if (strcmp(role, "tool") == 0 || strcmp(role, "function") == 0) {
-            json_t *fr = json_pack("{s:{s:s,s:o}}", "functionResponse", "name", call_name(ids, m),
-                                   "response", tool_result(content));
+            json_t *res = tool_result(m, i, err, errlen);
+            json_t *fr;
+
+            if (res == NULL)
+                goto fail;
+            fr = json_pack("{s:{s:s,s:o}}", "functionResponse", "name", call_name(ids, m),
+                           "response", res);
 
             if (last_tool == NULL) {
                 last_tool = json_pack("{s:s,s:[]}", "role", "user", "parts");
@@ -358,7 +589,9 @@ static json_t *gemini_request(const json_t *chat, const struct rt_deployment_con
         }
         last_tool = NULL;
         parts = json_array();
-        if (rt_dialect_content(content, parts, image_part, 0, err, errlen) != 0) {
+        if (rt_dialect_content(content, parts, image_part,
+                               strcmp(role, "user") == 0 ? file_part : NULL, 0, err,
+                               errlen) != 0) {
             json_decref(parts);
             goto fail;
         }
@@ -430,14 +663,42 @@ static const char *finish_of(const char *r)
     return "stop";
 }
 
-/* The parts of one candidate: text, reasoning and tool calls (ids call_<first + k>). */
+/* What makes the tool call ids of one answer unique across a conversation (Gemini has no call
+ * ids: "call_0" in every turn let a client that matches results by id mix up turns): the
+ * answer's responseId, its characters outside [A-Za-z0-9_-] left out (ids go on to Anthropic,
+ * whose tool_use ids take those only), at most GEMINI_CALL_PREFIX_MAX of them; without one, the
+ * clock and a process-wide counter. Into dst (cap bytes). Any thread. */
+#define GEMINI_CALL_PREFIX_MAX 40
+
+static void call_prefix(const json_t *answer, char *dst, size_t cap)
+{
+    static atomic_uint_fast64_t counter;
+    const char *rid = json_string_value(json_object_get(answer, "responseId"));
+    size_t n = 0;
+
+    for (; rid != NULL && *rid != '\0' && n < GEMINI_CALL_PREFIX_MAX && n + 1 < cap; rid++) {
+        char ch = *rid;
+
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            ch == '_' || ch == '-')
+            dst[n++] = ch;
+    }
+    dst[n] = '\0';
+    if (n == 0)
+        snprintf(dst, cap, "%llx%llx", (unsigned long long)time(NULL),
+                 (unsigned long long)atomic_fetch_add(&counter, 1));
+}
+
+/* The parts of one candidate: text, reasoning and tool calls (ids call_<prefix>_<first + k>:
+ * see call_prefix). */
 struct parts_out {
     json_t *text;      /* string or NULL */
     json_t *reasoning; /* string or NULL */
     json_t *calls;     /* array (maybe empty) */
 };
 
-static int read_parts(const json_t *parts, int first_call, struct parts_out *o)
+static int read_parts(const json_t *parts, const char *prefix, int first_call,
+                      struct parts_out *o)
 {
     size_t i, tl = 0, rl = 0;
     json_t *p;
@@ -468,7 +729,7 @@ static int read_parts(const json_t *parts, int first_call, struct parts_out *o)
             const char *name = json_string_value(json_object_get(fc, "name"));
             const json_t *args = json_object_get(fc, "args");
             char *a = json_is_object(args) ? json_dumps(args, JSON_COMPACT) : strdup("{}");
-            char id[32];
+            char id[64];
 
             if (name == NULL || a == NULL) {
                 free(a);
@@ -476,7 +737,8 @@ static int read_parts(const json_t *parts, int first_call, struct parts_out *o)
                 free(reas);
                 return TG_EPROTO;
             }
-            snprintf(id, sizeof(id), "call_%d", first_call + (int)json_array_size(o->calls));
+            snprintf(id, sizeof(id), "call_%.*s_%d", GEMINI_CALL_PREFIX_MAX, prefix,
+                     first_call + (int)json_array_size(o->calls));
             json_array_append_new(o->calls,
                                   json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function",
                                             "function", "name", name, "arguments", a));
@@ -500,13 +762,14 @@ static json_t *gemini_response(const json_t *answer, const char *model, char *er
     json_t *choices;
     size_t i;
     json_t *c;
-    char id[96];
+    char id[96], prefix[GEMINI_CALL_PREFIX_MAX + 1];
     int64_t prompt, completion;
 
     if (!json_is_object(answer) || (cands != NULL && !json_is_array(cands))) {
         set_err(err, errlen, "the provider's answer is not a generateContent response");
         return NULL;
     }
+    call_prefix(answer, prefix, sizeof(prefix));
     choices = json_array();
     json_array_foreach(cands, i, c)
     {
@@ -515,7 +778,8 @@ static json_t *gemini_response(const json_t *answer, const char *model, char *er
         json_t *msg;
         const json_t *idx = json_object_get(c, "index");
 
-        if (read_parts(json_object_get(json_object_get(c, "content"), "parts"), 0, &po) != 0) {
+        if (read_parts(json_object_get(json_object_get(c, "content"), "parts"), prefix, 0, &po) !=
+            0) {
             json_decref(po.calls);
             json_decref(choices);
             set_err(err, errlen, "the provider's answer has a malformed part");
@@ -599,8 +863,10 @@ static int gemini_stream_event(struct rt_dialect_stream *st, const char *raw, si
         json_decref(j);
         return 0;
     }
-    if (read_parts(json_object_get(json_object_get(cand, "content"), "parts"), st->n_tools, &po) !=
-        0) {
+    if (st->call_prefix[0] == '\0')
+        call_prefix(j, st->call_prefix, sizeof(st->call_prefix));
+    if (read_parts(json_object_get(json_object_get(cand, "content"), "parts"), st->call_prefix,
+                   st->n_tools, &po) != 0) {
         json_decref(po.calls);
         json_decref(j);
         return TG_EPROTO;

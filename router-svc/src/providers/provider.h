@@ -135,7 +135,10 @@ struct rt_dialect_stream {
     int usage_found;
     int n_tools;   /* tool calls started (their index in the chunks) */
     int open_tool; /* Bedrock: index of the tool call whose input is streaming, -1 */
+    int open_tool_args; /* Bedrock: 1 once that call's input had a byte */
     char tool_ids[RT_DIALECT_TOOLS_MAX][64];
+    char call_prefix[48]; /* Gemini: what makes the stream's tool call ids unique, "" before
+                           * the first call */
 };
 
 struct rt_dialect {
@@ -181,6 +184,12 @@ int rt_dialect_done(struct tg_buf *out);
  * rt_dialect_count: a non-negative integer member of o, 0 otherwise.
  * rt_dialect_stream_close: a stream_end for dialects whose provider says it finished
  * (st->finished, st->finish): the closing chunk, the usage chunk and [DONE], once. */
+/* rt_dialect_tool_content: a chat tool message's content (borrowed) without the error mark
+ * (RT_TRANSLATE_TOOL_ERROR_MARK, translate.h): *is_error 1 when it was there (and the content
+ * returned without it: a string, or the array without the mark, its part dropped when nothing
+ * else was in it), else 0 and the content itself (null when there is none). Returns a new
+ * reference, or NULL when out of memory. */
+json_t *rt_dialect_tool_content(const json_t *content, int *is_error);
 /* rt_dialect_messages: the chat request's messages checked (a non-empty array, each with a
  * role), the system and developer messages' content appended to sys as rt_dialect_content
  * does; the array (borrowed from chat) or NULL with err. The caller walks the others, skipping
@@ -191,10 +200,27 @@ const json_t *rt_dialect_messages(const json_t *chat, json_t *sys,
                                   int skip_empty, char *err, size_t errlen);
 int rt_dialect_is_system(const char *role);
 int rt_dialect_wire(const struct rt_dialect *d, enum rt_api client, struct rt_wire *out);
+/* rt_dialect_content also takes file parts when file is not NULL: file() makes the block of a
+ * part's "file" object (k: the part's index, for the error); with NULL they are refused. */
 int rt_dialect_content(const json_t *content, json_t *out,
                        json_t *(*image)(const json_t *image_url, char *err, size_t errlen),
+                       json_t *(*file)(const json_t *file, size_t k, char *err, size_t errlen),
                        int skip_empty, char *err, size_t errlen);
+/* rt_dialect_pdf: an OpenAI file part's file object (part k of a message) as a PDF: *data its
+ * base64 bytes, *filename its filename or NULL (both borrowed from file). 0, or TG_EINVAL with
+ * err naming what cannot be translated: a file_id (an upload the other side does not have), a
+ * file_data that is not a data:application/pdf;base64, URL. */
+int rt_dialect_pdf(const json_t *file, size_t k, const char **data, const char **filename,
+                   char *err, size_t errlen);
 json_t *rt_dialect_call_args(const json_t *fn);
+/* rt_dialect_thinking_blocks: assistant message i's thinking_blocks (LiteLLM's field: entries
+ * {"type":"thinking","thinking","signature"} and {"type":"redacted_thinking","data"}) appended
+ * to out, in order, signatures and data unchanged: as Anthropic thinking / redacted_thinking
+ * blocks, or (converse) as Bedrock reasoningContent blocks (reasoningText {text, signature},
+ * redactedContent). Absent or null: nothing. 0, or TG_EINVAL with err naming the entry's field,
+ * e.g. messages[3].thinking_blocks[0].signature. */
+int rt_dialect_thinking_blocks(const json_t *m, size_t i, json_t *out, int converse, char *err,
+                               size_t errlen);
 int64_t rt_dialect_count(const json_t *o, const char *k);
 /* rt_dialect_usage: an OpenAI usage object for the counts (parts cut to their totals). New. */
 json_t *rt_dialect_usage(int64_t prompt, int64_t cache_read, int64_t cache_creation,

@@ -106,6 +106,30 @@ only when set; merged into a kafka: section dict. Call with (dict "kafka" $kafka
 {{- end -}}
 
 {{/*
+The redis: section both services take (url, username, password, tls), from the values' redis
+(v), set into the dict redis.
+*/}}
+{{- define "tollgate.redis" -}}
+{{- $_ := set .redis "url" .v.url -}}
+{{- if .v.username -}}
+{{- $_ := set .redis "username" .v.username -}}
+{{- end -}}
+{{- if .v.password -}}
+{{- $_ := set .redis "password" .v.password -}}
+{{- end -}}
+{{- $rtls := dict -}}
+{{- $vtls := default (dict) .v.tls -}}
+{{- range $k, $key := dict "caFile" "ca_file" "certFile" "cert_file" "keyFile" "key_file" "serverName" "server_name" -}}
+{{- if index $vtls $k -}}
+{{- $_ := set $rtls $key (index $vtls $k) -}}
+{{- end -}}
+{{- end -}}
+{{- if $rtls -}}
+{{- $_ := set .redis "tls" $rtls -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 router-svc configuration: the LiteLLM sections as given, plus the tollgate: section built from
 values. Rendered as a YAML document, then re-serialised by the ConfigMap.
 */}}
@@ -138,6 +162,11 @@ values. Rendered as a YAML document, then re-serialised by the ConfigMap.
 {{- if $r.keys -}}
 {{- $_ := set $tg "keys" $r.keys -}}
 {{- end -}}
+{{- if $r.limitSync.enabled -}}
+{{- $rr := dict "sync_interval_ms" ($r.limitSync.syncIntervalMs | int64) -}}
+{{- include "tollgate.redis" (dict "redis" $rr "v" .Values.redis) -}}
+{{- $_ := set $tg "redis" $rr -}}
+{{- end -}}
 {{- $tg = mergeOverwrite $tg (deepCopy (default (dict) $r.tollgateExtra)) -}}
 model_list:
 {{- toYaml $r.modelList | nindent 2 }}
@@ -162,22 +191,8 @@ tollgate:
 {{- $s := .Values.spend -}}
 {{- $kafka := dict "brokers" .Values.kafka.brokers "topic" .Values.kafka.eventsTopic "control_topic" .Values.kafka.controlTopic "group_id" $s.groupId -}}
 {{- include "tollgate.kafka.security" (dict "kafka" $kafka "v" .Values.kafka) -}}
-{{- $redis := dict "url" .Values.redis.url -}}
-{{- if .Values.redis.username -}}
-{{- $_ := set $redis "username" .Values.redis.username -}}
-{{- end -}}
-{{- if .Values.redis.password -}}
-{{- $_ := set $redis "password" .Values.redis.password -}}
-{{- end -}}
-{{- $rtls := dict -}}
-{{- range $k, $key := dict "caFile" "ca_file" "certFile" "cert_file" "keyFile" "key_file" "serverName" "server_name" -}}
-{{- if index (default (dict) $.Values.redis.tls) $k -}}
-{{- $_ := set $rtls $key (index $.Values.redis.tls $k) -}}
-{{- end -}}
-{{- end -}}
-{{- if $rtls -}}
-{{- $_ := set $redis "tls" $rtls -}}
-{{- end -}}
+{{- $redis := dict -}}
+{{- include "tollgate.redis" (dict "redis" $redis "v" .Values.redis) -}}
 {{- $cfg := dict
       "listen" (printf "0.0.0.0:%d" ($s.port | int))
       "master_key" .Values.masterKey

@@ -1,5 +1,5 @@
-/* redis_conn: see redis_conn.h. */
-#include "redis_conn.h"
+/* tg_redis: see tg_redis.h. */
+#include "tg_redis.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,20 +25,67 @@
 
 #define READ_CHUNK 16384
 
-struct sp_redis_conn {
+struct tg_redis_conn {
     int fd;
     SSL_CTX *ctx;
     SSL *ssl;
     redisReader *reader;
     uint32_t timeout_ms;
     int broken;
-    char err[SP_REDIS_ERR_CAP];
+    char err[TG_REDIS_ERR_CAP];
+    char *pipe;       /* commands queued by tg_redis_conn_append (TG_REDIS_PIPELINE_MAX) */
+    size_t pipe_len;  /* bytes queued */
+    size_t announced; /* array elements announced by the reply being read */
 };
 
-static void set_err(struct sp_redis_conn *c, const char *fmt, ...)
+/* The reader's functions: hiredis's own, with createArray bounded (tg_redis_reader_create). */
+static redisReplyObjectFunctions bounded_fns;
+static void *(*hiredis_create_array)(const redisReadTask *, int);
+static pthread_once_t fns_once = PTHREAD_ONCE_INIT;
+
+static void *bounded_create_array(const redisReadTask *task, int elements)
+{
+    size_t *announced = task->privdata;
+
+    if (elements < 0 || (size_t)elements > TG_REDIS_ELEMENTS_MAX)
+        return NULL;
+    if (announced != NULL) {
+        if ((size_t)elements > TG_REDIS_ELEMENTS_MAX - *announced)
+            return NULL;
+        *announced += (size_t)elements;
+    }
+    return hiredis_create_array(task, elements);
+}
+
+static void fns_init(void)
+{
+    redisReader *r = redisReaderCreate();
+
+    if (r == NULL)
+        return;
+    bounded_fns = *r->fn;
+    redisReaderFree(r);
+    hiredis_create_array = bounded_fns.createArray;
+    bounded_fns.createArray = bounded_create_array;
+}
+
+redisReader *tg_redis_reader_create(size_t *announced)
+{
+    redisReader *r;
+
+    pthread_once(&fns_once, fns_init);
+    if (hiredis_create_array == NULL)
+        return NULL;
+    r = redisReaderCreateWithFunctions(&bounded_fns);
+    if (r != NULL)
+        r->privdata = announced;
+    return r;
+}
+
+static void set_err(struct tg_redis_conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-static void set_err(struct sp_redis_conn *c, const char *fmt, ...)
+static void set_err(struct tg_redis_conn *c, const char *fmt, ...)
 {
     va_list ap;
 
@@ -47,8 +95,18 @@ static void set_err(struct sp_redis_conn *c, const char *fmt, ...)
     c->broken = 1;
 }
 
+/* reader_error: the reason of a reader's failure into c->err. */
+static void reader_error(struct tg_redis_conn *c)
+{
+    if (c->reader->err == REDIS_ERR_OOM)
+        set_err(c, "protocol error: a reply announces over %u elements (or memory ran out)",
+                TG_REDIS_ELEMENTS_MAX);
+    else
+        set_err(c, "protocol error: %s", c->reader->errstr);
+}
+
 /* tls_reason: the first queued OpenSSL error, or the verification result. */
-static void tls_reason(struct sp_redis_conn *c, const char *what)
+static void tls_reason(struct tg_redis_conn *c, const char *what)
 {
     long v = c->ssl != NULL ? SSL_get_verify_result(c->ssl) : X509_V_OK;
     unsigned long e = ERR_peek_last_error();
@@ -77,7 +135,7 @@ static void set_timeouts(int fd, uint32_t ms)
 }
 
 /* dial: a blocking TCP socket connected to host:port within timeout_ms, or -1 (err set). */
-static int dial(struct sp_redis_conn *c, const char *host, int port, uint32_t timeout_ms)
+static int dial(struct tg_redis_conn *c, const char *host, int port, uint32_t timeout_ms)
 {
     struct addrinfo hints, *res = NULL, *ai;
     char service[16];
@@ -152,7 +210,7 @@ static int nonempty(const char *s)
     return s != NULL && s[0] != '\0';
 }
 
-static int tls_start(struct sp_redis_conn *c, const struct sp_redis_conn_opts *o)
+static int tls_start(struct tg_redis_conn *c, const struct tg_redis_conn_opts *o)
 {
     const char *name = nonempty(o->server_name) ? o->server_name : o->host;
     int ok;
@@ -201,9 +259,9 @@ static int tls_start(struct sp_redis_conn *c, const struct sp_redis_conn_opts *o
     return 0;
 }
 
-void sp_redis_conn_close(struct sp_redis_conn **pc)
+void tg_redis_conn_close(struct tg_redis_conn **pc)
 {
-    struct sp_redis_conn *c = pc != NULL ? *pc : NULL;
+    struct tg_redis_conn *c = pc != NULL ? *pc : NULL;
 
     if (c == NULL)
         return;
@@ -217,11 +275,12 @@ void sp_redis_conn_close(struct sp_redis_conn **pc)
         close(c->fd);
     if (c->reader != NULL)
         redisReaderFree(c->reader);
+    free(c->pipe);
     free(c);
     *pc = NULL;
 }
 
-static int write_all(struct sp_redis_conn *c, const char *buf, size_t len, uint64_t deadline)
+static int write_all(struct tg_redis_conn *c, const char *buf, size_t len, uint64_t deadline)
 {
     while (len > 0) {
         ssize_t n;
@@ -252,24 +311,25 @@ static int write_all(struct sp_redis_conn *c, const char *buf, size_t len, uint6
     return 0;
 }
 
-/* read_reply: the next reply, reading at most SP_REDIS_REPLY_MAX bytes for it. */
-static redisReply *read_reply(struct sp_redis_conn *c, uint64_t deadline)
+/* read_reply: the next reply, reading at most TG_REDIS_REPLY_MAX bytes for it. */
+static redisReply *read_reply(struct tg_redis_conn *c, uint64_t deadline)
 {
     char buf[READ_CHUNK];
     size_t taken = 0;
     void *reply = NULL;
 
+    c->announced = 0;
     for (;;) {
         ssize_t n;
 
         if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
-            set_err(c, "protocol error: %s", c->reader->errstr);
+            reader_error(c);
             return NULL;
         }
         if (reply != NULL)
             return reply;
-        if (taken >= SP_REDIS_REPLY_MAX) {
-            set_err(c, "reply over %u bytes", SP_REDIS_REPLY_MAX);
+        if (taken >= TG_REDIS_REPLY_MAX) {
+            set_err(c, "reply over %u bytes", TG_REDIS_REPLY_MAX);
             return NULL;
         }
         if (tg_now_mono_ms() > deadline) {
@@ -295,7 +355,7 @@ static redisReply *read_reply(struct sp_redis_conn *c, uint64_t deadline)
             }
         }
         if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
-            set_err(c, "protocol error: %s", c->reader->errstr);
+            reader_error(c);
             return NULL;
         }
         taken += (size_t)n;
@@ -303,7 +363,7 @@ static redisReply *read_reply(struct sp_redis_conn *c, uint64_t deadline)
 }
 
 /* exchange: send cmd (formatted, len bytes), read its reply. */
-static redisReply *exchange(struct sp_redis_conn *c, const char *cmd, int len)
+static redisReply *exchange(struct tg_redis_conn *c, const char *cmd, int len)
 {
     uint64_t deadline = tg_now_mono_ms() + c->timeout_ms;
 
@@ -318,7 +378,7 @@ static redisReply *exchange(struct sp_redis_conn *c, const char *cmd, int len)
     return read_reply(c, deadline);
 }
 
-redisReply *sp_redis_conn_argv(struct sp_redis_conn *c, int argc, const char **argv,
+redisReply *tg_redis_conn_argv(struct tg_redis_conn *c, int argc, const char **argv,
                                const size_t *argvlen)
 {
     char *cmd = NULL;
@@ -330,7 +390,7 @@ redisReply *sp_redis_conn_argv(struct sp_redis_conn *c, int argc, const char **a
     return r;
 }
 
-redisReply *sp_redis_conn_cmd(struct sp_redis_conn *c, const char *fmt, ...)
+redisReply *tg_redis_conn_cmd(struct tg_redis_conn *c, const char *fmt, ...)
 {
     char *cmd = NULL;
     va_list ap;
@@ -346,13 +406,54 @@ redisReply *sp_redis_conn_cmd(struct sp_redis_conn *c, const char *fmt, ...)
     return r;
 }
 
-const char *sp_redis_conn_error(const struct sp_redis_conn *c)
+int tg_redis_conn_append(struct tg_redis_conn *c, int argc, const char **argv,
+                         const size_t *argvlen)
+{
+    char *cmd = NULL;
+    int len;
+
+    if (c->broken)
+        return -1;
+    if (c->pipe == NULL) {
+        c->pipe = malloc(TG_REDIS_PIPELINE_MAX);
+        if (c->pipe == NULL)
+            return -1;
+    }
+    len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
+    if (len < 0 || (size_t)len > TG_REDIS_PIPELINE_MAX - c->pipe_len) {
+        if (cmd != NULL)
+            redisFreeCommand(cmd);
+        return -1;
+    }
+    memcpy(c->pipe + c->pipe_len, cmd, (size_t)len);
+    c->pipe_len += (size_t)len;
+    redisFreeCommand(cmd);
+    return 0;
+}
+
+redisReply *tg_redis_conn_reply(struct tg_redis_conn *c)
+{
+    uint64_t deadline = tg_now_mono_ms() + c->timeout_ms;
+
+    if (c->broken)
+        return NULL;
+    if (c->pipe_len > 0) {
+        size_t n = c->pipe_len;
+
+        c->pipe_len = 0;
+        if (write_all(c, c->pipe, n, deadline) != 0)
+            return NULL;
+    }
+    return read_reply(c, deadline);
+}
+
+const char *tg_redis_conn_error(const struct tg_redis_conn *c)
 {
     return c->err;
 }
 
 /* setup: AUTH and SELECT; 0, or -1 with the reason in c->err. */
-static int setup(struct sp_redis_conn *c, const struct sp_redis_conn_opts *o)
+static int setup(struct tg_redis_conn *c, const struct tg_redis_conn_opts *o)
 {
     redisReply *r;
 
@@ -362,11 +463,11 @@ static int setup(struct sp_redis_conn *c, const struct sp_redis_conn_opts *o)
                           strlen(o->password)};
 
         if (nonempty(o->username)) {
-            r = sp_redis_conn_argv(c, 3, argv, lens);
+            r = tg_redis_conn_argv(c, 3, argv, lens);
         } else {
             argv[1] = o->password;
             lens[1] = lens[2];
-            r = sp_redis_conn_argv(c, 2, argv, lens);
+            r = tg_redis_conn_argv(c, 2, argv, lens);
         }
         if (r == NULL)
             return -1;
@@ -379,7 +480,7 @@ static int setup(struct sp_redis_conn *c, const struct sp_redis_conn_opts *o)
         freeReplyObject(r);
     }
     if (o->db != 0) {
-        r = sp_redis_conn_cmd(c, "SELECT %d", o->db);
+        r = tg_redis_conn_cmd(c, "SELECT %d", o->db);
         if (r == NULL)
             return -1;
         if (r->type == REDIS_REPLY_ERROR) {
@@ -392,10 +493,10 @@ static int setup(struct sp_redis_conn *c, const struct sp_redis_conn_opts *o)
     return 0;
 }
 
-struct sp_redis_conn *sp_redis_conn_open(const struct sp_redis_conn_opts *o, char *err,
+struct tg_redis_conn *tg_redis_conn_open(const struct tg_redis_conn_opts *o, char *err,
                                          size_t errlen)
 {
-    struct sp_redis_conn *c = calloc(1, sizeof(*c));
+    struct tg_redis_conn *c = calloc(1, sizeof(*c));
 
     if (c == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -403,7 +504,7 @@ struct sp_redis_conn *sp_redis_conn_open(const struct sp_redis_conn_opts *o, cha
     }
     c->fd = -1;
     c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 1000;
-    c->reader = redisReaderCreate();
+    c->reader = tg_redis_reader_create(&c->announced);
     if (c->reader == NULL) {
         set_err(c, "out of memory");
         goto fail;
@@ -419,6 +520,6 @@ struct sp_redis_conn *sp_redis_conn_open(const struct sp_redis_conn_opts *o, cha
 fail:
     snprintf(err, errlen, "%s", c->err[0] != '\0' ? c->err : "connection failed");
     c->broken = 1;
-    sp_redis_conn_close(&c);
+    tg_redis_conn_close(&c);
     return NULL;
 }
