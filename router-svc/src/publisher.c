@@ -38,6 +38,9 @@ struct rt_publisher {
     struct rt_spool *spool;
     rd_kafka_t *rk;
     rd_kafka_topic_t *rkt;
+    rd_kafka_conf_t *conf;   /* what each producer instance is made from (kept for a new one) */
+    _Atomic int fatal;       /* librdkafka reported a fatal error: the instance is unusable */
+    uint64_t renew_ms;       /* monotonic ms of the last new instance */
     pthread_t thread;
     int thread_started;
     _Atomic int stop;
@@ -82,6 +85,8 @@ struct rt_publisher {
     _Atomic uint64_t produced;
     _Atomic uint64_t queue_full;
     _Atomic uint64_t pauses;        /* pauses for held acknowledgements */
+    _Atomic uint64_t renewals;      /* producer instances replaced after a fatal error */
+    _Atomic uint64_t outq;          /* rd_kafka_outq_len() after the last pass */
     _Atomic int paused_shared;
     _Atomic uint64_t base_shared;   /* copy of base for other threads */
     _Atomic uint64_t oldest_ts;     /* append time of the oldest unacknowledged record, or 0 */
@@ -154,6 +159,8 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     char esc[TG_KAFKA_LASTERR_CAP];
 
     (void)rk;
+    if (err == RD_KAFKA_RESP_ERR__FATAL)
+        atomic_store(&pub->fatal, 1);
     if (tg_kafka_lasterr_note(&pub->last_error, err, reason, esc, sizeof(esc)))
         atomic_store(&pub->kafka_up, 0);
     TG_WARN_RL("event=kafka_error code=%s reason=\"%s\"",
@@ -259,12 +266,21 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
     int n = 0;
 
     if (pub->rewind_to != UINT64_MAX) {
-        rt_spool_rewind(pub->spool, pub->rewind_to);
-        pub->expect = pub->rewind_to > pub->base ? pub->rewind_to : pub->base;
-        for (uint64_t s = pub->expect; s < pub->expect + RT_PUBLISHER_WINDOW; s++) {
+        /* Produce again from the first record that failed, or from the lowest one not
+         * acknowledged when that one was delivered since by a copy produced after an earlier
+         * rewind. What was produced from there on is read again (what got acknowledged is
+         * skipped); what is still in flight below it stays produced, so that its own failure
+         * rewinds again. */
+        uint64_t from = pub->rewind_to > pub->base ? pub->rewind_to : pub->base;
+
+        if (from > pub->expect)
+            from = pub->expect;
+        for (uint64_t s = from; s < pub->expect; s++) {
             if (pub->state[s % RT_PUBLISHER_WINDOW] == SLOT_PRODUCED)
                 pub->state[s % RT_PUBLISHER_WINDOW] = SLOT_EMPTY;
         }
+        rt_spool_rewind(pub->spool, from);
+        pub->expect = from;
         pub->rewind_to = UINT64_MAX;
         pub->mark_n = 0; /* seqs produced again: earlier marks no longer order them */
     }
@@ -282,6 +298,8 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
 
         if (rc <= 0)
             break;
+        if (rec.seq < pub->expect)
+            continue; /* read before (the reader starts at the checkpoint at most) */
         if (rec.seq - pub->base >= RT_PUBLISHER_WINDOW) {
             /* Past the window: leave it in the spool for later. */
             rt_spool_rewind(pub->spool, rec.seq);
@@ -290,6 +308,10 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
         /* Records missing from the spool (skipped as corrupt) will never be acknowledged. */
         for (; pub->expect < rec.seq; pub->expect++)
             pub->state[pub->expect % RT_PUBLISHER_WINDOW] = SLOT_ACKED;
+        if (pub->state[rec.seq % RT_PUBLISHER_WINDOW] == SLOT_ACKED) {
+            pub->expect = rec.seq + 1; /* delivered before a rewind: not produced again */
+            continue;
+        }
         keylen = rec.len > 0 ? buf[0] : 0;
         if (rec.len < 1 || keylen > PUB_KEY_MAX || 1 + keylen > rec.len) {
             count_reason(pub, "corrupt_record");
@@ -309,6 +331,8 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
                 atomic_fetch_add(&pub->queue_full, 1);
             else
                 count_reason(pub, rd_kafka_err2name(err));
+            if (err == RD_KAFKA_RESP_ERR__FATAL)
+                atomic_store(&pub->fatal, 1);
             rt_spool_rewind(pub->spool, rec.seq);
             pub->expect = rec.seq;
             break;
@@ -465,6 +489,72 @@ static void hold_or_release(struct rt_publisher *pub)
         pub->probing = 0;
 }
 
+/* A fatal error leaves the producer instance unusable: every produce call fails from then on.
+ * librdkafka 2.0.2 raises one when the idempotent producer finds its sequence numbers out of
+ * step with a partition's new leader (OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest request in
+ * flight), which a leader change under load can cause. The records are in the spool: the
+ * instance is replaced by one made from the same configuration (a new producer id), and every
+ * record not acknowledged is produced again; spend-svc drops the duplicates by call id. At
+ * most once per RT_PUBLISHER_RENEW_MS. Publisher thread. */
+static void renew_producer(struct rt_publisher *pub)
+{
+    uint64_t now = tg_now_mono_ms();
+    rd_kafka_conf_t *conf;
+    rd_kafka_topic_t *rkt;
+    rd_kafka_t *rk;
+    rd_kafka_resp_err_t ferr;
+    char kerr[512];
+
+    if (pub->renew_ms != 0 && now - pub->renew_ms < RT_PUBLISHER_RENEW_MS)
+        return;
+    pub->renew_ms = now;
+    ferr = rd_kafka_fatal_error(pub->rk, NULL, 0);
+    conf = rd_kafka_conf_dup(pub->conf);
+    rk = conf != NULL ? rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr)) : NULL;
+    if (rk == NULL) {
+        if (conf != NULL)
+            rd_kafka_conf_destroy(conf);
+        TG_ERROR_RL("event=kafka_producer_fatal reason=%s action=new_producer_failed",
+                    rd_kafka_err2name(ferr));
+        return;
+    }
+    rkt = rd_kafka_topic_new(rk, pub->topic, NULL);
+    if (rkt == NULL) {
+        rd_kafka_destroy(rk);
+        TG_ERROR_RL("event=kafka_producer_fatal reason=%s action=new_producer_failed",
+                    rd_kafka_err2name(ferr));
+        return;
+    }
+    /* The old instance's records are purged and their reports served here; the slots are
+     * reset after it is gone, so none of its reports can touch them later. */
+    rd_kafka_topic_destroy(pub->rkt);
+    rd_kafka_purge(pub->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_poll(pub->rk, 0);
+    rd_kafka_destroy(pub->rk);
+    pub->rk = rk;
+    pub->rkt = rkt;
+    for (uint64_t s = pub->base; s < pub->expect; s++) {
+        if (pub->state[s % RT_PUBLISHER_WINDOW] == SLOT_PRODUCED)
+            pub->state[s % RT_PUBLISHER_WINDOW] = SLOT_EMPTY;
+    }
+    pub->rewind_to = pub->base;
+    /* Pauses, leaders and connections were the old instance's. */
+    memset(pub->paused_p, 0, sizeof(pub->paused_p));
+    memset(pub->leader_up, 0, sizeof(pub->leader_up));
+    pub->paused = 0;
+    atomic_store(&pub->paused_shared, 0);
+    pub->probing = 0;
+    pub->hold_start_ms = 0;
+    pub->stats_ms = 0;
+    pub->brokers_up = 0;
+    pub->partitions = 0;
+    pub->last_ack_ms = now;
+    atomic_store(&pub->fatal, 0);
+    atomic_fetch_add(&pub->renewals, 1);
+    TG_ERROR("event=kafka_producer_fatal reason=%s action=new_producer in_flight=%" PRIu64,
+             rd_kafka_err2name(ferr), pub->expect - pub->base);
+}
+
 static void *publisher_main(void *arg)
 {
     struct rt_publisher *pub = arg;
@@ -476,13 +566,18 @@ static void *publisher_main(void *arg)
         return NULL;
     }
     while (!atomic_load(&pub->stop)) {
-        int n = produce_some(pub, buf);
+        int n;
+
+        if (atomic_load(&pub->fatal))
+            renew_producer(pub);
+        n = produce_some(pub, buf);
 
         mark_produced(pub, tg_now_mono_ms());
 
         rd_kafka_poll(pub->rk, n >= RT_PUBLISHER_PASS_MAX ? 0
                                : pub->probing       ? RT_PUBLISHER_PROBE_MS
                                                     : RT_PUBLISHER_TAIL_MS);
+        atomic_store(&pub->outq, (uint64_t)rd_kafka_outq_len(pub->rk));
         advance_base(pub, 0);
         hold_or_release(pub);
         if (pub->cfg.fsync_interval_ms > 0 &&
@@ -581,9 +676,12 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     rd_kafka_conf_set_error_cb(conf, on_error);
     rd_kafka_conf_set_log_cb(conf, on_log);
     rd_kafka_conf_set_stats_cb(conf, on_stats);
-    pub->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr));
+    pub->conf = conf; /* kept for a new instance after a fatal error */
+    conf = rd_kafka_conf_dup(pub->conf);
+    pub->rk = conf != NULL ? rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr)) : NULL;
     if (pub->rk == NULL) {
-        snprintf(err, errlen, "publisher: cannot create producer: %s", kerr);
+        snprintf(err, errlen, "publisher: cannot create producer: %s",
+                 conf != NULL ? kerr : "out of memory");
         goto fail; /* conf is still ours */
     }
     conf = NULL;
@@ -681,6 +779,8 @@ void rt_publisher_destroy(struct rt_publisher **pp)
         rd_kafka_poll(pub->rk, 0);
         rd_kafka_destroy(pub->rk);
     }
+    if (pub->conf != NULL)
+        rd_kafka_conf_destroy(pub->conf);
     rt_spool_close(&pub->spool);
     free(pub->state);
     free(pub->ts);
@@ -728,7 +828,11 @@ void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b)
     tg_prom_gauge(b, "tollgate_router_spool_oldest_unacked_seconds",
                   "Age of the oldest spooled event not yet acknowledged by Kafka", age);
     tg_prom_gauge(b, "tollgate_router_producer_queue_depth",
-                  "Messages in the Kafka producer queue", (double)rd_kafka_outq_len(pub->rk));
+                  "Messages in the Kafka producer queue", (double)atomic_load(&pub->outq));
+    tg_prom_counter(b, "tollgate_router_producer_renewals_total",
+                    "Kafka producer instances replaced after a fatal error (the records not "
+                    "acknowledged are produced again from the spool)",
+                    atomic_load(&pub->renewals));
     tg_prom_counter(b, "tollgate_router_producer_queue_full_total",
                     "Produce calls refused because the producer queue was full",
                     atomic_load(&pub->queue_full));

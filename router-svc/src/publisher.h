@@ -62,6 +62,9 @@
 #define RT_PUBLISHER_PROBE_MS 2             /* a resume for time alone lasts one pass this long */
 #define RT_PUBLISHER_BROKERS_MAX 256
 #define RT_PUBLISHER_PARTITIONS_MAX 1024
+/* A producer instance that reported a fatal error is replaced by a new one (publisher.c,
+ * renew_producer), at most this often. */
+#define RT_PUBLISHER_RENEW_MS 1000u
 
 struct rt_publisher;
 struct tg_kafka_opts;

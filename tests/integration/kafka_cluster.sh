@@ -114,7 +114,7 @@ check_rows() {
 pipeline_state() {
     echo "--- router-svc publisher"
     curl -s --max-time 5 "$TG_ROUTER_URL/metrics" |
-        grep -E '^tollgate_router_(events|spool|producer|kafka)' || true
+        grep -E '^tollgate_router_(events|spool|producer|kafka|delivery)' || true
     echo "--- tollgate.events.v1: partition, low, high (Kafka); next offset (PostgreSQL)"
     "$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" ends tollgate.events.v1 6 10000 || true
     psql_q -c "SELECT partition, next_offset, updated_at FROM consumer_offsets

@@ -394,6 +394,46 @@ int main(int argc, char **argv)
                "event delivered\n");
     }
 
+    /* 6. A fatal error: the broker answers the oldest produce request in flight with
+     * OUT_OF_ORDER_SEQUENCE_NUMBER, as a new partition leader can after a leader change under
+     * load. librdkafka 2.0.2 then declares the idempotent producer out of step, and every
+     * produce call on that instance fails from then on: unless the publisher replaces it,
+     * nothing more reaches Kafka until the router restarts. */
+    {
+        char t6[96], line[160];
+        struct tg_buf mb;
+        const char *p;
+        uint64_t t0;
+
+        snprintf(t6, sizeof(t6), "%s.fatal", topic);
+        snprintf(line, sizeof(line), "topic %s 2", t6);
+        kafka_ctl(line);
+        s.n = 0;
+        pub = make_pub(dir, t6);
+        submit_n(pub, &s, 100);
+        CHECK(rt_publisher_drain(pub, 60000) == 0, "drain before the fatal error timed out");
+        kafka_ctl("error Produce OUT_OF_ORDER_SEQUENCE_NUMBER 1");
+        t0 = tg_now_mono_us();
+        for (int i = 0; i < 10; i++) {
+            submit_n(pub, &s, 20);
+            tg_sleep_ms(50);
+        }
+        CHECK(rt_publisher_drain(pub, 20000) == 0,
+              "events submitted around a fatal producer error were not delivered in 20 s");
+        printf("# drained %.2f s after the fatal error was provoked\n",
+               (double)(tg_now_mono_us() - t0) / 1e6);
+        CHECK(tg_buf_init(&mb, 1u << 16) == 0, "metrics buffer");
+        rt_publisher_write_metrics(pub, &mb);
+        p = strstr(mb.data, "\ntollgate_router_producer_renewals_total ");
+        CHECK(p != NULL && strtoull(p + 41, NULL, 10) == 1,
+              "one producer instance should have been replaced: %.60s", p != NULL ? p + 1 : "-");
+        tg_buf_fini(&mb);
+        rt_publisher_destroy(&pub);
+        got = consume_topic(t6, &s, 60000);
+        CHECK(got == 300, "300 submitted around the fatal error, %zu arrived", got);
+        printf("ok 6 - a fatal producer error: the instance is replaced, every event delivered\n");
+    }
+
     free(s.ids);
     {
         char cmd[256];
@@ -401,6 +441,6 @@ int main(int argc, char **argv)
         if (system(cmd) != 0)
             fprintf(stderr, "could not remove %s\n", dir);
     }
-    printf("5 passed, 0 failed\n");
+    printf("6 passed, 0 failed\n");
     return 0;
 }
