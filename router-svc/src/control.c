@@ -423,10 +423,11 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     struct rt_control *ctl = opaque;
 
-    (void)rk;
     (void)reason;
     if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
         atomic_store(&ctl->kafka_up, 0);
+    if (err == RD_KAFKA_RESP_ERR__FATAL && rd_kafka_type(rk) == RD_KAFKA_PRODUCER)
+        atomic_store(&ctl->prod_fatal, 1);
     TG_WARN_RL("msg=\"control topic kafka error\" code=%s",
                rd_kafka_err2name((rd_kafka_resp_err_t)err));
 }
@@ -673,6 +674,56 @@ static void consume_batch(struct rt_control *ctl, int timeout_ms)
     check_replay_done(ctl);
 }
 
+/* A fatal error leaves the idempotent producer unusable (librdkafka 2.0.2 raises one when its
+ * sequence numbers are out of step with a partition's new leader): every publish would be
+ * refused until a restart. The instance is replaced by one made from the same configuration,
+ * at most once per RT_CONTROL_RENEW_MS; what the old one held is purged, and its delivery
+ * reports answer the callers (503: the change was not confirmed, the caller tries again).
+ * Control thread. */
+static void renew_producer(struct rt_control *ctl)
+{
+    uint64_t now = tg_now_mono_ms(), deadline;
+    rd_kafka_conf_t *conf;
+    rd_kafka_topic_t *rkt, *old_rkt;
+    rd_kafka_t *rk, *old;
+    rd_kafka_resp_err_t ferr;
+    char kerr[512];
+
+    if (ctl->prod_renew_ms != 0 && now - ctl->prod_renew_ms < RT_CONTROL_RENEW_MS)
+        return;
+    ctl->prod_renew_ms = now;
+    ferr = rd_kafka_fatal_error(ctl->prod, NULL, 0);
+    conf = rd_kafka_conf_dup(ctl->prod_conf);
+    rk = conf != NULL ? rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr)) : NULL;
+    rkt = rk != NULL ? rd_kafka_topic_new(rk, ctl->topic, NULL) : NULL;
+    if (rkt == NULL) {
+        if (rk != NULL)
+            rd_kafka_destroy(rk);
+        else if (conf != NULL)
+            rd_kafka_conf_destroy(conf);
+        TG_ERROR_RL("msg=\"control topic producer failed\" reason=%s action=new_producer_failed",
+                    rd_kafka_err2name(ferr));
+        return;
+    }
+    pthread_rwlock_wrlock(&ctl->prod_lk);
+    old = ctl->prod;
+    old_rkt = ctl->prod_topic;
+    ctl->prod = rk;
+    ctl->prod_topic = rkt;
+    pthread_rwlock_unlock(&ctl->prod_lk);
+    rd_kafka_topic_destroy(old_rkt);
+    rd_kafka_purge(old, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    deadline = now + SHUTDOWN_DRAIN_MS;
+    do
+        rd_kafka_poll(old, 10);
+    while (rd_kafka_outq_len(old) > 0 && tg_now_mono_ms() < deadline);
+    rd_kafka_destroy(old);
+    atomic_store(&ctl->prod_fatal, 0);
+    atomic_fetch_add(&ctl->producer_renewals, 1);
+    TG_ERROR("msg=\"control topic producer failed\" reason=%s action=new_producer",
+             rd_kafka_err2name(ferr));
+}
+
 static void *control_main(void *arg)
 {
     struct rt_control *ctl = arg;
@@ -683,6 +734,8 @@ static void *control_main(void *arg)
         uint64_t now = tg_now_mono_ms();
         int wait_ms = pending_now(ctl) > 0 ? POLL_BUSY_MS : POLL_IDLE_MS;
 
+        if (atomic_load(&ctl->prod_fatal))
+            renew_producer(ctl);
         rd_kafka_poll(ctl->prod, 0);
         expire_pending(ctl, now, 0);
         if (!ctl->assigned && now >= ctl->next_assign_ms) {
@@ -775,6 +828,11 @@ static rd_kafka_t *make_handle(struct rt_control *ctl, rd_kafka_type_t type, con
     rd_kafka_conf_set_opaque(conf, ctl);
     rd_kafka_conf_set_error_cb(conf, on_error);
     rd_kafka_conf_set_log_cb(conf, on_log);
+    if (type == RD_KAFKA_PRODUCER && (ctl->prod_conf = rd_kafka_conf_dup(conf)) == NULL) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(err, errlen, "control: out of memory");
+        return NULL;
+    }
     rk = rd_kafka_new(type, conf, kerr, sizeof(kerr));
     if (rk == NULL) {
         rd_kafka_conf_destroy(conf);
@@ -807,6 +865,7 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
     if (ctl == NULL)
         goto nomem;
     pthread_mutex_init(&ctl->mu, NULL);
+    pthread_rwlock_init(&ctl->prod_lk, NULL);
     ctl->keys = keys;
     ctl->teams = cc->teams;
     snprintf(ctl->topic, sizeof(ctl->topic), "%s", topic);
@@ -934,6 +993,9 @@ void rt_control_destroy(struct rt_control **pctl)
     free(ctl->echoes);
     free(ctl->slots);
     free(ctl->statics);
+    if (ctl->prod_conf != NULL)
+        rd_kafka_conf_destroy(ctl->prod_conf);
+    pthread_rwlock_destroy(&ctl->prod_lk);
     pthread_mutex_destroy(&ctl->mu);
     free(ctl);
     *pctl = NULL;
@@ -1044,10 +1106,14 @@ static int produce(struct rt_control *ctl, const char *rkey, size_t klen, const 
     ctl->n_pending++;
     pthread_mutex_unlock(&ctl->mu);
     /* After producev succeeds the slot belongs to the delivery report: not touched here. */
+    pthread_rwlock_rdlock(&ctl->prod_lk);
     err = rd_kafka_producev(ctl->prod, RD_KAFKA_V_RKT(ctl->prod_topic),
                             RD_KAFKA_V_KEY(rkey, klen), RD_KAFKA_V_VALUE((void *)value, vlen),
                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                             RD_KAFKA_V_OPAQUE((void *)(uintptr_t)(idx + 1)), RD_KAFKA_V_END);
+    pthread_rwlock_unlock(&ctl->prod_lk);
+    if (err == RD_KAFKA_RESP_ERR__FATAL)
+        atomic_store(&ctl->prod_fatal, 1);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         pthread_mutex_lock(&ctl->mu);
         ctl->slots[idx].in_use = 0;
@@ -1106,6 +1172,7 @@ void rt_control_get_stats(const struct rt_control *ctl, struct rt_control_stats 
     out->publish_failed = atomic_load(&ctl->publish_failed);
     out->publish_full = atomic_load(&ctl->publish_full);
     out->publish_unavailable = atomic_load(&ctl->publish_unavailable);
+    out->producer_renewals = atomic_load(&ctl->producer_renewals);
     out->pending = pending_now(c);
     out->echo_dropped = atomic_load(&ctl->echo_dropped);
     out->snapshot_keys = atomic_load(&ctl->snapshot_keys);
@@ -1141,6 +1208,9 @@ void rt_control_write_metrics(const struct rt_control *ctl, struct tg_buf *b)
 
         tg_prom_sample_u64(b, "tollgate_router_control_publish_total", &l, 1, values[i]);
     }
+    tg_prom_counter(b, "tollgate_router_control_producer_renewals_total",
+                    "Control topic producer instances replaced after a fatal error",
+                    st.producer_renewals);
     tg_prom_gauge(b, "tollgate_router_control_replayed",
                   "1 once the control topic was replayed into the keys table",
                   st.replayed ? 1.0 : 0.0);

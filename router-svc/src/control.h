@@ -102,6 +102,7 @@
 #include "tg_buf.h"
 
 #define RT_CONTROL_PUBLISH_TIMEOUT_MS 5000u   /* default bound of one publish */
+#define RT_CONTROL_RENEW_MS 1000u   /* a producer with a fatal error is replaced at most this often */
 #define RT_CONTROL_PENDING_DEFAULT 256u       /* default pending publishes capacity */
 #define RT_CONTROL_PENDING_MAX 65536u         /* largest accepted max_pending */
 #define RT_CONTROL_SNAPSHOT_INTERVAL_MS 1000u /* snapshot writes at most this often */
@@ -162,6 +163,7 @@ struct rt_control_stats {
     uint64_t publish_full;        /* refused: pending queue full */
     uint64_t publish_unavailable; /* refused at once: no brokers, stopping, produce error */
     uint64_t pending;             /* publishes awaiting confirmation now */
+    uint64_t producer_renewals;   /* producer instances replaced after a fatal error */
     uint64_t echo_dropped;        /* own changes forgotten before their echo (capacity) */
     uint64_t snapshot_keys;       /* entries in the last snapshot written or loaded */
     uint64_t snapshot_loaded;     /* entries loaded from the snapshot at start */

@@ -64,6 +64,12 @@ struct rt_control {
 
     rd_kafka_t *prod;
     rd_kafka_topic_t *prod_topic;
+    /* prod and prod_topic are replaced by the control thread after a fatal error (write lock);
+     * produce() uses them under the read lock. */
+    pthread_rwlock_t prod_lk;
+    rd_kafka_conf_t *prod_conf;   /* what a new producer instance is made from */
+    _Atomic int prod_fatal;       /* the producer reported a fatal error */
+    uint64_t prod_renew_ms;       /* control thread: monotonic ms of the last new instance */
     rd_kafka_t *cons;
     rd_kafka_queue_t *cons_queue; /* to wake the control thread out of a consumer poll */
 
@@ -107,6 +113,7 @@ struct rt_control {
 
     _Atomic uint64_t records_applied, records_skipped, records_invalid, apply_errors;
     _Atomic uint64_t publish_ok, publish_failed, publish_full, publish_unavailable;
+    _Atomic uint64_t producer_renewals;
     _Atomic uint64_t echo_dropped, snapshot_keys, snapshot_loaded, snapshot_writes, snapshot_errors;
     _Atomic uint64_t snapshot_teams, snapshot_teams_loaded, snapshot_teams_writes;
     _Atomic uint64_t snapshot_teams_errors, snapshot_teams_dropped;

@@ -32,6 +32,8 @@ struct sp_consumer {
     rd_kafka_t *rk;           /* events consumer group */
     rd_kafka_t *ctl;          /* control topic reader, no group */
     rd_kafka_t *prod;         /* control topic producer */
+    rd_kafka_conf_t *prod_conf; /* what a new producer instance is made from */
+    uint64_t prod_renew_ms;   /* monotonic ms of the last new instance */
     rd_kafka_message_t *cur;  /* last message handed out */
 
     pthread_mutex_t mu;       /* guards parts (lag read by the metrics thread) */
@@ -57,6 +59,7 @@ struct sp_consumer {
     _Atomic uint64_t discarded;
     _Atomic uint64_t parks;
     _Atomic uint64_t errors;
+    _Atomic uint64_t producer_renewals;
 };
 
 /* Partitions ------------------------------------------------------------------------------------- */
@@ -311,6 +314,12 @@ struct sp_consumer *sp_consumer_create(const struct sp_config *cfg,
         goto fail;
     rd_kafka_conf_set_opaque(conf, c);
     rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    rd_kafka_conf_set_log_cb(conf, kafka_log);
+    c->prod_conf = rd_kafka_conf_dup(conf); /* kept for a new instance after a fatal error */
+    if (!c->prod_conf) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     c->prod = make_handle(RD_KAFKA_PRODUCER, conf, err, errlen);
     conf = NULL;
     if (!c->prod)
@@ -358,6 +367,8 @@ void sp_consumer_destroy(struct sp_consumer **cp)
         rd_kafka_flush(c->prod, 2000);
         rd_kafka_destroy(c->prod);
     }
+    if (c->prod_conf)
+        rd_kafka_conf_destroy(c->prod_conf);
     pthread_mutex_destroy(&c->mu);
     tg_kafka_lasterr_fini(&c->last_error);
     free(c);
@@ -647,12 +658,46 @@ int sp_consumer_control_caught_up(const struct sp_consumer *c)
     return c->ctl_caught_up;
 }
 
+/* A fatal error leaves the idempotent producer unusable (librdkafka 2.0.2 raises one when its
+ * sequence numbers are out of step with a partition's new leader): every block record would
+ * be refused until a restart. The instance is replaced by one made from the same
+ * configuration, at most once per SP_CONSUMER_RENEW_MS. The caller's thread (the only one that
+ * publishes). */
+static void renew_producer(struct sp_consumer *c)
+{
+    rd_kafka_resp_err_t ferr = rd_kafka_fatal_error(c->prod, NULL, 0);
+    uint64_t now = tg_now_mono_ms();
+    rd_kafka_conf_t *conf;
+    rd_kafka_t *rk;
+    char err[512];
+
+    if (ferr == RD_KAFKA_RESP_ERR_NO_ERROR ||
+        (c->prod_renew_ms != 0 && now - c->prod_renew_ms < SP_CONSUMER_RENEW_MS))
+        return;
+    c->prod_renew_ms = now;
+    conf = rd_kafka_conf_dup(c->prod_conf);
+    rk = conf ? make_handle(RD_KAFKA_PRODUCER, conf, err, sizeof(err)) : NULL;
+    if (!rk) {
+        TG_ERROR_RL("msg=\"control topic producer failed\" reason=%s action=new_producer_failed",
+                    rd_kafka_err2name(ferr));
+        return;
+    }
+    rd_kafka_purge(c->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_poll(c->prod, 0);
+    rd_kafka_destroy(c->prod);
+    c->prod = rk;
+    atomic_fetch_add(&c->producer_renewals, 1);
+    TG_ERROR("msg=\"control topic producer failed\" reason=%s action=new_producer",
+             rd_kafka_err2name(ferr));
+}
+
 int sp_consumer_publish_control(struct sp_consumer *c, const char *key, const char *value,
                                 size_t len, int timeout_ms)
 {
     uint64_t deadline = tg_now_mono_ms() + (uint64_t)timeout_ms;
     rd_kafka_resp_err_t err;
 
+    renew_producer(c);
     c->pub_seq++;
     c->pub_done = 0;
     err = rd_kafka_producev(c->prod, RD_KAFKA_V_TOPIC(c->control_topic),
@@ -731,6 +776,9 @@ void sp_consumer_write_metrics(struct sp_consumer *c, struct tg_buf *b)
     pthread_mutex_unlock(&c->mu);
     tg_prom_counter(b, "tollgate_spend_rebalances_total", "Consumer group rebalance events",
                     atomic_load(&c->rebalances));
+    tg_prom_counter(b, "tollgate_spend_control_producer_renewals_total",
+                    "Control topic producer instances replaced after a fatal error",
+                    atomic_load(&c->producer_renewals));
     tg_prom_counter(b, "tollgate_spend_messages_discarded_total",
                     "Messages fetched while paused or after revocation (read again later)",
                     atomic_load(&c->discarded));

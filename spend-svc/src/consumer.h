@@ -96,7 +96,9 @@ int sp_consumer_control_caught_up(const struct sp_consumer *c);
 
 /* sp_consumer_publish_control: produce (key, value) to the control topic (value NULL: a
  * tombstone) and wait up to timeout_ms for the broker's acknowledgement. Returns 0 or
- * TG_ETIMEOUT / TG_EUNAVAIL. */
+ * TG_ETIMEOUT / TG_EUNAVAIL. A producer that reported a fatal error is replaced first (at most
+ * every SP_CONSUMER_RENEW_MS). One thread at a time. */
+#define SP_CONSUMER_RENEW_MS 1000u
 int sp_consumer_publish_control(struct sp_consumer *c, const char *key, const char *value,
                                 size_t len, int timeout_ms);
 
@@ -115,7 +117,7 @@ int sp_consumer_kafka_up(const struct sp_consumer *c);
 const char *sp_consumer_kafka_reason(struct sp_consumer *c, char *buf, size_t cap);
 
 /* sp_consumer_write_metrics: tollgate_spend_kafka_up, tollgate_spend_consumer_lag{partition},
- * rebalances, discarded. Any thread. */
+ * rebalances, discarded, control producer renewals. Any thread. */
 void sp_consumer_write_metrics(struct sp_consumer *c, struct tg_buf *b);
 
 #endif

@@ -9,19 +9,19 @@
  *    (its tombstone compacted away) is removed after the replay;
  * 5. Kafka down (devkafka "down all"): a restarted A serves the keys from its snapshot before
  *    any replay, generate answers 503 within the publish bound; Kafka back: A replays and
- *    generate works again.
+ *    generate works again;
+ * 6. a fresh replica replays 10,000 key records;
+ * 7. a fatal producer error (OUT_OF_ORDER_SEQUENCE_NUMBER pushed through the fault channel):
+ *    A replaces its producer, the next generate succeeds and reaches B.
  * Needs TG_KAFKA_BROKERS and TG_KAFKA_CTL (tests/lib/services.sh); when they are unset the test
  * runs itself again under a shell that starts devkafka through tests/lib/services.sh and stops
  * it afterwards. */
-#include <arpa/inet.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -29,6 +29,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "devkafka_client.h"
 #include "key_api.h"
 #include "keys.h"
 #include "tg_err.h"
@@ -70,37 +71,7 @@ static struct rt_config *cfg;
 
 static int kafka_ctl_try(const char *line, char *reply, size_t cap)
 {
-    char host[64];
-    struct sockaddr_in sa;
-    const char *colon = strrchr(ctl_addr, ':');
-    int fd, n;
-
-    if (colon == NULL)
-        return -1;
-    memset(&sa, 0, sizeof(sa));
-    snprintf(host, sizeof(host), "%.*s", (int)(colon - ctl_addr), ctl_addr);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)atoi(colon + 1));
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-        return -1;
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        close(fd);
-        return -1;
-    }
-    n = snprintf(reply, cap, "%s\n", line);
-    if (write(fd, reply, (size_t)n) != n) {
-        close(fd);
-        return -1;
-    }
-    n = (int)read(fd, reply, cap - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    reply[n] = '\0';
-    return strncmp(reply, "ok", 2) == 0 ? 0 : -1;
+    return dk_client_ctl(ctl_addr, line, reply, cap);
 }
 
 static void kafka_ctl(const char *line)
@@ -343,26 +314,6 @@ static int blocked_state(struct replica *r, const char *raw)
     return b;
 }
 
-/* ---- re-exec under services.sh when no devkafka is given ---- */
-
-static void run_under_services(const char *self)
-{
-    const char *script = "set -u; source \"$TG_SOURCE_DIR/tests/lib/services.sh\" || exit 1; "
-                         "dir=$(mktemp -d /tmp/tg-ctltest.XXXXXX) || exit 1; "
-                         "tg_services_init \"$dir\" || exit 1; "
-                         "trap 'tg_services_stop_all; rm -rf \"$dir\"' EXIT; "
-                         "tg_devkafka_start 1 tollgate.control.v1:1 || exit 1; "
-                         "TG_CONTROL_TEST_NESTED=1 \"$0\"; exit $?";
-
-    CHECK(
-        getenv("TG_SOURCE_DIR") != NULL && getenv("TG_BUILD_DIR") != NULL,
-        "TG_KAFKA_BROKERS/TG_KAFKA_CTL unset and no TG_SOURCE_DIR/TG_BUILD_DIR to start devkafka");
-    CHECK(getenv("TG_CONTROL_TEST_NESTED") == NULL, "devkafka was started but not exported");
-    fprintf(stderr, "router_control_test: starting devkafka through tests/lib/services.sh\n");
-    execl("/bin/bash", "bash", "-c", script, self, (char *)NULL);
-    CHECK(0, "cannot run bash");
-}
-
 int main(int argc, char **argv)
 {
     struct rt_config_diag *diag = calloc(1, sizeof(*diag));
@@ -383,7 +334,7 @@ int main(int argc, char **argv)
     brokers = getenv("TG_KAFKA_BROKERS");
     ctl_addr = getenv("TG_KAFKA_CTL");
     if (brokers == NULL || brokers[0] == '\0' || ctl_addr == NULL || ctl_addr[0] == '\0')
-        run_under_services(argv[0]);
+        dk_client_reexec(argv[0], "TG_CONTROL_TEST_NESTED", 1, "tollgate.control.v1:1");
     tg_log_init("router_control_test");
     if (getenv("TOLLGATE_LOG_LEVEL") == NULL)
         tg_log_set_level(TG_LOG_WARN);
@@ -713,6 +664,42 @@ int main(int argc, char **argv)
                 " ms\n",
                 tg_now_mono_ms() - t0);
         unlink(snap_c);
+    }
+
+    /* 7. A fatal producer error: the broker answers A's produce request with
+     * OUT_OF_ORDER_SEQUENCE_NUMBER, as a new partition leader can after a leader change.
+     * librdkafka 2.0.2 then declares A's idempotent producer out of step and refuses every
+     * produce on it: unless A replaces the instance, no key can be changed on A again until
+     * it restarts. The change in flight is answered 503; the next ones succeed. */
+    {
+        char k7[128];
+        json_t *g = NULL;
+        uint64_t deadline = tg_now_mono_ms() + 20000;
+        int refused = 0;
+
+        kafka_ctl("error Produce OUT_OF_ORDER_SEQUENCE_NUMBER 1");
+        for (;;) {
+            status = api_call(&a, "POST", "/key/generate", NULL, "{\"key_alias\":\"after-fatal\"}",
+                              &g, NULL);
+            if (status == 200 || tg_now_mono_ms() >= deadline)
+                break;
+            CHECK(status == 503, "generate after a fatal producer error: %d", status);
+            refused++;
+            json_decref(g);
+            g = NULL;
+            tg_sleep_ms(100);
+        }
+        CHECK(status == 200, "no key could be generated on A in 20 s after a fatal producer error");
+        snprintf(k7, sizeof(k7), "%s", json_string_value(json_object_get(g, "key")));
+        json_decref(g);
+        rt_control_get_stats(a.control, &st);
+        CHECK(st.producer_renewals == 1, "A replaced its producer %" PRIu64 " times, not once",
+              st.producer_renewals);
+        WAIT_FOR(has_key(&b, k7, NULL), "B to see the key generated after the fatal error");
+        fprintf(stderr,
+                "router_control_test: fatal producer error: %d change(s) refused, then the new "
+                "instance published\n",
+                refused);
     }
 
     replica_stop(&b);

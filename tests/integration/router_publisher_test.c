@@ -7,24 +7,24 @@
  *   the next one started on the same spool;
  * - acknowledgements held back: no spinning producer thread, every event delivered;
  * - a paused partition whose leader moves to a broker the producer is not connected to (and
- *   whose old leader dies) goes on there: every event delivered.
+ *   whose old leader dies) goes on there: every event delivered;
+ * - a fatal producer error (OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest request): the producer
+ *   instance is replaced, every event delivered.
  * Takes every broker down through devkafka's control channel, so it runs on devkafka: the one
  * named by TG_KAFKA_BROKERS and TG_KAFKA_CTL, or, when TG_KAFKA_CTL is unset (tests/run shares
  * an Apache Kafka cluster, which has no such channel), its own, started by running itself again
  * under tests/lib/services.sh. */
-#include <arpa/inet.h>
 #include <dirent.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
 
+#include "devkafka_client.h"
 #include "proto_event.h"
 #include "publisher.h"
 #include "tg_buf.h"
@@ -48,25 +48,10 @@ static const char *ctl;
 /* Sends one line to devkafka's control channel and checks the answer starts with "ok". */
 static void kafka_ctl(const char *line)
 {
-    char host[64], buf[256];
-    struct sockaddr_in sa = {0};
-    const char *colon = strrchr(ctl, ':');
-    int fd, n;
+    char reply[256];
 
-    CHECK(colon != NULL, "TG_KAFKA_CTL must be host:port");
-    snprintf(host, sizeof(host), "%.*s", (int)(colon - ctl), ctl);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)atoi(colon + 1));
-    CHECK(inet_pton(AF_INET, host, &sa.sin_addr) == 1, "bad control host %s", host);
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect to devkafka control");
-    n = snprintf(buf, sizeof(buf), "%s\n", line);
-    CHECK(write(fd, buf, (size_t)n) == n, "write control");
-    n = (int)read(fd, buf, sizeof(buf) - 1);
-    CHECK(n > 0, "no answer from devkafka control");
-    buf[n] = '\0';
-    CHECK(strncmp(buf, "ok", 2) == 0, "devkafka control '%s' answered '%s'", line, buf);
-    close(fd);
+    CHECK(dk_client_ctl(ctl, line, reply, sizeof(reply)) == 0, "devkafka control '%s' answered '%s'",
+          line, reply);
 }
 
 static void make_event(struct proto_event *ev, int i)
@@ -187,25 +172,6 @@ static void submit_n(struct rt_publisher *pub, struct seen *s, int n)
     free(ev);
 }
 
-/* Runs this test again under a shell that starts devkafka through tests/lib/services.sh and
- * stops it on exit. Does not return. */
-static void run_under_services(const char *self)
-{
-    const char *script = "set -u; source \"$TG_SOURCE_DIR/tests/lib/services.sh\" || exit 1; "
-                         "dir=$(mktemp -d /tmp/tg-pubtest-svc.XXXXXX) || exit 1; "
-                         "tg_services_init \"$dir\" || exit 1; "
-                         "trap 'tg_services_stop_all; rm -rf \"$dir\"' EXIT; "
-                         "tg_devkafka_start 3 tollgate.control.v1:1 || exit 1; "
-                         "TG_PUBLISHER_TEST_NESTED=1 \"$0\"; exit $?";
-
-    CHECK(getenv("TG_SOURCE_DIR") != NULL && getenv("TG_BUILD_DIR") != NULL,
-          "TG_KAFKA_CTL unset and no TG_SOURCE_DIR/TG_BUILD_DIR to start devkafka");
-    CHECK(getenv("TG_PUBLISHER_TEST_NESTED") == NULL, "devkafka was started but not exported");
-    fprintf(stderr, "router_publisher_test: starting devkafka through tests/lib/services.sh\n");
-    execl("/bin/bash", "bash", "-c", script, self, (char *)NULL);
-    CHECK(0, "cannot run bash");
-}
-
 int main(int argc, char **argv)
 {
     char dir[128], topic[64];
@@ -217,7 +183,7 @@ int main(int argc, char **argv)
     brokers = getenv("TG_KAFKA_BROKERS");
     ctl = getenv("TG_KAFKA_CTL");
     if (brokers == NULL || brokers[0] == '\0' || ctl == NULL || ctl[0] == '\0')
-        run_under_services(argv[0]);
+        dk_client_reexec(argv[0], "TG_PUBLISHER_TEST_NESTED", 3, "tollgate.control.v1:1");
     snprintf(dir, sizeof(dir), "/tmp/tg-pubtest.XXXXXX");
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     snprintf(topic, sizeof(topic), "tg.pubtest.%u", (unsigned)(tg_now_epoch_ms() % 100000000u));
