@@ -28,13 +28,20 @@
 # restart, c6 Kafka brokers down 30 s, c7 Slack answering 429 then 500, c8 c1 while every
 # primary deployment fails, c9 SIGKILL of the Apache Kafka node leading partition 0 of
 # tollgate.events.v1 (the cluster runs on two nodes for the 30 s fault phase: another node must
-# take the leadership; the killed node is restarted after the load and must catch up).
+# take the leadership; the killed node is restarted after the load and must catch up), c10 every
+# Apache Kafka node stopped (SIGTERM) for 30 s, then all started again, c11 a rolling restart of
+# the three nodes (each stopped with SIGTERM, started, and its replicas back in sync before the
+# next), c12 two spend-svc replicas in one consumer group, one SIGKILLed (the other takes its
+# partitions in the rebalance; the killed one rejoins after the fault), c13 control-topic
+# compaction: 20 virtual keys updated 25 times each and 5 of them deleted under load, the
+# control topic compacted by Kafka (short segments), then router-svc restarted without its
+# snapshot: it replays the compacted topic and must hold every key's last state.
 #
 # Every scenario runs on Apache Kafka but c6, which needs devkafka's control channel (every broker
 # down at once: a real cluster cannot be told to do that).
 set -euo pipefail
 
-NAME="${1:?usage: scenario.sh c1|c1b|c2|c3|c4|c5|c6|c7|c8|c9}"
+NAME="${1:?usage: scenario.sh c1|c1b|c2|c3|c4|c5|c6|c7|c8|c9|c10|c11|c12|c13}"
 SRC="${TG_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 BIN="${TG_REL_BUILD_DIR:-${TG_BUILD_DIR:-$SRC/build/rel}}"
 RATE="${TG_CHAOS_RATE:-80}"
@@ -49,7 +56,9 @@ c1 | c8) FAULT_S=90 ;;
 c1b) FAULT_S=20 ;;
 c2) FAULT_S=15 ;;
 c3 | c4 | c5) FAULT_S=10 ;;
-c6 | c7 | c9) FAULT_S=30 ;;
+c6 | c7 | c9 | c12) FAULT_S=30 ;;
+c10 | c13) FAULT_S=45 ;; # c10: stopping, 30 s down, starting; c13: updates, compaction, restart
+c11) FAULT_S=45 ;; # three nodes, one after the other (about 30 s here)
 *) echo "scenario.sh: unknown scenario $NAME" >&2; exit 2 ;;
 esac
 # The latency reference (every request outside the fault phase) covers at least as much time as
@@ -80,15 +89,16 @@ tg_services_init "$STATE/services"
 
 ROUTER_PID=""
 SPEND_PID=""
+SPEND2_PID=""
 LOAD_PID=""
 SAMPLER_PID=""
 stop_own() {
     [ -z "$SAMPLER_PID" ] || kill "$SAMPLER_PID" 2>/dev/null || true
-    for p in $LOAD_PID $ROUTER_PID $SPEND_PID; do
+    for p in $LOAD_PID $ROUTER_PID $SPEND_PID $SPEND2_PID; do
         kill -CONT "$p" 2>/dev/null || true
         kill -TERM "$p" 2>/dev/null || true
     done
-    for p in $LOAD_PID $ROUTER_PID $SPEND_PID; do
+    for p in $LOAD_PID $ROUTER_PID $SPEND_PID $SPEND2_PID; do
         for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$p" 2>/dev/null || true
     done
@@ -109,6 +119,14 @@ tg_redis_start
 tg_pg_start
 if [ "$NAME" = c6 ]; then
     tg_devkafka_start 1 "tollgate.events.v1:6,tollgate.control.v1:1"
+elif [ "$NAME" = c13 ]; then
+    # The control topic as deployed (compacted, replicated), with segments that roll after 2 s
+    # and any dirt cleaned, so that Kafka compacts it within the fault phase.
+    tg_kafka_start 3 "tollgate.events.v1:6"
+    "$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" create tollgate.control.v1 1 3 \
+        min.insync.replicas=2 cleanup.policy=compact segment.ms=2000 \
+        min.cleanable.dirty.ratio=0.01 min.compaction.lag.ms=0 delete.retention.ms=2000 -- 60000 ||
+        fail "cannot create the control topic"
 else
     tg_kafka_start 3 "tollgate.events.v1:6,tollgate.control.v1:1"
 fi
@@ -141,7 +159,51 @@ proc_sample() {
     ns=$(cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }')
     echo "${rss:-0} ${ns:-0}"
 }
-log_bytes() { cat "$TG_STACK_DIR/router.log" "$TG_STACK_DIR/spend.log" 2>/dev/null | wc -c; }
+log_bytes() { cat "$TG_STACK_DIR"/router.log "$TG_STACK_DIR"/spend*.log 2>/dev/null | wc -c; }
+# assigned_parts URL: partitions of the events topic the spend-svc at URL holds now.
+assigned_parts() { curl -s --max-time 2 "$1/metrics" | grep -c '^tollgate_spend_consumer_lag{' || true; }
+# in_sync: every partition of both topics has a leader and its 3 replicas in sync (60 s at most).
+in_sync() {
+    "$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" create tollgate.events.v1 1 3 -- 60000 &&
+        "$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" create tollgate.control.v1 1 3 -- 60000
+}
+sleep_until() { # EPOCH_NS: sleep until then (at once when past)
+    local left_ms=$((($1 - $(date +%s%N)) / 1000000))
+    [ "$left_ms" -le 0 ] || sleep "$(awk -v m="$left_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+}
+c13_admin() { # PATH BODY -> answer body; fails the scenario unless 200
+    local code
+    code=$(curl -sS -o "$STATE/admin.out" -w '%{http_code}' \
+        -H "Authorization: Bearer $TG_STACK_MASTER_KEY" -H 'Content-Type: application/json' \
+        -d "$2" "$TG_ROUTER_URL$1") || fail "$1: no answer"
+    [ "$code" = 200 ] || fail "$1 answered $code: $(head -c 300 "$STATE/admin.out")"
+    cat "$STATE/admin.out"
+}
+if [ "$NAME" = c13 ]; then
+    C13_KEYS=()
+    for i in $(seq 1 20); do
+        C13_KEYS+=("$(c13_admin /key/generate "{\"key_alias\":\"c13-$i\",\"models\":[\"gpt-main\"]}" | jq -r .key)")
+    done
+fi
+if [ "$NAME" = c12 ]; then
+    # A second spend-svc in the same consumer group, on its own admin port; the partitions are
+    # shared between the two before the load starts.
+    SPEND2_URL="http://127.0.0.1:$(tg_port_pick)"
+    sed "s|^listen: .*|listen: ${SPEND2_URL#http://}|" "$TG_STACK_DIR/spend.yaml" >"$STATE/spend2.yaml"
+    "$BIN/spend-svc/spend-svc" --config "$STATE/spend2.yaml" >>"$TG_STACK_DIR/spend2.out" \
+        2>>"$TG_STACK_DIR/spend2.log" &
+    SPEND2_PID=$!
+    tg_stack_wait_http "$SPEND2_URL/health/liveness" 30 || fail "the second spend-svc did not start"
+    shared=no
+    for _ in $(seq 1 120); do
+        a1=$(assigned_parts "$TG_SPEND_URL")
+        a2=$(assigned_parts "$SPEND2_URL")
+        if [ "$a1" -gt 0 ] && [ "$a2" -gt 0 ] && [ $((a1 + a2)) = 6 ]; then shared=yes; break; fi
+        sleep 0.5
+    done
+    [ "$shared" = yes ] || fail "the two spend-svc replicas did not share the 6 partitions ($a1 + $a2)"
+    echo "chaos c12: partitions shared between the two spend-svc replicas: $a1 + $a2"
+fi
 
 # Warm up: one request end to end so the consumer group has joined before the baseline.
 curl -fsS -o /dev/null -H "Authorization: Bearer $CHAOS_KEY" -H 'Content-Type: application/json' \
@@ -185,6 +247,88 @@ c4) kill -TERM "$ROUTER_PID"; wait "$ROUTER_PID" || fail "router-svc exited non-
     start_router; sleep "$FAULT_S" ;;
 c5) kill -KILL "$SPEND_PID"; wait "$SPEND_PID" 2>/dev/null || true; start_spend; sleep "$FAULT_S" ;;
 c6) tg_kafka_down; sleep "$FAULT_S"; tg_kafka_up ;;
+c10) # The whole cluster gone, controllers included: the router keeps its events in the spool,
+    # spend-svc waits; all three nodes come back on their own ports and data.
+    t_stop=$(date +%s%N)
+    tg_kafka_nodes_stop
+    STOP_MS=$((($(date +%s%N) - t_stop) / 1000000))
+    sleep 30
+    t_start=$(date +%s%N)
+    tg_kafka_nodes_start || fail "the Kafka cluster did not come back"
+    echo "chaos c10: 3 nodes stopped in $STOP_MS ms, down 30 s, back in $((($(date +%s%N) - t_start) / 1000000)) ms"
+    sleep_until $((t_stop + FAULT_S * 1000000000)) ;;
+c11) # One node after the other: stopped (controlled shutdown), started, every replica back in
+    # sync; the partitions' leaderships move twice per node.
+    t_roll=$(date +%s%N)
+    for node in 1 2 3; do
+        t_node=$(date +%s%N)
+        tg_kafka_node_stop "$node" 30
+        tg_kafka_node_start "$node" || fail "kafka node $node did not restart"
+        in_sync || fail "replicas not back in sync after node $node restarted"
+        echo "chaos c11: node $node stopped, started and in sync in $((($(date +%s%N) - t_node) / 1000000)) ms"
+    done
+    ROLL_MS=$((($(date +%s%N) - t_roll) / 1000000))
+    echo "chaos c11: rolling restart of 3 nodes in $ROLL_MS ms"
+    sleep_until $((t_roll + FAULT_S * 1000000000)) ;;
+c13) t_f=$(date +%s%N)
+    for r in $(seq 1 25); do
+        for i in $(seq 0 19); do
+            c13_admin /key/update "{\"key\":\"${C13_KEYS[i]}\",\"rpm_limit\":$((100000 + r))}" >/dev/null
+        done
+    done
+    dead=""
+    for i in $(seq 15 19); do dead="$dead${dead:+,}\"${C13_KEYS[i]}\""; done
+    c13_admin /key/delete "{\"keys\":[$dead]}" >/dev/null
+    WRITTEN=$((20 + 500 + 5 + 1))
+    # One more record 2 s later rolls the segment that holds the updates: Kafka's cleaner then
+    # compacts it (it looks for dirty logs every 15 s).
+    sleep 2.5
+    c13_admin /key/update "{\"key\":\"${C13_KEYS[0]}\",\"rpm_limit\":100026}" >/dev/null
+    KEPT=-1
+    for _ in $(seq 1 40); do
+        KEPT=$("$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" count tollgate.control.v1 0 10000) || KEPT=-1
+        [ "$KEPT" -ge 0 ] && [ "$KEPT" -le 100 ] && break
+        sleep 1
+    done
+    [ "$KEPT" -ge 0 ] && [ "$KEPT" -le 100 ] ||
+        fail "the control topic was not compacted: $KEPT of $WRITTEN records left after 40 s"
+    COMPACT_MS=$((($(date +%s%N) - t_f) / 1000000))
+    # A new pod: no snapshot, every key from the compacted topic.
+    kill -TERM "$ROUTER_PID"; wait "$ROUTER_PID" || fail "router-svc exited non-zero on SIGTERM"
+    rm -f "$TG_STACK_DIR/spool/keys.snapshot" "$TG_STACK_DIR/spool/teams.snapshot"
+    start_router
+    for i in $(seq 0 19); do
+        want=100025
+        [ "$i" = 0 ] && want=100026
+        if [ "$i" -ge 15 ]; then
+            code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer ${C13_KEYS[i]}" \
+                -H 'Content-Type: application/json' \
+                -d '{"model":"gpt-main","messages":[{"role":"user","content":"c13"}]}' \
+                "$TG_ROUTER_URL/v1/chat/completions")
+            [ "$code" = 401 ] || fail "deleted key $i answered $code after the replay, not 401"
+        else
+            got=$(c13_admin /key/info "{\"key\":\"${C13_KEYS[i]}\"}" | jq -r '.info.rpm_limit')
+            [ "$got" = "$want" ] || fail "key $i has rpm_limit $got after the replay, not $want"
+        fi
+    done
+    echo "chaos c13: $WRITTEN control records written, $KEPT left after compaction ($COMPACT_MS ms); the restarted router replayed 15 live keys at their last update and none of the 5 deleted"
+    sleep_until $((t_f + FAULT_S * 1000000000)) ;;
+c12) # One replica SIGKILLed mid-batch: the group coordinator gives its partitions to the other
+    # after session.timeout.ms; the killed one rejoins at the end of the fault phase.
+    kill -KILL "$SPEND_PID"; wait "$SPEND_PID" 2>/dev/null || true
+    t_kill=$(date +%s%N)
+    TAKEN_MS=-1
+    for _ in $(seq 1 $((FAULT_S * 4))); do
+        if [ "$(assigned_parts "$SPEND2_URL")" = 6 ]; then
+            TAKEN_MS=$((($(date +%s%N) - t_kill) / 1000000))
+            break
+        fi
+        sleep 0.25
+    done
+    [ "$TAKEN_MS" -ge 0 ] || fail "the surviving spend-svc did not take the 6 partitions within the fault phase"
+    echo "chaos c12: spend-svc SIGKILLed; the other replica holds all 6 partitions after $TAKEN_MS ms"
+    sleep_until $((t_kill + FAULT_S * 1000000000))
+    start_spend ;;
 c9) # The controller fences the dead node after broker.session.timeout.ms (9 s) and moves its
     # leaderships; until then its partitions have no leader and the producers hold their events.
     KILLED=$(tg_kafka_leader tollgate.events.v1 0) || fail "no leader for tollgate.events.v1[0]"
@@ -353,7 +497,7 @@ curl -fsS "$TG_FAKE_LLM_URL/_slack" >"$STATE/slack.json"
 ALERTS=$(jq '.count' "$STATE/slack.json")
 MAX_TEXT=$(jq '[.messages[].body | fromjson? | .text // "" | utf8bytelength] | max // 0' "$STATE/slack.json")
 
-case "$NAME" in c3 | c4) W_CPU_FAULT="n/a (new process)" ;; esac
+case "$NAME" in c3 | c4 | c13) W_CPU_FAULT="n/a (new process)" ;; esac
 WIN_CELL="$W_P99_REF→$W_P99_FAULT ($C_N_REF/$W_N_REF, $C_N_FAULT/$W_N_FAULT calm)"
 [ "$JUDGED" = yes ] || WIN_CELL="not judged ($C_N_REF/$W_N_REF, $C_N_FAULT/$W_N_FAULT calm)"
 LOG_PER_REQ=$(awk -v b="$((LOG_F1 - LOG_F0))" -v n="$NF" 'BEGIN { if (n == 0) print 0; else printf "%.0f", b / n }')
@@ -382,7 +526,7 @@ fi
 [ "${MAX_TEXT:-0}" -le 3500 ] || fail "a Slack message has $MAX_TEXT bytes of text (> 3,500)"
 awk -v l="$LOG_PER_REQ" 'BEGIN { exit !(l <= 512) }' || fail "log bytes per request $LOG_PER_REQ > 512"
 case "$NAME" in
-c3 | c4) ;; # a new process: its RSS, CPU and the wait for it are not comparable
+c3 | c4 | c13) ;; # a new process: its RSS, CPU and the wait for it are not comparable
 *)
     awk -v b="$RSS_F0" -v f="$RSS_F1" 'BEGIN { exit !(f <= b * 1.25) }' ||
         fail "router-svc RSS grew from $RSS_F0 kB to $RSS_F1 kB during the fault (> 1.25x)"

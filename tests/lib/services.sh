@@ -934,6 +934,41 @@ tg_kafka_node_start() {
     _tg_kafka_cluster_wait "${_TG_KAFKA_NODES:?kafka not started}"
 }
 
+# tg_kafka_node_stop I [GRACE_S]: stop node I with SIGTERM (a controlled shutdown: its
+# leaderships move first), SIGKILL after GRACE_S (default 30), and forget it; tg_kafka_node_start
+# brings it back.
+tg_kafka_node_stop() {
+    local i=$1 pid
+    pid=${_TG_KAFKA_PIDS[i]:?kafka node $i not started}
+    _tg_stop_pid "$pid" "${2:-30}"
+    _tg_unregister kafka "$pid"
+    unset '_TG_KAFKA_PIDS[i]'
+}
+
+# tg_kafka_nodes_stop: stop every node at once (SIGTERM, SIGKILL after 20 s): the whole cluster
+# is gone, controllers included. tg_kafka_nodes_start brings it back.
+tg_kafka_nodes_stop() {
+    _tg_kafka_stop_nodes
+}
+
+# tg_kafka_nodes_start: start every node again on its own ports and data (all at once: a single
+# node of a 3-voter KRaft quorum cannot elect a controller), and wait until each says it has
+# started and the cluster lists them all.
+tg_kafka_nodes_start() {
+    local n=${_TG_KAFKA_NODES:?kafka not started} i
+    local -a before
+    for ((i = 1; i <= n; i++)); do
+        before[i]=$(_tg_kafka_started_count "$i")
+        _tg_kafka_node_launch "$i"
+    done
+    for ((i = 1; i <= n; i++)); do
+        _tg_wait_ready "kafka node $i" "${_TG_KAFKA_PIDS[i]}" \
+            "$TG_STATE_DIR/kafka/node$i/kafka.log" _tg_kafka_started_since "$i" "${before[i]}" ||
+            return 1
+    done
+    _tg_kafka_cluster_wait "$n"
+}
+
 # tg_kafka_leader TOPIC PARTITION: node id of the partition's current leader.
 tg_kafka_leader() {
     _tg_kafka_admin "${TG_KAFKA_BROKERS:?kafka not started}" leader "$1" "$2" 30000

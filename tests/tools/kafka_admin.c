@@ -13,6 +13,9 @@
  *       print the node id of the partition's leader
  *   kafka_admin BROKERS ends TOPIC PARTITIONS [TIMEOUT_MS]
  *       print "PARTITION LOW HIGH", the watermarks of each of the first PARTITIONS partitions
+ *   kafka_admin BROKERS count TOPIC PARTITION [TIMEOUT_MS]
+ *       read the partition from its start to its end and print how many records it holds
+ *       (tombstones included): after a compaction, fewer than its end offset
  *
  * Exits 0 on success, 1 when the cluster did not get there within TIMEOUT_MS (default
  * 60000 ms; the reason goes to stderr), 2 on usage errors. Used by tests/lib/services.sh. */
@@ -75,7 +78,7 @@ static int ka_conf_file(rd_kafka_conf_t *conf, const char *path)
 /* Returns a new producer handle on BROKERS with the properties of conf_file (NULL: none) set
  * first (destroy with rd_kafka_destroy), or NULL. Logs only critical lines: a node down on
  * purpose would otherwise log a refused connect a second. */
-static rd_kafka_t *ka_connect(const char *brokers, const char *conf_file)
+static rd_kafka_t *ka_connect(const char *brokers, const char *conf_file, rd_kafka_type_t type)
 {
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -86,12 +89,16 @@ static rd_kafka_t *ka_connect(const char *brokers, const char *conf_file)
         return NULL;
     }
     if (rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof(err)) != 0 ||
-        rd_kafka_conf_set(conf, "log_level", "2", err, sizeof(err)) != 0) {
+        rd_kafka_conf_set(conf, "log_level", "2", err, sizeof(err)) != 0 ||
+        (type == RD_KAFKA_CONSUMER &&
+         (rd_kafka_conf_set(conf, "group.id", "tollgate-kafka-admin", err, sizeof(err)) != 0 ||
+          rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)) != 0 ||
+          rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof(err)) != 0))) {
         fprintf(stderr, "kafka_admin: %s\n", err);
         rd_kafka_conf_destroy(conf);
         return NULL;
     }
-    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    rk = rd_kafka_new(type, conf, err, sizeof(err));
     if (rk == NULL) {
         fprintf(stderr, "kafka_admin: %s\n", err);
         rd_kafka_conf_destroy(conf);
@@ -284,13 +291,69 @@ static int ka_ends(rd_kafka_t *rk, const char *topic, int nparts, uint64_t timeo
     return 0;
 }
 
+/* Reads TOPIC [part] from the beginning to the end it had when asked (never committing) and
+ * prints the records read. */
+static int ka_count(rd_kafka_t *rk, const char *topic, int part, uint64_t timeout_ms)
+{
+    uint64_t deadline = tg_now_mono_ms() + timeout_ms;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    int64_t lo = -1, hi = -1;
+    long long n = 0;
+    int rc = 1;
+    rd_kafka_resp_err_t err =
+        rd_kafka_query_watermark_offsets(rk, topic, part, &lo, &hi, (int)timeout_ms);
+
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        fprintf(stderr, "kafka_admin: %s [%d]: %s\n", topic, part, rd_kafka_err2str(err));
+        rd_kafka_topic_partition_list_destroy(l);
+        return 1;
+    }
+    rd_kafka_topic_partition_list_add(l, topic, part)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    err = rd_kafka_assign(rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        fprintf(stderr, "kafka_admin: assign %s [%d]: %s\n", topic, part, rd_kafka_err2str(err));
+        return 1;
+    }
+    while (lo < hi && tg_now_mono_ms() < deadline) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+        int done = 0;
+
+        if (m == NULL)
+            continue;
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            done = 1;
+        } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            fprintf(stderr, "kafka_admin: %s [%d]: %s\n", topic, part, rd_kafka_err2str(m->err));
+        } else {
+            n++;
+            done = m->offset + 1 >= hi;
+        }
+        rd_kafka_message_destroy(m);
+        if (done) {
+            rc = 0;
+            break;
+        }
+    }
+    if (lo >= hi)
+        rc = 0;
+    if (rc == 0)
+        printf("%lld\n", n);
+    else
+        fprintf(stderr, "kafka_admin: %s [%d] not read to its end (%lld) in %llu ms\n", topic,
+                part, (long long)hi, (unsigned long long)timeout_ms);
+    rd_kafka_assign(rk, NULL);
+    return rc;
+}
+
 static int ka_usage(void)
 {
     fprintf(stderr, "usage: kafka_admin [-c FILE] BROKERS ready N [TIMEOUT_MS]\n"
                     "       kafka_admin BROKERS create TOPIC PARTITIONS REPLICAS "
                     "[NAME=VALUE ...] [-- TIMEOUT_MS]\n"
                     "       kafka_admin BROKERS leader TOPIC PARTITION [TIMEOUT_MS]\n"
-                    "       kafka_admin BROKERS ends TOPIC PARTITIONS [TIMEOUT_MS]\n");
+                    "       kafka_admin BROKERS ends TOPIC PARTITIONS [TIMEOUT_MS]\n"
+                    "       kafka_admin BROKERS count TOPIC PARTITION [TIMEOUT_MS]\n");
     return 2;
 }
 
@@ -322,7 +385,8 @@ int main(int argc, char **argv)
             timeout_ms = strtoull(argv[argc - 1], NULL, 10);
             argc -= 2;
         }
-    } else if (strcmp(cmd, "leader") == 0 || strcmp(cmd, "ends") == 0) {
+    } else if (strcmp(cmd, "leader") == 0 || strcmp(cmd, "ends") == 0 ||
+               strcmp(cmd, "count") == 0) {
         if (argc < 5 || argc > 6)
             return ka_usage();
         if (argc == 6)
@@ -330,7 +394,8 @@ int main(int argc, char **argv)
     } else {
         return ka_usage();
     }
-    rk = ka_connect(argv[1], conf_file);
+    rk = ka_connect(argv[1], conf_file,
+                    strcmp(cmd, "count") == 0 ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER);
     if (rk == NULL)
         return 1;
     if (strcmp(cmd, "ready") == 0) {
@@ -340,6 +405,9 @@ int main(int argc, char **argv)
                        tg_now_mono_ms() + timeout_ms);
     } else if (strcmp(cmd, "ends") == 0) {
         rc = ka_ends(rk, argv[3], atoi(argv[4]), timeout_ms);
+    } else if (strcmp(cmd, "count") == 0) {
+        rc = ka_count(rk, argv[3], atoi(argv[4]), timeout_ms);
+        rd_kafka_consumer_close(rk);
     } else {
         int32_t leader = -1;
 
