@@ -1,6 +1,7 @@
 #include "publisher.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -41,6 +42,8 @@ struct rt_publisher {
     rd_kafka_conf_t *conf;   /* what each producer instance is made from (kept for a new one) */
     _Atomic int fatal;       /* librdkafka reported a fatal error: the instance is unusable */
     uint64_t renew_ms;       /* monotonic ms of the last new instance */
+    uint64_t burst_max;      /* most records in flight since the last trim */
+    uint64_t trim_ms;        /* monotonic ms of the last malloc_trim */
     pthread_t thread;
     int thread_started;
     _Atomic int stop;
@@ -555,6 +558,28 @@ static void renew_producer(struct rt_publisher *pub)
              rd_kafka_err2name(ferr), pub->expect - pub->base);
 }
 
+/* A backlog sent after an outage (every event spooled while Kafka was away) passes through
+ * librdkafka's queue and produce requests, up to RT_PUBLISHER_QUEUE_KBYTES at a time, on its
+ * broker threads, whose malloc arenas keep the freed memory: the process's RSS would stay a few
+ * MB higher after each outage. Once such a burst (RT_PUBLISHER_TRIM_BURST records in flight or
+ * more) is all acknowledged, the free memory goes back to the system, at most every
+ * RT_PUBLISHER_TRIM_MS. Publisher thread. */
+static void trim_after_burst(struct rt_publisher *pub)
+{
+    uint64_t out = pub->expect - pub->base, now;
+
+    if (out > pub->burst_max)
+        pub->burst_max = out;
+    if (out > 0 || pub->burst_max < RT_PUBLISHER_TRIM_BURST)
+        return;
+    now = tg_now_mono_ms();
+    if (pub->trim_ms != 0 && now - pub->trim_ms < RT_PUBLISHER_TRIM_MS)
+        return;
+    malloc_trim(0);
+    pub->trim_ms = now;
+    pub->burst_max = 0;
+}
+
 static void *publisher_main(void *arg)
 {
     struct rt_publisher *pub = arg;
@@ -580,6 +605,7 @@ static void *publisher_main(void *arg)
         atomic_store(&pub->outq, (uint64_t)rd_kafka_outq_len(pub->rk));
         advance_base(pub, 0);
         hold_or_release(pub);
+        trim_after_burst(pub);
         if (pub->cfg.fsync_interval_ms > 0 &&
             tg_now_mono_ms() - pub->last_sync_ms >= pub->cfg.fsync_interval_ms) {
             rt_spool_sync(pub->spool);

@@ -27,7 +27,11 @@
  * not grow the process's memory. */
 #define RT_PUBLISHER_STALLED_WINDOW 256u
 #define RT_PUBLISHER_STALL_MS 2000u
-#define RT_PUBLISHER_QUEUE_KBYTES 65536     /* producer queue cap, KiB */
+/* Producer queue cap (queue.buffering.max.kbytes): bytes of events handed to librdkafka and
+ * not yet acknowledged. It bounds the memory a backlog takes when Kafka returns after an
+ * outage: the rest waits in the spool (on disk) and goes out as acknowledgements come back.
+ * 2 MiB in flight is ~2,500 events, ~45,000 events/s with the 50 ms linger. */
+#define RT_PUBLISHER_QUEUE_KBYTES 2048
 #define RT_PUBLISHER_CHECKPOINT_MS 100      /* checkpoint written at most this often */
 /* Records produced per pass over the spool at most; a pass that drained the spool waits up to
  * RT_PUBLISHER_TAIL_MS (serving delivery reports) before the next, so that one pass reads and
@@ -65,6 +69,10 @@
 /* A producer instance that reported a fatal error is replaced by a new one (publisher.c,
  * renew_producer), at most this often. */
 #define RT_PUBLISHER_RENEW_MS 1000u
+/* After a burst of at least RT_PUBLISHER_TRIM_BURST records in flight is acknowledged, free
+ * memory is given back (malloc_trim), at most every RT_PUBLISHER_TRIM_MS (publisher.c). */
+#define RT_PUBLISHER_TRIM_BURST 1000u
+#define RT_PUBLISHER_TRIM_MS 10000u
 
 struct rt_publisher;
 struct tg_kafka_opts;
