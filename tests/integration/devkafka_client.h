@@ -8,6 +8,19 @@
 #define TG_DEVKAFKA_CLIENT_H
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* CHECK(cond, fmt, ...): the test fails (exit 1) with FILE:LINE and the message unless cond. */
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
 
 /* Sends line to the control channel at ctl ("host:port") and puts the answer in reply. Returns
  * 0 when the answer starts with "ok", -1 otherwise (reply then says why when it can). */

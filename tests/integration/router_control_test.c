@@ -40,16 +40,6 @@
 #define PUBLISH_TIMEOUT_MS 2000u
 #define WAIT_MS 15000u
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static const char config_yaml[] =
     "model_list:\n"
     "  - model_name: gpt-main\n"
