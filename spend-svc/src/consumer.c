@@ -224,7 +224,7 @@ static rd_kafka_t *make_handle(rd_kafka_type_t type, rd_kafka_conf_t *conf, char
     rd_kafka_conf_set_log_cb(conf, kafka_log);
     rk = rd_kafka_new(type, conf, e, sizeof(e));
     if (!rk) {
-        snprintf(err, errlen, "kafka: %s", e);
+        snprintf(err, errlen, "kafka: %.480s", e);
         rd_kafka_conf_destroy(conf);
     }
     return rk;
