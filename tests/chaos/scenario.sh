@@ -57,7 +57,8 @@ c8) FAULT_S=30 ;; # c1's 90 s of Redis down is c1's; here the fallbacks meanwhil
 c1b) FAULT_S=20 ;;
 c2) FAULT_S=15 ;;
 c3 | c4 | c5) FAULT_S=10 ;;
-c6 | c7 | c9 | c12) FAULT_S=30 ;;
+c6 | c9) FAULT_S=30 ;;
+c7 | c12) FAULT_S=20 ;; # c7: 429 for 10 s, then 500; c12: the survivor holds all after ~11 s
 c10 | c13) FAULT_S=45 ;; # c10: stopping, 30 s down, starting; c13: updates, compaction, restart
 c11) FAULT_S=45 ;; # three nodes, one after the other (about 30 s here)
 *) echo "scenario.sh: unknown scenario $NAME" >&2; exit 2 ;;
@@ -105,7 +106,7 @@ stop_own() {
         for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$p" 2>/dev/null || true
     done
-    tg_services_stop_all || true
+    TG_KAFKA_STOP_GRACE_S=0 tg_services_stop_all || true # the cluster is thrown away
     if [ -z "${TG_CHAOS_KEEP:-}" ]; then rm -rf "$STATE"; fi
 }
 trap stop_own EXIT

@@ -1128,9 +1128,11 @@ tg_services_stop_all() {
             case "$kind" in
             pg) _tg_pg_stop "$pid" ;;
             kafka)
-                # Every Kafka node at once, when the newest of them comes up.
+                # Every Kafka node at once, when the newest of them comes up; a caller whose
+                # cluster is thrown away sets TG_KAFKA_STOP_GRACE_S=0 (SIGKILL at once: a
+                # 3-node cluster's shutdown takes ~6 s).
                 if [ "${#kafka_pids[@]}" -gt 0 ]; then
-                    _tg_stop_pids 20 "${kafka_pids[@]}"
+                    _tg_stop_pids "${TG_KAFKA_STOP_GRACE_S:-20}" "${kafka_pids[@]}"
                     kafka_pids=()
                 fi
                 ;;
