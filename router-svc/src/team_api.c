@@ -382,6 +382,21 @@ static int team_id_of(const json_t *o, char id[RT_TEAM_ID_CAP], char *err, size_
     return 0;
 }
 
+/* The team_id of a JSON body into id: 0, or the field error answered and r freed. */
+static int body_team_id(struct treq *r, const char *body, size_t len, char id[RT_TEAM_ID_CAP])
+{
+    char err[320];
+    json_t *o = parse_body(body, len, 0, err, sizeof(err));
+    int rc = o == NULL ? TG_EINVAL : team_id_of(o, id, err, sizeof(err));
+
+    json_decref(o);
+    if (rc != 0) {
+        send_field_error(r->done, r->ud, err);
+        req_free(r);
+    }
+    return rc;
+}
+
 /* Copy the current team id into spec; 0, or 404 sent (returns TG_ENOTFOUND). */
 static int current(struct treq *r, const char *id)
 {
@@ -453,15 +468,9 @@ static void do_new(struct treq *r, const char *body, size_t len)
 static void do_update(struct treq *r, const char *body, size_t len)
 {
     char err[320], id[RT_TEAM_ID_CAP];
-    json_t *o = parse_body(body, len, 0, err, sizeof(err));
 
-    if (o == NULL || team_id_of(o, id, err, sizeof(err)) != 0) {
-        json_decref(o);
-        send_field_error(r->done, r->ud, err);
-        req_free(r);
+    if (body_team_id(r, body, len, id) != 0)
         return;
-    }
-    json_decref(o);
     if (current(r, id) != 0) {
         req_free(r);
         return;
@@ -600,7 +609,7 @@ static int key_of_team(const struct rt_key *key, int present, void *arg)
 static void do_info(struct treq *r, int is_get, const char *param, const char *body, size_t len)
 {
     struct rt_team_api *api = r->api;
-    char err[320], id[RT_TEAM_ID_CAP];
+    char id[RT_TEAM_ID_CAP];
     json_t *o, *info;
 
     if (is_get) {
@@ -612,15 +621,8 @@ static void do_info(struct treq *r, int is_get, const char *param, const char *b
             return;
         }
         snprintf(id, sizeof(id), "%s", param);
-    } else {
-        o = parse_body(body, len, 0, err, sizeof(err));
-        if (o == NULL || team_id_of(o, id, err, sizeof(err)) != 0) {
-            json_decref(o);
-            send_field_error(r->done, r->ud, err);
-            req_free(r);
-            return;
-        }
-        json_decref(o);
+    } else if (body_team_id(r, body, len, id) != 0) {
+        return;
     }
     if (current(r, id) != 0) {
         req_free(r);
