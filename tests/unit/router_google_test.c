@@ -226,7 +226,8 @@ static void test_request(void **state)
     assert_string_equal(err, "messages: an image URL must be a data: URL or end in .png, .jpg, "
                              ".jpeg, .gif, .webp or .pdf");
     json_decref(chat);
-    /* a PDF file part inline (its filename has no place in a Part); an upload refused */
+    /* a PDF file part inline (the Gemini API refuses a displayName: the filename is left
+     * out; Vertex AI keeps it, test_request_tool_result_media); an upload refused */
     chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\",\"file\":{"
                  "\"file_data\":\"data:application/pdf;base64,JVBERi0x\",\"filename\":\"a.pdf\"}},"
                  "{\"type\":\"text\",\"text\":\"sum\"}]}]}");
@@ -368,9 +369,8 @@ static void test_request_schema_refs_inlined(void **state)
 
 /* A tool result marked as an error (an Anthropic tool_result with is_error, through chat)
  * lost the mark's meaning: it goes as functionResponse.response {"error": ...}, the key Google's
- * reference gives for a failed call; an image in a tool result was dropped without a word: a
- * functionResponse takes text only, so it is a 400 naming the part. */
-static void test_request_tool_error_and_images(void **state)
+ * reference gives for a failed call. */
+static void test_request_tool_error(void **state)
 {
     struct rt_deployment_conf d = dep_of(&rt_provider_gemini, "gemini-2.0-flash");
     char err[256];
@@ -399,16 +399,95 @@ static void test_request_tool_error_and_images(void **state)
     json_decref(b);
     json_decref(chat);
 
-    chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
-                 "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
-                 " \"type\":\"function\",\"function\":{\"name\":\"shot\",\"arguments\":\"{}\"}}]},"
-                 "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":[{\"type\":\"text\","
-                 " \"text\":\"here\"},{\"type\":\"image_url\",\"image_url\":{\"url\":"
-                 " \"data:image/png;base64,iVBOR\"}}]}]}");
-    assert_null(rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err)));
-    assert_string_equal(err, "messages[2].content[1]: a tool result's \"image_url\" part cannot "
-                             "be translated: Gemini's functionResponse takes text only");
+}
+
+/* Images and PDFs in a tool result (an Anthropic tool_result with an image, a chat tool
+ * message's image_url part) go as functionResponse.parts, Gemini's multimodal function
+ * responses: inline data on both APIs, a URL by reference on Vertex AI only (the Gemini API
+ * takes no fileData there: a 400 naming the part, as for a part of another type). Before, every
+ * such result was refused. Vertex AI also keeps a PDF's filename as inlineData.displayName, a
+ * field the Gemini API refuses. */
+static void test_request_tool_result_media(void **state)
+{
+    struct rt_deployment_conf d = dep_of(&rt_provider_gemini, "gemini-3-flash");
+    char err[256];
+#define MEDIA_CALL(parts)                                                                      \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"                                     \
+    "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\","                   \
+    " \"type\":\"function\",\"function\":{\"name\":\"shot\",\"arguments\":\"{}\"}}]},"          \
+    "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":[" parts "]}]}"
+    json_t *chat, *b;
+
+    (void)state;
+    chat = parse(MEDIA_CALL(
+        "{\"type\":\"text\",\"text\":\"[tool error] \"},{\"type\":\"text\",\"text\":\"blurred\"},"
+        "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,iVBOR\"}},"
+        "{\"type\":\"file\",\"file\":{\"file_data\":"
+        " \"data:application/pdf;base64,JVBERi0x\",\"filename\":\"r.pdf\"}}"));
+    b = rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err));
+    if (b == NULL)
+        fail_msg("%s", err);
+    assert_json(json_array_get(json_object_get(b, "contents"), 2),
+                "{\"role\":\"user\",\"parts\":[{\"functionResponse\":{\"name\":\"shot\","
+                "\"response\":{\"error\":\"blurred\"},\"parts\":["
+                "{\"inlineData\":{\"mimeType\":\"image/png\",\"data\":\"iVBOR\"}},"
+                "{\"inlineData\":{\"mimeType\":\"application/pdf\",\"data\":\"JVBERi0x\"}}]}}]}");
+    json_decref(b);
+    b = rt_dialect_vertex_gemini.request(chat, &d, 0, err, sizeof(err));
+    if (b == NULL)
+        fail_msg("%s", err);
+    assert_json(json_object_get(json_array_get(json_object_get(json_array_get(json_object_get(
+                                                   b, "contents"), 2), "parts"), 0),
+                                "functionResponse"),
+                "{\"name\":\"shot\",\"response\":{\"error\":\"blurred\"},\"parts\":["
+                "{\"inlineData\":{\"mimeType\":\"image/png\",\"data\":\"iVBOR\"}},"
+                "{\"inlineData\":{\"mimeType\":\"application/pdf\",\"data\":\"JVBERi0x\","
+                "\"displayName\":\"r.pdf\"}}]}");
+    json_decref(b);
     json_decref(chat);
+
+    /* by URL: Vertex AI only */
+    chat = parse(MEDIA_CALL("{\"type\":\"image_url\",\"image_url\":{\"url\":\"gs://b/p.jpg\"}}"));
+    assert_null(rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err)));
+    assert_string_equal(err, "messages[2].content[0].image_url.url: the Gemini API takes an image "
+                             "in a tool result inline only (a data: URL), not by URL");
+    b = rt_dialect_vertex_gemini.request(chat, &d, 0, err, sizeof(err));
+    if (b == NULL)
+        fail_msg("%s", err);
+    assert_json(json_object_get(json_array_get(json_object_get(json_array_get(json_object_get(
+                                                   b, "contents"), 2), "parts"), 0),
+                                "functionResponse"),
+                "{\"name\":\"shot\",\"response\":{\"content\":\"\"},\"parts\":["
+                "{\"fileData\":{\"mimeType\":\"image/jpeg\",\"fileUri\":\"gs://b/p.jpg\"}}]}");
+    json_decref(b);
+    json_decref(chat);
+
+    /* a part of another kind, and a bad image, are refused naming them */
+    chat = parse(MEDIA_CALL("{\"type\":\"input_audio\",\"input_audio\":{}}"));
+    assert_null(rt_dialect_vertex_gemini.request(chat, &d, 0, err, sizeof(err)));
+    assert_string_equal(err, "messages[2].content[0]: a tool result's \"input_audio\" part "
+                             "cannot be translated: Gemini's functionResponse takes text, images "
+                             "and PDFs");
+    json_decref(chat);
+    chat = parse(
+        MEDIA_CALL("{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png,raw\"}}"));
+    assert_null(rt_dialect_gemini.request(chat, &d, 0, err, sizeof(err)));
+    assert_string_equal(err, "messages: a data: URL must be base64 (data:<type>;base64,...)");
+    json_decref(chat);
+
+    /* a user turn's PDF keeps its name on Vertex AI */
+    chat = parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\",\"file\":{"
+                 "\"file_data\":\"data:application/pdf;base64,JVBERi0x\","
+                 "\"filename\":\"a.pdf\"}}]}]}");
+    b = rt_dialect_vertex_gemini.request(chat, &d, 0, err, sizeof(err));
+    if (b == NULL)
+        fail_msg("%s", err);
+    assert_json(json_object_get(b, "contents"),
+                "[{\"role\":\"user\",\"parts\":[{\"inlineData\":{\"mimeType\":"
+                "\"application/pdf\",\"data\":\"JVBERi0x\",\"displayName\":\"a.pdf\"}}]}]");
+    json_decref(b);
+    json_decref(chat);
+#undef MEDIA_CALL
 }
 
 /* ---- the dialect: answers ---- */
@@ -969,7 +1048,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request),       cmocka_unit_test(test_response),
         cmocka_unit_test(test_request_schema_names_and_type_lists),
-        cmocka_unit_test(test_request_tool_error_and_images),
+        cmocka_unit_test(test_request_tool_error),
+        cmocka_unit_test(test_request_tool_result_media),
         cmocka_unit_test(test_call_ids_unique_across_turns),
         cmocka_unit_test(test_request_schema_refs_inlined),
         cmocka_unit_test(test_stream),        cmocka_unit_test(test_embeddings),

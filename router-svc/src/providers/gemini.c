@@ -7,11 +7,12 @@
  * GenerationConfig, .../publishers.models/predict for text embeddings):
  *   request   contents[] {role user|model, parts[] {text | inlineData {mimeType, data} |
  *             fileData {mimeType, fileUri} | functionCall {name, args} | functionResponse
- *             {name, response}}}, systemInstruction {parts}, generationConfig {temperature,
- *             topP, topK, maxOutputTokens, stopSequences, candidateCount, presencePenalty,
- *             frequencyPenalty, seed, responseMimeType, responseSchema}, tools[]
- *             {functionDeclarations[] {name, description, parameters}}, toolConfig
- *             {functionCallingConfig {mode AUTO|ANY|NONE, allowedFunctionNames}}
+ *             {name, response, parts[] {inlineData | fileData}}}}, systemInstruction {parts},
+ *             generationConfig {temperature, topP, topK, maxOutputTokens, stopSequences,
+ *             candidateCount, presencePenalty, frequencyPenalty, seed, responseMimeType,
+ *             responseSchema}, tools[] {functionDeclarations[] {name, description,
+ *             parameters}}, toolConfig {functionCallingConfig {mode AUTO|ANY|NONE,
+ *             allowedFunctionNames}}
  *   answer    candidates[] {content {parts}, finishReason, index}, usageMetadata
  *             {promptTokenCount, candidatesTokenCount, thoughtsTokenCount, totalTokenCount},
  *             promptFeedback {blockReason}, responseId; a stream (alt=sse) is a series of such
@@ -321,23 +322,93 @@ static json_t *image_part(const json_t *image_url, char *err, size_t errlen)
     return json_pack("{s:{s:s,s:s}}", "fileData", "mimeType", mime, "fileUri", url);
 }
 
-/* A file part (k) as an inlineData part: a PDF given as a data: URL (its filename has no place
- * in a Part and is left out). New or NULL with err. */
-static json_t *file_part(const json_t *file, size_t k, char *err, size_t errlen)
+/* A file part (k) as an inlineData part: a PDF given as a data: URL. Its filename goes as
+ * inlineData.displayName on Vertex AI; the Gemini API refuses that field ("displayName parameter
+ * is not supported in Gemini API"), so there it is left out. New or NULL with err. */
+static json_t *pdf_part(const json_t *file, size_t k, int vertex, char *err, size_t errlen)
 {
     const char *data, *filename;
+    json_t *p;
 
     if (rt_dialect_pdf(file, k, &data, &filename, err, errlen) != 0)
         return NULL;
-    return json_pack("{s:{s:s,s:s}}", "inlineData", "mimeType", "application/pdf", "data", data);
+    p = json_pack("{s:{s:s,s:s}}", "inlineData", "mimeType", "application/pdf", "data", data);
+    if (p != NULL && vertex && filename != NULL)
+        json_object_set_new(json_object_get(p, "inlineData"), "displayName",
+                            json_string(filename));
+    return p;
 }
 
-/* functionResponse.response from the content of tool message i: the JSON object its text is,
+static json_t *file_part(const json_t *file, size_t k, char *err, size_t errlen)
+{
+    return pdf_part(file, k, 0, err, errlen);
+}
+
+static json_t *file_part_vertex(const json_t *file, size_t k, char *err, size_t errlen)
+{
+    return pdf_part(file, k, 1, err, errlen);
+}
+
+/* The media of tool message i as functionResponse.parts (FunctionResponsePart: inlineData
+ * {mimeType, data} or fileData {mimeType, fileUri}; Gemini 3's multimodal function responses):
+ * image_url parts (a data: URL inline, another URL by reference on Vertex AI only: the Gemini
+ * API takes no fileData there) and PDF file parts. Set in *media (new array, NULL when the
+ * result is text only). A part of another type is refused naming it. 0, or TG_EINVAL with err. */
+static int tool_media(const json_t *raw, size_t i, int vertex, json_t **media, char *err,
+                      size_t errlen)
+{
+    size_t k;
+    const json_t *p;
+
+    *media = NULL;
+    json_array_foreach(raw, k, p)
+    {
+        const char *t = json_string_value(json_object_get(p, "type"));
+        json_t *part = NULL;
+
+        if (t != NULL && strcmp(t, "text") == 0 && json_is_string(json_object_get(p, "text")))
+            continue;
+        if (t != NULL && strcmp(t, "image_url") == 0) {
+            const json_t *iu = json_object_get(p, "image_url");
+            const char *url = json_string_value(json_is_object(iu) ? json_object_get(iu, "url")
+                                                                   : iu);
+
+            if (!vertex && url != NULL && strncmp(url, "data:", 5) != 0) {
+                snprintf(err, errlen,
+                         "messages[%zu].content[%zu].image_url.url: the Gemini API takes an image "
+                         "in a tool result inline only (a data: URL), not by URL",
+                         i, k);
+                goto fail;
+            }
+            part = image_part(iu, err, errlen);
+        } else if (t != NULL && strcmp(t, "file") == 0) {
+            part = pdf_part(json_object_get(p, "file"), k, vertex, err, errlen);
+        } else {
+            snprintf(err, errlen,
+                     "messages[%zu].content[%zu]: a tool result's \"%.32s\" part cannot be "
+                     "translated: Gemini's functionResponse takes text, images and PDFs",
+                     i, k, t != NULL ? t : "(none)");
+            goto fail;
+        }
+        if (part == NULL)
+            goto fail;
+        if (*media == NULL)
+            *media = json_array();
+        json_array_append_new(*media, part);
+    }
+    return 0;
+fail:
+    json_decref(*media);
+    *media = NULL;
+    return TG_EINVAL;
+}
+
+/* functionResponse.response from the text of tool message i: the JSON object its text is,
  * else {"content": text}; a result marked as an error (RT_TRANSLATE_TOOL_ERROR_MARK) as
- * {"error": the object or the text}, the key Google's reference gives for a failed call. The
- * content is text only (a functionResponse takes no images: refused naming the part). New, or
- * NULL with err. */
-static json_t *tool_result(const json_t *m, size_t i, char *err, size_t errlen)
+ * {"error": the object or the text}, the key Google's reference gives for a failed call. Its
+ * images and PDFs in *media (tool_media). New, or NULL with err. */
+static json_t *tool_result(const json_t *m, size_t i, int vertex, json_t **media, char *err,
+                           size_t errlen)
 {
     const json_t *raw = json_object_get(m, "content");
     json_t *content = NULL, *j = NULL, *p;
@@ -346,26 +417,18 @@ static json_t *tool_result(const json_t *m, size_t i, char *err, size_t errlen)
     int is_error = 0;
     size_t k, n = 0;
 
-    json_array_foreach(raw, k, p)
-    {
-        const char *t = json_string_value(json_object_get(p, "type"));
-
-        if (t == NULL || strcmp(t, "text") != 0 || !json_is_string(json_object_get(p, "text"))) {
-            snprintf(err, errlen,
-                     "messages[%zu].content[%zu]: a tool result's \"%.32s\" part cannot be "
-                     "translated: Gemini's functionResponse takes text only",
-                     i, k, t != NULL ? t : "(none)");
-            return NULL;
-        }
-    }
+    if (tool_media(raw, i, vertex, media, err, errlen) != 0)
+        return NULL;
     content = rt_dialect_tool_content(raw, &is_error);
     if (content == NULL) {
+        json_decref(*media);
+        *media = NULL;
         set_err(err, errlen, "out of memory");
         return NULL;
     }
     text = json_string_value(content);
     if (json_is_array(content)) {
-        /* text parts joined */
+        /* text parts joined (the media go as parts) */
         json_array_foreach(content, k, p)
         {
             n += json_string_length(json_object_get(p, "text"));
@@ -377,6 +440,8 @@ static json_t *tool_result(const json_t *m, size_t i, char *err, size_t errlen)
             {
                 const json_t *t = json_object_get(p, "text");
 
+                if (!json_is_string(t))
+                    continue;
                 memcpy(joined + n, json_string_value(t), json_string_length(t));
                 n += json_string_length(t);
             }
@@ -395,8 +460,11 @@ static json_t *tool_result(const json_t *m, size_t i, char *err, size_t errlen)
         j = json_pack("{s:o}", "error", j);
     free(joined);
     json_decref(content);
-    if (j == NULL)
+    if (j == NULL) {
+        json_decref(*media);
+        *media = NULL;
         set_err(err, errlen, "out of memory");
+    }
     return j;
 }
 
@@ -549,8 +617,9 @@ static const char *call_name(const json_t *ids, const json_t *m)
     return name != NULL ? name : "tool";
 }
 
-static json_t *gemini_request(const json_t *chat, const struct rt_deployment_conf *dep, int stream,
-                              char *err, size_t errlen)
+/* vertex: Vertex AI's dialect, which takes a few fields the Gemini API refuses (file URLs in
+ * tool results, a PDF's displayName). */
+static json_t *request_of(const json_t *chat, int vertex, char *err, size_t errlen)
 {
     const json_t *msgs;
     json_t *body = NULL, *contents = json_array(), *sys = json_array(), *ids = json_object();
@@ -558,8 +627,6 @@ static json_t *gemini_request(const json_t *chat, const struct rt_deployment_con
     size_t i;
     json_t *m;
 
-    (void)dep;
-    (void)stream;
     msgs = rt_dialect_messages(chat, sys, image_part, 0, err, errlen);
     if (msgs == NULL)
         goto fail;
@@ -572,13 +639,18 @@ static json_t *gemini_request(const json_t *chat, const struct rt_deployment_con
         if (rt_dialect_is_system(role))
             continue;
         if (strcmp(role, "tool") == 0 || strcmp(role, "function") == 0) {
-            json_t *res = tool_result(m, i, err, errlen);
+            json_t *media = NULL;
+            json_t *res = tool_result(m, i, vertex, &media, err, errlen);
             json_t *fr;
 
             if (res == NULL)
                 goto fail;
             fr = json_pack("{s:{s:s,s:o}}", "functionResponse", "name", call_name(ids, m),
                            "response", res);
+            if (fr != NULL && media != NULL)
+                json_object_set_new(json_object_get(fr, "functionResponse"), "parts", media);
+            else
+                json_decref(media);
 
             if (last_tool == NULL) {
                 last_tool = json_pack("{s:s,s:[]}", "role", "user", "parts");
@@ -590,7 +662,10 @@ static json_t *gemini_request(const json_t *chat, const struct rt_deployment_con
         last_tool = NULL;
         parts = json_array();
         if (rt_dialect_content(content, parts, image_part,
-                               strcmp(role, "user") == 0 ? file_part : NULL, 0, err,
+                               strcmp(role, "user") != 0 ? NULL
+                               : vertex                  ? file_part_vertex
+                                                         : file_part,
+                               0, err,
                                errlen) != 0) {
             json_decref(parts);
             goto fail;
@@ -644,6 +719,22 @@ fail:
     json_decref(sys);
     json_decref(ids);
     return body;
+}
+
+static json_t *gemini_request(const json_t *chat, const struct rt_deployment_conf *dep, int stream,
+                              char *err, size_t errlen)
+{
+    (void)dep;
+    (void)stream;
+    return request_of(chat, 0, err, errlen);
+}
+
+static json_t *vertex_gemini_request(const json_t *chat, const struct rt_deployment_conf *dep,
+                                     int stream, char *err, size_t errlen)
+{
+    (void)dep;
+    (void)stream;
+    return request_of(chat, 1, err, errlen);
 }
 
 /* ---- answers ---- */
@@ -1065,7 +1156,7 @@ const struct rt_dialect rt_dialect_gemini = {
 };
 
 const struct rt_dialect rt_dialect_vertex_gemini = {
-    .request = gemini_request,
+    .request = vertex_gemini_request,
     .response = gemini_response,
     .embed_request = vertex_embed_request,
     .embed_response = vertex_embed_response,
