@@ -48,6 +48,14 @@ json_t *rt_tr_resp_usage(json_int_t input, json_int_t cached, json_int_t output,
 const char *rt_tr_resp_status(const char *f, const char **reason);
 /* Responses: 1 when the request's include asks for reasoning.encrypted_content. */
 int rt_tr_resp_wants_enc(const json_t *req);
+/* Responses: 1 when the request asks for reasoning summaries (reasoning.summary auto, concise or
+ * detailed). The reasoning a provider shows (Claude's summarised thinking, Gemini's thought
+ * summaries) is then given as the item's summary (summary_text), as OpenAI's reasoning models
+ * give theirs; else as its content (reasoning_text). */
+int rt_tr_resp_wants_summary(const json_t *req);
+/* Responses: a reasoning item with id and text (NULL: none, a redacted block) as its summary
+ * (summary 1) or its content. New, or NULL when out of memory. */
+json_t *rt_tr_resp_reasoning_item(const char *id, const json_t *text, int summary);
 /* Responses: a reasoning item's encrypted_content for a thinking block's signature (redacted
  * 0) or a redacted block's data (redacted 1), val[0, n) (RT_TRANSLATE_REASONING_ENC_PREFIX,
  * translate.h). New NUL-terminated string (free), *len its length; NULL when out of memory. */

@@ -57,6 +57,24 @@ int rt_tr_resp_wants_enc(const json_t *req)
     return 0;
 }
 
+int rt_tr_resp_wants_summary(const json_t *req)
+{
+    const json_t *v = json_object_get(json_object_get(req, "reasoning"), "summary");
+
+    return rt_tr_str_eq(v, "auto") || rt_tr_str_eq(v, "concise") || rt_tr_str_eq(v, "detailed");
+}
+
+json_t *rt_tr_resp_reasoning_item(const char *id, const json_t *text, int summary)
+{
+    if (text == NULL)
+        return json_pack("{s:s,s:s,s:[],s:[]}", "id", id, "type", "reasoning", "summary",
+                         "content");
+    return summary ? json_pack("{s:s,s:s,s:[{s:s,s:O}],s:[]}", "id", id, "type", "reasoning",
+                               "summary", "type", "summary_text", "text", text, "content")
+                   : json_pack("{s:s,s:s,s:[],s:[{s:s,s:O}]}", "id", id, "type", "reasoning",
+                               "summary", "content", "type", "reasoning_text", "text", text);
+}
+
 char *rt_tr_reasoning_encode(int redacted, const char *val, size_t n, size_t *len)
 {
     size_t plen = strlen(RT_TRANSLATE_REASONING_ENC_PREFIX);
@@ -899,7 +917,7 @@ json_t *rt_translate_chat_resp_to_responses(const json_t *resp, const json_t *re
     char base[80], id[96];
     json_t *output = NULL, *echo = NULL, *u = NULL, *r;
     char *text = NULL;
-    int want_enc = rt_tr_resp_wants_enc(req);
+    int want_enc = rt_tr_resp_wants_enc(req), want_summary = rt_tr_resp_wants_summary(req);
     size_t i, n_blocks = 0;
     json_t *tc;
 
@@ -932,11 +950,7 @@ json_t *rt_translate_chat_resp_to_responses(const json_t *resp, const json_t *re
             continue;
         }
         snprintf(id, sizeof(id), "rs_%zu_%s", n_blocks++, base);
-        item = redacted ? json_pack("{s:s,s:s,s:[],s:[]}", "id", id, "type", "reasoning",
-                                    "summary", "content")
-                        : json_pack("{s:s,s:s,s:[],s:[{s:s,s:O}]}", "id", id, "type",
-                                    "reasoning", "summary", "content", "type", "reasoning_text",
-                                    "text", th);
+        item = rt_tr_resp_reasoning_item(id, redacted ? NULL : th, want_summary);
         if (item != NULL && want_enc) {
             size_t el;
             char *enc = rt_tr_reasoning_encode(redacted, json_string_value(val),
@@ -958,9 +972,7 @@ json_t *rt_translate_chat_resp_to_responses(const json_t *resp, const json_t *re
     }
     if (n_blocks == 0 && json_is_string(rc) && json_string_length(rc) > 0) {
         snprintf(id, sizeof(id), "rs_%s", base);
-        json_array_append_new(output, json_pack("{s:s,s:s,s:[],s:[{s:s,s:O}]}", "id", id, "type",
-                                                "reasoning", "summary", "content", "type",
-                                                "reasoning_text", "text", rc));
+        json_array_append_new(output, rt_tr_resp_reasoning_item(id, rc, want_summary));
     }
     text = answer_text(json_object_get(msg, "content"));
     if ((text != NULL && text[0] != '\0') ||

@@ -43,6 +43,7 @@ struct rt_resp_stream {
     int64_t created_s;
     size_t text_max; /* bytes of kept text, at most */
     int want_enc;    /* include asks for reasoning.encrypted_content */
+    int want_summary; /* reasoning.summary asked: reasoning as summary_text (translate_int.h) */
     json_t *echo;    /* the request's settings the response object echoes; owned */
     size_t echo_len; /* its JSON text, bytes */
     int64_t seq;     /* next sequence_number */
@@ -82,6 +83,7 @@ struct rt_resp_stream *rt_resp_stream_create(const json_t *req, const char *mode
     st->created_s = created_s;
     st->text_max = text_max;
     st->want_enc = rt_tr_resp_wants_enc(req);
+    st->want_summary = rt_tr_resp_wants_summary(req);
     st->open = -1;
     return st;
 }
@@ -172,21 +174,22 @@ static json_t *item_part(const struct rt_resp_stream *st, const struct resp_item
     json_t *t = text ? item_text(st, it) : json_string("");
 
     if (it->kind == ITEM_REASONING)
-        return json_pack("{s:s,s:o}", "type", "reasoning_text", "text", t);
+        return json_pack("{s:s,s:o}", "type", st->want_summary ? "summary_text" : "reasoning_text",
+                         "text", t);
     if (it->kind == ITEM_REFUSAL)
         return json_pack("{s:s,s:o}", "type", "refusal", "refusal", t);
     return json_pack("{s:s,s:[],s:[],s:o}", "type", "output_text", "annotations", "logprobs",
                      "text", t);
 }
 
-/* A reasoning item: done, with its content and its encrypted_content (when kept). New. */
+/* A reasoning item: done, with its text (as its summary or its content) and its
+ * encrypted_content (when kept). New. */
 static json_t *reasoning_json(const struct rt_resp_stream *st, const struct resp_item *it)
 {
-    json_t *r = json_pack("{s:s,s:s,s:[],s:o}", "id", it->id, "type", "reasoning", "summary",
-                          "content", it->done && it->kind == ITEM_REASONING
-                                         ? json_pack("[o]", item_part(st, it, 1))
-                                         : json_array());
+    json_t *text = it->done && it->kind == ITEM_REASONING ? item_text(st, it) : NULL;
+    json_t *r = rt_tr_resp_reasoning_item(it->id, text, st->want_summary);
 
+    json_decref(text);
     if (r != NULL && it->done && it->enc_len > 0 &&
         json_object_set_new(r, "encrypted_content",
                             json_stringn(st->text + it->enc_off, it->enc_len)) != 0) {
@@ -269,6 +272,16 @@ static int close_item(struct rt_resp_stream *st, int incomplete, struct tg_buf *
                                      "response.function_call_arguments.done", "item_id", it->id,
                                      "output_index", idx, "name", it->name, "arguments",
                                      item_text(st, it)));
+    } else if (it->kind == ITEM_REASONING && st->want_summary) {
+        rc = emit(st, out, json_pack("{s:s,s:s,s:i,s:i,s:o}", "type",
+                                     "response.reasoning_summary_text.done", "item_id", it->id,
+                                     "output_index", idx, "summary_index", 0, "text",
+                                     item_text(st, it)));
+        if (rc == 0)
+            rc = emit(st, out, json_pack("{s:s,s:s,s:i,s:i,s:o}", "type",
+                                         "response.reasoning_summary_part.done", "item_id",
+                                         it->id, "output_index", idx, "summary_index", 0, "part",
+                                         item_part(st, it, 1)));
     } else {
         const char *type = it->kind == ITEM_REASONING ? "response.reasoning_text.done"
                            : it->kind == ITEM_REFUSAL ? "response.refusal.done"
@@ -332,7 +345,12 @@ static int open_item(struct rt_resp_stream *st, int kind, const json_t *call, st
     st->open = idx;
     rc = emit(st, out, json_pack("{s:s,s:i,s:o}", "type", "response.output_item.added",
                                  "output_index", idx, "item", item_json(st, it)));
-    if (rc == 0 && kind != ITEM_CALL && kind != ITEM_REDACTED)
+    if (rc == 0 && kind == ITEM_REASONING && st->want_summary)
+        rc = emit(st, out, json_pack("{s:s,s:s,s:i,s:i,s:o}", "type",
+                                     "response.reasoning_summary_part.added", "item_id", it->id,
+                                     "output_index", idx, "summary_index", 0, "part",
+                                     item_part(st, it, 0)));
+    else if (rc == 0 && kind != ITEM_CALL && kind != ITEM_REDACTED)
         rc = emit(st, out, json_pack("{s:s,s:s,s:i,s:i,s:o}", "type",
                                      "response.content_part.added", "item_id", it->id,
                                      "output_index", idx, "content_index", 0, "part",
@@ -379,6 +397,10 @@ static int add_delta(struct rt_resp_stream *st, const json_t *s, struct tg_buf *
         return emit(st, out, json_pack("{s:s,s:s,s:i,s:O}", "type",
                                        "response.function_call_arguments.delta", "item_id",
                                        it->id, "output_index", st->open, "delta", s));
+    if (it->kind == ITEM_REASONING && st->want_summary)
+        return emit(st, out, json_pack("{s:s,s:s,s:i,s:i,s:O}", "type",
+                                       "response.reasoning_summary_text.delta", "item_id", it->id,
+                                       "output_index", st->open, "summary_index", 0, "delta", s));
     type = it->kind == ITEM_REASONING ? "response.reasoning_text.delta"
            : it->kind == ITEM_REFUSAL ? "response.refusal.delta"
                                       : "response.output_text.delta";

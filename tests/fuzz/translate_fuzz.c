@@ -511,8 +511,8 @@ static void responses_round_trip(const json_t *doc, const json_t *output, const 
  * choices[0].message object; else a "response" with output an array and status completed or
  * incomplete; its reasoning items sent back decode to the answer's thinking_blocks:
  * responses_round_trip), and the input as a stream of chat chunks through rt_resp_stream_chunk
- * (half the streams answering a request whose include asks for reasoning.encrypted_content,
- * picked by the hash): every
+ * (answering, a quarter of the streams each, picked by the hash, a request that asks for
+ * nothing, for reasoning.encrypted_content, for reasoning summaries, or for both): every
  * chunk 0, TG_EPROTO, TG_ETOOBIG (out and the sequence unchanged) or TG_EFULL; nothing after
  * the end; every event "event: <type>" then data whose type is that name and whose
  * sequence_number counts from 0; a [DONE] (fed at the end) closes it with response.completed
@@ -634,7 +634,7 @@ static void responses_stream(const char *s, size_t n, const char *model, size_t 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static char long_model[129];
-    static json_t *include_req; /* kept for the process's life */
+    static json_t *stream_reqs[4]; /* kept for the process's life; [0] NULL */
     const char *models[4] = {"claude-3-5-sonnet-20241022", "gpt-4o-mini", long_model, ""};
     const char *model;
     unsigned flags;
@@ -663,10 +663,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     stream((const char *)data, size, RT_TRANSLATE_CHAT_TO_MESSAGES, model, 0);
     stream((const char *)data, size, RT_TRANSLATE_MESSAGES_TO_CHAT, model, flags);
-    if (include_req == NULL)
-        include_req = json_pack("{s:[s]}", "include", "reasoning.encrypted_content");
-    /* half the streams answer a request that asks for reasoning.encrypted_content */
+    if (stream_reqs[1] == NULL) {
+        stream_reqs[1] = json_pack("{s:[s]}", "include", "reasoning.encrypted_content");
+        stream_reqs[2] = json_pack("{s:{s:s}}", "reasoning", "summary", "auto");
+        stream_reqs[3] = json_pack("{s:[s],s:{s:s}}", "include", "reasoning.encrypted_content",
+                                   "reasoning", "summary", "detailed");
+    }
+    /* a quarter of the streams each answer a request that asks for nothing, for
+     * reasoning.encrypted_content, for reasoning summaries, for both */
     responses_stream((const char *)data, size, model, (h >> 16) & 1 ? 64 : 1u << 20,
-                     (h >> 17) & 1 ? include_req : NULL);
+                     stream_reqs[(h >> 17) & 3]);
     return 0;
 }

@@ -25,6 +25,15 @@ static json_t *parse(const char *s)
     return j;
 }
 
+/* The JSON of one SSE data line: s up to its line's end. */
+static json_t *parse_line(const char *s)
+{
+    json_t *j = json_loadb(s, strcspn(s, "\n"), 0, NULL);
+
+    assert_non_null(j);
+    return j;
+}
+
 /* out (taken) equals the JSON text want; prints both when not. */
 static void expect_json(json_t *out, const char *want)
 {
@@ -755,6 +764,88 @@ static void test_stream_reasoning_tools(void **state)
     free(got);
 }
 
+/* reasoning.summary asked (auto, concise or detailed): the reasoning a provider shows (Claude's
+ * summarised thinking, Gemini's thought summaries, reasoning_content) is the item's summary
+ * (summary_text), as OpenAI's reasoning models give theirs, and a stream writes the
+ * reasoning_summary events; before, it was always content (reasoning_text) and the summary
+ * stayed empty whatever the request asked. A redacted block has neither. */
+static void test_reasoning_summary(void **state)
+{
+    static const char *const chunks[] = {
+        "{\"id\":\"c\",\"choices\":[{\"delta\":{\"role\":\"assistant\",\"reasoning_content\":"
+        "\"Thi\"}}]}",
+        "{\"id\":\"c\",\"choices\":[{\"delta\":{\"reasoning_content\":\"nk\"}}]}",
+        "{\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"Hi\"},\"finish_reason\":"
+        "\"stop\"}]}",
+        "[DONE]"};
+    json_t *resp = parse(THINKING_ANSWER);
+    json_t *req = parse("{\"input\":\"weather?\",\"reasoning\":{\"effort\":\"low\","
+                        "\"summary\":\"auto\"}}");
+    json_t *out, *done;
+    char *got, *n;
+    const char *last, *ev;
+    int rc;
+
+    (void)state;
+    out = rt_translate_chat_resp_to_responses(resp, req, "g");
+    assert_non_null(out);
+    expect_json(json_incref(json_object_get(out, "output")),
+                "[{\"id\":\"rs_0_c4\",\"type\":\"reasoning\",\"summary\":[{\"type\":"
+                "\"summary_text\",\"text\":\"Let me check.\"}],\"content\":[]},{\"id\":"
+                "\"rs_1_c4\",\"type\":\"reasoning\",\"summary\":[],\"content\":[]},{\"id\":"
+                "\"fc_toolu_1\",\"type\":\"function_call\",\"status\":\"completed\","
+                "\"arguments\":\"{\\\"location\\\":\\\"Paris\\\"}\",\"call_id\":\"toolu_1\","
+                "\"name\":\"get_weather\"}]");
+    json_decref(out);
+    json_decref(resp);
+    /* reasoning_content alone (no thinking blocks): one item, its summary */
+    resp = parse("{\"id\":\"c2\",\"choices\":[{\"message\":{\"content\":\"ok\","
+                 "\"reasoning_content\":\"Short.\"},\"finish_reason\":\"stop\"}]}");
+    out = rt_translate_chat_resp_to_responses(resp, req, "g");
+    expect_json(json_incref(json_array_get(json_object_get(out, "output"), 0)),
+                "{\"id\":\"rs_c2\",\"type\":\"reasoning\",\"summary\":[{\"type\":"
+                "\"summary_text\",\"text\":\"Short.\"}],\"content\":[]}");
+    json_decref(out);
+    json_decref(resp);
+
+    got = run_stream_req(req, chunks, sizeof(chunks) / sizeof(chunks[0]), 1024, &rc);
+    assert_int_equal(rc, 0);
+    n = names(got);
+    assert_string_equal(n, "response.created\nresponse.in_progress\n"
+                           "response.output_item.added\nresponse.reasoning_summary_part.added\n"
+                           "response.reasoning_summary_text.delta\n"
+                           "response.reasoning_summary_text.delta\n"
+                           "response.reasoning_summary_text.done\n"
+                           "response.reasoning_summary_part.done\nresponse.output_item.done\n"
+                           "response.output_item.added\nresponse.content_part.added\n"
+                           "response.output_text.delta\nresponse.output_text.done\n"
+                           "response.content_part.done\nresponse.output_item.done\n"
+                           "response.completed\n");
+    ev = strstr(got, "event: response.reasoning_summary_text.delta\ndata: ");
+    assert_non_null(ev);
+    done = parse_line(ev + strlen("event: response.reasoning_summary_text.delta\ndata: "));
+    expect_json(done, "{\"type\":\"response.reasoning_summary_text.delta\",\"item_id\":"
+                      "\"rs_0_c\",\"output_index\":0,\"summary_index\":0,\"delta\":\"Thi\","
+                      "\"sequence_number\":4}");
+    ev = strstr(got, "event: response.reasoning_summary_part.done\ndata: ");
+    assert_non_null(ev);
+    done = parse_line(ev + strlen("event: response.reasoning_summary_part.done\ndata: "));
+    expect_json(done, "{\"type\":\"response.reasoning_summary_part.done\",\"item_id\":"
+                      "\"rs_0_c\",\"output_index\":0,\"summary_index\":0,\"part\":{\"type\":"
+                      "\"summary_text\",\"text\":\"Think\"},\"sequence_number\":7}");
+    last = strstr(got, "event: response.completed\ndata: ");
+    assert_non_null(last);
+    done = parse(last + strlen("event: response.completed\ndata: "));
+    expect_json(json_incref(json_array_get(
+                    json_object_get(json_object_get(done, "response"), "output"), 0)),
+                "{\"id\":\"rs_0_c\",\"type\":\"reasoning\",\"summary\":[{\"type\":"
+                "\"summary_text\",\"text\":\"Think\"}],\"content\":[]}");
+    json_decref(done);
+    free(n);
+    free(got);
+    json_decref(req);
+}
+
 static void test_stream_incomplete_error_refused(void **state)
 {
     static const char *const cut[] = {
@@ -1009,6 +1100,7 @@ int main(void)
         cmocka_unit_test(test_stream_text_exact),
         cmocka_unit_test(test_stream_long_multibyte_id),
         cmocka_unit_test(test_stream_reasoning_tools),
+        cmocka_unit_test(test_reasoning_summary),
         cmocka_unit_test(test_stream_incomplete_error_refused),
         cmocka_unit_test(test_stream_bound),
         cmocka_unit_test(test_stream_efull_retry),
