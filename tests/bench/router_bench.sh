@@ -6,7 +6,12 @@
 #   - a plain-http provider and an HTTPS provider: the mock provider is nginx answering a fixed
 #     ~400-byte chat completion on a plain and a TLS port (a test CA; both proxies verify it);
 #   - baselines: the mock directly, nginx proxy_pass to the plain port, nginx proxy_pass https://
-#     to the TLS port (upstream keep-alive pools, TLS session reuse).
+#     to the TLS port (upstream keep-alive pools, TLS session reuse);
+#   - streams: the mock answers under /stream/ with an SSE stream of RT_BENCH_STREAM_CHUNKS
+#     (100) chat.completion.chunk events, the usage chunk and [DONE]; router-stream (events on)
+#     against nginx-stream (proxy_buffering off, as every proxy target here) at
+#     RT_BENCH_STREAM_CONC (1000) connections, each a stream in flight; CPU per chunk is the
+#     CPU per request over the chunks.
 # Placement (2+ cores): the proxies and the mock share one core (RT_BENCH_PROXY_CPU, default 1),
 # wrk and Kafka the other (RT_BENCH_LOAD_CPU, default 0); router-svc runs threads: 1 and nginx
 # one worker, so both proxies get the same core. Every target is measured in RT_BENCH_ROUNDS
@@ -27,6 +32,8 @@ unset TG_KAFKA_BROKERS TG_KAFKA_CTL
 . "$SRC/tests/lib/services.sh"
 tg_services_init "$STATE/services"
 CONC=${RT_BENCH_CONC:-64}
+STREAM_CONC=${RT_BENCH_STREAM_CONC:-1000}
+STREAM_CHUNKS=${RT_BENCH_STREAM_CHUNKS:-100}
 DUR=${RT_BENCH_SECONDS:-5}
 ROUNDS=${RT_BENCH_ROUNDS:-3}
 PROXY_CPU=${RT_BENCH_PROXY_CPU:-1}
@@ -34,6 +41,9 @@ LOAD_CPU=${RT_BENCH_LOAD_CPU:-0}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 WRK=$(command -v wrk) || { echo "router_bench: wrk is needed" >&2; exit 2; }
 TICK=$(getconf CLK_TCK)
+# 1000 streams: wrk, nginx (two descriptors a proxied stream) and router-svc need more than the
+# usual 1024 descriptors
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 PIDS=()
 cleanup() {
     local rc=$? p
@@ -84,10 +94,26 @@ openssl x509 -req -in "$TLS/mock.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" -CA
 MOCK_PORT=$(tg_port_pick)
 MOCK_TLS_PORT=$(tg_port_pick)
 ANSWER='{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"gpt-main","system_fingerprint":"fp_bench","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! This is the fixed answer of the benchmark mock provider, about as long as a short reply."},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":8,"total_tokens":20}}'
+# the stream: one word a chunk, then the finish, the usage chunk and [DONE]
+CHUNK_HEAD='data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"gpt-main","choices":[{"index":0,"delta":'
+STREAM_BODY=$(
+    for i in $(seq 1 "$STREAM_CHUNKS"); do
+        printf '%s{"content":"word%d "},"finish_reason":null}]}\n\n' "$CHUNK_HEAD" "$i"
+    done
+    printf '%s{},"finish_reason":"stop"}]}\n\n' "$CHUNK_HEAD"
+    printf 'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"gpt-main","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":%d,"total_tokens":%d}}\n\n' "$STREAM_CHUNKS" $((STREAM_CHUNKS + 12))
+    printf 'data: [DONE]'
+)
+STREAM_BODY+=$'\n\n' # (the command substitution drops the last blank line)
+mkdir -p "$STATE/mock"
+chmod 0755 "$STATE" "$STATE/mock" # nginx's workers (nobody) read the file
+printf '%s' "$STREAM_BODY" >"$STATE/mock/stream.sse" # a file: nginx takes no 17 KB parameter;
+# served to a POST (the static module answers 405, which error_page turns into a GET of the file)
 nginx_conf() { # DIR BODY-OF-http-BLOCK
     mkdir -p "$1"
     cat >"$1/nginx.conf" <<NGINX
 worker_processes 1;
+worker_rlimit_nofile 16384;
 pid $1/nginx.pid;
 error_log $1/error.log warn;
 events { worker_connections 8192; }
@@ -112,6 +138,9 @@ nginx_conf "$STATE/mock" "
         ssl_certificate_key $TLS/mock.key;
         ssl_session_cache shared:bench:1m;
         location / { default_type application/json; return 200 '$ANSWER'; }
+        location /stream/ { root $STATE/mock; try_files /stream.sse =404;
+                            error_page 405 =200 \$uri; }
+        location = /stream.sse { root $STATE/mock; default_type text/event-stream; }
     }"
 "${PIN_PROXY[@]}" "$NGINX" -c "$STATE/mock/nginx.conf" -p "$STATE/mock" -g 'daemon off;' 2>>"$STATE/mock.log" &
 MOCK_PID=$!
@@ -154,6 +183,10 @@ model_list:
     litellm_params: {model: openai/gpt-main, api_base: "http://127.0.0.1:$MOCK_PORT/v1",
                      api_key: os.environ/RB_PROVIDER_KEY, timeout: 30,
                      input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
+  - model_name: bench-stream
+    litellm_params: {model: openai/gpt-main, api_base: "http://127.0.0.1:$MOCK_PORT/stream/v1",
+                     api_key: os.environ/RB_PROVIDER_KEY, timeout: 30,
+                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
   - model_name: bench-tls
     litellm_params: {model: openai/gpt-main, api_base: "https://localhost:$MOCK_TLS_PORT/v1",
                      api_key: os.environ/RB_PROVIDER_KEY, timeout: 30, ssl_verify: "$TLS/ca.pem",
@@ -161,7 +194,7 @@ model_list:
 tollgate:
   listen: 127.0.0.1:$2
   threads: 1
-  limits: {max_in_flight: 4096, max_connections: 10000}
+  limits: {max_in_flight: 4096, max_connections: 10000, max_response_bytes: 1048576}
   keys:
     - {key: os.environ/RB_KEY, key_alias: bench}
   spool: {dir: $STATE/spool-$1, max_bytes: 1073741824}
@@ -188,29 +221,33 @@ wait_http "http://127.0.0.1:$ROUTER_PORT/health/readiness" || die "router-svc di
 wait_http "http://127.0.0.1:$ROUTER0_PORT/health/readiness" || die "router-svc (no events) did not become ready"
 
 # ---- targets ----
-TARGETS="direct nginx router router-noevents nginx-tls router-tls"
+TARGETS="direct nginx router router-noevents nginx-tls router-tls nginx-stream router-stream"
 url_of() {
     case $1 in
     direct) echo "http://127.0.0.1:$MOCK_PORT" ;;
     nginx) echo "http://127.0.0.1:$NGINX_PORT" ;;
     nginx-tls) echo "http://127.0.0.1:$NGINX_TLS_PORT" ;;
-    router | router-tls) echo "http://127.0.0.1:$ROUTER_PORT" ;;
+    nginx-stream) echo "http://127.0.0.1:$NGINX_PORT/stream" ;;
+    router | router-tls | router-stream) echo "http://127.0.0.1:$ROUTER_PORT" ;;
     router-noevents) echo "http://127.0.0.1:$ROUTER0_PORT" ;;
     esac
 }
 pids_of() {
     case $1 in
     direct) echo "$MOCK_PID $(pgrep -P "$MOCK_PID" | tr '\n' ' ')" ;;
-    nginx | nginx-tls) echo "$NGINX_PID $(pgrep -P "$NGINX_PID" | tr '\n' ' ')" ;;
-    router | router-tls) echo "$ROUTER_PID" ;;
+    nginx | nginx-tls | nginx-stream) echo "$NGINX_PID $(pgrep -P "$NGINX_PID" | tr '\n' ' ')" ;;
+    router | router-tls | router-stream) echo "$ROUTER_PID" ;;
     router-noevents) echo "$ROUTER0_PID" ;;
     esac
 }
-model_of() { case $1 in *-tls) echo bench-tls ;; *) echo bench-plain ;; esac; }
-for m in bench-plain bench-tls; do
+model_of() { case $1 in *-tls) echo bench-tls ;; *-stream) echo bench-stream ;; *) echo bench-plain ;; esac; }
+conc_of() { case $1 in *-stream) echo "$STREAM_CONC" ;; *) echo "$CONC" ;; esac; }
+for m in bench-plain bench-tls bench-stream; do
+    stream=
+    [ "$m" = bench-stream ] && stream=',"stream":true'
     cat >"$STATE/$m.lua" <<LUA
 wrk.method = "POST"
-wrk.body = '{"model":"$m","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}'
+wrk.body = '{"model":"$m","messages":[{"role":"user","content":"hello there"}],"max_tokens":16$stream}'
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $RB_KEY"
 LUA
@@ -231,7 +268,7 @@ thread_ticks() { # PID -> "name ticks" per thread (threads of one name summed)
 }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
 run_wrk() { # TARGET SECONDS OUT
-    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$CONC" -d"${2}s" --latency -s "$STATE/$(model_of "$1").lua" \
+    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$(conc_of "$1")" -d"${2}s" --latency -s "$STATE/$(model_of "$1").lua" \
         "$(url_of "$1")/v1/chat/completions" >"$3" 2>&1
 }
 
@@ -285,7 +322,7 @@ RSS_NGINX=$(rss_kb $(pids_of nginx))
 
 # every event of the router with Kafka acknowledged (the publisher drains within seconds)
 APPENDED=$(( $(metric "$ROUTER_PORT" tollgate_router_events_appended_total) - APPENDED0 ))
-WANT=$((REQS[router] + REQS[router-tls]))
+WANT=$((REQS[router] + REQS[router-tls] + REQS[router-stream]))
 for _ in $(seq 1 300); do
     acked=$(metric "$ROUTER_PORT" tollgate_router_events_acked_total)
     total=$(metric "$ROUTER_PORT" tollgate_router_events_appended_total)
@@ -323,6 +360,8 @@ diff_us() { echo "$1 $2" | awk '{ printf "%.1f", $1 - $2 }'; }
     echo "| router-tls / nginx-tls throughput | $(ratio "${RPS[router-tls]}" "${RPS[nginx-tls]}") | >= 0.9 |"
     echo "| router-tls / nginx-tls CPU per request | $(ratio "${CPU[router-tls]}" "${CPU[nginx-tls]}") | <= 1.2 |"
     echo "| router-tls / nginx-tls p99 | $(ratio "${P99[router-tls]}" "${P99[nginx-tls]}") | <= 1.2 |"
+    echo "| router-stream / nginx-stream CPU per chunk ($STREAM_CHUNKS chunks a stream, $STREAM_CONC streams in flight) | $(ratio "${CPU[router-stream]}" "${CPU[nginx-stream]}") ($(echo "${CPU[router-stream]} ${CPU[nginx-stream]} $STREAM_CHUNKS" | awk '{printf "%.2f / %.2f", $1 / $3, $2 / $3}') µs) | <= 1.2 |"
+    echo "| router-stream / nginx-stream throughput (streams/s) | $(ratio "${RPS[router-stream]}" "${RPS[nginx-stream]}") | |"
     echo "| router / direct throughput | $(ratio "${RPS[router]}" "${RPS[direct]}") | |"
     echo "| event pipeline CPU µs/req (router - router-noevents) | $(diff_us "${CPU[router]}" "${CPU[router-noevents]}") | <= 3 |"
     echo "| router RSS kB idle after warm-up (TLS upstream pooled) / after the rounds | $RSS_IDLE_ROUTER / $RSS_ROUTER | <= 25600 idle |"
