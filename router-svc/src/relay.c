@@ -155,7 +155,7 @@ static int is_usage_only_chunk(const char *data, size_t dlen)
     json_t *j;
     int yes;
 
-    if (dlen < 2 || data[0] != '{' || strstr(data, "\"usage\"") == NULL)
+    if (dlen < 2 || data[0] != '{' || !rt_usage_mentioned(data, dlen))
         return 0;
     j = json_loadb(data, dlen, 0, NULL);
     yes = json_is_object(json_object_get(j, "usage")) &&
@@ -427,6 +427,10 @@ static void in_take(struct rt_call *c, size_t rl)
     }
 }
 
+/* stream_pump's work: the events handled are taken from c->in by the caller, all at once
+ * (*took bytes from its start; one memmove a pass instead of one an event). */
+static int pump_events(struct rt_call *c, size_t *took);
+
 /* Move complete events from c->in to c->out, as many as fit. Returns 1 when something was
  * produced or the stream state changed. c->out is allocated here and released by the reader
  * once drained, and c->in is released once emptied: an idle stream (waiting for its
@@ -436,6 +440,16 @@ static void in_take(struct rt_call *c, size_t rl)
  * first (c->conv). */
 static int stream_pump(struct rt_call *c)
 {
+    size_t took = 0;
+    int rc = pump_events(c, &took);
+
+    if (took > 0)
+        in_take(c, took);
+    return rc;
+}
+
+static int pump_events(struct rt_call *c, size_t *took)
+{
     const struct rt_dialect *d = c->wire.dialect;
     int through = c->wire.dir == RT_TRANSLATE_NONE && d == NULL && c->rs == NULL;
     size_t rl;
@@ -443,8 +457,11 @@ static int stream_pump(struct rt_call *c)
     int produced = 0;
 
     for (;;) {
-        rl = d != NULL && d->event_len != NULL ? d->event_len(c->in, c->in_len)
-                                               : rt_sse_event_len(c->in, c->in_len);
+        const char *ev = c->in != NULL ? c->in + *took : NULL;
+        size_t left = c->in_len - *took;
+
+        rl = d != NULL && d->event_len != NULL ? d->event_len(ev, left)
+                                               : rt_sse_event_len(ev, left);
         done = c->upstream_done;
         err = c->res_err;
         if (c->out.data == NULL && (rl > 0 || done || c->paused)) {
@@ -456,6 +473,12 @@ static int stream_pump(struct rt_call *c)
                 stream_fail(c, RT_ERR_INVALID_RESPONSE, "out of memory", 1);
                 return 1;
             }
+            continue;
+        }
+        if (rl == 0 && c->paused && !done && *took > 0) {
+            /* room made by the events handled: taken now (the transfer resumes) */
+            in_take(c, *took);
+            *took = 0;
             continue;
         }
         if (rl == 0 && c->paused && !done) {
@@ -512,7 +535,7 @@ static int stream_pump(struct rt_call *c)
         }
         produced = 1;
         if (d != NULL) {
-            int rc = d->stream_event(&c->ds, c->in, rl, &c->conv);
+            int rc = d->stream_event(&c->ds, ev, rl, &c->conv);
 
             if (rc != 0 || c->conv.truncated) {
                 tg_buf_reset(&c->conv);
@@ -524,9 +547,9 @@ static int stream_pump(struct rt_call *c)
                 stop = pump_converted(c);
             }
         } else {
-            stop = pump_event(c, c->in, rl);
+            stop = pump_event(c, ev, rl);
         }
-        in_take(c, rl);
+        *took += rl;
         if (stop)
             return 1;
     }

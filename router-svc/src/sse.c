@@ -4,11 +4,21 @@
 
 size_t rt_sse_event_len(const char *p, size_t n)
 {
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (p[i] == '\n' && p[i + 1] == '\n')
-            return i + 2;
-        if (i + 3 < n && p[i] == '\r' && p[i + 1] == '\n' && p[i + 2] == '\r' && p[i + 3] == '\n')
-            return i + 4;
+    /* From one LF to the next (memchr, not byte by byte: every event of every stream passes
+     * here): the event ends at the first "\n\n" or "\r\n\r\n", whichever starts first. At
+     * an LF at j, "\r\n\r\n" would start at j - 1, before "\n\n" at j. */
+    const char *lf = n > 0 ? memchr(p, '\n', n) : NULL;
+
+    while (lf != NULL) {
+        size_t j = (size_t)(lf - p);
+
+        if (j + 1 >= n)
+            return 0;
+        if (j >= 1 && j + 2 < n && p[j - 1] == '\r' && p[j + 1] == '\r' && p[j + 2] == '\n')
+            return j + 3;
+        if (p[j + 1] == '\n')
+            return j + 2;
+        lf = memchr(p + j + 1, '\n', n - j - 1);
     }
     return 0;
 }
@@ -22,11 +32,10 @@ void rt_sse_parse(const char *p, size_t n, char *event, size_t ecap, char *data,
     *dlen = 0;
     data[0] = '\0';
     while (i < n) {
-        size_t j = i;
+        const char *lf = memchr(p + i, '\n', n - i);
+        size_t j = lf != NULL ? (size_t)(lf - p) : n;
         size_t ll;
 
-        while (j < n && p[j] != '\n')
-            j++;
         ll = j - i;
         if (ll > 0 && p[i + ll - 1] == '\r')
             ll--;

@@ -348,6 +348,18 @@ void rt_sse_usage_fini(struct rt_sse_usage *p)
 
 /* One "data:" payload. Only payloads mentioning usage are parsed (content chunks are skipped
  * without a JSON parse). */
+int rt_usage_mentioned(const char *data, size_t len)
+{
+    const char *p = data, *end = data + len;
+
+    while (end - p >= 5 && (p = memchr(p, 'u', (size_t)(end - p - 4))) != NULL) {
+        if (memcmp(p + 1, "sage", 4) == 0)
+            return 1;
+        p++;
+    }
+    return 0;
+}
+
 static void sse_data(struct rt_sse_usage *p, const char *data, size_t len)
 {
     json_t *root, *usage = NULL;
@@ -355,7 +367,7 @@ static void sse_data(struct rt_sse_usage *p, const char *data, size_t len)
     const char *type;
     struct rt_usage u;
 
-    if (len == 0 || memmem(data, len, "usage", 5) == NULL)
+    if (!rt_usage_mentioned(data, len))
         return;
     root = json_loadb(data, len, 0, &jerr);
     if (root == NULL || !json_is_object(root)) {
@@ -468,8 +480,14 @@ uint64_t rt_sse_usage_feed(struct rt_sse_usage *p, const char *data, size_t len)
             continue;
         }
         p->last_cr = 0;
-        while (j < len && data[j] != '\n' && data[j] != '\r')
-            j++;
+        {
+            /* the line's end: its first CR or LF (the CR looked for before the LF only) */
+            const char *lf = memchr(data + i, '\n', len - i);
+            size_t end = lf != NULL ? (size_t)(lf - data) : len;
+            const char *cr = memchr(data + i, '\r', end - i);
+
+            j = cr != NULL ? (size_t)(cr - data) : end;
+        }
         seg = j - i;
         if (!p->skipping && seg > 0) {
             if (p->line_len + seg >= p->line_cap) {

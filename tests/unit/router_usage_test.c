@@ -672,10 +672,31 @@ static void test_json_edges(void **state)
     assert_int_equal(u.found, 0);
 }
 
+/* The cheap test before a stream line is parsed for usage (memchr-driven; it replaced memmem):
+ * the word anywhere, at either end, after a false start; never past len. */
+static void test_usage_mentioned(void **state)
+{
+    static const char buf[] = "usage, uusage, usag|usage";
+
+    (void)state;
+    assert_true(rt_usage_mentioned("usage", 5));
+    assert_true(rt_usage_mentioned("{\"usage\":{}}", 12));
+    assert_true(rt_usage_mentioned("uuuusage", 8));
+    assert_true(rt_usage_mentioned("xx usage", 8));
+    assert_false(rt_usage_mentioned("usag", 4));
+    assert_false(rt_usage_mentioned("usage", 4));
+    assert_false(rt_usage_mentioned("", 0));
+    assert_false(rt_usage_mentioned("u sage usa ge", 13));
+    assert_true(rt_usage_mentioned(buf + 21, 4) == 0);      /* "sage" only */
+    assert_true(rt_usage_mentioned(buf + 15, 10));          /* "usag|usage" */
+    assert_false(rt_usage_mentioned(buf + 15, 9));          /* "usag|usag" */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_usage_mentioned),
         cmocka_unit_test(test_cost),
         cmocka_unit_test(test_estimate_input),
         cmocka_unit_test(test_cost_per_usage_shape),
