@@ -309,22 +309,20 @@ static int pump_data(struct rt_call *c, const char *raw, size_t rl, const char *
     return stop;
 }
 
+/* 1 when the provider's events go to the client as they are: no translation, no dialect, no
+ * Responses stream made of chat. */
+static int passed_through(const struct rt_call *c)
+{
+    return c->wire.dir == RT_TRANSLATE_NONE && c->wire.dialect == NULL && c->rs == NULL;
+}
+
 /* A chat event passed through as it is that neither ends the stream ([DONE]) nor carries
  * usage: every content chunk. pump_event copies it without parsing it or scanning it for
  * usage (what it would do anyway, at a fraction of the cost). */
 static int plain_chunk(const struct rt_call *c, const char *raw, size_t rl)
 {
-    const char *p = raw, *end = raw + rl;
-
-    if (c->wire.api != RT_API_CHAT || c->wire.dir != RT_TRANSLATE_NONE ||
-        c->wire.dialect != NULL || c->rs != NULL || rt_usage_mentioned(raw, rl))
-        return 0;
-    while (end - p >= 6 && (p = memchr(p, '[', (size_t)(end - p - 5))) != NULL) {
-        if (memcmp(p + 1, "DONE]", 5) == 0)
-            return 0;
-        p++;
-    }
-    return 1;
+    return passed_through(c) && c->wire.api == RT_API_CHAT && !rt_usage_mentioned(raw, rl) &&
+           !rt_word_in(raw, rl, "[DONE]", 6);
 }
 
 /* One OpenAI (or Anthropic) event of the wire API, raw[0, rl): usage read, passed on,
@@ -405,7 +403,7 @@ static int in_grow(struct rt_call *c)
  * chunk). Returns 0 or TG_ENOMEM. */
 static int out_fit(struct rt_call *c, size_t rl)
 {
-    int through = c->wire.dir == RT_TRANSLATE_NONE && c->wire.dialect == NULL && c->rs == NULL;
+    int through = passed_through(c);
     size_t need = through ? rl : 2 * rl + RT_STREAM_OUT_BYTES;
     size_t out_need = need;
 
@@ -473,7 +471,7 @@ static int stream_pump(struct rt_call *c)
 static int pump_events(struct rt_call *c, size_t *took)
 {
     const struct rt_dialect *d = c->wire.dialect;
-    int through = c->wire.dir == RT_TRANSLATE_NONE && d == NULL && c->rs == NULL;
+    int through = passed_through(c);
     size_t rl;
     int done, err, stop;
     int produced = 0;

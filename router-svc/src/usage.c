@@ -346,20 +346,28 @@ void rt_sse_usage_fini(struct rt_sse_usage *p)
     p->line_cap = 0; /* a finished parser ignores further bytes */
 }
 
-/* One "data:" payload. Only payloads mentioning usage are parsed (content chunks are skipped
- * without a JSON parse). */
-int rt_usage_mentioned(const char *data, size_t len)
+int rt_word_in(const char *data, size_t len, const char *word, size_t wlen)
 {
     const char *p = data, *end = data + len;
 
-    while (end - p >= 5 && (p = memchr(p, 'u', (size_t)(end - p - 4))) != NULL) {
-        if (memcmp(p + 1, "sage", 4) == 0)
+    if (wlen == 0)
+        return 1;
+    while ((size_t)(end - p) >= wlen &&
+           (p = memchr(p, word[0], (size_t)(end - p) - wlen + 1)) != NULL) {
+        if (memcmp(p + 1, word + 1, wlen - 1) == 0)
             return 1;
         p++;
     }
     return 0;
 }
 
+int rt_usage_mentioned(const char *data, size_t len)
+{
+    return rt_word_in(data, len, "usage", 5);
+}
+
+/* One "data:" payload. Only payloads mentioning usage are parsed (content chunks are skipped
+ * without a JSON parse). */
 static void sse_data(struct rt_sse_usage *p, const char *data, size_t len)
 {
     json_t *root, *usage = NULL;

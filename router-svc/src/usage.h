@@ -102,9 +102,13 @@ int rt_sse_usage_init(struct rt_sse_usage *p, enum rt_api api, size_t line_cap);
 /* rt_sse_usage_fini: free the line buffer. Safe on a zeroed or finished parser. */
 void rt_sse_usage_fini(struct rt_sse_usage *p);
 
+/* rt_word_in: 1 when data[0, len) holds word[0, wlen) (1 for an empty word). memchr for its
+ * first byte, then a compare: not memmem, which costs more than it saves on the short lines of
+ * a stream. */
+int rt_word_in(const char *data, size_t len, const char *word, size_t wlen);
+
 /* rt_usage_mentioned: 1 when data[0, len) holds the word "usage" (a cheap test before a JSON
- * parse: memchr for its first letter, not memmem, which costs more than it saves on the short
- * lines of a stream). */
+ * parse). */
 int rt_usage_mentioned(const char *data, size_t len);
 
 /* rt_sse_usage_feed: consume len bytes of the stream (any split: mid-line, mid-UTF-8, CRLF split

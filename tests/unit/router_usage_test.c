@@ -692,11 +692,31 @@ static void test_usage_mentioned(void **state)
     assert_false(rt_usage_mentioned(buf + 15, 9));          /* "usag|usag" */
 }
 
+/* The word search behind it and behind the stream's [DONE] test: any word, at either end,
+ * after false starts of its first byte, never past len; a word longer than the data is absent. */
+static void test_word_in(void **state)
+{
+    static const char done[] = "data: [DONE]\n\n";
+    static const char fake[] = "data: {\"c\":\"[[DONE [DON\"}[DONE]";
+
+    (void)state;
+    assert_true(rt_word_in(done, sizeof(done) - 1, "[DONE]", 6));
+    assert_false(rt_word_in(done, 11, "[DONE]", 6));        /* cut before the ']' */
+    assert_false(rt_word_in(fake, sizeof(fake) - 7, "[DONE]", 6));
+    assert_true(rt_word_in(fake, sizeof(fake) - 1, "[DONE]", 6)); /* only at the very end */
+    assert_true(rt_word_in("abc", 3, "c", 1));
+    assert_false(rt_word_in("abc", 2, "c", 1));
+    assert_true(rt_word_in("abc", 3, "", 0));
+    assert_false(rt_word_in("ab", 2, "abc", 3));
+    assert_false(rt_word_in("", 0, "a", 1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_usage_mentioned),
+        cmocka_unit_test(test_word_in),
         cmocka_unit_test(test_cost),
         cmocka_unit_test(test_estimate_input),
         cmocka_unit_test(test_cost_per_usage_shape),
