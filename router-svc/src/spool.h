@@ -1,8 +1,14 @@
 /* rt_spool: the local append-only event spool of router-svc.
  *
  * Every event is written here before the last byte of its response reaches the client, so a
- * SIGKILL after the response cannot lose it: a write() to the page cache survives the death of
- * the process. Kafka delivery is tracked separately (rt_publisher) and reported back through
+ * SIGKILL after the response cannot lose it: a store into the page cache survives the death of
+ * the process. The writer maps the segment it appends to (MAP_SHARED, a window of 1 MiB at a
+ * time, its space allocated with posix_fallocate before it is mapped, so that a full disk is an
+ * error at that point and never a SIGBUS); an append is a copy into that window under the mutex,
+ * with no system call. When the space or the mapping cannot be had, the append is a pwritev().
+ * The space allocated past the last record (at most one window) goes back to the file system
+ * when the segment rolls or the spool closes, or, after a crash, at the next open: zeros from a
+ * frame's start to the end of a segment are that space, not a record and not corruption. Kafka delivery is tracked separately (rt_publisher) and reported back through
  * rt_spool_ack_below(), which persists a checkpoint and deletes fully acknowledged segments.
  *
  * On disk: segment files "seg-<first seq, 20 digits>.tgs" and a "checkpoint" file. A record is
@@ -14,7 +20,7 @@
  * segments roll at segment_bytes; the segment table holds at most
  * max_bytes / segment_bytes + RT_SPOOL_EXTRA_SEGMENTS entries, set at open.
  *
- * Threads: rt_spool_append() from any request thread (one mutex, held for one write()); the
+ * Threads: rt_spool_append() from any request thread (one mutex, held for one copy); the
  * read, rewind, ack and sync calls from a single publisher thread. The reader reads ahead: one
  * pread of up to 256 KiB of the segment's written bytes serves the records in it. */
 #ifndef RT_SPOOL_H
@@ -72,7 +78,8 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
  * except what rt_spool_ack_below() already released. */
 void rt_spool_close(struct rt_spool **sp);
 
-/* rt_spool_append: append one record (len <= RT_SPOOL_RECORD_MAX_BYTES) with one write().
+/* rt_spool_append: append one record (len <= RT_SPOOL_RECORD_MAX_BYTES): a copy into the mapped
+ * window, or one pwritev() when it cannot be mapped.
  * Returns 0 and the record's seq in *seq_out (may be NULL), TG_EFULL when max_bytes would be
  * exceeded (counted), TG_ETOOBIG, or TG_EIO. Any thread. */
 int rt_spool_append(struct rt_spool *sp, const void *payload, size_t len, uint64_t ts_ms,

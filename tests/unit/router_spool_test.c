@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "spool.h"
@@ -214,6 +216,91 @@ static void test_torn_tail_skipped_rest_replayed(void **state)
     rt_spool_close(&sp);
 }
 
+/* A child appends n records and dies by SIGKILL, the spool still open: the segment it leaves
+ * holds the records, then the zeros of the space the writer had allocated ahead of them. */
+static void append_and_die(int n)
+{
+    pid_t pid = fork();
+    int status = 0;
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rt_spool_config cfg = {.dir = test_dir, .max_bytes = 64ull << 20,
+                                      .segment_bytes = 8ull << 20, .fsync_interval_ms = 0};
+        char err[256];
+        struct rt_spool *sp = rt_spool_open(&cfg, NULL, err, sizeof(err));
+
+        for (int i = 0; sp != NULL && i < n; i++) {
+            char payload[64];
+            int len = snprintf(payload, sizeof(payload), "event-%06d", i);
+
+            if (rt_spool_append(sp, payload, (size_t)len, 1000 + (uint64_t)i, NULL) != 0)
+                _exit(3);
+        }
+        raise(SIGKILL);
+        _exit(4);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+/* SIGKILL with the spool open: every record appended is replayed, the allocated space past them
+ * is neither a record nor corruption, and it goes back to the file system at the next open. */
+static void test_killed_writer_allocated_tail(void **state)
+{
+    struct rt_spool_recovery rec;
+    struct rt_spool *sp;
+    struct stat stt;
+    char path[512];
+    uint64_t first = 0, last = 0;
+
+    (void)state;
+    append_and_die(10);
+    find_single_segment(path, sizeof(path));
+    assert_int_equal(stat(path, &stt), 0);
+    assert_true(stt.st_size >= 1024 * 1024); /* the writer's window, allocated ahead */
+    sp = open_spool(64ull << 20, 8ull << 20, &rec);
+    assert_int_equal(rec.pending, 10);
+    assert_int_equal(rec.corrupt, 0);
+    assert_int_equal(rec.next_seq, 10);
+    assert_int_equal(stat(path, &stt), 0);
+    assert_int_equal(stt.st_size, 10 * 40); /* 28 + 12 bytes a record */
+    assert_int_equal(read_all(sp, &first, &last), 10);
+    assert_int_equal(first, 0);
+    assert_int_equal(last, 9);
+    append_n(sp, 10, 3);
+    assert_int_equal(read_all(sp, &first, &last), 3);
+    assert_int_equal(first, 10);
+    rt_spool_close(&sp);
+    /* A clean close leaves no allocated tail either (nothing was acknowledged: both stay). */
+    assert_int_equal(count_segments(), 2);
+}
+
+/* A record torn inside the allocated space (the writer died mid-copy) is counted as corrupt;
+ * the records before it are replayed. */
+static void test_killed_writer_torn_in_allocated_tail(void **state)
+{
+    static const char torn[] = "TGL1\x40\x00\x00\x00torn";
+    struct rt_spool_recovery rec;
+    struct rt_spool *sp;
+    char path[512];
+    int fd;
+
+    (void)state;
+    append_and_die(10);
+    find_single_segment(path, sizeof(path));
+    fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, torn, sizeof(torn) - 1, 10 * 40), (ssize_t)(sizeof(torn) - 1));
+    close(fd);
+    sp = open_spool(64ull << 20, 8ull << 20, &rec);
+    assert_int_equal(rec.pending, 10);
+    assert_true(rec.corrupt >= 1);
+    assert_int_equal(rec.next_seq, 10);
+    assert_int_equal(read_all(sp, NULL, NULL), 10);
+    rt_spool_close(&sp);
+}
+
 static void test_corrupt_middle_record_skipped(void **state)
 {
     struct rt_spool_recovery rec;
@@ -333,6 +420,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_append_read_ack_release, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rewind, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_tail_skipped_rest_replayed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_killed_writer_allocated_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_killed_writer_torn_in_allocated_tail, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_middle_record_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_is_refused_and_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_ahead_while_appending, setup, teardown),
