@@ -1,6 +1,7 @@
 #include "proto_event.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,26 @@
  * ------------------------------------------------------------------------------------------- */
 
 static const char utf8_replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
+
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+/* 1 when none of the n bytes at s has its high bit set (ASCII), 8 bytes at a time. */
+static int ascii_only(const unsigned char *s, size_t n)
+{
+    uint64_t acc = 0;
+    size_t i = 0;
+
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+
+        memcpy(&x, s + i, 8);
+        acc |= x;
+    }
+    for (; i < n; i++)
+        acc |= s[i];
+    return (acc & HIGHS) == 0;
+}
 
 /* Copy the C string src (read at most srcmax bytes) into dst of cap bytes as well-formed UTF-8:
  * each byte that does not start a well-formed sequence becomes U+FFFD; the copy stops at a
@@ -33,6 +54,14 @@ static size_t utf8_clean(char *dst, size_t cap, const char *src, size_t srcmax, 
         dst[0] = '\0';
         return 0;
     }
+    /* Every field of a real event: ASCII that fits, copied as it is. */
+    o = strnlen(src, srcmax);
+    if (o < cap && ascii_only(s, o)) {
+        memcpy(dst, src, o);
+        dst[o] = '\0';
+        return o;
+    }
+    o = 0;
     while (i < srcmax && s[i] != '\0') {
         const char *put;
         size_t putlen;
@@ -161,21 +190,44 @@ static inline void jw_put(struct jw *w, const char *s, size_t n)
 
 #define JW_LIT(w, lit) jw_put((w), (lit), sizeof(lit) - 1)
 
+/* 1 when none of the 8 bytes in x needs an escape in a JSON string (a control byte, '"' or
+ * '\\'): the exact "some byte is below n" and "some byte equals c" word tests. */
+static inline int word_plain(uint64_t x)
+{
+    uint64_t ctl = (x - ONES * 0x20) & ~x & HIGHS;
+    uint64_t q = x ^ (ONES * '"');
+    uint64_t b = x ^ (ONES * '\\');
+
+    q = (q - ONES) & ~q & HIGHS;
+    b = (b - ONES) & ~b & HIGHS;
+    return (ctl | q | b) == 0;
+}
+
 static void jw_str(struct jw *w, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)s;
     const unsigned char *run = p;
+    const unsigned char *end = p + strlen(s);
 
     jw_put(w, "\"", 1);
-    for (; *p != '\0'; p++) {
-        unsigned char c = *p;
+    while (p < end) {
+        unsigned char c;
         char e[6];
+        uint64_t x;
 
+        if (end - p >= 8) {
+            memcpy(&x, p, 8);
+            if (word_plain(x)) {
+                p += 8;
+                continue;
+            }
+        }
+        c = *p++;
         if (esc_width[c] == 1)
             continue;
-        jw_put(w, (const char *)run, (size_t)(p - run));
-        run = p + 1;
+        jw_put(w, (const char *)run, (size_t)(p - 1 - run));
+        run = p;
         e[0] = '\\';
         if (esc_short[c] != 0) {
             e[1] = esc_short[c];
@@ -189,20 +241,34 @@ static void jw_str(struct jw *w, const char *s)
             jw_put(w, e, 6);
         }
     }
-    jw_put(w, (const char *)run, (size_t)(p - run));
+    jw_put(w, (const char *)run, (size_t)(end - run));
     jw_put(w, "\"", 1);
 }
 
 static void jw_i64(struct jw *w, int64_t v)
 {
+    static const char pairs[] = "000102030405060708091011121314151617181920212223242526272829"
+                                "303132333435363738394041424344454647484950515253545556575859"
+                                "606162636465666768697071727374757677787980818283848586878889"
+                                "90919293949596979899";
     char tmp[24];
     size_t i = sizeof(tmp);
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
 
-    do {
-        tmp[--i] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
+    /* two digits a division */
+    while (u >= 100) {
+        unsigned r = (unsigned)(u % 100);
+
+        u /= 100;
+        tmp[--i] = pairs[2 * r + 1];
+        tmp[--i] = pairs[2 * r];
+    }
+    if (u >= 10) {
+        tmp[--i] = pairs[2 * u + 1];
+        tmp[--i] = pairs[2 * u];
+    } else {
+        tmp[--i] = (char)('0' + u);
+    }
     if (v < 0)
         tmp[--i] = '-';
     jw_put(w, tmp + i, sizeof(tmp) - i);
@@ -495,8 +561,7 @@ int proto_event_encode(const struct proto_event *ev, char *out, size_t outcap, s
         return TG_EINVAL;
     if (ev->kind != PROTO_KIND_REQUEST && ev->kind != PROTO_KIND_COOLDOWN)
         return TG_EINVAL;
-    memset(&work, 0, sizeof(work));
-    encode_prepare(&work, ev);
+    encode_prepare(&work, ev); /* sets every field encode_write and encode_shorten read */
     if (!proto_is_uuid(work.call_id))
         return TG_EINVAL;
 

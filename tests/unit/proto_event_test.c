@@ -457,6 +457,75 @@ static void test_random_events_round_trip(void **state)
     }
 }
 
+/* The encoder's fast paths (strings copied and escaped a word at a time, numbers two digits a
+ * step) against independent references: jansson reads every string back as the cleaned input,
+ * at every length and alignment around a word, with each byte that needs an escape (and a
+ * non-ASCII one) at each position; every number is written as printf writes it. */
+static void test_encode_fast_paths_match_reference(void **state)
+{
+    static const int64_t nums[] = {0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 1001, 65535,
+                                   99999999, 100000000, 1234567890123, INT64_MAX};
+    static const unsigned char odd[] = {0x01, 0x08, 0x09, 0x0a, 0x0c, 0x0d, 0x1f, '"', '\\',
+                                        0x7f, 0xc3};
+
+    (void)state;
+    for (size_t len = 0; len <= 20; len++) {
+        for (size_t at = 0; at <= len; at++) {
+            for (size_t k = 0; k <= sizeof(odd); k++) {
+                struct proto_event ev;
+                char out[TG_EVENT_MAX_BYTES + 1], want[32];
+                size_t outlen = 0;
+                json_error_t jerr;
+                json_t *root;
+                const char *got;
+
+                if (k < sizeof(odd) && at == len)
+                    continue; /* the odd byte goes at a position inside the string */
+                base_event(&ev);
+                for (size_t i = 0; i < len; i++)
+                    want[i] = (char)('a' + (i * 7) % 26);
+                if (k < sizeof(odd))
+                    want[at] = (char)odd[k];
+                want[len] = '\0';
+                if (k < sizeof(odd) && odd[k] == 0xc3) {
+                    if (at + 1 < len) {
+                        want[at + 1] = (char)0xa9; /* U+00E9, two bytes */
+                    } else {
+                        continue;
+                    }
+                }
+                strcpy(ev.key_alias, want);
+                strcpy(ev.model, want);
+                assert_int_equal(proto_event_encode(&ev, out, sizeof(out), &outlen), 0);
+                root = json_loadb(out, outlen, 0, &jerr);
+                if (root == NULL)
+                    fail_msg("not JSON (%s): %s", jerr.text, out);
+                got = json_string_value(json_object_get(root, "key_alias"));
+                assert_non_null(got);
+                assert_string_equal(got, want);
+                assert_string_equal(json_string_value(json_object_get(root, "model")), want);
+                json_decref(root);
+            }
+        }
+    }
+    for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+        struct proto_event ev;
+        char out[TG_EVENT_MAX_BYTES + 1], want[64];
+        size_t outlen = 0;
+
+        base_event(&ev);
+        ev.prompt_tokens = nums[i];
+        ev.cost_nusd = nums[i];
+        assert_int_equal(proto_event_encode(&ev, out, sizeof(out), &outlen), 0);
+        snprintf(want, sizeof(want), "\"prompt_tokens\":%lld,", (long long)nums[i]);
+        if (strstr(out, want) == NULL)
+            fail_msg("%s not in %s", want, out);
+        snprintf(want, sizeof(want), "\"cost_nusd\":%lld,", (long long)nums[i]);
+        if (strstr(out, want) == NULL)
+            fail_msg("%s not in %s", want, out);
+    }
+}
+
 /* The proof that the bound always holds: the encoder may shorten every free-text field down to
  * nothing, so it always fits if the part it never shortens fits. Build that part at its worst
  * (endpoint of control characters, every number at its longest, 4 trail entries, 8 tags,
@@ -857,6 +926,7 @@ int main(void)
         cmocka_unit_test(test_acceptance_1mb_strings_1000_attempts),
         cmocka_unit_test(test_adversarial_fill_stays_in_bound),
         cmocka_unit_test(test_random_events_round_trip),
+        cmocka_unit_test(test_encode_fast_paths_match_reference),
         cmocka_unit_test(test_unshortenable_part_worst_case_fits),
         cmocka_unit_test(test_shorten_order_trail_messages_oldest_first),
         cmocka_unit_test(test_str_set_cuts_at_character),
