@@ -41,6 +41,9 @@ struct rt_spool {
     unsigned char *wmap;          /* shared mapping of wfd's [wmap_off, + wmap_len), or NULL */
     uint64_t wmap_off;            /* page aligned */
     size_t wmap_len;
+    unsigned char *nmap;          /* the window after it, prepared by rt_spool_prepare(), or NULL */
+    uint64_t nmap_off;
+    size_t nmap_len;
     size_t page;                  /* the system's page size */
     uint64_t next_seq;
     uint64_t live_bytes;
@@ -58,6 +61,8 @@ struct rt_spool {
     _Atomic uint64_t st_full;
     _Atomic uint64_t st_corrupt;
     _Atomic uint64_t st_write_errors;
+    _Atomic uint64_t st_windows;          /* windows the writer mapped itself */
+    _Atomic uint64_t st_windows_prepared; /* windows it took ready from rt_spool_prepare() */
 };
 
 static void put32(unsigned char *p, uint32_t v)
@@ -467,9 +472,11 @@ static void writer_release(struct rt_spool *sp)
 {
     if (sp->wmap != NULL)
         munmap(sp->wmap, sp->wmap_len);
-    sp->wmap = NULL;
-    sp->wmap_off = 0;
-    sp->wmap_len = 0;
+    if (sp->nmap != NULL)
+        munmap(sp->nmap, sp->nmap_len);
+    sp->wmap = sp->nmap = NULL;
+    sp->wmap_off = sp->nmap_off = 0;
+    sp->wmap_len = sp->nmap_len = 0;
     if (sp->wfd >= 0 && sp->nsegs > 0 &&
         ftruncate(sp->wfd, (off_t)sp->segs[sp->nsegs - 1].bytes) != 0)
         TG_WARN_RL("event=spool_truncate_failed errno=%d", errno);
@@ -541,11 +548,40 @@ int rt_spool_has_room(struct rt_spool *sp, size_t len)
  * record), page aligned, and ends at the segment's roll size when that comes first. Returns 0, or
  * TG_EIO when the space or the mapping could not be had (the caller writes instead). Caller
  * holds mu. */
+static uint64_t window_len(const struct rt_spool *sp, uint64_t start)
+{
+    uint64_t limit = (sp->cfg.segment_bytes + sp->page - 1) / sp->page * sp->page;
+
+    return start + SPOOL_WINDOW <= limit ? SPOOL_WINDOW : limit > start ? limit - start : 0;
+}
+
+/* [start, start + len) of fd allocated, mapped shared and faulted in writable. Returns the
+ * mapping or NULL (logged). */
+static unsigned char *window_map(int fd, uint64_t start, uint64_t len)
+{
+    void *m;
+    int e = posix_fallocate(fd, (off_t)start, (off_t)len);
+
+    if (e != 0) {
+        TG_WARN_RL("event=spool_allocate_failed errno=%d action=write", e);
+        return NULL;
+    }
+    m = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);
+    if (m == MAP_FAILED) {
+        TG_WARN_RL("event=spool_map_failed errno=%d action=write", errno);
+        return NULL;
+    }
+#ifdef MADV_POPULATE_WRITE
+    /* Fault the window in writable at once (one call, not one fault a page as the copies reach
+     * them); before Linux 5.14 this fails and the pages fault in one by one. */
+    (void)madvise(m, (size_t)len, MADV_POPULATE_WRITE);
+#endif
+    return m;
+}
+
 static int window_fit(struct rt_spool *sp, uint64_t at, size_t n)
 {
-    uint64_t start, len, limit;
-    void *m;
-    int e;
+    uint64_t start, len;
 
     if (sp->wmap != NULL && at >= sp->wmap_off && at + n <= sp->wmap_off + sp->wmap_len)
         return 0;
@@ -553,30 +589,78 @@ static int window_fit(struct rt_spool *sp, uint64_t at, size_t n)
         munmap(sp->wmap, sp->wmap_len);
     sp->wmap = NULL;
     sp->wmap_len = 0;
+    if (sp->nmap != NULL && at >= sp->nmap_off && at + n <= sp->nmap_off + sp->nmap_len) {
+        /* the publisher thread had it ready: no allocation and no faults here */
+        sp->wmap = sp->nmap;
+        sp->wmap_off = sp->nmap_off;
+        sp->wmap_len = sp->nmap_len;
+        sp->nmap = NULL;
+        atomic_fetch_add(&sp->st_windows_prepared, 1);
+        return 0;
+    }
+    if (sp->nmap != NULL) { /* not where the writer is now: of no more use */
+        munmap(sp->nmap, sp->nmap_len);
+        sp->nmap = NULL;
+        sp->nmap_len = 0;
+    }
     start = at - at % sp->page;
-    limit = (sp->cfg.segment_bytes + sp->page - 1) / sp->page * sp->page;
-    len = start + SPOOL_WINDOW <= limit ? SPOOL_WINDOW : limit > start ? limit - start : 0;
+    len = window_len(sp, start);
     if (len < at + n - start)
         len = (at + n - start + sp->page - 1) / sp->page * sp->page;
-    e = posix_fallocate(sp->wfd, (off_t)start, (off_t)len);
-    if (e != 0) {
-        TG_WARN_RL("event=spool_allocate_failed errno=%d action=write", e);
+    sp->wmap = window_map(sp->wfd, start, len);
+    if (sp->wmap == NULL)
         return TG_EIO;
-    }
-    m = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, sp->wfd, (off_t)start);
-    if (m == MAP_FAILED) {
-        TG_WARN_RL("event=spool_map_failed errno=%d action=write", errno);
-        return TG_EIO;
-    }
-#ifdef MADV_POPULATE_WRITE
-    /* Fault the window in writable at once (one call, not one fault a page as the copies reach
-     * them); before Linux 5.14 this fails and the pages fault in one by one. */
-    (void)madvise(m, (size_t)len, MADV_POPULATE_WRITE);
-#endif
-    sp->wmap = m;
     sp->wmap_off = start;
     sp->wmap_len = (size_t)len;
+    atomic_fetch_add(&sp->st_windows, 1);
     return 0;
+}
+
+void rt_spool_prepare(struct rt_spool *sp)
+{
+    uint64_t start, len, seg;
+    unsigned char *m;
+    int fd = -1;
+
+    pthread_mutex_lock(&sp->mu);
+    if (sp->wfd >= 0 && sp->wmap != NULL && sp->nmap == NULL &&
+        window_len(sp, sp->wmap_off + sp->wmap_len) > 0) {
+        /* The record that does not fit in the window starts less than a largest frame before
+         * its end: the next window starts that far back (the two overlap), so that it holds
+         * the whole record. */
+        uint64_t back = (SPOOL_HDR_BYTES + RT_SPOOL_RECORD_MAX_BYTES + sp->page - 1) / sp->page *
+                        sp->page;
+
+        start = sp->wmap_off + sp->wmap_len;
+        start = start - sp->wmap_off > back ? start - back : sp->wmap_off;
+        len = window_len(sp, start);
+        seg = sp->segs[sp->nsegs - 1].first_seq;
+        fd = dup(sp->wfd);
+    }
+    pthread_mutex_unlock(&sp->mu);
+    if (fd < 0)
+        return;
+    m = window_map(fd, start, len);
+    pthread_mutex_lock(&sp->mu);
+    if (m != NULL && sp->wfd >= 0 && sp->nmap == NULL && sp->wmap != NULL &&
+        sp->segs[sp->nsegs - 1].first_seq == seg && start > sp->wmap_off &&
+        start < sp->wmap_off + sp->wmap_len) {
+        sp->nmap = m;
+        sp->nmap_off = start;
+        sp->nmap_len = (size_t)len;
+        m = NULL;
+    } else {
+        /* The writer moved on meanwhile (a new segment, or a window it mapped itself). A segment
+         * it left keeps no allocated space past its records. */
+        for (uint32_t i = 0; i + 1 < sp->nsegs; i++) {
+            if (sp->segs[i].first_seq == seg && ftruncate(fd, (off_t)sp->segs[i].bytes) != 0)
+                TG_WARN_RL("event=spool_truncate_failed errno=%d", errno);
+        }
+    }
+    pthread_mutex_unlock(&sp->mu);
+    if (m != NULL)
+        munmap(m, (size_t)len);
+    close(fd);
 }
 
 int rt_spool_append(struct rt_spool *sp, const void *payload, size_t len, uint64_t ts_ms,
@@ -776,4 +860,6 @@ void rt_spool_get_stats(struct rt_spool *sp, struct rt_spool_stats *out)
     out->full = atomic_load(&sp->st_full);
     out->corrupt = atomic_load(&sp->st_corrupt);
     out->write_errors = atomic_load(&sp->st_write_errors);
+    out->windows = atomic_load(&sp->st_windows);
+    out->windows_prepared = atomic_load(&sp->st_windows_prepared);
 }

@@ -5,10 +5,13 @@
  * the process. The writer maps the segment it appends to (MAP_SHARED, a window of 1 MiB at a
  * time, its space allocated with posix_fallocate before it is mapped, so that a full disk is an
  * error at that point and never a SIGBUS); an append is a copy into that window under the mutex,
- * with no system call. When the space or the mapping cannot be had, the append is a pwritev().
- * The space allocated past the last record (at most one window) goes back to the file system
- * when the segment rolls or the spool closes, or, after a crash, at the next open: zeros from a
- * frame's start to the end of a segment are that space, not a record and not corruption. Kafka delivery is tracked separately (rt_publisher) and reported back through
+ * with no system call. The next window is made ready off the request path (rt_spool_prepare).
+ * When the space or the mapping cannot be had, the append is a pwritev(). The space allocated
+ * past the last record (at most two windows) goes back to the file system when the segment
+ * rolls or the spool closes, or, after a crash, at the next open: zeros from a frame's start to
+ * the end of a segment are that space, not a record and not corruption.
+ *
+ * Kafka delivery is tracked separately (rt_publisher) and reported back through
  * rt_spool_ack_below(), which persists a checkpoint and deletes fully acknowledged segments.
  *
  * On disk: segment files "seg-<first seq, 20 digits>.tgs" and a "checkpoint" file. A record is
@@ -66,6 +69,8 @@ struct rt_spool_stats {
     uint64_t acked_below;   /* checkpoint */
     uint64_t next_seq;      /* next seq to assign */
     uint64_t write_errors;  /* failed write() calls */
+    uint64_t windows;       /* windows the writer mapped itself (on a request thread) */
+    uint64_t windows_prepared; /* windows it found ready (rt_spool_prepare) */
 };
 
 /* rt_spool_open: open or create the spool in cfg->dir, recover what is there (see
@@ -102,6 +107,13 @@ void rt_spool_rewind(struct rt_spool *sp, uint64_t seq);
  * (tmp + rename) and delete segments whose records are all below it (never the segment being
  * written). Returns 0 or TG_EIO. Publisher thread only. */
 int rt_spool_ack_below(struct rt_spool *sp, uint64_t seq);
+
+/* rt_spool_prepare: when the writer has a window and none is ready after it, allocate, map
+ * and fault in the next one, so that the append that reaches it only switches mappings: the
+ * allocation and the faults of 1 MiB (about a millisecond) stay off the request threads. Any
+ * one thread other than the appenders (the publisher, once a pass); nothing is held locked
+ * while it works. */
+void rt_spool_prepare(struct rt_spool *sp);
 
 /* rt_spool_sync: fdatasync the segment being written (fsync policy interval_ms). */
 void rt_spool_sync(struct rt_spool *sp);

@@ -301,6 +301,48 @@ static void test_killed_writer_torn_in_allocated_tail(void **state)
     rt_spool_close(&sp);
 }
 
+/* Windows made ready by rt_spool_prepare() (the publisher's pass) are the ones the writer goes
+ * on with: it maps only its first one itself; every record reads back whole across the switches;
+ * a window prepared but never reached leaves no space behind at close. */
+static void test_prepared_windows(void **state)
+{
+    static unsigned char payload[1000], buf[RT_SPOOL_RECORD_MAX_BYTES];
+    struct rt_spool_stats st;
+    struct rt_spool_record r;
+    struct rt_spool *sp;
+    struct stat stt;
+    char path[512];
+    int n = 0;
+
+    (void)state;
+    sp = open_spool(64ull << 20, 8ull << 20, NULL);
+    for (int i = 0; i < 5000; i++) {
+        memset(payload, 'a' + i % 26, sizeof(payload));
+        assert_int_equal(rt_spool_append(sp, payload, sizeof(payload), 1000 + (uint64_t)i, NULL),
+                         0);
+        if (i % 100 == 0)
+            rt_spool_prepare(sp);
+    }
+    rt_spool_get_stats(sp, &st);
+    assert_int_equal(st.windows, 1);
+    assert_true(st.windows_prepared >= 4); /* 5000 * 1028 bytes: five windows */
+    while (rt_spool_read_next(sp, &r, buf, sizeof(buf)) == 1) {
+        assert_int_equal(r.seq, (uint64_t)n);
+        assert_int_equal(r.len, sizeof(payload));
+        for (size_t b = 0; b < r.len; b++) {
+            if (buf[b] != 'a' + n % 26)
+                fail_msg("record %d byte %zu differs", n, b);
+        }
+        n++;
+    }
+    assert_int_equal(n, 5000);
+    rt_spool_prepare(sp); /* a window ahead that no append reaches */
+    rt_spool_close(&sp);
+    find_single_segment(path, sizeof(path));
+    assert_int_equal(stat(path, &stt), 0);
+    assert_int_equal(stt.st_size, 5000 * (28 + 1000));
+}
+
 static void test_corrupt_middle_record_skipped(void **state)
 {
     struct rt_spool_recovery rec;
@@ -423,6 +465,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_killed_writer_allocated_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_killed_writer_torn_in_allocated_tail, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_prepared_windows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_middle_record_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_is_refused_and_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_ahead_while_appending, setup, teardown),
