@@ -23,7 +23,7 @@
 #define SPOOL_HDR_BYTES 28u
 #define SPOOL_SCAN_CHUNK 65536u
 #define SPOOL_READAHEAD (256u * 1024) /* the reader's buffer: one pread serves many records */
-#define SPOOL_WINDOW (1024u * 1024)    /* the writer's mapping of the segment it appends to */
+#define SPOOL_WINDOW (512u * 1024)     /* the writer's mapping of the segment it appends to */
 
 struct spool_segment {
     uint64_t first_seq; /* seq of its first record; every seq in it is < the next one's */

@@ -2,7 +2,7 @@
  *
  * Every event is written here before the last byte of its response reaches the client, so a
  * SIGKILL after the response cannot lose it: a store into the page cache survives the death of
- * the process. The writer maps the segment it appends to (MAP_SHARED, a window of 1 MiB at a
+ * the process. The writer maps the segment it appends to (MAP_SHARED, a window of 512 KiB at a
  * time, its space allocated with posix_fallocate before it is mapped, so that a full disk is an
  * error at that point and never a SIGBUS); an append is a copy into that window under the mutex,
  * with no system call. The next window is made ready off the request path (rt_spool_prepare).
@@ -110,7 +110,7 @@ int rt_spool_ack_below(struct rt_spool *sp, uint64_t seq);
 
 /* rt_spool_prepare: when the writer has a window and none is ready after it, allocate, map
  * and fault in the next one, so that the append that reaches it only switches mappings: the
- * allocation and the faults of 1 MiB (about a millisecond) stay off the request threads. Any
+ * allocation and the faults of 512 KiB (about half a millisecond) stay off the request threads. Any
  * one thread other than the appenders (the publisher, once a pass); nothing is held locked
  * while it works. */
 void rt_spool_prepare(struct rt_spool *sp);

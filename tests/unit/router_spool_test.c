@@ -258,7 +258,7 @@ static void test_killed_writer_allocated_tail(void **state)
     append_and_die(10);
     find_single_segment(path, sizeof(path));
     assert_int_equal(stat(path, &stt), 0);
-    assert_true(stt.st_size >= 1024 * 1024); /* the writer's window, allocated ahead */
+    assert_true(stt.st_size >= 512 * 1024); /* the writer's window, allocated ahead */
     sp = open_spool(64ull << 20, 8ull << 20, &rec);
     assert_int_equal(rec.pending, 10);
     assert_int_equal(rec.corrupt, 0);
@@ -325,7 +325,7 @@ static void test_prepared_windows(void **state)
     }
     rt_spool_get_stats(sp, &st);
     assert_int_equal(st.windows, 1);
-    assert_true(st.windows_prepared >= 4); /* 5000 * 1028 bytes: five windows */
+    assert_true(st.windows_prepared >= 8); /* 5000 * 1028 bytes: ten windows and more */
     while (rt_spool_read_next(sp, &r, buf, sizeof(buf)) == 1) {
         assert_int_equal(r.seq, (uint64_t)n);
         assert_int_equal(r.len, sizeof(payload));
