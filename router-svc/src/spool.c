@@ -50,6 +50,9 @@ struct rt_spool {
     /* Reader state: publisher thread only. */
     uint64_t r_seg;               /* first_seq of the segment being read */
     uint64_t r_off;               /* byte offset in it */
+    uint64_t r_bytes;             /* its readable bytes when last looked up (only grow) */
+    uint64_t r_next;              /* the first seq of the next segment then, or UINT64_MAX */
+    int r_known;                  /* r_bytes and r_next hold for r_seg (else look up, under mu) */
     uint64_t r_min_seq;           /* records below this are skipped */
     int rfd;                      /* open segment for reading, or -1 */
     uint64_t rfd_seg;             /* which segment rfd is */
@@ -763,10 +766,20 @@ int rt_spool_read_next(struct rt_spool *sp, struct rt_spool_record *rec, void *b
 {
     for (;;) {
         uint64_t bytes, next_first;
-        int rc;
+        int rc, fresh = 0;
 
-        if (!reader_segment(sp, &bytes, &next_first))
-            return 0;
+        /* The segment's size is looked up (under the appenders' mutex) only once the reader has
+         * read what it knew of: not once a record. */
+        if (!sp->r_known || sp->r_off >= sp->r_bytes) {
+            if (!reader_segment(sp, &sp->r_bytes, &sp->r_next)) {
+                sp->r_known = 0;
+                return 0;
+            }
+            sp->r_known = 1;
+            fresh = 1;
+        }
+        bytes = sp->r_bytes;
+        next_first = sp->r_next;
         if (sp->rfd < 0 || sp->rfd_seg != sp->r_seg) {
             char path[PATH_MAX + 64];
 
@@ -787,10 +800,15 @@ int rt_spool_read_next(struct rt_spool *sp, struct rt_spool_record *rec, void *b
                 continue;
             return 1;
         }
+        if (!fresh) {
+            sp->r_known = 0; /* the end of what was known: look again */
+            continue;
+        }
         if (next_first == UINT64_MAX)
             return 0; /* caught up with the writer */
         sp->r_seg = next_first;
         sp->r_off = 0;
+        sp->r_known = 0;
     }
 }
 
@@ -804,6 +822,7 @@ void rt_spool_rewind(struct rt_spool *sp, uint64_t seq)
             sp->r_seg = sp->segs[i].first_seq;
     }
     sp->r_off = 0;
+    sp->r_known = 0;
     pthread_mutex_unlock(&sp->mu);
 }
 
@@ -827,6 +846,7 @@ int rt_spool_ack_below(struct rt_spool *sp, uint64_t seq)
             sp->ra_len = 0;
         }
         remove_segment_at(sp, 0);
+        sp->r_known = 0; /* the reader's segment may be gone: look it up again */
     }
     pthread_mutex_unlock(&sp->mu);
     rc = write_checkpoint(sp, seq);
