@@ -66,7 +66,8 @@ static void on_complete_log(const struct proto_event *ev, void *ud)
              ev->latency_ms, ev->error_class, ev->trace_id);
 }
 
-/* The completion hook: the event goes to the spool (one write(); Kafka is never waited on). */
+/* The completion hook: the event goes to the spool (a copy into its mapped segment; Kafka is
+ * never waited on). */
 static void on_complete_publish(const struct proto_event *ev, void *ud)
 {
     rt_publisher_submit(ud, ev);
