@@ -9,6 +9,7 @@
 
 #include "proto_int.h"
 #include "tg_err.h"
+#include "tg_str.h"
 #include "tg_utf8.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -247,31 +248,13 @@ static void jw_str(struct jw *w, const char *s)
 
 static void jw_i64(struct jw *w, int64_t v)
 {
-    static const char pairs[] = "000102030405060708091011121314151617181920212223242526272829"
-                                "303132333435363738394041424344454647484950515253545556575859"
-                                "606162636465666768697071727374757677787980818283848586878889"
-                                "90919293949596979899";
-    char tmp[24];
-    size_t i = sizeof(tmp);
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    char tmp[TG_U64_DEC_MAX + 1];
+    size_t n = 0;
 
-    /* two digits a division */
-    while (u >= 100) {
-        unsigned r = (unsigned)(u % 100);
-
-        u /= 100;
-        tmp[--i] = pairs[2 * r + 1];
-        tmp[--i] = pairs[2 * r];
-    }
-    if (u >= 10) {
-        tmp[--i] = pairs[2 * u + 1];
-        tmp[--i] = pairs[2 * u];
-    } else {
-        tmp[--i] = (char)('0' + u);
-    }
     if (v < 0)
-        tmp[--i] = '-';
-    jw_put(w, tmp + i, sizeof(tmp) - i);
+        tmp[n++] = '-';
+    n += tg_u64_dec(tmp + n, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
+    jw_put(w, tmp, n);
 }
 
 /* Escaped size of a string (quotes excluded). */

@@ -12,6 +12,7 @@
 #include "rt_metrics.h"
 #include "tg_err.h"
 #include "tg_log.h"
+#include "tg_str.h"
 #include "tg_time.h"
 #include "upstream.h"
 
@@ -363,7 +364,7 @@ static void call_on_done(void *ud, struct rt_upstream_result *res)
     c->res_retry_after_s = res->retry_after_s;
     if (c->res_ttfb_us == 0)
         c->res_ttfb_us = res->ttfb_us;
-    snprintf(c->res_detail, sizeof(c->res_detail), "%s", res->detail);
+    tg_strcpy_cap(c->res_detail, sizeof(c->res_detail), res->detail);
     free(c->res_body);
     c->res_body = res->body; /* taken */
     c->res_body_len = res->body_len;
@@ -1037,7 +1038,7 @@ static int attempt_next(struct rt_call *c, int *ret)
         rt_metrics_retry(e->metrics, c->target.group);
     if (c->prev_group[0] != '\0' && strcmp(c->prev_group, c->target.group) != 0)
         rt_metrics_fallback(e->metrics, c->prev_group, c->target.group);
-    snprintf(c->prev_group, sizeof(c->prev_group), "%s", c->target.group);
+    tg_strcpy_cap(c->prev_group, sizeof(c->prev_group), c->target.group);
     if (c->count_tokens && c->target.dep->prov != &rt_provider_anthropic)
         return count_tokens_local(c, ret);
     msg[0] = '\0';

@@ -17,6 +17,7 @@
 #include "resolver.h"
 #include "tg_err.h"
 #include "tg_log.h"
+#include "tg_str.h"
 #include "tg_time.h"
 #include "upstream_int.h"
 
@@ -664,6 +665,13 @@ int h1c_origin_of(struct rt_upstream *up, const char *url, const char **path)
 
 /* Prepare a native transfer in its slot (submit, any thread: no loop state touched).
  * Returns 0, or -1 when out of memory. */
+/* Appends n bytes at p to the head being built in b (len bytes so far; h1_prepare sized b). */
+#define H1_PUT(b, len, p, n)                                                                   \
+    do {                                                                                       \
+        memcpy((b) + (len), (p), (n));                                                         \
+        (len) += (n);                                                                          \
+    } while (0)
+
 static int h1_prepare(struct slot *s, const struct rt_upstream_request *req, const char *path,
                       const char *hostport)
 {
@@ -676,7 +684,12 @@ static int h1_prepare(struct slot *s, const struct rt_upstream_request *req, con
     b = malloc(cap);
     if (b == NULL)
         return -1;
-    len = (size_t)snprintf(b, cap, "POST %s HTTP/1.1\r\nHost: %s\r\n", path, hostport);
+    len = 0;
+    H1_PUT(b, len, "POST ", 5);
+    H1_PUT(b, len, path, strlen(path));
+    H1_PUT(b, len, " HTTP/1.1\r\nHost: ", 17);
+    H1_PUT(b, len, hostport, strlen(hostport));
+    H1_PUT(b, len, "\r\n", 2);
     for (int i = 0; i < RT_UPSTREAM_HEADERS_MAX && req->headers[i] != NULL; i++) {
         size_t hl = strlen(req->headers[i]);
 
@@ -684,9 +697,11 @@ static int h1_prepare(struct slot *s, const struct rt_upstream_request *req, con
         memcpy(b + len + hl, "\r\n", 2);
         len += hl + 2;
     }
-    len += (size_t)snprintf(b + len, cap - len, "%sContent-Length: %zu\r\n\r\n",
-                            up_has_content_type(req) ? "" : "Content-Type: application/json\r\n",
-                            s->body_len);
+    if (!up_has_content_type(req))
+        H1_PUT(b, len, "Content-Type: application/json\r\n", 32);
+    H1_PUT(b, len, "Content-Length: ", 16);
+    len += tg_u64_dec(b + len, s->body_len);
+    H1_PUT(b, len, "\r\n\r\n", 4);
     free(s->head);
     s->head = b;
     s->head_len = len;

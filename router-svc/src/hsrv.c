@@ -24,6 +24,7 @@
 #include "hparse.h"
 #include "hsrv_int.h"
 #include "tg_log.h"
+#include "tg_str.h"
 #include "tg_time.h"
 
 static void conn_close(struct hs_conn *c, enum hs_toe toe);
@@ -492,8 +493,19 @@ static void start_send(struct hs_conn *c)
 
     c->close_after = c->close_after || r->close || !c->keep_alive || c->early || s->quiesced ||
                      (stream && body && !c->is_head && c->minor == 0);
-    n = (size_t)snprintf(o, 64, "HTTP/1.%d %d %s\r\n", c->minor == 0 ? 0 : 1, status,
-                         hs_reason(status));
+    {
+        /* "HTTP/1.x NNN Reason\r\n", at most 64 bytes as before */
+        const char *reason = hs_reason(status);
+        size_t rl = strnlen(reason, 64 - 17);
+
+        memcpy(o, c->minor == 0 ? "HTTP/1.0 " : "HTTP/1.1 ", 9);
+        n = 9 + tg_u64_dec(o + 9, (uint64_t)(status < 0 ? 0 : status > 999 ? 999 : status));
+        o[n++] = ' ';
+        memcpy(o + n, reason, rl);
+        n += rl;
+        memcpy(o + n, "\r\n", 2);
+        n += 2;
+    }
     memcpy(o + n, date, dl);
     n += dl;
     memcpy(o + n, r->hdr, r->hlen);
@@ -504,7 +516,11 @@ static void start_send(struct hs_conn *c)
             n += 28;
         }
     } else if (body) {
-        n += (size_t)snprintf(o + n, 48, "Content-Length: %zu\r\n", r->body_len);
+        memcpy(o + n, "Content-Length: ", 16);
+        n += 16;
+        n += tg_u64_dec(o + n, r->body_len);
+        memcpy(o + n, "\r\n", 2);
+        n += 2;
     }
     if (c->close_after) {
         memcpy(o + n, "Connection: close\r\n\r\n", 21);

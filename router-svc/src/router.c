@@ -10,6 +10,7 @@
 #include "mask.h"
 #include "tg_err.h"
 #include "tg_log.h"
+#include "tg_str.h"
 
 #define PLAN_MAGIC 0x52504c4eu /* "RPLN" */
 
@@ -698,7 +699,7 @@ int rt_router_begin(struct rt_router *router, const struct rt_key *key, const ch
         reject(r, p, 400, "invalid_model", 0);
         return TG_ENOTFOUND;
     }
-    snprintf(p->requested, sizeof(p->requested), "%s", model);
+    tg_strcpy_cap(p->requested, sizeof(p->requested), model);
     g = resolve_index(r, key, model);
     if (g < 0) {
         outcome_msg(r, p, "Invalid model name passed in model=%s", p->requested);
@@ -941,14 +942,14 @@ enum rt_step rt_router_report(struct rt_router *router, struct rt_plan *plan,
     if (c == RT_ERR_INVALID_RESPONSE || c == RT_ERR_CONNECT)
         status = 502;
     p->outcome.status = status;
-    snprintf(p->outcome.error_class, sizeof(p->outcome.error_class), "%s", rt_error_class_name(c));
+    tg_strcpy_cap(p->outcome.error_class, sizeof(p->outcome.error_class), rt_error_class_name(c));
     rt_mask_apply(r->mask, res->message, res->message != NULL ? res->message_len : 0,
                   p->outcome.message, sizeof(p->outcome.message));
     p->outcome.retry_after_s = c == RT_ERR_RATE_LIMIT ? res->retry_after_s : 0;
     p->outcome.from_upstream = res->http_status != 0 && c != RT_ERR_INVALID_RESPONSE;
     p->outcome.served = c == RT_ERR_NONE;
     p->outcome.dep_index = (int32_t)di;
-    snprintf(p->outcome.model_group, sizeof(p->outcome.model_group), "%s", target->group);
+    tg_strcpy_cap(p->outcome.model_group, sizeof(p->outcome.model_group), target->group);
 
     if (c == RT_ERR_NONE || res->committed || p->attempts >= RT_PLAN_ATTEMPTS_MAX) {
         step = RT_STEP_DONE;

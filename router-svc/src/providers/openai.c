@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "tg_err.h"
+#include "tg_str.h"
 
 int rt_openai_wire(const struct rt_deployment_conf *dep, enum rt_api client, struct rt_wire *out)
 {
@@ -57,7 +58,10 @@ void rt_openai_url(const struct rt_provider_attempt *a, char *out, size_t cap)
         path = "/chat/completions";
         break;
     }
-    snprintf(out, cap, "%.*s%s", (int)bl, base, path);
+    if (bl > cap - 1)
+        bl = cap - 1;
+    memcpy(out, base, bl);
+    tg_strcpy_cap(out + bl, cap - bl, path);
 }
 
 int rt_openai_headers(const struct rt_provider_attempt *a, const char *url,
@@ -66,7 +70,8 @@ int rt_openai_headers(const struct rt_provider_attempt *a, const char *url,
     (void)url;
     if (a->dep->api_key[0] == '\0')
         return 0;
-    snprintf(hdr[0], RT_PROVIDER_HEADER_CAP, "Authorization: Bearer %s", a->dep->api_key);
+    memcpy(hdr[0], "Authorization: Bearer ", 22);
+    tg_strcpy_cap(hdr[0] + 22, RT_PROVIDER_HEADER_CAP - 22, a->dep->api_key);
     return 1;
 }
 
