@@ -22,6 +22,9 @@
 # RT_BENCH_SMAPS=1 prints where the router's idle RSS is (largest mappings).
 # RT_BENCH_PERF=TARGET (router, router-tls, ...) records a perf profile of that target's proxy
 # during its first round and prints the top symbols by self time.
+# RT_BENCH_BASE_BIN=PATH runs a second router-svc with events on (another build, e.g. the last
+# commit's) as target router-base, interleaved with the others: a change measured side by side
+# (the ratio router / router-base), not against a figure from another run.
 # Exits non-zero on a functional failure only (a non-2xx answer, an event not acknowledged by
 # Kafka), never on a figure.
 set -euo pipefail
@@ -210,6 +213,11 @@ ROUTER_PORT=$(tg_port_pick)
 ROUTER0_PORT=$(tg_port_pick)
 router_conf router "$ROUTER_PORT" 1
 router_conf router0 "$ROUTER0_PORT" 0
+if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
+    [ -x "$RT_BENCH_BASE_BIN" ] || die "RT_BENCH_BASE_BIN: $RT_BENCH_BASE_BIN is not executable"
+    ROUTERB_PORT=$(tg_port_pick)
+    router_conf routerb "$ROUTERB_PORT" 1
+fi
 export TOLLGATE_LOG_LEVEL=warn
 "${PIN_PROXY[@]}" "$BIN/router-svc/router-svc" --config "$STATE/router.yaml" 2>>"$STATE/router.log" &
 ROUTER_PID=$!
@@ -219,9 +227,15 @@ ROUTER0_PID=$!
 PIDS+=("$ROUTER0_PID")
 wait_http "http://127.0.0.1:$ROUTER_PORT/health/readiness" || die "router-svc did not become ready"
 wait_http "http://127.0.0.1:$ROUTER0_PORT/health/readiness" || die "router-svc (no events) did not become ready"
+if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
+    "${PIN_PROXY[@]}" "$RT_BENCH_BASE_BIN" --config "$STATE/routerb.yaml" 2>>"$STATE/routerb.log" &
+    ROUTERB_PID=$!
+    PIDS+=("$ROUTERB_PID")
+    wait_http "http://127.0.0.1:$ROUTERB_PORT/health/readiness" || die "router-svc (base) did not become ready"
+fi
 
 # ---- targets ----
-TARGETS="direct nginx router router-noevents nginx-tls router-tls nginx-stream router-stream"
+TARGETS="direct nginx router${RT_BENCH_BASE_BIN:+ router-base} router-noevents nginx-tls router-tls nginx-stream router-stream"
 url_of() {
     case $1 in
     direct) echo "http://127.0.0.1:$MOCK_PORT" ;;
@@ -230,6 +244,7 @@ url_of() {
     nginx-stream) echo "http://127.0.0.1:$NGINX_PORT/stream" ;;
     router | router-tls | router-stream) echo "http://127.0.0.1:$ROUTER_PORT" ;;
     router-noevents) echo "http://127.0.0.1:$ROUTER0_PORT" ;;
+    router-base) echo "http://127.0.0.1:$ROUTERB_PORT" ;;
     esac
 }
 pids_of() {
@@ -238,6 +253,7 @@ pids_of() {
     nginx | nginx-tls | nginx-stream) echo "$NGINX_PID $(pgrep -P "$NGINX_PID" | tr '\n' ' ')" ;;
     router | router-tls | router-stream) echo "$ROUTER_PID" ;;
     router-noevents) echo "$ROUTER0_PID" ;;
+    router-base) echo "$ROUTERB_PID" ;;
     esac
 }
 model_of() { case $1 in *-tls) echo bench-tls ;; *-stream) echo bench-stream ;; *) echo bench-plain ;; esac; }
@@ -367,6 +383,10 @@ diff_us() { echo "$1 $2" | awk '{ printf "%.1f", $1 - $2 }'; }
     echo "| router-stream / nginx-stream throughput (streams/s) | $(ratio "${RPS[router-stream]}" "${RPS[nginx-stream]}") | |"
     echo "| router / direct throughput | $(ratio "${RPS[router]}" "${RPS[direct]}") | |"
     echo "| event pipeline CPU µs/req (router - router-noevents) | $(diff_us "${CPU[router]}" "${CPU[router-noevents]}") | <= 3 |"
+    if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
+        echo "| router / router-base ($RT_BENCH_BASE_BIN) CPU per request | $(ratio "${CPU[router]}" "${CPU[router-base]}") | |"
+        echo "| router / router-base throughput | $(ratio "${RPS[router]}" "${RPS[router-base]}") | |"
+    fi
     echo "| router RSS kB idle after warm-up (TLS upstream pooled) / after the rounds | $RSS_IDLE_ROUTER / $RSS_ROUTER | <= 25600 idle |"
     echo "| nginx RSS kB idle / after | $RSS_IDLE_NGINX / $RSS_NGINX | |"
     echo "| events appended / requests through the router with Kafka | $APPENDED / $WANT | equal |"
