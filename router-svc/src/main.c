@@ -66,8 +66,7 @@ static void on_complete_log(const struct proto_event *ev, void *ud)
              ev->latency_ms, ev->error_class, ev->trace_id);
 }
 
-/* The completion hook: the event goes to the spool (a copy into its mapped segment; Kafka is
- * never waited on). */
+/* The completion hook: the event goes to the spool (one write(); Kafka is never waited on). */
 static void on_complete_publish(const struct proto_event *ev, void *ud)
 {
     rt_publisher_submit(ud, ev);
@@ -256,17 +255,6 @@ static void limit_malloc_arenas(uint32_t loops)
 {
     if (getenv("MALLOC_ARENA_MAX") == NULL)
         mallopt(M_ARENA_MAX, (int)(loops > 0 ? loops : 1) + 2);
-    /* glibc raises its mmap threshold to the size of every mapped block freed, and its trim
-     * threshold to twice that. The control topic's replay batch (512 key specs, 15 MB) is one:
-     * once it was freed, no heap top under 32 MB went back to the system, and the pages the
-     * first requests touched stayed resident for good (router_bench: 17 MB more idle RSS with
-     * Kafka than without). Fixed thresholds end that adjustment: blocks of 1 MiB and more are
-     * mapped and unmapped, and more than 2 MiB free at the heap's top is given back.
-     * MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ in the environment still decide. */
-    if (getenv("MALLOC_MMAP_THRESHOLD_") == NULL)
-        mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
-    if (getenv("MALLOC_TRIM_THRESHOLD_") == NULL)
-        mallopt(M_TRIM_THRESHOLD, 2 * 1024 * 1024);
 }
 
 int main(int argc, char **argv)

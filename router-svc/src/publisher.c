@@ -596,7 +596,6 @@ static void *publisher_main(void *arg)
         if (atomic_load(&pub->fatal))
             renew_producer(pub);
         n = produce_some(pub, buf);
-        rt_spool_prepare(pub->spool);
 
         mark_produced(pub, tg_now_mono_ms());
 

@@ -1,8 +1,7 @@
 /* rt_publisher: spend events from router-svc to Kafka, through the local spool.
  *
- * The request path only encodes the event and appends it to the spool (a copy, rt_spool); it
- * never calls Kafka and never waits. A publisher thread tails the spool (and makes the spool's
- * next write window ready, rt_spool_prepare), produces each record without
+ * The request path only encodes the event and appends it to the spool (one write()); it never
+ * calls Kafka and never waits. A publisher thread tails the spool, produces each record without
  * blocking (never RD_KAFKA_MSG_F_BLOCK) to the events topic keyed by the key hash, serves
  * delivery reports, and advances the spool's checkpoint to the lowest unacknowledged record.
  * When Kafka is down or the producer queue is full, records simply wait in the spool and are

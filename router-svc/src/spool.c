@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -23,7 +22,6 @@
 #define SPOOL_HDR_BYTES 28u
 #define SPOOL_SCAN_CHUNK 65536u
 #define SPOOL_READAHEAD (256u * 1024) /* the reader's buffer: one pread serves many records */
-#define SPOOL_WINDOW (512u * 1024)     /* the writer's mapping of the segment it appends to */
 
 struct spool_segment {
     uint64_t first_seq; /* seq of its first record; every seq in it is < the next one's */
@@ -38,13 +36,6 @@ struct rt_spool {
     uint32_t nsegs;
     uint32_t cap_segs;            /* set at open */
     int wfd;                      /* segment being written, or -1 before the first append */
-    unsigned char *wmap;          /* shared mapping of wfd's [wmap_off, + wmap_len), or NULL */
-    uint64_t wmap_off;            /* page aligned */
-    size_t wmap_len;
-    unsigned char *nmap;          /* the window after it, prepared by rt_spool_prepare(), or NULL */
-    uint64_t nmap_off;
-    size_t nmap_len;
-    size_t page;                  /* the system's page size */
     uint64_t next_seq;
     uint64_t live_bytes;
     /* Reader state: publisher thread only. */
@@ -64,8 +55,6 @@ struct rt_spool {
     _Atomic uint64_t st_full;
     _Atomic uint64_t st_corrupt;
     _Atomic uint64_t st_write_errors;
-    _Atomic uint64_t st_windows;          /* windows the writer mapped itself */
-    _Atomic uint64_t st_windows_prepared; /* windows it took ready from rt_spool_prepare() */
 };
 
 static void put32(unsigned char *p, uint32_t v)
@@ -161,34 +150,10 @@ static int frame_check(struct rt_spool *ra, int fd, uint64_t size, uint64_t off,
     return 1;
 }
 
-/* 1 in *zero when fd's bytes [off, size) are all zero (read through chunk, SPOOL_SCAN_CHUNK
- * bytes; stops at the first byte that is not). Returns 0 or TG_EIO. */
-static int zero_to_end(int fd, uint64_t off, uint64_t size, unsigned char *chunk, int *zero)
-{
-    *zero = 1;
-    while (off < size && *zero) {
-        size_t n = size - off < SPOOL_SCAN_CHUNK ? (size_t)(size - off) : SPOOL_SCAN_CHUNK;
-
-        if (pread_full(fd, chunk, n, off) != 0)
-            return TG_EIO;
-        for (size_t i = 0; i < n; i++) {
-            if (chunk[i] != 0) {
-                *zero = 0;
-                break;
-            }
-        }
-        off += n;
-    }
-    return 0;
-}
-
-/* Reads the frame at *off, resynchronising on the next valid frame past corruption. Zeros from
- * a frame's start to the end of the readable bytes are no record but space the writer had
- * allocated ahead of its records (a segment left by a crash): the end, where *zero_at (may be
- * NULL) is set, not corruption. Returns 1 (frame read, *off past it), 0 (end of the readable
- * bytes), or TG_EIO. */
+/* Reads the frame at *off, resynchronising on the next valid frame past corruption.
+ * Returns 1 (frame read, *off past it), 0 (end of the readable bytes), or TG_EIO. */
 static int frame_next(struct rt_spool *sp, int reader, int fd, uint64_t size, uint64_t *off,
-                      struct rt_spool_record *rec, void *buf, size_t cap, uint64_t *zero_at)
+                      struct rt_spool_record *rec, void *buf, size_t cap)
 {
     static const unsigned char magic[4] = {0x54, 0x47, 0x4c, 0x31};
     unsigned char *chunk = NULL;
@@ -203,27 +168,13 @@ static int frame_next(struct rt_spool *sp, int reader, int fd, uint64_t size, ui
             rc = 1;
             goto out;
         }
+        /* Torn or corrupt: count it once and look for the next magic. */
+        atomic_fetch_add(&sp->st_corrupt, 1);
+        TG_WARN_RL("event=spool_corrupt_record offset=%" PRIu64 " action=skip", *off);
         if (chunk == NULL && (chunk = malloc(SPOOL_SCAN_CHUNK)) == NULL) {
             rc = TG_ENOMEM;
             goto out;
         }
-        {
-            int zero;
-
-            if (zero_to_end(fd, *off, size, chunk, &zero) != 0) {
-                rc = TG_EIO;
-                goto out;
-            }
-            if (zero) {
-                if (zero_at != NULL)
-                    *zero_at = *off;
-                *off = size;
-                break;
-            }
-        }
-        /* Torn or corrupt: count it once and look for the next magic. */
-        atomic_fetch_add(&sp->st_corrupt, 1);
-        TG_WARN_RL("event=spool_corrupt_record offset=%" PRIu64 " action=skip", *off);
         {
             uint64_t pos = *off + 1;
             int found = 0;
@@ -390,9 +341,6 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
     snprintf(sp->dir, sizeof(sp->dir), "%s", cfg->dir);
     sp->cfg = *cfg;
     sp->cfg.dir = sp->dir;
-    sp->page = (size_t)sysconf(_SC_PAGESIZE);
-    if (sp->page == 0 || sp->page == (size_t)-1)
-        sp->page = 4096;
     sp->wfd = -1;
     sp->rfd = -1;
     pthread_mutex_init(&sp->mu, NULL);
@@ -413,7 +361,7 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
     sp->next_seq = r.acked_below;
     for (uint32_t i = 0; i < sp->nsegs; i++) {
         char path[PATH_MAX + 64];
-        uint64_t off = 0, zero_at = UINT64_MAX;
+        uint64_t off = 0;
         struct rt_spool_record fr;
         int fd, rc;
 
@@ -424,7 +372,7 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
             goto fail;
         }
         while ((rc = frame_next(sp, 0, fd, sp->segs[i].bytes, &off, &fr, buf,
-                                RT_SPOOL_RECORD_MAX_BYTES, &zero_at)) == 1) {
+                                RT_SPOOL_RECORD_MAX_BYTES)) == 1) {
             if (fr.seq >= r.acked_below)
                 r.pending++;
             if (fr.seq + 1 > sp->next_seq)
@@ -434,14 +382,6 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
         if (rc < 0) {
             snprintf(err, errlen, "spool: cannot read %s: %s", path, tg_strerror(rc));
             goto fail;
-        }
-        /* The space allocated past its last record goes back to the file system. */
-        if (zero_at != UINT64_MAX) {
-            if (truncate(path, (off_t)zero_at) != 0) {
-                snprintf(err, errlen, "spool: cannot truncate %s: %s", path, strerror(errno));
-                goto fail;
-            }
-            sp->segs[i].bytes = zero_at;
         }
         sp->live_bytes += sp->segs[i].bytes;
     }
@@ -469,22 +409,6 @@ fail:
     return NULL;
 }
 
-/* Unmaps the writer's window and gives the space allocated past the last record of the
- * segment being written back to the file system. Caller holds mu (or is the only user). */
-static void writer_release(struct rt_spool *sp)
-{
-    if (sp->wmap != NULL)
-        munmap(sp->wmap, sp->wmap_len);
-    if (sp->nmap != NULL)
-        munmap(sp->nmap, sp->nmap_len);
-    sp->wmap = sp->nmap = NULL;
-    sp->wmap_off = sp->nmap_off = 0;
-    sp->wmap_len = sp->nmap_len = 0;
-    if (sp->wfd >= 0 && sp->nsegs > 0 &&
-        ftruncate(sp->wfd, (off_t)sp->segs[sp->nsegs - 1].bytes) != 0)
-        TG_WARN_RL("event=spool_truncate_failed errno=%d", errno);
-}
-
 void rt_spool_close(struct rt_spool **spp)
 {
     struct rt_spool *sp;
@@ -493,10 +417,8 @@ void rt_spool_close(struct rt_spool **spp)
         return;
     sp = *spp;
     *spp = NULL;
-    if (sp->wfd >= 0) {
-        writer_release(sp);
+    if (sp->wfd >= 0)
         close(sp->wfd);
-    }
     if (sp->rfd >= 0)
         close(sp->rfd);
     /* Everything acknowledged: leave no segment behind (the checkpoint keeps the sequence). */
@@ -519,15 +441,13 @@ static int roll_segment(struct rt_spool *sp)
     if (sp->nsegs == sp->cap_segs)
         return TG_EFULL;
     seg_path(sp, sp->next_seq, path, sizeof(path));
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (fd < 0) {
         TG_ERROR_RL("event=spool_open_failed errno=%d", errno);
         return TG_EIO;
     }
-    if (sp->wfd >= 0) {
-        writer_release(sp);
+    if (sp->wfd >= 0)
         close(sp->wfd);
-    }
     sp->wfd = fd;
     sp->segs[sp->nsegs].first_seq = sp->next_seq;
     sp->segs[sp->nsegs].bytes = 0;
@@ -543,127 +463,6 @@ int rt_spool_has_room(struct rt_spool *sp, size_t len)
     ok = sp->live_bytes + SPOOL_HDR_BYTES + len <= sp->cfg.max_bytes;
     pthread_mutex_unlock(&sp->mu);
     return ok;
-}
-
-/* The writer's window made to cover [at, at + n) of the segment being written: that space
- * allocated in the file first (posix_fallocate, so that a full disk is an error here and never a
- * SIGBUS on a store later), then mapped shared. A window is SPOOL_WINDOW bytes (more for a larger
- * record), page aligned, and ends at the segment's roll size when that comes first. Returns 0, or
- * TG_EIO when the space or the mapping could not be had (the caller writes instead). Caller
- * holds mu. */
-static uint64_t window_len(const struct rt_spool *sp, uint64_t start)
-{
-    uint64_t limit = (sp->cfg.segment_bytes + sp->page - 1) / sp->page * sp->page;
-
-    return start + SPOOL_WINDOW <= limit ? SPOOL_WINDOW : limit > start ? limit - start : 0;
-}
-
-/* [start, start + len) of fd allocated, mapped shared and faulted in writable. Returns the
- * mapping or NULL (logged). */
-static unsigned char *window_map(int fd, uint64_t start, uint64_t len)
-{
-    void *m;
-    int e = posix_fallocate(fd, (off_t)start, (off_t)len);
-
-    if (e != 0) {
-        TG_WARN_RL("event=spool_allocate_failed errno=%d action=write", e);
-        return NULL;
-    }
-    m = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);
-    if (m == MAP_FAILED) {
-        TG_WARN_RL("event=spool_map_failed errno=%d action=write", errno);
-        return NULL;
-    }
-#ifdef MADV_POPULATE_WRITE
-    /* Fault the window in writable at once (one call, not one fault a page as the copies reach
-     * them); before Linux 5.14 this fails and the pages fault in one by one. */
-    (void)madvise(m, (size_t)len, MADV_POPULATE_WRITE);
-#endif
-    return m;
-}
-
-static int window_fit(struct rt_spool *sp, uint64_t at, size_t n)
-{
-    uint64_t start, len;
-
-    if (sp->wmap != NULL && at >= sp->wmap_off && at + n <= sp->wmap_off + sp->wmap_len)
-        return 0;
-    if (sp->wmap != NULL)
-        munmap(sp->wmap, sp->wmap_len);
-    sp->wmap = NULL;
-    sp->wmap_len = 0;
-    if (sp->nmap != NULL && at >= sp->nmap_off && at + n <= sp->nmap_off + sp->nmap_len) {
-        /* the publisher thread had it ready: no allocation and no faults here */
-        sp->wmap = sp->nmap;
-        sp->wmap_off = sp->nmap_off;
-        sp->wmap_len = sp->nmap_len;
-        sp->nmap = NULL;
-        atomic_fetch_add(&sp->st_windows_prepared, 1);
-        return 0;
-    }
-    if (sp->nmap != NULL) { /* not where the writer is now: of no more use */
-        munmap(sp->nmap, sp->nmap_len);
-        sp->nmap = NULL;
-        sp->nmap_len = 0;
-    }
-    start = at - at % sp->page;
-    len = window_len(sp, start);
-    if (len < at + n - start)
-        len = (at + n - start + sp->page - 1) / sp->page * sp->page;
-    sp->wmap = window_map(sp->wfd, start, len);
-    if (sp->wmap == NULL)
-        return TG_EIO;
-    sp->wmap_off = start;
-    sp->wmap_len = (size_t)len;
-    atomic_fetch_add(&sp->st_windows, 1);
-    return 0;
-}
-
-void rt_spool_prepare(struct rt_spool *sp)
-{
-    uint64_t start, len, seg;
-    unsigned char *m;
-    int fd = -1;
-
-    pthread_mutex_lock(&sp->mu);
-    if (sp->wfd >= 0 && sp->wmap != NULL && sp->nmap == NULL &&
-        window_len(sp, sp->wmap_off + sp->wmap_len) > 0) {
-        /* The record that does not fit in the window starts less than a largest frame before
-         * its end: the next window starts that far back (the two overlap), so that it holds
-         * the whole record. */
-        uint64_t back = (SPOOL_HDR_BYTES + RT_SPOOL_RECORD_MAX_BYTES + sp->page - 1) / sp->page *
-                        sp->page;
-
-        start = sp->wmap_off + sp->wmap_len;
-        start = start - sp->wmap_off > back ? start - back : sp->wmap_off;
-        len = window_len(sp, start);
-        seg = sp->segs[sp->nsegs - 1].first_seq;
-        fd = dup(sp->wfd);
-    }
-    pthread_mutex_unlock(&sp->mu);
-    if (fd < 0)
-        return;
-    m = window_map(fd, start, len);
-    pthread_mutex_lock(&sp->mu);
-    if (m != NULL && sp->wfd >= 0 && sp->nmap == NULL && sp->wmap != NULL &&
-        sp->segs[sp->nsegs - 1].first_seq == seg && start > sp->wmap_off &&
-        start < sp->wmap_off + sp->wmap_len) {
-        sp->nmap = m;
-        sp->nmap_off = start;
-        sp->nmap_len = (size_t)len;
-        m = NULL;
-    } else {
-        /* The writer moved on meanwhile (a new segment, or a window it mapped itself). A segment
-         * it left keeps no allocated space past its records. */
-        for (uint32_t i = 0; i + 1 < sp->nsegs; i++) {
-            if (sp->segs[i].first_seq == seg && ftruncate(fd, (off_t)sp->segs[i].bytes) != 0)
-                TG_WARN_RL("event=spool_truncate_failed errno=%d", errno);
-        }
-    }
-    pthread_mutex_unlock(&sp->mu);
-    if (m != NULL)
-        munmap(m, (size_t)len);
-    close(fd);
 }
 
 int rt_spool_append(struct rt_spool *sp, const void *payload, size_t len, uint64_t ts_ms,
@@ -702,28 +501,21 @@ int rt_spool_append(struct rt_spool *sp, const void *payload, size_t len, uint64
     crc = tg_crc32c(0, hdr + 4, 20);
     crc = tg_crc32c(crc, payload, len);
     put32(hdr + 24, crc);
-    if (window_fit(sp, cur->bytes, (size_t)frame) == 0) {
-        /* A store into the page cache: no system call (the reader's pread sees the same pages,
-         * once it has seen the new size under mu). */
-        unsigned char *dst = sp->wmap + (cur->bytes - sp->wmap_off);
-
-        memcpy(dst, hdr, sizeof(hdr));
-        memcpy(dst + sizeof(hdr), payload, len);
-    } else {
-        iov[0].iov_base = hdr;
-        iov[0].iov_len = sizeof(hdr);
-        iov[1].iov_base = (void *)payload;
-        iov[1].iov_len = len;
-        do {
-            w = pwritev(sp->wfd, iov, 2, (off_t)cur->bytes);
-        } while (w < 0 && errno == EINTR);
-        if (w != (ssize_t)frame) {
-            /* A partial frame is past the readable bytes; the next append writes over it. */
-            atomic_fetch_add(&sp->st_write_errors, 1);
-            TG_ERROR_RL("event=spool_write_failed errno=%d", w < 0 ? errno : 0);
-            rc = TG_EIO;
-            goto out;
-        }
+    iov[0].iov_base = hdr;
+    iov[0].iov_len = sizeof(hdr);
+    iov[1].iov_base = (void *)payload;
+    iov[1].iov_len = len;
+    do {
+        w = writev(sp->wfd, iov, 2);
+    } while (w < 0 && errno == EINTR);
+    if (w != (ssize_t)frame) {
+        /* Never leave a partial frame for the reader: cut the file back. */
+        if (w > 0 && ftruncate(sp->wfd, (off_t)cur->bytes) != 0)
+            cur->bytes += (uint64_t)w; /* the reader will skip it as corrupt */
+        atomic_fetch_add(&sp->st_write_errors, 1);
+        TG_ERROR_RL("event=spool_write_failed errno=%d", w < 0 ? errno : 0);
+        rc = TG_EIO;
+        goto out;
     }
     cur->bytes += frame;
     sp->live_bytes += frame;
@@ -792,7 +584,7 @@ int rt_spool_read_next(struct rt_spool *sp, struct rt_spool_record *rec, void *b
                 return TG_EIO;
             sp->rfd_seg = sp->r_seg;
         }
-        rc = frame_next(sp, 1, sp->rfd, bytes, &sp->r_off, rec, buf, cap, NULL);
+        rc = frame_next(sp, 1, sp->rfd, bytes, &sp->r_off, rec, buf, cap);
         if (rc < 0)
             return rc;
         if (rc == 1) {
@@ -880,6 +672,4 @@ void rt_spool_get_stats(struct rt_spool *sp, struct rt_spool_stats *out)
     out->full = atomic_load(&sp->st_full);
     out->corrupt = atomic_load(&sp->st_corrupt);
     out->write_errors = atomic_load(&sp->st_write_errors);
-    out->windows = atomic_load(&sp->st_windows);
-    out->windows_prepared = atomic_load(&sp->st_windows_prepared);
 }

@@ -1,17 +1,8 @@
 /* rt_spool: the local append-only event spool of router-svc.
  *
  * Every event is written here before the last byte of its response reaches the client, so a
- * SIGKILL after the response cannot lose it: a store into the page cache survives the death of
- * the process. The writer maps the segment it appends to (MAP_SHARED, a window of 512 KiB at a
- * time, its space allocated with posix_fallocate before it is mapped, so that a full disk is an
- * error at that point and never a SIGBUS); an append is a copy into that window under the mutex,
- * with no system call. The next window is made ready off the request path (rt_spool_prepare).
- * When the space or the mapping cannot be had, the append is a pwritev(). The space allocated
- * past the last record (at most two windows) goes back to the file system when the segment
- * rolls or the spool closes, or, after a crash, at the next open: zeros from a frame's start to
- * the end of a segment are that space, not a record and not corruption.
- *
- * Kafka delivery is tracked separately (rt_publisher) and reported back through
+ * SIGKILL after the response cannot lose it: a write() to the page cache survives the death of
+ * the process. Kafka delivery is tracked separately (rt_publisher) and reported back through
  * rt_spool_ack_below(), which persists a checkpoint and deletes fully acknowledged segments.
  *
  * On disk: segment files "seg-<first seq, 20 digits>.tgs" and a "checkpoint" file. A record is
@@ -23,7 +14,7 @@
  * segments roll at segment_bytes; the segment table holds at most
  * max_bytes / segment_bytes + RT_SPOOL_EXTRA_SEGMENTS entries, set at open.
  *
- * Threads: rt_spool_append() from any request thread (one mutex, held for one copy); the
+ * Threads: rt_spool_append() from any request thread (one mutex, held for one write()); the
  * read, rewind, ack and sync calls from a single publisher thread. The reader reads ahead: one
  * pread of up to 256 KiB of the segment's written bytes serves the records in it. */
 #ifndef RT_SPOOL_H
@@ -69,8 +60,6 @@ struct rt_spool_stats {
     uint64_t acked_below;   /* checkpoint */
     uint64_t next_seq;      /* next seq to assign */
     uint64_t write_errors;  /* failed write() calls */
-    uint64_t windows;       /* windows the writer mapped itself (on a request thread) */
-    uint64_t windows_prepared; /* windows it found ready (rt_spool_prepare) */
 };
 
 /* rt_spool_open: open or create the spool in cfg->dir, recover what is there (see
@@ -83,8 +72,7 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
  * except what rt_spool_ack_below() already released. */
 void rt_spool_close(struct rt_spool **sp);
 
-/* rt_spool_append: append one record (len <= RT_SPOOL_RECORD_MAX_BYTES): a copy into the mapped
- * window, or one pwritev() when it cannot be mapped.
+/* rt_spool_append: append one record (len <= RT_SPOOL_RECORD_MAX_BYTES) with one write().
  * Returns 0 and the record's seq in *seq_out (may be NULL), TG_EFULL when max_bytes would be
  * exceeded (counted), TG_ETOOBIG, or TG_EIO. Any thread. */
 int rt_spool_append(struct rt_spool *sp, const void *payload, size_t len, uint64_t ts_ms,
@@ -107,13 +95,6 @@ void rt_spool_rewind(struct rt_spool *sp, uint64_t seq);
  * (tmp + rename) and delete segments whose records are all below it (never the segment being
  * written). Returns 0 or TG_EIO. Publisher thread only. */
 int rt_spool_ack_below(struct rt_spool *sp, uint64_t seq);
-
-/* rt_spool_prepare: when the writer has a window and none is ready after it, allocate, map
- * and fault in the next one, so that the append that reaches it only switches mappings: the
- * allocation and the faults of 512 KiB (about half a millisecond) stay off the request threads. Any
- * one thread other than the appenders (the publisher, once a pass); nothing is held locked
- * while it works. */
-void rt_spool_prepare(struct rt_spool *sp);
 
 /* rt_spool_sync: fdatasync the segment being written (fsync policy interval_ms). */
 void rt_spool_sync(struct rt_spool *sp);

@@ -1,10 +1,7 @@
 /* spool_bench: what the event spool costs a request thread.
  *
  * The request path of router-svc encodes one spend event (proto_event_encode, at most 4 KiB)
- * and appends it to the local spool (a copy into the mapped segment); rt_publisher_submit() does
- * exactly that. Without the publisher (append only, encode + append) the writer maps every
- * window itself, so the p999 of those rows carries that (about half a millisecond a 512 KiB
- * window); with it, the publisher makes the next window ready.
+ * and appends it to the local spool with one write(); rt_publisher_submit() does exactly that.
  * This bench measures that work on realistic events:
  *   - append only: rt_spool_append of events encoded beforehand (framed as the publisher frames
  *     them) from 1, 2 and 4 threads at full speed: the spool alone, appends per second and
