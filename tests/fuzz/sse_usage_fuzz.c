@@ -13,7 +13,10 @@
  *  - counts stay within 0..RT_USAGE_TOKENS_MAX and are 0 when no usage was found;
  *  - rt_usage_from_json answers 0 or TG_EPROTO (and then a zeroed usage); its answer equals the
  *    one computed here with jansson from the rules in usage.h (the module's no-tree fast path
- *    must agree with the full parse it stands in for). */
+ *    must agree with the full parse it stands in for);
+ *  - rt_word_in (the stream's "usage" and "[DONE]" tests) agrees with a byte-wise search for
+ *    those words and for a word cut from the input itself, over the whole input and over a
+ *    sub-range picked from its hash (never reading past the range: ASan sees the exact size). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -185,6 +188,36 @@ static int ref_from_json(enum rt_api api, const char *s, size_t n, struct rt_usa
     return 0;
 }
 
+/* The reference for rt_word_in: every position compared byte by byte. */
+static int ref_word_in(const char *s, size_t n, const char *w, size_t wl)
+{
+    if (wl == 0)
+        return 1;
+    for (size_t i = 0; i + wl <= n; i++) {
+        if (memcmp(s + i, w, wl) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void check_words(const char *s, size_t n, uint64_t seed)
+{
+    size_t wl = n > 0 ? 1 + (size_t)(seed % 8) : 0;
+    size_t wat = n > 0 ? (size_t)((seed >> 8) % n) : 0;
+
+    if (wat + wl > n)
+        wl = n - wat;
+    if (rt_word_in(s, n, "usage", 5) != ref_word_in(s, n, "usage", 5) ||
+        rt_usage_mentioned(s, n) != ref_word_in(s, n, "usage", 5))
+        fail("rt_word_in: \"usage\" differs from a byte-wise search", -1, NULL, NULL);
+    if (rt_word_in(s, n, "[DONE]", 6) != ref_word_in(s, n, "[DONE]", 6))
+        fail("rt_word_in: \"[DONE]\" differs from a byte-wise search", -1, NULL, NULL);
+    if (n > 0 && !rt_word_in(s, n, s + wat, wl))
+        fail("rt_word_in: a word cut from the input is not found in it", -1, NULL, NULL);
+    if (n > 1 && rt_word_in(s + 1, n - 1, s + wat, wl) != ref_word_in(s + 1, n - 1, s + wat, wl))
+        fail("rt_word_in: an input word differs from a byte-wise search", -1, NULL, NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *s = (const char *)data;
@@ -195,6 +228,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         seed = (seed ^ data[i]) * 0x100000001b3ull;
     caps[0] = 0;                        /* RT_SSE_LINE_MAX */
     caps[1] = 8 + (size_t)(seed % 300); /* small: long lines are skipped */
+
+    check_words(s, size, seed);
+    if (size > 2) {
+        size_t from = (size_t)(seed % size), len = (size_t)((seed >> 16) % (size - from));
+
+        check_words(s + from, len, seed >> 24);
+    }
 
     for (size_t a = 0; a < sizeof(apis) / sizeof(apis[0]); a++) {
         enum rt_api api = apis[a];
