@@ -15,7 +15,6 @@ static inline size_t tg_strcpy_cap(char *dst, size_t cap, const char *src)
 
     if (n > cap - 1)
         n = cap - 1;
-
     memcpy(dst, src != NULL ? src : "", n);
     dst[n] = '\0';
     return n;

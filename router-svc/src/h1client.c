@@ -663,8 +663,6 @@ int h1c_origin_of(struct rt_upstream *up, const char *url, const char **path)
     return (int)up->n_origins++;
 }
 
-/* Prepare a native transfer in its slot (submit, any thread: no loop state touched).
- * Returns 0, or -1 when out of memory. */
 /* Appends n bytes at p to the head being built in b (len bytes so far; h1_prepare sized b). */
 #define H1_PUT(b, len, p, n)                                                                   \
     do {                                                                                       \
@@ -672,6 +670,8 @@ int h1c_origin_of(struct rt_upstream *up, const char *url, const char **path)
         (len) += (n);                                                                          \
     } while (0)
 
+/* Prepare a native transfer in its slot (submit, any thread: no loop state touched).
+ * Returns 0, or -1 when out of memory. */
 static int h1_prepare(struct slot *s, const struct rt_upstream_request *req, const char *path,
                       const char *hostport)
 {

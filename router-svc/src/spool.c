@@ -557,7 +557,6 @@ static int reader_segment(struct rt_spool *sp, uint64_t *bytes, uint64_t *next_f
 int rt_spool_read_next(struct rt_spool *sp, struct rt_spool_record *rec, void *buf, size_t cap)
 {
     for (;;) {
-        uint64_t bytes, next_first;
         int rc, fresh = 0;
 
         /* The segment's size is looked up (under the appenders' mutex) only once the reader has
@@ -570,8 +569,6 @@ int rt_spool_read_next(struct rt_spool *sp, struct rt_spool_record *rec, void *b
             sp->r_known = 1;
             fresh = 1;
         }
-        bytes = sp->r_bytes;
-        next_first = sp->r_next;
         if (sp->rfd < 0 || sp->rfd_seg != sp->r_seg) {
             char path[PATH_MAX + 64];
 
@@ -584,7 +581,7 @@ int rt_spool_read_next(struct rt_spool *sp, struct rt_spool_record *rec, void *b
                 return TG_EIO;
             sp->rfd_seg = sp->r_seg;
         }
-        rc = frame_next(sp, 1, sp->rfd, bytes, &sp->r_off, rec, buf, cap);
+        rc = frame_next(sp, 1, sp->rfd, sp->r_bytes, &sp->r_off, rec, buf, cap);
         if (rc < 0)
             return rc;
         if (rc == 1) {
@@ -596,9 +593,9 @@ int rt_spool_read_next(struct rt_spool *sp, struct rt_spool_record *rec, void *b
             sp->r_known = 0; /* the end of what was known: look again */
             continue;
         }
-        if (next_first == UINT64_MAX)
+        if (sp->r_next == UINT64_MAX)
             return 0; /* caught up with the writer */
-        sp->r_seg = next_first;
+        sp->r_seg = sp->r_next;
         sp->r_off = 0;
         sp->r_known = 0;
     }
