@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
 #include <librdkafka/rdkafka.h>
 
 #include "tg_kafka_opts.h"
@@ -39,9 +38,6 @@ struct rt_publisher {
     struct rt_spool *spool;
     rd_kafka_t *rk;
     rd_kafka_topic_t *rkt;
-    rd_kafka_conf_t *conf;   /* what each producer instance is made from (kept for a new one) */
-    _Atomic int fatal;       /* librdkafka reported a fatal error: the instance is unusable */
-    uint64_t renew_ms;       /* monotonic ms of the last new instance */
     uint64_t burst_max;      /* most records in flight since the last trim */
     uint64_t trim_ms;        /* monotonic ms of the last malloc_trim */
     pthread_t thread;
@@ -58,27 +54,6 @@ struct rt_publisher {
     uint64_t last_ack_ms;    /* monotonic ms of the last acknowledgement (or of start) */
     uint64_t last_sync_ms;
     uint64_t replay_below;   /* seqs below this were in the spool at start */
-    uint64_t base_moved_ms;  /* monotonic ms when base last advanced or nothing was out */
-    int32_t partitions;      /* partitions of the events topic in the last statistics (capped) */
-    int paused;              /* partitions paused for held acknowledgements (count) */
-    uint64_t paused_ms;      /* monotonic ms of the pause */
-    uint64_t resumed_ms;     /* monotonic ms of the last resume */
-    int probing;             /* resumed for time alone: pass of RT_PUBLISHER_PROBE_MS */
-    int brokers_up;          /* brokers in state UP in the last statistics (stats callback) */
-    /* Per partition (RT_PUBLISHER_PARTITIONS_MAX): its leader's connection is up in the last
-     * statistics; paused by the publisher. */
-    uint8_t leader_up[RT_PUBLISHER_PARTITIONS_MAX];
-    uint8_t paused_p[RT_PUBLISHER_PARTITIONS_MAX];
-    uint64_t stats_ms;       /* monotonic ms of those statistics, 0 = none yet */
-    uint64_t paused_base;    /* base at the pause */
-    uint64_t hold_start_ms;  /* monotonic ms of the first pause of this hold, 0 = none */
-    /* When records were produced, coarsely: expect at a monotonic ms, every RT_PUBLISHER_MARK_MS
-     * at most, the last RT_PUBLISHER_MARKS of them (a ring, oldest at mark_first). */
-    struct pub_mark {
-        uint64_t expect, ms;
-    } marks[RT_PUBLISHER_MARKS];
-    uint32_t mark_first, mark_n;
-    uint32_t hold_probes;    /* probes in this hold */
     /* Counters. */
     _Atomic uint64_t acked;
     _Atomic uint64_t replayed;
@@ -87,10 +62,7 @@ struct rt_publisher {
     _Atomic uint64_t submit_errors;
     _Atomic uint64_t produced;
     _Atomic uint64_t queue_full;
-    _Atomic uint64_t pauses;        /* pauses for held acknowledgements */
-    _Atomic uint64_t renewals;      /* producer instances replaced after a fatal error */
     _Atomic uint64_t outq;          /* rd_kafka_outq_len() after the last pass */
-    _Atomic int paused_shared;
     _Atomic uint64_t base_shared;   /* copy of base for other threads */
     _Atomic uint64_t oldest_ts;     /* append time of the oldest unacknowledged record, or 0 */
     pthread_mutex_t reasons_mu;
@@ -162,62 +134,10 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     char esc[TG_KAFKA_LASTERR_CAP];
 
     (void)rk;
-    if (err == RD_KAFKA_RESP_ERR__FATAL)
-        atomic_store(&pub->fatal, 1);
     if (tg_kafka_lasterr_note(&pub->last_error, err, reason, esc, sizeof(esc)))
         atomic_store(&pub->kafka_up, 0);
     TG_WARN_RL("event=kafka_error code=%s reason=\"%s\"",
                rd_kafka_err2name((rd_kafka_resp_err_t)err), esc);
-}
-
-/* Statistics (every RT_PUBLISHER_STATS_MS, on the publisher thread inside rd_kafka_poll()): only
- * how many brokers are up, for hold_or_release. librdkafka writes each broker's connection state
- * as "state":"UP" (other objects name theirs fetch_state, idemp_state, ...). */
-static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
-{
-    struct rt_publisher *pub = opaque;
-    int32_t up_ids[RT_PUBLISHER_BROKERS_MAX];
-    json_t *root, *brokers, *parts, *v;
-    const char *k;
-    int nup = 0;
-
-    (void)rk;
-    /* librdkafka's own statistics (publisher.h): brokers with their node id and state, the
-     * topic's partitions with their leader. Once a second, on this thread (rd_kafka_poll). */
-    root = json_loadb(json, len, 0, NULL);
-    if (root == NULL)
-        return 0;
-    brokers = json_object_get(root, "brokers");
-    json_object_foreach(brokers, k, v) {
-        json_t *st = json_object_get(v, "state"), *id = json_object_get(v, "nodeid");
-
-        if (nup < RT_PUBLISHER_BROKERS_MAX && json_is_string(st) &&
-            strcmp(json_string_value(st), "UP") == 0 && json_is_integer(id) &&
-            json_integer_value(id) >= 0 && json_integer_value(id) <= INT32_MAX)
-            up_ids[nup++] = (int32_t)json_integer_value(id);
-    }
-    memset(pub->leader_up, 0, sizeof(pub->leader_up));
-    pub->partitions = 0;
-    parts = json_object_get(json_object_get(json_object_get(root, "topics"), pub->topic),
-                            "partitions");
-    json_object_foreach(parts, k, v) {
-        json_t *pj = json_object_get(v, "partition"), *lj = json_object_get(v, "leader");
-        json_int_t pn = json_is_integer(pj) ? json_integer_value(pj) : -1;
-
-        /* -1 is librdkafka's queue for records without a partition yet */
-        if (pn < 0 || pn >= RT_PUBLISHER_PARTITIONS_MAX || !json_is_integer(lj))
-            continue;
-        if (pn + 1 > pub->partitions)
-            pub->partitions = (int32_t)pn + 1;
-        for (int i = 0; i < nup; i++) {
-            if (up_ids[i] == json_integer_value(lj))
-                pub->leader_up[pn] = 1;
-        }
-    }
-    json_decref(root);
-    pub->brokers_up = nup;
-    pub->stats_ms = tg_now_mono_ms();
-    return 0; /* librdkafka frees json */
 }
 
 static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
@@ -247,8 +167,6 @@ static void advance_base(struct rt_publisher *pub, int force)
         pub->state[pub->base % RT_PUBLISHER_WINDOW] = SLOT_EMPTY;
         pub->base++;
     }
-    if (pub->base != old || pub->base == pub->expect)
-        pub->base_moved_ms = now;
     atomic_store(&pub->base_shared, pub->base);
     atomic_store(&pub->oldest_ts,
                  pub->base < pub->expect ? pub->ts[pub->base % RT_PUBLISHER_WINDOW] : 0);
@@ -285,7 +203,6 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
         rt_spool_rewind(pub->spool, from);
         pub->expect = from;
         pub->rewind_to = UINT64_MAX;
-        pub->mark_n = 0; /* seqs produced again: earlier marks no longer order them */
     }
     /* Nothing acknowledged for a while although records are out: Kafka is down or stuck. */
     if (pub->expect > pub->base && tg_now_mono_ms() - pub->last_ack_ms > RT_PUBLISHER_STALL_MS)
@@ -334,8 +251,6 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
                 atomic_fetch_add(&pub->queue_full, 1);
             else
                 count_reason(pub, rd_kafka_err2name(err));
-            if (err == RD_KAFKA_RESP_ERR__FATAL)
-                atomic_store(&pub->fatal, 1);
             rt_spool_rewind(pub->spool, rec.seq);
             pub->expect = rec.seq;
             break;
@@ -349,213 +264,6 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
         n++;
     }
     return n;
-}
-
-/* Resumes the paused partitions not set in want (NULL: none) and, when add, pauses those set
- * in want. Publisher thread; the change is taken before it returns. */
-static void set_paused(struct rt_publisher *pub, const uint8_t *want, int add)
-{
-    rd_kafka_topic_partition_list_t *pl = NULL, *rl = NULL;
-    int n = pub->paused;
-
-    for (int32_t p = 0; p < RT_PUBLISHER_PARTITIONS_MAX; p++) {
-        int w = want != NULL && p < pub->partitions && want[p];
-        rd_kafka_topic_partition_list_t **l = w && add && !pub->paused_p[p] ? &pl
-                                              : !w && pub->paused_p[p]    ? &rl
-                                                                          : NULL;
-
-        if (l == NULL)
-            continue;
-        if (*l == NULL && (*l = rd_kafka_topic_partition_list_new(8)) == NULL)
-            continue;
-        rd_kafka_topic_partition_list_add(*l, pub->topic, p);
-    }
-    if (pl != NULL && rd_kafka_pause_partitions(pub->rk, pl) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        for (int i = 0; i < pl->cnt; i++) {
-            if (pl->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-                pub->paused_p[pl->elems[i].partition] = 1;
-                n++;
-            }
-        }
-    }
-    if (rl != NULL) {
-        /* A resume of a partition librdkafka does not know (any more) has nothing to undo. */
-        rd_kafka_resume_partitions(pub->rk, rl);
-        for (int i = 0; i < rl->cnt; i++) {
-            pub->paused_p[rl->elems[i].partition] = 0;
-            n--;
-        }
-        /* The broker threads slept while paused and are not woken by a resume: a flush call
-         * wakes those that are up, so that what was held goes out now (it returns at once);
-         * a broker not connected is asked for its connection by the resumed partition. */
-        rd_kafka_flush(pub->rk, 0);
-        pub->resumed_ms = tg_now_mono_ms();
-    }
-    if (pub->paused == 0 && n > 0) {
-        pub->paused_ms = tg_now_mono_ms();
-        pub->paused_base = pub->base;
-        atomic_fetch_add(&pub->pauses, 1);
-    }
-    pub->paused = n;
-    atomic_store(&pub->paused_shared, n > 0);
-    if (pl != NULL)
-        rd_kafka_topic_partition_list_destroy(pl);
-    if (rl != NULL)
-        rd_kafka_topic_partition_list_destroy(rl);
-}
-
-/* Notes that the records below expect were produced by now. Publisher thread. */
-static void mark_produced(struct rt_publisher *pub, uint64_t now)
-{
-    struct pub_mark *last =
-        pub->mark_n > 0 ? &pub->marks[(pub->mark_first + pub->mark_n - 1) % RT_PUBLISHER_MARKS]
-                        : NULL;
-
-    if (last != NULL && (last->expect == pub->expect || now - last->ms < RT_PUBLISHER_MARK_MS))
-        return;
-    if (pub->mark_n == RT_PUBLISHER_MARKS) {
-        pub->mark_first = (pub->mark_first + 1) % RT_PUBLISHER_MARKS;
-        pub->mark_n--;
-    }
-    pub->marks[(pub->mark_first + pub->mark_n) % RT_PUBLISHER_MARKS] =
-        (struct pub_mark){.expect = pub->expect, .ms = now};
-    pub->mark_n++;
-}
-
-/* How long the oldest record out has been out at least: it was produced before the first mark
- * that covers it. 0 when no mark does yet. Publisher thread. */
-static uint64_t oldest_out_ms(const struct rt_publisher *pub, uint64_t now)
-{
-    for (uint32_t i = 0; i < pub->mark_n; i++) {
-        const struct pub_mark *m = &pub->marks[(pub->mark_first + i) % RT_PUBLISHER_MARKS];
-
-        if (m->expect > pub->base)
-            return now - m->ms;
-    }
-    return 0;
-}
-
-/* Held acknowledgements (publisher.h, RT_PUBLISHER_PAUSE_AFTER_MS): while the oldest record
- * out waits, pause the partitions whose leader is connected; resume them when an
- * acknowledgement moves the oldest record, or after RT_PUBLISHER_PAUSE_MAX_MS, and resume at
- * once a partition whose leader is no longer connected. Publisher thread, after advance_base. */
-static void hold_or_release(struct rt_publisher *pub)
-{
-    uint64_t now = tg_now_mono_ms();
-    /* Statistics older than two intervals count as none: nothing is paused on them. */
-    int fresh = pub->stats_ms > 0 && now - pub->stats_ms <= 2 * RT_PUBLISHER_STATS_MS;
-    int held = fresh && pub->base < pub->expect &&
-               now - pub->base_moved_ms >= RT_PUBLISHER_REPAUSE_AFTER_MS &&
-               oldest_out_ms(pub, now) >= RT_PUBLISHER_PAUSE_AFTER_MS;
-
-    if (pub->paused) {
-        int progress = !fresh || pub->base != pub->paused_base || pub->base == pub->expect;
-
-        if (progress || now - pub->paused_ms >= RT_PUBLISHER_PAUSE_MAX_MS) {
-            /* What was held goes out at once (the broker threads are woken). After a resume
-             * for time alone (a probe) the next pass comes RT_PUBLISHER_PROBE_MS later and
-             * pauses again if the oldest record still waits, so a stall that lasts costs a
-             * few ms of spinning every RT_PUBLISHER_PAUSE_MAX_MS; after an acknowledgement,
-             * once the oldest record has not moved for RT_PUBLISHER_REPAUSE_AFTER_MS. */
-            set_paused(pub, NULL, 0);
-            pub->probing = !progress;
-            if (pub->probing)
-                pub->hold_probes++;
-        } else {
-            /* A paused partition never asks for a connection: one whose leader moved to a
-             * broker not connected (or whose leader's connection broke) must go on, or its
-             * records would wait for the probe, and with no connection forever. Nothing
-             * spins for it: librdkafka only wakes up for partitions of connected brokers.
-             * One whose leader got connected since is paused in turn (it had the statistics
-             * interval to send what it held). */
-            set_paused(pub, pub->leader_up, 1);
-        }
-        return;
-    }
-    if (held && now - pub->resumed_ms >= RT_PUBLISHER_PROBE_MS) {
-        set_paused(pub, pub->leader_up, 1);
-        if (pub->paused && pub->hold_start_ms == 0) {
-            /* One line per hold, not per pause. */
-            pub->hold_start_ms = now;
-            pub->hold_probes = 0;
-            TG_INFO("msg=\"events topic paused\" reason=held_acknowledgements oldest_out_ms=%" PRIu64
-                    " in_flight=%" PRIu64 " partitions_paused=%d of=%d brokers_up=%d",
-                    oldest_out_ms(pub, now), pub->expect - pub->base, pub->paused,
-                    (int)pub->partitions, pub->brokers_up);
-        }
-    } else if (pub->hold_start_ms != 0 && now - pub->resumed_ms >= RT_PUBLISHER_PAUSE_MAX_MS) {
-        TG_INFO("msg=\"events topic resumed\" held_ms=%" PRIu64 " probes=%u brokers_up=%d",
-                pub->resumed_ms - pub->hold_start_ms, pub->hold_probes, pub->brokers_up);
-        pub->hold_start_ms = 0;
-    }
-    if (pub->paused || now - pub->resumed_ms >= RT_PUBLISHER_PROBE_MS)
-        pub->probing = 0;
-}
-
-/* A fatal error leaves the producer instance unusable: every produce call fails from then on.
- * librdkafka 2.0.2 raises one when the idempotent producer finds its sequence numbers out of
- * step with a partition's new leader (OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest request in
- * flight), which a leader change under load can cause. The records are in the spool: the
- * instance is replaced by one made from the same configuration (a new producer id), and every
- * record not acknowledged is produced again; spend-svc drops the duplicates by call id. At
- * most once per RT_PUBLISHER_RENEW_MS. Publisher thread. */
-static void renew_producer(struct rt_publisher *pub)
-{
-    uint64_t now = tg_now_mono_ms();
-    rd_kafka_conf_t *conf;
-    rd_kafka_topic_t *rkt;
-    rd_kafka_t *rk;
-    rd_kafka_resp_err_t ferr;
-    char kerr[512];
-
-    if (pub->renew_ms != 0 && now - pub->renew_ms < RT_PUBLISHER_RENEW_MS)
-        return;
-    pub->renew_ms = now;
-    ferr = rd_kafka_fatal_error(pub->rk, NULL, 0);
-    conf = rd_kafka_conf_dup(pub->conf);
-    rk = conf != NULL ? rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr)) : NULL;
-    if (rk == NULL) {
-        if (conf != NULL)
-            rd_kafka_conf_destroy(conf);
-        TG_ERROR_RL("event=kafka_producer_fatal reason=%s action=new_producer_failed",
-                    rd_kafka_err2name(ferr));
-        return;
-    }
-    rkt = rd_kafka_topic_new(rk, pub->topic, NULL);
-    if (rkt == NULL) {
-        rd_kafka_destroy(rk);
-        TG_ERROR_RL("event=kafka_producer_fatal reason=%s action=new_producer_failed",
-                    rd_kafka_err2name(ferr));
-        return;
-    }
-    /* The old instance's records are purged and their reports served here; the slots are
-     * reset after it is gone, so none of its reports can touch them later. */
-    rd_kafka_topic_destroy(pub->rkt);
-    rd_kafka_purge(pub->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-    rd_kafka_poll(pub->rk, 0);
-    rd_kafka_destroy(pub->rk);
-    pub->rk = rk;
-    pub->rkt = rkt;
-    for (uint64_t s = pub->base; s < pub->expect; s++) {
-        if (pub->state[s % RT_PUBLISHER_WINDOW] == SLOT_PRODUCED)
-            pub->state[s % RT_PUBLISHER_WINDOW] = SLOT_EMPTY;
-    }
-    pub->rewind_to = pub->base;
-    /* Pauses, leaders and connections were the old instance's. */
-    memset(pub->paused_p, 0, sizeof(pub->paused_p));
-    memset(pub->leader_up, 0, sizeof(pub->leader_up));
-    pub->paused = 0;
-    atomic_store(&pub->paused_shared, 0);
-    pub->probing = 0;
-    pub->hold_start_ms = 0;
-    pub->stats_ms = 0;
-    pub->brokers_up = 0;
-    pub->partitions = 0;
-    pub->last_ack_ms = now;
-    atomic_store(&pub->fatal, 0);
-    atomic_fetch_add(&pub->renewals, 1);
-    TG_ERROR("event=kafka_producer_fatal reason=%s action=new_producer in_flight=%" PRIu64,
-             rd_kafka_err2name(ferr), pub->expect - pub->base);
 }
 
 /* A backlog sent after an outage (every event spooled while Kafka was away) passes through
@@ -593,18 +301,10 @@ static void *publisher_main(void *arg)
     while (!atomic_load(&pub->stop)) {
         int n;
 
-        if (atomic_load(&pub->fatal))
-            renew_producer(pub);
         n = produce_some(pub, buf);
-
-        mark_produced(pub, tg_now_mono_ms());
-
-        rd_kafka_poll(pub->rk, n >= RT_PUBLISHER_PASS_MAX ? 0
-                               : pub->probing       ? RT_PUBLISHER_PROBE_MS
-                                                    : RT_PUBLISHER_TAIL_MS);
+        rd_kafka_poll(pub->rk, n >= RT_PUBLISHER_PASS_MAX ? 0 : RT_PUBLISHER_TAIL_MS);
         atomic_store(&pub->outq, (uint64_t)rd_kafka_outq_len(pub->rk));
         advance_base(pub, 0);
-        hold_or_release(pub);
         trim_after_burst(pub);
         if (pub->cfg.fsync_interval_ms > 0 &&
             tg_now_mono_ms() - pub->last_sync_ms >= pub->cfg.fsync_interval_ms) {
@@ -612,8 +312,6 @@ static void *publisher_main(void *arg)
             pub->last_sync_ms = tg_now_mono_ms();
         }
     }
-    if (pub->paused)
-        set_paused(pub, NULL, 0);
     /* Final delivery reports and checkpoint. */
     rd_kafka_flush(pub->rk, 0);
     rd_kafka_poll(pub->rk, 0);
@@ -630,7 +328,7 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     struct rt_spool_recovery rec;
     rd_kafka_conf_t *conf = NULL;
     char kerr[512];
-    char qmsgs[32], qkb[32], stats_ms[16];
+    char qmsgs[32], qkb[32];
 
     if (pub == NULL) {
         snprintf(err, errlen, "publisher: out of memory");
@@ -679,16 +377,21 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     conf = rd_kafka_conf_new();
     snprintf(qmsgs, sizeof(qmsgs), "%u", RT_PUBLISHER_WINDOW);
     snprintf(qkb, sizeof(qkb), "%d", RT_PUBLISHER_QUEUE_KBYTES);
-    snprintf(stats_ms, sizeof(stats_ms), "%u", RT_PUBLISHER_STATS_MS);
+    /* Not idempotent. librdkafka 2.0.2's idempotent producer lets a partition send only while
+     * fewer than 5 of its *records* (not requests) are unacknowledged, and while a batch is
+     * ready behind that cap its broker thread polls with a zero timeout: a core burnt whenever
+     * acknowledgements take longer than a few batches (a leader change, a follower leaving the
+     * ISR, a busy broker) and during every round trip at high rates. What idempotence would
+     * buy is not needed here: a retried request's duplicates are dropped by spend-svc, which
+     * keeps one row per call id (as for the spool's replays), and events need no order. */
     if (conf_set(conf, "bootstrap.servers", pub->brokers, kerr, sizeof(kerr)) != 0 ||
-        conf_set(conf, "enable.idempotence", "true", kerr, sizeof(kerr)) != 0 ||
+        conf_set(conf, "enable.idempotence", "false", kerr, sizeof(kerr)) != 0 ||
         conf_set(conf, "acks", "all", kerr, sizeof(kerr)) != 0 ||
         conf_set(conf, "queue.buffering.max.messages", qmsgs, kerr, sizeof(kerr)) != 0 ||
         conf_set(conf, "queue.buffering.max.kbytes", qkb, kerr, sizeof(kerr)) != 0 ||
         /* batches of many events per request to the broker: the events wait in the spool, so
          * lingering costs no durability (a librdkafka property given in the config wins) */
         conf_set(conf, "linger.ms", "50", kerr, sizeof(kerr)) != 0 ||
-        conf_set(conf, "statistics.interval.ms", stats_ms, kerr, sizeof(kerr)) != 0 ||
         /* Never give up on a record: it stays in the queue (bounded above) or in the spool. */
         conf_set(conf, "message.timeout.ms", "0", kerr, sizeof(kerr)) != 0 ||
         conf_set(conf, "socket.keepalive.enable", "true", kerr, sizeof(kerr)) != 0 ||
@@ -701,13 +404,9 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
     rd_kafka_conf_set_error_cb(conf, on_error);
     rd_kafka_conf_set_log_cb(conf, on_log);
-    rd_kafka_conf_set_stats_cb(conf, on_stats);
-    pub->conf = conf; /* kept for a new instance after a fatal error */
-    conf = rd_kafka_conf_dup(pub->conf);
-    pub->rk = conf != NULL ? rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr)) : NULL;
+    pub->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr));
     if (pub->rk == NULL) {
-        snprintf(err, errlen, "publisher: cannot create producer: %s",
-                 conf != NULL ? kerr : "out of memory");
+        snprintf(err, errlen, "publisher: cannot create producer: %s", kerr);
         goto fail; /* conf is still ours */
     }
     conf = NULL;
@@ -719,7 +418,6 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     }
     atomic_store(&pub->kafka_up, 1);
     pub->last_ack_ms = tg_now_mono_ms();
-    pub->base_moved_ms = pub->last_ack_ms;
     if (pthread_create(&pub->thread, NULL, publisher_main, pub) != 0) {
         snprintf(err, errlen, "publisher: cannot start thread");
         goto fail;
@@ -805,8 +503,6 @@ void rt_publisher_destroy(struct rt_publisher **pp)
         rd_kafka_poll(pub->rk, 0);
         rd_kafka_destroy(pub->rk);
     }
-    if (pub->conf != NULL)
-        rd_kafka_conf_destroy(pub->conf);
     rt_spool_close(&pub->spool);
     free(pub->state);
     free(pub->ts);
@@ -855,20 +551,9 @@ void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b)
                   "Age of the oldest spooled event not yet acknowledged by Kafka", age);
     tg_prom_gauge(b, "tollgate_router_producer_queue_depth",
                   "Messages in the Kafka producer queue", (double)atomic_load(&pub->outq));
-    tg_prom_counter(b, "tollgate_router_producer_renewals_total",
-                    "Kafka producer instances replaced after a fatal error (the records not "
-                    "acknowledged are produced again from the spool)",
-                    atomic_load(&pub->renewals));
     tg_prom_counter(b, "tollgate_router_producer_queue_full_total",
                     "Produce calls refused because the producer queue was full",
                     atomic_load(&pub->queue_full));
-    tg_prom_counter(b, "tollgate_router_producer_pauses_total",
-                    "Times the events topic was paused while Kafka held acknowledgements back "
-                    "(a ready batch would make librdkafka spin)",
-                    atomic_load(&pub->pauses));
-    tg_prom_gauge(b, "tollgate_router_producer_paused",
-                  "1 while the events topic is paused for held acknowledgements",
-                  atomic_load(&pub->paused_shared));
     tg_prom_gauge(b, "tollgate_router_kafka_up", "1 when Kafka answered last",
                   atomic_load(&pub->kafka_up));
     tg_prom_header(b, "tollgate_router_delivery_errors_total", "counter",

@@ -39,36 +39,6 @@
 #define RT_PUBLISHER_PASS_MAX 10000
 #define RT_PUBLISHER_TAIL_MS 10
 #define RT_PUBLISHER_REASONS_MAX 16         /* distinct delivery error reasons counted */
-/* Held acknowledgements. When the oldest record out was produced RT_PUBLISHER_PAUSE_AFTER_MS
- * ago and no acknowledgement has moved it for RT_PUBLISHER_REPAUSE_AFTER_MS, although the
- * connection is up (a dead follower still in the ISR makes acks=all wait for it until the
- * controller fences it, ~10 s), librdkafka keeps a ready batch it may not send (the partition
- * is at the idempotent producer's in-flight cap) and its broker thread polls with a zero
- * timeout until an answer comes: a core burnt. The publisher then pauses the topic's
- * partitions whose leader is connected (nothing is lost: what is queued stays queued, what is
- * in flight is still answered) and resumes them, waking the broker threads, as soon as an
- * acknowledgement moves the oldest record, or after RT_PUBLISHER_PAUSE_MAX_MS for one short
- * pass (RT_PUBLISHER_PROBE_MS: a record not sent yet cannot be acknowledged while paused).
- * A partition whose leader is not connected is never paused, and one paused whose leader's
- * connection goes (it moved to another broker, or its broker died) is resumed at once: a
- * paused partition does not ask for a connection, so it would wait forever, and librdkafka
- * does not spin for a broker it is not connected to. Leaders and connections come from
- * librdkafka's statistics (every RT_PUBLISHER_STATS_MS; at most RT_PUBLISHER_BROKERS_MAX
- * brokers and RT_PUBLISHER_PARTITIONS_MAX partitions are looked at); when records were
- * produced from RT_PUBLISHER_MARKS marks taken every RT_PUBLISHER_MARK_MS (a backlog being
- * sent after an outage is young, however old the records). */
-#define RT_PUBLISHER_PAUSE_AFTER_MS 500u
-#define RT_PUBLISHER_REPAUSE_AFTER_MS 100u
-#define RT_PUBLISHER_MARKS 512
-#define RT_PUBLISHER_MARK_MS 10u
-#define RT_PUBLISHER_STATS_MS 1000u         /* librdkafka statistics: brokers, leaders */
-#define RT_PUBLISHER_PAUSE_MAX_MS 2000u
-#define RT_PUBLISHER_PROBE_MS 2             /* a resume for time alone lasts one pass this long */
-#define RT_PUBLISHER_BROKERS_MAX 256
-#define RT_PUBLISHER_PARTITIONS_MAX 1024
-/* A producer instance that reported a fatal error is replaced by a new one (publisher.c,
- * renew_producer), at most this often. */
-#define RT_PUBLISHER_RENEW_MS 1000u
 /* After a burst of at least RT_PUBLISHER_TRIM_BURST records in flight is acknowledged, free
  * memory is given back (malloc_trim), at most every RT_PUBLISHER_TRIM_MS (publisher.c). */
 #define RT_PUBLISHER_TRIM_BURST 1000u
