@@ -37,6 +37,10 @@
 # control topic compacted by Kafka (short segments), then router-svc restarted without its
 # snapshot: it replays the compacted topic and must hold every key's last state.
 #
+# The Kafka nodes run under SCHED_IDLE (tests/lib/services.sh, TG_KAFKA_SCHED_IDLE; set
+# TG_KAFKA_SCHED_IDLE= to run them as any other process): in production the brokers are other
+# machines, here a node's restart would take both cores for seconds and the latency and CPU
+# compared would be the JVM's, not the router's reaction to the fault.
 # Every scenario runs on Apache Kafka but c6, which needs devkafka's control channel (every broker
 # down at once: a real cluster cannot be told to do that).
 set -euo pipefail
@@ -87,6 +91,7 @@ done
 unset TG_REDIS_URL TG_REDIS_PORT TG_REDIS_HOST TG_PG_DSN TG_PG_PORT TG_KAFKA_BROKERS TG_KAFKA_CTL \
     TG_KAFKA_KIND TG_KAFKA
 STATE="$(mktemp -d /tmp/tollgate-chaos-$NAME.XXXXXX)"
+export TG_KAFKA_SCHED_IDLE=${TG_KAFKA_SCHED_IDLE-1}
 export TG_BUILD_DIR="$BIN"
 . "$SRC/tests/lib/services.sh"
 tg_services_init "$STATE/services"

@@ -476,6 +476,14 @@ TG_KAFKA_START_TIMEOUT_S=${TG_KAFKA_START_TIMEOUT_S:-120}
 # Small heaps and the serial collector: three brokers on a 2-core machine next to the services
 # under test. Override with TG_KAFKA_JAVA_OPTS.
 TG_KAFKA_JAVA_OPTS=${TG_KAFKA_JAVA_OPTS:--Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:MaxDirectMemorySize=128m -XX:+ExitOnOutOfMemoryError -XX:-UsePerfData -Djava.awt.headless=true}
+# TG_KAFKA_SCHED_IDLE=1: the nodes run under the SCHED_IDLE scheduling policy (chrt --idle), so
+# that they take only the CPU time the rest of the machine leaves. In production the brokers are
+# other machines; here three JVMs share two cores with the services under test, and a node's
+# start (class loading, JIT, log recovery, catching up) takes most of both cores for seconds:
+# the chaos scenarios, which compare the router's latency and CPU during a Kafka fault with
+# outside it, set it so that they measure the router's reaction to the fault, not a JVM taking
+# its cores. A waking thread of any other process preempts a SCHED_IDLE one at once.
+TG_KAFKA_SCHED_IDLE=${TG_KAFKA_SCHED_IDLE:-}
 
 # SASL_SSL (TG_KAFKA_SASL_SSL=1 before tg_kafka_start; default 0, the cluster as before): every
 # node gets a third listener, SASL_SSL://127.0.0.1:PORT (ports picked like the others, or
@@ -583,7 +591,7 @@ _tg_kafka_node_launch() {
     local i=$1 ndir=$TG_STATE_DIR/kafka/node$1
     local -a opts
     read -r -a opts <<<"$TG_KAFKA_JAVA_OPTS"
-    _tg_spawn kafka "$ndir/kafka.log" java "${opts[@]}" \
+    _tg_spawn kafka "$ndir/kafka.log" ${TG_KAFKA_SCHED_IDLE:+chrt --idle 0} java "${opts[@]}" \
         "-Dlog4j2.configurationFile=$TG_SOURCE_DIR/tests/lib/kafka/log4j2.properties" \
         -cp "$TG_KAFKA_HOME/lib/*" kafka.Kafka "$ndir/server.properties"
     _TG_KAFKA_PIDS[i]=$_TG_PID
