@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
@@ -475,19 +476,41 @@ static uint32_t pending_now(struct rt_control *ctl)
 
 /* ---- consumer (control thread) ---- */
 
+/* The change arrays are large (RT_CONTROL_REPLAY_BATCH decoded specs take about 15 MB) and get
+ * mappings of their own, outside malloc: glibc serves such a block with mmap, and when it is
+ * freed raises its mmap threshold to the block's size (up to 32 MB) and its trim threshold to
+ * twice that, after which the heap keeps up to 30 MB of freed pages for good: an idle router
+ * measured 25.7-25.9 MB of RSS with the arrays from calloc, 22.0-22.1 MB with these mappings.
+ * Zero-filled like calloc; NULL when out of memory. */
+static void *batch_map(size_t n, size_t size)
+{
+    void *p;
+
+    if (n == 0 || size > SIZE_MAX / n)
+        return NULL;
+    p = mmap(NULL, n * size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void batch_unmap(void *p, size_t n, size_t size)
+{
+    if (p != NULL)
+        munmap(p, n * size);
+}
+
 /* Replace the change arrays with ones of cap entries (keeps the old ones when out of memory). */
 static void batch_resize(struct rt_control *ctl, size_t cap)
 {
-    struct rt_key_spec *specs = calloc(cap, sizeof(*specs));
-    struct rt_key_change *changes = calloc(cap, sizeof(*changes));
+    struct rt_key_spec *specs = batch_map(cap, sizeof(*specs));
+    struct rt_key_change *changes = batch_map(cap, sizeof(*changes));
 
     if (specs == NULL || changes == NULL) {
-        free(specs);
-        free(changes);
+        batch_unmap(specs, cap, sizeof(*specs));
+        batch_unmap(changes, cap, sizeof(*changes));
         return;
     }
-    free(ctl->specs);
-    free(ctl->changes);
+    batch_unmap(ctl->specs, ctl->batch_cap, sizeof(*ctl->specs));
+    batch_unmap(ctl->changes, ctl->batch_cap, sizeof(*ctl->changes));
     ctl->specs = specs;
     ctl->changes = changes;
     ctl->batch_cap = cap;
@@ -896,8 +919,8 @@ struct rt_control *rt_control_create(const struct rt_control_config *cc, struct 
     ctl->slots = calloc(ctl->max_pending, sizeof(*ctl->slots));
     ctl->echoes = calloc(RT_CONTROL_ECHO_MAX, sizeof(*ctl->echoes));
     ctl->batch_cap = RT_CONTROL_REPLAY_BATCH;
-    ctl->specs = calloc(ctl->batch_cap, sizeof(*ctl->specs));
-    ctl->changes = calloc(ctl->batch_cap, sizeof(*ctl->changes));
+    ctl->specs = batch_map(ctl->batch_cap, sizeof(*ctl->specs));
+    ctl->changes = batch_map(ctl->batch_cap, sizeof(*ctl->changes));
     ctl->own_spec = calloc(1, sizeof(*ctl->own_spec));
     ctl->team_spec = calloc(1, sizeof(*ctl->team_spec));
     ctl->line = malloc(SNAP_LINE_MAX);
@@ -988,8 +1011,8 @@ void rt_control_destroy(struct rt_control **pctl)
     free(ctl->line);
     free(ctl->own_spec);
     free(ctl->team_spec);
-    free(ctl->changes);
-    free(ctl->specs);
+    batch_unmap(ctl->changes, ctl->batch_cap, sizeof(*ctl->changes));
+    batch_unmap(ctl->specs, ctl->batch_cap, sizeof(*ctl->specs));
     free(ctl->echoes);
     free(ctl->slots);
     free(ctl->statics);

@@ -27,8 +27,12 @@ static void pct_decode(char *s, int plus)
 
 const char *hs_header(const struct hs_conn *c, const char *name)
 {
+    /* The first bytes are compared before the whole names: two bytes equal but for case are
+     * equal with bit 0x20 set, so a header that differs there is not the one. */
+    unsigned char first = (unsigned char)name[0] | 0x20;
+
     for (unsigned i = 0; i < c->nh; i++) {
-        if (strcasecmp(c->kv[i].k, name) == 0)
+        if (((unsigned char)c->kv[i].k[0] | 0x20) == first && strcasecmp(c->kv[i].k, name) == 0)
             return c->kv[i].v;
     }
     return NULL;

@@ -1762,6 +1762,8 @@ static void test_basic(void **state)
     int f0 = begin("1 GET, POST in one write, in pieces, byte by byte");
     static const char get[] = "GET /echo?t=g1&q=a%20b+c%2B&flag HTTP/1.1\r\n"
                               "Host: test\r\n"
+                              "x-inn: a longer name\r\n"
+                              "Y-In: another first letter\r\n"
                               "X-In:   hello world  \r\n"
                               "x-in: second\r\n"
                               "\r\n";
