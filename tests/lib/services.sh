@@ -484,6 +484,10 @@ TG_KAFKA_JAVA_OPTS=${TG_KAFKA_JAVA_OPTS:--Xms64m -Xmx256m -XX:+UseSerialGC -XX:T
 # outside it, set it so that they measure the router's reaction to the fault, not a JVM taking
 # its cores. A waking thread of any other process preempts a SCHED_IDLE one at once.
 TG_KAFKA_SCHED_IDLE=${TG_KAFKA_SCHED_IDLE:-}
+# TG_KAFKA_CPUS=LIST (taskset's list, e.g. 1): the nodes launched while it is set run on those
+# CPUs only (chaos c11 restarts each node on the machine's last CPU, so that the other is left
+# to the services under test).
+TG_KAFKA_CPUS=${TG_KAFKA_CPUS:-}
 
 # SASL_SSL (TG_KAFKA_SASL_SSL=1 before tg_kafka_start; default 0, the cluster as before): every
 # node gets a third listener, SASL_SSL://127.0.0.1:PORT (ports picked like the others, or
@@ -591,7 +595,7 @@ _tg_kafka_node_launch() {
     local i=$1 ndir=$TG_STATE_DIR/kafka/node$1
     local -a opts
     read -r -a opts <<<"$TG_KAFKA_JAVA_OPTS"
-    _tg_spawn kafka "$ndir/kafka.log" ${TG_KAFKA_SCHED_IDLE:+chrt --idle 0} java "${opts[@]}" \
+    _tg_spawn kafka "$ndir/kafka.log" ${TG_KAFKA_CPUS:+taskset -c "$TG_KAFKA_CPUS"} ${TG_KAFKA_SCHED_IDLE:+chrt --idle 0} java "${opts[@]}" \
         "-Dlog4j2.configurationFile=$TG_SOURCE_DIR/tests/lib/kafka/log4j2.properties" \
         -cp "$TG_KAFKA_HOME/lib/*" kafka.Kafka "$ndir/server.properties"
     _TG_KAFKA_PIDS[i]=$_TG_PID
