@@ -271,7 +271,11 @@ c11) # One node after the other: stopped (controlled shutdown), started, every r
     # gets for seconds, and the three starts cover most of the fault phase: each restarted node
     # runs on the machine's last CPU only (besides SCHED_IDLE), so that the services under test
     # keep a CPU of their own, as they would with the brokers on other machines.
-    last_cpu=$(($(nproc) - 1))
+    # (the last CPU this process may run on; none when it has only one)
+    last_cpu=0
+    if [ "$(nproc)" -gt 1 ]; then
+        last_cpu=$(awk '/^Cpus_allowed_list/ { n = split($2, a, /[-,]/); print a[n] }' /proc/self/status)
+    fi
     t_roll=$(date +%s%N)
     for node in 1 2 3; do
         t_node=$(date +%s%N)
