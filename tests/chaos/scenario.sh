@@ -271,20 +271,16 @@ c11) # One node after the other: stopped (controlled shutdown), started, every r
     # gets for seconds, and the three starts cover most of the fault phase: each restarted node
     # runs on the machine's last CPU only (besides SCHED_IDLE), so that the services under test
     # keep a CPU of their own, as they would with the brokers on other machines.
-    # (the last CPU this process may run on; none when it has only one)
-    last_cpu=0
+    # (the last CPU this process may run on; none, so no pinning, when it has only one)
+    pin=""
     if [ "$(nproc)" -gt 1 ]; then
-        last_cpu=$(awk '/^Cpus_allowed_list/ { n = split($2, a, /[-,]/); print a[n] }' /proc/self/status)
+        pin=$(awk '/^Cpus_allowed_list/ { n = split($2, a, /[-,]/); print a[n] }' /proc/self/status)
     fi
     t_roll=$(date +%s%N)
     for node in 1 2 3; do
         t_node=$(date +%s%N)
         tg_kafka_node_stop "$node" 30
-        if [ "$last_cpu" -gt 0 ]; then
-            TG_KAFKA_CPUS=$last_cpu tg_kafka_node_start "$node" || fail "kafka node $node did not restart"
-        else
-            tg_kafka_node_start "$node" || fail "kafka node $node did not restart"
-        fi
+        TG_KAFKA_CPUS=$pin tg_kafka_node_start "$node" || fail "kafka node $node did not restart"
         in_sync || fail "replicas not back in sync after node $node restarted"
         echo "chaos c11: node $node stopped, started and in sync in $((($(date +%s%N) - t_node) / 1000000)) ms"
     done
