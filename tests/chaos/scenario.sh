@@ -227,16 +227,25 @@ LOAD_PID=$!
 # Twice a second, against milliseconds since the load started: router CPU time (per-window CPU
 # figures; c3/c4 replace the process, their CPU is not compared) and the machine's steal and
 # total jiffies from /proc/stat (the time the hypervisor gave to other guests).
+# It starts no process (services.sh's _tg_sleep and _tg_now_ms_set, /proc read with read): forks
+# of awk and date twice a second would take CPU beside the router they measure.
 sampler() {
-    local t0=$1 pid=$2 now rss ns st tot
+    local t0_ms=$(($1 / 1000000)) pid=$2 ns st tot f a line
     set +e +o pipefail # outlives the router in c3/c4: a missing /proc entry reads as 0
     while :; do
-        read -r rss ns < <(proc_sample "$pid")
+        ns=0
+        for f in /proc/"$pid"/task/*/schedstat; do
+            { read -r a _ <"$f"; } 2>/dev/null && ns=$((ns + a))
+        done
         [ -d "/proc/$pid" ] || ns=-1 # gone (c3/c4): no CPU figure for these windows
-        read -r st tot < <(awk '/^cpu / { print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat)
-        now=$(date +%s%N)
-        echo "$(((now - t0) / 1000000)) $ns $st $tot"
-        sleep 0.5
+        # /proc/stat's first line: cpu user nice system idle iowait irq softirq steal ...
+        read -r line </proc/stat
+        set -- $line
+        st=$9
+        tot=$(($2 + $3 + $4 + $5 + $6 + $7 + $8 + $9))
+        _tg_now_ms_set
+        echo "$((_TG_NOW_MS - t0_ms)) $ns $st $tot"
+        _tg_sleep 0.5
     done
 }
 sampler "$(date +%s%N)" "$ROUTER_PID" >"$STATE/cpu.samples" &

@@ -55,18 +55,42 @@ _tg_log() {
     printf 'tollgate-services: %s\n' "$*" >&2
 }
 
+# The helpers that wait poll while scenarios measure latency and CPU on a 2-core machine, so
+# the polling itself starts no process: a fork and exec of date, awk or sleep costs about 2 ms
+# of CPU each on a virtual machine, ten times a second is a tenth of a CPU beside the service
+# under test. Time comes from bash's EPOCHREALTIME, /proc is read with read, and _tg_sleep
+# waits on a FIFO that nobody writes to.
+
+# _tg_now_ms: milliseconds since the epoch, printed. _tg_now_ms_set sets _TG_NOW_MS instead
+# (no subshell).
+_tg_now_ms_set() {
+    local t=${EPOCHREALTIME/[.,]/}
+    _TG_NOW_MS=$((10#$t / 1000))
+}
 _tg_now_ms() {
-    local t
-    t=$(date +%s%N)
-    printf '%s\n' "$((t / 1000000))"
+    _tg_now_ms_set
+    printf '%s\n' "$_TG_NOW_MS"
+}
+
+# _tg_sleep SECONDS: sleep (fractions allowed) without starting a process.
+_tg_sleep() {
+    if [ -z "${_TG_SLEEP_FD:-}" ] || ! [ -e "/proc/$BASHPID/fd/$_TG_SLEEP_FD" ]; then
+        local fifo
+        fifo=$(mktemp -u "${TMPDIR:-/tmp}/tollgate-sleep.XXXXXX")
+        mkfifo -m 600 "$fifo" || { sleep "$1"; return 0; }
+        exec {_TG_SLEEP_FD}<>"$fifo"
+        rm -f "$fifo"
+    fi
+    read -r -t "$1" -u "$_TG_SLEEP_FD" _ || true
 }
 
 # _tg_alive PID: 0 when the process exists and is not a zombie.
 _tg_alive() {
-    local pid=$1 state
+    local pid=$1 line state
     [ -n "$pid" ] && [ -e "/proc/$pid" ] || return 1
-    state=$(awk '{ s = $0; sub(/.*\) /, "", s); split(s, f, " "); print f[1] }' \
-        "/proc/$pid/stat" 2>/dev/null) || return 1
+    { read -r line <"/proc/$pid/stat"; } 2>/dev/null || return 1
+    state=${line##*) }
+    state=${state%% *}
     [ -n "$state" ] && [ "$state" != "Z" ] && [ "$state" != "X" ]
 }
 
@@ -191,9 +215,10 @@ _tg_spawn() {
 
 # _tg_wait_ready DESC PID LOG CMD...: poll CMD until it succeeds, PID dies, or the timeout.
 _tg_wait_ready() {
-    local desc=$1 pid=$2 log=$3 deadline
+    local desc=$1 pid=$2 log=$3 deadline polls=0
     shift 3
-    deadline=$(($(_tg_now_ms) + TG_START_TIMEOUT_S * 1000))
+    _tg_now_ms_set
+    deadline=$((_TG_NOW_MS + TG_START_TIMEOUT_S * 1000))
     while :; do
         if "$@" >/dev/null 2>&1; then
             return 0
@@ -203,12 +228,16 @@ _tg_wait_ready() {
             _tg_log_tail "$log"
             return 1
         fi
-        if [ "$(_tg_now_ms)" -ge "$deadline" ]; then
+        _tg_now_ms_set
+        if [ "$_TG_NOW_MS" -ge "$deadline" ]; then
             _tg_log "$desc not ready after ${TG_START_TIMEOUT_S}s"
             _tg_log_tail "$log"
             return 1
         fi
-        sleep 0.1
+        # Ten times a second for the first 2 s (most services are up by then), then twice a
+        # second: a JVM's start takes seconds, and CMD may start a process per poll.
+        polls=$((polls + 1))
+        if [ "$polls" -le 20 ]; then _tg_sleep 0.1; else _tg_sleep 0.5; fi
     done
 }
 
@@ -218,15 +247,17 @@ _tg_stop_pid() {
     _tg_alive "$pid" || return 0
     kill -CONT "$pid" 2>/dev/null || true
     kill -TERM "$pid" 2>/dev/null || true
-    deadline=$(($(_tg_now_ms) + grace * 1000))
+    _tg_now_ms_set
+    deadline=$((_TG_NOW_MS + grace * 1000))
     while _tg_alive "$pid"; do
-        if [ "$(_tg_now_ms)" -ge "$deadline" ]; then
+        _tg_now_ms_set
+        if [ "$_TG_NOW_MS" -ge "$deadline" ]; then
             _tg_log "pid $pid did not stop within ${grace}s, killing it"
             kill -KILL "$pid" 2>/dev/null || true
             sleep 0.2
             break
         fi
-        sleep 0.05
+        _tg_sleep 0.05
     done
     wait "$pid" 2>/dev/null || true
     return 0
@@ -242,14 +273,16 @@ _tg_stop_pids() {
         kill -CONT "$pid" 2>/dev/null || true
         kill -TERM "$pid" 2>/dev/null || true
     done
-    deadline=$(($(_tg_now_ms) + grace * 1000))
+    _tg_now_ms_set
+    deadline=$((_TG_NOW_MS + grace * 1000))
     while :; do
         left=
         for pid in "$@"; do
             _tg_alive "$pid" && left="$left $pid"
         done
         [ -z "$left" ] && break
-        if [ "$(_tg_now_ms)" -ge "$deadline" ]; then
+        _tg_now_ms_set
+        if [ "$_TG_NOW_MS" -ge "$deadline" ]; then
             _tg_log "pids$left did not stop within ${grace}s, killing them"
             for pid in $left; do
                 kill -KILL "$pid" 2>/dev/null || true
@@ -257,7 +290,7 @@ _tg_stop_pids() {
             sleep 0.2
             break
         fi
-        sleep 0.05
+        _tg_sleep 0.05
     done
     for pid in "$@"; do
         wait "$pid" 2>/dev/null || true
@@ -441,7 +474,7 @@ _tg_pg_stop() {
     fi
     deadline=$(($(_tg_now_ms) + 20000))
     while _tg_alive "$pm" && [ "$(_tg_now_ms)" -lt "$deadline" ]; do
-        sleep 0.1
+        _tg_sleep 0.1
     done
     if _tg_alive "$pm"; then
         _tg_log "postgres $pm did not stop, killing it and its children"
@@ -623,7 +656,7 @@ _tg_kafka_cluster_wait() {
             done
             return 1
         fi
-        sleep 0.2
+        _tg_sleep 0.2
     done
 }
 
