@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "spool.h"
@@ -327,6 +329,215 @@ static void test_read_ahead_while_appending(void **state)
     rt_spool_close(&sp);
 }
 
+/* A writer killed (SIGKILL) after appending n records in a segment of seg_bytes; the parent
+ * gets its exit status. Records "event-%06d" from 0. */
+static void killed_writer(uint64_t max_bytes, uint64_t seg_bytes, int n)
+{
+    int status = 0;
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rt_spool_config cfg = {.dir = test_dir, .max_bytes = max_bytes,
+                                      .segment_bytes = seg_bytes, .fsync_interval_ms = 0};
+        char err[256];
+        struct rt_spool *sp = rt_spool_open(&cfg, NULL, err, sizeof(err));
+
+        for (int i = 0; sp != NULL && i < n; i++) {
+            char payload[64];
+            int len = snprintf(payload, sizeof(payload), "event-%06d", i);
+
+            if (rt_spool_append(sp, payload, (size_t)len, 1000 + (uint64_t)i, NULL) != 0)
+                _exit(3);
+        }
+        kill(getpid(), SIGKILL);
+        _exit(4);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+/* The written segment is mapped and allocated a window (1 MiB) ahead: a writer killed with
+ * SIGKILL leaves its records and zeros after them. Recovery finds every record, counts nothing
+ * corrupt and cuts the zeros off; appends go on in a new segment. */
+static void test_killed_writer_tail_is_not_corrupt(void **state)
+{
+    struct rt_spool_recovery rec;
+    struct rt_spool *sp;
+    struct stat stt;
+    char path[512];
+    uint64_t first = 0, last = 0;
+
+    (void)state;
+    killed_writer(8 << 20, 2 << 20, 50);
+    find_single_segment(path, sizeof(path));
+    assert_int_equal(stat(path, &stt), 0);
+    assert_int_equal(stt.st_size, 1 << 20); /* the allocated window: the mapped writer */
+    sp = open_spool(8 << 20, 2 << 20, &rec);
+    assert_int_equal(rec.pending, 50);
+    assert_int_equal(rec.corrupt, 0);
+    assert_int_equal(rec.next_seq, 50);
+    assert_int_equal(stat(path, &stt), 0);
+    assert_int_equal(stt.st_size, 50 * (28 + 12)); /* records only */
+    assert_int_equal(read_all(sp, &first, &last), 50);
+    assert_int_equal(first, 0);
+    assert_int_equal(last, 49);
+    append_n(sp, 50, 5);
+    assert_int_equal(read_all(sp, &first, &last), 5);
+    assert_int_equal(first, 50);
+    rt_spool_close(&sp);
+    /* and a clean close leaves the records, not the window */
+    sp = open_spool(8 << 20, 2 << 20, &rec);
+    assert_int_equal(rec.pending, 55);
+    assert_int_equal(rec.corrupt, 0);
+    rt_spool_close(&sp);
+}
+
+/* A record torn in the killed writer's mapping (its header half stored, zeros after): counted
+ * corrupt once, every whole record before it replayed, the seq goes on after the last whole
+ * one. A segment whose only record is torn is dropped (no record), and its name is used again. */
+static void test_killed_writer_torn_record(void **state)
+{
+    static const unsigned char half[12] = {0x54, 0x47, 0x4c, 0x31, 12, 0, 0, 0, 50, 0, 0, 0};
+    struct rt_spool_recovery rec;
+    struct rt_spool *sp;
+    char path[512];
+    uint64_t first = 0, last = 0;
+    int fd;
+
+    (void)state;
+    killed_writer(8 << 20, 2 << 20, 50);
+    find_single_segment(path, sizeof(path));
+    fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, half, sizeof(half), 50 * 40), (ssize_t)sizeof(half));
+    close(fd);
+    sp = open_spool(8 << 20, 2 << 20, &rec);
+    assert_int_equal(rec.pending, 50);
+    assert_int_equal(rec.corrupt, 1);
+    assert_int_equal(rec.next_seq, 50);
+    assert_int_equal(read_all(sp, &first, &last), 50);
+    assert_int_equal(last, 49);
+    /* everything acknowledged, then a writer killed inside its first record of a new segment */
+    assert_int_equal(rt_spool_ack_below(sp, 50), 0);
+    rt_spool_close(&sp);
+    assert_int_equal(count_segments(), 0);
+    killed_writer(8 << 20, 2 << 20, 0);
+    assert_int_equal(count_segments(), 0);
+    snprintf(path, sizeof(path), "%s/seg-%020d.tgs", test_dir, 50);
+    fd = open(path, O_RDWR | O_CREAT, 0640);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 1 << 20), 0);
+    assert_int_equal(pwrite(fd, half, sizeof(half), 0), (ssize_t)sizeof(half));
+    close(fd);
+    sp = open_spool(8 << 20, 2 << 20, &rec);
+    assert_int_equal(rec.pending, 0);
+    assert_int_equal(rec.next_seq, 50);
+    assert_int_equal(rec.segments, 0);
+    append_n(sp, 50, 3);
+    assert_int_equal(read_all(sp, &first, &last), 3);
+    assert_int_equal(first, 50);
+    rt_spool_close(&sp);
+}
+
+static uint64_t dir_file_bytes(void)
+{
+    DIR *d = opendir(test_dir);
+    struct dirent *de;
+    uint64_t n = 0;
+
+    while ((de = readdir(d)) != NULL) {
+        char path[512];
+        struct stat st;
+
+        if (strncmp(de->d_name, "seg-", 4) != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", test_dir, de->d_name);
+        if (stat(path, &st) == 0)
+            n += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return n;
+}
+
+/* kB of RSS of this process's mappings of path (smaps), 0 when it is not mapped */
+static long mapped_rss_kb(const char *path)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[1024];
+    long kb = 0, v;
+    int in = 0;
+
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strchr(line, '-') != NULL && strchr(line, ':') != NULL && line[0] != ' ' &&
+            strncmp(line, "Rss:", 4) != 0 && sscanf(line, "%*x-%*x %*s %*s %*s %ld", &v) == 1)
+            in = strstr(line, path) != NULL;
+        else if (in && sscanf(line, "Rss: %ld kB", &v) == 1)
+            kb += v;
+    }
+    fclose(f);
+    return kb;
+}
+
+/* What the mapped writer allocates stays within max_bytes with the records (the window is cut
+ * short near the bound), and the written pages behind it leave the RSS. */
+static void test_allocation_within_max_bytes(void **state)
+{
+    static char payload[3000];
+    const uint64_t max = 3 * 1024 * 1024 + 512 * 1024, seg = 2 * 1024 * 1024;
+    struct rt_spool_stats st;
+    struct rt_spool *sp;
+    char path[512];
+    long rss_max = 0;
+    int ok = 0, full = 0;
+
+    (void)state;
+    memset(payload, 'y', sizeof(payload));
+    sp = open_spool(max, seg, NULL);
+    for (int i = 0; i < 2000; i++) {
+        int rc = rt_spool_append(sp, payload, sizeof(payload), 1, NULL);
+
+        if (rc == 0)
+            ok++;
+        else if (rc == TG_EFULL)
+            full++;
+        else
+            fail_msg("append %d: %d", i, rc);
+        if (dir_file_bytes() > max)
+            fail_msg("after append %d the segments take %llu bytes > max_bytes %llu", i,
+                     (unsigned long long)dir_file_bytes(), (unsigned long long)max);
+        if (i % 50 == 0) {
+            DIR *d = opendir(test_dir);
+            struct dirent *de;
+
+            while ((de = readdir(d)) != NULL) {
+                if (strncmp(de->d_name, "seg-", 4) == 0) {
+                    long kb;
+
+                    snprintf(path, sizeof(path), "%s/%s", test_dir, de->d_name);
+                    kb = mapped_rss_kb(path);
+                    if (kb > rss_max)
+                        rss_max = kb;
+                }
+            }
+            closedir(d);
+        }
+    }
+    rt_spool_get_stats(sp, &st);
+    assert_true(ok > 1000 && full > 0);
+    assert_true(st.bytes <= max);
+    assert_true(rss_max > 0);           /* the segment is mapped */
+    assert_true(rss_max <= 1024 + 8);   /* at most a window of it is resident */
+    /* acknowledged: released, and the writer goes on within the bound */
+    rt_spool_ack_below(sp, (uint64_t)ok);
+    for (int i = 0; i < 500; i++) {
+        assert_int_equal(rt_spool_append(sp, payload, sizeof(payload), 1, NULL), 0);
+        assert_true(dir_file_bytes() <= max);
+    }
+    rt_spool_close(&sp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +547,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_middle_record_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_is_refused_and_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_ahead_while_appending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_killed_writer_tail_is_not_corrupt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_killed_writer_torn_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_allocation_within_max_bytes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
