@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -23,14 +22,6 @@
 #define SPOOL_HDR_BYTES 28u
 #define SPOOL_SCAN_CHUNK 65536u
 #define SPOOL_READAHEAD (256u * 1024) /* the reader's buffer: one pread serves many records */
-/* The write segment is mapped (MAP_SHARED) and a record is a memcpy into it, not a write()
- * call: stores into a shared file mapping are in the page cache at once, so a SIGKILL loses
- * them no more than it loses a write()'s. The file is allocated (fallocate) a window ahead of
- * the writer, never past max_bytes, so a store never lands on an unallocated page (which would
- * raise SIGBUS when the disk is full); the pages behind the writer leave the process's RSS
- * (MADV_DONTNEED) at every new window. Where fallocate is not supported, or segment_bytes is
- * below one record's largest frame, records are written with pwritev. */
-#define SPOOL_WINDOW (1024u * 1024)
 
 struct spool_segment {
     uint64_t first_seq; /* seq of its first record; every seq in it is < the next one's */
@@ -45,10 +36,6 @@ struct rt_spool {
     uint32_t nsegs;
     uint32_t cap_segs;            /* set at open */
     int wfd;                      /* segment being written, or -1 before the first append */
-    unsigned char *wmap;          /* its mapping (segment_bytes), or NULL: pwritev */
-    uint64_t walloc;              /* its allocated bytes (the file size): stores go below */
-    uint64_t wdone;               /* its bytes released from RSS (page aligned) */
-    int wmap_unsupported;         /* fallocate failed with EOPNOTSUPP: pwritev from now on */
     uint64_t next_seq;
     uint64_t live_bytes;
     /* Reader state: publisher thread only. */
@@ -69,8 +56,6 @@ struct rt_spool {
     _Atomic uint64_t st_corrupt;
     _Atomic uint64_t st_write_errors;
 };
-
-static void finish_segment(struct rt_spool *sp);
 
 static void put32(unsigned char *p, uint32_t v)
 {
@@ -183,24 +168,16 @@ static int frame_next(struct rt_spool *sp, int reader, int fd, uint64_t size, ui
             rc = 1;
             goto out;
         }
-        /* Torn or corrupt: count it once and look for the next magic. A header of zeros with
-         * no record after it is the allocated, never written tail of a segment whose writer
-         * was killed: the end of the records, not a corrupt one. */
+        /* Torn or corrupt: count it once and look for the next magic. */
+        atomic_fetch_add(&sp->st_corrupt, 1);
+        TG_WARN_RL("event=spool_corrupt_record offset=%" PRIu64 " action=skip", *off);
         if (chunk == NULL && (chunk = malloc(SPOOL_SCAN_CHUNK)) == NULL) {
             rc = TG_ENOMEM;
             goto out;
         }
         {
             uint64_t pos = *off + 1;
-            size_t hn = size - *off < SPOOL_HDR_BYTES ? (size_t)(size - *off) : SPOOL_HDR_BYTES;
-            int found = 0, zero = 1;
-
-            if (pread_full(fd, chunk, hn, *off) != 0) {
-                rc = TG_EIO;
-                goto out;
-            }
-            for (size_t k = 0; k < hn; k++)
-                zero &= chunk[k] == 0;
+            int found = 0;
 
             while (pos < size && !found) {
                 size_t n = size - pos < SPOOL_SCAN_CHUNK ? (size_t)(size - pos) : SPOOL_SCAN_CHUNK;
@@ -218,12 +195,6 @@ static int frame_next(struct rt_spool *sp, int reader, int fd, uint64_t size, ui
                     pos += n > 3 ? n - 3 : n;
                 }
             }
-            if (!found && zero) {
-                rc = 0; /* *off: the end of the records */
-                goto out;
-            }
-            atomic_fetch_add(&sp->st_corrupt, 1);
-            TG_WARN_RL("event=spool_corrupt_record offset=%" PRIu64 " action=skip", *off);
             if (!found)
                 *off = size;
         }
@@ -395,9 +366,7 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
         int fd, rc;
 
         seg_path(sp, sp->segs[i].first_seq, path, sizeof(path));
-        fd = open(path, O_RDWR | O_CLOEXEC);
-        if (fd < 0)
-            fd = open(path, O_RDONLY | O_CLOEXEC);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
             snprintf(err, errlen, "spool: cannot read %s: %s", path, strerror(errno));
             goto fail;
@@ -408,12 +377,6 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
                 r.pending++;
             if (fr.seq + 1 > sp->next_seq)
                 sp->next_seq = fr.seq + 1;
-        }
-        if (rc == 0 && off < sp->segs[i].bytes) {
-            /* the allocated tail of a killed writer's segment: not records, not kept */
-            sp->segs[i].bytes = off;
-            if (ftruncate(fd, (off_t)off) != 0)
-                TG_WARN("event=spool_truncate_failed path=%s errno=%d", path, errno);
         }
         close(fd);
         if (rc < 0) {
@@ -431,10 +394,6 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
         remove_segment_at(sp, 0);
     if (sp->nsegs == 1 && sp->next_seq <= sp->acked_below)
         remove_segment_at(sp, 0);
-    /* A last segment named at or past next_seq holds no record (its writer was killed before
-     * the first one was whole): the first append makes a segment of that name again. */
-    if (sp->nsegs > 0 && sp->segs[sp->nsegs - 1].first_seq >= sp->next_seq)
-        remove_segment_at(sp, sp->nsegs - 1);
     sp->r_seg = sp->nsegs > 0 ? sp->segs[0].first_seq : sp->next_seq;
     sp->r_off = 0;
     sp->r_min_seq = sp->acked_below;
@@ -459,7 +418,7 @@ void rt_spool_close(struct rt_spool **spp)
     sp = *spp;
     *spp = NULL;
     if (sp->wfd >= 0)
-        finish_segment(sp);
+        close(sp->wfd);
     if (sp->rfd >= 0)
         close(sp->rfd);
     /* Everything acknowledged: leave no segment behind (the checkpoint keeps the sequence). */
@@ -473,90 +432,27 @@ void rt_spool_close(struct rt_spool **spp)
     free(sp);
 }
 
-/* The write segment is done: unmapped, cut to its records (the allocated tail goes), closed.
- * Caller holds mu (or is the only thread left). */
-static void finish_segment(struct rt_spool *sp)
-{
-    uint64_t bytes = sp->segs[sp->nsegs - 1].bytes;
-
-    if (sp->wmap != NULL) {
-        munmap(sp->wmap, sp->cfg.segment_bytes);
-        sp->wmap = NULL;
-    }
-    if (sp->walloc > bytes && ftruncate(sp->wfd, (off_t)bytes) != 0)
-        TG_WARN_RL("event=spool_truncate_failed errno=%d", errno);
-    close(sp->wfd);
-    sp->wfd = -1;
-    sp->walloc = sp->wdone = 0;
-}
-
-/* Opens a new write segment starting at next_seq, mapped when it can be. Caller holds mu. */
+/* Opens a new write segment starting at next_seq. Caller holds mu. */
 static int roll_segment(struct rt_spool *sp)
 {
     char path[PATH_MAX + 64];
-    void *map;
     int fd;
 
     if (sp->nsegs == sp->cap_segs)
         return TG_EFULL;
     seg_path(sp, sp->next_seq, path, sizeof(path));
-    fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (fd < 0) {
         TG_ERROR_RL("event=spool_open_failed errno=%d", errno);
         return TG_EIO;
     }
     if (sp->wfd >= 0)
-        finish_segment(sp);
+        close(sp->wfd);
     sp->wfd = fd;
-    sp->walloc = sp->wdone = 0;
-    if (!sp->wmap_unsupported &&
-        sp->cfg.segment_bytes >= SPOOL_HDR_BYTES + RT_SPOOL_RECORD_MAX_BYTES &&
-        sp->cfg.segment_bytes <= SIZE_MAX) {
-        map = mmap(NULL, (size_t)sp->cfg.segment_bytes, PROT_WRITE, MAP_SHARED, fd, 0);
-        sp->wmap = map == MAP_FAILED ? NULL : map;
-    }
     sp->segs[sp->nsegs].first_seq = sp->next_seq;
     sp->segs[sp->nsegs].bytes = 0;
     sp->nsegs++;
     return 0;
-}
-
-/* Allocates the write segment so that a frame of frame bytes at cur->bytes lands on allocated
- * pages: up to the next window boundary, never past segment_bytes nor past what max_bytes
- * leaves (live bytes plus the allocated, unwritten tail stay within it). Releases the written
- * pages behind the writer from RSS. Returns 1 when the frame can be stored in the mapping.
- * Caller holds mu. */
-static int window_ensure(struct rt_spool *sp, const struct spool_segment *cur, uint64_t frame)
-{
-    uint64_t want = cur->bytes + frame, target, room;
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t done;
-
-    if (want <= sp->walloc)
-        return 1;
-    target = (want + SPOOL_WINDOW - 1) / SPOOL_WINDOW * SPOOL_WINDOW;
-    if (target > sp->cfg.segment_bytes)
-        target = sp->cfg.segment_bytes;
-    room = sp->cfg.max_bytes - sp->live_bytes + cur->bytes; /* >= want: checked by the caller */
-    if (target > room)
-        target = room;
-    if (target < want)
-        return 0;
-    if (fallocate(sp->wfd, 0, (off_t)sp->walloc, (off_t)(target - sp->walloc)) != 0) {
-        if (errno == EOPNOTSUPP || errno == ENOSYS) {
-            sp->wmap_unsupported = 1; /* this filesystem: pwritev from now on */
-            munmap(sp->wmap, sp->cfg.segment_bytes);
-            sp->wmap = NULL;
-        }
-        return 0;
-    }
-    sp->walloc = target;
-    done = page > 0 ? cur->bytes / (uint64_t)page * (uint64_t)page : 0;
-    if (done > sp->wdone) {
-        madvise(sp->wmap + sp->wdone, (size_t)(done - sp->wdone), MADV_DONTNEED);
-        sp->wdone = done;
-    }
-    return 1;
 }
 
 int rt_spool_has_room(struct rt_spool *sp, size_t len)
@@ -605,33 +501,21 @@ int rt_spool_append(struct rt_spool *sp, const void *payload, size_t len, uint64
     crc = tg_crc32c(0, hdr + 4, 20);
     crc = tg_crc32c(crc, payload, len);
     put32(hdr + 24, crc);
-    if (sp->wmap != NULL && window_ensure(sp, cur, frame)) {
-        memcpy(sp->wmap + cur->bytes, hdr, sizeof(hdr));
-        memcpy(sp->wmap + cur->bytes + sizeof(hdr), payload, len);
-    } else {
-        iov[0].iov_base = hdr;
-        iov[0].iov_len = sizeof(hdr);
-        iov[1].iov_base = (void *)payload;
-        iov[1].iov_len = len;
-        do {
-            w = pwritev(sp->wfd, iov, 2, (off_t)cur->bytes);
-        } while (w < 0 && errno == EINTR);
-        if (w != (ssize_t)frame) {
-            /* Never leave a partial frame for the reader: cut the file back (and store no more
-             * into a mapping of this segment: its allocation may be gone with the cut). */
-            if (sp->wmap != NULL) {
-                munmap(sp->wmap, sp->cfg.segment_bytes);
-                sp->wmap = NULL;
-            }
-            if (w > 0 && ftruncate(sp->wfd, (off_t)cur->bytes) != 0)
-                cur->bytes += (uint64_t)w; /* the reader will skip it as corrupt */
-            atomic_fetch_add(&sp->st_write_errors, 1);
-            TG_ERROR_RL("event=spool_write_failed errno=%d", w < 0 ? errno : 0);
-            rc = TG_EIO;
-            goto out;
-        }
-        if (cur->bytes + frame > sp->walloc)
-            sp->walloc = cur->bytes + frame;
+    iov[0].iov_base = hdr;
+    iov[0].iov_len = sizeof(hdr);
+    iov[1].iov_base = (void *)payload;
+    iov[1].iov_len = len;
+    do {
+        w = writev(sp->wfd, iov, 2);
+    } while (w < 0 && errno == EINTR);
+    if (w != (ssize_t)frame) {
+        /* Never leave a partial frame for the reader: cut the file back. */
+        if (w > 0 && ftruncate(sp->wfd, (off_t)cur->bytes) != 0)
+            cur->bytes += (uint64_t)w; /* the reader will skip it as corrupt */
+        atomic_fetch_add(&sp->st_write_errors, 1);
+        TG_ERROR_RL("event=spool_write_failed errno=%d", w < 0 ? errno : 0);
+        rc = TG_EIO;
+        goto out;
     }
     cur->bytes += frame;
     sp->live_bytes += frame;

@@ -1,23 +1,21 @@
 /* rt_spool: the local append-only event spool of router-svc.
  *
  * Every event is written here before the last byte of its response reaches the client, so a
- * SIGKILL after the response cannot lose it: a store into the page cache (the mapped segment,
- * or a write) survives the death of the process. Kafka delivery is tracked separately
- * (rt_publisher) and reported back through rt_spool_ack_below(), which persists a checkpoint
- * and deletes fully acknowledged segments.
+ * SIGKILL after the response cannot lose it: a write() to the page cache survives the death of
+ * the process. Kafka delivery is tracked separately (rt_publisher) and reported back through
+ * rt_spool_ack_below(), which persists a checkpoint and deletes fully acknowledged segments.
  *
  * On disk: segment files "seg-<first seq, 20 digits>.tgs" and a "checkpoint" file. A record is
  *   magic u32 | len u32 | seq u64 | ts_ms u64 | crc32c u32 | payload[len]
  * (little endian; the CRC covers len, seq, ts_ms and the payload). A torn or corrupt record is
  * skipped, counted and logged once; reading resynchronises on the next valid record.
  *
- * Bounds: the total bytes of live segments, with the allocated tail of the one written, never
- * exceed max_bytes (append returns TG_EFULL); segments roll at segment_bytes; the segment
- * table holds at most max_bytes / segment_bytes + RT_SPOOL_EXTRA_SEGMENTS entries, set at open.
- * A segment left by a killed writer ends in allocated zeros: recovery cuts them off.
+ * Bounds: the total bytes of live segments never exceed max_bytes (append returns TG_EFULL);
+ * segments roll at segment_bytes; the segment table holds at most
+ * max_bytes / segment_bytes + RT_SPOOL_EXTRA_SEGMENTS entries, set at open.
  *
- * Threads: rt_spool_append() from any request thread (one mutex, held for one memcpy, spool.c);
- * the read, rewind, ack and sync calls from a single publisher thread. The reader reads ahead: one
+ * Threads: rt_spool_append() from any request thread (one mutex, held for one write()); the
+ * read, rewind, ack and sync calls from a single publisher thread. The reader reads ahead: one
  * pread of up to 256 KiB of the segment's written bytes serves the records in it. */
 #ifndef RT_SPOOL_H
 #define RT_SPOOL_H
@@ -61,7 +59,7 @@ struct rt_spool_stats {
     uint32_t segments;      /* live segments */
     uint64_t acked_below;   /* checkpoint */
     uint64_t next_seq;      /* next seq to assign */
-    uint64_t write_errors;  /* failed writes (pwritev) */
+    uint64_t write_errors;  /* failed write() calls */
 };
 
 /* rt_spool_open: open or create the spool in cfg->dir, recover what is there (see
@@ -74,8 +72,7 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
  * except what rt_spool_ack_below() already released. */
 void rt_spool_close(struct rt_spool **sp);
 
-/* rt_spool_append: append one record (len <= RT_SPOOL_RECORD_MAX_BYTES): a memcpy into the
- * mapped segment (a pwritev where it is not mapped).
+/* rt_spool_append: append one record (len <= RT_SPOOL_RECORD_MAX_BYTES) with one write().
  * Returns 0 and the record's seq in *seq_out (may be NULL), TG_EFULL when max_bytes would be
  * exceeded (counted), TG_ETOOBIG, or TG_EIO. Any thread. */
 int rt_spool_append(struct rt_spool *sp, const void *payload, size_t len, uint64_t ts_ms,
