@@ -161,12 +161,12 @@ LOAD_KEYS=$TG_STACK_LOAD_KEYS
 ROUTER_PORT=$TG_ROUTER_PORT
 start_router() { tg_stack_start_router || fail "router-svc did not restart"; ROUTER_PID=$TG_ROUTER_PID; }
 start_spend() { tg_stack_start_spend || fail "spend-svc did not restart"; SPEND_PID=$TG_SPEND_PID; }
-# proc_sample PID -> "rss_kb cpu_ns" (CPU time of every thread, nanoseconds, from schedstat)
-proc_sample() {
-    local pid=$1 rss ns
-    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
-    ns=$(cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }')
-    echo "${rss:-0} ${ns:-0}"
+# rss_kb PID -> the process's resident set in kB (0 when it is gone); its CPU time is the
+# sampler's (below)
+rss_kb() {
+    local rss
+    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0)
+    echo "${rss:-0}"
 }
 log_bytes() { cat "$TG_STACK_DIR"/router.log "$TG_STACK_DIR"/spend*.log 2>/dev/null | wc -c; }
 # assigned_parts URL: partitions of the events topic the spend-svc at URL holds now.
@@ -253,7 +253,7 @@ SAMPLER_PID=$!
 
 sleep "$BASE_S"
 LOG_F0=$(log_bytes)
-read -r RSS_F0 _ < <(proc_sample "$ROUTER_PID")
+RSS_F0=$(rss_kb "$ROUTER_PID")
 case "$NAME" in
 c1 | c8) tg_redis_hang; sleep "$FAULT_S"; tg_redis_resume ;;
 c1b) # Shut down for the whole fault phase, then back on the same port with no data.
@@ -377,7 +377,7 @@ c7) curl -fsS -o /dev/null -d '{"mode":"429","retry_after":5}' "$TG_FAKE_LLM_URL
     sleep $((FAULT_S - FAULT_S / 2))
     curl -fsS -o /dev/null -d '{"mode":"ok"}' "$TG_FAKE_LLM_URL/_control/slack" ;;
 esac
-read -r RSS_F1 _ < <(proc_sample "$ROUTER_PID")
+RSS_F1=$(rss_kb "$ROUTER_PID")
 LOG_F1=$(log_bytes)
 wait "$LOAD_PID" || fail "load driver failed: $(cat "$STATE/load.err")"
 LOAD_PID=""

@@ -72,7 +72,9 @@ _tg_now_ms() {
     printf '%s\n' "$_TG_NOW_MS"
 }
 
-# _tg_sleep SECONDS: sleep (fractions allowed) without starting a process.
+# _tg_sleep SECONDS: sleep (fractions allowed) without starting a process. The FIFO is opened
+# once per shell (a background subshell opens its own); processes started later inherit the
+# descriptor and, as nobody writes to it, never see a byte.
 _tg_sleep() {
     if [ -z "${_TG_SLEEP_FD:-}" ] || ! [ -e "/proc/$BASHPID/fd/$_TG_SLEEP_FD" ]; then
         local fifo
@@ -472,8 +474,9 @@ _tg_pg_stop() {
     else
         kill -INT "$pm" 2>/dev/null || true
     fi
-    deadline=$(($(_tg_now_ms) + 20000))
-    while _tg_alive "$pm" && [ "$(_tg_now_ms)" -lt "$deadline" ]; do
+    _tg_now_ms_set
+    deadline=$((_TG_NOW_MS + 20000))
+    while _tg_alive "$pm" && _tg_now_ms_set && [ "$_TG_NOW_MS" -lt "$deadline" ]; do
         _tg_sleep 0.1
     done
     if _tg_alive "$pm"; then
@@ -639,7 +642,8 @@ _tg_kafka_node_launch() {
 # TG_KAFKA_START_TIMEOUT_S.
 _tg_kafka_cluster_wait() {
     local n=$1 deadline i
-    deadline=$(($(_tg_now_ms) + TG_KAFKA_START_TIMEOUT_S * 1000))
+    _tg_now_ms_set
+    deadline=$((_TG_NOW_MS + TG_KAFKA_START_TIMEOUT_S * 1000))
     while :; do
         for ((i = 1; i <= n; i++)); do
             if ! _tg_alive "${_TG_KAFKA_PIDS[i]}"; then
@@ -649,7 +653,8 @@ _tg_kafka_cluster_wait() {
             fi
         done
         _tg_kafka_admin "$TG_KAFKA_BROKERS" ready "$n" 1000 >/dev/null 2>&1 && return 0
-        if [ "$(_tg_now_ms)" -ge "$deadline" ]; then
+        _tg_now_ms_set
+        if [ "$_TG_NOW_MS" -ge "$deadline" ]; then
             _tg_log "kafka cluster ($TG_KAFKA_BROKERS) not ready after ${TG_KAFKA_START_TIMEOUT_S}s"
             for ((i = 1; i <= n; i++)); do
                 _tg_log_tail "$TG_STATE_DIR/kafka/node$i/kafka.log"
