@@ -1,16 +1,22 @@
 # tests/integration/spend_lib.sh: helpers for spend-svc's integration tests and bench.
 #
-# Each test owns its dependencies (Redis, PostgreSQL, Apache Kafka: 3 KRaft nodes), started through
-# tests/lib/services.sh in a state dir of its own, because several tests inject faults (SIGSTOP
-# of PostgreSQL, Redis hang/restart) that must not reach other tests running at the same time.
+# Each test owns its Redis and PostgreSQL, started through tests/lib/services.sh in a state dir
+# of its own, because several tests inject faults (SIGSTOP of PostgreSQL, Redis hang/restart)
+# that must not reach other tests running at the same time. No test here breaks Kafka: they use
+# the Kafka they are given (tests/run's 3-node Apache Kafka, shared by the tests that only need
+# a broker) on topics of their own, or start one (3 KRaft nodes) when run on their own.
 # Everything is on 127.0.0.1, every wait is bounded, and every process started here is stopped
 # by PID on exit.
 #
 #   . spend_lib.sh
-#   sp_init NAME                   state dir, trap for cleanup
-#   sp_services                    Redis, PostgreSQL, Kafka (exports TG_* addresses); Apache
-#                                  Kafka unless TG_KAFKA=devkafka (no test here needs devkafka's
-#                                  fault channel: the faults are PostgreSQL's, Redis's, spend-svc's)
+#   sp_init NAME                   state dir, trap for cleanup; SP_UNIQ: a tag no other run of
+#                                  any test has (for topic names on a shared Kafka)
+#   sp_services                    Redis, PostgreSQL (exports TG_* addresses), and Kafka:
+#                                  sp_kafka
+#   sp_kafka                       the Kafka given (tg_kafka_given) or a new one (Apache Kafka
+#                                  unless TG_KAFKA=devkafka: no test here needs devkafka's fault
+#                                  channel, the faults are PostgreSQL's, Redis's, spend-svc's);
+#                                  SP_CONTROL_TOPIC: the control topic (compacted) of this test
 #   sp_topic NAME PARTITIONS       create an events topic (replication 3, min.insync.replicas 2)
 #   sp_db NAME                     create a database, sets SP_DSN
 #   sp_config FILE TOPIC [EXTRA]   spend-svc config for SP_DSN and TOPIC (EXTRA: YAML lines)
@@ -69,6 +75,7 @@ sp_init() {
     SP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-$1.XXXXXX")
     chmod 755 "$SP_DIR"
     export SP_DIR
+    SP_UNIQ=${SP_DIR##*.}
     SP_BIN="$TG_BUILD_DIR/spend-svc/spend-svc"
     SP_PRODUCE="$TG_BUILD_DIR/tests/integration/spend_produce"
     [ -x "$SP_BIN" ] || sp_die "missing $SP_BIN"
@@ -85,8 +92,24 @@ sp_services() {
     tg_services_init "$SP_DIR/services" >/dev/null || sp_die "tg_services_init failed"
     tg_redis_start >/dev/null || sp_die "redis did not start"
     tg_pg_start >/dev/null || sp_die "postgres did not start"
-    tg_kafka_start >/dev/null || sp_die "kafka did not start"
+    sp_kafka
     sp_log "services: redis=$TG_REDIS_PORT postgres=$TG_PG_PORT kafka=$TG_KAFKA_BROKERS"
+}
+
+# sp_kafka: services.sh sourced and initialised. On a given Kafka the control topic is this
+# test's own: budget tests read block records from it, and spend-svc reads every key record on
+# it.
+sp_kafka() {
+    if tg_kafka_given; then
+        SP_CONTROL_TOPIC="spend.control.$SP_UNIQ"
+        tg_kafka_topic "$SP_CONTROL_TOPIC" 1 cleanup.policy=compact ||
+            sp_die "cannot create topic $SP_CONTROL_TOPIC on the Kafka given ($TG_KAFKA_BROKERS)"
+        sp_log "kafka: the one given ($TG_KAFKA_KIND, $TG_KAFKA_BROKERS), control topic $SP_CONTROL_TOPIC"
+    else
+        tg_kafka_start >/dev/null || sp_die "kafka did not start"
+        SP_CONTROL_TOPIC=tollgate.control.v1
+    fi
+    export SP_CONTROL_TOPIC
 }
 
 sp_pg_pause() { tg_pg_pause; }
@@ -118,7 +141,7 @@ sp_config() {
     cat >"$file" <<YAML
 listen: 127.0.0.1:$port
 master_key: os.environ/TG_SPEND_TEST_MASTER_KEY
-kafka: {brokers: "$TG_KAFKA_BROKERS", topic: $topic, control_topic: tollgate.control.v1,
+kafka: {brokers: "$TG_KAFKA_BROKERS", topic: $topic, control_topic: ${SP_CONTROL_TOPIC:?sp_kafka first},
         group_id: spend-$topic, session_timeout_ms: 6000}
 postgres: {dsn: "$SP_DSN", query_timeout_ms: 2000, retry_max_ms: 1000}
 redis: {url: "$TG_REDIS_URL", timeout_ms: 300}

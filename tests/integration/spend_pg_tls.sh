@@ -4,8 +4,8 @@
 # The test starts its own throwaway PostgreSQL 15 cluster (as tests/lib/services.sh does, as the
 # postgres user, on a free loopback port) with ssl=on and a server certificate for 127.0.0.1
 # signed by a CA made here; pg_hba takes only TLS connections over TCP (hostssl,
-# scram-sha-256) and rejects the rest (hostnossl reject). Redis and devkafka come from
-# tests/lib/services.sh. Checked:
+# scram-sha-256) and rejects the rest (hostnossl reject). Redis comes from tests/lib/services.sh,
+# Kafka is the one given or a new one (spend_lib.sh's sp_kafka). Checked:
 #  - DSN ...?sslmode=verify-full&sslrootcert=<the CA>: spend-svc becomes ready, stores every
 #    event produced (exact totals), and its connections are TLS (pg_stat_ssl);
 #  - sslrootcert=<another CA>: never ready, the log names the certificate failure;
@@ -27,7 +27,7 @@ sp_init spend-pg-tls
 . "$TG_SOURCE_DIR/tests/lib/services.sh" || sp_die "cannot source tests/lib/services.sh"
 tg_services_init "$SP_DIR/services" >/dev/null || sp_die "tg_services_init failed"
 tg_redis_start >/dev/null || sp_die "redis did not start"
-tg_kafka_start >/dev/null || sp_die "devkafka did not start"
+sp_kafka
 
 PG_ROOT=""
 PG_PID=""
@@ -76,7 +76,7 @@ psql_local() { psql -X -q -t -A -v ON_ERROR_STOP=1 -h "$PG_ROOT/data" -p "$PG_PO
 psql_local -d postgres -c "CREATE DATABASE tollgate" >/dev/null || sp_die "CREATE DATABASE failed"
 sp_log "postgres with TLS on 127.0.0.1:$PG_PORT (pid $PG_PID)"
 
-TOPIC=spend.pgtls.v1
+TOPIC=spend.pgtls.$SP_UNIQ.v1
 sp_topic "$TOPIC" 4
 RUN=$(printf '%08x' $((RANDOM * 32768 + RANDOM)))
 BASE_DSN="postgresql://postgres@127.0.0.1:$PG_PORT/tollgate"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# spend-svc integration tests against real Redis, PostgreSQL and Apache Kafka (3 KRaft nodes).
+# spend-svc integration tests against real Redis, PostgreSQL and Apache Kafka (3 KRaft nodes:
+# tests/run's shared cluster, on topics of the test's own; started here when run alone).
 #
 #   spend_pipeline_test.sh exactly_once   50,000 events, 10 % duplicated call ids, a restart and
 #                                         a second consumer joining mid-stream
@@ -26,7 +27,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SCENARIO=${1:?scenario}
 sp_init "spend-$SCENARIO"
 sp_services
-TOPIC="spend.$SCENARIO.v1"
+TOPIC="spend.$SCENARIO.$SP_UNIQ.v1"
 sp_topic "$TOPIC" 24
 sp_db "spend_$SCENARIO"
 # sp_is_400_naming BODY_AND_STATUS PARAM: curl output with -w '%{http_code}' appended.
@@ -332,7 +333,7 @@ budget)
     sp_start "$SP_DIR/a.yaml" a
     A=$SP_PID
     sp_wait_ready "$SP_DIR/a.yaml" 30 || sp_die "not ready"
-    sp_produce --topic tollgate.control.v1 --key-record "$HASH" --max-budget-nusd 100000 \
+    sp_produce --topic "$SP_CONTROL_TOPIC" --key-record "$HASH" --max-budget-nusd 100000 \
         --budget-duration 1m --alias budget-test --team team-b || sp_die "key record failed"
     for _ in $(seq 1 50); do
         [ "$(sp_sql "SELECT count(*) FROM api_keys WHERE key_hash = '$HASH'")" = 1 ] && break
@@ -351,13 +352,13 @@ budget)
     sp_produce --topic "$TOPIC" --count 5 --start 6 --key-hash "$HASH" --cost-nusd 10000 \
         --run "$RUN" >"$SP_DIR/p2.out" || sp_die "producer failed"
     sp_check "block:<hash> published to the control topic" \
-        sp_produce --topic tollgate.control.v1 --expect-block "$HASH" --timeout-s 20
+        sp_produce --topic "$SP_CONTROL_TOPIC" --expect-block "$HASH" --timeout-s 20
     L=$(sp_sql "SELECT level_pct FROM budget_state WHERE kind = 'key' AND subject = '$HASH'")
     sp_check "100 % recorded once for the period ($L)" [ "$L" = 100 ]
     X=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_budget_crossings_total)
     sp_check "two crossings announced (50 %, then 100 %): ${X:-0}" [ "${X:-0}" = 2 ]
     sp_check "block lifted (tombstone) when the 1-minute period rolls over" \
-        sp_produce --topic tollgate.control.v1 --expect-block "$HASH" --unblocked --timeout-s 75
+        sp_produce --topic "$SP_CONTROL_TOPIC" --expect-block "$HASH" --unblocked --timeout-s 75
     sp_stop "$A"
     ;;
 
@@ -370,9 +371,9 @@ team_budget)
     sp_start "$SP_DIR/a.yaml" a
     A=$SP_PID
     sp_wait_ready "$SP_DIR/a.yaml" 30 || sp_die "not ready"
-    sp_produce --topic tollgate.control.v1 --team-record "$TEAM" --max-budget-nusd 100000 \
+    sp_produce --topic "$SP_CONTROL_TOPIC" --team-record "$TEAM" --max-budget-nusd 100000 \
         --budget-duration 1m --alias team-budget-test || sp_die "team record failed"
-    sp_produce --topic tollgate.control.v1 --key-record "$HASH" --max-budget-nusd -1 \
+    sp_produce --topic "$SP_CONTROL_TOPIC" --key-record "$HASH" --max-budget-nusd -1 \
         --alias team-key --team "$TEAM" || sp_die "key record failed"
     for _ in $(seq 1 50); do
         [ "$(sp_sql "SELECT count(*) FROM api_keys WHERE key_hash = '$HASH'")" = 1 ] && break
@@ -384,11 +385,11 @@ team_budget)
     sp_produce --topic "$TOPIC" --count 11 --key-hash "$HASH" --team "$TEAM" --cost-nusd 10000 \
         --run "$RUN" >"$SP_DIR/p1.out" || sp_die "producer failed"
     sp_check "block:<hash> of the team's key published, scope team" \
-        sp_produce --topic tollgate.control.v1 --expect-block "$HASH" --scope team --timeout-s 20
+        sp_produce --topic "$SP_CONTROL_TOPIC" --expect-block "$HASH" --scope team --timeout-s 20
     L=$(sp_sql "SELECT level_pct FROM budget_state WHERE kind = 'team' AND subject = '$TEAM'")
     sp_check "100 % of the team's budget recorded ($L)" [ "$L" = 100 ]
     sp_check "block lifted (tombstone) when the team's 1-minute period rolls over" \
-        sp_produce --topic tollgate.control.v1 --expect-block "$HASH" --scope team --unblocked \
+        sp_produce --topic "$SP_CONTROL_TOPIC" --expect-block "$HASH" --scope team --unblocked \
         --timeout-s 75
     sp_stop "$A"
     ;;

@@ -4,8 +4,9 @@
 #
 # Redis A: TLS only (no plain port), server certificate for 127.0.0.1 from a CA made here, client
 # certificates required (tls-auth-clients yes), the default user off and an ACL user "tollgate".
-# Redis B: plain TCP, the default user with a password (requirepass). PostgreSQL and Apache
-# Kafka from tests/lib/services.sh. Checked:
+# Redis B: plain TCP, the default user with a password (requirepass). PostgreSQL from
+# tests/lib/services.sh, Apache Kafka the one given or a new one (spend_lib.sh's sp_kafka).
+# Checked:
 #  - rediss://tollgate@... with redis.password from the environment, tls.ca_file and a client
 #    certificate: Redis comes up, every event is stored, Redis equals PostgreSQL (read back over
 #    TLS with the ACL user);
@@ -25,7 +26,7 @@ sp_init spend-redis-tls
 . "$TG_SOURCE_DIR/tests/lib/services.sh" || sp_die "cannot source tests/lib/services.sh"
 tg_services_init "$SP_DIR/services" >/dev/null || sp_die "tg_services_init failed"
 tg_pg_start >/dev/null || sp_die "postgres did not start"
-tg_kafka_start >/dev/null || sp_die "kafka did not start"
+sp_kafka
 
 REDIS_PIDS=()
 tls_cleanup() {
@@ -73,7 +74,7 @@ redis_launch b --port "$PORT_B" --requirepass "$PW_B"
 sp_log "redis A (TLS, ACL) on $PORT_A, redis B (password) on $PORT_B"
 
 sp_db spend_redis_tls
-TOPIC=spend.redistls.v1
+TOPIC=spend.redistls.$SP_UNIQ.v1
 sp_topic "$TOPIC" 4
 RUN=$(printf '%08x' $((RANDOM * 32768 + RANDOM)))
 

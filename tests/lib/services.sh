@@ -21,7 +21,9 @@
 #                                    TG_KAFKA_SASL_USER TG_KAFKA_SASL_PASSWORD (see below)
 #   tg_devkafka_start [BROKERS] [TOPICS]  devkafka (librdkafka's mock cluster, default 1 broker)
 #                                    -> TG_KAFKA_BROKERS TG_KAFKA_CTL, TG_KAFKA_KIND=devkafka
-#   tg_kafka_topic NAME PARTITIONS   create a topic on whichever of the two runs
+#   tg_kafka_topic NAME PARTITIONS [KEY=VALUE...]  create a topic on whichever of the two runs
+#                                    (topic configs: Apache Kafka only)
+#   tg_kafka_given                   0 when this shell was handed a running Kafka (see below)
 #   tg_fakellm_start [CONFIG.json]   -> TG_FAKE_LLM_URL
 #
 # Fault helpers (chaos suite): tg_redis_hang / tg_redis_resume (SIGSTOP/SIGCONT),
@@ -922,12 +924,14 @@ EOF
         "($TG_KAFKA_BROKERS${sports:+; SASL_SSL $sports})"
 }
 
-# tg_kafka_topic NAME PARTITIONS: create a topic on the running broker (an existing one is
-# kept). Apache Kafka: replication min(3, brokers), min.insync.replicas min(2, replication);
-# tollgate.control.v1 is compacted. devkafka: through its control channel.
+# tg_kafka_topic NAME PARTITIONS [KEY=VALUE...]: create a topic on the running broker (an
+# existing one is kept). Apache Kafka: replication min(3, brokers), min.insync.replicas min(2,
+# replication), then the topic configs given (cleanup.policy=compact for a control topic of
+# another name); tollgate.control.v1 is compacted. devkafka: through its control channel.
 tg_kafka_topic() {
     local name=$1 parts=$2 rf misr
     local -a cfg
+    shift 2
     if [ "${TG_KAFKA_KIND:-}" = devkafka ]; then
         tg_kafka_ctl topic "$name" "$parts" >/dev/null
         return
@@ -937,13 +941,27 @@ tg_kafka_topic() {
     rf=$(tr ',' '\n' <<<"${TG_KAFKA_BROKERS:?kafka not started}" | grep -c .)
     [ "$rf" -le 3 ] || rf=3
     misr=$((rf < 2 ? rf : 2))
-    cfg=("min.insync.replicas=$misr")
+    cfg=("min.insync.replicas=$misr" "$@")
     [ "$name" = tollgate.control.v1 ] && cfg+=(cleanup.policy=compact)
     if ! _tg_kafka_admin "${TG_KAFKA_BROKERS:?kafka not started}" create "$name" "$parts" \
         "$rf" "${cfg[@]}" -- $((TG_START_TIMEOUT_S * 1000)); then
         _tg_log "kafka: creating topic $name failed"
         return 1
     fi
+}
+
+# tg_kafka_given: 0 when this shell was handed a running Kafka through its environment
+# (TG_KAFKA_BROKERS and TG_KAFKA_KIND, and TG_KAFKA_CTL for devkafka, as tests/run exports for
+# the cluster it shares between tests). A test that uses it creates topics of its own, with
+# names no other test uses, and never stops the cluster or injects a fault into it; a test
+# that breaks Kafka starts its own.
+tg_kafka_given() {
+    [ -n "${TG_KAFKA_BROKERS:-}" ] || return 1
+    case "${TG_KAFKA_KIND:-}" in
+    apache) return 0 ;;
+    devkafka) [ -n "${TG_KAFKA_CTL:-}" ] ;;
+    *) return 1 ;;
+    esac
 }
 
 # tg_kafka_node_pid I: PID of Apache Kafka node I (node ids are 1..NODES).
