@@ -294,8 +294,12 @@ void call_complete(struct rt_call *c, int status, const char *err_class)
                        (double)(tg_now_mono_us() - c->t_start_us) / 1e6);
     rt_metrics_event(e->metrics, ev);
     rt_metrics_completed_hook(e->metrics);
-    if (e->on_complete != NULL)
+    if (e->on_complete != NULL) {
         e->on_complete(ev, e->on_complete_ud);
+        /* the event is in the spool at the end of this loop turn: the response's bytes after */
+        if (e->hold_after_complete && c->conn != NULL)
+            hs_hold(c->conn);
+    }
 }
 
 /* Router-made or pre-routing error: queue it and complete the call. */

@@ -359,12 +359,31 @@ static void conn_flush(struct hs_conn *c)
 {
     struct hs_server *s = c->s;
 
+    if (c->held)
+        return; /* hs_server_release sends it */
     for (;;) {
         struct iovec iov[2];
         struct msghdr mh;
         size_t want = 0;
         int k = 0;
         ssize_t n;
+
+        /* checked before every send: the reader below may have completed the request, whose
+         * event must be in the spool before these bytes leave */
+        if (c->hold) {
+            if (own_pending(c) != 0) {
+                conn_close(c, HS_TOE_ERROR);
+                return;
+            }
+            c->held = 1;
+            c->hnext = NULL;
+            if (s->htail != NULL)
+                s->htail->hnext = c;
+            else
+                s->hhead = c;
+            s->htail = c;
+            return;
+        }
 
         if (c->ooff < c->olen) {
             iov[k].iov_base = c->obuf + c->ooff;
@@ -1175,8 +1194,8 @@ int hs_server_run(struct hs_server *s)
             struct hs_conn *c = s->graveyard;
 
             s->graveyard = c->gnext;
-            if (c->in_r) {
-                c->gnext = keep; /* still on the resumed list: freed by a later call */
+            if (c->in_r || c->held) {
+                c->gnext = keep; /* still on the resumed or held list: freed by a later call */
                 keep = c;
                 continue;
             }
@@ -1203,11 +1222,33 @@ int hs_server_housekeep(struct hs_server *s)
     return (s->accept_more && s->lfd >= 0) || s->sweep_at != NULL;
 }
 
+void hs_hold(struct hs_conn *c)
+{
+    c->hold = 1;
+}
+
+int hs_server_release(struct hs_server *s)
+{
+    struct hs_conn *list = s->hhead;
+
+    s->hhead = s->htail = NULL;
+    while (list != NULL) {
+        struct hs_conn *c = list;
+
+        list = c->hnext; /* before the flush: it may hold c again, on the new list */
+        c->held = 0;
+        c->hold = 0;
+        if (c->state == CS_SEND)
+            conn_flush(c);
+    }
+    return s->hhead != NULL;
+}
+
 int hs_server_timeout_ms(const struct hs_server *s)
 {
     uint64_t now;
 
-    if (s->rhead != NULL || (s->accept_more && s->lfd >= 0) || s->sweep_at != NULL)
+    if (s->rhead != NULL || s->hhead != NULL || (s->accept_more && s->lfd >= 0) || s->sweep_at != NULL)
         return 0;
     now = tg_now_mono_ms();
     return now >= s->next_sweep_ms ? 0 : (int)(s->next_sweep_ms - now);

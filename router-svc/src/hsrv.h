@@ -180,8 +180,20 @@ int hs_server_run(struct hs_server *s);
  * turn (hs_server_timeout_ms is then 0). Loop thread. */
 int hs_server_housekeep(struct hs_server *s);
 
-/* hs_server_timeout_ms: how long the loop may sleep for the server: 0 when resumed connections
- * or housekeeping wait, else until the next deadline check, -1 for none. Loop thread. */
+/* hs_hold: no further byte of c's response is sent until the loop calls hs_server_release
+ * (its unsent bytes are copied and it waits on the server's held list): what must precede them
+ * (the request's spend event, batched until the end of the loop turn) is not done yet.
+ * Handler's thread (the loop). */
+void hs_hold(struct hs_conn *c);
+
+/* hs_server_release: send what hs_hold held back, in the order it was held. Returns 1 when
+ * connections were held again meanwhile (call it again once what they wait for is done),
+ * else 0. Loop thread. */
+int hs_server_release(struct hs_server *s);
+
+/* hs_server_timeout_ms: how long the loop may sleep for the server: 0 when resumed or held
+ * connections or housekeeping wait, else until the next deadline check, -1 for none. Loop
+ * thread. */
 int hs_server_timeout_ms(const struct hs_server *s);
 
 /* hs_server_quiesce: stop accepting (the listening socket is closed). Connections stay open:

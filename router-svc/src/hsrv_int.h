@@ -71,6 +71,9 @@ struct hs_conn {
     struct hs_conn *rnext;       /* resumed, loop thread */
     struct hs_conn *xnext;       /* resumed from another thread (s->xmu) */
     struct hs_conn *gnext;       /* closed, to free at the end of the turn */
+    struct hs_conn *hnext;       /* held (hs_hold), loop thread */
+    int hold;                    /* hs_hold: hold the next bytes */
+    int held;                    /* on the held list; kept in the graveyard while it is */
     enum cstate state;
     int in_r, in_x;
     int suspended;
@@ -142,6 +145,7 @@ struct hs_server {
     pthread_mutex_t xmu;
     struct hs_conn *xhead; /* (xmu) */
     struct hs_conn *graveyard;
+    struct hs_conn *hhead, *htail; /* held by hs_hold, in order */
     uint64_t next_sweep_ms;
     int accept_more;          /* the listening socket may hold more connections */
     struct hs_conn *sweep_at; /* a sweep stopped here (its budget spent); NULL: none */

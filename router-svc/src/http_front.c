@@ -772,6 +772,27 @@ static int parse_listen(const char *s, struct sockaddr_in *sa, char *err, size_t
     return 0;
 }
 
+/* The end of a turn with events batched: the turn's events go to the spool (one write), then
+ * the responses held for them; again while sending them completed more requests, bounded per
+ * turn (what is left is held to the next turn, which does not sleep). */
+static void turn_flush(struct worker *w)
+{
+    const struct rt_front_deps *d = &w->f->d;
+
+    if (d->batch_flush == NULL)
+        return;
+    for (int k = 0; k < RT_FRONT_RUNS_PER_TURN; k++) {
+        int again;
+
+        d->batch_flush();
+        again = hs_server_release(w->srv);
+        if (w->admin != NULL)
+            again |= hs_server_release(w->admin);
+        if (!again && !d->batch_pending())
+            break;
+    }
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -779,6 +800,8 @@ static void *worker_main(void *arg)
     struct epoll_event evs[64];
 
     pthread_setname_np(pthread_self(), "tg-loop"); /* in top, perf and /proc/PID/task */
+    if (f->d.batch_begin != NULL && f->d.batch_begin(f->d.batch_ud) != 0)
+        TG_ERROR("event=event_batch_off reason=out_of_memory"); /* each event its own write */
     while (!atomic_load(&f->loops_stop)) {
         int t = rt_upstream_timeout_ms(w->up);
         int ht = hs_server_timeout_ms(w->srv);
@@ -786,6 +809,8 @@ static void *worker_main(void *arg)
 
         if (ht >= 0 && (t < 0 || ht < t))
             t = ht;
+        if (f->d.batch_pending != NULL && f->d.batch_pending())
+            t = 0;
         if (w->admin != NULL) {
             ht = hs_server_timeout_ms(w->admin);
             if (ht >= 0 && (t < 0 || ht < t))
@@ -824,7 +849,11 @@ static void *worker_main(void *arg)
             if (!hs_server_run(w->srv))
                 break;
         }
+        turn_flush(w);
     }
+    turn_flush(w);
+    if (f->d.batch_end != NULL)
+        f->d.batch_end();
     return NULL;
 }
 
@@ -876,6 +905,7 @@ static int worker_init(struct rt_front *f, struct worker *w, struct sockaddr_in 
     w->env.creds = f->d.creds;
     w->env.on_complete = f->d.on_complete;
     w->env.on_complete_ud = f->d.on_complete_ud;
+    w->env.hold_after_complete = f->d.batch_flush != NULL;
     w->env.admit = f->d.admit;
     w->env.admit_ud = f->d.admit_ud;
     w->env.in_flight = &f->in_flight;

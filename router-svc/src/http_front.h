@@ -45,6 +45,15 @@ struct rt_front_deps {
      * NULL. */
     int (*admit)(void *ud);
     void *admit_ud;
+    /* Events batched per loop turn (all four, or none: NULL): batch_begin on each loop thread
+     * when it starts; a call's response bytes after its event wait (hs_hold) for batch_flush
+     * at the end of the turn, then go out; batch_pending: the loop does not sleep while
+     * events wait; batch_end when the loop stops. */
+    int (*batch_begin)(void *ud);
+    int (*batch_pending)(void);
+    void (*batch_flush)(void);
+    void (*batch_end)(void);
+    void *batch_ud;
     /* The key admin API (/key/generate, /key/update, /key/delete, /key/info), served with the
      * master key only; NULL when there is no master key (the paths answer 404). */
     struct rt_key_api *key_api;

@@ -72,6 +72,11 @@ static void on_complete_publish(const struct proto_event *ev, void *ud)
     rt_publisher_submit(ud, ev);
 }
 
+static int batch_begin_publisher(void *ud)
+{
+    return rt_publisher_batch_begin(ud);
+}
+
 /* full_policy reject: 503 before routing while the spool is full. */
 static int admit_publisher(void *ud)
 {
@@ -522,6 +527,14 @@ int main(int argc, char **argv)
         deps.on_complete_ud = pub;
         deps.admit = pub != NULL ? admit_publisher : NULL;
         deps.admit_ud = pub;
+        if (pub != NULL) {
+            /* one spool write per loop turn for the turn's events */
+            deps.batch_begin = batch_begin_publisher;
+            deps.batch_pending = rt_publisher_batch_pending;
+            deps.batch_flush = rt_publisher_batch_flush;
+            deps.batch_end = rt_publisher_batch_end;
+            deps.batch_ud = pub;
+        }
         deps.key_api = key_api;
         deps.teams = teams;
         front = rt_front_start(&deps, err, sizeof(err));

@@ -441,21 +441,9 @@ int rt_publisher_admit(struct rt_publisher *pub)
     return TG_EFULL;
 }
 
-int rt_publisher_submit(struct rt_publisher *pub, const struct proto_event *ev)
+/* A spool append's result for one event: counted as a submit counts it. */
+static void submit_result(struct rt_publisher *pub, int rc)
 {
-    unsigned char buf[PUB_PAYLOAD_MAX + 1];
-    size_t keylen = strnlen(ev->key_hash, PUB_KEY_MAX);
-    size_t len = 0;
-    int rc;
-
-    buf[0] = (unsigned char)keylen;
-    memcpy(buf + 1, ev->key_hash, keylen);
-    rc = proto_event_encode(ev, (char *)buf + 1 + keylen, sizeof(buf) - 1 - keylen, &len);
-    if (rc != 0) {
-        atomic_fetch_add(&pub->submit_errors, 1);
-        return rc;
-    }
-    rc = rt_spool_append(pub->spool, buf, 1 + keylen + len, tg_now_epoch_ms(), NULL);
     if (rc == TG_EFULL) {
         atomic_fetch_add(&pub->dropped, 1);
         TG_ERROR_RL("event=spend_event_dropped reason=spool_full policy=%s",
@@ -465,6 +453,104 @@ int rt_publisher_submit(struct rt_publisher *pub, const struct proto_event *ev)
         atomic_fetch_add(&pub->dropped, 1);
         TG_ERROR_RL("event=spend_event_dropped reason=%s", tg_errname(rc));
     }
+}
+
+/* Key length, key and the event's JSON into out (PUB_PAYLOAD_MAX + 1 bytes); *len: the whole. */
+static int payload_encode(struct rt_publisher *pub, const struct proto_event *ev,
+                          unsigned char *out, size_t *len)
+{
+    size_t keylen = strnlen(ev->key_hash, PUB_KEY_MAX);
+    size_t jlen = 0;
+    int rc;
+
+    out[0] = (unsigned char)keylen;
+    memcpy(out + 1, ev->key_hash, keylen);
+    rc = proto_event_encode(ev, (char *)out + 1 + keylen, PUB_PAYLOAD_MAX - keylen, &jlen);
+    if (rc != 0) {
+        atomic_fetch_add(&pub->submit_errors, 1);
+        return rc;
+    }
+    *len = 1 + keylen + jlen;
+    return 0;
+}
+
+/* One loop thread's events of this turn, encoded, not yet in the spool. */
+struct pub_batch {
+    struct rt_publisher *pub;
+    unsigned n;
+    size_t used;
+    struct iovec recs[RT_SPOOL_BATCH_MAX];
+    unsigned char buf[RT_PUBLISHER_BATCH_BYTES];
+};
+
+static __thread struct pub_batch *tl_batch;
+
+int rt_publisher_batch_begin(struct rt_publisher *pub)
+{
+    struct pub_batch *b;
+
+    if (tl_batch != NULL)
+        return TG_EINVAL;
+    b = malloc(sizeof(*b));
+    if (b == NULL)
+        return TG_ENOMEM;
+    b->pub = pub;
+    b->n = 0;
+    b->used = 0;
+    tl_batch = b;
+    return 0;
+}
+
+int rt_publisher_batch_pending(void)
+{
+    return tl_batch != NULL && tl_batch->n > 0;
+}
+
+void rt_publisher_batch_flush(void)
+{
+    struct pub_batch *b = tl_batch;
+    int rcs[RT_SPOOL_BATCH_MAX];
+
+    if (b == NULL || b->n == 0)
+        return;
+    rt_spool_append_batch(b->pub->spool, b->recs, b->n, tg_now_epoch_ms(), rcs, NULL);
+    for (unsigned i = 0; i < b->n; i++)
+        submit_result(b->pub, rcs[i]);
+    b->n = 0;
+    b->used = 0;
+}
+
+void rt_publisher_batch_end(void)
+{
+    rt_publisher_batch_flush();
+    free(tl_batch);
+    tl_batch = NULL;
+}
+
+int rt_publisher_submit(struct rt_publisher *pub, const struct proto_event *ev)
+{
+    unsigned char buf[PUB_PAYLOAD_MAX + 1];
+    struct pub_batch *b = tl_batch;
+    size_t len = 0;
+    int rc;
+
+    if (b != NULL && b->pub == pub) {
+        if (b->n == RT_SPOOL_BATCH_MAX || sizeof(b->buf) - b->used < PUB_PAYLOAD_MAX + 1)
+            rt_publisher_batch_flush();
+        rc = payload_encode(pub, ev, b->buf + b->used, &len);
+        if (rc != 0)
+            return rc;
+        b->recs[b->n].iov_base = b->buf + b->used;
+        b->recs[b->n].iov_len = len;
+        b->n++;
+        b->used += len;
+        return 0;
+    }
+    rc = payload_encode(pub, ev, buf, &len);
+    if (rc != 0)
+        return rc;
+    rc = rt_spool_append(pub->spool, buf, len, tg_now_epoch_ms(), NULL);
+    submit_result(pub, rc);
     return rc;
 }
 

@@ -75,6 +75,21 @@ int rt_publisher_admit(struct rt_publisher *pub);
  * TG_EIO on a write error (counted). Never blocks on Kafka. Request threads. */
 int rt_publisher_submit(struct rt_publisher *pub, const struct proto_event *ev);
 
+/* Batches per loop turn: on a thread that called rt_publisher_batch_begin, rt_publisher_submit
+ * encodes the event into the thread's batch (up to RT_SPOOL_BATCH_MAX events,
+ * RT_PUBLISHER_BATCH_BYTES) and rt_publisher_batch_flush appends the whole batch with one
+ * write (rt_spool_append_batch); a full batch is flushed by the submit that finds it full.
+ * The caller holds back every response byte while rt_publisher_batch_pending is nonzero and
+ * flushes before sending them, so that an event is in the spool before the last byte of its
+ * response leaves, as with rt_publisher_submit alone. rt_publisher_batch_end flushes and frees
+ * the batch (before the publisher is destroyed). A spool full or failing is counted per event
+ * at the flush as at a submit. Loop threads: each its own batch. */
+#define RT_PUBLISHER_BATCH_BYTES (64u * 1024u)
+int rt_publisher_batch_begin(struct rt_publisher *pub);
+int rt_publisher_batch_pending(void);
+void rt_publisher_batch_flush(void);
+void rt_publisher_batch_end(void);
+
 /* rt_publisher_drain: wait until every spooled event is acknowledged by Kafka, or timeout_ms.
  * Returns 0 when drained, TG_ETIMEOUT otherwise (the rest stays in the spool for the next
  * start). Main thread, on SIGTERM after the HTTP front has finished its requests. */

@@ -465,66 +465,114 @@ int rt_spool_has_room(struct rt_spool *sp, size_t len)
     return ok;
 }
 
-int rt_spool_append(struct rt_spool *sp, const void *payload, size_t len, uint64_t ts_ms,
-                    uint64_t *seq_out)
+/* Writes the k frames gathered in iov (header and payload each, pend bytes in all) at the end
+ * of the segment being written, in one writev, and sets their results in rcs (and their seqs).
+ * A short write is cut back, so that the reader never meets a partial frame. Caller holds mu. */
+static void write_frames(struct rt_spool *sp, struct iovec *iov, unsigned k, uint64_t pend,
+                         const unsigned *idx, int *rcs, uint64_t *seqs)
 {
-    unsigned char hdr[SPOOL_HDR_BYTES];
-    struct iovec iov[2];
-    struct spool_segment *cur;
-    uint64_t frame = SPOOL_HDR_BYTES + len;
-    uint32_t crc;
+    struct spool_segment *cur = &sp->segs[sp->nsegs - 1];
     ssize_t w;
-    int rc = 0;
 
-    if (len > RT_SPOOL_RECORD_MAX_BYTES)
-        return TG_ETOOBIG;
-    pthread_mutex_lock(&sp->mu);
-    if (sp->live_bytes + frame > sp->cfg.max_bytes) {
-        atomic_fetch_add(&sp->st_full, 1);
-        rc = TG_EFULL;
-        goto out;
-    }
-    cur = sp->wfd >= 0 ? &sp->segs[sp->nsegs - 1] : NULL;
-    if (cur == NULL || (cur->bytes > 0 && cur->bytes + frame > sp->cfg.segment_bytes)) {
-        rc = roll_segment(sp);
-        if (rc != 0) {
-            if (rc == TG_EFULL)
-                atomic_fetch_add(&sp->st_full, 1);
-            goto out;
-        }
-        cur = &sp->segs[sp->nsegs - 1];
-    }
-    put32(hdr, SPOOL_MAGIC);
-    put32(hdr + 4, (uint32_t)len);
-    put64(hdr + 8, sp->next_seq);
-    put64(hdr + 16, ts_ms);
-    crc = tg_crc32c(0, hdr + 4, 20);
-    crc = tg_crc32c(crc, payload, len);
-    put32(hdr + 24, crc);
-    iov[0].iov_base = hdr;
-    iov[0].iov_len = sizeof(hdr);
-    iov[1].iov_base = (void *)payload;
-    iov[1].iov_len = len;
+    if (k == 0)
+        return;
     do {
-        w = writev(sp->wfd, iov, 2);
+        w = writev(sp->wfd, iov, (int)(2 * k));
     } while (w < 0 && errno == EINTR);
-    if (w != (ssize_t)frame) {
+    if (w != (ssize_t)pend) {
         /* Never leave a partial frame for the reader: cut the file back. */
         if (w > 0 && ftruncate(sp->wfd, (off_t)cur->bytes) != 0)
             cur->bytes += (uint64_t)w; /* the reader will skip it as corrupt */
         atomic_fetch_add(&sp->st_write_errors, 1);
-        TG_ERROR_RL("event=spool_write_failed errno=%d", w < 0 ? errno : 0);
-        rc = TG_EIO;
-        goto out;
+        TG_ERROR_RL("event=spool_write_failed errno=%d records=%u", w < 0 ? errno : 0, k);
+        for (unsigned j = 0; j < k; j++)
+            rcs[idx[j]] = TG_EIO;
+        return;
     }
-    cur->bytes += frame;
-    sp->live_bytes += frame;
-    if (seq_out != NULL)
-        *seq_out = sp->next_seq;
-    sp->next_seq++;
-    atomic_fetch_add(&sp->st_appended, 1);
-out:
+    cur->bytes += pend;
+    sp->live_bytes += pend;
+    for (unsigned j = 0; j < k; j++) {
+        rcs[idx[j]] = 0;
+        if (seqs != NULL)
+            seqs[idx[j]] = sp->next_seq + j;
+    }
+    sp->next_seq += k;
+    atomic_fetch_add(&sp->st_appended, k);
+}
+
+int rt_spool_append_batch(struct rt_spool *sp, const struct iovec *recs, size_t n, uint64_t ts_ms,
+                          int *rcs, uint64_t *seqs)
+{
+    unsigned char hdr[RT_SPOOL_BATCH_MAX][SPOOL_HDR_BYTES];
+    struct iovec iov[2 * RT_SPOOL_BATCH_MAX];
+    unsigned idx[RT_SPOOL_BATCH_MAX] = {0}; /* (k == 0 reads none: for the compiler) */
+    unsigned k = 0; /* frames gathered, not written yet */
+    uint64_t pend = 0;
+    unsigned ok = 0;
+
+    if (n > RT_SPOOL_BATCH_MAX)
+        return TG_EINVAL;
+    pthread_mutex_lock(&sp->mu);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = recs[i].iov_len;
+        uint64_t frame = SPOOL_HDR_BYTES + len;
+        struct spool_segment *cur;
+        uint32_t crc;
+        int rc;
+
+        if (len > RT_SPOOL_RECORD_MAX_BYTES) {
+            rcs[i] = TG_ETOOBIG;
+            continue;
+        }
+        if (sp->live_bytes + pend + frame > sp->cfg.max_bytes) {
+            atomic_fetch_add(&sp->st_full, 1);
+            rcs[i] = TG_EFULL;
+            continue;
+        }
+        cur = sp->wfd >= 0 ? &sp->segs[sp->nsegs - 1] : NULL;
+        if (cur == NULL ||
+            (cur->bytes + pend > 0 && cur->bytes + pend + frame > sp->cfg.segment_bytes)) {
+            write_frames(sp, iov, k, pend, idx, rcs, seqs);
+            k = 0;
+            pend = 0;
+            rc = roll_segment(sp);
+            if (rc != 0) {
+                if (rc == TG_EFULL)
+                    atomic_fetch_add(&sp->st_full, 1);
+                rcs[i] = rc;
+                continue;
+            }
+        }
+        put32(hdr[k], SPOOL_MAGIC);
+        put32(hdr[k] + 4, (uint32_t)len);
+        put64(hdr[k] + 8, sp->next_seq + k);
+        put64(hdr[k] + 16, ts_ms);
+        crc = tg_crc32c(0, hdr[k] + 4, 20);
+        crc = tg_crc32c(crc, recs[i].iov_base, len);
+        put32(hdr[k] + 24, crc);
+        iov[2 * k].iov_base = hdr[k];
+        iov[2 * k].iov_len = SPOOL_HDR_BYTES;
+        iov[2 * k + 1] = recs[i];
+        idx[k++] = (unsigned)i;
+        pend += frame;
+    }
+    write_frames(sp, iov, k, pend, idx, rcs, seqs);
     pthread_mutex_unlock(&sp->mu);
+    for (size_t i = 0; i < n; i++)
+        ok += rcs[i] == 0;
+    return (int)ok;
+}
+
+int rt_spool_append(struct rt_spool *sp, const void *payload, size_t len, uint64_t ts_ms,
+                    uint64_t *seq_out)
+{
+    struct iovec rec = {(void *)payload, len};
+    uint64_t seq = 0;
+    int rc = TG_EIO;
+
+    rt_spool_append_batch(sp, &rec, 1, ts_ms, &rc, &seq);
+    if (rc == 0 && seq_out != NULL)
+        *seq_out = seq;
     return rc;
 }
 

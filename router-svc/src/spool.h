@@ -14,14 +14,16 @@
  * segments roll at segment_bytes; the segment table holds at most
  * max_bytes / segment_bytes + RT_SPOOL_EXTRA_SEGMENTS entries, set at open.
  *
- * Threads: rt_spool_append() from any request thread (one mutex, held for one write()); the
- * read, rewind, ack and sync calls from a single publisher thread. The reader reads ahead: one
- * pread of up to 256 KiB of the segment's written bytes serves the records in it. */
+ * Threads: rt_spool_append() and rt_spool_append_batch() from any request thread (one mutex,
+ * held for one write() per segment); the read, rewind, ack and sync calls from a single
+ * publisher thread. The reader reads ahead: one pread of up to 256 KiB of the segment's
+ * written bytes serves the records in it. */
 #ifndef RT_SPOOL_H
 #define RT_SPOOL_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #define RT_SPOOL_RECORD_MAX_BYTES 65536u /* payload cap; events are <= 4 KiB */
 #define RT_SPOOL_SEGMENT_BYTES_DEFAULT (64ull * 1024 * 1024)
@@ -77,6 +79,15 @@ void rt_spool_close(struct rt_spool **sp);
  * exceeded (counted), TG_ETOOBIG, or TG_EIO. Any thread. */
 int rt_spool_append(struct rt_spool *sp, const void *payload, size_t len, uint64_t ts_ms,
                     uint64_t *seq_out);
+
+/* rt_spool_append_batch: append n records (n <= RT_SPOOL_BATCH_MAX, each as rt_spool_append
+ * would) under one lock with one writev per segment they go to, in order: rcs[i] is record i's
+ * result as rt_spool_append returns it, seqs[i] (seqs may be NULL) its seq when rcs[i] is 0.
+ * A record that does not fit is refused (TG_EFULL) and the next ones are still tried. Returns
+ * how many were appended, or TG_EINVAL when n is over the cap. Any thread. */
+#define RT_SPOOL_BATCH_MAX 64u
+int rt_spool_append_batch(struct rt_spool *sp, const struct iovec *recs, size_t n, uint64_t ts_ms,
+                          int *rcs, uint64_t *seqs);
 
 /* rt_spool_has_room: 1 when a record of len bytes would fit now. Any thread. */
 int rt_spool_has_room(struct rt_spool *sp, size_t len);

@@ -21,7 +21,8 @@
 # RT_BENCH_LIBRDKAFKA="linger.ms: 50, ..." adds librdkafka properties to the router's Kafka section.
 # RT_BENCH_SMAPS=1 prints where the router's idle RSS is (largest mappings).
 # RT_BENCH_PERF=TARGET (router, router-tls, ...) records a perf profile of that target's proxy
-# during its first round and prints the top symbols by self time.
+# during its first round and prints the top symbols by self time; RT_BENCH_PERF_KEEP=FILE keeps
+# the recording (with call graphs) for perf report.
 # RT_BENCH_BASE_BIN=PATH runs a second router-svc with events on (another build, e.g. the last
 # commit's) as target router-base, interleaved with the others: a change measured side by side
 # (the ratio router / router-base), not against a figure from another run.
@@ -411,6 +412,9 @@ if [ -f "$STATE/perf.data" ]; then
     echo "perf profile of $RT_BENCH_PERF (first round), self time by symbol:"
     perf report -i "$STATE/perf.data" --stdio --no-children -g none --sort comm,dso,sym 2>/dev/null |
         grep -v '^#' | grep '%' | head -n "${RT_BENCH_PERF_LINES:-60}" || true
+    if [ -n "${RT_BENCH_PERF_KEEP:-}" ]; then
+        cp "$STATE/perf.data" "$RT_BENCH_PERF_KEEP" && echo "perf data kept in $RT_BENCH_PERF_KEEP"
+    fi
 fi
 for t in $TARGETS; do
     [ "${FAILS[$t]}" = 0 ] || die "$t: ${FAILS[$t]} non-2xx answers or socket errors"

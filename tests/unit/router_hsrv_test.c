@@ -558,6 +558,13 @@ static int on_final(struct req *r, struct hs_conn *c)
         return HS_NO;
     if (strcmp(r->path, "/echo") == 0 || strcmp(r->path, "/susphead") == 0) {
         respond_echo(r, c);
+    } else if (strcmp(r->path, "/held") == 0) {
+        /* as the router does for a request whose event waits for the end of the turn */
+        hs_hold(c);
+        respond_echo(r, c);
+    } else if (strcmp(r->path, "/heldstream") == 0) {
+        hs_hold(c);
+        respond_stream(r, c, 0);
     } else if (strcmp(r->path, "/wait") == 0) {
         if (r->suspends < qint(c, "times", 1)) {
             hs_suspend(c);
@@ -903,6 +910,16 @@ static void do_destroy(void *arg)
 {
     (void)arg;
     hs_server_destroy(&fx.s);
+}
+
+static void do_release(void *arg)
+{
+    *(int *)arg = hs_server_release(fx.s);
+}
+
+static void do_timeout(void *arg)
+{
+    *(int *)arg = hs_server_timeout_ms(fx.s);
 }
 
 static struct hs_stats stats_now(void)
@@ -3680,6 +3697,74 @@ static int group_teardown(void **state)
     return 0;
 }
 
+/* hs_hold: a held response sends nothing (head included) until hs_server_release, then goes
+ * out whole; the server does not let the loop sleep while a connection is held; a pipelined
+ * request behind a held one is served after it; a held stream; a client that leaves while held
+ * (its connection is freed only once off the held list: ASan watches). */
+static void test_held(void **state)
+{
+    int f0 = begin("18 held responses (hs_hold, hs_server_release)");
+    struct cl c, gone;
+    struct resp r;
+    int rc, again = -1, t = -1;
+
+    (void)state;
+    assert_int_equal(fx_start(NULL), 0);
+    open_cl(&c, 0);
+    cl_sends(&c, "POST /held?t=held1 HTTP/1.1\r\nHost: test\r\nContent-Length: 4\r\n\r\nbody");
+    check(cl_quiet(&c, 300), "held: not a byte of the response before the release");
+    fx_call(do_timeout, &t);
+    check(t == 0, "held: the loop is not let sleep while a response is held (timeout %d)", t);
+    fx_call(do_release, &again);
+    check(again == 0, "held: nothing held again after the release (%d)", again);
+    rc = cl_read_resp(&c, &r, 0, WAIT_MS);
+    expect_status("held, released", &r, rc, "HTTP/1.1 200 OK");
+    expect_cl_body("held, released", &r, "body", 4);
+    resp_free(&r);
+    expect_done("held1", HS_TOE_OK, WAIT_MS);
+    fx_call(do_timeout, &t);
+    check(t != 0, "released: the loop may sleep again (timeout %d)", t);
+
+    /* pipelined behind a held one: nothing of either before the release, both after it */
+    cl_sends(&c, "GET /held?t=held2 HTTP/1.1\r\nHost: test\r\n\r\n"
+                 "GET /echo?t=held3 HTTP/1.1\r\nHost: test\r\n\r\n");
+    check(cl_quiet(&c, 300), "held, pipelined: nothing before the release");
+    fx_call(do_release, &again);
+    rc = cl_read_resp(&c, &r, 0, WAIT_MS);
+    expect_status("held, pipelined: the first", &r, rc, "HTTP/1.1 200 OK");
+    resp_free(&r);
+    rc = cl_read_resp(&c, &r, 0, WAIT_MS);
+    expect_status("held, pipelined: the second (not held)", &r, rc, "HTTP/1.1 200 OK");
+    resp_free(&r);
+    expect_done("held2", HS_TOE_OK, WAIT_MS);
+    expect_done("held3", HS_TOE_OK, WAIT_MS);
+
+    /* a stream held from its start */
+    cl_sends(&c, "GET /heldstream?t=held4 HTTP/1.1\r\nHost: test\r\n\r\n");
+    check(cl_quiet(&c, 300), "held stream: nothing before the release");
+    fx_call(do_release, &again);
+    rc = cl_read_resp(&c, &r, 0, WAIT_MS);
+    expect_status("held stream, released", &r, rc, "HTTP/1.1 200 OK");
+    check(r.framing == 2 && r.body.n > 0, "held stream: chunked, %zu bytes", r.body.n);
+    resp_free(&r);
+    expect_done("held4", HS_TOE_OK, WAIT_MS);
+
+    /* the client leaves while its response is held: released later without harm */
+    open_cl(&gone, 0);
+    cl_sends(&gone, "GET /held?t=held5 HTTP/1.1\r\nHost: test\r\n\r\n");
+    check(cl_quiet(&gone, 200), "held, client leaving: nothing before the release");
+    cl_reset(&gone);
+    usleep(100000);
+    fx_call(do_release, &again);
+    expect_done("held5", HS_TOE_CLIENT_GONE, WAIT_MS);
+    rc = roundtrip(&c, "GET /echo?t=held6 HTTP/1.1\r\nHost: test\r\n\r\n", &r, 0);
+    expect_status("after a held client left", &r, rc, "HTTP/1.1 200 OK");
+    resp_free(&r);
+    cl_close(&c);
+    fx_stop();
+    assert_int_equal(n_failed, f0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -3692,7 +3777,7 @@ int main(void)
         cmocka_unit_test(test_max_connections), cmocka_unit_test(test_quiesce),
         cmocka_unit_test(test_destroy),         cmocka_unit_test(test_slow_reader),
         cmocka_unit_test(test_early_refuse),    cmocka_unit_test(test_mutations),
-        cmocka_unit_test(test_head_policy),
+        cmocka_unit_test(test_head_policy),     cmocka_unit_test(test_held),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -279,6 +279,106 @@ static void test_full_is_refused_and_counted(void **state)
     rt_spool_close(&sp);
 }
 
+/* A batch: one call appends records in order under consecutive seqs, rolling segments in
+ * the middle of it where the next record would pass segment_bytes (one write per segment), and
+ * reads back as single appends do, also after a restart. */
+static void test_batch_appends_in_order_across_segments(void **state)
+{
+    static char buf[RT_SPOOL_RECORD_MAX_BYTES];
+    char payloads[RT_SPOOL_BATCH_MAX][64];
+    struct iovec recs[RT_SPOOL_BATCH_MAX];
+    int rcs[RT_SPOOL_BATCH_MAX];
+    uint64_t seqs[RT_SPOOL_BATCH_MAX];
+    struct rt_spool_recovery rec;
+    struct rt_spool_stats st;
+    struct rt_spool_record r;
+    struct rt_spool *sp;
+
+    (void)state;
+    sp = open_spool(1 << 20, 512, &rec); /* ~39 bytes a record: a segment holds 13 */
+    append_n(sp, 0, 3);
+    assert_int_equal(read_all(sp, NULL, NULL), 3);
+    for (unsigned i = 0; i < RT_SPOOL_BATCH_MAX; i++) {
+        int len = snprintf(payloads[i], sizeof(payloads[i]), "batch-%06u", i);
+
+        recs[i].iov_base = payloads[i];
+        recs[i].iov_len = (size_t)len;
+        rcs[i] = -1;
+    }
+    rt_spool_get_stats(sp, &st);
+    uint32_t segs_before = st.segments;
+    assert_int_equal(rt_spool_append_batch(sp, recs, RT_SPOOL_BATCH_MAX, 77, rcs, seqs),
+                     (int)RT_SPOOL_BATCH_MAX);
+    rt_spool_get_stats(sp, &st);
+    assert_true(st.segments >= segs_before + 4); /* 64 records in 512-byte segments */
+    assert_int_equal(st.next_seq, 3 + RT_SPOOL_BATCH_MAX);
+    for (unsigned i = 0; i < RT_SPOOL_BATCH_MAX; i++) {
+        assert_int_equal(rcs[i], 0);
+        assert_int_equal(seqs[i], 3 + (uint64_t)i);
+        assert_int_equal(rt_spool_read_next(sp, &r, buf, sizeof(buf)), 1);
+        assert_int_equal(r.seq, 3 + (uint64_t)i);
+        assert_int_equal(r.ts_ms, 77);
+        assert_int_equal(r.len, recs[i].iov_len);
+        assert_memory_equal(buf, recs[i].iov_base, recs[i].iov_len);
+    }
+    assert_int_equal(rt_spool_read_next(sp, &r, buf, sizeof(buf)), 0); /* caught up */
+    assert_int_equal(rt_spool_append_batch(sp, recs, RT_SPOOL_BATCH_MAX + 1, 77, rcs, seqs),
+                     TG_EINVAL);
+    rt_spool_close(&sp);
+    /* restart: every record of both kinds is recovered, the seq goes on */
+    sp = open_spool(1 << 20, 512, &rec);
+    assert_int_equal(rec.next_seq, 3 + RT_SPOOL_BATCH_MAX);
+    assert_int_equal(rec.pending, 3 + RT_SPOOL_BATCH_MAX);
+    assert_int_equal(rec.corrupt, 0);
+    append_n(sp, 3 + RT_SPOOL_BATCH_MAX, 2);
+    rt_spool_close(&sp);
+}
+
+/* A batch against the size bound: the records that fit are appended, each one that does not is
+ * refused with TG_EFULL and counted, a record over the cap is TG_ETOOBIG, and a smaller record
+ * after a refused one is still tried; nothing past max_bytes is ever written. */
+static void test_batch_full_and_too_big_per_record(void **state)
+{
+    static char big[RT_SPOOL_RECORD_MAX_BYTES + 1];
+    char payload[1000];
+    struct iovec recs[24];
+    int rcs[24];
+    struct rt_spool_stats st;
+    struct rt_spool *sp;
+    int ok = 0, full = 0, n;
+
+    (void)state;
+    memset(payload, 'x', sizeof(payload));
+    sp = open_spool(16384, 4096, NULL);
+    for (int i = 0; i < 20; i++) {
+        recs[i].iov_base = payload;
+        recs[i].iov_len = sizeof(payload);
+    }
+    recs[20].iov_base = big; /* over the cap */
+    recs[20].iov_len = sizeof(big);
+    recs[21].iov_base = payload; /* small: fits where a 1000-byte one no longer does */
+    recs[21].iov_len = 10;
+    n = rt_spool_append_batch(sp, recs, 22, 5, rcs, NULL);
+    for (int i = 0; i < 20; i++) {
+        if (rcs[i] == 0)
+            ok++;
+        else if (rcs[i] == TG_EFULL)
+            full++;
+        else
+            fail_msg("record %d: unexpected %d", i, rcs[i]);
+    }
+    assert_true(ok > 0 && ok < 17);
+    assert_int_equal(full, 20 - ok);
+    assert_int_equal(rcs[20], TG_ETOOBIG);
+    assert_int_equal(rcs[21], 0);
+    assert_int_equal(n, ok + 1);
+    rt_spool_get_stats(sp, &st);
+    assert_int_equal(st.full, (uint64_t)full);
+    assert_true(st.bytes <= 16384);
+    assert_int_equal(st.next_seq, (uint64_t)ok + 1);
+    rt_spool_close(&sp);
+}
+
 /* The reader's read-ahead: records of many sizes (up to the 64 KiB cap, so that frames straddle
  * and exceed what one buffer fill holds), read while the writer goes on appending (a buffer
  * filled short of the newest records is refilled, never served stale), across segment rolls,
@@ -336,6 +436,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_middle_record_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_is_refused_and_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_ahead_while_appending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_appends_in_order_across_segments, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_batch_full_and_too_big_per_record, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
