@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/chaos/scenario.sh NAME — one chaos scenario against the whole stack.
 #
-# Starts its own Redis, PostgreSQL, Kafka (Apache Kafka, 3 KRaft nodes; c6: devkafka), fake-llm
+# Starts its own Redis, PostgreSQL, Kafka (Apache Kafka, 3 KRaft nodes; c6: devkafka; the
+# scenarios that break no Kafka node use the cluster tests/run shares, see below), fake-llm
 # (with a fake Slack webhook), spend-svc and router-svc (optimised build), drives an open-loop mixed load (half streaming) through three
 # phases — baseline, fault, recovery — and asserts what users rely on:
 #   * zero failed client requests (c3: only transport errors of requests in flight at the kill);
@@ -87,6 +88,21 @@ for b in router-svc/router-svc spend-svc/spend-svc tests/fakes/fake-llm tests/ch
     [ -x "$BIN/$b" ] || { echo "scenario.sh: $BIN/$b is not built" >&2; exit 1; }
 done
 
+# The scenarios that break no Kafka node (c1-c5, c7, c8, c12) run on the Apache Kafka cluster
+# tests/run shares (TG_KAFKA_BROKERS, TG_KAFKA_NODE_PIDS), on an events topic, a compacted
+# control topic and a consumer group of their own; the others, and any scenario run alone
+# (or with TG_CHAOS_OWN_KAFKA=1), start their own cluster.
+SHARED_BROKERS=""
+SHARED_PIDS=""
+case "$NAME" in
+c1 | c1b | c2 | c3 | c4 | c5 | c7 | c8 | c12)
+    if [ -z "${TG_CHAOS_OWN_KAFKA:-}" ] && [ "${TG_KAFKA_KIND:-}" = apache ] &&
+        [ -n "${TG_KAFKA_BROKERS:-}" ] && [ -n "${TG_KAFKA_NODE_PIDS:-}" ]; then
+        SHARED_BROKERS=$TG_KAFKA_BROKERS
+        SHARED_PIDS=$TG_KAFKA_NODE_PIDS
+    fi
+    ;;
+esac
 # Own services: this scenario breaks them on purpose.
 unset TG_REDIS_URL TG_REDIS_PORT TG_REDIS_HOST TG_PG_DSN TG_PG_PORT TG_KAFKA_BROKERS TG_KAFKA_CTL \
     TG_KAFKA_KIND TG_KAFKA
@@ -96,6 +112,19 @@ export TG_BUILD_DIR="$BIN"
 . "$SRC/tests/lib/services.sh"
 tg_services_init "$STATE/services"
 
+# shared_sched POLICY: every thread of the shared cluster's nodes to POLICY (chrt option: --idle
+# for the scenario, --other after it). Only while this scenario runs: chaos tests run alone.
+SHARED_IDLE=""
+shared_sched() {
+    local p
+    [ -n "$SHARED_PIDS" ] && [ -n "$TG_KAFKA_SCHED_IDLE" ] || return 0
+    if [ "$1" = --idle ]; then SHARED_IDLE=1; else [ -n "$SHARED_IDLE" ] || return 0; fi
+    for p in $SHARED_PIDS; do
+        # a thread may end between the listing and the change: tried again
+        chrt "$1" -a -p 0 "$p" >/dev/null 2>&1 || chrt "$1" -a -p 0 "$p" >/dev/null 2>&1 ||
+            echo "chaos $NAME: cannot set $1 on kafka node PID $p" >&2
+    done
+}
 ROUTER_PID=""
 SPEND_PID=""
 SPEND2_PID=""
@@ -112,6 +141,7 @@ stop_own() {
         kill -KILL "$p" 2>/dev/null || true
     done
     TG_KAFKA_STOP_GRACE_S=0 tg_services_stop_all || true # the cluster is thrown away
+    shared_sched --other
     if [ -z "${TG_CHAOS_KEEP:-}" ]; then rm -rf "$STATE"; fi
 }
 trap stop_own EXIT
@@ -136,6 +166,16 @@ elif [ "$NAME" = c13 ]; then
         min.insync.replicas=2 cleanup.policy=compact segment.ms=2000 \
         min.cleanable.dirty.ratio=0.01 min.compaction.lag.ms=0 delete.retention.ms=2000 -- 60000 ||
         fail "cannot create the control topic"
+elif [ -n "$SHARED_BROKERS" ]; then
+    export TG_KAFKA_BROKERS=$SHARED_BROKERS TG_KAFKA_KIND=apache
+    uniq="$NAME.$(date +%s).$$"
+    export TG_STACK_EVENTS_TOPIC="chaos.events.$uniq" TG_STACK_CONTROL_TOPIC="chaos.control.$uniq"
+    export TG_STACK_GROUP_ID="chaos-spend.$uniq"
+    tg_kafka_topic "$TG_STACK_EVENTS_TOPIC" 6 || fail "cannot create $TG_STACK_EVENTS_TOPIC"
+    tg_kafka_topic "$TG_STACK_CONTROL_TOPIC" 1 cleanup.policy=compact ||
+        fail "cannot create $TG_STACK_CONTROL_TOPIC"
+    shared_sched --idle
+    echo "chaos $NAME: on the shared Apache Kafka ($TG_KAFKA_BROKERS), topics $TG_STACK_EVENTS_TOPIC and $TG_STACK_CONTROL_TOPIC"
 else
     tg_kafka_start 3 "tollgate.events.v1:6,tollgate.control.v1:1"
 fi

@@ -24,6 +24,7 @@
 #   tg_kafka_topic NAME PARTITIONS [KEY=VALUE...]  create a topic on whichever of the two runs
 #                                    (topic configs: Apache Kafka only)
 #   tg_kafka_given                   0 when this shell was handed a running Kafka (see below)
+#   tg_kafka_pids                    PIDs of the Apache Kafka nodes this shell started
 #   tg_fakellm_start [CONFIG.json]   -> TG_FAKE_LLM_URL
 #
 # Fault helpers (chaos suite): tg_redis_hang / tg_redis_resume (SIGSTOP/SIGCONT),
@@ -962,6 +963,11 @@ tg_kafka_given() {
     devkafka) [ -n "${TG_KAFKA_CTL:-}" ] ;;
     *) return 1 ;;
     esac
+}
+
+# tg_kafka_pids: the PIDs of every Apache Kafka node running, on one line.
+tg_kafka_pids() {
+    echo "${_TG_KAFKA_PIDS[*]}"
 }
 
 # tg_kafka_node_pid I: PID of Apache Kafka node I (node ids are 1..NODES).

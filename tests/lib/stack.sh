@@ -11,6 +11,9 @@
 # (four static keys, comma-separated, for load drivers), TG_STACK_MASTER_KEY,
 # TG_STACK_PROVIDER_KEY, TG_ROUTER_PID, TG_SPEND_PID, TG_STACK_DIR (configs, logs: router.log,
 # spend.log). Binaries come from TG_REL_BUILD_DIR (else TG_BUILD_DIR).
+# Kafka names (for a stack on a cluster other tests share): TG_STACK_EVENTS_TOPIC (default
+# tollgate.events.v1), TG_STACK_CONTROL_TOPIC (tollgate.control.v1), TG_STACK_GROUP_ID
+# (spend-svc's consumer group, default spend-svc).
 #
 # Model groups: gpt-main (deployments main-a, order 1, and main-b, order 2) falls back to
 # gpt-fallback; claude-main is an Anthropic deployment; alias-main -> gpt-main; embed-main for
@@ -106,8 +109,8 @@ general_settings:
   master_key: os.environ/TG_STACK_MASTER_KEY
 tollgate:
   listen: 127.0.0.1:$TG_ROUTER_PORT
-  kafka: {brokers: "$TG_KAFKA_BROKERS", events_topic: tollgate.events.v1,
-          control_topic: tollgate.control.v1}
+  kafka: {brokers: "$TG_KAFKA_BROKERS", events_topic: ${TG_STACK_EVENTS_TOPIC:-tollgate.events.v1},
+          control_topic: ${TG_STACK_CONTROL_TOPIC:-tollgate.control.v1}}
   spool: {dir: $TG_STACK_DIR/spool, max_bytes: 268435456}
   keys:
     - {key: os.environ/TG_STACK_KEY, key_alias: stack, team_id: stack-team}
@@ -118,8 +121,9 @@ YAML
     cat >"$TG_STACK_DIR/spend.yaml" <<YAML
 listen: 127.0.0.1:$TG_SPEND_PORT
 master_key: os.environ/TG_STACK_MASTER_KEY
-kafka: {brokers: "$TG_KAFKA_BROKERS", topic: tollgate.events.v1,
-        control_topic: tollgate.control.v1, group_id: spend-svc}
+kafka: {brokers: "$TG_KAFKA_BROKERS", topic: ${TG_STACK_EVENTS_TOPIC:-tollgate.events.v1},
+        control_topic: ${TG_STACK_CONTROL_TOPIC:-tollgate.control.v1},
+        group_id: ${TG_STACK_GROUP_ID:-spend-svc}}
 postgres: {dsn: "$TG_PG_DSN"}
 redis: {url: "$TG_REDIS_URL"}
 batch: {max_events: 5000, max_wait_ms: 200}
