@@ -14,9 +14,11 @@ target_include_directories(rt_h1 PUBLIC ${RT_SRC})
 add_library(rt_sse STATIC ${RT_SRC}/sse.c)
 target_include_directories(rt_sse PUBLIC ${RT_SRC})
 
-add_library(rt_upstream STATIC ${RT_SRC}/upstream.c ${RT_SRC}/h1client.c ${RT_SRC}/resolver.c)
+add_library(rt_upstream STATIC ${RT_SRC}/upstream.c ${RT_SRC}/h1client.c ${RT_SRC}/h1tls.c
+            ${RT_SRC}/resolver.c)
 target_include_directories(rt_upstream PUBLIC ${RT_SRC})
-target_link_libraries(rt_upstream PUBLIC rt_h1 tg_common PkgConfig::CURL Threads::Threads)
+target_link_libraries(rt_upstream PUBLIC rt_h1 tg_common PkgConfig::CURL PkgConfig::SSL
+                      PkgConfig::CRYPTO Threads::Threads)
 
 # hparse: pure HTTP/1.x request framing (no I/O, no dependency): its unit test and the fuzz
 # targets link it alone.

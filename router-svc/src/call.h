@@ -52,7 +52,7 @@ struct rt_call_env {
                                     * be NULL when none does */
     rt_on_complete_fn on_complete; /* may be NULL */
     void *on_complete_ud;
-    int hold_after_complete; /* on_complete batches the event until the end of the loop turn:
+    int hold_after_complete; /* on_complete batches the event until the end of the loop run:
                               * the response's bytes wait for it (hs_hold) */
     /* Admission before a request is routed (the spool's full_policy reject): 0 to serve, else
      * 503. Must not block. May be NULL. */

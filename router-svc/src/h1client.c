@@ -1,7 +1,8 @@
-/* h1client: the built-in HTTP/1.1 client of the upstream module, for plain http:// providers:
- * connections kept alive per origin (an address, or a host name the resolver thread resolved),
- * requests written and responses parsed (h1.h) on the loop with the same callbacks and clock as
- * libcurl's transfers. Loop thread, except h1c_origin_of and h1c_submit (any submitter). */
+/* h1client: the built-in HTTP/1.1 client of the upstream module, for http:// and https://
+ * providers: connections kept alive per origin (an address, or a host name the resolver thread
+ * resolved; https: with TLS on the loop, h1tls.c), requests written and responses parsed (h1.h)
+ * on the loop with the same callbacks and clock as libcurl's transfers. Loop thread, except
+ * h1c_origin_of and h1c_submit (any submitter). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -41,6 +42,7 @@ void h1c_conn_close(struct rt_upstream *up, struct h1conn *c)
 {
     if (!c->busy)
         idle_unlink(up, c);
+    h1t_conn_free(c);
     close(c->fd); /* leaves the epoll set with it */
     h1_reset(&c->rp);
     up->conns[c->id] = NULL;
@@ -66,6 +68,10 @@ void h1c_conn_release(struct rt_upstream *up, struct slot *s, int keep)
     o = &up->origins[c->origin];
     c->busy = 0;
     c->reused = 1;
+    /* https: a response's end is not a drained socket; what else is there (a close) raises
+     * the next event, or shows on the next transfer as a dead kept-alive connection */
+    if (c->ssl != NULL)
+        c->readable = 0;
     c->idle_since_us = tg_now_mono_us();
     h1_reset(&c->rp);
     c->prev = NULL;
@@ -96,7 +102,7 @@ static int conn_evict_idle(struct rt_upstream *up)
 /* A new connection to origin oi, connect() started. NULL with errbuf set on failure. */
 static struct h1conn *conn_open(struct rt_upstream *up, uint32_t oi, char *errbuf, size_t cap)
 {
-    const struct h1origin *o = &up->origins[oi];
+    struct h1origin *o = &up->origins[oi];
     struct h1conn *c;
     struct epoll_event ev;
     struct sockaddr_storage sa;
@@ -148,6 +154,11 @@ static struct h1conn *conn_open(struct rt_upstream *up, uint32_t oi, char *errbu
     if (epoll_ctl(up->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         snprintf(errbuf, cap, "cannot watch a socket: %s", strerror(errno));
         c->busy = 1; /* not on an idle list */
+        h1c_conn_close(up, c);
+        return NULL;
+    }
+    if (o->tls && h1t_conn_setup(c, o, errbuf, cap) != 0) {
+        c->busy = 1;
         h1c_conn_close(up, c);
         return NULL;
     }
@@ -208,11 +219,26 @@ static int h1_attach(struct rt_upstream *up, uint32_t idx, int fresh)
 
 /* Write what is left of the request. 0 (written, or waiting for the socket), -1 on an error
  * (errbuf set). */
-static int h1_send(struct slot *s)
+static int h1_send(struct rt_upstream *up, struct slot *s)
 {
     struct h1conn *c = s->conn;
     size_t total = s->head_len + s->body_len;
 
+    if (c->ssl != NULL) {
+        /* https: the head carries the body (h1c_submit), one record for a small request; not
+         * before the handshake, which h1_progress drives */
+        if (!c->tls_ready)
+            return 0;
+        while (s->sent < total && c->writable) {
+            ssize_t n = h1t_write(up, c, s->head + s->sent, total - s->sent, s->errbuf,
+                                  sizeof(s->errbuf));
+
+            if (n < 0)
+                return -1;
+            s->sent += (size_t)n;
+        }
+        return 0;
+    }
     while (s->sent < total && c->writable) {
         struct iovec iov[2];
         struct msghdr mh;
@@ -339,7 +365,7 @@ static int h1_parse(struct rt_upstream *up, uint32_t idx, const char *buf, size_
             /* bytes after the response: the provider broke framing, do not reuse; nor when it
              * answered before taking the whole request */
             h1c_conn_release(up, s,
-                             c->rp.keep_alive && n == 0 && !c->rdhup &&
+                             c->rp.keep_alive && n == 0 && !h1t_pending(c) && !c->rdhup &&
                                  s->sent == s->head_len + s->body_len);
             up_slot_finish(up, idx, CURLE_OK, 0);
             return 1;
@@ -362,15 +388,19 @@ static void h1_read(struct rt_upstream *up, uint32_t idx)
     struct h1conn *c = s->conn;
 
     while (c->readable && !s->paused) {
-        ssize_t n = recv(c->fd, up->rbuf, H1_RECV_BYTES, 0);
+        char tls_why[CURL_ERROR_SIZE];
+        ssize_t n = c->ssl != NULL ? h1t_read(up, c, up->rbuf, H1_RECV_BYTES, tls_why,
+                                              sizeof(tls_why))
+                                   : recv(c->fd, up->rbuf, H1_RECV_BYTES, 0);
 
         if (n > 0) {
             s->last_byte_us = tg_now_mono_us(); /* a stream is idle only without any byte */
             if (s->ttfb_us == 0)
                 s->ttfb_us = s->last_byte_us - s->start_us + 1;
             /* a short read drained the socket (edge-triggered: new bytes raise a new event),
-             * unless the peer also closed: then read on to see the end */
-            if ((size_t)n < H1_RECV_BYTES && !c->rdhup)
+             * unless the peer also closed: then read on to see the end. Not over TLS, which
+             * reads record by record: there the read that waits says so. */
+            if ((size_t)n < H1_RECV_BYTES && !c->rdhup && c->ssl == NULL)
                 c->readable = 0;
             if (h1_parse(up, idx, up->rbuf, (size_t)n) != 0)
                 return;
@@ -395,16 +425,20 @@ static void h1_read(struct rt_upstream *up, uint32_t idx)
             }
             return;
         }
-        if (errno == EINTR)
+        if (errno == EINTR && n == -1)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             c->readable = 0;
             return;
         }
         {
-            char why[160];
+            char why[CURL_ERROR_SIZE];
 
-            snprintf(why, sizeof(why), "receiving the response failed: %s", strerror(errno));
+            if (n == -2)
+                snprintf(why, sizeof(why), "%s", tls_why);
+            else
+                snprintf(why, sizeof(why), "receiving the response failed: %s",
+                         strerror(errno));
             if (!h1_started(&c->rp))
                 h1_dead(up, idx, why);
             else
@@ -440,7 +474,18 @@ static void h1_progress(struct rt_upstream *up, uint32_t idx)
         }
         c->connecting = 0;
     }
-    if (s->sent < s->head_len + s->body_len && h1_send(s) != 0) {
+    if (c->ssl != NULL && !c->tls_ready) {
+        char why[CURL_ERROR_SIZE];
+        int r = h1t_handshake(up, c, why, sizeof(why));
+
+        if (r < 0) {
+            h1_fail(up, idx, TG_EIO, why);
+            return;
+        }
+        if (r == 0)
+            return; /* the socket's next event goes on */
+    }
+    if (s->sent < s->head_len + s->body_len && h1_send(up, s) != 0) {
         uint32_t gen = s->gen;
 
         /* the provider may have answered early and closed (a 413 before the whole body): what
@@ -472,10 +517,20 @@ void h1c_event(struct rt_upstream *up, uint32_t id, uint32_t events)
         c->rdhup = 1;
     if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
         c->writable = 1;
+    if (c->tls_write_wants_read && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+        c->tls_write_wants_read = 0;
+        c->writable = 1;
+    }
     if (!c->busy) {
-        /* an idle connection has nothing to say but a close (or garbage): drop it now */
-        if (c->readable)
+        /* an idle connection has nothing to say but a close (or garbage): drop it now; over
+         * TLS it may also get records without data (a session ticket), which keep it */
+        if (c->readable) {
+            if (c->ssl != NULL && c->tls_ready && !c->rdhup && h1t_idle_ok(up, c)) {
+                c->readable = 0;
+                return;
+            }
             h1c_conn_close(up, c);
+        }
         return;
     }
     h1_progress(up, c->slot);
@@ -549,11 +604,14 @@ void h1c_timers(struct rt_upstream *up)
     }
 }
 
-/* Origin index for an http:// URL, the path in *path; -1 when the URL is for curl (https,
- * credentials in the URL, a name not resolved yet), -2 when it is because the origin or name
- * table is full (counted by the caller). Caller holds up->lock. */
-int h1c_origin_of(struct rt_upstream *up, const char *url, const char **path)
+/* Origin index for an http:// or https:// URL, the path in *path; -1 when the URL is for curl
+ * (another scheme, a proxy for it in the environment, credentials in the URL, a name not
+ * resolved yet, a CA bundle that cannot be loaded: curl says why), -2 when it is because the
+ * origin or name table is full (counted by the caller). Caller holds up->lock. */
+int h1c_origin_of(struct rt_upstream *up, const struct rt_upstream_request *req,
+                  const char **path)
 {
+    const char *url = req->url;
     const char *h, *e, *pe;
     char host[256];
     long port = 80;
@@ -562,11 +620,19 @@ int h1c_origin_of(struct rt_upstream *up, const char *url, const char **path)
     size_t hl;
     uint64_t now;
     int named = 0;
+    int tls = 0;
+    SSL_CTX *ctx = NULL;
     int rc;
 
-    if (strncmp(url, "http://", 7) != 0)
+    if (strncmp(url, "http://", 7) == 0 && up->native) {
+        h = url + 7;
+    } else if (strncmp(url, "https://", 8) == 0 && up->native_tls) {
+        h = url + 8;
+        tls = 1;
+        port = 443;
+    } else {
         return -1;
-    h = url + 7;
+    }
     pe = h + strcspn(h, "/?#");
     if (*h == '[') {
         e = memchr(h, ']', (size_t)(pe - h));
@@ -602,10 +668,16 @@ int h1c_origin_of(struct rt_upstream *up, const char *url, const char **path)
         return -1; /* the router always builds an absolute path */
     *path = pe;
     now = tg_now_mono_us();
+    if (tls) {
+        ctx = h1t_ctx(req->tls_no_verify, req->ca_file);
+        if (ctx == NULL)
+            return -1;
+    }
     for (unsigned i = 0; i < up->n_origins; i++) {
         struct h1origin *o = &up->origins[i];
 
-        if (strncmp(o->hostport, h, (size_t)(pe - h)) != 0 || o->hostport[pe - h] != '\0')
+        if (strncmp(o->hostport, h, (size_t)(pe - h)) != 0 || o->hostport[pe - h] != '\0' ||
+            o->tls != tls || o->ctx != ctx)
             continue;
         if (o->named && now - o->checked_us > H1_DNS_CHECK_US) {
             /* a named origin follows its name: new connections go to the current address */
@@ -653,6 +725,10 @@ int h1c_origin_of(struct rt_upstream *up, const char *url, const char **path)
 
         memcpy(o->hostport, h, (size_t)(pe - h));
         o->hostport[pe - h] = '\0';
+        memcpy(o->host, host, hl + 1);
+        o->tls = tls;
+        o->ctx = ctx;
+        o->sess = NULL;
         o->sa = sa;
         o->salen = salen;
         o->named = named;
@@ -725,14 +801,14 @@ void h1c_start(struct rt_upstream *up, uint32_t idx, int in_submit)
         /* write now (no callback can run from a write); the answer comes through the loop */
         struct h1conn *c = s->conn;
 
-        if (!c->connecting && h1_send(s) != 0) {
+        if (!c->connecting && h1_send(up, s) != 0) {
             snprintf(s->errbuf, sizeof(s->errbuf), "%s", "sending the request failed");
             if (c->reused && !s->retried) {
                 /* a dead kept-alive connection: once more on a new one */
                 s->retried = 1;
                 h1c_conn_release(up, s, 0);
                 if (h1_attach(up, idx, 1) == 0) {
-                    if (!s->conn->connecting && h1_send(s) != 0)
+                    if (!s->conn->connecting && h1_send(up, s) != 0)
                         h1_fail_later(up, idx, TG_EIO);
                     return;
                 }
@@ -756,6 +832,21 @@ int h1c_submit(struct rt_upstream *up, uint32_t idx, uint32_t gen, uint32_t oi, 
     if (h1_prepare(s, req, path, hostport) != 0) {
         up_slot_give_back(up, idx);
         return TG_ENOMEM;
+    }
+    if (up->origins[oi].tls && s->body_len > 0) {
+        /* over TLS the request goes in one write (one record up to 16 KiB), not two */
+        char *b = realloc(s->head, s->head_len + s->body_len);
+
+        if (b == NULL) {
+            up_slot_give_back(up, idx);
+            return TG_ENOMEM;
+        }
+        memcpy(b + s->head_len, s->req_body, s->body_len);
+        s->head = b;
+        s->head_len += s->body_len;
+        s->body_len = 0;
+        free(s->req_body);
+        s->req_body = NULL;
     }
     s->native = 1;
     atomic_fetch_add(&up->st_native, 1);

@@ -182,7 +182,7 @@ int hs_server_housekeep(struct hs_server *s);
 
 /* hs_hold: no further byte of c's response is sent until the loop calls hs_server_release
  * (its unsent bytes are copied and it waits on the server's held list): what must precede them
- * (the request's spend event, batched until the end of the loop turn) is not done yet.
+ * (the request's spend event, batched until the end of the loop's run) is not done yet.
  * Handler's thread (the loop). */
 void hs_hold(struct hs_conn *c);
 

@@ -324,6 +324,8 @@ static int serve_metrics(struct rt_front *f, struct hs_conn *conn)
         us.active += one.active;
         us.native += one.native;
         us.native_full += one.native_full;
+        us.tls_handshakes += one.tls_handshakes;
+        us.tls_resumed += one.tls_resumed;
     }
     tg_prom_counter(&b, "tollgate_router_upstream_transfers_total", "Upstream transfers started.",
                     us.submitted);
@@ -331,9 +333,14 @@ static int serve_metrics(struct rt_front *f, struct hs_conn *conn)
                     "Upstream transfers through the built-in HTTP/1.1 client (the rest: libcurl).",
                     us.native);
     tg_prom_counter(&b, "tollgate_router_upstream_native_table_full_total",
-                    "Plain-http transfers left to libcurl because the built-in client's origin or "
-                    "name table was full.",
+                    "Transfers left to libcurl because the built-in client's origin or name "
+                    "table was full.",
                     us.native_full);
+    tg_prom_counter(&b, "tollgate_router_upstream_tls_handshakes_total",
+                    "TLS handshakes of the built-in client's provider connections.",
+                    us.tls_handshakes);
+    tg_prom_counter(&b, "tollgate_router_upstream_tls_resumed_total",
+                    "Of those, handshakes that resumed an earlier session.", us.tls_resumed);
     tg_prom_counter(&b, "tollgate_router_upstream_cancelled_total",
                     "Upstream transfers aborted (client gone, shutdown).", us.cancelled);
     tg_prom_counter(&b, "tollgate_router_upstream_timeouts_total", "Upstream transfers timed out.",
@@ -772,9 +779,9 @@ static int parse_listen(const char *s, struct sockaddr_in *sa, char *err, size_t
     return 0;
 }
 
-/* The end of a turn with events batched: the turn's events go to the spool (one write), then
- * the responses held for them; again while sending them completed more requests, bounded per
- * turn (what is left is held to the next turn, which does not sleep). */
+/* After a run of the loop with events batched: the run's events go to the spool (one write),
+ * then the responses held for them; again while sending them completed more requests, bounded
+ * per turn (what is left is held to the next turn, which does not sleep). */
 static void turn_flush(struct worker *w)
 {
     const struct rt_front_deps *d = &w->f->d;
@@ -843,13 +850,18 @@ static void *worker_main(void *arg)
             hs_server_run(w->admin);
         }
         /* providers, then the connections their results resumed; repeated while runs resume
-         * connections (a resumed request may start the next attempt), bounded per turn */
+         * connections (a resumed request may start the next attempt), bounded per turn. The
+         * events of each run go out with the responses they hold after that run, not at the
+         * end of the turn: a response waits for the completions of its own run only. */
         for (int k = 0; k < RT_FRONT_RUNS_PER_TURN; k++) {
+            int more;
+
             rt_upstream_run(w->up);
-            if (!hs_server_run(w->srv))
+            more = hs_server_run(w->srv);
+            turn_flush(w);
+            if (!more)
                 break;
         }
-        turn_flush(w);
     }
     turn_flush(w);
     if (f->d.batch_end != NULL)

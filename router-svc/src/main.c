@@ -528,7 +528,7 @@ int main(int argc, char **argv)
         deps.admit = pub != NULL ? admit_publisher : NULL;
         deps.admit_ud = pub;
         if (pub != NULL) {
-            /* one spool write per loop turn for the turn's events */
+            /* one spool write per run of the loop for the run's events */
             deps.batch_begin = batch_begin_publisher;
             deps.batch_pending = rt_publisher_batch_pending;
             deps.batch_flush = rt_publisher_batch_flush;

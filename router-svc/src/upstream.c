@@ -792,9 +792,12 @@ struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, cha
         ev.data.fd = up->wakefd;
         epoll_ctl(up->epfd, EPOLL_CTL_ADD, up->wakefd, &ev);
     }
-    /* a proxy from the environment applies to every plain-http provider: curl honours it */
+    /* a proxy from the environment applies to every provider of its scheme: curl honours it */
     up->native = cfg->native && getenv("http_proxy") == NULL && getenv("HTTP_PROXY") == NULL &&
                  getenv("all_proxy") == NULL && getenv("ALL_PROXY") == NULL;
+    up->native_tls = cfg->native && getenv("https_proxy") == NULL &&
+                     getenv("HTTPS_PROXY") == NULL && getenv("all_proxy") == NULL &&
+                     getenv("ALL_PROXY") == NULL;
     up->max_conns = cfg->max_total_connections;
     up->max_idle_per_origin = cfg->max_host_connections;
     up->origins = calloc(H1_ORIGINS_MAX, sizeof(*up->origins));
@@ -857,6 +860,12 @@ void rt_upstream_destroy(struct rt_upstream **upp)
     }
     free(up->conns);
     free(up->conn_free);
+    if (up->origins != NULL) {
+        for (unsigned i = 0; i < up->n_origins; i++) {
+            if (up->origins[i].sess != NULL)
+                SSL_SESSION_free(up->origins[i].sess);
+        }
+    }
     free(up->origins);
     free(up->heap);
     free(up->rbuf);
@@ -954,13 +963,13 @@ int rt_upstream_submit(struct rt_upstream *up, struct rt_upstream_request *req,
 
     /* the slot is ours alone until CMD_SUBMIT is posted */
     s = &up->slots[idx];
-    if (up->native) {
+    if (up->native || up->native_tls) {
         const char *path = NULL;
         char hostport[sizeof(up->origins[0].hostport)];
         int oi;
 
         pthread_mutex_lock(&up->lock); /* the origin table grows under it */
-        oi = h1c_origin_of(up, req->url, &path);
+        oi = h1c_origin_of(up, req, &path);
         if (oi >= 0)
             memcpy(hostport, up->origins[oi].hostport, sizeof(hostport));
         pthread_mutex_unlock(&up->lock);
@@ -1170,6 +1179,19 @@ void rt_upstream_get_stats(const struct rt_upstream *up, struct rt_upstream_stat
     out->active = atomic_load(&m->st_active);
     out->native = atomic_load(&m->st_native);
     out->native_full = atomic_load(&m->st_native_full);
+    out->tls_handshakes = atomic_load(&m->st_tls_handshakes);
+    out->tls_resumed = atomic_load(&m->st_tls_resumed);
+}
+
+void up_ca_defaults(const char **file, const char **path)
+{
+    *file = ca_file[0] != '\0' ? ca_file : default_ca_file;
+    *path = default_ca_path;
+}
+
+int up_ca_env_set(void)
+{
+    return ca_file[0] != '\0';
 }
 
 int rt_upstream_global_init(void)
@@ -1199,5 +1221,6 @@ int rt_upstream_global_init(void)
 
 void rt_upstream_global_fini(void)
 {
+    h1t_global_fini();
     curl_global_cleanup();
 }

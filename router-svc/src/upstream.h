@@ -133,8 +133,10 @@ void rt_upstream_unpause(struct rt_upstream *up, uint64_t handle);
 struct rt_upstream_stats {
     uint64_t submitted, completed, cancelled, timeouts, full, too_big, active;
     uint64_t native;      /* of submitted: through the built-in HTTP/1.1 client */
-    uint64_t native_full; /* plain-http transfers left to libcurl because the built-in client's
+    uint64_t native_full; /* transfers left to libcurl because the built-in client's
                              origin table (64 per loop) or name table (64) was full */
+    uint64_t tls_handshakes; /* TLS handshakes of the built-in client's connections */
+    uint64_t tls_resumed;    /* of them: a previous session resumed */
 };
 void rt_upstream_get_stats(const struct rt_upstream *up, struct rt_upstream_stats *out);
 

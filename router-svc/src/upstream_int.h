@@ -5,6 +5,7 @@
 #define RT_UPSTREAM_INT_H
 
 #include <curl/curl.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -19,7 +20,7 @@
 /* Sockets below this descriptor number that curl opened through us keep their epoll
  * registration between transfers (see socket_cb); higher ones are registered per transfer. */
 #define RT_UPSTREAM_FD_TABLE 65536
-/* native HTTP/1.1 client: origins (scheme http, literal address) per loop, the tag that marks
+/* native HTTP/1.1 client: origins (scheme, address or name, way of verifying) per loop, the tag that marks
  * its connections in epoll data, the shared receive buffer, the idle age after which a kept
  * connection is not reused */
 #define H1_ORIGINS_MAX 64
@@ -97,6 +98,9 @@ struct h1conn {
     int rdhup; /* the peer shut its side: read to the end */
     int busy;
     int reused;    /* carried a complete response before */
+    SSL *ssl;      /* https: the session over fd (h1tls.c); NULL for http */
+    int tls_ready; /* the handshake is done */
+    int tls_write_wants_read; /* a write waits for the socket to be readable */
     uint32_t slot; /* when busy */
     uint64_t idle_since_us;
     struct h1conn *prev, *next; /* origin's idle list (most recent first) */
@@ -105,6 +109,10 @@ struct h1conn {
 
 struct h1origin {
     char hostport[270];         /* Host header value */
+    char host[256];             /* the name (or address) alone: SNI and certificate check */
+    int tls;                    /* https */
+    SSL_CTX *ctx;               /* https: how the certificate is verified (shared, h1tls.c) */
+    SSL_SESSION *sess;          /* https: the last session the origin was given, offered again */
     struct sockaddr_storage sa; /* guarded by up->lock (submit may change it for a name) */
     socklen_t salen;
     int named;           /* a host name, not a literal address */
@@ -138,9 +146,10 @@ struct rt_upstream {
     unsigned char *fds;   /* RT_UPSTREAM_FD_TABLE FD_* states; loop thread */
     unsigned *batch_cmds; /* cap entries */
     _Atomic uint64_t st_submitted, st_completed, st_cancelled, st_timeouts, st_full, st_too_big;
-    _Atomic uint64_t st_active, st_native, st_native_full;
+    _Atomic uint64_t st_active, st_native, st_native_full, st_tls_handshakes, st_tls_resumed;
     /* native HTTP/1.1 client; loop thread */
-    int native; /* http:// to a literal address goes through it */
+    int native;     /* http:// providers go through it (no proxy in the environment) */
+    int native_tls; /* https:// providers too (no https proxy in the environment) */
     long max_conns, max_idle_per_origin;
     struct h1origin *origins; /* H1_ORIGINS_MAX */
     unsigned n_origins;
@@ -180,10 +189,35 @@ void h1c_conn_release(struct rt_upstream *up, struct slot *s, int keep);
 void h1c_event(struct rt_upstream *up, uint32_t id, uint32_t events);
 void h1c_unpause(struct rt_upstream *up, uint32_t idx);
 void h1c_timers(struct rt_upstream *up);
-int h1c_origin_of(struct rt_upstream *up, const char *url, const char **path);
+int h1c_origin_of(struct rt_upstream *up, const struct rt_upstream_request *req,
+                  const char **path);
 void h1c_start(struct rt_upstream *up, uint32_t idx, int in_submit);
 int h1c_submit(struct rt_upstream *up, uint32_t idx, uint32_t gen, uint32_t oi, const char *path,
                const char *hostport, struct rt_upstream_request *req,
                const struct rt_upstream_ops *ops, void *ud, uint64_t *handle);
+
+/* ---- h1tls.c, for h1client.c: TLS on the built-in client's connections ---- */
+/* h1t_ctx: the shared context for a way of verifying (NULL: libcurl carries the transfer).
+ * h1t_conn_setup: the connection's session for its origin, 0 or -1 with errbuf set.
+ * h1t_handshake: 1 done, 0 waiting for the socket (readable/writable cleared), -1 failed (why).
+ * h1t_write: bytes written, 0 waiting, -1 failed (why). h1t_read: bytes, 0 at the end, -1 with
+ * errno EAGAIN when waiting, -2 failed (why). h1t_idle_ok: 1 when an idle connection's
+ * readable socket held nothing but records without data (kept). h1t_pending: decrypted bytes
+ * left unread. */
+SSL_CTX *h1t_ctx(int no_verify, const char *ca_file);
+void h1t_global_fini(void);
+int h1t_conn_setup(struct h1conn *c, struct h1origin *o, char *errbuf, size_t cap);
+void h1t_conn_free(struct h1conn *c);
+int h1t_handshake(struct rt_upstream *up, struct h1conn *c, char *why, size_t cap);
+ssize_t h1t_write(struct rt_upstream *up, struct h1conn *c, const char *p, size_t n, char *why,
+                  size_t cap);
+ssize_t h1t_read(struct rt_upstream *up, struct h1conn *c, char *p, size_t n, char *why,
+                 size_t cap);
+int h1t_idle_ok(struct rt_upstream *up, struct h1conn *c);
+int h1t_pending(const struct h1conn *c);
+/* upstream.c: the CA store libcurl verifies with (SSL_CERT_FILE, else libcurl's bundle; its
+ * directory), "" for none; up_ca_env_set: 1 when SSL_CERT_FILE named the file */
+void up_ca_defaults(const char **file, const char **path);
+int up_ca_env_set(void);
 
 #endif

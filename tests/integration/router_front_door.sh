@@ -55,6 +55,7 @@ general_settings: {master_key: os.environ/RT_MASTER_KEY}
 tollgate:
   listen: 127.0.0.1:$RT_ROUTER_PORT
   threads: 1
+  upstream_client: curl   # the HTTP/2-only provider: the built-in client speaks HTTP/1.1
   keys:
     - {key: os.environ/RT_KEY}
   limits: {max_in_flight: 4, max_json_depth: 16, max_json_elements: 1000}

@@ -3,7 +3,8 @@
 #
 # An HTTPS provider (tests/fakes/provider_proxy.py --direct) on a free loopback port presents a
 # certificate for 127.0.0.1 signed by a test CA made here. Checked, each over a real TLS
-# handshake through libcurl:
+# handshake, once through the built-in client (OpenSSL on the loop, upstream_client: native, the
+# default) and once through libcurl (upstream_client: curl), the same words from both:
 #  - without ssl_verify (nothing trusts the test CA): 502 whose message names the certificate
 #    problem as libcurl words it ("SSL certificate problem: unable to get local issuer
 #    certificate"), and the provider sees no request;
@@ -51,8 +52,8 @@ code=$(curl -sS -o /dev/null -w '%{http_code}' --cacert "$RT_DIR/ca.crt" -X POST
 rt_eq "the HTTPS provider answers a client that trusts the test CA" "$code" 200
 
 dep() { # GROUP API_BASE [EXTRA litellm_params]
-    echo "  - model_name: $1"
-    echo "    litellm_params: {model: openai/m-$1, api_base: \"$2\", api_key: os.environ/RT_PROVIDER_KEY${3:+, $3}}"
+    echo "  - model_name: $1$SFX"
+    echo "    litellm_params: {model: openai/m-$1$SFX, api_base: \"$2\", api_key: os.environ/RT_PROVIDER_KEY${3:+, $3}}"
 }
 
 write_config() { # FILE LITELLM_SETTINGS_SSL_VERIFY(or "") DEPLOYMENT-LINES...
@@ -68,8 +69,8 @@ general_settings:
   master_key: os.environ/RT_MASTER_KEY
 tollgate:
   listen: 127.0.0.1:$RT_ROUTER_PORT
-  threads: 1                   # one loop: its transfers reuse the same libcurl handles
-  upstream_client: native
+  threads: 1                   # one loop: its transfers reuse the same handles and sessions
+  upstream_client: $CLIENT
   keys:
     - {key: os.environ/RT_KEY}
 YAML
@@ -77,13 +78,22 @@ YAML
 }
 
 chat() { # NAME GROUP: status in RT_STATUS, error message in RT_MSG
-    rt_post "$1" /v1/chat/completions "{\"model\":\"$2\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
-    RT_MSG=$(jq -r '.error.message // ""' "$RT_DIR/$1.body" 2>/dev/null)
+    rt_post "$1$SFX" /v1/chat/completions "{\"model\":\"$2$SFX\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
+    RT_MSG=$(jq -r '.error.message // ""' "$RT_DIR/$1$SFX.body" 2>/dev/null)
 }
 
 served() { # MODEL: requests the provider received for it
-    grep -c "\"model\": \"m-$1\"" "$RT_DIR/tls.jsonl"
+    grep -c "\"model\": \"m-$1$SFX\"" "$RT_DIR/tls.jsonl"
 }
+
+metric() { curl -s "$RT_URL/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+
+# Both clients verify the same way and fail with the same words: the built-in one (OpenSSL on
+# the loop, the default) and libcurl (upstream_client: curl).
+for CLIENT in native curl; do
+SFX=""
+[ "$CLIENT" = native ] || SFX="-$CLIENT"
+echo "# upstream_client: $CLIENT"
 
 # 1. Deployment-level ssl_verify, no SSL_CERT_FILE.
 write_config "$RT_DIR/r1.yaml" "" \
@@ -94,6 +104,10 @@ write_config "$RT_DIR/r1.yaml" "" \
     "$(dep no-verify "$BASE" "ssl_verify: false")" \
     "$(dep no-verify-wrong-name "$WRONG_NAME" "ssl_verify: False")"
 rt_router_start "$RT_DIR/r1.yaml"
+# A host name goes through libcurl until the resolver thread has its address: one request for
+# localhost first, so that the checks below are made by the client under test.
+chat warm-up with-ca-wrong-name
+sleep 0.5
 
 chat plain plain
 rt_eq "no ssl_verify, a CA nobody trusts: 502" "$RT_STATUS" 502
@@ -121,6 +135,19 @@ rt_eq "no ssl_verify after ssl_verify: false on the same loop: still 502" "$RT_S
 chat with-ca-again with-ca
 rt_eq "ssl_verify: <the test CA> again: 200" "$RT_STATUS" 200
 rt_true "no secret in the router's log" bash -c "! grep -q -e '$RT_PROVIDER_KEY' -e '$RT_KEY' '$RT_DIR/router.log'"
+transfers=$(metric tollgate_router_upstream_native_transfers_total)
+handshakes=$(metric tollgate_router_upstream_tls_handshakes_total)
+if [ "$CLIENT" = native ]; then
+    rt_eq "$CLIENT: every transfer but the warm-up went through the built-in client" \
+        "$transfers" 8
+    # six verified or failed connections, the unverified and the verified origins kept apart:
+    # each transfer of an origin after its first reuses its connection
+    rt_true "$CLIENT: TLS handshakes of the built-in client counted (got ${handshakes:-none})" \
+        test "${handshakes:-0}" -ge 3
+else
+    rt_eq "$CLIENT: no transfer through the built-in client" "$transfers" 0
+    rt_eq "$CLIENT: no handshake of the built-in client" "$handshakes" 0
+fi
 rt_router_stop || rt_fail "router-svc did not stop cleanly"
 
 # 2. litellm_settings.ssl_verify: false for every deployment without its own; a deployment's
@@ -154,6 +181,7 @@ rt_eq "SSL_CERT_FILE=<the test CA>: 200" "$RT_STATUS" 200
 chat env-but-other env-but-other
 rt_eq "ssl_verify: <another CA> trusts that bundle alone, not SSL_CERT_FILE: 502" "$RT_STATUS" 502
 rt_router_stop || rt_fail "router-svc did not stop cleanly"
+done
 
 # 5. A bad value is a configuration error naming the key.
 write_config "$RT_DIR/r5.yaml" "" "$(dep bad "$BASE" "ssl_verify: $RT_DIR/nonexistent.pem")"

@@ -2,7 +2,9 @@
  * 127.0.0.1 (an ephemeral port, a thread of this test). Every scenario runs twice: through an
  * upstream created with native = 1 (the built-in HTTP/1.1 client) and through one with
  * native = 0 (libcurl), and both must give the same outcome: error code, status, body,
- * retry-after, streamed bytes. The module runs its own loop thread (embedded = 0): callbacks
+ * retry-after, streamed bytes. The whole group runs twice too: over plain http, then over TLS
+ * (https URLs, the server speaking TLS with a self-signed certificate made here, which the
+ * requests name as their CA bundle). The module runs its own loop thread (embedded = 0): callbacks
  * arrive there and the test waits for them under a mutex, always with a deadline.
  *
  * Every check prints "ok N - ..." or "not ok N - ..."; a scenario with a failed check fails its
@@ -29,6 +31,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <signal.h>
+
 #include "tg_err.h"
 #include "http_fields.h"
 #include "tg_time.h"
@@ -45,7 +54,7 @@
 #define SRV_POLL_MS 50                    /* longest wait before the stop flag is seen */
 #define SRV_SEND_TIMEOUT_S 5              /* a blocked write gives up after this */
 /* the transfers */
-#define XFER_POOL_MAX 128                 /* transfers per run of the program */
+#define XFER_POOL_MAX 128                 /* transfers per run of the group */
 #define XFER_DATA_MAX_BYTES (64u * 1024u) /* streamed bytes kept per transfer */
 #define WAIT_MS 15000u                    /* longest wait for an on_done */
 #define UNPAUSE_DELAY_MS 5                /* pause -> rt_upstream_unpause */
@@ -106,6 +115,7 @@ struct srv_req {
 
 struct srv_conn {
     int fd;      /* -1: free */
+    SSL *ssl;    /* the TLS group: the session over fd */
     int num;     /* 1-based accept order */
     int nreq;    /* requests read on it */
     int stalled; /* answered all it will: bytes are read and dropped until the close */
@@ -136,8 +146,18 @@ static int req_header(const struct srv_req *r, const char *name, char *val, size
     return http_field_lookup(r->head, name, val, cap);
 }
 
+/* The TLS group: the servers' context and certificate, which is also the requests' CA bundle. */
+static int tls_mode;
+static SSL_CTX *srv_tls;
+static char srv_ca_path[64];
+
 static void srv_conn_close(struct srv_conn *c)
 {
+    if (c->ssl != NULL) {
+        SSL_shutdown(c->ssl); /* close_notify, as a TLS server says goodbye */
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+    }
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -145,7 +165,7 @@ static void srv_conn_close(struct srv_conn *c)
 }
 
 /* Write b[0..n) in the scripted pieces. 0, or -1 when the client went away. */
-static int srv_write(const struct srv *sv, int fd, const char *b, size_t n)
+static int srv_write(const struct srv *sv, const struct srv_conn *c, const char *b, size_t n)
 {
     size_t off = 0;
 
@@ -160,7 +180,8 @@ static int srv_write(const struct srv *sv, int fd, const char *b, size_t n)
         if (off > 0 && sv->sc.gap_us > 0)
             usleep(sv->sc.gap_us);
         while (done < w) {
-            ssize_t r = send(fd, b + off + done, w - done, MSG_NOSIGNAL);
+            ssize_t r = c->ssl != NULL ? SSL_write(c->ssl, b + off + done, (int)(w - done))
+                                       : send(c->fd, b + off + done, w - done, MSG_NOSIGNAL);
 
             if (r < 0 && errno == EINTR)
                 continue;
@@ -198,10 +219,12 @@ static int srv_take_request(struct srv *sv, struct srv_conn *c)
     head_len = (size_t)(end - c->buf) + 4;
     if (sv->sc.early) {
         resp = sv->sc.resp[0];
-        if (resp == NULL || srv_write(sv, c->fd, resp, strlen(resp)) != 0) {
+        if (resp == NULL || srv_write(sv, c, resp, strlen(resp)) != 0) {
             srv_conn_close(c);
             return 0;
         }
+        if (c->ssl != NULL)
+            SSL_shutdown(c->ssl);
         shutdown(c->fd, SHUT_WR);
         c->mute = 1;
         pthread_mutex_lock(&sv->mu);
@@ -268,7 +291,7 @@ static int srv_take_request(struct srv *sv, struct srv_conn *c)
     while (k > 0 && sv->sc.resp[k] == NULL)
         k--;
     resp = sv->sc.resp[k];
-    if (srv_write(sv, c->fd, resp, strlen(resp)) != 0) {
+    if (srv_write(sv, c, resp, strlen(resp)) != 0) {
         srv_conn_close(c);
         return 0;
     }
@@ -297,12 +320,13 @@ static void srv_readable(struct srv *sv, struct srv_conn *c)
     if (c->stalled) {
         char drop[4096];
 
-        n = recv(c->fd, drop, sizeof(drop), 0);
+        n = c->ssl != NULL ? SSL_read(c->ssl, drop, sizeof(drop)) : recv(c->fd, drop, sizeof(drop), 0);
         if (n <= 0)
             srv_conn_close(c);
         return;
     }
-    n = recv(c->fd, c->buf + c->len, SRV_BUF_MAX_BYTES - c->len, 0);
+    n = c->ssl != NULL ? SSL_read(c->ssl, c->buf + c->len, (int)(SRV_BUF_MAX_BYTES - c->len))
+                       : recv(c->fd, c->buf + c->len, SRV_BUF_MAX_BYTES - c->len, 0);
     if (n <= 0) {
         srv_conn_close(c);
         return;
@@ -338,6 +362,18 @@ static void srv_accept(struct srv *sv)
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (srv_tls != NULL) {
+        /* the handshake here, bounded: a client that never makes it is dropped */
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        c->ssl = SSL_new(srv_tls);
+        if (c->ssl == NULL || SSL_set_fd(c->ssl, fd) != 1 || SSL_accept(c->ssl) != 1) {
+            SSL_free(c->ssl);
+            c->ssl = NULL;
+            ERR_clear_error();
+            close(fd);
+            return;
+        }
+    }
     c->fd = fd;
     c->num = sv->n_accepted; /* written by this thread only */
     c->nreq = 0;
@@ -638,7 +674,7 @@ static void req_init(struct rt_upstream_request *req, const char *url)
 
 static void url_of(char *url, size_t cap, const char *host, uint16_t port)
 {
-    snprintf(url, cap, "http://%s:%u%s", host, (unsigned)port, PATH);
+    snprintf(url, cap, "%s://%s:%u%s", tls_mode ? "https" : "http", host, (unsigned)port, PATH);
 }
 
 /* Submit req (its body is taken) for x. 0 or the submit error (checked). */
@@ -647,6 +683,8 @@ static int xfer_submit(struct xfer *x, struct rt_upstream_request *req)
     int rc;
 
     x->submit_us = tg_now_mono_us();
+    if (tls_mode && req->ca_file == NULL)
+        req->ca_file = srv_ca_path;
     rc = rt_upstream_submit(x->cl->up, req, &ops, x, &x->handle);
     check(rc == 0 && req->body == NULL, "%s: submit %s returns 0 and takes the body (rc %d)",
           x->cl->name, req->url, rc);
@@ -1733,6 +1771,25 @@ static void test_stats(void **state)
               (unsigned long long)st.too_big, (unsigned long long)cl->n_too_big,
               (unsigned long long)st.full);
         pthread_mutex_unlock(&mu);
+        if (ci == 0) {
+            /* only the first request for a name may go through libcurl (not resolved yet) */
+            check(st.native + 1 >= st.submitted,
+                  "native stats: %llu of %llu transfers through the built-in client",
+                  (unsigned long long)st.native, (unsigned long long)st.submitted);
+            /* over TLS: a handshake per connection, and a server that closes after each
+             * response (no_reuse) sees the session of the connection before resumed */
+            if (tls_mode)
+                check(st.tls_handshakes > 0 && st.tls_resumed > 0,
+                      "native stats: %llu TLS handshakes, %llu resumed",
+                      (unsigned long long)st.tls_handshakes,
+                      (unsigned long long)st.tls_resumed);
+            else
+                check(st.tls_handshakes == 0, "native stats: no TLS handshake over http");
+        } else {
+            check(st.native == 0 && st.tls_handshakes == 0,
+                  "curl stats: nothing through the built-in client (%llu, %llu handshakes)",
+                  (unsigned long long)st.native, (unsigned long long)st.tls_handshakes);
+        }
     }
     pthread_mutex_lock(&mu);
     for (int i = 0; i < pool_used; i++) {
@@ -1766,6 +1823,7 @@ static int group_setup(void **state)
                                          .embedded = 0,
                                          .native = ci == 0};
 
+        memset(&clients[ci], 0, sizeof(clients[ci]));
         clients[ci].name = ci == 0 ? "native" : "curl";
         clients[ci].up = rt_upstream_create(&cfg, err, sizeof(err));
         if (clients[ci].up == NULL) {
@@ -1786,9 +1844,61 @@ static int group_teardown(void **state)
         free(pool[i].body);
         free(pool[i].data);
     }
+    pool_used = 0;
     pthread_cond_destroy(&cv);
     printf("# %u checks, %u failed\n", n_checks, n_failed);
     return 0;
+}
+
+/* The TLS group's server side: a P-256 key, a self-signed certificate for 127.0.0.1 and
+ * localhost (written to srv_ca_path for the requests), a server context. 0 or -1. */
+static int tls_setup(void)
+{
+    EVP_PKEY *k = EVP_EC_gen("P-256");
+    X509 *x = X509_new();
+    X509_NAME *n;
+    X509V3_CTX v3;
+    X509_EXTENSION *e;
+    FILE *f;
+    int fd, ok = 0;
+
+    if (k == NULL || x == NULL)
+        goto out;
+    X509_set_version(x, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+    X509_gmtime_adj(X509_getm_notBefore(x), -3600);
+    X509_gmtime_adj(X509_getm_notAfter(x), 86400);
+    X509_set_pubkey(x, k);
+    n = X509_get_subject_name(x);
+    X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)"127.0.0.1", -1, -1,
+                               0);
+    X509_set_issuer_name(x, n);
+    X509V3_set_ctx_nodb(&v3);
+    X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
+    e = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
+    if (e == NULL || X509_add_ext(x, e, -1) != 1)
+        goto out;
+    X509_EXTENSION_free(e);
+    if (X509_sign(x, k, EVP_sha256()) <= 0)
+        goto out;
+    snprintf(srv_ca_path, sizeof(srv_ca_path), "/tmp/tollgate-upstream-ca.XXXXXX");
+    fd = mkstemp(srv_ca_path);
+    if (fd < 0)
+        goto out;
+    f = fdopen(fd, "w");
+    if (f == NULL || PEM_write_X509(f, x) != 1) {
+        if (f != NULL)
+            fclose(f);
+        goto out;
+    }
+    fclose(f);
+    srv_tls = SSL_CTX_new(TLS_server_method());
+    ok = srv_tls != NULL && SSL_CTX_use_certificate(srv_tls, x) == 1 &&
+         SSL_CTX_use_PrivateKey(srv_tls, k) == 1;
+out:
+    X509_free(x);
+    EVP_PKEY_free(k);
+    return ok ? 0 : -1;
 }
 
 int main(void)
@@ -1806,6 +1916,7 @@ int main(void)
         cmocka_unit_test(test_early_answer),
         cmocka_unit_test(test_stream_error),    cmocka_unit_test(test_stats),
     };
+    int rc;
 
     /* the test talks to 127.0.0.1 only: a proxy from the environment would send libcurl
      * elsewhere and turn the built-in client off (upstream falls back to curl then) */
@@ -1813,5 +1924,18 @@ int main(void)
     unsetenv("HTTP_PROXY");
     unsetenv("all_proxy");
     unsetenv("ALL_PROXY");
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    unsetenv("https_proxy");
+    unsetenv("HTTPS_PROXY");
+    signal(SIGPIPE, SIG_IGN); /* as router-svc: a write to a closed TLS peer is an error only */
+    rc = cmocka_run_group_tests_name("upstream over http", tests, group_setup, group_teardown);
+    if (tls_setup() != 0) {
+        fprintf(stderr, "cannot make the TLS group's certificate\n");
+        unlink(srv_ca_path);
+        return 1;
+    }
+    tls_mode = 1;
+    rc |= cmocka_run_group_tests_name("upstream over https", tests, group_setup, group_teardown);
+    SSL_CTX_free(srv_tls);
+    unlink(srv_ca_path);
+    return rc;
 }
