@@ -10,6 +10,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +28,9 @@ struct h1t_ctx_entry {
 };
 
 static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+/* the two without a bundle of their own (verified with the default store; not verified), once
+ * made: every request looks its context up, most of them for one of these */
+static _Atomic(SSL_CTX *) ctx_default, ctx_no_verify;
 static struct h1t_ctx_entry ctxs[H1T_CTX_MAX];
 static int n_ctxs;
 static int ctx_full_warned;
@@ -92,8 +96,11 @@ fail:
 SSL_CTX *h1t_ctx(int no_verify, const char *ca_file)
 {
     const char *ca = no_verify || ca_file == NULL ? "" : ca_file;
-    SSL_CTX *ctx = NULL;
+    _Atomic(SSL_CTX *) *quick = no_verify ? &ctx_no_verify : ca[0] == '\0' ? &ctx_default : NULL;
+    SSL_CTX *ctx = quick != NULL ? atomic_load_explicit(quick, memory_order_acquire) : NULL;
 
+    if (ctx != NULL)
+        return ctx;
     if (strlen(ca) >= sizeof(ctxs[0].ca_file))
         return NULL;
     pthread_mutex_lock(&ctx_mu);
@@ -111,13 +118,15 @@ SSL_CTX *h1t_ctx(int no_verify, const char *ca_file)
         ctx_full_warned = 1;
         goto out;
     }
+    /* NULL too is kept: a bundle that cannot be loaded is not tried again on every request
+     * (libcurl says why, with the same bundle) */
     ctx = ctx_make(no_verify, ca);
-    if (ctx == NULL)
-        goto out; /* libcurl says why, with the same bundle */
     ctxs[n_ctxs].no_verify = !!no_verify;
     memcpy(ctxs[n_ctxs].ca_file, ca, strlen(ca) + 1);
     ctxs[n_ctxs].ctx = ctx;
     n_ctxs++;
+    if (quick != NULL && ctx != NULL)
+        atomic_store_explicit(quick, ctx, memory_order_release);
 out:
     pthread_mutex_unlock(&ctx_mu);
     return ctx;
@@ -126,6 +135,8 @@ out:
 void h1t_global_fini(void)
 {
     pthread_mutex_lock(&ctx_mu);
+    atomic_store(&ctx_default, NULL);
+    atomic_store(&ctx_no_verify, NULL);
     for (int i = 0; i < n_ctxs; i++)
         SSL_CTX_free(ctxs[i].ctx);
     n_ctxs = 0;

@@ -48,7 +48,8 @@ struct rt_spool_recovery {
 };
 
 struct rt_spool_record {
-    uint64_t seq;     /* sequence number, strictly increasing */
+    uint64_t seq;     /* sequence number: increasing as appended (a damaged segment
+                       * may repeat one; recovery replays it as is) */
     uint64_t ts_ms;   /* epoch ms at append */
     uint32_t len;     /* payload bytes */
 };
