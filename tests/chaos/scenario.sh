@@ -88,14 +88,14 @@ for b in router-svc/router-svc spend-svc/spend-svc tests/fakes/fake-llm tests/ch
     [ -x "$BIN/$b" ] || { echo "scenario.sh: $BIN/$b is not built" >&2; exit 1; }
 done
 
-# The scenarios that break no Kafka node (c1-c5, c7, c8, c12) run on the Apache Kafka cluster
-# tests/run shares (TG_KAFKA_BROKERS, TG_KAFKA_NODE_PIDS), on an events topic, a compacted
-# control topic and a consumer group of their own; the others, and any scenario run alone
-# (or with TG_CHAOS_OWN_KAFKA=1), start their own cluster.
+# The scenarios that break no Kafka node (c1-c5, c7, c8, c12, c13) run on the Apache Kafka
+# cluster tests/run shares (TG_KAFKA_BROKERS, TG_KAFKA_NODE_PIDS), on an events topic, a
+# compacted control topic and a consumer group of their own; the others, and any scenario run
+# alone (or with TG_CHAOS_OWN_KAFKA=1), start their own cluster.
 SHARED_BROKERS=""
 SHARED_PIDS=""
 case "$NAME" in
-c1 | c1b | c2 | c3 | c4 | c5 | c7 | c8 | c12)
+c1 | c1b | c2 | c3 | c4 | c5 | c7 | c8 | c12 | c13)
     if [ -z "${TG_CHAOS_OWN_KAFKA:-}" ] && [ "${TG_KAFKA_KIND:-}" = apache ] &&
         [ -n "${TG_KAFKA_BROKERS:-}" ] && [ -n "${TG_KAFKA_NODE_PIDS:-}" ]; then
         SHARED_BROKERS=$TG_KAFKA_BROKERS
@@ -158,24 +158,28 @@ tg_redis_start
 tg_pg_start
 if [ "$NAME" = c6 ]; then
     tg_devkafka_start 1 "tollgate.events.v1:6,tollgate.control.v1:1"
-elif [ "$NAME" = c13 ]; then
-    # The control topic as deployed (compacted, replicated), with segments that roll after 2 s
-    # and any dirt cleaned, so that Kafka compacts it within the fault phase.
-    tg_kafka_start 3 "tollgate.events.v1:6"
-    "$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" create tollgate.control.v1 1 3 \
-        min.insync.replicas=2 cleanup.policy=compact segment.ms=2000 \
-        min.cleanable.dirty.ratio=0.01 min.compaction.lag.ms=0 delete.retention.ms=2000 -- 60000 ||
-        fail "cannot create the control topic"
 elif [ -n "$SHARED_BROKERS" ]; then
     export TG_KAFKA_BROKERS=$SHARED_BROKERS TG_KAFKA_KIND=apache
     uniq="$NAME.$(date +%s).$$"
     export TG_STACK_EVENTS_TOPIC="chaos.events.$uniq" TG_STACK_CONTROL_TOPIC="chaos.control.$uniq"
     export TG_STACK_GROUP_ID="chaos-spend.$uniq"
     tg_kafka_topic "$TG_STACK_EVENTS_TOPIC" 6 || fail "cannot create $TG_STACK_EVENTS_TOPIC"
-    tg_kafka_topic "$TG_STACK_CONTROL_TOPIC" 1 cleanup.policy=compact ||
+    # c13: the control topic as deployed (compacted, replicated), with segments that roll after
+    # 2 s and any dirt cleaned, so that Kafka compacts it within the fault phase
+    c13_cfg=()
+    [ "$NAME" = c13 ] && c13_cfg=(segment.ms=2000 min.cleanable.dirty.ratio=0.01
+        min.compaction.lag.ms=0 delete.retention.ms=2000)
+    tg_kafka_topic "$TG_STACK_CONTROL_TOPIC" 1 cleanup.policy=compact "${c13_cfg[@]}" ||
         fail "cannot create $TG_STACK_CONTROL_TOPIC"
     shared_sched --idle
     echo "chaos $NAME: on the shared Apache Kafka ($TG_KAFKA_BROKERS), topics $TG_STACK_EVENTS_TOPIC and $TG_STACK_CONTROL_TOPIC"
+elif [ "$NAME" = c13 ]; then
+    # as above, on a cluster of its own
+    tg_kafka_start 3 "tollgate.events.v1:6"
+    "$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" create tollgate.control.v1 1 3 \
+        min.insync.replicas=2 cleanup.policy=compact segment.ms=2000 \
+        min.cleanable.dirty.ratio=0.01 min.compaction.lag.ms=0 delete.retention.ms=2000 -- 60000 ||
+        fail "cannot create the control topic"
 else
     tg_kafka_start 3 "tollgate.events.v1:6,tollgate.control.v1:1"
 fi
@@ -352,7 +356,8 @@ c13) t_f=$(date +%s%N)
     c13_admin /key/update "{\"key\":\"${C13_KEYS[0]}\",\"rpm_limit\":100026}" >/dev/null
     KEPT=-1
     for _ in $(seq 1 40); do
-        KEPT=$("$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" count tollgate.control.v1 0 10000) || KEPT=-1
+        KEPT=$("$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" count \
+            "${TG_STACK_CONTROL_TOPIC:-tollgate.control.v1}" 0 10000) || KEPT=-1
         [ "$KEPT" -ge 0 ] && [ "$KEPT" -le 100 ] && break
         sleep 1
     done
