@@ -20,6 +20,8 @@
 # /proc), p50/p99 (wrk's latency distribution), the largest latency of any round (outliers
 # after the warm-up), RSS. The machine may be shared: compare ratios.
 # RT_BENCH_LIBRDKAFKA="linger.ms: 50, ..." adds librdkafka properties to the router's Kafka section.
+# After the rounds, one-connection rounds (RT_BENCH_C1_SECONDS, 3 s each) give the p50 latency a
+# proxy adds over the mock directly.
 # RT_BENCH_SMAPS=1 prints where the router's idle RSS is (largest mappings).
 # RT_BENCH_PERF=TARGET (router, router-tls, ...) records a perf profile of that target's proxy
 # during its first round and prints the top symbols by self time; RT_BENCH_PERF_KEEP=FILE keeps
@@ -259,7 +261,10 @@ pids_of() {
     esac
 }
 model_of() { case $1 in *-tls) echo bench-tls ;; *-stream) echo bench-stream ;; *) echo bench-plain ;; esac; }
-conc_of() { case $1 in *-stream) echo "$STREAM_CONC" ;; *) echo "$CONC" ;; esac; }
+conc_of() {
+    [ -n "${RB_C1:-}" ] && { echo 1; return; } # the one-connection latency rounds
+    case $1 in *-stream) echo "$STREAM_CONC" ;; *) echo "$CONC" ;; esac
+}
 for m in bench-plain bench-tls bench-stream; do
     stream=
     [ "$m" = bench-stream ] && stream=',"stream":true'
@@ -342,6 +347,18 @@ done
 RSS_ROUTER=$(rss_kb "$ROUTER_PID")
 RSS_NGINX=$(rss_kb $(pids_of nginx))
 
+# One connection, one request at a time: the latency a proxy adds to a request (p50 over the
+# mock directly), in RT_BENCH_C1_SECONDS (3) interleaved rounds like the others
+C1_TARGETS="direct nginx router nginx-tls router-tls"
+declare -A C1_P50_ALL C1_P50
+for round in $(seq 1 "$ROUNDS"); do
+    for t in $C1_TARGETS; do
+        RB_C1=1 run_wrk "$t" "${RT_BENCH_C1_SECONDS:-3}" "$STATE/c1.$t.$round"
+        C1_P50_ALL[$t]="${C1_P50_ALL[$t]:-} $(awk '$1 == "50%" {print $2}' "$STATE/c1.$t.$round" | ms)"
+    done
+done
+for t in $C1_TARGETS; do C1_P50[$t]=$(echo "${C1_P50_ALL[$t]}" | median); done
+
 # every event of the router with Kafka acknowledged (the publisher drains within seconds)
 APPENDED=$(( $(metric "$ROUTER_PORT" tollgate_router_events_appended_total) - APPENDED0 ))
 WANT=$((REQS[router] + REQS[router-tls] + REQS[router-stream]))
@@ -387,6 +404,9 @@ diff_us() { echo "$1 $2" | awk '{ printf "%.1f", $1 - $2 }'; }
     echo "| router-stream / nginx-stream CPU per chunk ($STREAM_CHUNKS chunks a stream, $STREAM_CONC streams in flight) | $(ratio "${CPU[router-stream]}" "${CPU[nginx-stream]}") ($(echo "${CPU[router-stream]} ${CPU[nginx-stream]} $STREAM_CHUNKS" | awk '{printf "%.2f / %.2f", $1 / $3, $2 / $3}') µs) | <= 1.2 |"
     echo "| router-stream / nginx-stream throughput (streams/s) | $(ratio "${RPS[router-stream]}" "${RPS[nginx-stream]}") | |"
     echo "| router / direct throughput | $(ratio "${RPS[router]}" "${RPS[direct]}") | |"
+    us_over() { echo "$1 $2" | awk '{ printf "%+.0f", ($1 - $2) * 1000 }'; }
+    echo "| one connection: p50 added over direct, µs (direct ${C1_P50[direct]} ms) | router $(us_over "${C1_P50[router]}" "${C1_P50[direct]}"), nginx $(us_over "${C1_P50[nginx]}" "${C1_P50[direct]}") | router <= +60 |"
+    echo "| one connection, HTTPS upstream: p50 added over direct, µs | router-tls $(us_over "${C1_P50[router-tls]}" "${C1_P50[direct]}"), nginx-tls $(us_over "${C1_P50[nginx-tls]}" "${C1_P50[direct]}") | |"
     echo "| event pipeline CPU µs/req (router - router-noevents) | $(diff_us "${CPU[router]}" "${CPU[router-noevents]}") | <= 3 |"
     if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
         echo "| router / router-base ($RT_BENCH_BASE_BIN) CPU per request | $(ratio "${CPU[router]}" "${CPU[router-base]}") | |"
