@@ -354,6 +354,7 @@ declare -A C1_P50_ALL C1_P50
 for round in $(seq 1 "$ROUNDS"); do
     for t in $C1_TARGETS; do
         RB_C1=1 run_wrk "$t" "${RT_BENCH_C1_SECONDS:-3}" "$STATE/c1.$t.$round"
+        case $t in router | router-tls) C1_REQS=$((${C1_REQS:-0} + $(awk '/requests in/ {print $1}' "$STATE/c1.$t.$round"))) ;; esac
         C1_P50_ALL[$t]="${C1_P50_ALL[$t]:-} $(awk '$1 == "50%" {print $2}' "$STATE/c1.$t.$round" | ms)"
     done
 done
@@ -361,7 +362,7 @@ for t in $C1_TARGETS; do C1_P50[$t]=$(echo "${C1_P50_ALL[$t]}" | median); done
 
 # every event of the router with Kafka acknowledged (the publisher drains within seconds)
 APPENDED=$(( $(metric "$ROUTER_PORT" tollgate_router_events_appended_total) - APPENDED0 ))
-WANT=$((REQS[router] + REQS[router-tls] + REQS[router-stream]))
+WANT=$((REQS[router] + REQS[router-tls] + REQS[router-stream] + ${C1_REQS:-0}))
 for _ in $(seq 1 300); do
     acked=$(metric "$ROUTER_PORT" tollgate_router_events_acked_total)
     total=$(metric "$ROUTER_PORT" tollgate_router_events_appended_total)
