@@ -415,7 +415,7 @@ diff_us() { echo "$1 $2" | awk '{ printf "%.1f", $1 - $2 }'; }
     fi
     echo "| router RSS kB idle after warm-up (TLS upstream pooled) / after the rounds | $RSS_IDLE_ROUTER / $RSS_ROUTER | <= 25600 idle |"
     echo "| nginx RSS kB idle / after | $RSS_IDLE_NGINX / $RSS_NGINX | |"
-    echo "| events appended / requests through the router with Kafka | $APPENDED / $WANT | equal |"
+    echo "| events appended / requests through the router with Kafka | $APPENDED / $WANT | equal, up to the requests in flight when wrk stops (connections x rounds) |"
     echo
     echo "router-svc (events on, plain upstream) CPU by thread, µs per request, summed over the rounds:"
     echo
