@@ -607,7 +607,7 @@ void h1c_timers(struct rt_upstream *up)
 /* Origin index for an http:// or https:// URL, the path in *path; -1 when the URL is for curl
  * (another scheme, a proxy for it in the environment, credentials in the URL, a name not
  * resolved yet, a CA bundle that cannot be loaded: curl says why), -2 when it is because the
- * origin or name table is full (counted by the caller). Caller holds up->lock. */
+ * origin, name or TLS context table is full (counted by the caller). Caller holds up->lock. */
 int h1c_origin_of(struct rt_upstream *up, const struct rt_upstream_request *req,
                   const char **path)
 {
@@ -669,9 +669,11 @@ int h1c_origin_of(struct rt_upstream *up, const struct rt_upstream_request *req,
     *path = pe;
     now = tg_now_mono_us();
     if (tls) {
-        ctx = h1t_ctx(req->tls_no_verify, req->ca_file);
+        int full;
+
+        ctx = h1t_ctx(req->tls_no_verify, req->ca_file, &full);
         if (ctx == NULL)
-            return -1;
+            return full ? -2 : -1;
     }
     for (unsigned i = 0; i < up->n_origins; i++) {
         struct h1origin *o = &up->origins[i];

@@ -93,12 +93,13 @@ fail:
     return NULL;
 }
 
-SSL_CTX *h1t_ctx(int no_verify, const char *ca_file)
+SSL_CTX *h1t_ctx(int no_verify, const char *ca_file, int *full)
 {
     const char *ca = no_verify || ca_file == NULL ? "" : ca_file;
     _Atomic(SSL_CTX *) *quick = no_verify ? &ctx_no_verify : ca[0] == '\0' ? &ctx_default : NULL;
     SSL_CTX *ctx = quick != NULL ? atomic_load_explicit(quick, memory_order_acquire) : NULL;
 
+    *full = 0;
     if (ctx != NULL)
         return ctx;
     if (strlen(ca) >= sizeof(ctxs[0].ca_file))
@@ -116,6 +117,7 @@ SSL_CTX *h1t_ctx(int no_verify, const char *ca_file)
                     "others go through libcurl",
                     H1T_CTX_MAX);
         ctx_full_warned = 1;
+        *full = 1;
         goto out;
     }
     /* NULL too is kept: a bundle that cannot be loaded is not tried again on every request

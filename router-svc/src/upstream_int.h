@@ -98,7 +98,7 @@ struct h1conn {
     int rdhup; /* the peer shut its side: read to the end */
     int busy;
     int reused;    /* carried a complete response before */
-    SSL *ssl;      /* https: the session over fd (h1tls.c); NULL for http */
+    SSL *ssl;      /* https: the session over fd, owned (h1t_conn_free); NULL for http */
     int tls_ready; /* the handshake is done */
     int tls_write_wants_read; /* a write waits for the socket to be readable */
     uint32_t slot; /* when busy */
@@ -111,8 +111,9 @@ struct h1origin {
     char hostport[270];         /* Host header value */
     char host[256];             /* the name (or address) alone: SNI and certificate check */
     int tls;                    /* https */
-    SSL_CTX *ctx;               /* https: how the certificate is verified (shared, h1tls.c) */
-    SSL_SESSION *sess;          /* https: the last session the origin was given, offered again */
+    SSL_CTX *ctx;               /* https: how the certificate is verified (borrowed: h1t_ctx) */
+    SSL_SESSION *sess;          /* https: the last session the origin was given, offered again
+                                   (owned: replaced by h1tls.c, freed with the upstream) */
     struct sockaddr_storage sa; /* guarded by up->lock (submit may change it for a name) */
     socklen_t salen;
     int named;           /* a host name, not a literal address */
@@ -197,14 +198,16 @@ int h1c_submit(struct rt_upstream *up, uint32_t idx, uint32_t gen, uint32_t oi, 
                const struct rt_upstream_ops *ops, void *ud, uint64_t *handle);
 
 /* ---- h1tls.c, for h1client.c: TLS on the built-in client's connections ---- */
-/* h1t_ctx: the shared context for a way of verifying (NULL: libcurl carries the transfer).
+/* h1t_ctx: the shared context for a way of verifying (NULL: libcurl carries the transfer;
+ * *full set when it is because the table of H1T_CTX_MAX contexts is full). Owned by h1tls.c,
+ * freed by rt_upstream_global_fini; callers borrow it.
  * h1t_conn_setup: the connection's session for its origin, 0 or -1 with errbuf set.
  * h1t_handshake: 1 done, 0 waiting for the socket (readable/writable cleared), -1 failed (why).
  * h1t_write: bytes written, 0 waiting, -1 failed (why). h1t_read: bytes, 0 at the end, -1 with
  * errno EAGAIN when waiting, -2 failed (why). h1t_idle_ok: 1 when an idle connection's
  * readable socket held nothing but records without data (kept). h1t_pending: decrypted bytes
  * left unread. */
-SSL_CTX *h1t_ctx(int no_verify, const char *ca_file);
+SSL_CTX *h1t_ctx(int no_verify, const char *ca_file, int *full);
 void h1t_global_fini(void);
 int h1t_conn_setup(struct h1conn *c, struct h1origin *o, char *errbuf, size_t cap);
 void h1t_conn_free(struct h1conn *c);

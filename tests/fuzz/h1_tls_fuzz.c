@@ -57,6 +57,7 @@ static void setup(void)
     EVP_PKEY *k;
     X509 *x;
     X509_NAME *n;
+    int full;
 
     if (srv_ctx != NULL)
         return;
@@ -80,7 +81,7 @@ static void setup(void)
           "server context");
     X509_free(x);
     EVP_PKEY_free(k);
-    cli_ctx = h1t_ctx(1, NULL); /* the client's own context: no verification (a test server) */
+    cli_ctx = h1t_ctx(1, NULL, &full); /* the client's own: no verification (a test server) */
     check(cli_ctx != NULL, "client context");
 }
 
