@@ -333,8 +333,8 @@ static int serve_metrics(struct rt_front *f, struct hs_conn *conn)
                     "Upstream transfers through the built-in HTTP/1.1 client (the rest: libcurl).",
                     us.native);
     tg_prom_counter(&b, "tollgate_router_upstream_native_table_full_total",
-                    "Transfers left to libcurl because the built-in client's origin or name "
-                    "table was full.",
+                    "Transfers left to libcurl because the built-in client's origin, name or "
+                    "TLS context table was full.",
                     us.native_full);
     tg_prom_counter(&b, "tollgate_router_upstream_tls_handshakes_total",
                     "TLS handshakes of the built-in client's provider connections.",
@@ -782,7 +782,7 @@ static int parse_listen(const char *s, struct sockaddr_in *sa, char *err, size_t
 /* After a run of the loop with events batched: the run's events go to the spool (one write),
  * then the responses held for them; again while sending them completed more requests, bounded
  * per turn (what is left is held to the next turn, which does not sleep). */
-static void turn_flush(struct worker *w)
+static void run_flush(struct worker *w)
 {
     const struct rt_front_deps *d = &w->f->d;
 
@@ -858,12 +858,12 @@ static void *worker_main(void *arg)
 
             rt_upstream_run(w->up);
             more = hs_server_run(w->srv);
-            turn_flush(w);
+            run_flush(w);
             if (!more)
                 break;
         }
     }
-    turn_flush(w);
+    run_flush(w);
     if (f->d.batch_end != NULL)
         f->d.batch_end();
     return NULL;

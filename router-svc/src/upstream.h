@@ -8,10 +8,11 @@
  * wakes the loop from any other. Transfers are named by a handle (slot index + generation), so
  * a late cancel or unpause for a transfer that already finished is recognised and ignored.
  *
- * Two clients with the same callbacks, clock and semantics: libcurl (https, proxies; HTTP/2
- * when the provider offers it over TLS; connections kept in the multi's cache) and, with
- * config.native, the built-in HTTP/1.1 client for plain http:// (h1client.c, responses parsed
- * by h1.h, connections kept alive per origin, names resolved off the loop by resolver.h). */
+ * Two clients with the same callbacks, clock and semantics: with config.native, the built-in
+ * HTTP/1.1 client for http:// and https:// (h1client.c; TLS with OpenSSL on the loop, h1tls.c;
+ * responses parsed by h1.h, connections kept alive per origin, names resolved off the loop by
+ * resolver.h), and libcurl for the rest (proxies, a name not resolved yet, full tables, and
+ * everything without config.native; HTTP/2 when the provider offers it over TLS). */
 #ifndef RT_UPSTREAM_H
 #define RT_UPSTREAM_H
 
@@ -33,9 +34,10 @@ struct rt_upstream_config {
     long max_total_connections; /* total connection cap (> 0) */
     int embedded;               /* 1: no thread of its own; the owner polls rt_upstream_fd() and
                                    calls rt_upstream_run() from one thread (callbacks run there) */
-    int native;                 /* 1: http:// URLs go through the built-in HTTP/1.1 client
-                                   instead of libcurl (a host name once resolved off the loop;
-                                   not when a proxy is set in the environment) */
+    int native;                 /* 1: http:// and https:// URLs go through the built-in
+                                   HTTP/1.1 client instead of libcurl (a host name once resolved
+                                   off the loop; not when a proxy for the scheme is set in the
+                                   environment) */
 };
 
 /* Outcome of a transfer, passed to on_done. */
