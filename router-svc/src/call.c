@@ -10,6 +10,7 @@
 #include "call_int.h"
 #include "creds.h"
 #include "rt_metrics.h"
+#include "tg_blocks.h"
 #include "tg_err.h"
 #include "tg_log.h"
 #include "tg_str.h"
@@ -45,7 +46,7 @@ void call_unref(struct rt_call *c)
     rt_resp_stream_destroy(&c->rs);
     if (c->sse_init)
         rt_sse_usage_fini(&c->sse);
-    free(c);
+    tg_blocks_put(TG_BLOCK_CALL, c, sizeof(*c));
 }
 
 /* Call id: a UUIDv7 (48-bit epoch ms, version 7, variant 10, 74 random bits) as
@@ -84,12 +85,13 @@ struct rt_call *rt_call_create(const struct rt_call_env *env, struct hs_conn *co
                                const char *endpoint, int anthropic, struct rt_keys_table *keys,
                                const struct rt_key *key)
 {
-    struct rt_call *c = calloc(1, sizeof(*c));
+    struct rt_call *c = tg_blocks_get(TG_BLOCK_CALL, sizeof(*c));
 
     if (c == NULL) {
         rt_keys_release(&keys);
         return NULL;
     }
+    memset(c, 0, sizeof(*c));
     c->kind = RT_REQ_CALL;
     c->env = env;
     c->conn = conn;
@@ -715,7 +717,8 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     c->refs++; /* the transfer's reference, dropped in on_done */
     c->attempt_start_us = tg_now_mono_us();
     rc = rt_upstream_submit(c->env->up, &req, &call_ops, c, &c->handle);
-    memset(hdr, 0, (size_t)np * sizeof(hdr[0])); /* copied by the upstream; they held secrets */
+    for (int i = 0; i < np; i++) /* copied by the upstream; they held secrets: the bytes used */
+        explicit_bzero(hdr[i], strnlen(hdr[i], sizeof(hdr[i])));
     if (rc != 0) {
         c->xfer_active = 0;
         c->phase = PH_BODY;

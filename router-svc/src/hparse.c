@@ -25,14 +25,12 @@ enum {
     CH_DONE
 };
 
-int hp_tchar(unsigned char ch)
-{
-    static const char extra[] = "!#$%&'*+-.^_`|~";
-
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
-        return 1;
-    return ch != 0 && memchr(extra, ch, sizeof(extra) - 1) != NULL;
-}
+/* letters, digits and !#$%&'*+-.^_`|~ */
+const unsigned char hp_tchar_table[256] = {
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
+    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+    ['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1,
+};
 
 /* A control byte that no part of a head may carry (HTAB is allowed, CR and LF are framing). */
 static int is_bad_ctl(unsigned char ch)
@@ -62,6 +60,12 @@ void hp_scan_reset(struct hp_scan *s)
     s->bol = 0;
     s->cr = 0;
 }
+
+/* A byte that changes nothing in hp_head_scan's state once a line has begun: printable ASCII,
+ * HTAB and bytes >= 0x80 (obs-text). */
+static const unsigned char plain_table[256] = {
+    ['\t'] = 1, [0x20 ... 0x7e] = 1, [0x80 ... 0xff] = 1,
+};
 
 int hp_head_scan(struct hp_scan *s, const char *buf, size_t len, size_t max, size_t *start,
                  size_t *end, const char **msg)
@@ -112,6 +116,12 @@ int hp_head_scan(struct hp_scan *s, const char *buf, size_t len, size_t max, siz
         s->prefix = 0;
         s->lead = 0;
         s->bol = 0;
+        /* the rest of the line's plain bytes at once, up to the cap's byte (checked above at
+         * the next turn) */
+        size_t lim = s->start + max < len ? s->start + max : len;
+
+        while (i + 1 < lim && plain_table[(unsigned char)buf[i + 1]])
+            i++;
     }
     s->off = len;
     if (len > s->start && len - s->start > max) {
@@ -286,6 +296,9 @@ static int request_line(char *line, struct hp_request *req, const char **msg)
     return 0;
 }
 
+/* The field name s of length n is lit (a literal), ASCII case-insensitively: lengths first. */
+#define NAME_IS(s, n, lit) ((n) == sizeof(lit) - 1 && strncasecmp((s), (lit), sizeof(lit) - 1) == 0)
+
 int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct hp_request *req,
                   const char **msg)
 {
@@ -302,6 +315,8 @@ int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct h
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)h[i];
 
+        if (plain_table[ch])
+            continue;
         if (is_bad_ctl(ch)) {
             *msg = ch == 0 ? "NUL byte in the request head" : "control byte in the request head";
             return 400;
@@ -323,6 +338,7 @@ int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct h
         return rc;
     for (;;) {
         char *colon, *v, *e;
+        size_t nlen;
         int trail_tab;
 
         line = cut_line(&p, end);
@@ -342,8 +358,9 @@ int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct h
             return 400;
         }
         *colon = '\0';
-        for (const char *k = line; *k != '\0'; k++) {
-            if (!hp_tchar((unsigned char)*k)) {
+        nlen = (size_t)(colon - line);
+        for (size_t k = 0; k < nlen; k++) {
+            if (!hp_tchar((unsigned char)line[k])) {
                 *msg = "malformed header name";
                 return 400;
             }
@@ -364,7 +381,7 @@ int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct h
         kv[req->nh].k = line;
         kv[req->nh].v = v;
         req->nh++;
-        if (strcasecmp(line, "Host") == 0) {
+        if (NAME_IS(line, nlen, "Host")) {
             if (++hosts > 1) {
                 *msg = "more than one Host header";
                 return 400;
@@ -373,7 +390,7 @@ int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct h
                 *msg = "malformed Host header";
                 return 400;
             }
-        } else if (strcasecmp(line, "Content-Length") == 0) {
+        } else if (NAME_IS(line, nlen, "Content-Length")) {
             if (++cls > 1) {
                 *msg = "more than one Content-Length header";
                 return 400;
@@ -383,7 +400,7 @@ int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct h
                 return 400;
             }
             req->has_length = 1;
-        } else if (strcasecmp(line, "Transfer-Encoding") == 0) {
+        } else if (NAME_IS(line, nlen, "Transfer-Encoding")) {
             if (++tes > 1) {
                 *msg = "more than one Transfer-Encoding header";
                 return 400;
@@ -397,7 +414,7 @@ int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct h
                 return 501;
             }
             req->chunked = 1;
-        } else if (strcasecmp(line, "Connection") == 0) {
+        } else if (NAME_IS(line, nlen, "Connection")) {
             connection_tokens(v, &tok_close, &tok_keep);
         }
     }

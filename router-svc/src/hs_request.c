@@ -64,9 +64,19 @@ int hs_head_take(struct hs_conn *c, const char *p, size_t n, const char **msg)
     char *q;
     int rc;
 
-    for (size_t i = 0; i < n; i++) {
-        lines += p[i] == '\n';
-        amps += p[i] == '&';
+    /* lines of the head, and "&" of the request line (the query's arguments are there; empty
+     * lines may come before it) */
+    {
+        const char *e = p + n, *r = p, *eol;
+
+        for (const char *x = p; (x = memchr(x, '\n', (size_t)(e - x))) != NULL; x++)
+            lines++;
+        while (r < e && (*r == '\r' || *r == '\n'))
+            r++;
+        eol = memchr(r, '\n', (size_t)(e - r));
+        for (const char *a = r; (a = memchr(a, '&', (size_t)((eol != NULL ? eol : e) - a))) != NULL;
+             a++)
+            amps++;
     }
     slots = lines + amps + 2;
     h = malloc(table_off + slots * sizeof(struct hp_kv));

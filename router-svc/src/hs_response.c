@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "hsrv_int.h"
+#include "tg_blocks.h"
 
 const char *hs_reason(int status)
 {
@@ -70,7 +71,7 @@ const char *hs_reason(int status)
 
 static struct hs_response *response_new(void)
 {
-    struct hs_response *r = malloc(sizeof(*r));
+    struct hs_response *r = tg_blocks_get(TG_BLOCK_RESPONSE, sizeof(*r));
 
     if (r == NULL)
         return NULL;
@@ -121,10 +122,8 @@ static int field_append(char *buf, size_t cap, size_t *len, const char *name, co
         if (!hp_tchar((unsigned char)name[i]))
             return -1;
     }
-    for (size_t i = 0; i < vl; i++) {
-        if (value[i] == '\r' || value[i] == '\n')
-            return -1; /* no header injection */
-    }
+    if (memchr(value, '\r', vl) != NULL || memchr(value, '\n', vl) != NULL)
+        return -1; /* no header injection */
     memcpy(buf + *len, name, nl);
     *len += nl;
     buf[(*len)++] = ':';
@@ -138,6 +137,15 @@ static int field_append(char *buf, size_t cap, size_t *len, const char *name, co
 
 int hs_response_header(struct hs_response *r, const char *name, const char *value)
 {
+    /* the names the server writes itself; the first letter rules out most names at once */
+    switch (name[0] | 0x20) {
+    case 'c':
+    case 'd':
+    case 't':
+        break;
+    default:
+        return field_append(r->hdr, sizeof(r->hdr), &r->hlen, name, value);
+    }
     if (strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Transfer-Encoding") == 0 ||
         strcasecmp(name, "Date") == 0)
         return -1;
@@ -161,5 +169,5 @@ void hs_response_free(struct hs_response *r)
     if (r->reader != NULL && r->rfree != NULL)
         r->rfree(r->rcls);
     free(r->body);
-    free(r);
+    tg_blocks_put(TG_BLOCK_RESPONSE, r, sizeof(*r));
 }

@@ -546,13 +546,12 @@ struct jscan {
 
 static void js_ws(struct jscan *s)
 {
-    while (s->i < s->len) {
-        char c = s->p[s->i];
+    const char *p = s->p;
+    size_t i = s->i, n = s->len;
 
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-            break;
-        s->i++;
-    }
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
+        i++;
+    s->i = i; /* (locals: a char read may alias *s, which would be reloaded each byte) */
 }
 
 static int js_hex4(const struct jscan *s, size_t at, unsigned *out)
@@ -613,33 +612,60 @@ static int js_utf8(struct jscan *s)
     return 0;
 }
 
+/* The bytes a string holds as they are: 0x20 to 0x7f but the quote and the backslash. */
+static const unsigned char js_plain[256] = {
+    [0x20 ... 0x21] = 1,
+    [0x23 ... 0x5b] = 1,
+    [0x5d ... 0x7f] = 1,
+};
+
 /* A string at s->i (the opening quote). *escaped is set when it holds any escape. */
 static int js_string(struct jscan *s, int *escaped)
 {
-    *escaped = 0;
-    s->i++;
-    while (s->i < s->len) {
-        unsigned char c = (unsigned char)s->p[s->i];
+    const char *p = s->p;
+    size_t n = s->len, i = s->i + 1;
 
+    *escaped = 0;
+    while (i < n) {
+        unsigned char c;
+
+        /* plain bytes eight at a time: a word is plain when no byte is a quote, a backslash,
+         * below 0x20 or from 0x80 (the has-zero-byte test has no false negatives; a false
+         * positive only sends the word to the byte loop) */
+        while (i + 8 <= n) {
+            const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+            uint64_t v, q, b;
+
+            memcpy(&v, p + i, 8);
+            q = v ^ (ones * '"');
+            b = v ^ (ones * '\\');
+            if ((((q - ones) & ~q) | ((b - ones) & ~b) | (v - ones * 0x20) | v) & highs)
+                break;
+            i += 8;
+        }
+        while (i < n && js_plain[(unsigned char)p[i]])
+            i++;
+        if (i >= n)
+            break;
+        c = (unsigned char)p[i];
         if (c == '"') {
-            s->i++;
+            s->i = i + 1;
             return 0;
         }
         if (c < 0x20)
             return -1;
         if (c >= 0x80) {
+            s->i = i;
             if (js_utf8(s) != 0)
                 return -1;
+            i = s->i;
             continue;
         }
-        if (c != '\\') {
-            s->i++;
-            continue;
-        }
+        /* a backslash */
         *escaped = 1;
-        if (s->i + 1 >= s->len)
+        if (i + 1 >= n)
             return -1;
-        switch (s->p[s->i + 1]) {
+        switch (p[i + 1]) {
         case '"':
         case '\\':
         case '/':
@@ -648,21 +674,21 @@ static int js_string(struct jscan *s, int *escaped)
         case 'n':
         case 'r':
         case 't':
-            s->i += 2;
+            i += 2;
             break;
         case 'u': {
             unsigned v, lo;
 
-            if (js_hex4(s, s->i + 2, &v) != 0 || v == 0)
+            if (js_hex4(s, i + 2, &v) != 0 || v == 0)
                 return -1; /* \u0000 is refused without JSON_ALLOW_NUL */
-            s->i += 6;
+            i += 6;
             if (v >= 0xDC00u && v <= 0xDFFFu)
                 return -1; /* lone low surrogate */
             if (v >= 0xD800u && v <= 0xDBFFu) {
-                if (s->i + 1 >= s->len || s->p[s->i] != '\\' || s->p[s->i + 1] != 'u' ||
-                    js_hex4(s, s->i + 2, &lo) != 0 || lo < 0xDC00u || lo > 0xDFFFu)
+                if (i + 1 >= n || p[i] != '\\' || p[i + 1] != 'u' || js_hex4(s, i + 2, &lo) != 0 ||
+                    lo < 0xDC00u || lo > 0xDFFFu)
                     return -1;
-                s->i += 6;
+                i += 6;
             }
             break;
         }
@@ -760,6 +786,8 @@ static int js_container(struct jscan *s, unsigned depth, struct rt_json_member *
                         /* an escaped key might spell a wanted name: not handled here */
                         return -1;
                     }
+                    if (kl > 0 && m[j].name[0] != s->p[k0 + 1])
+                        continue; /* (the first byte before a strlen per wanted name) */
                     if (strlen(m[j].name) == kl && memcmp(s->p + k0 + 1, m[j].name, kl) == 0) {
                         if (m[j].val_len > 0)
                             return -1; /* duplicate: jansson keeps the last, leave it to it */

@@ -326,6 +326,45 @@ static void test_control_bytes_in_head(void **state)
     }
 }
 
+/* hp_head_scan passes over a line's plain bytes in one run: a forbidden byte at any offset of a
+ * long line, and the head cap falling on any byte of it, still stop the scan there (whole and
+ * byte by byte alike, as parse_max checks). */
+static void test_scan_runs_stop_at_every_offset(void **state)
+{
+    static const char bad[] = {'\0', '\x01', '\x1f', '\x7f', '\r'};
+    static const char head[] = "GET / HTTP/1.1\r\nHost: h\r\nX-Long: "
+                               "abcdefghijklmnopqrstuvwxyz\t\x80\xff" "0123456789\r\n\r\n";
+    const size_t vstart = sizeof("GET / HTTP/1.1\r\nHost: h\r\nX-Long: ") - 1;
+    const size_t vlen = sizeof("abcdefghijklmnopqrstuvwxyz\t\x80\xff" "0123456789") - 1;
+    char buf[sizeof(head)];
+    struct parsed p;
+
+    (void)state;
+    parse(head, sizeof(head) - 1, &p);
+    assert_int_equal(p.status, 0);
+    parsed_free(&p);
+    for (size_t k = 0; k < sizeof(bad); k++) {
+        for (size_t at = vstart; at < vstart + vlen; at++) {
+            memcpy(buf, head, sizeof(head));
+            buf[at] = bad[k];
+            parse(buf, sizeof(head) - 1, &p);
+            if (p.status != 400)
+                fail_msg("byte 0x%02x at %zu: %d", (unsigned char)bad[k], at, p.status);
+            parsed_free(&p);
+        }
+    }
+    /* the cap on every byte of the line: 431 when the head is longer, never before its byte */
+    for (size_t max = vstart; max < sizeof(head) - 1; max++) {
+        parse_max(head, sizeof(head) - 1, max, &p);
+        assert_int_equal(p.status, 431);
+        parsed_free(&p);
+        parse_max(head, max, max, &p);
+        assert_int_equal(p.status, -1);
+        parse_max(head, max + 1, max, &p);
+        assert_int_equal(p.status, 431);
+    }
+}
+
 static void test_htab_and_obs_text_in_header_value(void **state)
 {
     struct parsed p;
@@ -1084,6 +1123,7 @@ int main(void)
         cmocka_unit_test(test_nul_byte_in_request_line),
         cmocka_unit_test(test_bare_cr_header_line_ended_header_section),
         cmocka_unit_test(test_control_bytes_in_head),
+        cmocka_unit_test(test_scan_runs_stop_at_every_offset),
         cmocka_unit_test(test_htab_and_obs_text_in_header_value),
         cmocka_unit_test(test_parse_checks_bytes_again),
         cmocka_unit_test(test_head_size_cap),

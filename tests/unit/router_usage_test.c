@@ -611,6 +611,38 @@ static void test_scan_matches_jansson(void **state)
     scan_agrees(deep, n, 0);
 }
 
+/* A string's plain bytes are taken eight at a time: every byte that ends that run (a quote, a
+ * backslash escape, a control byte, UTF-8, an invalid byte, DEL, the end of the text) at every
+ * offset of a long string, and a string cut at every length, must read as jansson reads it. */
+static void test_scan_string_words(void **state)
+{
+    static const char *const specials[] = {
+        "\"", "\\\"", "\\n", "\\u00e9", "\x01", "\x1f", "\x7f", "\xc3\xa9", "\xe2\x82\xac",
+        "\xf0\x9f\x98\x80", "\xff", "\xc3", "\x80", " ", "~",
+    };
+    char buf[128];
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(specials) / sizeof(specials[0]); k++) {
+        for (size_t at = 0; at <= 24; at++) {
+            int n = snprintf(buf, sizeof(buf), "{\"model\":\"%.*s%s%.*s\",\"n\":1}", (int)at,
+                             "abcdefghijklmnopqrstuvwxyz", specials[k], 19, "ABCDEFGHIJKLMNOPQRS");
+
+            json_t *j = json_loadb(buf, (size_t)n, 0, NULL);
+
+            assert_true(n > 0 && (size_t)n < sizeof(buf));
+            /* strings only: the scanner takes exactly what jansson takes */
+            scan_agrees(buf, (size_t)n, j != NULL);
+            json_decref(j);
+        }
+    }
+    /* the same long value cut short at every byte: never accepted */
+    snprintf(buf, sizeof(buf), "{\"model\":\"%s\"}", "abcdefghijklmnopqrstuvwxyz0123456789");
+    for (size_t len = 0; len + 2 < strlen(buf); len++)
+        scan_agrees(buf, len, 0);
+    scan_agrees(buf, strlen(buf), 1);
+}
+
 /* Random byte edits of valid bodies: the scanner never accepts what jansson refuses. Bounded:
  * a fixed seed and a fixed number of rounds. */
 static void test_scan_mutations(void **state)
@@ -727,6 +759,7 @@ int main(void)
         cmocka_unit_test(test_random_streams),
         cmocka_unit_test(test_huge_token_counts_capped),
         cmocka_unit_test(test_scan_matches_jansson),
+        cmocka_unit_test(test_scan_string_words),
         cmocka_unit_test(test_scan_mutations),
         cmocka_unit_test(test_json_edges),
     };
