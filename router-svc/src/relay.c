@@ -149,14 +149,28 @@ static int is_terminator(const struct rt_call *c, const char *event, const char 
     return dlen == 6 && memcmp(data, "[DONE]", 6) == 0;
 }
 
-/* An OpenAI chunk with no choices and a usage object (the include_usage chunk). */
+/* An OpenAI chunk with no choices and a usage object (the include_usage chunk). The scanner
+ * answers when it can (it agrees with jansson where it answers: usage.h), jansson otherwise. */
 static int is_usage_only_chunk(const char *data, size_t dlen)
 {
+    struct rt_json_member m[2] = {{"usage", 0, 0, 0}, {"choices", 0, 0, 0}};
     json_t *j;
     int yes;
 
     if (dlen < 2 || data[0] != '{' || !rt_usage_mentioned(data, dlen))
         return 0;
+    if (rt_json_scan_object(data, dlen, m, 2, NULL) == 0) {
+        const char *ch = data + m[1].val_off;
+        size_t k = 1;
+
+        if (m[0].val_len == 0 || data[m[0].val_off] != '{')
+            return 0;
+        if (m[1].val_len == 0 || ch[0] != '[')
+            return 1; /* no choices, or not an array: json_array_size is 0 */
+        while (k < m[1].val_len && (ch[k] == ' ' || ch[k] == '\t' || ch[k] == '\n' || ch[k] == '\r'))
+            k++;
+        return k < m[1].val_len && ch[k] == ']';
+    }
     j = json_loadb(data, dlen, 0, NULL);
     yes = json_is_object(json_object_get(j, "usage")) &&
           json_array_size(json_object_get(j, "choices")) == 0;

@@ -377,6 +377,13 @@ static void sse_data(struct rt_sse_usage *p, const char *data, size_t len)
 
     if (!rt_usage_mentioned(data, len))
         return;
+    if ((p->api == RT_API_CHAT || p->api == RT_API_EMBEDDINGS) &&
+        usage_scan(p->api, data, len, &u) == 0) {
+        /* the scanner took it (the include_usage chunk): what the tree below would give */
+        if (u.found)
+            p->usage = u;
+        return;
+    }
     root = json_loadb(data, len, 0, &jerr);
     if (root == NULL || !json_is_object(root)) {
         p->events_bad++;

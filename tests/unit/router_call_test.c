@@ -710,6 +710,54 @@ static void test_stream(void **state)
     assert_int_equal(ev.completion_tokens, 1);
 }
 
+/* Which chunk is the include_usage chunk (dropped, as the call asked for it itself) and what is
+ * billed, for the shapes it takes: the scanner reads the common ones, jansson the rest (an
+ * exponent in the chunk), with the same answer. */
+static void test_stream_usage_chunk_shapes(void **state)
+{
+    static const struct {
+        const char *chunk;
+        int dropped;
+        int prompt, completion;
+    } cases[] = {
+        {"{\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1}}", 1, 4, 1},
+        {"{\"choices\":[ \t ],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}", 1, 5, 2},
+        {"{\"usage\":{\"prompt_tokens\":6,\"completion_tokens\":3}}", 1, 6, 3},
+        {"{\"choices\":null,\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":4}}", 1, 7, 4},
+        {"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"B\"}}],\"usage\":"
+         "{\"prompt_tokens\":8,\"completion_tokens\":5}}",
+         0, 8, 5},
+        {"{\"x\":1e3,\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":6}}", 1, 9,
+         6},
+        {"{\"choices\":[],\"usage\":null}", 0, 0, 0},
+        {"{\"choices\":[],\"usage\":{\"prompt_tokens\":1},\"usage\":{\"prompt_tokens\":3,"
+         "\"completion_tokens\":2}}",
+         1, 3, 2},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char sse[512];
+        struct answer a;
+        struct proto_event ev;
+        int e0 = events_now();
+
+        snprintf(sse, sizeof(sse),
+                 "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":"
+                 "0,\"delta\":{\"content\":\"A\"}}]}\n\ndata: %s\n\ndata: [DONE]\n\n",
+                 cases[i].chunk);
+        script(1, (struct reply){0, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n", sse});
+        post("/v1/chat/completions", "{\"model\":\"gpt-main\",\"stream\":true,\"messages\":[]}",
+             &a);
+        assert_int_equal(a.status, 200);
+        if ((strstr(a.body, "\"usage\"") == NULL) != cases[i].dropped)
+            fail_msg("case %zu: usage chunk %s", i, cases[i].dropped ? "forwarded" : "dropped");
+        ev = last_event(e0);
+        assert_int_equal(ev.prompt_tokens, cases[i].prompt);
+        assert_int_equal(ev.completion_tokens, cases[i].completion);
+    }
+}
+
 /* A client that leaves while its call waits for the provider: the call ends as 499, its event
  * written, and the provider's transfer is cancelled (its connection closed). */
 static void test_client_gone(void **state)
@@ -756,7 +804,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_served),           cmocka_unit_test(test_retry),
         cmocka_unit_test(test_outcome_statuses), cmocka_unit_test(test_translation),
-        cmocka_unit_test(test_stream),           cmocka_unit_test(test_client_gone),
+        cmocka_unit_test(test_stream),           cmocka_unit_test(test_stream_usage_chunk_shapes),
+        cmocka_unit_test(test_client_gone),
         cmocka_unit_test(test_limits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
