@@ -297,7 +297,8 @@ static int request_line(char *line, struct hp_request *req, const char **msg)
 }
 
 /* The field name s of length n is lit (a literal), ASCII case-insensitively: lengths first. */
-#define NAME_IS(s, n, lit) ((n) == sizeof(lit) - 1 && strncasecmp((s), (lit), sizeof(lit) - 1) == 0)
+#define NAME_IS(s, n, lit)                                                                         \
+    ((n) == sizeof(lit) - 1 && strncasecmp((s), (lit), sizeof(lit) - 1) == 0)
 
 int hp_head_parse(char *h, size_t n, struct hp_kv *kv, unsigned kv_cap, struct hp_request *req,
                   const char **msg)

@@ -167,7 +167,8 @@ static int is_usage_only_chunk(const char *data, size_t dlen)
             return 0;
         if (m[1].val_len == 0 || ch[0] != '[')
             return 1; /* no choices, or not an array: json_array_size is 0 */
-        while (k < m[1].val_len && (ch[k] == ' ' || ch[k] == '\t' || ch[k] == '\n' || ch[k] == '\r'))
+        while (k < m[1].val_len &&
+               (ch[k] == ' ' || ch[k] == '\t' || ch[k] == '\n' || ch[k] == '\r'))
             k++;
         return k < m[1].val_len && ch[k] == ']';
     }
