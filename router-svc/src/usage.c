@@ -143,8 +143,9 @@ static int64_t nested_count(const char *text, const struct rt_json_member *obj, 
 }
 
 /* rt_usage_from_json without building a tree: the scanner validates the whole body and finds
- * "usage"; its members are read from the bytes. Returns 0 (done), or TG_EINVAL when the body is
- * outside what the scanner handles (the caller parses it with jansson). */
+ * "usage"; its members are read from the bytes. *out is zeroed first (no usage object: zeros).
+ * Returns 0 (done), or TG_EINVAL when the body is outside what the scanner handles (the caller
+ * parses it with jansson). */
 static int usage_scan(enum rt_api api, const char *body, size_t len, struct rt_usage *out)
 {
     const struct usage_shape *sh = shape_of(api);
@@ -154,6 +155,7 @@ static int usage_scan(enum rt_api api, const char *body, size_t len, struct rt_u
     int present = 0, unused = 0;
     size_t nm = 2;
 
+    memset(out, 0, sizeof(*out));
     if (rt_json_scan_object(body, len, top, 1, NULL) != 0)
         return TG_EINVAL;
     if (top[0].val_len == 0 || body[top[0].val_off] != '{')
