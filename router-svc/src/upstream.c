@@ -63,7 +63,8 @@ int up_resp_append(struct slot *s, const char *p, size_t n)
     if (n == 0)
         return 0;
     if (s->resp_len + n + 1 > s->resp_alloc) {
-        size_t want = s->resp_alloc ? s->resp_alloc : 4096;
+        /* first 1 KiB: a short answer's buffer stays within malloc's per-thread cache */
+        size_t want = s->resp_alloc ? s->resp_alloc : 1024;
         char *nb;
 
         while (want < s->resp_len + n + 1)
