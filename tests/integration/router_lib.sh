@@ -20,8 +20,12 @@ rt_die() {
     exit 1
 }
 
+# shellcheck source=tests/lib/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/ports.sh"
+
+# rt_free_port: a loopback port reserved for this script until it exits (tests/lib/ports.sh).
 rt_free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+    tg_port_take "${RT_DIR:?rt_init first}/ports.list"
 }
 
 rt_randkey() { echo "sk-$1-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"; }
@@ -42,6 +46,7 @@ rt_cleanup() {
             kill -KILL "$p" 2>/dev/null || true
         fi
     done
+    tg_ports_release "$RT_DIR/ports.list"
     return 0
 }
 

@@ -44,8 +44,12 @@ sp_die() {
     exit 1
 }
 
+# shellcheck source=tests/lib/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/ports.sh"
+
+# sp_free_port: a loopback port reserved for this script until it exits (tests/lib/ports.sh).
 sp_free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+    tg_port_take "${SP_DIR:?sp_init first}/ports.list"
 }
 
 sp_cleanup() {
@@ -64,6 +68,7 @@ sp_cleanup() {
     if declare -F tg_services_stop_all >/dev/null; then
         tg_services_stop_all >/dev/null 2>&1
     fi
+    tg_ports_release "$SP_DIR/ports.list"
     if [ "${SP_KEEP:-0}" != 1 ]; then
         rm -rf "$SP_DIR"
     fi

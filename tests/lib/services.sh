@@ -50,7 +50,8 @@
 TG_SOURCE_DIR=${TG_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 TG_BUILD_DIR=${TG_BUILD_DIR:-$TG_SOURCE_DIR/build/local}
 TG_PG_BIN=${TG_PG_BIN:-/usr/lib/postgresql/15/bin}
-TG_PORTS_DIR=${TG_PORTS_DIR:-/tmp/tollgate-ports}
+# shellcheck source=tests/lib/ports.sh
+. "$TG_SOURCE_DIR/tests/lib/ports.sh"
 TG_START_TIMEOUT_S=${TG_START_TIMEOUT_S:-60}
 export TG_SOURCE_DIR TG_BUILD_DIR
 
@@ -87,16 +88,6 @@ _tg_sleep() {
         rm -f "$fifo"
     fi
     read -r -t "$1" -u "$_TG_SLEEP_FD" _ || true
-}
-
-# _tg_alive PID: 0 when the process exists and is not a zombie.
-_tg_alive() {
-    local pid=$1 line state
-    [ -n "$pid" ] && [ -e "/proc/$pid" ] || return 1
-    { read -r line <"/proc/$pid/stat"; } 2>/dev/null || return 1
-    state=${line##*) }
-    state=${state%% *}
-    [ -n "$state" ] && [ "$state" != "Z" ] && [ "$state" != "X" ]
 }
 
 _tg_log_tail() {
@@ -141,58 +132,10 @@ _tg_unregister() {
     mv -f "$f.tmp" "$f"
 }
 
-# _tg_port_busy PORT: 0 when any TCP socket uses PORT locally (listening or not).
-_tg_port_busy() {
-    local out
-    out=$(ss -tanH "( sport = :$1 )" 2>/dev/null) || return 0
-    [ -n "$out" ]
-}
-
-# _tg_port_reserve PORT: 0 when this state dir now holds the reservation of PORT.
-_tg_port_reserve() {
-    local port=$1 d owner
-    d=$TG_PORTS_DIR/$port
-    mkdir -p "$TG_PORTS_DIR" 2>/dev/null || true
-    chmod 1777 "$TG_PORTS_DIR" 2>/dev/null || true
-    if ! mkdir "$d" 2>/dev/null; then
-        # Reclaim a reservation whose owner shell is gone.
-        owner=$(cat "$d/owner" 2>/dev/null || true)
-        if [ -n "$owner" ] && ! _tg_alive "$owner"; then
-            rm -rf "$d"
-            mkdir "$d" 2>/dev/null || return 1
-        else
-            return 1
-        fi
-    fi
-    printf '%s\n' "$$" >"$d/owner"
-    printf '%s\n' "$port" >>"$TG_STATE_DIR/ports.list"
-}
-
-_tg_port_release() {
-    local port=$1 d
-    d=$TG_PORTS_DIR/$port
-    if [ "$(cat "$d/owner" 2>/dev/null || true)" = "$$" ]; then
-        rm -rf "$d"
-    fi
-}
-
 # tg_port_pick: print a free, reserved port in 20000-31999 (below the ephemeral range).
 tg_port_pick() {
-    local i port
     _tg_need_init || return 1
-    for ((i = 0; i < 200; i++)); do
-        port=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
-        _tg_port_busy "$port" && continue
-        _tg_port_reserve "$port" || continue
-        if _tg_port_busy "$port"; then
-            _tg_port_release "$port"
-            continue
-        fi
-        printf '%s\n' "$port"
-        return 0
-    done
-    _tg_log "no free port found in 20000-31999"
-    return 1
+    tg_port_take "$TG_STATE_DIR/ports.list"
 }
 
 # _tg_port_fixed PORT: reserve a port that was asked for explicitly; fail loudly if taken.
@@ -205,7 +148,7 @@ _tg_port_fixed() {
         _tg_log "port $port is already in use: $out"
         return 1
     fi
-    _tg_port_reserve "$port" || true
+    _tg_port_reserve "$port" "$TG_STATE_DIR/ports.list" || true
     printf '%s\n' "$port"
 }
 
@@ -1223,12 +1166,7 @@ tg_services_stop_all() {
         done <"$TG_STATE_DIR/dirs.list"
         : >"$TG_STATE_DIR/dirs.list"
     fi
-    if [ -f "$TG_STATE_DIR/ports.list" ]; then
-        while read -r p; do
-            [ -n "$p" ] && _tg_port_release "$p"
-        done <"$TG_STATE_DIR/ports.list"
-        : >"$TG_STATE_DIR/ports.list"
-    fi
+    tg_ports_release "$TG_STATE_DIR/ports.list"
     unset TG_REDIS_HOST TG_REDIS_PORT TG_REDIS_URL TG_PG_PORT TG_PG_DSN TG_KAFKA_BROKERS \
         TG_KAFKA_CTL TG_KAFKA_KIND TG_FAKE_LLM_URL _TG_REDIS_PID _TG_PG_PID _TG_KAFKA_PID \
         _TG_FAKELLM_PID _TG_KAFKA_NODES TG_KAFKA_SASL_BROKERS TG_KAFKA_CA TG_KAFKA_SASL_USER \
