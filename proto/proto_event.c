@@ -175,11 +175,15 @@ static const unsigned char esc_width[256] = {
 static const char esc_short[256] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r',
                                     ['\t'] = 't', ['"'] = '"',  ['\\'] = '\\'};
 
-/* Writer into a fixed buffer; keeps counting past the end so the caller learns the full size. */
+/* Writer into a fixed buffer; keeps counting past the end so the caller learns the full size.
+ * In direct mode the strings are the caller's own fields, not yet cleaned: the first one that
+ * is not ASCII ending within its capacity sets bail, and the caller goes the cleaning way. */
 struct jw {
     char *buf;
     size_t cap; /* bytes that may be written */
     size_t len; /* bytes the whole object needs so far */
+    int direct; /* strings are the caller's, unchecked */
+    int bail;   /* direct mode met a string it cannot write as it is */
 };
 
 static inline void jw_put(struct jw *w, const char *s, size_t n)
@@ -191,9 +195,11 @@ static inline void jw_put(struct jw *w, const char *s, size_t n)
 
 #define JW_LIT(w, lit) jw_put((w), (lit), sizeof(lit) - 1)
 
-/* 1 when none of the 8 bytes in x needs an escape in a JSON string (a control byte, '"' or
- * '\\'): the exact "some byte is below n" and "some byte equals c" word tests. */
-static inline int word_plain(uint64_t x)
+/* The bytes of x (little-endian order) that a JSON string cannot carry as they are — a control
+ * byte, '"' or '\\' — or that are above 0x7f, marked by their high bit; 0 when there are none.
+ * Only the lowest marked byte is exact (a borrow may mark bytes above it), which is the one the
+ * writer wants. A NUL counts as a control byte, so a string's end is always found here. */
+static inline uint64_t word_special(uint64_t x)
 {
     uint64_t ctl = (x - ONES * 0x20) & ~x & HIGHS;
     uint64_t q = x ^ (ONES * '"');
@@ -201,30 +207,51 @@ static inline int word_plain(uint64_t x)
 
     q = (q - ONES) & ~q & HIGHS;
     b = (b - ONES) & ~b & HIGHS;
-    return (ctl | q | b) == 0;
+    return ctl | q | b | (x & HIGHS);
 }
 
-static void jw_str(struct jw *w, const char *s)
+/* Write the string field s of cap bytes (read up to its NUL, never at or past s + cap). */
+static void jw_str(struct jw *w, const char *s, size_t cap)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)s;
+    const unsigned char *end = p + cap;
     const unsigned char *run = p;
-    const unsigned char *end = p + strlen(s);
 
     jw_put(w, "\"", 1);
-    while (p < end) {
+    for (;;) {
         unsigned char c;
         char e[6];
         uint64_t x;
 
         if (end - p >= 8) {
+            uint64_t m;
+
             memcpy(&x, p, 8);
-            if (word_plain(x)) {
+            m = word_special(x);
+            if (m == 0) {
                 p += 8;
                 continue;
             }
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            p += (unsigned)__builtin_ctzll(m) >> 3; /* to the first byte that is not plain */
+#endif
+
+        } else if (p == end) { /* no NUL within the field: only the caller's own fields lack one */
+            w->bail = 1;
+            break;
         }
-        c = *p++;
+        c = *p;
+        if (c == '\0')
+            break;
+        p++;
+        if (c >= 0x80) {
+            if (w->direct) { /* well-formed or not: the cleaning way decides */
+                w->bail = 1;
+                break;
+            }
+            continue; /* well-formed UTF-8 after utf8_clean */
+        }
         if (esc_width[c] == 1)
             continue;
         jw_put(w, (const char *)run, (size_t)(p - 1 - run));
@@ -242,19 +269,25 @@ static void jw_str(struct jw *w, const char *s)
             jw_put(w, e, 6);
         }
     }
-    jw_put(w, (const char *)run, (size_t)(end - run));
+    jw_put(w, (const char *)run, (size_t)(p - run));
     jw_put(w, "\"", 1);
 }
 
 static void jw_i64(struct jw *w, int64_t v)
 {
     char tmp[TG_U64_DEC_MAX + 1];
+    char *dst = tmp;
     size_t n = 0;
 
+    if (w->len + sizeof(tmp) <= w->cap)
+        dst = w->buf + w->len; /* room for the longest: written in place */
     if (v < 0)
-        tmp[n++] = '-';
-    n += tg_u64_dec(tmp + n, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
-    jw_put(w, tmp, n);
+        dst[n++] = '-';
+    n += tg_u64_dec(dst + n, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
+    if (dst == tmp)
+        jw_put(w, tmp, n);
+    else
+        w->len += n;
 }
 
 /* Escaped size of a string (quotes excluded). */
@@ -390,64 +423,85 @@ static void encode_prepare(struct proto_event *w, const struct proto_event *ev)
         w->trace_id[0] = '\0';
 }
 
-static void encode_write(struct jw *w, const struct proto_event *e)
+/* 1 when the field s of cap bytes holds n lowercase hex digits and its end (key_hash, trace_id,
+ * written only then). In direct mode an unterminated field bails: cut to its cap, which only
+ * the cleaning way does, it may become valid. */
+static int jw_hex_ok(struct jw *w, const char *s, size_t cap, size_t n)
 {
+    if (proto_is_lower_hex(s, n))
+        return 1;
+    if (w->direct && strnlen(s, cap) == cap)
+        w->bail = 1;
+    return 0;
+}
+
+/* Write e as JSON, normalising every value as encode_prepare does (idempotent on its output),
+ * so that e may be the caller's own event (direct mode) or the cleaned working copy. call_id is
+ * passed apart: lowercased and checked by the caller. */
+static void encode_write(struct jw *w, const struct proto_event *e, const char *call_id)
+{
+    uint32_t trail_len = e->trail_len > PROTO_TRAIL_MAX ? PROTO_TRAIL_MAX : e->trail_len;
+    uint32_t tags_len = e->tags_len > PROTO_TAGS_MAX ? PROTO_TAGS_MAX : e->tags_len;
+
     JW_LIT(w, "{\"v\":");
-    jw_i64(w, e->v);
+    jw_i64(w, PROTO_EVENT_VERSION);
     if (e->kind == PROTO_KIND_COOLDOWN)
         JW_LIT(w, ",\"kind\":\"cooldown\"");
     else
         JW_LIT(w, ",\"kind\":\"request\"");
     JW_LIT(w, ",\"call_id\":");
-    jw_str(w, e->call_id);
+    jw_str(w, call_id, PROTO_CALL_ID_CAP);
     JW_LIT(w, ",\"ts_start_ms\":");
-    jw_i64(w, e->ts_start_ms);
+    jw_i64(w, nonneg(e->ts_start_ms));
     JW_LIT(w, ",\"ts_end_ms\":");
-    jw_i64(w, e->ts_end_ms);
+    jw_i64(w, nonneg(e->ts_end_ms));
     JW_LIT(w, ",\"endpoint\":");
-    jw_str(w, e->endpoint);
+    jw_str(w, e->endpoint, sizeof(e->endpoint));
     if (e->stream)
         JW_LIT(w, ",\"stream\":true");
     else
         JW_LIT(w, ",\"stream\":false");
     JW_LIT(w, ",\"key_hash\":");
-    jw_str(w, e->key_hash);
+    if (jw_hex_ok(w, e->key_hash, sizeof(e->key_hash), 64))
+        jw_str(w, e->key_hash, sizeof(e->key_hash));
+    else
+        JW_LIT(w, "\"\"");
     JW_LIT(w, ",\"key_alias\":");
-    jw_str(w, e->key_alias);
+    jw_str(w, e->key_alias, sizeof(e->key_alias));
     JW_LIT(w, ",\"team_id\":");
-    jw_str(w, e->team_id);
+    jw_str(w, e->team_id, sizeof(e->team_id));
     JW_LIT(w, ",\"user_id\":");
-    jw_str(w, e->user_id);
+    jw_str(w, e->user_id, sizeof(e->user_id));
     JW_LIT(w, ",\"end_user\":");
-    jw_str(w, e->end_user);
+    jw_str(w, e->end_user, sizeof(e->end_user));
     JW_LIT(w, ",\"model_requested\":");
-    jw_str(w, e->model_requested);
+    jw_str(w, e->model_requested, sizeof(e->model_requested));
     JW_LIT(w, ",\"model_group\":");
-    jw_str(w, e->model_group);
+    jw_str(w, e->model_group, sizeof(e->model_group));
     JW_LIT(w, ",\"deployment_id\":");
-    jw_str(w, e->deployment_id);
+    jw_str(w, e->deployment_id, sizeof(e->deployment_id));
     JW_LIT(w, ",\"provider\":");
-    jw_str(w, e->provider);
+    jw_str(w, e->provider, sizeof(e->provider));
     JW_LIT(w, ",\"model\":");
-    jw_str(w, e->model);
+    jw_str(w, e->model, sizeof(e->model));
     JW_LIT(w, ",\"status\":");
-    jw_i64(w, e->status);
+    jw_i64(w, http_status_norm(e->status));
     JW_LIT(w, ",\"error_class\":");
-    jw_str(w, e->error_class);
+    jw_str(w, e->error_class, sizeof(e->error_class));
     JW_LIT(w, ",\"prompt_tokens\":");
-    jw_i64(w, e->prompt_tokens);
+    jw_i64(w, nonneg(e->prompt_tokens));
     JW_LIT(w, ",\"completion_tokens\":");
-    jw_i64(w, e->completion_tokens);
+    jw_i64(w, nonneg(e->completion_tokens));
     JW_LIT(w, ",\"cost_nusd\":");
-    jw_i64(w, e->cost_nusd);
+    jw_i64(w, nonneg(e->cost_nusd));
     JW_LIT(w, ",\"latency_ms\":");
-    jw_i64(w, e->latency_ms);
+    jw_i64(w, nonneg(e->latency_ms));
     JW_LIT(w, ",\"ttft_ms\":");
-    jw_i64(w, e->ttft_ms);
+    jw_i64(w, nonneg(e->ttft_ms));
     JW_LIT(w, ",\"attempts\":");
-    jw_i64(w, e->attempts);
+    jw_i64(w, e->attempts < 0 ? 0 : e->attempts);
     JW_LIT(w, ",\"fallbacks\":");
-    jw_i64(w, e->fallbacks);
+    jw_i64(w, e->fallbacks < 0 ? 0 : e->fallbacks);
     if (e->cache_read_tokens > 0) {
         JW_LIT(w, ",\"cache_read_tokens\":");
         jw_i64(w, e->cache_read_tokens);
@@ -463,35 +517,35 @@ static void encode_write(struct jw *w, const struct proto_event *e)
     if (e->price_unknown)
         JW_LIT(w, ",\"price_unknown\":true");
     JW_LIT(w, ",\"trail\":[");
-    for (uint32_t i = 0; i < e->trail_len; i++) {
+    for (uint32_t i = 0; i < trail_len; i++) {
         const struct proto_attempt *a = &e->trail[i];
 
         if (i > 0)
             JW_LIT(w, ",");
         JW_LIT(w, "{\"group\":");
-        jw_str(w, a->group);
+        jw_str(w, a->group, sizeof(a->group));
         JW_LIT(w, ",\"deployment_id\":");
-        jw_str(w, a->deployment_id);
+        jw_str(w, a->deployment_id, sizeof(a->deployment_id));
         JW_LIT(w, ",\"status\":");
-        jw_i64(w, a->http_status);
+        jw_i64(w, http_status_norm(a->http_status));
         JW_LIT(w, ",\"error_class\":");
-        jw_str(w, a->error_class);
+        jw_str(w, a->error_class, sizeof(a->error_class));
         JW_LIT(w, ",\"latency_ms\":");
         jw_i64(w, a->latency_ms);
         JW_LIT(w, ",\"message\":");
-        jw_str(w, a->message);
+        jw_str(w, a->message, sizeof(a->message));
         JW_LIT(w, "}");
     }
     JW_LIT(w, "],\"tags\":[");
-    for (uint32_t i = 0; i < e->tags_len; i++) {
+    for (uint32_t i = 0; i < tags_len; i++) {
         if (i > 0)
             JW_LIT(w, ",");
-        jw_str(w, e->tags[i]);
+        jw_str(w, e->tags[i], PROTO_TAG_CAP);
     }
     JW_LIT(w, "]");
-    if (e->trace_id[0] != '\0') {
+    if (jw_hex_ok(w, e->trace_id, sizeof(e->trace_id), 32)) {
         JW_LIT(w, ",\"trace_id\":");
-        jw_str(w, e->trace_id);
+        jw_str(w, e->trace_id, sizeof(e->trace_id));
     }
     JW_LIT(w, "}");
 }
@@ -535,33 +589,68 @@ static size_t encode_shorten(struct proto_event *e, size_t excess)
     return excess;
 }
 
-int proto_event_encode(const struct proto_event *ev, char *out, size_t outcap, size_t *outlen)
+int proto_event_encode_cleaned(const struct proto_event *ev, char *out, size_t *outlen)
 {
     struct proto_event work;
     struct jw w;
+
+    encode_prepare(&work, ev); /* sets every field encode_write and encode_shorten read */
+    if (!proto_is_uuid(work.call_id))
+        return TG_EINVAL;
+    w.buf = out;
+    w.cap = TG_EVENT_MAX_BYTES;
+    w.len = 0;
+    w.direct = 0;
+    w.bail = 0;
+    encode_write(&w, &work, work.call_id);
+    if (w.len > TG_EVENT_MAX_BYTES) {
+        if (encode_shorten(&work, w.len - TG_EVENT_MAX_BYTES) != 0)
+            return TG_ETOOBIG; /* unreachable with the caps in proto_event.h */
+        w.len = 0;
+        encode_write(&w, &work, work.call_id);
+        if (w.len > TG_EVENT_MAX_BYTES)
+            return TG_ETOOBIG;
+    }
+    out[w.len] = '\0';
+    *outlen = w.len;
+    return 0;
+}
+
+int proto_event_encode(const struct proto_event *ev, char *out, size_t outcap, size_t *outlen)
+{
+    char call_id[PROTO_CALL_ID_CAP];
+    size_t n;
+    size_t len;
+    int rc;
 
     if (ev == NULL || out == NULL || outcap < TG_EVENT_MAX_BYTES + 1)
         return TG_EINVAL;
     if (ev->kind != PROTO_KIND_REQUEST && ev->kind != PROTO_KIND_COOLDOWN)
         return TG_EINVAL;
-    encode_prepare(&work, ev); /* sets every field encode_write and encode_shorten read */
-    if (!proto_is_uuid(work.call_id))
-        return TG_EINVAL;
 
-    w.buf = out;
-    w.cap = TG_EVENT_MAX_BYTES;
-    w.len = 0;
-    encode_write(&w, &work);
-    if (w.len > TG_EVENT_MAX_BYTES) {
-        if (encode_shorten(&work, w.len - TG_EVENT_MAX_BYTES) != 0)
-            return TG_ETOOBIG; /* unreachable with the caps in proto_event.h */
-        w.len = 0;
-        encode_write(&w, &work);
-        if (w.len > TG_EVENT_MAX_BYTES)
-            return TG_ETOOBIG;
+    /* Every event the router builds: fields already ASCII and terminated, and the whole within
+     * the cap. Written straight from ev in one pass, byte for byte what the cleaning way writes
+     * (the proto_encode fuzz target compares the two). */
+    n = strnlen(ev->call_id, sizeof(ev->call_id));
+    if (n < sizeof(call_id)) {
+        memcpy(call_id, ev->call_id, n + 1);
+        proto_uuid_lower(call_id);
+        if (proto_is_uuid(call_id)) {
+            struct jw w = {.buf = out, .cap = TG_EVENT_MAX_BYTES, .direct = 1};
+
+            encode_write(&w, ev, call_id);
+            if (!w.bail && w.len <= TG_EVENT_MAX_BYTES) {
+                out[w.len] = '\0';
+                if (outlen != NULL)
+                    *outlen = w.len;
+                return 0;
+            }
+        }
     }
-    out[w.len] = '\0';
-    if (outlen != NULL)
-        *outlen = w.len;
-    return 0;
+    /* Anything else: a cleaned working copy (UTF-8 repaired, strings cut to their caps), written,
+     * and shortened when escaping made it too large. */
+    rc = proto_event_encode_cleaned(ev, out, &len);
+    if (rc == 0 && outlen != NULL)
+        *outlen = len;
+    return rc;
 }

@@ -101,6 +101,9 @@ int proto_event_add_tag(struct proto_event *ev, const char *tag);
 
 /* proto_event_encode: canonical JSON for ev into out (outcap >= TG_EVENT_MAX_BYTES + 1),
  * NUL-terminated, length in *outlen. No allocation, no jansson: a hand-written writer into out.
+ * An event whose strings are all ASCII and end within their fields (every event router-svc
+ * builds) is written straight from ev in one pass; any other goes through a cleaned copy first.
+ * Both ways give the same bytes.
  *
  * Every string is read at most up to its field capacity (an unterminated array is safe), invalid
  * UTF-8 is replaced by U+FFFD and the result cut at a character boundary to the field cap; the

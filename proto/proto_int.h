@@ -12,4 +12,10 @@ int proto_is_uuid(const char *s);
 /* The UUID s in lowercase, in place (the canonical text, RFC 9562). */
 void proto_uuid_lower(char *s);
 
+struct proto_event;
+/* proto_event_encode without its direct pass: every string cleaned into a working copy first.
+ * What proto_event_encode does with an event its direct pass declines; tests compare the two.
+ * out holds TG_EVENT_MAX_BYTES + 1 bytes. */
+int proto_event_encode_cleaned(const struct proto_event *ev, char *out, size_t *outlen);
+
 #endif

@@ -1,6 +1,8 @@
 /* libFuzzer target for proto_event_encode: the input bytes become the raw struct (so strings
  * may lack their NUL, counters may be negative or huge), with only kind and call_id made
- * valid. Properties: encoding succeeds, never exceeds TG_EVENT_MAX_BYTES, and decodes. */
+ * valid (in upper case when the first byte says so). Properties: encoding succeeds, never
+ * exceeds TG_EVENT_MAX_BYTES, decodes, and is byte for byte what the cleaning way writes (the
+ * direct pass that takes ASCII events must not differ from it on anything it accepts). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -8,6 +10,7 @@
 #include <string.h>
 
 #include "proto_event.h"
+#include "proto_int.h"
 #include "tg_err.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -15,9 +18,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char call_id[] = "0190b3e2-7c1a-7b3e-8f00-123456789abc";
+    static const char call_id_upper[] = "0190B3E2-7C1A-7B3E-8F00-123456789ABC";
     struct proto_event ev;
     struct proto_event dec;
     char out[TG_EVENT_MAX_BYTES + 1];
+    char cleaned[TG_EVENT_MAX_BYTES + 1];
+    size_t cleanedlen = 0;
     char reason[256];
     size_t outlen = 0;
     int rc;
@@ -25,10 +31,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&ev, 0, sizeof(ev));
     memcpy(&ev, data, size < sizeof(ev) ? size : sizeof(ev));
     ev.kind = (size > 0 && (data[0] & 1)) ? PROTO_KIND_COOLDOWN : PROTO_KIND_REQUEST;
-    memcpy(ev.call_id, call_id, sizeof(call_id));
+    if (size > 0 && (data[0] & 2))
+        memcpy(ev.call_id, call_id_upper, sizeof(call_id_upper));
+    else
+        memcpy(ev.call_id, call_id, sizeof(call_id));
     rc = proto_event_encode(&ev, out, sizeof(out), &outlen);
     if (rc != 0 || outlen > TG_EVENT_MAX_BYTES || strlen(out) != outlen) {
         fprintf(stderr, "proto_encode_fuzz: encode rc=%d len=%zu\n", rc, outlen);
+        abort();
+    }
+    rc = proto_event_encode_cleaned(&ev, cleaned, &cleanedlen);
+    if (rc != 0 || cleanedlen != outlen || memcmp(cleaned, out, outlen) != 0) {
+        fprintf(stderr, "proto_encode_fuzz: direct and cleaned encodings differ (rc=%d)\n%s\n%s\n",
+                rc, out, cleaned);
         abort();
     }
     rc = proto_event_decode(out, outlen, &dec, reason, sizeof(reason));

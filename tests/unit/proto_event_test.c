@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "proto_event.h"
+#include "proto_int.h"
 #include "tg_err.h"
 
 #define CALL_ID "0190b3e2-7c1a-7b3e-8f00-123456789abc"
@@ -526,6 +527,81 @@ static void test_encode_fast_paths_match_reference(void **state)
     }
 }
 
+/* Encode ev both ways, the direct pass (proto_event_encode) and the cleaning way; they must
+ * agree byte for byte. */
+static void encode_both_agree(const struct proto_event *ev)
+{
+    char out[TG_EVENT_MAX_BYTES + 1], ref[TG_EVENT_MAX_BYTES + 1];
+    size_t outlen = 0, reflen = 0;
+    int rc = proto_event_encode(ev, out, sizeof(out), &outlen);
+    int rrc = proto_event_encode_cleaned(ev, ref, &reflen);
+
+    assert_int_equal(rc, rrc);
+    if (rc != 0)
+        return;
+    if (outlen != reflen || memcmp(out, ref, outlen) != 0)
+        fail_msg("direct pass and cleaning way differ:\n%s\n%s", out, ref);
+}
+
+/* The direct pass writes an ASCII event straight from the caller's fields; whatever it accepts
+ * must come out as the cleaning way writes it. Events of ASCII bytes (control characters, quotes
+ * and backslashes included) with NULs strewn about, so fields end anywhere or not at all, and
+ * the cases at the edges: a key_hash or trace_id that becomes valid only when cut to its cap
+ * (found by the proto_encode fuzz target), an upper-case call_id, escapes past the 4 KiB cap. */
+static void test_direct_pass_matches_cleaned(void **state)
+{
+    struct proto_event ev;
+
+    (void)state;
+    for (int n = 0; n < RANDOM_EVENTS; n++) {
+        unsigned char *raw = (unsigned char *)&ev;
+        unsigned nul = 4u + (unsigned)(rng() % 60);
+
+        for (size_t i = 0; i < sizeof(ev); i++)
+            raw[i] = (rng() % nul == 0) ? 0 : (unsigned char)(1 + rng() % 0x7f);
+        ev.kind = (enum proto_kind)(rng() % 2);
+        memcpy(ev.call_id, CALL_ID, sizeof(CALL_ID));
+        if (rng() % 3 == 0)
+            ev.trail_len = (uint32_t)(rng() % (PROTO_TRAIL_MAX + 2));
+        if (rng() % 3 == 0)
+            ev.tags_len = (uint32_t)(rng() % (PROTO_TAGS_MAX + 2));
+        if (rng() % 4 == 0)
+            memset(ev.key_hash, 'a' + (int)(rng() % 6), 64);
+        if (rng() % 4 == 0)
+            memset(ev.trace_id, '0' + (int)(rng() % 10), 32);
+        encode_both_agree(&ev);
+    }
+
+    base_event(&ev);
+    encode_both_agree(&ev);
+    memset(ev.key_hash, 'b', sizeof(ev.key_hash)); /* 65 hex digits, no NUL: cut, it is valid */
+    encode_both_agree(&ev);
+    base_event(&ev);
+    memset(ev.trace_id, 'c', sizeof(ev.trace_id)); /* 33 hex digits, no NUL */
+    encode_both_agree(&ev);
+    base_event(&ev);
+    memcpy(ev.call_id, "0190B3E2-7C1A-7B3E-8F00-123456789ABC", sizeof(ev.call_id));
+    encode_both_agree(&ev);
+    base_event(&ev);
+    memset(ev.model, 'm', sizeof(ev.model)); /* no NUL: cut to 128 bytes */
+    encode_both_agree(&ev);
+    base_event(&ev);
+    ev.trail_len = PROTO_TRAIL_MAX;
+    for (int i = 0; i < PROTO_TRAIL_MAX; i++) {
+        memset(ev.trail[i].message, 0x01, PROTO_MESSAGE_CAP - 1); /* 6 bytes each escaped */
+        ev.trail[i].message[PROTO_MESSAGE_CAP - 1] = '\0';
+    }
+    ev.tags_len = PROTO_TAGS_MAX;
+    for (int i = 0; i < PROTO_TAGS_MAX; i++) {
+        memset(ev.tags[i], 0x02, PROTO_TAG_CAP - 1);
+        ev.tags[i][PROTO_TAG_CAP - 1] = '\0';
+    }
+    encode_both_agree(&ev); /* over the cap: shortened by the cleaning way */
+    base_event(&ev);
+    strcpy(ev.team_id, "caf\xc3\xa9 \xff"); /* not ASCII: the cleaning way */
+    encode_both_agree(&ev);
+}
+
 /* The proof that the bound always holds: the encoder may shorten every free-text field down to
  * nothing, so it always fits if the part it never shortens fits. Build that part at its worst
  * (endpoint of control characters, every number at its longest, 4 trail entries, 8 tags,
@@ -927,6 +1003,7 @@ int main(void)
         cmocka_unit_test(test_adversarial_fill_stays_in_bound),
         cmocka_unit_test(test_random_events_round_trip),
         cmocka_unit_test(test_encode_fast_paths_match_reference),
+        cmocka_unit_test(test_direct_pass_matches_cleaned),
         cmocka_unit_test(test_unshortenable_part_worst_case_fits),
         cmocka_unit_test(test_shorten_order_trail_messages_oldest_first),
         cmocka_unit_test(test_str_set_cuts_at_character),
