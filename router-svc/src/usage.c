@@ -639,17 +639,23 @@ static int js_string(struct jscan *s, int *escaped)
         unsigned char c;
 
         /* plain bytes eight at a time: a word is plain when no byte is a quote, a backslash,
-         * below 0x20 or from 0x80 (the has-zero-byte test has no false negatives; a false
-         * positive only sends the word to the byte loop) */
+         * below 0x20 or from 0x80. The has-zero-byte test marks the lowest such byte exactly
+         * (a borrow can only mark bytes above it), so a word that is not plain is left at its
+         * first special byte. */
         while (i + 8 <= n) {
             const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
-            uint64_t v, q, b;
+            uint64_t v, q, b, m;
 
             memcpy(&v, p + i, 8);
             q = v ^ (ones * '"');
             b = v ^ (ones * '\\');
-            if ((((q - ones) & ~q) | ((b - ones) & ~b) | (v - ones * 0x20) | v) & highs)
+            m = (((q - ones) & ~q) | ((b - ones) & ~b) | (v - ones * 0x20) | v) & highs;
+            if (m != 0) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                i += (unsigned)__builtin_ctzll(m) >> 3;
+#endif
                 break;
+            }
             i += 8;
         }
         while (i < n && js_plain[(unsigned char)p[i]])
