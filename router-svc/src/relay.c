@@ -336,8 +336,8 @@ static int passed_through(const struct rt_call *c)
  * usage (what it would do anyway, at a fraction of the cost). */
 static int plain_chunk(const struct rt_call *c, const char *raw, size_t rl)
 {
-    return passed_through(c) && c->wire.api == RT_API_CHAT && !rt_usage_mentioned(raw, rl) &&
-           !rt_word_in(raw, rl, "[DONE]", 6);
+    return passed_through(c) && c->wire.api == RT_API_CHAT &&
+           !rt_word_at_in(raw, rl, "usage", 5, 3) && !rt_word_at_in(raw, rl, "[DONE]", 6, 1);
 }
 
 /* One OpenAI (or Anthropic) event of the wire API, raw[0, rl): usage read, passed on,

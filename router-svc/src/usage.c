@@ -348,19 +348,33 @@ void rt_sse_usage_fini(struct rt_sse_usage *p)
     p->line_cap = 0; /* a finished parser ignores further bytes */
 }
 
-int rt_word_in(const char *data, size_t len, const char *word, size_t wlen)
+int rt_word_at_in(const char *data, size_t len, const char *word, size_t wlen, size_t at)
 {
-    const char *p = data, *end = data + len;
+    const char *p, *end = data + len;
 
     if (wlen == 0)
         return 1;
-    while ((size_t)(end - p) >= wlen &&
-           (p = memchr(p, word[0], (size_t)(end - p) - wlen + 1)) != NULL) {
-        if (memcmp(p + 1, word + 1, wlen - 1) == 0)
+    if (len < wlen)
+        return 0;
+    /* word[at] can only be at data[at, len - wlen + at] */
+    p = data + at;
+    while ((p = memchr(p, word[at], (size_t)(end - wlen + at + 1 - p))) != NULL) {
+        const char *w0 = p - at;
+        size_t j = 0;
+
+        while (j < wlen && w0[j] == word[j])
+            j++;
+        if (j == wlen)
             return 1;
-        p++;
+        if (++p > end - wlen + at)
+            break;
     }
     return 0;
+}
+
+int rt_word_in(const char *data, size_t len, const char *word, size_t wlen)
+{
+    return rt_word_at_in(data, len, word, wlen, 0);
 }
 
 int rt_usage_mentioned(const char *data, size_t len)

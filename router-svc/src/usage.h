@@ -104,8 +104,13 @@ void rt_sse_usage_fini(struct rt_sse_usage *p);
 
 /* rt_word_in: 1 when data[0, len) holds word[0, wlen) (1 for an empty word). memchr for its
  * first byte, then a compare: not memmem, which costs more than it saves on the short lines of
- * a stream. */
+ * a stream. rt_word_at_in(data, len, word, wlen, 0). */
 int rt_word_in(const char *data, size_t len, const char *word, size_t wlen);
+
+/* rt_word_at_in: rt_word_in, searching for word[at] (at < wlen) rather than its first byte:
+ * the word's rarest byte in the data at hand means fewer false starts. A stream's content chunk
+ * is tested for "usage" by its 'g' and for "[DONE]" by its 'D'. */
+int rt_word_at_in(const char *data, size_t len, const char *word, size_t wlen, size_t at);
 
 /* rt_usage_mentioned: 1 when data[0, len) holds the word "usage" (a cheap test before a JSON
  * parse). */

@@ -14,8 +14,8 @@
  *  - rt_usage_from_json answers 0 or TG_EPROTO (and then a zeroed usage); its answer equals the
  *    one computed here with jansson from the rules in usage.h (the module's no-tree fast path
  *    must agree with the full parse it stands in for);
- *  - rt_word_in (the stream's "usage" and "[DONE]" tests) agrees with a byte-wise search for
- *    those words and for a word cut from the input itself, over the whole input and over a
+ *  - rt_word_in and rt_word_at_in by each byte of the word (the stream's "usage" and "[DONE]"
+ *    tests) agree with a byte-wise search for those words and for a word cut from the input, over the whole input and over a
  *    sub-range picked from its hash (never reading past the range: ASan sees the exact size). */
 #include <stddef.h>
 #include <stdint.h>
@@ -216,6 +216,14 @@ static void check_words(const char *s, size_t n, uint64_t seed)
         fail("rt_word_in: a word cut from the input is not found in it", -1, NULL, NULL);
     if (n > 1 && rt_word_in(s + 1, n - 1, s + wat, wl) != ref_word_in(s + 1, n - 1, s + wat, wl))
         fail("rt_word_in: an input word differs from a byte-wise search", -1, NULL, NULL);
+    for (size_t at = 0; at < 6; at++) {
+        if ((at < 5 && rt_word_at_in(s, n, "usage", 5, at) != ref_word_in(s, n, "usage", 5)) ||
+            rt_word_at_in(s, n, "[DONE]", 6, at) != ref_word_in(s, n, "[DONE]", 6))
+            fail("rt_word_at_in differs from a byte-wise search", -1, NULL, NULL);
+        if (at < wl && n > 1 &&
+            rt_word_at_in(s + 1, n - 1, s + wat, wl, at) != ref_word_in(s + 1, n - 1, s + wat, wl))
+            fail("rt_word_at_in: an input word differs from a byte-wise search", -1, NULL, NULL);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -743,12 +743,70 @@ static void test_word_in(void **state)
     assert_false(rt_word_in("", 0, "a", 1));
 }
 
+/* A naive reference: data[0, len) holds word[0, wlen). */
+static int naive_word_in(const char *data, size_t len, const char *word, size_t wlen)
+{
+    for (size_t i = 0; i + wlen <= len; i++) {
+        if (memcmp(data + i, word, wlen) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* rt_word_at_in by every byte of the word against the naive search: every length to 40, each
+ * word (and each cut or near miss of one) planted at every offset, over filler made of the
+ * words' own bytes so false starts abound. The data sits at the end of its own allocation, so
+ * under ASan a read past len is reported. */
+static void test_word_at_in(void **state)
+{
+    static const char alpha[] = "usage[DONE]x\"";
+    static const char *const words[] = {"usage", "[DONE]"};
+    static const char *const plants[] = {"usage", "[DONE]", "usag", "[DONE", "sage", "DONE]",
+                                         "usgae", "[D", "uusage", "[[DONE]"};
+    uint64_t r = 0x2545f4914f6cdd1dull;
+
+    (void)state;
+    for (size_t len = 0; len <= 40; len++) {
+        for (size_t pl = 0; pl < sizeof(plants) / sizeof(plants[0]); pl++) {
+            size_t plen = strlen(plants[pl]);
+
+            for (size_t at = 0; at + plen <= len; at++) {
+                for (int fill = 0; fill < 3; fill++) {
+                    char *d = malloc(len > 0 ? len : 1);
+
+                    assert_non_null(d);
+                    for (size_t i = 0; i < len; i++) {
+                        r ^= r << 13;
+                        r ^= r >> 7;
+                        r ^= r << 17;
+                        d[i] = fill == 0 ? 'x' : fill == 1 ? "gD[u"[r % 4] : alpha[r % 13];
+                    }
+                    memcpy(d + at, plants[pl], plen);
+                    for (size_t w = 0; w < 2; w++) {
+                        size_t wl = strlen(words[w]);
+                        int want = naive_word_in(d, len, words[w], wl);
+
+                        for (size_t k = 0; k < wl; k++) {
+                            if (rt_word_at_in(d, len, words[w], wl, k) != want)
+                                fail_msg("len %zu, \"%s\" at %zu, fill %d: %s by byte %zu: "
+                                         "want %d",
+                                         len, plants[pl], at, fill, words[w], k, want);
+                        }
+                    }
+                    free(d);
+                }
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_usage_mentioned),
         cmocka_unit_test(test_word_in),
+        cmocka_unit_test(test_word_at_in),
         cmocka_unit_test(test_cost),
         cmocka_unit_test(test_estimate_input),
         cmocka_unit_test(test_cost_per_usage_shape),
