@@ -640,17 +640,19 @@ void up_wake(struct rt_upstream *up)
 }
 
 /* One turn of the event loop: wait up to timeout_ms (capped by curl's deadline), then serve
- * commands, socket events and curl's timer, and report finished transfers. Loop thread. */
-static void loop_once(struct rt_upstream *up, int timeout_ms)
+ * commands, socket events and curl's timer, and report finished transfers. With poll 0 there is
+ * no wait and no socket event (the embedded owner's own wait saw none). Loop thread. */
+static void loop_once(struct rt_upstream *up, int timeout_ms, int poll)
 {
     struct epoll_event evs[RT_UPSTREAM_EVENTS_BATCH];
     int running = 0;
     int t = loop_timeout_ms(up);
-    int n;
+    int n = 0;
 
     if (timeout_ms < t)
         t = timeout_ms;
-    n = epoll_wait(up->epfd, evs, RT_UPSTREAM_EVENTS_BATCH, t);
+    if (poll)
+        n = epoll_wait(up->epfd, evs, RT_UPSTREAM_EVENTS_BATCH, t);
     for (int i = 0; i < n; i++) {
         int fd = evs[i].data.fd;
 
@@ -712,7 +714,7 @@ static void *loop_main(void *arg)
 
     pthread_setname_np(pthread_self(), "tg-upstream"); /* in top, perf and /proc/PID/task */
     while (!atomic_load(&up->stop))
-        loop_once(up, 1000);
+        loop_once(up, 1000, 1);
     loop_finish_all(up);
     return NULL;
 }
@@ -727,14 +729,14 @@ int rt_upstream_timeout_ms(const struct rt_upstream *up)
     return loop_timeout_ms(up);
 }
 
-void rt_upstream_run(struct rt_upstream *up)
+void rt_upstream_run(struct rt_upstream *up, int ready)
 {
     if (!atomic_load_explicit(&up->owner_set, memory_order_relaxed)) {
         up->owner = pthread_self();
         atomic_store_explicit(&up->owner_set, 1, memory_order_release);
     }
     up->in_curl = 1;
-    loop_once(up, 0);
+    loop_once(up, 0, ready);
     up->in_curl = 0;
 }
 
