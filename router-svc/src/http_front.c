@@ -812,7 +812,6 @@ static void *worker_main(void *arg)
     while (!atomic_load(&f->loops_stop)) {
         int t = rt_upstream_timeout_ms(w->up);
         int ht = hs_server_timeout_ms(w->srv);
-        int up_ready = 0;
         int n;
 
         if (ht >= 0 && (t < 0 || ht < t))
@@ -835,9 +834,8 @@ static void *worker_main(void *arg)
                 (void)r;
             } else if (tag >= HS_TAG_LIMIT) {
                 hs_server_event(w->admin != NULL ? hs_event_server(&evs[i]) : w->srv, &evs[i]);
-            } else if (tag == RT_FRONT_TAG_UPSTREAM) {
-                up_ready = 1; /* rt_upstream_run below */
             }
+            /* RT_FRONT_TAG_UPSTREAM: rt_upstream_run below */
         }
         if (atomic_load(&f->quiesced) && !w->quiesced) {
             hs_server_quiesce(w->srv);
@@ -854,14 +852,11 @@ static void *worker_main(void *arg)
         /* providers, then the connections their results resumed; repeated while runs resume
          * connections (a resumed request may start the next attempt), bounded per turn. The
          * events of each run go out with the responses they hold after that run, not at the
-         * end of the turn: a response waits for the completions of its own run only. The
-         * providers' sockets are looked at only when this turn's wait said they have news (a
-         * request just sent has no answer yet; the next wait reports it). */
+         * end of the turn: a response waits for the completions of its own run only. */
         for (int k = 0; k < RT_FRONT_RUNS_PER_TURN; k++) {
             int more;
 
-            rt_upstream_run(w->up, up_ready);
-            up_ready = 0;
+            rt_upstream_run(w->up);
             more = hs_server_run(w->srv);
             run_flush(w);
             if (!more)

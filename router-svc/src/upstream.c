@@ -640,19 +640,17 @@ void up_wake(struct rt_upstream *up)
 }
 
 /* One turn of the event loop: wait up to timeout_ms (capped by curl's deadline), then serve
- * commands, socket events and curl's timer, and report finished transfers. With poll 0 there is
- * no wait and no socket event (the embedded owner's own wait saw none). Loop thread. */
-static void loop_once(struct rt_upstream *up, int timeout_ms, int poll)
+ * commands, socket events and curl's timer, and report finished transfers. Loop thread. */
+static void loop_once(struct rt_upstream *up, int timeout_ms)
 {
     struct epoll_event evs[RT_UPSTREAM_EVENTS_BATCH];
     int running = 0;
     int t = loop_timeout_ms(up);
-    int n = 0;
+    int n;
 
     if (timeout_ms < t)
         t = timeout_ms;
-    if (poll)
-        n = epoll_wait(up->epfd, evs, RT_UPSTREAM_EVENTS_BATCH, t);
+    n = epoll_wait(up->epfd, evs, RT_UPSTREAM_EVENTS_BATCH, t);
     for (int i = 0; i < n; i++) {
         int fd = evs[i].data.fd;
 
@@ -714,7 +712,7 @@ static void *loop_main(void *arg)
 
     pthread_setname_np(pthread_self(), "tg-upstream"); /* in top, perf and /proc/PID/task */
     while (!atomic_load(&up->stop))
-        loop_once(up, 1000, 1);
+        loop_once(up, 1000);
     loop_finish_all(up);
     return NULL;
 }
@@ -729,14 +727,14 @@ int rt_upstream_timeout_ms(const struct rt_upstream *up)
     return loop_timeout_ms(up);
 }
 
-void rt_upstream_run(struct rt_upstream *up, int ready)
+void rt_upstream_run(struct rt_upstream *up)
 {
     if (!atomic_load_explicit(&up->owner_set, memory_order_relaxed)) {
         up->owner = pthread_self();
         atomic_store_explicit(&up->owner_set, 1, memory_order_release);
     }
     up->in_curl = 1;
-    loop_once(up, 0, ready);
+    loop_once(up, 0);
     up->in_curl = 0;
 }
 

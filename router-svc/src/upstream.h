@@ -97,16 +97,12 @@ void rt_upstream_global_fini(void);
 struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, char *err,
                                        size_t errlen);
 
-/* Embedded mode: the epoll descriptor to watch for readability (level-triggered), the longest
- * the owner may wait before calling rt_upstream_run (curl's timer, <= 1000 ms), and one
- * non-blocking turn of the loop (commands, socket events, timers, finished transfers). ready is
- * 1 when the owner's wait reported the descriptor readable since the last turn that had it: with
- * 0 the turn does not look for socket events (timers and finished transfers still run), so a
- * turn that has none to find costs no system call — what becomes ready later is reported by the
- * owner's next wait. Owner thread only. */
+/* Embedded mode: the epoll descriptor to watch for readability, the longest the owner may wait
+ * before calling rt_upstream_run (curl's timer, <= 1000 ms), and one non-blocking turn of the
+ * loop (commands, socket events, timers, finished transfers). Owner thread only. */
 int rt_upstream_fd(const struct rt_upstream *up);
 int rt_upstream_timeout_ms(const struct rt_upstream *up);
-void rt_upstream_run(struct rt_upstream *up, int ready);
+void rt_upstream_run(struct rt_upstream *up);
 
 /* rt_upstream_shutdown: refuse new transfers (submit returns TG_ECLOSED) and cancel every
  * transfer in progress (each gets on_done with TG_ECLOSED). The loop keeps running until

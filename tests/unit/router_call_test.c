@@ -292,7 +292,7 @@ static void *loop_main(void *arg)
         }
         hs_server_housekeep(L.srv);
         for (int k = 0; k < 8; k++) {
-            rt_upstream_run(L.up, 1);
+            rt_upstream_run(L.up);
             if (!hs_server_run(L.srv))
                 break;
         }
