@@ -3,7 +3,7 @@
 # tests/run's shared cluster, on topics of the test's own; started here when run alone).
 #
 #   spend_pipeline_test.sh exactly_once   50,000 events, 10 % duplicated call ids, a restart and
-#                                         a second consumer joining mid-stream
+#                                         a second consumer joining mid-stream (at half-time)
 #   spend_pipeline_test.sh pg_pause       PostgreSQL SIGSTOPped 15 s mid-stream
 #   spend_pipeline_test.sh redis_outage   Redis hung mid-stream, then restarted empty
 #   spend_pipeline_test.sh sigkill        spend-svc SIGKILLed mid-batch and restarted
@@ -55,26 +55,42 @@ small_batch_backlog() {
 
 case "$SCENARIO" in
 exactly_once)
+    # In two halves, so that the second consumer surely joins mid-stream: the first half while
+    # a restarts, the second once b holds partitions (a fixed delay raced with a's restart: on a
+    # slow host b joined after the last event, was handed partitions with nothing left in them,
+    # and inserted no row).
     sp_config "$SP_DIR/a.yaml" "$TOPIC"
     sp_config "$SP_DIR/b.yaml" "$TOPIC"
     sp_start "$SP_DIR/a.yaml" a
     A=$SP_PID
     sp_wait_ready "$SP_DIR/a.yaml" 30 || sp_die "not ready"
-    sp_log "producing 50,000 events (+10 % duplicates) at 8,000/s"
-    sp_produce --topic "$TOPIC" --count 50000 --dup-pct 10 --keys 240 --run "$RUN" \
-        --rate 8000 >"$SP_DIR/produce.out" &
+    sp_log "producing 25,000 events (+10 % duplicates) at 8,000/s"
+    sp_produce --topic "$TOPIC" --count 25000 --dup-pct 10 --keys 240 --run "$RUN" \
+        --rate 8000 >"$SP_DIR/produce1.out" &
     PROD=$!
-    sleep 2
+    sleep 1.5
     sp_log "restarting consumer a (SIGTERM)"
     sp_stop "$A"
     sp_check "spend-svc exits 0 on SIGTERM" [ $? = 0 ]
     sp_start "$SP_DIR/a.yaml" a
     A=$SP_PID
-    sleep 1.5
+    wait "$PROD" || sp_die "producer failed (first half)"
     sp_log "second consumer b joins"
     sp_start "$SP_DIR/b.yaml" b
     B=$SP_PID
-    wait "$PROD" || sp_die "producer failed"
+    for _ in $(seq 1 600); do
+        grep -q 'msg="partitions assigned"' "$SP_DIR/b.log" && break
+        sleep 0.1
+    done
+    grep -q 'msg="partitions assigned"' "$SP_DIR/b.log" || sp_die "b was given no partitions in 60 s"
+    sp_log "b holds partitions; producing 25,000 more"
+    sp_produce --topic "$TOPIC" --count 25000 --start 25000 --dup-pct 10 --keys 240 \
+        --run "$RUN" --rate 8000 >"$SP_DIR/produce2.out" || sp_die "producer failed (second half)"
+    # one report for both halves: every count is a sum
+    cat "$SP_DIR/produce1.out" "$SP_DIR/produce2.out" | tr ' ' '\n' | awk -F= '
+        $1 != "" && $2 ~ /^[0-9]+$/ { if (!($1 in v)) order[++n] = $1; v[$1] += $2 }
+        END { for (i = 1; i <= n; i++) printf "%s%s=%.0f", (i > 1 ? " " : ""), order[i], v[order[i]]
+              print "" }' >"$SP_DIR/produce.out"
     cat "$SP_DIR/produce.out"
     sp_check "every distinct event stored once" sp_wait_rows "$(sp_field "$SP_DIR/produce.out" distinct)" 90
     sleep 1 # last offsets
