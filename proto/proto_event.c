@@ -236,7 +236,6 @@ static void jw_str(struct jw *w, const char *s, size_t cap)
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
             p += (unsigned)__builtin_ctzll(m) >> 3; /* to the first byte that is not plain */
 #endif
-
         } else if (p == end) { /* no NUL within the field: only the caller's own fields lack one */
             w->bail = 1;
             break;
@@ -592,16 +591,11 @@ static size_t encode_shorten(struct proto_event *e, size_t excess)
 int proto_event_encode_cleaned(const struct proto_event *ev, char *out, size_t *outlen)
 {
     struct proto_event work;
-    struct jw w;
+    struct jw w = {.buf = out, .cap = TG_EVENT_MAX_BYTES};
 
     encode_prepare(&work, ev); /* sets every field encode_write and encode_shorten read */
     if (!proto_is_uuid(work.call_id))
         return TG_EINVAL;
-    w.buf = out;
-    w.cap = TG_EVENT_MAX_BYTES;
-    w.len = 0;
-    w.direct = 0;
-    w.bail = 0;
     encode_write(&w, &work, work.call_id);
     if (w.len > TG_EVENT_MAX_BYTES) {
         if (encode_shorten(&work, w.len - TG_EVENT_MAX_BYTES) != 0)

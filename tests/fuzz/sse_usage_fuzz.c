@@ -15,8 +15,8 @@
  *    one computed here with jansson from the rules in usage.h (the module's no-tree fast path
  *    must agree with the full parse it stands in for);
  *  - rt_word_in and rt_word_at_in by each byte of the word (the stream's "usage" and "[DONE]"
- *    tests) agree with a byte-wise search for those words and for a word cut from the input, over the whole input and over a
- *    sub-range picked from its hash (never reading past the range: ASan sees the exact size). */
+ *    tests) agree with a byte-wise search for those words and for a word cut from the input,
+ *    over the whole input and over a sub-range picked from its hash (never reading past the range: ASan sees the exact size). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

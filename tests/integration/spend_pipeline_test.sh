@@ -82,7 +82,8 @@ exactly_once)
         grep -q 'msg="partitions assigned"' "$SP_DIR/b.log" && break
         sleep 0.1
     done
-    grep -q 'msg="partitions assigned"' "$SP_DIR/b.log" || sp_die "b was given no partitions in 60 s"
+    grep -q 'msg="partitions assigned"' "$SP_DIR/b.log" ||
+        sp_die "b was given no partitions in 60 s"
     sp_log "b holds partitions; producing 25,000 more"
     sp_produce --topic "$TOPIC" --count 25000 --start 25000 --dup-pct 10 --keys 240 \
         --run "$RUN" --rate 8000 >"$SP_DIR/produce2.out" || sp_die "producer failed (second half)"

@@ -1133,7 +1133,7 @@ tg_services_pids() {
 # tg_services_stop_all: stop everything this state dir started, newest first, by PID; remove
 # the throwaway data and release reserved ports. Safe to call twice and from a trap.
 tg_services_stop_all() {
-    local kind pid d p
+    local kind pid d
     [ -n "${TG_STATE_DIR:-}" ] && [ -d "$TG_STATE_DIR" ] || return 0
     [ "${_TG_STOPPING:-0}" = 1 ] && return 0
     _TG_STOPPING=1
