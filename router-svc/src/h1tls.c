@@ -75,17 +75,15 @@ static SSL_CTX *ctx_make(int no_verify, const char *ca)
             goto fail;
         return ctx;
     }
-    /* the same store libcurl verifies with (upstream.c): SSL_CERT_FILE, else libcurl's bundle,
-     * with libcurl's directory; the directory alone when there is no SSL_CERT_FILE (its
-     * certificates are read when a chain needs them, not all at start) */
-    up_ca_defaults(&cf, &cp);
-    if (cf[0] != '\0' && (up_ca_env_set() || cp[0] == '\0') &&
-        SSL_CTX_load_verify_locations(ctx, cf, NULL) != 1)
+    /* the same store libcurl verifies with (upstream.c): the directory's certificates are
+     * read when a chain needs them, not all at start */
+    up_ca_store(&cf, &cp);
+    if (cf == NULL && cp == NULL) {
+        if (SSL_CTX_set_default_verify_paths(ctx) != 1)
+            goto fail;
+    } else if (SSL_CTX_load_verify_locations(ctx, cf, cp) != 1) {
         goto fail;
-    if (cp[0] != '\0' && SSL_CTX_load_verify_locations(ctx, NULL, cp) != 1)
-        goto fail;
-    if (cf[0] == '\0' && cp[0] == '\0' && SSL_CTX_set_default_verify_paths(ctx) != 1)
-        goto fail;
+    }
     return ctx;
 fail:
     SSL_CTX_free(ctx);

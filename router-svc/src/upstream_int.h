@@ -218,9 +218,9 @@ ssize_t h1t_read(struct rt_upstream *up, struct h1conn *c, char *p, size_t n, ch
                  size_t cap);
 int h1t_idle_ok(struct rt_upstream *up, struct h1conn *c);
 int h1t_pending(const struct h1conn *c);
-/* upstream.c: the CA store libcurl verifies with (SSL_CERT_FILE, else libcurl's bundle; its
- * directory), "" for none; up_ca_env_set: 1 when SSL_CERT_FILE named the file */
-void up_ca_defaults(const char **file, const char **path);
-int up_ca_env_set(void);
+/* upstream.c: the CA store both clients verify with when a deployment has none of its own:
+ * the SSL_CERT_FILE bundle alone; else libcurl's directory; else libcurl's bundle. The one not
+ * used is NULL; both NULL when libcurl knows of neither. */
+void up_ca_store(const char **file, const char **path);
 
 #endif

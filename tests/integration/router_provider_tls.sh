@@ -15,6 +15,9 @@
 #    deployment's ssl_verify: true wins over it (502);
 #  - SSL_CERT_FILE=<the test CA> → 200 for a deployment without ssl_verify, while one with
 #    ssl_verify: <another CA> still trusts that bundle alone (502);
+#  - SSL_CERT_FILE naming a bundle of 200 CAs is read once, not again for each new connection
+#    (libcurl rebuilt its store per connection while a CA directory was set beside the file:
+#    some 40 ms on the loop and most of a megabyte per pooled connection);
 #  - a bad ssl_verify value is a configuration error naming the key (--check).
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/router_lib.sh"
@@ -180,6 +183,31 @@ chat env-ca env-ca
 rt_eq "SSL_CERT_FILE=<the test CA>: 200" "$RT_STATUS" 200
 chat env-but-other env-but-other
 rt_eq "ssl_verify: <another CA> trusts that bundle alone, not SSL_CERT_FILE: 502" "$RT_STATUS" 502
+rt_router_stop || rt_fail "router-svc did not stop cleanly"
+
+# 5. SSL_CERT_FILE naming a bundle of 200 CAs (a system bundle's size): read once, never again
+#    for a new connection. 24 requests at once each need a connection of their own; bytes the
+#    process read (/proc/PID/io rchar: files, and the TLS sockets OpenSSL reads with read(2))
+#    stay under one reading of the bundle.
+write_config "$RT_DIR/r6.yaml" "" "$(dep env-big "$BASE")"
+for _ in $(seq 1 200); do cat "$RT_DIR/other-ca.crt"; done >"$RT_DIR/big.crt"
+cat "$RT_DIR/ca.crt" >>"$RT_DIR/big.crt"
+big=$(stat -c %s "$RT_DIR/big.crt")
+export SSL_CERT_FILE=$RT_DIR/big.crt
+rt_router_start "$RT_DIR/r6.yaml"
+unset SSL_CERT_FILE
+chat env-big env-big
+rt_eq "SSL_CERT_FILE=<200 CAs and the test CA>: 200" "$RT_STATUS" 200
+read0=$(awk '$1 == "rchar:" {print $2}' "/proc/$RT_ROUTER_PID/io")
+seq 1 24 | xargs -P 24 -I{} curl -s -o /dev/null -w '%{http_code}\n' --max-time 60 \
+    -H "Authorization: Bearer $RT_KEY" -H 'Content-Type: application/json' \
+    -d "{\"model\":\"env-big$SFX\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}" \
+    "$RT_URL/v1/chat/completions" >"$RT_DIR/big$SFX.codes"
+read1=$(awk '$1 == "rchar:" {print $2}' "/proc/$RT_ROUTER_PID/io")
+rt_eq "24 requests at once: 24 answers 200" "$(grep -c '^200$' "$RT_DIR/big$SFX.codes")" 24
+rt_eq "the provider served 25" "$(served env-big)" 25
+rt_true "$CLIENT: the bundle ($big bytes) was not read again for the new connections (read $((read1 - read0)) bytes)" \
+    test $((read1 - read0)) -lt "$big"
 rt_router_stop || rt_fail "router-svc did not stop cleanly"
 done
 
