@@ -279,8 +279,8 @@ static void heap_swap(struct rt_upstream *up, size_t a, size_t b)
 
     up->heap[a] = up->heap[b];
     up->heap[b] = t;
-    up->slots[up->heap[a]].heap_pos = (uint32_t)a;
-    up->slots[up->heap[b]].heap_pos = (uint32_t)b;
+    up->slots[up->heap[a]].heap_at = (uint32_t)a + 1;
+    up->slots[up->heap[b]].heap_at = (uint32_t)b + 1;
 }
 
 static uint64_t heap_key(const struct rt_upstream *up, size_t i)
@@ -313,25 +313,26 @@ void up_timer_arm(struct rt_upstream *up, uint32_t idx, uint64_t deadline)
     struct slot *s = &up->slots[idx];
 
     s->deadline_us = deadline;
-    if (s->heap_pos == H1_NO_HEAP) {
-        s->heap_pos = (uint32_t)up->heap_len;
+    if (s->heap_at == 0) {
         up->heap[up->heap_len++] = idx;
+        s->heap_at = (uint32_t)up->heap_len;
     }
-    heap_fix(up, s->heap_pos);
+    heap_fix(up, s->heap_at - 1);
 }
 
 void up_timer_disarm(struct rt_upstream *up, uint32_t idx)
 {
     struct slot *s = &up->slots[idx];
-    size_t i = s->heap_pos;
+    size_t i = s->heap_at;
 
-    if (i == H1_NO_HEAP)
+    if (i == 0)
         return;
-    s->heap_pos = H1_NO_HEAP;
+    i--;
+    s->heap_at = 0;
     up->heap_len--;
     if (i != up->heap_len) {
         up->heap[i] = up->heap[up->heap_len];
-        up->slots[up->heap[i]].heap_pos = (uint32_t)i;
+        up->slots[up->heap[i]].heap_at = (uint32_t)i + 1;
         heap_fix(up, i);
     }
 }
@@ -811,8 +812,6 @@ struct rt_upstream *rt_upstream_create(const struct rt_upstream_config *cfg, cha
         goto nomem;
     for (long i = 0; i < up->max_conns; i++)
         up->conn_free[up->conn_free_len++] = (uint32_t)(up->max_conns - 1 - i);
-    for (size_t i = 0; i < up->cap; i++)
-        up->slots[i].heap_pos = H1_NO_HEAP;
     up->embedded = cfg->embedded;
     if (up->embedded)
         return up;

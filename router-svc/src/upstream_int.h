@@ -27,7 +27,6 @@
 #define H1_TAG (1ull << 63)
 #define H1_RECV_BYTES (16u * 1024u)
 #define H1_IDLE_MAX_US (60ull * 1000000ull)
-#define H1_NO_HEAP UINT32_MAX
 #define H1_DNS_CHECK_US 1000000ull
 
 /* fd table states (one byte per descriptor) */
@@ -71,7 +70,8 @@ struct slot {
     int fail_err; /* TG_* to report from the timer (a failure found inside submit) */
     long status;
     uint32_t origin;
-    uint32_t heap_pos;   /* index in up->heap, H1_NO_HEAP when not armed */
+    uint32_t heap_at;    /* index in up->heap plus one, 0 when not armed (a zeroed table:
+                          * a slot's page is touched only when the slot is used) */
     struct h1conn *conn; /* the connection carrying the transfer (borrowed: up->conns owns
                             it), NULL when none */
     char *head;          /* request line and headers, owned (freed at slot release) */

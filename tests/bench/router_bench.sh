@@ -96,6 +96,10 @@ openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localho
 printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$TLS/ext"
 openssl x509 -req -in "$TLS/mock.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" -CAcreateserial \
     -days 2 -extfile "$TLS/ext" -out "$TLS/mock.pem" 2>/dev/null
+# Both proxies trust a full-size store, as deployed: the system's CA bundle with the test CA
+# added (a corporate CA is added the same way), named by SSL_CERT_FILE for router-svc.
+cat /etc/ssl/certs/ca-certificates.crt "$TLS/ca.pem" >"$TLS/trust.pem" 2>/dev/null ||
+    cp "$TLS/ca.pem" "$TLS/trust.pem"
 
 # ---- the mock provider (nginx, one worker) ----
 MOCK_PORT=$(tg_port_pick)
@@ -171,7 +175,7 @@ nginx_conf "$STATE/nginx" "
         location / { proxy_pass https://mock_tls; proxy_http_version 1.1;
                      proxy_set_header Connection \"\"; proxy_buffering off;
                      proxy_ssl_session_reuse on; proxy_ssl_verify on;
-                     proxy_ssl_trusted_certificate $TLS/ca.pem; proxy_ssl_name localhost;
+                     proxy_ssl_trusted_certificate $TLS/trust.pem; proxy_ssl_name localhost;
                      proxy_ssl_server_name on; }
     }"
 "${PIN_PROXY[@]}" "$NGINX" -c "$STATE/nginx/nginx.conf" -p "$STATE/nginx" -g 'daemon off;' 2>>"$STATE/nginx.log" &
@@ -196,7 +200,7 @@ model_list:
                      input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
   - model_name: bench-tls
     litellm_params: {model: openai/gpt-main, api_base: "https://localhost:$MOCK_TLS_PORT/v1",
-                     api_key: os.environ/RB_PROVIDER_KEY, timeout: 30, ssl_verify: "$TLS/ca.pem",
+                     api_key: os.environ/RB_PROVIDER_KEY, timeout: 30,
                      input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
 tollgate:
   listen: 127.0.0.1:$2
@@ -222,7 +226,7 @@ if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
     ROUTERB_PORT=$(tg_port_pick)
     router_conf routerb "$ROUTERB_PORT" 1
 fi
-export TOLLGATE_LOG_LEVEL=warn
+export TOLLGATE_LOG_LEVEL=warn SSL_CERT_FILE=$TLS/trust.pem
 "${PIN_PROXY[@]}" "$BIN/router-svc/router-svc" --config "$STATE/router.yaml" 2>>"$STATE/router.log" &
 ROUTER_PID=$!
 PIDS+=("$ROUTER_PID")
