@@ -304,15 +304,21 @@ static int load_segments(struct rt_spool *sp, char *err, size_t errlen)
     return 0;
 }
 
+/* Drop segment i from the table (its file stays). */
+static void forget_segment_at(struct rt_spool *sp, uint32_t i)
+{
+    sp->live_bytes -= sp->segs[i].bytes;
+    memmove(&sp->segs[i], &sp->segs[i + 1], (sp->nsegs - i - 1) * sizeof(sp->segs[0]));
+    sp->nsegs--;
+}
+
 static void remove_segment_at(struct rt_spool *sp, uint32_t i)
 {
     char path[PATH_MAX + 64];
 
     seg_path(sp, sp->segs[i].first_seq, path, sizeof(path));
     unlink(path);
-    sp->live_bytes -= sp->segs[i].bytes;
-    memmove(&sp->segs[i], &sp->segs[i + 1], (sp->nsegs - i - 1) * sizeof(sp->segs[0]));
-    sp->nsegs--;
+    forget_segment_at(sp, i);
 }
 
 struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spool_recovery *rec,
@@ -665,7 +671,7 @@ void rt_spool_rewind(struct rt_spool *sp, uint64_t seq)
 
 int rt_spool_ack_below(struct rt_spool *sp, uint64_t seq)
 {
-    int rc;
+    int more = 1, rc;
 
     pthread_mutex_lock(&sp->mu);
     if (seq <= sp->acked_below || seq > sp->next_seq) {
@@ -675,17 +681,35 @@ int rt_spool_ack_below(struct rt_spool *sp, uint64_t seq)
     sp->acked_below = seq;
     if (sp->r_min_seq < seq)
         sp->r_min_seq = seq;
-    /* Release every segment all of whose records are acknowledged, except the one written. */
-    while (sp->nsegs > 1 && sp->segs[1].first_seq <= seq) {
-        if (sp->rfd >= 0 && sp->rfd_seg == sp->segs[0].first_seq) {
-            close(sp->rfd);
-            sp->rfd = -1;
-            sp->ra_len = 0;
-        }
-        remove_segment_at(sp, 0);
-        sp->r_known = 0; /* the reader's segment may be gone: look it up again */
-    }
     pthread_mutex_unlock(&sp->mu);
+    /* Release every segment all of whose records are acknowledged, except the one written,
+     * RT_SPOOL_RELEASE_MAX at a time. Their files are unlinked with the lock let go: freeing
+     * a segment's pages and blocks takes milliseconds (tens while its pages are being written
+     * back), and the event loops append under this lock. */
+    while (more) {
+        uint64_t gone[RT_SPOOL_RELEASE_MAX];
+        size_t ngone = 0;
+
+        pthread_mutex_lock(&sp->mu);
+        while ((more = sp->nsegs > 1 && sp->segs[1].first_seq <= seq) &&
+               ngone < RT_SPOOL_RELEASE_MAX) {
+            if (sp->rfd >= 0 && sp->rfd_seg == sp->segs[0].first_seq) {
+                close(sp->rfd);
+                sp->rfd = -1;
+                sp->ra_len = 0;
+            }
+            gone[ngone++] = sp->segs[0].first_seq;
+            forget_segment_at(sp, 0);
+            sp->r_known = 0; /* the reader's segment may be gone: look it up again */
+        }
+        pthread_mutex_unlock(&sp->mu);
+        for (size_t i = 0; i < ngone; i++) {
+            char path[PATH_MAX + 64];
+
+            seg_path(sp, gone[i], path, sizeof(path));
+            unlink(path);
+        }
+    }
     rc = write_checkpoint(sp, seq);
     if (rc != 0)
         TG_ERROR_RL("event=spool_checkpoint_failed errno=%d", errno);

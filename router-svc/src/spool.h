@@ -28,6 +28,7 @@
 #define RT_SPOOL_RECORD_MAX_BYTES 65536u /* payload cap; events are <= 4 KiB */
 #define RT_SPOOL_SEGMENT_BYTES_DEFAULT (64ull * 1024 * 1024)
 #define RT_SPOOL_EXTRA_SEGMENTS 4
+#define RT_SPOOL_RELEASE_MAX 16 /* segments released per hold of the lock */
 
 struct rt_spool;
 

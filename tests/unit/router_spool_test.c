@@ -155,6 +155,36 @@ static void test_append_read_ack_release(void **state)
     rt_spool_close(&sp);
 }
 
+/* One acknowledgement past many segments releases them all (their files are unlinked a batch
+ * at a time, with the lock let go between batches), the one written excepted; the records
+ * after the acknowledged ones are still read. */
+static void test_ack_releases_many_segments(void **state)
+{
+    struct rt_spool_recovery rec;
+    struct rt_spool_stats st;
+    struct rt_spool *sp;
+    uint64_t first = 0, last = 0;
+
+    (void)state;
+    sp = open_spool(1 << 20, 512, &rec);
+    append_n(sp, 0, 2000); /* ~39 bytes a record: some 150 segments */
+    rt_spool_get_stats(sp, &st);
+    assert_true(st.segments > 10 * RT_SPOOL_RELEASE_MAX);
+    assert_int_equal(count_segments(), (int)st.segments);
+    assert_int_equal(rt_spool_ack_below(sp, 1990), 0);
+    rt_spool_get_stats(sp, &st);
+    assert_true(st.segments <= 2); /* the one holding 1990..1999, and the one before */
+    assert_int_equal(count_segments(), (int)st.segments);
+    assert_int_equal(read_all(sp, &first, &last), 10);
+    assert_int_equal(first, 1990);
+    assert_int_equal(last, 1999);
+    assert_int_equal(rt_spool_ack_below(sp, 2000), 0);
+    rt_spool_get_stats(sp, &st);
+    assert_int_equal(st.segments, 1); /* the one written */
+    assert_int_equal(count_segments(), 1);
+    rt_spool_close(&sp);
+}
+
 static void test_rewind(void **state)
 {
     struct rt_spool *sp;
@@ -431,6 +461,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_append_read_ack_release, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ack_releases_many_segments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rewind, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_tail_skipped_rest_replayed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_middle_record_skipped, setup, teardown),
