@@ -31,6 +31,7 @@
 #include "mask.h"
 #include "prices.h"
 #include "publisher.h"
+#include "resolver.h"
 #include "router.h"
 #include "upstream.h"
 #include "rt_metrics.h"
@@ -269,6 +270,24 @@ static void limit_malloc_arenas(uint32_t loops)
      * TLS providers pooled: 29.8 -> 25.5 MB). */
     if (getenv("MALLOC_MMAP_THRESHOLD_") == NULL)
         mallopt(M_MMAP_THRESHOLD, RT_MMAP_THRESHOLD_BYTES);
+}
+
+/* The built-in client sends a provider's requests through libcurl until the resolver thread
+ * has its name; asked now, the names are known before the first requests (unless a proxy from
+ * the environment sends every provider through libcurl anyway). */
+static void prefetch_provider_names(const struct rt_config *cfg)
+{
+    static const char *const proxies[] = {"http_proxy",  "HTTP_PROXY", "https_proxy",
+                                          "HTTPS_PROXY", "all_proxy",  "ALL_PROXY"};
+
+    if (!cfg->upstream_native)
+        return;
+    for (size_t i = 0; i < sizeof(proxies) / sizeof(proxies[0]); i++) {
+        if (getenv(proxies[i]) != NULL)
+            return;
+    }
+    for (uint32_t i = 0; i < cfg->n_deployments; i++)
+        rt_resolver_prefetch_url(cfg->deployments[i].api_base);
 }
 
 /* CPU time the process has used, in µs. */
@@ -577,6 +596,7 @@ int main(int argc, char **argv)
         }
         deps.key_api = key_api;
         deps.teams = teams;
+        prefetch_provider_names(cfg);
         front = rt_front_start(&deps, err, sizeof(err));
         if (front == NULL) {
             TG_ERROR("msg=start_failed part=http reason=\"%s\"", err);

@@ -2,10 +2,12 @@
  * resolver.h. */
 #include "resolver.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tg_time.h"
@@ -139,4 +141,57 @@ int rt_resolver_lookup(const char *host, const char *port, struct sockaddr_stora
         pthread_cond_signal(&dns.cv);
     pthread_mutex_unlock(&dns.mu);
     return hit;
+}
+
+int rt_resolver_has(const char *host, const char *port)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&dns.mu);
+    for (int i = 0; i < RES_MAX && !found; i++)
+        found = dns.e[i].state != DNS_EMPTY && strcmp(dns.e[i].host, host) == 0 &&
+                strcmp(dns.e[i].port, port) == 0;
+    pthread_mutex_unlock(&dns.mu);
+    return found;
+}
+
+void rt_resolver_prefetch_url(const char *url)
+{
+    const char *h, *e;
+    char host[256], port[8];
+    unsigned char addr[sizeof(struct in6_addr)];
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    long pn = 80;
+    size_t hl;
+
+    if (strncmp(url, "http://", 7) == 0) {
+        h = url + 7;
+    } else if (strncmp(url, "https://", 8) == 0) {
+        h = url + 8;
+        pn = 443;
+    } else {
+        return;
+    }
+    /* host[:port] up to the path, the way the built-in client reads it (h1client.c) */
+    hl = strcspn(h, ":/?#@[");
+    e = h + hl;
+    if (hl == 0 || hl >= sizeof(host) || *e == '@' || *e == '[')
+        return;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    if (*e == ':') {
+        char *end;
+
+        pn = strtol(e + 1, &end, 10);
+        if (end == e + 1 || pn <= 0 || pn > 65535)
+            return;
+        e = end;
+    }
+    if (*e != '\0' && *e != '/' && *e != '?' && *e != '#')
+        return;
+    if (inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1)
+        return;
+    snprintf(port, sizeof(port), "%ld", pn);
+    (void)rt_resolver_lookup(host, port, &sa, &salen);
 }

@@ -17,4 +17,13 @@
 int rt_resolver_lookup(const char *host, const char *port, struct sockaddr_storage *sa,
                        socklen_t *salen);
 
+/* rt_resolver_prefetch_url: queue the host name of an http:// or https:// URL (a deployment's
+ * api_base, at start), so that it is known before its first request instead of that request
+ * going through libcurl. IP literals, credentials in the URL and other schemes are left alone,
+ * as the built-in client leaves them. Any thread. */
+void rt_resolver_prefetch_url(const char *url);
+
+/* rt_resolver_has: 1 when host:port is in the table (resolved or not), without queueing it. */
+int rt_resolver_has(const char *host, const char *port);
+
 #endif

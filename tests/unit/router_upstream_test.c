@@ -41,6 +41,7 @@
 #include "tg_err.h"
 #include "http_fields.h"
 #include "tg_time.h"
+#include "resolver.h"
 #include "upstream.h"
 
 #define PATH "/v1/chat/completions"
@@ -1901,6 +1902,40 @@ out:
     return ok ? 0 : -1;
 }
 
+/* A deployment's api_base is queued with the resolver at start, under the host and port the
+ * built-in client looks it up by; what that client leaves to libcurl is not queued. */
+static void test_prefetch_names(void **state)
+{
+    (void)state;
+    rt_resolver_prefetch_url("https://prefetch-a.invalid:0443/v1");
+    assert_true(rt_resolver_has("prefetch-a.invalid", "443"));
+    rt_resolver_prefetch_url("http://prefetch-b.invalid/openai/deployments");
+    assert_true(rt_resolver_has("prefetch-b.invalid", "80"));
+    rt_resolver_prefetch_url("https://prefetch-c.invalid?x=1");
+    assert_true(rt_resolver_has("prefetch-c.invalid", "443"));
+    rt_resolver_prefetch_url("http://prefetch-d.invalid:8080");
+    assert_true(rt_resolver_has("prefetch-d.invalid", "8080"));
+    /* left alone: credentials, a bad port, literals, another scheme, no host */
+    rt_resolver_prefetch_url("https://user:pw@prefetch-e.invalid/v1");
+    assert_false(rt_resolver_has("user", "443"));
+    assert_false(rt_resolver_has("prefetch-e.invalid", "443"));
+    rt_resolver_prefetch_url("https://prefetch-f.invalid:99999/v1");
+    rt_resolver_prefetch_url("https://prefetch-f.invalid:44x/v1");
+    rt_resolver_prefetch_url("https://prefetch-f.invalid:/v1");
+    assert_false(rt_resolver_has("prefetch-f.invalid", "443"));
+    assert_false(rt_resolver_has("prefetch-f.invalid", "99999"));
+    assert_false(rt_resolver_has("prefetch-f.invalid", "44"));
+    rt_resolver_prefetch_url("http://127.0.0.1:8000/v1");
+    assert_false(rt_resolver_has("127.0.0.1", "8000"));
+    rt_resolver_prefetch_url("http://[::1]:8000/v1");
+    assert_false(rt_resolver_has("::1", "8000"));
+    rt_resolver_prefetch_url("ftp://prefetch-g.invalid/");
+    assert_false(rt_resolver_has("prefetch-g.invalid", "80"));
+    rt_resolver_prefetch_url("https:///v1");
+    rt_resolver_prefetch_url("");
+    assert_false(rt_resolver_has("", "443"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1915,6 +1950,7 @@ int main(void)
         cmocka_unit_test(test_cancel),          cmocka_unit_test(test_refused),
         cmocka_unit_test(test_early_answer),
         cmocka_unit_test(test_stream_error),    cmocka_unit_test(test_stats),
+        cmocka_unit_test(test_prefetch_names),
     };
     int rc;
 
