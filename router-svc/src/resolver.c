@@ -155,13 +155,10 @@ int rt_resolver_has(const char *host, const char *port)
     return found;
 }
 
-void rt_resolver_prefetch_url(const char *url)
+int rt_url_host_port(const char *url, char *host, size_t hcap, char *port, size_t pcap)
 {
     const char *h, *e;
-    char host[256], port[8];
     unsigned char addr[sizeof(struct in6_addr)];
-    struct sockaddr_storage sa;
-    socklen_t salen;
     long pn = 80;
     size_t hl;
 
@@ -171,27 +168,40 @@ void rt_resolver_prefetch_url(const char *url)
         h = url + 8;
         pn = 443;
     } else {
-        return;
+        return 0;
     }
     /* host[:port] up to the path, the way the built-in client reads it (h1client.c) */
     hl = strcspn(h, ":/?#@[");
     e = h + hl;
-    if (hl == 0 || hl >= sizeof(host) || *e == '@' || *e == '[')
-        return;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
+    if (hl == 0 || hl >= hcap || *e == '@' || *e == '[')
+        return 0;
+    if (strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") < hl)
+        return 0; /* not a name DNS could have: left to libcurl, which says what is wrong */
     if (*e == ':') {
         char *end;
 
+        if (e[1] < '0' || e[1] > '9')
+            return 0;
         pn = strtol(e + 1, &end, 10);
-        if (end == e + 1 || pn <= 0 || pn > 65535)
-            return;
+        if (pn <= 0 || pn > 65535)
+            return 0;
         e = end;
     }
     if (*e != '\0' && *e != '/' && *e != '?' && *e != '#')
-        return;
+        return 0;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
     if (inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1)
-        return;
-    snprintf(port, sizeof(port), "%ld", pn);
-    (void)rt_resolver_lookup(host, port, &sa, &salen);
+        return 0;
+    return snprintf(port, pcap, "%ld", pn) < (int)pcap;
+}
+
+void rt_resolver_prefetch_url(const char *url)
+{
+    char host[256], port[8];
+    struct sockaddr_storage sa;
+    socklen_t salen;
+
+    if (rt_url_host_port(url, host, sizeof(host), port, sizeof(port)))
+        (void)rt_resolver_lookup(host, port, &sa, &salen);
 }

@@ -9,6 +9,7 @@
 #ifndef RT_RESOLVER_H
 #define RT_RESOLVER_H
 
+#include <stddef.h>
 #include <sys/socket.h>
 
 /* rt_resolver_lookup: the address of host:port into *sa and *salen when known (1), else 0 (the
@@ -22,6 +23,13 @@ int rt_resolver_lookup(const char *host, const char *port, struct sockaddr_stora
  * going through libcurl. IP literals, credentials in the URL and other schemes are left alone,
  * as the built-in client leaves them. Any thread. */
 void rt_resolver_prefetch_url(const char *url);
+
+/* rt_url_host_port: 1 when url is http:// or https:// with a host name the built-in client
+ * would resolve (letters, digits, '.', '-' and '_'; not an IP literal; no credentials; a port
+ * in 1..65535 when one is given),
+ * the name in host (hcap bytes) and the port in decimal, the scheme's when none is given, in
+ * port (pcap bytes); else 0. */
+int rt_url_host_port(const char *url, char *host, size_t hcap, char *port, size_t pcap);
 
 /* rt_resolver_has: 1 when host:port is in the table (resolved or not), without queueing it. */
 int rt_resolver_has(const char *host, const char *port);

@@ -14,7 +14,8 @@
  *    known groups, static keys with a SHA-256 hex hash, unique, no more than limits.max_keys;
  *  - what router-svc's start does next with it works: rt_keys_create takes the static keys,
  *    rt_mask_create takes rt_config_secrets (whose count matches the config, the Kafka
- *    secrets included). */
+ *    secrets included), and the name and port rt_url_host_port reads from each api_base (for
+ *    the resolver) are the URL's own. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "config.h"
 #include "keys.h"
 #include "mask.h"
+#include "resolver.h"
 #include "tg_log.h"
 
 #define FUZZ_FILE_NAME "fuzz.yaml"
@@ -70,6 +72,29 @@ static void check(int ok, const char *what, const char *detail)
 static int str_in(const char *s, size_t cap)
 {
     return strnlen(s, cap) < cap;
+}
+
+/* The name start-up asks the resolver for (rt_url_host_port): a host name of the URL itself
+ * (letters, digits, '.', '-', '_'), terminated; a decimal port in 1..65535. */
+static void check_api_base_name(const char *url)
+{
+    char host[256], port[8];
+    long pn;
+
+    memset(host, 0xAA, sizeof(host));
+    memset(port, 0xAA, sizeof(port));
+    if (!rt_url_host_port(url, host, sizeof(host), port, sizeof(port)))
+        return;
+    check(str_in(host, sizeof(host)) && str_in(port, sizeof(port)), "api_base name unterminated",
+          url);
+    check(host[0] != '\0' &&
+              strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") ==
+                  strlen(host) &&
+              strstr(url, host) != NULL,
+          "api_base name is not the URL's host", url);
+    pn = strtol(port, NULL, 10);
+    check(pn >= 1 && pn <= 65535 && strspn(port, "0123456789") == strlen(port),
+          "api_base port out of range", url);
 }
 
 static void check_rules(const struct rt_config *cfg, const struct rt_fallback_rule *r, uint32_t n,
@@ -136,6 +161,7 @@ static void check_config(const struct rt_config *cfg)
         check(d->priced == (d->price.input != RT_PRICE_NONE || d->price.output != RT_PRICE_NONE),
               "priced flag disagrees with the prices", d->id);
         check(d->timeout_ms >= 1 && d->stream_timeout_ms >= 1, "zero timeout", d->id);
+        check_api_base_name(d->api_base);
         if (d->api_key[0] != '\0')
             want_secrets++;
         /* a cloud provider's credentials are masked too */
