@@ -1906,34 +1906,32 @@ out:
  * built-in client looks it up by; what that client leaves to libcurl is not queued. */
 static void test_prefetch_names(void **state)
 {
+    /* url, then the host and port it is queued under or, when not queued, not found under */
+    static const char *const cases[][4] = {
+        {"https://prefetch-a.invalid:0443/v1", "prefetch-a.invalid", "443", "queued"},
+        {"http://prefetch-b.invalid/openai/deployments", "prefetch-b.invalid", "80", "queued"},
+        {"https://prefetch-c.invalid?x=1", "prefetch-c.invalid", "443", "queued"},
+        {"http://prefetch-d.invalid:8080", "prefetch-d.invalid", "8080", "queued"},
+        {"https://user:pw@prefetch-e.invalid/v1", "prefetch-e.invalid", "443", ""},
+        {"https://user:pw@prefetch-e.invalid/v1", "user", "443", ""},
+        {"https://prefetch-f.invalid:99999/v1", "prefetch-f.invalid", "99999", ""},
+        {"https://prefetch-f.invalid:44x/v1", "prefetch-f.invalid", "44", ""},
+        {"https://prefetch-f.invalid:/v1", "prefetch-f.invalid", "443", ""},
+        {"https://prefetch]-h.invalid/v1", "prefetch]-h.invalid", "443", ""},
+        {"http://127.0.0.1:8000/v1", "127.0.0.1", "8000", ""},
+        {"http://[::1]:8000/v1", "::1", "8000", ""},
+        {"ftp://prefetch-g.invalid/", "prefetch-g.invalid", "80", ""},
+        {"https:///v1", "", "443", ""},
+        {"", "", "443", ""},
+    };
+
     (void)state;
-    rt_resolver_prefetch_url("https://prefetch-a.invalid:0443/v1");
-    assert_true(rt_resolver_has("prefetch-a.invalid", "443"));
-    rt_resolver_prefetch_url("http://prefetch-b.invalid/openai/deployments");
-    assert_true(rt_resolver_has("prefetch-b.invalid", "80"));
-    rt_resolver_prefetch_url("https://prefetch-c.invalid?x=1");
-    assert_true(rt_resolver_has("prefetch-c.invalid", "443"));
-    rt_resolver_prefetch_url("http://prefetch-d.invalid:8080");
-    assert_true(rt_resolver_has("prefetch-d.invalid", "8080"));
-    /* left alone: credentials, a bad port, literals, another scheme, no host */
-    rt_resolver_prefetch_url("https://user:pw@prefetch-e.invalid/v1");
-    assert_false(rt_resolver_has("user", "443"));
-    assert_false(rt_resolver_has("prefetch-e.invalid", "443"));
-    rt_resolver_prefetch_url("https://prefetch-f.invalid:99999/v1");
-    rt_resolver_prefetch_url("https://prefetch-f.invalid:44x/v1");
-    rt_resolver_prefetch_url("https://prefetch-f.invalid:/v1");
-    assert_false(rt_resolver_has("prefetch-f.invalid", "443"));
-    assert_false(rt_resolver_has("prefetch-f.invalid", "99999"));
-    assert_false(rt_resolver_has("prefetch-f.invalid", "44"));
-    rt_resolver_prefetch_url("http://127.0.0.1:8000/v1");
-    assert_false(rt_resolver_has("127.0.0.1", "8000"));
-    rt_resolver_prefetch_url("http://[::1]:8000/v1");
-    assert_false(rt_resolver_has("::1", "8000"));
-    rt_resolver_prefetch_url("ftp://prefetch-g.invalid/");
-    assert_false(rt_resolver_has("prefetch-g.invalid", "80"));
-    rt_resolver_prefetch_url("https:///v1");
-    rt_resolver_prefetch_url("");
-    assert_false(rt_resolver_has("", "443"));
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        rt_resolver_prefetch_url(cases[i][0]);
+        if (rt_resolver_has(cases[i][1], cases[i][2]) != (cases[i][3][0] != '\0'))
+            fail_msg("%s: %s:%s %s", cases[i][0], cases[i][1], cases[i][2],
+                     cases[i][3][0] != '\0' ? "not queued" : "queued");
+    }
 }
 
 int main(void)
