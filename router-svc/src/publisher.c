@@ -127,6 +127,49 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     }
 }
 
+/* An event's partition: its key is the SHA-256 of the virtual key in lowercase hex, so its first
+ * 8 digits are already a uniform hash: the same key always goes to the same partition, as with
+ * librdkafka's consistent_random, without computing a CRC-32 over 64 bytes for every event.
+ * Events without a key (unauthenticated requests) go to a random partition; a key that is not
+ * hex (never written by router-svc) is hashed by librdkafka's consistent_random. Called by
+ * librdkafka from the producing thread. */
+static int32_t partition_of_key(const rd_kafka_topic_t *rkt, const void *key, size_t keylen,
+                                int32_t partition_cnt, void *rkt_opaque, void *msg_opaque)
+{
+    const unsigned char *k = key;
+    uint32_t h = 0;
+
+    if (keylen == 0)
+        return rd_kafka_msg_partitioner_random(rkt, key, keylen, partition_cnt, rkt_opaque,
+                                               msg_opaque);
+    if (keylen < 8)
+        return rd_kafka_msg_partitioner_consistent_random(rkt, key, keylen, partition_cnt,
+                                                          rkt_opaque, msg_opaque);
+    for (size_t i = 0; i < 8; i++) {
+        unsigned c = k[i];
+
+        if (c >= '0' && c <= '9')
+            c -= '0';
+        else if (c >= 'a' && c <= 'f')
+            c -= 'a' - 10;
+        else
+            return rd_kafka_msg_partitioner_consistent_random(rkt, key, keylen, partition_cnt,
+                                                              rkt_opaque, msg_opaque);
+        h = h << 4 | c;
+    }
+    return (int32_t)(h % (uint32_t)partition_cnt);
+}
+
+/* 1 when the user's librdkafka properties choose a partitioner (then theirs is used). */
+static int user_sets_partitioner(const struct tg_kafka_opts *o)
+{
+    for (uint32_t i = 0; o != NULL && i < o->n; i++) {
+        if (strcmp(o->opt[i].name, "partitioner") == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     struct rt_publisher *pub = opaque;
@@ -328,7 +371,7 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     struct rt_spool_recovery rec;
     rd_kafka_conf_t *conf = NULL;
     char kerr[512];
-    char qmsgs[32], qkb[32];
+    char qmsgs[32], qkb[32], kbatch[32];
 
     if (pub == NULL) {
         snprintf(err, errlen, "publisher: out of memory");
@@ -377,6 +420,7 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     conf = rd_kafka_conf_new();
     snprintf(qmsgs, sizeof(qmsgs), "%u", RT_PUBLISHER_WINDOW);
     snprintf(qkb, sizeof(qkb), "%d", RT_PUBLISHER_QUEUE_KBYTES);
+    snprintf(kbatch, sizeof(kbatch), "%d", RT_PUBLISHER_KAFKA_BATCH_BYTES);
     /* Not idempotent. librdkafka 2.0.2's idempotent producer lets a partition send only while
      * fewer than 5 of its *records* (not requests) are unacknowledged, and while a batch is
      * ready behind that cap its broker thread polls with a zero timeout: a core burnt whenever
@@ -392,6 +436,12 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
         /* batches of many events per request to the broker: the events wait in the spool, so
          * lingering costs no durability (a librdkafka property given in the config wins) */
         conf_set(conf, "linger.ms", "50", kerr, sizeof(kerr)) != 0 ||
+        /* An event is ~800 bytes of JSON, mostly the same keys and values as its neighbours:
+         * LZ4 makes a batch several times smaller, and sending those bytes over TCP cost the
+         * router more CPU than compressing them (tests/bench/router_bench.sh). Consumers
+         * decompress without being told (librdkafka, the Java client). */
+        conf_set(conf, "compression.codec", "lz4", kerr, sizeof(kerr)) != 0 ||
+        conf_set(conf, "batch.size", kbatch, kerr, sizeof(kerr)) != 0 ||
         /* Never give up on a record: it stays in the queue (bounded above) or in the spool. */
         conf_set(conf, "message.timeout.ms", "0", kerr, sizeof(kerr)) != 0 ||
         conf_set(conf, "socket.keepalive.enable", "true", kerr, sizeof(kerr)) != 0 ||
@@ -399,6 +449,15 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
          tg_kafka_opts_apply(cfg->kafka_opts, conf, kerr, sizeof(kerr)) != 0)) {
         snprintf(err, errlen, "publisher: kafka config: %s", kerr);
         goto fail;
+    }
+    if (!user_sets_partitioner(cfg->kafka_opts)) {
+        rd_kafka_topic_conf_t *tconf = rd_kafka_conf_get_default_topic_conf(conf);
+
+        if (tconf == NULL) { /* no topic-level property was set: the defaults, kept by conf */
+            tconf = rd_kafka_topic_conf_new();
+            rd_kafka_conf_set_default_topic_conf(conf, tconf);
+        }
+        rd_kafka_topic_conf_set_partitioner_cb(tconf, partition_of_key);
     }
     rd_kafka_conf_set_opaque(conf, pub);
     rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);

@@ -61,7 +61,42 @@ static void make_event(struct proto_event *ev, int i)
     ev->attempts = 1;
 }
 
-/* Collects call ids from the topic until want distinct ones were seen or timeout. */
+/* The partitions of topic, as the consumer rk sees them (0 when unknown). */
+static int topic_partitions(rd_kafka_t *rk, const char *topic)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    int n = 0;
+
+    if (rkt != NULL && rd_kafka_metadata(rk, 0, rkt, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        md->topic_cnt == 1)
+        n = md->topics[0].partition_cnt;
+    if (md != NULL)
+        rd_kafka_metadata_destroy(md);
+    if (rkt != NULL)
+        rd_kafka_topic_destroy(rkt);
+    return n;
+}
+
+/* The partition an event keyed by a key hash must be on: its first 8 hex digits modulo the
+ * partition count (rt_publisher's partitioner), or -1 when the key is not such a hash. */
+static int partition_of(const void *key, size_t keylen, int partitions)
+{
+    char hex[9];
+    char *end;
+    unsigned long h;
+
+    if (key == NULL || keylen != 64 || partitions <= 0)
+        return -1;
+    memcpy(hex, key, 8);
+    hex[8] = '\0';
+    h = strtoul(hex, &end, 16);
+    return *end == '\0' ? (int)(h % (unsigned long)partitions) : -1;
+}
+
+/* Collects call ids from the topic until want distinct ones were seen or timeout. Checks every
+ * event's size, that it decodes, that its Kafka key is its key hash and that it is on that key's
+ * partition, and that the events of different keys spread over every partition. */
 struct seen {
     char (*ids)[PROTO_CALL_ID_CAP];
     size_t n, cap;
@@ -74,7 +109,9 @@ static size_t consume_topic(const char *topic, const struct seen *want, uint32_t
     rd_kafka_t *rk;
     rd_kafka_topic_partition_list_t *sub;
     uint64_t deadline = tg_now_mono_ms() + timeout_ms;
-    size_t found = 0, oversize = 0, undecodable = 0;
+    size_t found = 0, oversize = 0, undecodable = 0, misplaced = 0, unkeyed = 0;
+    uint64_t on_partition[64] = {0};
+    int partitions;
     char *got = calloc(want->n, 1);
     struct proto_event *ev = malloc(sizeof(*ev));
 
@@ -90,6 +127,8 @@ static size_t consume_topic(const char *topic, const struct seen *want, uint32_t
     rd_kafka_topic_partition_list_add(sub, topic, RD_KAFKA_PARTITION_UA);
     CHECK(rd_kafka_subscribe(rk, sub) == 0, "subscribe");
     rd_kafka_topic_partition_list_destroy(sub);
+    partitions = topic_partitions(rk, topic);
+    CHECK(partitions > 1 && partitions <= 64, "topic %s: %d partitions", topic, partitions);
     while (found < want->n && tg_now_mono_ms() < deadline) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
         char reason[160];
@@ -102,6 +141,13 @@ static size_t consume_topic(const char *topic, const struct seen *want, uint32_t
             if (proto_event_decode(m->payload, m->len, ev, reason, sizeof(reason)) != 0) {
                 undecodable++;
             } else {
+                if (m->key_len != strlen(ev->key_hash) ||
+                    memcmp(m->key, ev->key_hash, m->key_len) != 0)
+                    unkeyed++;
+                else if (m->partition != partition_of(m->key, m->key_len, partitions))
+                    misplaced++;
+                if (m->partition >= 0 && m->partition < 64)
+                    on_partition[m->partition]++;
                 for (size_t i = 0; i < want->n; i++) {
                     if (!got[i] && strcmp(want->ids[i], ev->call_id) == 0) {
                         got[i] = 1;
@@ -117,6 +163,10 @@ static size_t consume_topic(const char *topic, const struct seen *want, uint32_t
     rd_kafka_destroy(rk);
     CHECK(oversize == 0, "%zu events over 4 KiB", oversize);
     CHECK(undecodable == 0, "%zu events not decodable", undecodable);
+    CHECK(unkeyed == 0, "%zu events not keyed by their key hash", unkeyed);
+    CHECK(misplaced == 0, "%zu events not on their key's partition", misplaced);
+    for (int p = 0; p < partitions && found >= 1000; p++)
+        CHECK(on_partition[p] > 0, "no event on partition %d of %d", p, partitions);
     free(got);
     free(ev);
     return found;
