@@ -94,14 +94,15 @@ static int partition_of(const void *key, size_t keylen, int partitions)
     return *end == '\0' ? (int)(h % (unsigned long)partitions) : -1;
 }
 
-/* Collects call ids from the topic until want distinct ones were seen or timeout. Checks every
- * event's size, that it decodes, that its Kafka key is its key hash and that it is on that key's
- * partition, and that the events of different keys spread over every partition. */
+/* The call ids submitted (or wanted back from the topic). */
 struct seen {
     char (*ids)[PROTO_CALL_ID_CAP];
     size_t n, cap;
 };
 
+/* Collects call ids from the topic until want distinct ones were seen or timeout. Checks every
+ * event's size, that it decodes, that its Kafka key is its key hash and that it is on that key's
+ * partition, and that the events of different keys spread over every partition. */
 static size_t consume_topic(const char *topic, const struct seen *want, uint32_t timeout_ms)
 {
     char err[512], group[64];
