@@ -40,8 +40,11 @@ enum fail_kind { FAIL_NONE = 0, FAIL_UNAVAIL, FAIL_BUSY, FAIL_CAPACITY, FAIL_INT
 /* One request in progress. Heap, freed by finish(). */
 struct kreq {
     struct rt_key_api *api;
-    rt_key_api_done_fn done;
+    rt_key_api_done_fn done; /* kreq_answer, with the kreq: releases the slot, then answers */
     void *ud;
+    rt_key_api_done_fn caller_done;
+    void *caller_ud;
+    int released; /* the in-flight slot is given back */
     enum kop op;
     char raw[RT_KEY_API_KEY_MAX + 1]; /* generate: the new key, returned once; wiped on free */
     char hash[TG_SHA256_HEX_LEN + 1];
@@ -140,14 +143,27 @@ out:
 
 /* ---- request life cycle ---- */
 
+/* The answer: the slot is given back before the caller hears it, so nothing touches the API
+ * once the last answer is out (the owner may then destroy it) and a client that asks again at
+ * once finds its slot free. */
+static void kreq_answer(int status, const char *body, size_t len, void *ud)
+{
+    struct kreq *r = ud;
+
+    if (!r->released) {
+        r->released = 1;
+        atomic_fetch_sub(&r->api->in_flight, 1);
+    }
+    r->caller_done(status, body, len, r->caller_ud);
+}
+
 static void req_free(struct kreq *r)
 {
-    struct rt_key_api *api = r->api;
-
+    if (!r->released)
+        atomic_fetch_sub(&r->api->in_flight, 1);
     pthread_mutex_destroy(&r->mu);
     memset(r->raw, 0, sizeof(r->raw));
     free(r);
-    atomic_fetch_sub(&api->in_flight, 1);
 }
 
 static void send_fail(struct kreq *r, enum fail_kind fail, uint32_t total)
@@ -1130,8 +1146,10 @@ void rt_key_api_handle(struct rt_key_api *api, const char *method, const char *p
     }
     pthread_mutex_init(&r->mu, NULL);
     r->api = api;
-    r->done = done;
-    r->ud = ud;
+    r->caller_done = done;
+    r->caller_ud = ud;
+    r->done = kreq_answer;
+    r->ud = r;
     if (strcmp(path, "/key/generate") == 0) {
         r->op = OP_GENERATE;
         do_generate(r, body, len);

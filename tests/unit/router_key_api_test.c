@@ -134,8 +134,9 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
 
-    rt_key_api_destroy(&f->api);
+    /* as router-svc stops: the control topic answers what still waits, then the API goes */
     rt_control_destroy(&f->control);
+    rt_key_api_destroy(&f->api);
     rt_keys_destroy(&f->keys);
     rt_config_destroy(&f->cfg);
     free(f);
