@@ -374,7 +374,7 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     struct rt_spool_recovery rec;
     rd_kafka_conf_t *conf = NULL;
     char kerr[512];
-    char qmsgs[32], qkb[32];
+    char qmsgs[32], qkb[32], kbatch[32];
 
     if (pub == NULL) {
         snprintf(err, errlen, "publisher: out of memory");
@@ -423,6 +423,7 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     conf = rd_kafka_conf_new();
     snprintf(qmsgs, sizeof(qmsgs), "%u", RT_PUBLISHER_WINDOW);
     snprintf(qkb, sizeof(qkb), "%d", RT_PUBLISHER_QUEUE_KBYTES);
+    snprintf(kbatch, sizeof(kbatch), "%d", RT_PUBLISHER_KAFKA_BATCH_BYTES);
     /* Not idempotent. librdkafka 2.0.2's idempotent producer lets a partition send only while
      * fewer than 5 of its *records* (not requests) are unacknowledged, and while a batch is
      * ready behind that cap its broker thread polls with a zero timeout: a core burnt whenever
@@ -440,9 +441,10 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
         conf_set(conf, "linger.ms", "50", kerr, sizeof(kerr)) != 0 ||
         /* An event is ~800 bytes of JSON, mostly the same keys and values as its neighbours:
          * LZ4 makes a batch several times smaller, and sending those bytes over TCP cost the
-         * router's broker thread more CPU than compressing them. Consumers
+         * router more CPU than compressing them (tests/bench/router_bench.sh). Consumers
          * decompress without being told (librdkafka, the Java client). */
         conf_set(conf, "compression.codec", "lz4", kerr, sizeof(kerr)) != 0 ||
+        conf_set(conf, "batch.size", kbatch, kerr, sizeof(kerr)) != 0 ||
         /* Never give up on a record: it stays in the queue (bounded above) or in the spool. */
         conf_set(conf, "message.timeout.ms", "0", kerr, sizeof(kerr)) != 0 ||
         conf_set(conf, "socket.keepalive.enable", "true", kerr, sizeof(kerr)) != 0 ||

@@ -38,6 +38,10 @@
  * produces the records of many requests instead of waking per request. */
 #define RT_PUBLISHER_PASS_MAX 10000
 #define RT_PUBLISHER_TAIL_MS 10
+/* librdkafka's batch.size for the events topic: a batch's buffers stay under glibc's mmap
+ * threshold (128 KiB, main.c), so they come from the heap and are used again, not mapped and
+ * faulted in page by page for each batch (~120 events of ~800 bytes). */
+#define RT_PUBLISHER_KAFKA_BATCH_BYTES 100000
 #define RT_PUBLISHER_REASONS_MAX 16         /* distinct delivery error reasons counted */
 /* After a burst of at least RT_PUBLISHER_TRIM_BURST records in flight is acknowledged, free
  * memory is given back (malloc_trim), at most every RT_PUBLISHER_TRIM_MS (publisher.c). */
