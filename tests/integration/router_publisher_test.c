@@ -9,7 +9,9 @@
  * - while acknowledgements are held back, a partition's leader moves to a broker the producer
  *   is not connected to (and its old leader dies): every event delivered;
  * - a produce request answered with OUT_OF_ORDER_SEQUENCE_NUMBER (fatal to an idempotent
- *   producer): the events are produced again from the spool, every event delivered.
+ *   producer): the events are produced again from the spool, every event delivered;
+ * - every event is keyed by its key hash and sits on the partition the hash gives, unless a
+ *   partitioner is given under librdkafka: that one is used.
  * Takes every broker down through devkafka's control channel, so it runs on devkafka: the one
  * named by TG_KAFKA_BROKERS and TG_KAFKA_CTL, or, when TG_KAFKA_CTL is unset (tests/run shares
  * an Apache Kafka cluster, which has no such channel), its own, started by running itself again
@@ -30,6 +32,7 @@
 #include "tg_buf.h"
 #include "tg_err.h"
 #include "tg_ids.h"
+#include "tg_kafka_opts.h"
 #include "tg_time.h"
 
 static const char *brokers;
@@ -102,8 +105,10 @@ struct seen {
 
 /* Collects call ids from the topic until want distinct ones were seen or timeout. Checks every
  * event's size, that it decodes, that its Kafka key is its key hash and that it is on that key's
- * partition, and that the events of different keys spread over every partition. */
-static size_t consume_topic(const char *topic, const struct seen *want, uint32_t timeout_ms)
+ * partition (or, with misplaced_out, counts those that are not), and that the events of
+ * different keys spread over every partition. */
+static size_t consume_topic(const char *topic, const struct seen *want, uint32_t timeout_ms,
+                            size_t *misplaced_out)
 {
     char err[512], group[64];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -165,7 +170,10 @@ static size_t consume_topic(const char *topic, const struct seen *want, uint32_t
     CHECK(oversize == 0, "%zu events over 4 KiB", oversize);
     CHECK(undecodable == 0, "%zu events not decodable", undecodable);
     CHECK(unkeyed == 0, "%zu events not keyed by their key hash", unkeyed);
-    CHECK(misplaced == 0, "%zu events not on their key's partition", misplaced);
+    if (misplaced_out != NULL) /* a partitioner of the user's: the caller judges */
+        *misplaced_out = misplaced;
+    else
+        CHECK(misplaced == 0, "%zu events not on their key's partition", misplaced);
     for (int p = 0; p < partitions && found >= 1000; p++)
         CHECK(on_partition[p] > 0, "no event on partition %d of %d", p, partitions);
     free(got);
@@ -188,16 +196,23 @@ static int count_segments(const char *dir)
     return n;
 }
 
-static struct rt_publisher *make_pub(const char *dir, const char *topic)
+static struct rt_publisher *make_pub_opts(const char *dir, const char *topic,
+                                          const struct tg_kafka_opts *opts)
 {
     struct rt_publisher_config cfg = {.brokers = brokers, .topic = topic, .spool_dir = dir,
                                       .spool_max_bytes = 64u << 20, .spool_segment_bytes = 1u << 20,
-                                      .reject_when_full = 0, .fsync_interval_ms = 0};
+                                      .reject_when_full = 0, .fsync_interval_ms = 0,
+                                      .kafka_opts = opts};
     char err[512];
     struct rt_publisher *pub = rt_publisher_create(&cfg, err, sizeof(err));
 
     CHECK(pub != NULL, "publisher: %s", err);
     return pub;
+}
+
+static struct rt_publisher *make_pub(const char *dir, const char *topic)
+{
+    return make_pub_opts(dir, topic, NULL);
 }
 
 static void submit_n(struct rt_publisher *pub, struct seen *s, int n)
@@ -237,7 +252,7 @@ int main(int argc, char **argv)
     CHECK(rt_publisher_drain(pub, 60000) == 0, "drain of 10,000 events timed out");
     rt_publisher_destroy(&pub);
     CHECK(count_segments(dir) == 0, "spool not empty after drain: %d segments", count_segments(dir));
-    got = consume_topic(topic, &s, 60000);
+    got = consume_topic(topic, &s, 60000, NULL);
     CHECK(got == 10000, "10,000 submitted, %zu distinct call ids consumed", got);
     printf("ok 1 - 10,000 events delivered, spool empty\n");
 
@@ -256,7 +271,7 @@ int main(int argc, char **argv)
     kafka_ctl("up all");
     CHECK(rt_publisher_drain(pub, 60000) == 0, "drain after brokers returned timed out");
     rt_publisher_destroy(&pub);
-    got = consume_topic(topic, &s, 60000);
+    got = consume_topic(topic, &s, 60000, NULL);
     CHECK(got == 2000, "2,000 submitted during the outage, %zu arrived", got);
     printf("ok 2 - brokers down 3 s: every event delivered after recovery\n");
 
@@ -272,7 +287,7 @@ int main(int argc, char **argv)
     CHECK(rt_publisher_drain(pub, 60000) == 0, "replay drain timed out");
     rt_publisher_destroy(&pub);
     CHECK(count_segments(dir) == 0, "spool not empty after replay");
-    got = consume_topic(topic, &s, 60000);
+    got = consume_topic(topic, &s, 60000, NULL);
     CHECK(got == 500, "500 spooled before restart, %zu arrived", got);
     printf("ok 3 - spooled events replayed by the next publisher\n");
 
@@ -323,7 +338,7 @@ int main(int argc, char **argv)
                (double)(tg_now_mono_us() - t0) / 1e6);
     }
     rt_publisher_destroy(&pub);
-    got = consume_topic(topic, &s, 60000);
+    got = consume_topic(topic, &s, 60000, NULL);
     CHECK(got == 650, "650 submitted around the slow round trips, %zu arrived", got);
     printf("ok 4 - acknowledgements held back: no spinning producer, every event delivered\n");
 
@@ -370,7 +385,7 @@ int main(int argc, char **argv)
         rt_publisher_destroy(&pub);
         kafka_ctl("up 1");
         kafka_ctl("rtt 1 0");
-        got = consume_topic(t5, &s, 60000);
+        got = consume_topic(t5, &s, 60000, NULL);
         CHECK(got == 400, "400 submitted around the leader move, %zu arrived", got);
         printf("ok 5 - a partition whose leader moved to a broker not connected while "
                "acknowledgements were held back: every event delivered\n");
@@ -411,9 +426,38 @@ int main(int argc, char **argv)
               "the refused request should be counted as a delivery error");
         tg_buf_fini(&mb);
         rt_publisher_destroy(&pub);
-        got = consume_topic(t6, &s, 60000);
+        got = consume_topic(t6, &s, 60000, NULL);
         CHECK(got == 300, "300 submitted around the refused request, %zu arrived", got);
         printf("ok 6 - a produce request refused: produced again, every event delivered\n");
+    }
+
+    /* 7. A partitioner given under librdkafka replaces the key-hash one: with librdkafka's
+     * "random", most events land off their key's partition. */
+    {
+        char t7[96], line[160];
+        struct tg_kafka_opts *opts = calloc(1, sizeof(*opts));
+        size_t misplaced = 0;
+
+        CHECK(opts != NULL, "opts");
+        opts->n = 1;
+        snprintf(opts->opt[0].name, sizeof(opts->opt[0].name), "partitioner");
+        opts->opt[0].value_off = 0;
+        opts->text_used = (uint32_t)snprintf(opts->text, sizeof(opts->text), "random") + 1;
+        snprintf(t7, sizeof(t7), "%s.userpart", topic);
+        snprintf(line, sizeof(line), "topic %s 4", t7);
+        kafka_ctl(line);
+        s.n = 0;
+        pub = make_pub_opts(dir, t7, opts);
+        submit_n(pub, &s, 1000);
+        CHECK(rt_publisher_drain(pub, 60000) == 0, "drain with the user's partitioner timed out");
+        rt_publisher_destroy(&pub);
+        got = consume_topic(t7, &s, 60000, &misplaced);
+        CHECK(got == 1000, "1,000 submitted with the user's partitioner, %zu arrived", got);
+        CHECK(misplaced >= 500, "the user's partitioner was not used: %zu of 1,000 events off "
+              "their key's partition", misplaced);
+        printf("ok 7 - the user's partitioner replaces the key-hash one (%zu of 1,000 events "
+               "elsewhere)\n", misplaced);
+        free(opts);
     }
 
     free(s.ids);
@@ -423,6 +467,6 @@ int main(int argc, char **argv)
         if (system(cmd) != 0)
             fprintf(stderr, "could not remove %s\n", dir);
     }
-    printf("6 passed, 0 failed\n");
+    printf("7 passed, 0 failed\n");
     return 0;
 }
