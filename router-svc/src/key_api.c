@@ -40,11 +40,10 @@ enum fail_kind { FAIL_NONE = 0, FAIL_UNAVAIL, FAIL_BUSY, FAIL_CAPACITY, FAIL_INT
 /* One request in progress. Heap, freed by finish(). */
 struct kreq {
     struct rt_key_api *api;
-    rt_key_api_done_fn done; /* kreq_answer, with the kreq: releases the slot, then answers */
+    rt_key_api_done_fn done; /* kreq_answer, with the kreq (every path answers once) */
     void *ud;
     rt_key_api_done_fn caller_done;
     void *caller_ud;
-    int released; /* the in-flight slot is given back */
     enum kop op;
     char raw[RT_KEY_API_KEY_MAX + 1]; /* generate: the new key, returned once; wiped on free */
     char hash[TG_SHA256_HEX_LEN + 1];
@@ -143,24 +142,26 @@ out:
 
 /* ---- request life cycle ---- */
 
-/* The answer: the slot is given back before the caller hears it, so nothing touches the API
- * once the last answer is out (the owner may then destroy it) and a client that asks again at
- * once finds its slot free. */
+/* A request's one answer, key or team route: its in-flight slot is given back before the caller
+ * hears it, so nothing touches the API once the last answer is out (the owner may then destroy
+ * it) and a client that asks again at once finds its slot free. */
+static void answer_released(struct rt_key_api *api, rt_key_api_done_fn done, void *ud,
+                            int status, const char *body, size_t len)
+{
+    atomic_fetch_sub(&api->in_flight, 1);
+    done(status, body, len, ud);
+}
+
 static void kreq_answer(int status, const char *body, size_t len, void *ud)
 {
     struct kreq *r = ud;
 
-    if (!r->released) {
-        r->released = 1;
-        atomic_fetch_sub(&r->api->in_flight, 1);
-    }
-    r->caller_done(status, body, len, r->caller_ud);
+    answer_released(r->api, r->caller_done, r->caller_ud, status, body, len);
 }
 
+/* After the answer (kreq_answer gave the slot back). */
 static void req_free(struct kreq *r)
 {
-    if (!r->released)
-        atomic_fetch_sub(&r->api->in_flight, 1);
     pthread_mutex_destroy(&r->mu);
     memset(r->raw, 0, sizeof(r->raw));
     free(r);
@@ -1080,8 +1081,7 @@ static void team_done(int status, const char *body, size_t len, void *ud)
     struct team_call tc = *(struct team_call *)ud;
 
     free(ud);
-    atomic_fetch_sub(&tc.api->in_flight, 1);
-    tc.done(status, body, len, tc.ud);
+    answer_released(tc.api, tc.done, tc.ud, status, body, len);
 }
 
 int rt_key_api_in_flight(const struct rt_key_api *api)

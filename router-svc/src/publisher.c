@@ -321,10 +321,12 @@ static void trim_after_burst(struct rt_publisher *pub)
 
     if (out > pub->burst_max)
         pub->burst_max = out;
-    /* Over once what is in flight is back under a sixteenth of the peak: under steady load a
-     * few records always wait for their batch (linger.ms), so an empty window may never be
-     * seen (chaos c10 at 80 requests/s: the trim never ran, 2.7 MB stayed in an arena). */
-    if (pub->burst_max < RT_PUBLISHER_TRIM_BURST || out > pub->burst_max / 16)
+    /* Over once what is in flight is back under 1/RT_PUBLISHER_TRIM_DRAINED of the peak: under
+     * steady load a few records always wait for their batch (linger.ms), so an empty window
+     * may never be seen (chaos c10 at 80 requests/s: the trim never ran, 2.7 MB stayed in an
+     * arena). */
+    if (pub->burst_max < RT_PUBLISHER_TRIM_BURST ||
+        out > pub->burst_max / RT_PUBLISHER_TRIM_DRAINED)
         return;
     now = tg_now_mono_ms();
     if (pub->trim_ms != 0 && now - pub->trim_ms < RT_PUBLISHER_TRIM_MS)

@@ -46,6 +46,7 @@
 /* After a burst of at least RT_PUBLISHER_TRIM_BURST records in flight is acknowledged, free
  * memory is given back (malloc_trim), at most every RT_PUBLISHER_TRIM_MS (publisher.c). */
 #define RT_PUBLISHER_TRIM_BURST 1000u
+#define RT_PUBLISHER_TRIM_DRAINED 16u /* the burst is over: in flight under its peak / this */
 #define RT_PUBLISHER_TRIM_MS 10000u
 
 struct rt_publisher;

@@ -196,6 +196,12 @@ static int count_segments(const char *dir)
     return n;
 }
 
+static void yaml_diag(void *ud, int is_error, const char *line)
+{
+    (void)ud;
+    fprintf(stderr, "%s: %s\n", is_error ? "error" : "warning", line);
+}
+
 static struct rt_publisher *make_pub_opts(const char *dir, const char *topic,
                                           const struct tg_kafka_opts *opts)
 {
@@ -434,15 +440,19 @@ int main(int argc, char **argv)
     /* 7. A partitioner given under librdkafka replaces the key-hash one: with librdkafka's
      * "random", most events land off their key's partition. */
     {
+        static const char yaml[] = "kafka:\n  librdkafka: {partitioner: random}\n";
         char t7[96], line[160];
         struct tg_kafka_opts *opts = calloc(1, sizeof(*opts));
+        struct tg_yaml y;
+        yaml_node_t *kafka = NULL;
         size_t misplaced = 0;
 
         CHECK(opts != NULL, "opts");
-        opts->n = 1;
-        snprintf(opts->opt[0].name, sizeof(opts->opt[0].name), "partitioner");
-        opts->opt[0].value_off = 0;
-        opts->text_used = (uint32_t)snprintf(opts->text, sizeof(opts->text), "random") + 1;
+        CHECK(tg_yaml_open(&y, "t7.yaml", yaml, strlen(yaml), yaml_diag, NULL) == 0, "t7 yaml");
+        TG_YAML_FOR_PAIRS(tg_yaml_root(&y), pair)
+        kafka = tg_yaml_node(&y, pair->value);
+        CHECK(tg_kafka_opts_parse(opts, &y, kafka, "kafka") == 0, "t7: the kafka options");
+        tg_yaml_close(&y);
         snprintf(t7, sizeof(t7), "%s.userpart", topic);
         snprintf(line, sizeof(line), "topic %s 4", t7);
         kafka_ctl(line);
