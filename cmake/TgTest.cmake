@@ -8,10 +8,21 @@
 #   A script test; it sees TG_SOURCE_DIR and TG_BUILD_DIR in its environment.
 #
 # tests/run runs ctest -j2: a test of tg_c_test or tg_script_test whose label is not "unit" runs
-# alone (RUN_SERIAL) unless its name is in TG_PARALLEL_OK (tests/CMakeLists.txt).
+# alone (RUN_SERIAL) unless its name is in TG_PARALLEL_OK (tests/CMakeLists.txt). Its COST is
+# the one TG_TEST_COST gives (name, seconds, ...), and a test in TG_OWN_KAFKA_CLUSTER holds the
+# lock kafka_cluster_of_its_own while it runs.
 function(tg_serial_unless_listed name label)
     if(NOT label STREQUAL "unit" AND NOT name IN_LIST TG_PARALLEL_OK)
         set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
+    endif()
+    list(FIND TG_TEST_COST ${name} at)
+    if(at GREATER_EQUAL 0)
+        math(EXPR at "${at} + 1")
+        list(GET TG_TEST_COST ${at} cost)
+        set_tests_properties(${name} PROPERTIES COST ${cost})
+    endif()
+    if(name IN_LIST TG_OWN_KAFKA_CLUSTER)
+        set_tests_properties(${name} PROPERTIES RESOURCE_LOCK kafka_cluster_of_its_own)
     endif()
 endfunction()
 

@@ -605,70 +605,28 @@ void h1c_timers(struct rt_upstream *up)
 }
 
 /* Origin index for an http:// or https:// URL, the path in *path; -1 when the URL is for curl
- * (another scheme, a proxy for it in the environment, credentials in the URL, a name not
- * resolved yet, a CA bundle that cannot be loaded: curl says why), -2 when it is because the
- * origin, name or TLS context table is full (counted by the caller). Caller holds up->lock. */
+ * (rt_url_origin declines it: another scheme, credentials in the URL, a host that is neither an
+ * address nor a DNS name; or a proxy for it in the environment, a name not resolved yet, a CA
+ * bundle that cannot be loaded: curl says why), -2 when it is because the origin, name or TLS
+ * context table is full (counted by the caller). Caller holds up->lock. */
 int h1c_origin_of(struct rt_upstream *up, const struct rt_upstream_request *req,
                   const char **path)
 {
-    const char *url = req->url;
-    const char *h, *e, *pe;
-    char host[256];
-    long port = 80;
+    struct rt_url_origin u;
     struct sockaddr_storage sa;
     socklen_t salen = 0;
-    size_t hl;
     uint64_t now;
     int named = 0;
-    int tls = 0;
     SSL_CTX *ctx = NULL;
     int rc;
 
-    if (strncmp(url, "http://", 7) == 0 && up->native) {
-        h = url + 7;
-    } else if (strncmp(url, "https://", 8) == 0 && up->native_tls) {
-        h = url + 8;
-        tls = 1;
-        port = 443;
-    } else {
+    if (rt_url_origin(req->url, &u) != 0 || !(u.tls ? up->native_tls : up->native))
         return -1;
-    }
-    pe = h + strcspn(h, "/?#");
-    if (*h == '[') {
-        e = memchr(h, ']', (size_t)(pe - h));
-        if (e == NULL)
-            return -1;
-        hl = (size_t)(e - h - 1);
-        if (hl == 0 || hl >= sizeof(host))
-            return -1;
-        memcpy(host, h + 1, hl);
-        e++;
-    } else {
-        e = h;
-        while (e < pe && *e != ':' && *e != '@')
-            e++;
-        if (e < pe && *e == '@')
-            return -1; /* credentials in the URL: curl's business */
-        hl = (size_t)(e - h);
-        if (hl == 0 || hl >= sizeof(host))
-            return -1;
-        memcpy(host, h, hl);
-    }
-    host[hl] = '\0';
-    if (e < pe) {
-        char *end;
-
-        if (*e != ':')
-            return -1;
-        port = strtol(e + 1, &end, 10);
-        if (end != pe || port <= 0 || port > 65535)
-            return -1;
-    }
-    if (*pe != '/')
+    if (*u.path != '/')
         return -1; /* the router always builds an absolute path */
-    *path = pe;
+    *path = u.path;
     now = tg_now_mono_us();
-    if (tls) {
+    if (u.tls) {
         int full;
 
         ctx = h1t_ctx(req->tls_no_verify, req->ca_file, &full);
@@ -678,42 +636,30 @@ int h1c_origin_of(struct rt_upstream *up, const struct rt_upstream_request *req,
     for (unsigned i = 0; i < up->n_origins; i++) {
         struct h1origin *o = &up->origins[i];
 
-        if (strncmp(o->hostport, h, (size_t)(pe - h)) != 0 || o->hostport[pe - h] != '\0' ||
-            o->tls != tls || o->ctx != ctx)
+        if (strncmp(o->hostport, u.hostport, u.hostport_len) != 0 ||
+            o->hostport[u.hostport_len] != '\0' || o->tls != u.tls || o->ctx != ctx)
             continue;
         if (o->named && now - o->checked_us > H1_DNS_CHECK_US) {
             /* a named origin follows its name: new connections go to the current address */
-            char ps[8];
-
             o->checked_us = now;
-            snprintf(ps, sizeof(ps), "%ld", port);
-            if (rt_resolver_lookup(host, ps, &sa, &salen) > 0) {
+            if (rt_resolver_lookup(u.host, u.port_text, &sa, &salen) > 0) {
                 o->sa = sa;
                 o->salen = salen;
             }
         }
         return (int)i;
     }
-    memset(&sa, 0, sizeof(sa));
-    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&sa)->sin_addr) == 1) {
-        ((struct sockaddr_in *)&sa)->sin_family = AF_INET;
-        ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
-        salen = sizeof(struct sockaddr_in);
-    } else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&sa)->sin6_addr) == 1) {
-        ((struct sockaddr_in6 *)&sa)->sin6_family = AF_INET6;
-        ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
-        salen = sizeof(struct sockaddr_in6);
+    if (u.literal) {
+        sa = u.sa;
+        salen = u.salen;
     } else {
-        char ps[8];
-
         /* a host name: the resolver thread's answer, or curl until there is one */
-        snprintf(ps, sizeof(ps), "%ld", port);
-        rc = rt_resolver_lookup(host, ps, &sa, &salen);
+        rc = rt_resolver_lookup(u.host, u.port_text, &sa, &salen);
         if (rc <= 0)
             return rc < 0 ? -2 : -1;
         named = 1;
     }
-    if (up->n_origins >= H1_ORIGINS_MAX || (size_t)(pe - h) >= sizeof(up->origins[0].hostport)) {
+    if (up->n_origins >= H1_ORIGINS_MAX || u.hostport_len >= sizeof(up->origins[0].hostport)) {
         if (!up->origins_full_warned) {
             up->origins_full_warned = 1;
             TG_WARN("upstream: more than %d plain-http provider addresses on one loop; the "
@@ -725,10 +671,10 @@ int h1c_origin_of(struct rt_upstream *up, const struct rt_upstream_request *req,
     {
         struct h1origin *o = &up->origins[up->n_origins];
 
-        memcpy(o->hostport, h, (size_t)(pe - h));
-        o->hostport[pe - h] = '\0';
-        memcpy(o->host, host, hl + 1);
-        o->tls = tls;
+        memcpy(o->hostport, u.hostport, u.hostport_len);
+        o->hostport[u.hostport_len] = '\0';
+        memcpy(o->host, u.host, strlen(u.host) + 1);
+        o->tls = u.tls;
         o->ctx = ctx;
         o->sess = NULL;
         o->sa = sa;

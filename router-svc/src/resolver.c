@@ -155,45 +155,96 @@ int rt_resolver_has(const char *host, const char *port)
     return found;
 }
 
-int rt_url_host_port(const char *url, char *host, size_t hcap, char *port, size_t pcap)
+#define URL_NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
+
+int rt_url_origin(const char *url, struct rt_url_origin *o)
 {
-    const char *h, *e;
-    unsigned char addr[sizeof(struct in6_addr)];
-    long pn = 80;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&o->sa;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&o->sa;
+    const char *h, *e, *pe;
     size_t hl;
 
+    memset(o, 0, sizeof(*o));
     if (strncmp(url, "http://", 7) == 0) {
         h = url + 7;
+        o->port = 80;
     } else if (strncmp(url, "https://", 8) == 0) {
         h = url + 8;
-        pn = 443;
+        o->tls = 1;
+        o->port = 443;
     } else {
-        return 0;
+        return -1;
     }
-    /* host[:port] up to the path, the way the built-in client reads it (h1client.c) */
-    hl = strcspn(h, ":/?#@[");
-    e = h + hl;
-    if (hl == 0 || hl >= hcap || *e == '@' || *e == '[')
-        return 0;
-    if (strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") < hl)
-        return 0; /* not a name DNS could have: left to libcurl, which says what is wrong */
-    if (*e == ':') {
-        char *end;
+    pe = h + strcspn(h, "/?#");
+    if (memchr(h, '@', (size_t)(pe - h)) != NULL)
+        return -1; /* credentials in the URL */
+    if (*h == '[') {
+        e = memchr(h, ']', (size_t)(pe - h));
+        if (e == NULL)
+            return -1;
+        hl = (size_t)(e - h - 1);
+        if (hl == 0 || hl >= sizeof(o->host))
+            return -1;
+        memcpy(o->host, h + 1, hl);
+        o->host[hl] = '\0';
+        if (inet_pton(AF_INET6, o->host, &a6->sin6_addr) != 1)
+            return -1; /* a zone index, or not an address at all */
+        a6->sin6_family = AF_INET6;
+        o->salen = sizeof(*a6);
+        o->literal = 1;
+        e++;
+    } else {
+        hl = strcspn(h, ":/?#");
+        e = h + hl;
+        if (hl == 0 || hl >= sizeof(o->host) || strspn(h, URL_NAME_CHARS) < hl)
+            return -1; /* not a name DNS could have */
+        memcpy(o->host, h, hl);
+        o->host[hl] = '\0';
+        if (inet_pton(AF_INET, o->host, &a4->sin_addr) == 1) {
+            a4->sin_family = AF_INET;
+            o->salen = sizeof(*a4);
+            o->literal = 1;
+        }
+    }
+    if (e < pe) {
+        size_t dl;
 
-        if (e[1] < '0' || e[1] > '9')
-            return 0;
-        pn = strtol(e + 1, &end, 10);
-        if (pn <= 0 || pn > 65535)
-            return 0;
-        e = end;
+        if (*e != ':')
+            return -1;
+        dl = strspn(e + 1, "0123456789");
+        if (dl == 0 || e + 1 + dl != pe)
+            return -1;
+        o->port = 0;
+        for (size_t i = 0; i < dl && o->port <= 65535; i++)
+            o->port = o->port * 10 + (e[1 + i] - '0');
+        if (o->port < 1 || o->port > 65535)
+            return -1;
     }
-    if (*e != '\0' && *e != '/' && *e != '?' && *e != '#')
+    if (o->literal) {
+        if (o->salen == sizeof(*a6))
+            a6->sin6_port = htons((uint16_t)o->port);
+        else
+            a4->sin_port = htons((uint16_t)o->port);
+    }
+    snprintf(o->port_text, sizeof(o->port_text), "%ld", o->port);
+    o->hostport = h;
+    o->hostport_len = (size_t)(pe - h);
+    o->path = pe;
+    return 0;
+}
+
+int rt_url_host_port(const char *url, char *host, size_t hcap, char *port, size_t pcap)
+{
+    struct rt_url_origin o;
+    size_t hl;
+
+    if (rt_url_origin(url, &o) != 0 || o.literal)
         return 0;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    if (inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1)
+    hl = strlen(o.host);
+    if (hl >= hcap)
         return 0;
-    return snprintf(port, pcap, "%ld", pn) < (int)pcap;
+    memcpy(host, o.host, hl + 1);
+    return snprintf(port, pcap, "%s", o.port_text) < (int)pcap;
 }
 
 void rt_resolver_prefetch_url(const char *url)

@@ -24,11 +24,30 @@ int rt_resolver_lookup(const char *host, const char *port, struct sockaddr_stora
  * as the built-in client leaves them. Any thread. */
 void rt_resolver_prefetch_url(const char *url);
 
-/* rt_url_host_port: 1 when url is http:// or https:// with a host name the built-in client
- * would resolve (letters, digits, '.', '-' and '_'; not an IP literal; no credentials; a port
- * in 1..65535 when one is given),
- * the name in host (hcap bytes) and the port in decimal, the scheme's when none is given, in
- * port (pcap bytes); else 0. */
+/* The origin of an http:// or https:// URL as the built-in client reads it. */
+struct rt_url_origin {
+    int tls;              /* https:// */
+    const char *hostport; /* the authority as written in the URL (not terminated): host[:port] */
+    size_t hostport_len;
+    char host[256];       /* the host alone, an IPv6 literal without its brackets */
+    int literal;          /* host is an IPv4 or IPv6 address: then sa and salen hold it */
+    long port;            /* the port given, else the scheme's */
+    char port_text[8];    /* port in decimal, as the resolver is asked for it */
+    const char *path;     /* what follows the authority: "", or from its '/', '?' or '#' */
+    struct sockaddr_storage sa; /* a literal host's address with port (sockaddr_in or _in6) */
+    socklen_t salen;
+};
+
+/* rt_url_origin: 0 with *o filled when url is http:// or https:// with a host the built-in
+ * client can reach itself: an IPv4 address, an IPv6 address in brackets, or a name of letters,
+ * digits, '.', '-' and '_'; a port of decimal digits in 1..65535 when one is given; no
+ * credentials. Else -1: libcurl's business, which says what is wrong. The one reader of a
+ * provider URL's origin for the resolver and the built-in client (h1client.c). */
+int rt_url_origin(const char *url, struct rt_url_origin *o);
+
+/* rt_url_host_port: 1 when url has an origin (rt_url_origin) whose host is a name, not an
+ * address: the name in host (hcap bytes) and the port in decimal, the scheme's when none is
+ * given, in port (pcap bytes); else 0. */
 int rt_url_host_port(const char *url, char *host, size_t hcap, char *port, size_t pcap);
 
 /* rt_resolver_has: 1 when host:port is in the table (resolved or not), without queueing it. */

@@ -10,7 +10,8 @@
 #   * Redis counters equal PostgreSQL after recovery;
 #   * during the fault, router-svc RSS and CPU per request <= 1.25x baseline, p99 <= 1.2x
 #     baseline + 2 ms (not for the restart scenarios, where requests wait for the new process),
-#     log bytes per request <= 512;
+#     log bytes per request <= 512; the RSS is read once the router has caught up with Kafka
+#     after the fault, and its peak from the fault's start on stays within that bound + 4 MiB;
 #     CPU per request and p99 are compared window by window (windows of 1.25-5 s, at least 6 in
 #     the fault phase): the median of the fault phase's against the median of the others', over
 #     the calm windows only — those in which the hypervisor took at most 1.5 % of the machine's
@@ -208,21 +209,63 @@ start_spend() { tg_stack_start_spend || fail "spend-svc did not restart"; SPEND_
 # rss_kb PID -> the process's resident set in kB (0 when it is gone); its CPU time is the
 # sampler's (below)
 rss_kb() {
-    local rss
-    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0)
-    echo "${rss:-0}"
+    _tg_rss_kb_set "$1"
+    echo "$_TG_RSS_KB"
 }
 log_bytes() { cat "$TG_STACK_DIR"/router.log "$TG_STACK_DIR"/spend*.log 2>/dev/null | wc -c; }
-# assigned_parts URL: partitions of the events topic the spend-svc at URL holds now.
-assigned_parts() { curl -s --max-time 2 "$1/metrics" | grep -c '^tollgate_spend_consumer_lag{' || true; }
+# metric_scan URL PREFIX: reads the /metrics of the service at URL once; sets METRIC_N to the
+# number of its lines that start with PREFIX and METRIC_V to the value of the last of them
+# (unknown when none). It polls during faults: no process started (nofork.sh), as a fork of
+# curl and grep four times a second took the router's p99 from 3-4 to 6-7 ms during c12's
+# fault on this 2-core machine.
+metric_scan() {
+    local line
+    METRIC_N=0
+    METRIC_V=unknown
+    tg_http_get "$1/metrics"
+    while IFS= read -r line; do
+        if [[ $line == "$2"* ]]; then
+            METRIC_N=$((METRIC_N + 1))
+            METRIC_V=${line##* }
+        fi
+    done <<<"$TG_HTTP_BODY"
+}
+# parts_held URL: sets PARTS to the partitions of the events topic the spend-svc at URL holds now.
+parts_held() {
+    metric_scan "$1" 'tollgate_spend_consumer_lag{'
+    PARTS=$METRIC_N
+}
 # in_sync: every partition of both topics has a leader and its 3 replicas in sync (60 s at most).
 in_sync() {
     "$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" create tollgate.events.v1 1 3 -- 60000 &&
         "$BIN/tests/tools/kafka_admin" "$TG_KAFKA_BROKERS" create tollgate.control.v1 1 3 -- 60000
 }
-sleep_until() { # EPOCH_NS: sleep until then (at once when past)
-    local left_ms=$((($1 - $(date +%s%N)) / 1000000))
-    [ "$left_ms" -le 0 ] || sleep "$(awk -v m="$left_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+# caught_up URL SECONDS: waits until the router at URL has no spooled event older than a second
+# that Kafka has not acknowledged (SECONDS at most; 1 when it never did), then 2 s more, for the
+# publisher to give the catch-up's memory back. Sets OLDEST_UNACKED. Starts no process.
+caught_up() {
+    local end_ms
+    _tg_now_ms_set
+    end_ms=$((_TG_NOW_MS + $2 * 1000))
+    while :; do
+        metric_scan "$1" 'tollgate_router_spool_oldest_unacked_seconds '
+        OLDEST_UNACKED=$METRIC_V
+        if [[ $OLDEST_UNACKED =~ ^(0|0\.[0-9]*|1|1\.0*)$ ]]; then
+            _tg_sleep 2
+            return 0
+        fi
+        _tg_now_ms_set
+        [ "$_TG_NOW_MS" -lt "$end_ms" ] || return 1
+        _tg_sleep 0.25
+    done
+}
+sleep_until() { # EPOCH_NS: sleep until then (at once when past), starting no process
+    local left_ms secs
+    _tg_now_ms_set
+    left_ms=$(($1 / 1000000 - _TG_NOW_MS))
+    [ "$left_ms" -gt 0 ] || return 0
+    printf -v secs '%d.%03d' $((left_ms / 1000)) $((left_ms % 1000))
+    _tg_sleep "$secs"
 }
 c13_admin() { # PATH BODY -> answer body; fails the scenario unless 200
     local code
@@ -249,8 +292,10 @@ if [ "$NAME" = c12 ]; then
     tg_stack_wait_http "$SPEND2_URL/health/liveness" 30 || fail "the second spend-svc did not start"
     shared=no
     for _ in $(seq 1 120); do
-        a1=$(assigned_parts "$TG_SPEND_URL")
-        a2=$(assigned_parts "$SPEND2_URL")
+        parts_held "$TG_SPEND_URL"
+        a1=$PARTS
+        parts_held "$SPEND2_URL"
+        a2=$PARTS
         if [ "$a1" -gt 0 ] && [ "$a2" -gt 0 ] && [ $((a1 + a2)) = 6 ]; then shared=yes; break; fi
         sleep 0.5
     done
@@ -270,7 +315,8 @@ sleep 4
 LOAD_PID=$!
 # Twice a second, against milliseconds since the load started: router CPU time (per-window CPU
 # figures; c3/c4 replace the process, their CPU is not compared) and the machine's steal and
-# total jiffies from /proc/stat (the time the hypervisor gave to other guests).
+# total jiffies from /proc/stat (the time the hypervisor gave to other guests), and the router's
+# RSS in kB (printed when the RSS check fails: when it grew, and whether it came back).
 # It starts no process (services.sh's _tg_sleep and _tg_now_ms_set, /proc read with read): forks
 # of awk and date twice a second would take CPU beside the router they measure.
 sampler() {
@@ -288,7 +334,8 @@ sampler() {
         st=$9
         tot=$(($2 + $3 + $4 + $5 + $6 + $7 + $8 + $9))
         _tg_now_ms_set
-        echo "$((_TG_NOW_MS - t0_ms)) $ns $st $tot"
+        _tg_rss_kb_set "$pid"
+        echo "$((_TG_NOW_MS - t0_ms)) $ns $st $tot $_TG_RSS_KB"
         _tg_sleep 0.5
     done
 }
@@ -386,44 +433,52 @@ c13) t_f=$(date +%s%N)
     sleep_until $((t_f + FAULT_S * 1000000000)) ;;
 c12) # One replica SIGKILLed mid-batch: the group coordinator gives its partitions to the other
     # after session.timeout.ms; the killed one rejoins at the end of the fault phase.
+    # (polled with builtins only: see parts_held)
     kill -KILL "$SPEND_PID"; wait "$SPEND_PID" 2>/dev/null || true
-    t_kill=$(date +%s%N)
+    _tg_now_ms_set
+    t_kill_ms=$_TG_NOW_MS
     TAKEN_MS=-1
-    for _ in $(seq 1 $((FAULT_S * 4))); do
-        if [ "$(assigned_parts "$SPEND2_URL")" = 6 ]; then
-            TAKEN_MS=$((($(date +%s%N) - t_kill) / 1000000))
+    for ((poll = 0; poll < FAULT_S * 4; poll++)); do
+        parts_held "$SPEND2_URL"
+        if [ "$PARTS" = 6 ]; then
+            _tg_now_ms_set
+            TAKEN_MS=$((_TG_NOW_MS - t_kill_ms))
             break
         fi
-        sleep 0.25
+        _tg_sleep 0.25
     done
     [ "$TAKEN_MS" -ge 0 ] || fail "the surviving spend-svc did not take the 6 partitions within the fault phase"
     echo "chaos c12: spend-svc SIGKILLed; the other replica holds all 6 partitions after $TAKEN_MS ms"
-    sleep_until $((t_kill + FAULT_S * 1000000000))
+    sleep_until $(((t_kill_ms + FAULT_S * 1000) * 1000000))
     start_spend ;;
 c9) # The controller fences the dead node after broker.session.timeout.ms (9 s) and moves its
     # leaderships; until then its partitions have no leader and the producers hold their events.
+    # The wait is one process polling the metadata, not one started per look (see parts_held).
     KILLED=$(tg_kafka_leader tollgate.events.v1 0) || fail "no leader for tollgate.events.v1[0]"
     t_kill=$(date +%s%N)
     tg_kafka_node_kill "$KILLED" KILL
-    NEW_LEADER=$KILLED
-    for _ in $(seq 1 40); do
-        NEW_LEADER=$(tg_kafka_leader tollgate.events.v1 0) || NEW_LEADER=$KILLED
-        [ "$NEW_LEADER" != "$KILLED" ] && break
-        sleep 0.5
-    done
+    NEW_LEADER=$(tg_kafka_leader_moved tollgate.events.v1 0 "$KILLED" 20) ||
+        fail "partition 0 still led by the killed node $KILLED after 20 s"
     FAILOVER_MS=$((($(date +%s%N) - t_kill) / 1000000))
-    [ "$NEW_LEADER" != "$KILLED" ] || fail "partition 0 still led by the killed node $KILLED after 20 s"
     echo "chaos c9: node $KILLED (leader of partition 0) SIGKILLed; node $NEW_LEADER leads after $FAILOVER_MS ms"
-    left_ms=$((FAULT_S * 1000 - FAILOVER_MS))
-    [ "$left_ms" -le 0 ] || sleep "$(awk -v m="$left_ms" 'BEGIN { printf "%.3f", m / 1000 }')" ;;
+    sleep_until $((t_kill + FAULT_S * 1000000000)) ;;
 c7) curl -fsS -o /dev/null -d '{"mode":"429","retry_after":5}' "$TG_FAKE_LLM_URL/_control/slack"
     sleep $((FAULT_S / 2))
     curl -fsS -o /dev/null -d '{"mode":"500"}' "$TG_FAKE_LLM_URL/_control/slack"
     sleep $((FAULT_S - FAULT_S / 2))
     curl -fsS -o /dev/null -d '{"mode":"ok"}' "$TG_FAKE_LLM_URL/_control/slack" ;;
 esac
-RSS_F1=$(rss_kb "$ROUTER_PID")
 LOG_F1=$(log_bytes)
+# The RSS judged after the fault is what the fault left behind. Where Kafka was away (c6, c10),
+# the spooled backlog goes out when it is back: up to the producer queue's 2 MiB of events at
+# once (RT_PUBLISHER_QUEUE_KBYTES) and the requests built from them, held for the second or so
+# the catch-up takes, then given back by the publisher (malloc_trim, at most once a second). A
+# sample that fell inside that second failed c10 on the memory of the catch-up, not of the
+# fault; so the sample waits until the router has caught up, and the catch-up's peak has a bound
+# of its own (below).
+caught_up "http://127.0.0.1:$ROUTER_PORT" 30 ||
+    echo "chaos $NAME: the router had not caught up 30 s after the fault (oldest unacknowledged event ${OLDEST_UNACKED} s old)"
+RSS_F1=$(rss_kb "$ROUTER_PID")
 wait "$LOAD_PID" || fail "load driver failed: $(cat "$STATE/load.err")"
 LOAD_PID=""
 if [ "$NAME" = c9 ]; then
@@ -573,10 +628,15 @@ WIN_CELL="$W_P99_REF→$W_P99_FAULT ($C_N_REF/$W_N_REF, $C_N_FAULT/$W_N_FAULT ca
 [ "$JUDGED" = yes ] || WIN_CELL="not judged ($C_N_REF/$W_N_REF, $C_N_FAULT/$W_N_FAULT calm)"
 LOG_PER_REQ=$(awk -v b="$((LOG_F1 - LOG_F0))" -v n="$NF" 'BEGIN { if (n == 0) print 0; else printf "%.0f", b / n }')
 
-ROW="| $NAME | $NA | $OKA | $BADA | $TRA | $MISSING | $DUPS | $AGG_DIFF | $P50B/$P99B | $P50F/$P90F/$P99F | $WIN_CELL | $STEAL_REF→$STEAL_FAULT | $((RSS_F0 / 1024))→$((RSS_F1 / 1024)) MB | $W_CPU_REF→$W_CPU_FAULT | $LOG_PER_REQ | $ALERTS (max $MAX_TEXT B) | $REDIS_OK |"
+# The highest RSS of the router sampled from the fault's start on (twice a second; a process
+# replaced in the fault, c3, c4, c13, is not followed).
+RSS_PEAK=$(awk -v a=$((BASE_S * 1000)) '$1 >= a && $5 > m { m = $5 } END { print m + 0 }' \
+    "$STATE/cpu.samples")
+case "$NAME" in c3 | c4 | c13) PEAK_CELL="" ;; *) PEAK_CELL=" (peak $((RSS_PEAK / 1024)))" ;; esac
+ROW="| $NAME | $NA | $OKA | $BADA | $TRA | $MISSING | $DUPS | $AGG_DIFF | $P50B/$P99B | $P50F/$P90F/$P99F | $WIN_CELL | $STEAL_REF→$STEAL_FAULT | $((RSS_F0 / 1024))→$((RSS_F1 / 1024)) MB$PEAK_CELL | $W_CPU_REF→$W_CPU_FAULT | $LOG_PER_REQ | $ALERTS (max $MAX_TEXT B) | $REDIS_OK |"
 if [ ! -s "$RESULTS" ]; then
     mkdir -p "$(dirname "$RESULTS")"
-    echo "| scenario | requests | ok | failed | transport | missing | duplicated | agg diff | ref p50/p99 ms | fault p50/p90/p99 ms | p99 ms, median calm window, ref→fault | steal %, median window, ref→fault | router RSS | router CPU µs/req, median calm window, ref→fault | log B/req | slack msgs | redis=pg |" >"$RESULTS"
+    echo "| scenario | requests | ok | failed | transport | missing | duplicated | agg diff | ref p50/p99 ms | fault p50/p90/p99 ms | p99 ms, median calm window, ref→fault | steal %, median window, ref→fault | router RSS, fault start→after (peak) | router CPU µs/req, median calm window, ref→fault | log B/req | slack msgs | redis=pg |" >"$RESULTS"
     echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" >>"$RESULTS"
 fi
 echo "$ROW" >>"$RESULTS"
@@ -599,8 +659,17 @@ awk -v l="$LOG_PER_REQ" 'BEGIN { exit !(l <= 512) }' || fail "log bytes per requ
 case "$NAME" in
 c3 | c4 | c13) ;; # a new process: its RSS, CPU and the wait for it are not comparable
 *)
-    awk -v b="$RSS_F0" -v f="$RSS_F1" 'BEGIN { exit !(f <= b * 1.25) }' ||
-        fail "router-svc RSS grew from $RSS_F0 kB to $RSS_F1 kB during the fault (> 1.25x)"
+    # RSS_PEAK (above) at most what the bound above allows plus twice the producer queue's
+    # 2 MiB (the events of a catch-up and the produce requests built from them).
+    RSS_WHY=$(awk -v b="$RSS_F0" -v f="$RSS_F1" -v p="$RSS_PEAK" 'BEGIN {
+        if (f > b * 1.25) printf "grew from %d kB to %d kB during the fault (> 1.25x)", b, f
+        else if (p > b * 1.25 + 4096) printf "peaked at %d kB from the fault'"'"'s start, over 1.25x %d kB + 4 MiB", p, b }')
+    if [ -n "$RSS_WHY" ]; then
+        echo "chaos $NAME: router-svc RSS in kB every 2 s from the load's start (fault from ${BASE_S} s to $((BASE_S + FAULT_S)) s):"
+        awk 'NR % 4 == 1 { printf "%s%.0fs:%s", (n++ ? " " : ""), $1 / 1000, $5 } END { print "" }' \
+            "$STATE/cpu.samples"
+        fail "router-svc RSS $RSS_WHY"
+    fi
     if [ "$JUDGED" = yes ]; then
         awk -v b="$W_CPU_REF" -v f="$W_CPU_FAULT" 'BEGIN { exit !(b > 0 && f <= b * 1.25) }' ||
             fail "router-svc CPU per request $W_CPU_FAULT µs during the fault vs $W_CPU_REF µs outside it (median calm windows, > 1.25x)"

@@ -15,7 +15,12 @@
  *  - what router-svc's start does next with it works: rt_keys_create takes the static keys,
  *    rt_mask_create takes rt_config_secrets (whose count matches the config, the Kafka
  *    secrets included), and the name and port rt_url_host_port reads from each api_base (for
- *    the resolver) are the URL's own. */
+ *    the resolver) are the URL's own;
+ *  - the origin rt_url_origin reads from each api_base (for the built-in client) lies inside
+ *    the URL: the authority right after the scheme, the path right after the authority and
+ *    starting with '/', '?', '#' or nothing, the host inside the authority (an IPv6 address in
+ *    brackets), a literal exactly when the host is an address, a port in 1..65535. */
+#include <arpa/inet.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -97,6 +102,36 @@ static void check_api_base_name(const char *url)
           "api_base port out of range", url);
 }
 
+/* The origin the built-in client reads from an api_base (rt_url_origin) is the URL's own. */
+static void check_api_base_origin(const char *url)
+{
+    struct rt_url_origin o;
+    unsigned char addr[16];
+    const char *scheme_end;
+    size_t hl;
+    int v4, v6;
+
+    if (rt_url_origin(url, &o) != 0)
+        return;
+    scheme_end = url + (o.tls ? 8 : 7);
+    hl = strnlen(o.host, sizeof(o.host));
+    check(hl > 0 && hl < sizeof(o.host), "api_base origin host empty or unterminated", url);
+    check(o.hostport == scheme_end && o.hostport_len >= hl &&
+              o.hostport_len <= strlen(scheme_end) && o.path == o.hostport + o.hostport_len &&
+              strchr("/?#", *o.path) != NULL &&
+              memchr(o.hostport, '/', o.hostport_len) == NULL &&
+              memchr(o.hostport, '@', o.hostport_len) == NULL,
+          "api_base origin is not the URL's authority", url);
+    v4 = inet_pton(AF_INET, o.host, addr) == 1;
+    v6 = inet_pton(AF_INET6, o.host, addr) == 1;
+    check(o.literal == (v4 || v6), "api_base origin literal flag is wrong", url);
+    check(v6 ? o.hostport[0] == '[' && memcmp(o.hostport + 1, o.host, hl) == 0 &&
+                   o.hostport[hl + 1] == ']'
+             : memcmp(o.hostport, o.host, hl) == 0,
+          "api_base origin host is not the authority's", url);
+    check(o.port >= 1 && o.port <= 65535, "api_base origin port out of range", url);
+}
+
 static void check_rules(const struct rt_config *cfg, const struct rt_fallback_rule *r, uint32_t n,
                         uint32_t max, const char *what)
 {
@@ -162,6 +197,7 @@ static void check_config(const struct rt_config *cfg)
               "priced flag disagrees with the prices", d->id);
         check(d->timeout_ms >= 1 && d->stream_timeout_ms >= 1, "zero timeout", d->id);
         check_api_base_name(d->api_base);
+        check_api_base_origin(d->api_base);
         if (d->api_key[0] != '\0')
             want_secrets++;
         /* a cloud provider's credentials are masked too */

@@ -25,6 +25,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # The optimised build (sanitizers would distort the latency and RSS figures asserted on).
 export TG_BUILD_DIR="${TG_REL_BUILD_DIR:-${TG_BUILD_DIR:?TG_BUILD_DIR unset}}"
 . "$HERE/../integration/router_lib.sh"
+. "$HERE/../lib/nofork.sh"
 
 rt_init hostile
 HOSTILE=${TG_HOSTILE_BIN:-$TG_BUILD_DIR/tests/hostile/hostile}
@@ -58,13 +59,16 @@ rt_router_start "$RT_DIR/router.yaml"
 # --------------------------------------------------------------------- timeline
 BASE_S=8
 declare -a PH_NAME PH_START PH_END
-t_ms() { echo $(($(date +%s%N) / 1000000)); }
+t_ms() { _tg_now_ms; }
 
-# RSS of router-svc every 0.5 s: "ms_since_t0 kB"
+# RSS of router-svc every 0.5 s: "ms_since_t0 kB". It runs beside the legitimate client whose
+# p99 is judged, so it starts no process (nofork.sh).
 rss_sampler() {
     while kill -0 "$RT_ROUTER_PID" 2>/dev/null; do
-        echo "$(($(t_ms) - T0)) $(awk '/^VmRSS/ {print $2}' "/proc/$RT_ROUTER_PID/status" 2>/dev/null)"
-        sleep 0.5
+        _tg_rss_kb_set "$RT_ROUTER_PID"
+        _tg_now_ms_set
+        echo "$((_TG_NOW_MS - T0)) $_TG_RSS_KB"
+        _tg_sleep 0.5
     done
 }
 

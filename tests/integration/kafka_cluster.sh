@@ -150,13 +150,8 @@ t0=$(_tg_now_ms)
 tg_kafka_node_kill "$leader" KILL
 # The controller fences the dead node after broker.session.timeout.ms and moves its leaderships:
 # wait for that, so that the load runs against a new leader before the node returns.
-new_leader=$leader
-for _ in $(seq 1 60); do
-    new_leader=$(tg_kafka_leader tollgate.events.v1 0) || new_leader=$leader
-    [ "$new_leader" != "$leader" ] && break
-    sleep 0.5
-done
-[ "$new_leader" != "$leader" ] || fail "partition 0 still led by the killed node $leader after 30 s"
+new_leader=$(tg_kafka_leader_moved tollgate.events.v1 0 "$leader" 30) ||
+    fail "partition 0 still led by the killed node $leader after 30 s"
 t1=$(_tg_now_ms)
 sleep 3
 tg_kafka_node_start "$leader" || fail "node $leader did not come back"

@@ -50,6 +50,18 @@ rt_cleanup() {
     return 0
 }
 
+# rt_exit: rt_init's EXIT trap. After rt_cleanup, the script's directory goes unless the script
+# failed or TG_KEEP is set. (A script with its own trap calls rt_cleanup and keeps its directory
+# until everything it started from there is stopped.)
+rt_exit() {
+    local rc=$?
+    rt_cleanup
+    if [ "$rc" = 0 ] && [ -z "${TG_KEEP:-}" ]; then
+        rm -rf "$RT_DIR"
+    fi
+    return "$rc"
+}
+
 rt_init() {
     : "${TG_BUILD_DIR:?TG_BUILD_DIR unset}"
     RT_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-$1.XXXXXX")
@@ -62,7 +74,7 @@ rt_init() {
     RT_ROUTER_PORT=$(rt_free_port)
     RT_FAKE="http://127.0.0.1:$RT_FAKE_PORT"
     RT_URL="http://127.0.0.1:$RT_ROUTER_PORT"
-    trap rt_cleanup EXIT
+    trap rt_exit EXIT
 }
 
 rt_wait_http() { # URL SECONDS

@@ -11,7 +11,9 @@
  * - a produce request answered with OUT_OF_ORDER_SEQUENCE_NUMBER (fatal to an idempotent
  *   producer): the events are produced again from the spool, every event delivered;
  * - every event is keyed by its key hash and sits on the partition the hash gives, unless a
- *   partitioner is given under librdkafka: that one is used.
+ *   partitioner is given under librdkafka: that one is used;
+ * - a producer queue with room for 16 messages (librdkafka's queue.buffering.max.messages),
+ *   which refuses most records: every event delivered, none twice.
  * Takes every broker down through devkafka's control channel, so it runs on devkafka: the one
  * named by TG_KAFKA_BROKERS and TG_KAFKA_CTL, or, when TG_KAFKA_CTL is unset (tests/run shares
  * an Apache Kafka cluster, which has no such channel), its own, started by running itself again
@@ -221,6 +223,33 @@ static struct rt_publisher *make_pub(const char *dir, const char *topic)
     return make_pub_opts(dir, topic, NULL);
 }
 
+/* Kafka options from the YAML of a config's kafka: section (the caller frees them). */
+static struct tg_kafka_opts *opts_from_yaml(const char *name, const char *yaml)
+{
+    struct tg_kafka_opts *opts = calloc(1, sizeof(*opts));
+    struct tg_yaml y;
+    yaml_node_t *kafka = NULL;
+
+    CHECK(opts != NULL, "opts");
+    CHECK(tg_yaml_open(&y, name, yaml, strlen(yaml), yaml_diag, NULL) == 0, "%s", name);
+    TG_YAML_FOR_PAIRS(tg_yaml_root(&y), pair)
+    kafka = tg_yaml_node(&y, pair->value);
+    CHECK(tg_kafka_opts_parse(opts, &y, kafka, "kafka") == 0, "%s: the kafka options", name);
+    tg_yaml_close(&y);
+    return opts;
+}
+
+/* A fresh topic "<topic>.<suffix>" of `partitions` partitions; its name in out. */
+static void new_topic(char *out, size_t cap, const char *topic, const char *suffix,
+                      int partitions)
+{
+    char line[160];
+
+    snprintf(out, cap, "%s.%s", topic, suffix);
+    snprintf(line, sizeof(line), "topic %s %d", out, partitions);
+    kafka_ctl(line);
+}
+
 static void submit_n(struct rt_publisher *pub, struct seen *s, int n)
 {
     struct proto_event *ev = malloc(sizeof(*ev));
@@ -403,14 +432,12 @@ int main(int argc, char **argv)
      * on); to the publisher's producer it is one failed delivery: those events are produced
      * again from the spool, and the same producer goes on. */
     {
-        char t6[96], line[160];
+        char t6[96];
         struct tg_buf mb;
         const char *p;
         uint64_t t0;
 
-        snprintf(t6, sizeof(t6), "%s.fatal", topic);
-        snprintf(line, sizeof(line), "topic %s 2", t6);
-        kafka_ctl(line);
+        new_topic(t6, sizeof(t6), topic, "fatal", 2);
         s.n = 0;
         pub = make_pub(dir, t6);
         submit_n(pub, &s, 100);
@@ -440,22 +467,12 @@ int main(int argc, char **argv)
     /* 7. A partitioner given under librdkafka replaces the key-hash one: with librdkafka's
      * "random", most events land off their key's partition. */
     {
-        static const char yaml[] = "kafka:\n  librdkafka: {partitioner: random}\n";
-        char t7[96], line[160];
-        struct tg_kafka_opts *opts = calloc(1, sizeof(*opts));
-        struct tg_yaml y;
-        yaml_node_t *kafka = NULL;
+        struct tg_kafka_opts *opts =
+            opts_from_yaml("t7.yaml", "kafka:\n  librdkafka: {partitioner: random}\n");
+        char t7[96];
         size_t misplaced = 0;
 
-        CHECK(opts != NULL, "opts");
-        CHECK(tg_yaml_open(&y, "t7.yaml", yaml, strlen(yaml), yaml_diag, NULL) == 0, "t7 yaml");
-        TG_YAML_FOR_PAIRS(tg_yaml_root(&y), pair)
-        kafka = tg_yaml_node(&y, pair->value);
-        CHECK(tg_kafka_opts_parse(opts, &y, kafka, "kafka") == 0, "t7: the kafka options");
-        tg_yaml_close(&y);
-        snprintf(t7, sizeof(t7), "%s.userpart", topic);
-        snprintf(line, sizeof(line), "topic %s 4", t7);
-        kafka_ctl(line);
+        new_topic(t7, sizeof(t7), topic, "userpart", 4);
         s.n = 0;
         pub = make_pub_opts(dir, t7, opts);
         submit_n(pub, &s, 1000);
@@ -470,6 +487,54 @@ int main(int argc, char **argv)
         free(opts);
     }
 
+    /* 8. librdkafka's queue has room for 16 messages: it refuses most of what the publisher
+     * hands it (queue full), and the refused records are read again from the spool and
+     * produced once: exactly 3,000 messages on the topic, 3,000 distinct call ids. */
+    {
+        struct tg_kafka_opts *opts = opts_from_yaml(
+            "t8.yaml", "kafka:\n  librdkafka: {queue.buffering.max.messages: 16}\n");
+        char t8[96], err[512];
+        struct tg_buf mb;
+        const char *p;
+        unsigned long long refused = 0;
+        int64_t total = 0;
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        rd_kafka_t *rk;
+
+        new_topic(t8, sizeof(t8), topic, "smallq", 4);
+        s.n = 0;
+        pub = make_pub_opts(dir, t8, opts);
+        submit_n(pub, &s, 3000);
+        CHECK(rt_publisher_drain(pub, 60000) == 0, "drain through a 16-message queue timed out");
+        CHECK(tg_buf_init(&mb, 65536) == 0, "buf");
+        rt_publisher_write_metrics(pub, &mb);
+        CHECK(!mb.truncated, "metrics truncated");
+        p = strstr(mb.data, "\ntollgate_router_producer_queue_full_total ");
+        CHECK(p != NULL && sscanf(p + strlen("\ntollgate_router_producer_queue_full_total "),
+                                  "%llu", &refused) == 1, "no queue_full sample");
+        tg_buf_fini(&mb);
+        rt_publisher_destroy(&pub);
+        CHECK(refused > 0, "librdkafka's queue never refused a record: the case tests nothing");
+        got = consume_topic(t8, &s, 60000, NULL);
+        CHECK(got == 3000, "3,000 submitted through a 16-message queue, %zu arrived", got);
+        rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof(err));
+        rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+        CHECK(rk != NULL, "watermarks: %s", err);
+        for (int32_t part = 0; part < 4; part++) {
+            int64_t lo = 0, hi = 0;
+
+            CHECK(rd_kafka_query_watermark_offsets(rk, t8, part, &lo, &hi, 10000) ==
+                      RD_KAFKA_RESP_ERR_NO_ERROR, "watermarks of %s[%d]", t8, (int)part);
+            total += hi - lo;
+        }
+        rd_kafka_destroy(rk);
+        CHECK(total == 3000, "3,000 events, %lld messages on the topic: some produced twice",
+              (long long)total);
+        printf("ok 8 - a 16-message producer queue: 3,000 events, 3,000 messages (%llu "
+               "refusals, each produced again)\n", refused);
+        free(opts);
+    }
+
     free(s.ids);
     {
         char cmd[256];
@@ -477,6 +542,6 @@ int main(int argc, char **argv)
         if (system(cmd) != 0)
             fprintf(stderr, "could not remove %s\n", dir);
     }
-    printf("7 passed, 0 failed\n");
+    printf("8 passed, 0 failed\n");
     return 0;
 }

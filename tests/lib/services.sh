@@ -59,36 +59,8 @@ _tg_log() {
     printf 'tollgate-services: %s\n' "$*" >&2
 }
 
-# The helpers that wait poll while scenarios measure latency and CPU on a 2-core machine, so
-# the polling itself starts no process: a fork and exec of date, awk or sleep costs about 2 ms
-# of CPU each on a virtual machine, ten times a second is a tenth of a CPU beside the service
-# under test. Time comes from bash's EPOCHREALTIME, /proc is read with read, and _tg_sleep
-# waits on a FIFO that nobody writes to.
-
-# _tg_now_ms: milliseconds since the epoch, printed. _tg_now_ms_set sets _TG_NOW_MS instead
-# (no subshell).
-_tg_now_ms_set() {
-    local t=${EPOCHREALTIME/[.,]/}
-    _TG_NOW_MS=$((10#$t / 1000))
-}
-_tg_now_ms() {
-    _tg_now_ms_set
-    printf '%s\n' "$_TG_NOW_MS"
-}
-
-# _tg_sleep SECONDS: sleep (fractions allowed) without starting a process. The FIFO is opened
-# once per shell (a background subshell opens its own); processes started later inherit the
-# descriptor and, as nobody writes to it, never see a byte.
-_tg_sleep() {
-    if [ -z "${_TG_SLEEP_FD:-}" ] || ! [ -e "/proc/$BASHPID/fd/$_TG_SLEEP_FD" ]; then
-        local fifo
-        fifo=$(mktemp -u "${TMPDIR:-/tmp}/tollgate-sleep.XXXXXX")
-        mkfifo -m 600 "$fifo" || { sleep "$1"; return 0; }
-        exec {_TG_SLEEP_FD}<>"$fifo"
-        rm -f "$fifo"
-    fi
-    read -r -t "$1" -u "$_TG_SLEEP_FD" _ || true
-}
+# The fork-free helpers (_tg_now_ms_set, _tg_sleep, tg_http_get): nofork.sh.
+. "$(dirname "${BASH_SOURCE[0]}")/nofork.sh"
 
 _tg_log_tail() {
     local log=$1
@@ -989,6 +961,12 @@ tg_kafka_nodes_start() {
 # tg_kafka_leader TOPIC PARTITION: node id of the partition's current leader.
 tg_kafka_leader() {
     _tg_kafka_admin "${TG_KAFKA_BROKERS:?kafka not started}" leader "$1" "$2" 30000
+}
+
+# tg_kafka_leader_moved TOPIC PARTITION NODE SECONDS: waits (one process) until a node other than
+# NODE leads the partition; prints its id. Fails after SECONDS.
+tg_kafka_leader_moved() {
+    _tg_kafka_admin "${TG_KAFKA_BROKERS:?kafka not started}" moved "$1" "$2" "$3" $(($4 * 1000))
 }
 
 _tg_kafka_ping() {

@@ -23,13 +23,17 @@ tg_stack_bin() { echo "${TG_REL_BUILD_DIR:-${TG_BUILD_DIR:?TG_BUILD_DIR unset}}"
 
 tg_stack_randkey() { echo "sk-$1-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"; }
 
-tg_stack_wait_http() { # URL SECONDS
-    local url=$1 secs=$2 i
-    for i in $(seq 1 $((secs * 10))); do
-        curl -fsS -o /dev/null --max-time 1 "$url" 2>/dev/null && return 0
-        sleep 0.1
+tg_stack_wait_http() { # URL SECONDS: until URL answers 2xx (polled without starting a process)
+    local url=$1 end
+    _tg_now_ms_set
+    end=$((_TG_NOW_MS + $2 * 1000))
+    while :; do
+        tg_http_get "$url" 1
+        [[ $TG_HTTP_STATUS == 2?? ]] && return 0
+        _tg_now_ms_set
+        [ "$_TG_NOW_MS" -lt "$end" ] || return 1
+        _tg_sleep 0.1
     done
-    return 1
 }
 
 tg_stack_init() {

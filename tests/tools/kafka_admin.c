@@ -11,6 +11,10 @@
  *       every partition has a leader and REPLICAS in-sync replicas
  *   kafka_admin BROKERS leader TOPIC PARTITION [TIMEOUT_MS]
  *       print the node id of the partition's leader
+ *   kafka_admin BROKERS moved TOPIC PARTITION NODE [TIMEOUT_MS]
+ *       wait until a node other than NODE leads the partition and print its id: one process
+ *       for a failover, instead of one started per look (a test that measures latency on a
+ *       2-core machine while it waits would measure those starts)
  *   kafka_admin BROKERS ends TOPIC PARTITIONS [TIMEOUT_MS]
  *       print "PARTITION LOW HIGH", the watermarks of each of the first PARTITIONS partitions
  *   kafka_admin BROKERS count TOPIC PARTITION [TIMEOUT_MS]
@@ -181,14 +185,20 @@ out:
     return rc;
 }
 
+/* Waits until ka_topic_state holds for the topic (or one partition of it) and, when `avoid`
+ * is a node id (not -1), the partition's leader is another node (a failover); the leader in
+ * *leader_out. */
 static int ka_wait_topic(rd_kafka_t *rk, const char *topic, int min_isr, int part,
-                         int32_t *leader_out, uint64_t deadline)
+                         int32_t avoid, int32_t *leader_out, uint64_t deadline)
 {
     char why[256] = "";
 
     for (;;) {
-        if (ka_topic_state(rk, topic, min_isr, part, leader_out, why, sizeof(why)) == 0)
-            return 0;
+        if (ka_topic_state(rk, topic, min_isr, part, leader_out, why, sizeof(why)) == 0) {
+            if (avoid == -1 || *leader_out != avoid)
+                return 0;
+            snprintf(why, sizeof(why), "%s[%d] still led by node %d", topic, part, (int)avoid);
+        }
         if (tg_now_mono_ms() >= deadline)
             break;
         usleep(KA_POLL_INTERVAL_US);
@@ -261,7 +271,7 @@ static int ka_create(rd_kafka_t *rk, const char *topic, int partitions, int repl
             goto out;
         }
     }
-    rc = ka_wait_topic(rk, topic, replicas, -1, NULL, deadline);
+    rc = ka_wait_topic(rk, topic, replicas, -1, -1, NULL, deadline);
 out:
     if (ev != NULL)
         rd_kafka_event_destroy(ev);
@@ -352,6 +362,7 @@ static int ka_usage(void)
                     "       kafka_admin BROKERS create TOPIC PARTITIONS REPLICAS "
                     "[NAME=VALUE ...] [-- TIMEOUT_MS]\n"
                     "       kafka_admin BROKERS leader TOPIC PARTITION [TIMEOUT_MS]\n"
+                    "       kafka_admin BROKERS moved TOPIC PARTITION NODE [TIMEOUT_MS]\n"
                     "       kafka_admin BROKERS ends TOPIC PARTITIONS [TIMEOUT_MS]\n"
                     "       kafka_admin BROKERS count TOPIC PARTITION [TIMEOUT_MS]\n");
     return 2;
@@ -391,6 +402,11 @@ int main(int argc, char **argv)
             return ka_usage();
         if (argc == 6)
             timeout_ms = strtoull(argv[5], NULL, 10);
+    } else if (strcmp(cmd, "moved") == 0) {
+        if (argc < 6 || argc > 7)
+            return ka_usage();
+        if (argc == 7)
+            timeout_ms = strtoull(argv[6], NULL, 10);
     } else {
         return ka_usage();
     }
@@ -408,10 +424,11 @@ int main(int argc, char **argv)
     } else if (strcmp(cmd, "count") == 0) {
         rc = ka_count(rk, argv[3], atoi(argv[4]), timeout_ms);
         rd_kafka_consumer_close(rk);
-    } else {
+    } else { /* leader, moved */
         int32_t leader = -1;
+        int32_t avoid = strcmp(cmd, "moved") == 0 ? (int32_t)atoi(argv[5]) : -1;
 
-        rc = ka_wait_topic(rk, argv[3], 1, atoi(argv[4]), &leader,
+        rc = ka_wait_topic(rk, argv[3], 1, atoi(argv[4]), avoid, &leader,
                            tg_now_mono_ms() + timeout_ms);
         if (rc == 0)
             printf("%d\n", (int)leader);

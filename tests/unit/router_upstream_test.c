@@ -422,12 +422,16 @@ static void *srv_main(void *arg)
     return NULL;
 }
 
-/* Start a server on 127.0.0.1 (ephemeral port) running sc. Returns new (srv_stop) or NULL. */
+/* srv_start listens on [::1] instead of 127.0.0.1 while this is set. */
+static int srv_v6;
+
+/* Start a server on 127.0.0.1 ([::1] with srv_v6; ephemeral port) running sc. Returns new
+ * (srv_stop) or NULL. */
 static struct srv *srv_start(const struct srv_script *sc)
 {
     struct srv *sv = calloc(1, sizeof(*sv));
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof(sa);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
     int one = 1;
 
     if (sv == NULL)
@@ -444,18 +448,29 @@ static struct srv *srv_start(const struct srv_script *sc)
     }
     if (pipe2(sv->wake, O_CLOEXEC) != 0)
         goto fail;
-    sv->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    memset(&ss, 0, sizeof(ss));
+    if (srv_v6) {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+
+        a6->sin6_family = AF_INET6;
+        a6->sin6_addr = in6addr_loopback;
+        sl = sizeof(*a6);
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+
+        a4->sin_family = AF_INET;
+        a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        sl = sizeof(*a4);
+    }
+    sv->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (sv->lfd < 0)
         goto fail;
     setsockopt(sv->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    sa.sin_port = 0;
-    if (bind(sv->lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(sv->lfd, 16) != 0 ||
-        getsockname(sv->lfd, (struct sockaddr *)&sa, &sl) != 0)
+    if (bind(sv->lfd, (struct sockaddr *)&ss, sl) != 0 || listen(sv->lfd, 16) != 0 ||
+        getsockname(sv->lfd, (struct sockaddr *)&ss, &sl) != 0)
         goto fail;
-    sv->port = ntohs(sa.sin_port);
+    sv->port = ntohs(srv_v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                            : ((struct sockaddr_in *)&ss)->sin_port);
     if (pthread_create(&sv->thread, NULL, srv_main, sv) != 0)
         goto fail;
     return sv;
@@ -1876,7 +1891,7 @@ static int tls_setup(void)
     X509_set_issuer_name(x, n);
     X509V3_set_ctx_nodb(&v3);
     X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
-    e = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
+    e = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, "IP:127.0.0.1,IP:::1,DNS:localhost");
     if (e == NULL || X509_add_ext(x, e, -1) != 1)
         goto out;
     X509_EXTENSION_free(e);
@@ -1934,6 +1949,131 @@ static void test_prefetch_names(void **state)
     }
 }
 
+/* A provider at an IPv6 address in brackets (rt_url_origin): both clients reach [::1] and
+ * name it so in Host, and the built-in client carries it itself. */
+static void test_ipv6_address(void **state)
+{
+    int f0 = begin("17 an IPv6 provider address");
+    char *r200 = resp_cl(200, "OK", NULL, ok_body);
+    struct srv_script sc = {.resp = {r200}, .then = SRV_KEEP};
+    struct xfer *x[2];
+
+    (void)state;
+    srv_v6 = 1;
+    for (int ci = 0; ci < 2; ci++) {
+        struct rt_upstream_request req;
+        struct srv *sv = srv_start(&sc);
+        const struct srv_req *r;
+        char url[128], host[64], v[256];
+
+        assert_non_null(sv);
+        x[ci] = xfer_new(&clients[ci]);
+        url_of(url, sizeof(url), "[::1]", sv->port);
+        req_init(&req, url);
+        xfer_submit(x[ci], &req);
+        xfer_wait(x[ci], WAIT_MS);
+        expect("[::1]", x[ci], 0, 200, ok_body);
+        r = srv_req_at(sv, 0);
+        snprintf(host, sizeof(host), "[::1]:%u", (unsigned)sv->port);
+        check(r != NULL && req_header(r, "Host", v, sizeof(v)) == 1 && strcmp(v, host) == 0,
+              "%s [::1]: one Host header \"%s\" (got \"%s\")", clients[ci].name, host,
+              r != NULL ? v : "no request");
+        if (ci == 0)
+            check(r != NULL && req_header(r, "Accept", NULL, 0) == 0,
+                  "native [::1]: the built-in client carried it (no libcurl Accept header)");
+        srv_stop(sv);
+    }
+    srv_v6 = 0;
+    same("17 [::1]", x[0], x[1], 1);
+    free(r200);
+    assert_int_equal(n_failed, f0);
+}
+
+/* One reader of a provider URL's origin (rt_url_origin) for the resolver and the built-in
+ * client: what it reads from each URL, and what it leaves to libcurl. */
+static void test_url_origin(void **state)
+{
+    static const struct {
+        const char *url;
+        int ok;
+        int tls;
+        const char *hostport; /* the authority as written */
+        const char *host;
+        int literal;
+        long port;
+        const char *path;
+    } cases[] = {
+        {"http://a.example/v1", 1, 0, "a.example", "a.example", 0, 80, "/v1"},
+        {"https://a.example:0443/v1?x", 1, 1, "a.example:0443", "a.example", 0, 443, "/v1?x"},
+        {"https://a.example?x=1", 1, 1, "a.example", "a.example", 0, 443, "?x=1"},
+        {"http://a_b.example:8080", 1, 0, "a_b.example:8080", "a_b.example", 0, 8080, ""},
+        {"http://127.0.0.1:8000/v1", 1, 0, "127.0.0.1:8000", "127.0.0.1", 1, 8000, "/v1"},
+        {"http://[::1]:8000/v1", 1, 0, "[::1]:8000", "::1", 1, 8000, "/v1"},
+        {"https://[2001:db8::5]/v1", 1, 1, "[2001:db8::5]", "2001:db8::5", 1, 443, "/v1"},
+        {"http://[::1]#f", 1, 0, "[::1]", "::1", 1, 80, "#f"},
+        {"http://a.example:65535/", 1, 0, "a.example:65535", "a.example", 0, 65535, "/"},
+        /* left to libcurl */
+        {"http://a.example:65536/", 0, 0, "", "", 0, 0, ""},
+        {"http://a.example:0/", 0, 0, "", "", 0, 0, ""},
+        {"http://a.example:99999999999999999999/", 0, 0, "", "", 0, 0, ""},
+        {"http://a.example:+80/", 0, 0, "", "", 0, 0, ""},
+        {"http://a.example: 80/", 0, 0, "", "", 0, 0, ""},
+        {"http://a.example:80x/", 0, 0, "", "", 0, 0, ""},
+        {"http://a.example:/", 0, 0, "", "", 0, 0, ""},
+        {"http://a.example:80:81/", 0, 0, "", "", 0, 0, ""},
+        {"https://user:pw@a.example/v1", 0, 0, "", "", 0, 0, ""},
+        {"https://a.example/v1@b", 1, 1, "a.example", "a.example", 0, 443, "/v1@b"},
+        {"http://[::1/v1", 0, 0, "", "", 0, 0, ""},
+        {"http://[::1]x/v1", 0, 0, "", "", 0, 0, ""},
+        {"http://[]/v1", 0, 0, "", "", 0, 0, ""},
+        {"http://[fe80::1%25eth0]/v1", 0, 0, "", "", 0, 0, ""},
+        {"http://[a.example]/v1", 0, 0, "", "", 0, 0, ""},
+        {"http://a]b.example/v1", 0, 0, "", "", 0, 0, ""},
+        {"http://a b.example/v1", 0, 0, "", "", 0, 0, ""},
+        {"http://a%2eexample/v1", 0, 0, "", "", 0, 0, ""},
+        {"http:///v1", 0, 0, "", "", 0, 0, ""},
+        {"http://", 0, 0, "", "", 0, 0, ""},
+        {"HTTP://a.example/", 0, 0, "", "", 0, 0, ""},
+        {"ftp://a.example/", 0, 0, "", "", 0, 0, ""},
+        {"", 0, 0, "", "", 0, 0, ""},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct rt_url_origin o;
+        int ok = rt_url_origin(cases[i].url, &o) == 0;
+
+        if (ok != cases[i].ok)
+            fail_msg("%s: %s", cases[i].url, ok ? "read" : "declined");
+        if (!ok)
+            continue;
+        if (o.tls != cases[i].tls || o.literal != cases[i].literal || o.port != cases[i].port ||
+            o.hostport_len != strlen(cases[i].hostport) ||
+            memcmp(o.hostport, cases[i].hostport, o.hostport_len) != 0 ||
+            strcmp(o.host, cases[i].host) != 0 || strcmp(o.path, cases[i].path) != 0)
+            fail_msg("%s: tls %d literal %d port %ld hostport '%.*s' host '%s' path '%s'",
+                     cases[i].url, o.tls, o.literal, o.port, (int)o.hostport_len, o.hostport,
+                     o.host, o.path);
+        if (o.literal) {
+            char a[INET6_ADDRSTRLEN];
+            const void *ap = o.sa.ss_family == AF_INET6
+                                 ? (const void *)&((struct sockaddr_in6 *)&o.sa)->sin6_addr
+                                 : (const void *)&((struct sockaddr_in *)&o.sa)->sin_addr;
+            unsigned port = ntohs(o.sa.ss_family == AF_INET6
+                                      ? ((struct sockaddr_in6 *)&o.sa)->sin6_port
+                                      : ((struct sockaddr_in *)&o.sa)->sin_port);
+
+            if (inet_ntop(o.sa.ss_family, ap, a, sizeof(a)) == NULL || strcmp(a, o.host) != 0 ||
+                port != (unsigned)o.port ||
+                o.salen != (o.sa.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                       : sizeof(struct sockaddr_in)))
+                fail_msg("%s: the address read is not %s port %ld", cases[i].url, o.host, o.port);
+        }
+        if (strtol(o.port_text, NULL, 10) != o.port)
+            fail_msg("%s: port_text '%s' is not %ld", cases[i].url, o.port_text, o.port);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1946,7 +2086,8 @@ int main(void)
         cmocka_unit_test(test_stream_pause),    cmocka_unit_test(test_stream_pause_last),
         cmocka_unit_test(test_stream_idle),     cmocka_unit_test(test_stream_first_byte),
         cmocka_unit_test(test_cancel),          cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_early_answer),
+        cmocka_unit_test(test_early_answer),    cmocka_unit_test(test_url_origin),
+        cmocka_unit_test(test_ipv6_address),
         cmocka_unit_test(test_stream_error),    cmocka_unit_test(test_stats),
         cmocka_unit_test(test_prefetch_names),
     };
