@@ -24,7 +24,7 @@ unset TG_KAFKA_BROKERS TG_KAFKA_CTL
 # shellcheck disable=SC1091
 . "$TG_SOURCE_DIR/tests/lib/services.sh" || rt_die "cannot source tests/lib/services.sh"
 tg_services_init "$RT_DIR/services" >/dev/null || rt_die "tg_services_init failed"
-trap 'rt_cleanup; tg_services_stop_all >/dev/null 2>&1' EXIT
+trap rt_exit_services EXIT
 tg_pg_start >/dev/null || rt_die "postgres did not start"
 tg_redis_start >/dev/null || rt_die "redis did not start"
 # a cluster without the topics under test (one unrelated topic)

@@ -16,7 +16,7 @@ unset TG_KAFKA_BROKERS TG_KAFKA_CTL
 # shellcheck disable=SC1091
 . "$TG_SOURCE_DIR/tests/lib/services.sh" || rt_die "cannot source tests/lib/services.sh"
 tg_services_init "$RT_DIR/services" >/dev/null || rt_die "tg_services_init failed"
-trap 'rt_cleanup; tg_services_stop_all >/dev/null 2>&1' EXIT
+trap rt_exit_services EXIT
 tg_kafka_start 1 "tollgate.events.v1:1,tollgate.control.v1:1" >/dev/null || rt_die "devkafka did not start"
 echo '{"default": {"prompt_tokens": 5, "completion_tokens": 3}}' >"$RT_DIR/fake.json"
 rt_fake_start "$RT_DIR/fake.json"

@@ -51,15 +51,29 @@ rt_cleanup() {
 }
 
 # rt_exit: rt_init's EXIT trap. After rt_cleanup, the script's directory goes unless the script
-# failed or TG_KEEP is set. (A script with its own trap calls rt_cleanup and keeps its directory
-# until everything it started from there is stopped.)
+# failed or TG_KEEP is set. (A script with a trap of its own calls rt_cleanup, stops what else it
+# started from there, then rt_dir_drop; one that started services only uses rt_exit_services.)
 rt_exit() {
     local rc=$?
     rt_cleanup
-    if [ "$rc" = 0 ] && [ -z "${TG_KEEP:-}" ]; then
+    rt_dir_drop "$rc"
+    return "$rc"
+}
+
+# rt_exit_services: rt_exit for a script that also started services (tests/lib/services.sh)
+# under its directory: they are stopped before it goes.
+rt_exit_services() {
+    local rc=$?
+    rt_cleanup
+    tg_services_stop_all >/dev/null 2>&1 || true
+    rt_dir_drop "$rc"
+    return "$rc"
+}
+
+rt_dir_drop() { # RC: the script's directory goes when it passed, unless TG_KEEP is set
+    if [ "$1" = 0 ] && [ -z "${TG_KEEP:-}" ]; then
         rm -rf "$RT_DIR"
     fi
-    return "$rc"
 }
 
 rt_init() {
