@@ -691,7 +691,8 @@ MAX_TEXT=$(jq '[.messages[].body | fromjson? | .text // "" | utf8bytelength] | m
 
 CPU_CELL="$W_CPU_REF→$W_CPU_FAULT (x$W_REL_REF→$W_REL_FAULT)"
 case "$NAME" in c3 | c4 | c13) CPU_CELL="$W_CPU_REF→n/a (new process)" ;; esac
-WIN_CELL="$W_P99_REF→$W_P99_FAULT (+$W_ADD_REF→+$W_ADD_FAULT; $C_N_REF/$W_N_REF, $C_N_FAULT/$W_N_FAULT calm)"
+ADD_CELL=$(awk -v b="$W_ADD_REF" -v f="$W_ADD_FAULT" 'BEGIN { printf "%+.2f→%+.2f", b, f }')
+WIN_CELL="$W_P99_REF→$W_P99_FAULT ($ADD_CELL; $C_N_REF/$W_N_REF, $C_N_FAULT/$W_N_FAULT calm)"
 [ "$JUDGED" = yes ] || WIN_CELL="not judged ($C_N_REF/$W_N_REF, $C_N_FAULT/$W_N_FAULT calm)"
 LOG_PER_REQ=$(awk -v b="$((LOG_F1 - LOG_F0))" -v n="$NF" 'BEGIN { if (n == 0) print 0; else printf "%.0f", b / n }')
 
