@@ -157,14 +157,34 @@ int rt_resolver_has(const char *host, const char *port)
 
 #define URL_NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
 
+/* The port in decimal into out (8 bytes), by hand: this runs for every plain-http request. */
+static void port_text(char *out, long port)
+{
+    char t[8];
+    int n = 0;
+
+    do {
+        t[n++] = (char)('0' + port % 10);
+        port /= 10;
+    } while (port > 0 && n < 5);
+    for (int i = 0; i < n; i++)
+        out[i] = t[n - 1 - i];
+    out[n] = '\0';
+}
+
 int rt_url_origin(const char *url, struct rt_url_origin *o)
 {
     struct sockaddr_in *a4 = (struct sockaddr_in *)&o->sa;
     struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&o->sa;
+    struct in_addr v4;
     const char *h, *e, *pe;
     size_t hl;
 
-    memset(o, 0, sizeof(*o));
+    /* Every field is set below; sa is cleared only for a literal host (h1c_origin_of calls
+     * this for every plain-http request: no clearing of the whole, 400-byte, struct). */
+    o->tls = 0;
+    o->literal = 0;
+    o->salen = 0;
     if (strncmp(url, "http://", 7) == 0) {
         h = url + 7;
         o->port = 80;
@@ -187,6 +207,7 @@ int rt_url_origin(const char *url, struct rt_url_origin *o)
             return -1;
         memcpy(o->host, h + 1, hl);
         o->host[hl] = '\0';
+        memset(&o->sa, 0, sizeof(o->sa));
         if (inet_pton(AF_INET6, o->host, &a6->sin6_addr) != 1)
             return -1; /* a zone index, or not an address at all */
         a6->sin6_family = AF_INET6;
@@ -200,7 +221,9 @@ int rt_url_origin(const char *url, struct rt_url_origin *o)
             return -1; /* not a name DNS could have */
         memcpy(o->host, h, hl);
         o->host[hl] = '\0';
-        if (inet_pton(AF_INET, o->host, &a4->sin_addr) == 1) {
+        if (o->host[0] >= '0' && o->host[0] <= '9' && inet_pton(AF_INET, o->host, &v4) == 1) {
+            memset(&o->sa, 0, sizeof(o->sa));
+            a4->sin_addr = v4;
             a4->sin_family = AF_INET;
             o->salen = sizeof(*a4);
             o->literal = 1;
@@ -226,7 +249,7 @@ int rt_url_origin(const char *url, struct rt_url_origin *o)
         else
             a4->sin_port = htons((uint16_t)o->port);
     }
-    snprintf(o->port_text, sizeof(o->port_text), "%ld", o->port);
+    port_text(o->port_text, o->port);
     o->hostport = h;
     o->hostport_len = (size_t)(pe - h);
     o->path = pe;

@@ -341,19 +341,13 @@ DIRECT_PID=$!
 # It starts no process (services.sh's _tg_sleep and _tg_now_ms_set, /proc read with read): forks
 # of awk and date twice a second would take CPU beside the router they measure.
 sampler() {
-    local t0_ms=$(($1 / 1000000)) pid=$2 lpid=$3 ns lns st tot f a line
+    local t0_ms=$(($1 / 1000000)) pid=$2 lpid=$3 ns lns st tot line
     set +e +o pipefail # outlives the router in c3/c4: a missing /proc entry reads as 0
     while :; do
-        ns=0
-        for f in /proc/"$pid"/task/*/schedstat; do
-            { read -r a _ <"$f"; } 2>/dev/null && ns=$((ns + a))
-        done
-        [ -d "/proc/$pid" ] || ns=-1 # gone (c3/c4): no CPU figure for these windows
-        lns=0
-        for f in /proc/"$lpid"/task/*/schedstat; do
-            { read -r a _ <"$f"; } 2>/dev/null && lns=$((lns + a))
-        done
-        [ -d "/proc/$lpid" ] || lns=-1
+        _tg_cpu_ns_set "$pid" # -1 once gone (c3/c4): no CPU figure for these windows
+        ns=$_TG_CPU_NS
+        _tg_cpu_ns_set "$lpid"
+        lns=$_TG_CPU_NS
         # /proc/stat's first line: cpu user nice system idle iowait irq softirq steal ...
         read -r line </proc/stat
         set -- $line

@@ -46,6 +46,17 @@ _tg_rss_kb_set() {
     done 2>/dev/null <"/proc/$1/status" || true
 }
 
+# _tg_cpu_ns_set PID: sets _TG_CPU_NS to the CPU time the process's threads have run, in ns
+# (their /proc schedstat), or -1 when it is gone.
+_tg_cpu_ns_set() {
+    local f a
+    _TG_CPU_NS=0
+    for f in /proc/"$1"/task/*/schedstat; do
+        { read -r a _ <"$f"; } 2>/dev/null && _TG_CPU_NS=$((_TG_CPU_NS + a))
+    done
+    [ -d "/proc/$1" ] || _TG_CPU_NS=-1
+}
+
 # tg_http_get URL [SECONDS]: GET over bash's /dev/tcp, for the same reason (a probe of curl
 # and sleep ten times a second is the fork and exec above). Plain http to ADDRESS:PORT only;
 # HTTP/1.0, so the server closes after its answer and the body ends there. SECONDS bounds
