@@ -147,4 +147,28 @@ int proto_event_encode(const struct proto_event *ev, char *out, size_t outcap, s
 int proto_event_decode(const char *data, size_t len, struct proto_event *ev, char *reason,
                        size_t reasoncap);
 
+/* Records of the events topic. A record's value holds one encoded event, or several joined by
+ * '\n': an encoding never holds a raw newline (the encoder escapes every control character and
+ * writes no whitespace), so a one-event record reads the same either way and every reader of
+ * several-event records reads one-event records unchanged. A writer puts in one record only
+ * events of one key hash (the record's key, so they land on the partition their key always
+ * does), at most PROTO_RECORD_EVENTS_MAX of them, and no more than PROTO_RECORD_MAX_BYTES
+ * (a single event may reach TG_EVENT_MAX_BYTES). */
+#define PROTO_RECORD_EVENTS_MAX 64
+#define PROTO_RECORD_MAX_BYTES (64u * 1024u)
+
+/* One event's bytes in a record: data + off, len bytes (no newline in them). */
+struct proto_span {
+    size_t off;
+    size_t len;
+};
+
+/* proto_record_split: the events of the record data[0..len) (borrowed; need not be
+ * NUL-terminated), in order, into spans[0..*n). A newline at the very end ends the last event
+ * (it makes no empty one); any other empty line is an event of length 0, which
+ * proto_event_decode rejects. An empty record is one empty event. Returns 0; TG_ETOOBIG when
+ * the record holds more than cap events (*n = 0: the record is refused whole); TG_EINVAL for
+ * NULL spans or n, cap < 1, or data NULL with len > 0. Never reads outside data. Any thread. */
+int proto_record_split(const char *data, size_t len, struct proto_span *spans, int cap, int *n);
+
 #endif

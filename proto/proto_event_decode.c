@@ -1000,3 +1000,28 @@ out:
         proto_event_init(ev);
     return rc;
 }
+
+int proto_record_split(const char *data, size_t len, struct proto_span *spans, int cap, int *n)
+{
+    size_t at = 0;
+    int k = 0;
+
+    if (spans == NULL || n == NULL || cap < 1 || (data == NULL && len > 0))
+        return TG_EINVAL;
+    *n = 0;
+    for (;;) {
+        const char *nl = at < len ? memchr(data + at, '\n', len - at) : NULL;
+        size_t end = nl != NULL ? (size_t)(nl - data) : len;
+
+        if (k == cap)
+            return TG_ETOOBIG;
+        spans[k].off = at;
+        spans[k].len = end - at;
+        k++;
+        if (nl == NULL || end + 1 == len)
+            break; /* the last event, or a newline that ends the record */
+        at = end + 1;
+    }
+    *n = k;
+    return 0;
+}

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "pg_int.h"
+#include "proto_event.h"
 #include "tg_err.h"
 #include "tg_ids.h"
 #include "tg_log.h"
@@ -29,8 +30,9 @@ struct sp_pg_batch *sp_pg_batch_create(int max_events, int max_bytes)
         return NULL;
     b->max_events = max_events;
     b->max_bytes = (size_t)max_bytes;
-    b->ev = calloc((size_t)max_events, sizeof(*b->ev));
-    b->incr = calloc((size_t)max_events, sizeof(*b->incr));
+    b->cap_events = max_events + PROTO_RECORD_EVENTS_MAX - 1;
+    b->ev = calloc((size_t)b->cap_events, sizeof(*b->ev));
+    b->incr = calloc((size_t)b->cap_events, sizeof(*b->incr));
     if (!b->ev || !b->incr) {
         sp_pg_batch_destroy(&b);
         return NULL;
@@ -101,13 +103,22 @@ static int batch_has_partition(const struct sp_pg_batch *b, int32_t partition)
 static int rec_encode(struct sp_pg_batch *b, const struct proto_event *ev, int32_t partition,
                       int64_t offset);
 
+/* same_record: 1 when (partition, offset) is the record added last (its next event). */
+static int same_record(const struct sp_pg_batch *b, int32_t partition, int64_t offset)
+{
+    return b->nev + b->ndead > 0 && b->cur_part == partition && b->cur_off == offset;
+}
+
 int sp_pg_batch_add_event(struct sp_pg_batch *b, const struct proto_event *ev, int32_t partition,
-                          int64_t offset, size_t encoded_len)
+                          int64_t offset, int32_t index, size_t encoded_len)
 {
     size_t start = b->rec.len;
     int rc;
 
-    if (b->nev >= b->max_events || b->bytes + encoded_len > b->max_bytes)
+    if (b->nev >= b->cap_events)
+        return TG_EFULL;
+    if (!same_record(b, partition, offset) &&
+        (b->nev >= b->max_events || b->bytes + encoded_len > b->max_bytes))
         return TG_EFULL;
     if (!batch_has_partition(b, partition) && b->npart >= SP_PG_PARTITIONS_MAX)
         return TG_EFULL;
@@ -118,15 +129,18 @@ int sp_pg_batch_add_event(struct sp_pg_batch *b, const struct proto_event *ev, i
     }
     b->ev[b->nev].partition = partition;
     b->ev[b->nev].offset = offset;
+    b->ev[b->nev].index = index;
     b->ev[b->nev].rec_off = start;
     b->ev[b->nev].rec_len = b->rec.len - start;
     b->nev++;
     b->bytes += encoded_len;
+    b->cur_part = partition;
+    b->cur_off = offset;
     return batch_note_offset(b, partition, offset);
 }
 
 int sp_pg_batch_add_dead(struct sp_pg_batch *b, const char *reason, const void *payload,
-                         size_t len, int32_t partition, int64_t offset)
+                         size_t len, int32_t partition, int64_t offset, int32_t index)
 {
     struct batch_dead *d;
 
@@ -146,8 +160,59 @@ int sp_pg_batch_add_dead(struct sp_pg_batch *b, const char *reason, const void *
     snprintf(d->reason, sizeof(d->reason), "%s", reason ? reason : "invalid");
     d->partition = partition;
     d->offset = offset;
+    d->index = index;
     b->ndead++;
+    b->cur_part = partition;
+    b->cur_off = offset;
     return batch_note_offset(b, partition, offset);
+}
+
+int sp_pg_batch_room(const struct sp_pg_batch *b, int nev, size_t bytes)
+{
+    if (b->nev + b->ndead == 0)
+        return 1;
+    return nev <= b->max_events - b->nev && b->bytes <= b->max_bytes &&
+           bytes <= b->max_bytes - b->bytes &&
+           nev <= SP_PG_DEAD_PER_BATCH_MAX - b->ndead && b->npart < SP_PG_PARTITIONS_MAX;
+}
+
+void sp_pg_batch_mark(const struct sp_pg_batch *b, int32_t partition, struct sp_pg_batch_mark *m)
+{
+    m->nev = b->nev;
+    m->ndead = b->ndead;
+    m->npart = b->npart;
+    m->rec_len = b->rec.len;
+    m->bytes = b->bytes;
+    m->cur_part = b->cur_part;
+    m->cur_off = b->cur_off;
+    m->part_at = -1;
+    for (int i = 0; i < b->npart; i++) {
+        if (b->part[i] == partition) {
+            m->part_at = i;
+            m->part_first = b->first[i];
+            m->part_next = b->next[i];
+            break;
+        }
+    }
+}
+
+void sp_pg_batch_rewind(struct sp_pg_batch *b, const struct sp_pg_batch_mark *m)
+{
+    for (int i = m->ndead; i < b->ndead; i++) {
+        free(b->dead[i].payload);
+        b->dead[i].payload = NULL;
+    }
+    b->ndead = m->ndead;
+    b->nev = m->nev;
+    b->rec.len = m->rec_len;
+    b->bytes = m->bytes;
+    b->cur_part = m->cur_part;
+    b->cur_off = m->cur_off;
+    if (m->part_at >= 0) {
+        b->first[m->part_at] = m->part_first;
+        b->next[m->part_at] = m->part_next;
+    }
+    b->npart = m->npart; /* a partition the record brought in was the last one added */
 }
 
 void sp_pg_batch_drop_partition(struct sp_pg_batch *b, int32_t partition)

@@ -116,7 +116,7 @@ int sp_pg_fold_batch(struct sp_pg *pg, struct sp_pg_batch *b)
         struct rec_field g[SP_PG_NCOLS];
         struct sp_pg_incr *in;
 
-        if (e->rec < 0 || b->nincr >= b->max_events)
+        if (e->rec < 0 || b->nincr >= b->cap_events)
             continue;
         sp_pg_rec_fields(b, e->rec, g);
         in = &b->incr[b->nincr++];

@@ -95,7 +95,7 @@ struct sp_pg {
     int direct;          /* the query in flight is a direct-path COPY (a duplicate is expected) */
     struct fold *daily;  /* direct path, owned: spend_daily groups of the batch being written */
     struct fold *minute; /* direct path, owned: its per-minute increments; both sized to twice
-                          * the largest batch sent on this connection (batch.max_events) */
+                          * the largest batch sent on this connection */
     uint64_t conn_gen;   /* connections made so far (a snapshot must stay on one) */
     uint64_t snap_gen;   /* conn_gen when the snapshot transaction began */
     int in_doubt;        /* a statement was given up after it was sent (see flush_result) */
@@ -116,6 +116,7 @@ struct dstr {
 struct batch_event {
     int32_t partition;
     int64_t offset;
+    int32_t index;       /* the event's place in its record (0 for a one-event record) */
     size_t rec_off;      /* bytes into the arena */
     size_t rec_len;      /* bytes */
 };
@@ -126,6 +127,7 @@ struct batch_dead {
     size_t len;
     int32_t partition;
     int64_t offset;
+    int32_t index;       /* the event's place in its record; 0 when the whole record is refused */
 };
 
 /* A group of a batch's request events, folded in spend-svc (direct path): the event holding its
@@ -146,7 +148,12 @@ struct fold {
 struct sp_pg_batch {
     int max_events;
     size_t max_bytes;
-    struct batch_event *ev; /* [max_events] */
+    /* A record's events are never split between two batches: the events after a record's
+     * first may take the batch past max_events and max_bytes, by at most one record. */
+    int cap_events;         /* max_events + PROTO_RECORD_EVENTS_MAX - 1 */
+    int32_t cur_part;       /* the record added last (its partition and offset) */
+    int64_t cur_off;
+    struct batch_event *ev; /* [cap_events] */
     struct dstr rec;        /* arena of the event records, bounded by max_events records */
     int nev;
     size_t bytes;           /* encoded bytes of held events */
@@ -156,7 +163,7 @@ struct sp_pg_batch {
     int64_t first[SP_PG_PARTITIONS_MAX]; /* lowest offset of the partition in the batch */
     int64_t next[SP_PG_PARTITIONS_MAX];
     int npart;
-    struct sp_pg_incr *incr; /* [max_events] results of the last flush */
+    struct sp_pg_incr *incr; /* [cap_events] results of the last flush */
     int nincr;
     struct dstr col[SP_PG_NCOLS + 8];
     int copy_path;           /* the statement in flight: 0 parameter arrays, 1 COPY into the temp
@@ -169,7 +176,7 @@ enum {
     C_TEAM, C_USER, C_END_USER, C_MODEL_REQ, C_MODEL_GROUP, C_DEPLOYMENT, C_PROVIDER, C_MODEL,
     C_STATUS, C_ERROR_CLASS, C_PROMPT, C_COMPLETION, C_COST, C_LATENCY, C_TTFT, C_ATTEMPTS,
     C_FALLBACKS, C_TRAIL, C_TAGS, C_TRACE, C_PART, C_OFFSET,
-    C_DL_REASON, C_DL_PAYLOAD, C_DL_PART, C_DL_OFFSET, C_OFF_PART, C_OFF_NEXT, C_TMP
+    C_DL_REASON, C_DL_PAYLOAD, C_DL_PART, C_DL_OFFSET, C_DL_INDEX, C_OFF_PART, C_OFF_NEXT, C_TMP
 };
 
 /* A field of an event record (the binary COPY tuple written by rec_encode). */

@@ -20,6 +20,7 @@
  *   $31..$34 dead letters: reason text[], payload bytea[], partition int[], offset bigint[]
  *   $35      topic
  *   $36..$37 consumer offsets: partition int[], next_offset bigint[]
+ *   $38      dead letters: index in the record int[]
  * Result: rows with t = 0 are the aggregates of inserted request rows (per minute, key, team,
  * model group); the single row with t = 1 carries the inserted and dead-letter counts. */
 static const char pg_flush_sql[] =
@@ -31,9 +32,10 @@ static const char pg_flush_sql[] =
     " $30::bigint[]) AS x(" SP_PG_SQL_LOG_COLUMNS ")),"
     SP_PG_SQL_INSERT_FOLD("u")
     " dl AS (INSERT INTO dead_letters (source, reason, payload, payload_bytes, kafka_partition,"
-    " kafka_offset) SELECT $35::text, r, p, length(p), pa, o FROM unnest($31::text[],"
-    " $32::bytea[], $33::integer[], $34::bigint[]) AS y(r, p, pa, o)"
-    " ON CONFLICT (source, kafka_partition, kafka_offset) DO NOTHING RETURNING 1),"
+    " kafka_offset, kafka_index) SELECT $35::text, r, p, length(p), pa, o, ix FROM"
+    " unnest($31::text[], $32::bytea[], $33::integer[], $34::bigint[], $38::integer[])"
+    " AS y(r, p, pa, o, ix)"
+    " ON CONFLICT (source, kafka_partition, kafka_offset, kafka_index) DO NOTHING RETURNING 1),"
     SP_PG_SQL_OFFS("$35::text", "$36::integer[]", "$37::bigint[]")
     SP_PG_SQL_RESULT("(SELECT count(*) FROM dl)");
 
@@ -85,6 +87,7 @@ static int pg_build(struct sp_pg_batch *b, int ev_from, int ev_to, int dl_from, 
         rc |= sp_pg_col_sep(&c[C_DL_PAYLOAD], first);
         rc |= sp_pg_col_sep(&c[C_DL_PART], first);
         rc |= sp_pg_col_sep(&c[C_DL_OFFSET], first);
+        rc |= sp_pg_col_sep(&c[C_DL_INDEX], first);
         rc |= sp_pg_arr_str(&c[C_DL_REASON], d->reason);
         /* bytea hex form inside an array element: "\\x..." */
         rc |= sp_pg_dstr_put(&c[C_DL_PAYLOAD], "\"\\\\x", 4);
@@ -101,6 +104,7 @@ static int pg_build(struct sp_pg_batch *b, int ev_from, int ev_to, int dl_from, 
         rc |= sp_pg_dstr_putc(&c[C_DL_PAYLOAD], '"');
         rc |= sp_pg_dstr_printf(&c[C_DL_PART], "%" PRId32, d->partition);
         rc |= sp_pg_dstr_printf(&c[C_DL_OFFSET], "%" PRId64, d->offset);
+        rc |= sp_pg_dstr_printf(&c[C_DL_INDEX], "%" PRId32, d->index);
     }
     for (int i = 0; i < noff; i++) {
         rc |= sp_pg_col_sep(&c[C_OFF_PART], i == 0);
@@ -118,7 +122,7 @@ int sp_pg_rows_send(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic, 
                     int ev_to, int dl_from, int dl_to, const int32_t *opart, const int64_t *onext,
                     int noff)
 {
-    const char *values[37];
+    const char *values[38];
     uint64_t t0 = tg_now_mono_us();
     int rc;
 
@@ -134,10 +138,11 @@ int sp_pg_rows_send(struct sp_pg *pg, struct sp_pg_batch *b, const char *topic, 
     values[34] = topic;
     values[35] = b->col[C_OFF_PART].p;
     values[36] = b->col[C_OFF_NEXT].p;
+    values[37] = b->col[C_DL_INDEX].p;
     TG_DEBUG("msg=\"flush build\" build_us=%llu events=%d",
              (unsigned long long)(tg_now_mono_us() - t0), ev_to - ev_from);
     /* libpq copies the parameters into its output buffer: values need not outlive this */
-    return sp_pg_send(pg, pg_flush_sql, 37, values, 0, pg->timeout_ms);
+    return sp_pg_send(pg, pg_flush_sql, 38, values, 0, pg->timeout_ms);
 }
 
 /* sp_pg_rows_parse: add the statement's result (nev events sent) to res and b->incr. */
@@ -152,7 +157,7 @@ void sp_pg_rows_parse(struct sp_pg_batch *b, const PGresult *r, int nev,
             res->dead += sp_pg_res_i64(r, i, 5);
             continue;
         }
-        if (!b->incr || b->nincr >= b->max_events)
+        if (!b->incr || b->nincr >= b->cap_events)
             continue; /* cannot happen: at most one aggregate per inserted row */
         struct sp_pg_incr *in = &b->incr[b->nincr++];
         in->minute_ms = sp_pg_res_i64(r, i, 1);
@@ -195,8 +200,10 @@ int sp_pg_rows_one_by_one(struct sp_pg *pg, struct sp_pg_batch *b, const char *t
 
     for (int i = 0; i < b->nev; i++) {
         int32_t p = b->ev[i].partition;
-        int64_t n = b->ev[i].offset + 1;
-        rc = pg_flush_range(pg, b, topic, i, i + 1, 0, 0, &p, &n, 1, res);
+        /* No offset moves before the last statement: a record's other events and the batch's
+         * dead letters are not stored yet (read again after a crash, what is stored already is
+         * skipped by call id). */
+        rc = pg_flush_range(pg, b, topic, i, i + 1, 0, 0, NULL, NULL, 0, res);
         if (rc == TG_EPROTO || rc == TG_EIO) {
             /* a rejected event: keep its text for inspection as a dead letter */
             char reason[SP_PG_DEAD_REASON_MAX];
@@ -219,9 +226,10 @@ int sp_pg_rows_one_by_one(struct sp_pg *pg, struct sp_pg_batch *b, const char *t
             one.dead[0].len = len;
             one.dead[0].partition = p;
             one.dead[0].offset = b->ev[i].offset;
+            one.dead[0].index = b->ev[i].index;
             one.ndead = 1;
             one.incr = NULL;
-            rc = pg_flush_range(pg, &one, topic, 0, 0, 0, 1, &p, &n, 1, res);
+            rc = pg_flush_range(pg, &one, topic, 0, 0, 0, 1, NULL, NULL, 0, res);
             for (size_t k = 0; k < sizeof(one.col) / sizeof(one.col[0]); k++)
                 free(one.col[k].p);
             if (rc == 0)

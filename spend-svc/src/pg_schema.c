@@ -107,6 +107,13 @@ static const struct migration pg_migrations[] = {
      " blocked_period_ms bigint,"
      " updated_at timestamptz NOT NULL DEFAULT now(),"
      " PRIMARY KEY (kind, subject));"},
+    /* 2: a record of the events topic may hold several events: a dead letter is one event of
+     * a record, named by its place in the record (kafka_index, 0 for a one-event record). */
+    {2,
+     "ALTER TABLE dead_letters ADD COLUMN kafka_index integer NOT NULL DEFAULT 0;"
+     "ALTER TABLE dead_letters DROP CONSTRAINT dead_letters_source_kafka_partition_kafka_offset_key;"
+     "ALTER TABLE dead_letters ADD CONSTRAINT dead_letters_position"
+     " UNIQUE (source, kafka_partition, kafka_offset, kafka_index);"},
 };
 
 int sp_pg_migrate(struct sp_pg *pg)

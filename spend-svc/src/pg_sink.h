@@ -65,21 +65,41 @@ struct sp_pg_batch *sp_pg_batch_create(int max_events, int max_bytes);
 void sp_pg_batch_destroy(struct sp_pg_batch **b);
 void sp_pg_batch_reset(struct sp_pg_batch *b);
 
-/* sp_pg_batch_add_event: copy ev (borrowed) with its Kafka position; encoded_len counts toward
- * max_bytes. Returns 0 or TG_EFULL (caller flushes first). */
+/* sp_pg_batch_add_event: copy ev (borrowed) with its Kafka position: the record's partition and
+ * offset, and index, the event's place in its record (0 for a one-event record). encoded_len
+ * counts toward max_bytes. The events of one record go in one after the other; those after its
+ * first may take the batch past max_events and max_bytes (a record is never split between two
+ * batches: see sp_pg_batch_room). Returns 0 or TG_EFULL (caller flushes first). */
 int sp_pg_batch_add_event(struct sp_pg_batch *b, const struct proto_event *ev, int32_t partition,
-                          int64_t offset, size_t encoded_len);
+                          int64_t offset, int32_t index, size_t encoded_len);
 
-/* sp_pg_batch_add_dead: an invalid message: reason (copied, cut at SP_PG_DEAD_REASON_MAX) and
+/* sp_pg_batch_add_dead: an invalid event (index in its record, as above): reason (copied, cut at SP_PG_DEAD_REASON_MAX) and
  * up to SP_PG_DEAD_PAYLOAD_MAX_BYTES of payload (copied). Returns 0 or TG_EFULL. */
 int sp_pg_batch_add_dead(struct sp_pg_batch *b, const char *reason, const void *payload,
-                         size_t len, int32_t partition, int64_t offset);
+                         size_t len, int32_t partition, int64_t offset, int32_t index);
 
 /* sp_pg_batch_drop_partition: forget everything from partition (revoked while held). */
 void sp_pg_batch_drop_partition(struct sp_pg_batch *b, int32_t partition);
 
 /* sp_pg_batch_full: 1 when the next add may not fit (events, bytes, dead letters, partitions). */
 int sp_pg_batch_full(const struct sp_pg_batch *b);
+
+/* sp_pg_batch_room: 1 when a record of nev events and bytes bytes fits whole (as events or as
+ * dead letters) within the bounds, or the batch is empty (which takes any one record). */
+int sp_pg_batch_room(const struct sp_pg_batch *b, int nev, size_t bytes);
+
+/* Where a batch stood before a record was added: sp_pg_batch_rewind takes the batch back there
+ * (what the record added is dropped), so that a record is taken whole or not at all. */
+struct sp_pg_batch_mark {
+    int nev, ndead, npart;
+    size_t rec_len, bytes;
+    int32_t cur_part;
+    int64_t cur_off;
+    int part_at;             /* the record's partition's slot, or -1 when it was not there */
+    int64_t part_first, part_next;
+};
+void sp_pg_batch_mark(const struct sp_pg_batch *b, int32_t partition, struct sp_pg_batch_mark *m);
+void sp_pg_batch_rewind(struct sp_pg_batch *b, const struct sp_pg_batch_mark *m);
 
 int sp_pg_batch_events(const struct sp_pg_batch *b);  /* events held */
 int sp_pg_batch_dead(const struct sp_pg_batch *b);    /* dead letters held */

@@ -60,6 +60,9 @@ struct sp_pipeline {
     struct sp_alerter *alerter;       /* borrowed, may be NULL */
     struct sp_pipeline_hooks hooks;
     struct proto_event ev;            /* decode scratch (large: not on the stack) */
+    struct proto_span span[PROTO_RECORD_EVENTS_MAX]; /* the events of the message being taken */
+    int nspan;
+    int split_rc;                     /* 0, or TG_ETOOBIG: too many events in the record */
 
     uint64_t retry_at_ms;             /* next commit attempt while failing */
     uint64_t backoff_ms;
@@ -339,42 +342,61 @@ static int ship(struct sp_pipeline *p, struct lane *l)
     return 0;
 }
 
-/* take_message: decode and add one message to the filling batch (which has room). Returns 0,
- * or the error after which the message was handed back and consumption is held. */
+/* take_message: decode the events of one message (split into p->span[0..p->nspan)) and add
+ * them to the filling batch (which has room for them all). A record holding more events than a
+ * writer may put in one becomes one dead letter. Returns 0, or the error after which the
+ * message was handed back whole (nothing of it stays in the batch) and consumption is held. */
 static int take_message(struct sp_pipeline *p, struct lane *l, const struct sp_consumer_msg *m)
 {
     char reason[SP_PG_DEAD_REASON_MAX];
     struct slot *sl = &l->slots[l->fill];
-    int rc;
+    struct sp_pg_batch_mark mark;
+    int dead[SP_PIPELINE_DEAD_CLASSES] = {0};
+    int rc = 0;
 
-    atomic_fetch_add(&p->consumed, 1);
     if (sp_pg_batch_messages(sl->b) == 0)
         sl->started_ms = tg_now_mono_ms();
-    reason[0] = '\0';
-    rc = proto_event_decode(m->payload, m->len, &p->ev, reason, sizeof(reason));
-    if (rc == 0) {
-        rc = sp_pg_batch_add_event(sl->b, &p->ev, m->partition, m->offset, m->len);
-        if (rc == 0) {
-            if (p->alerter)
-                sp_alerter_observe_event(p->alerter, &p->ev);
-            return 0;
+    sp_pg_batch_mark(sl->b, m->partition, &mark);
+    for (int i = 0; i < p->nspan; i++) {
+        const char *data = m->payload ? (const char *)m->payload + p->span[i].off : NULL;
+        size_t len = p->span[i].len;
+
+        reason[0] = '\0';
+        if (p->split_rc != 0) {
+            snprintf(reason, sizeof(reason), "record holds more than %d events",
+                     PROTO_RECORD_EVENTS_MAX);
+            rc = TG_ETOOBIG;
+        } else {
+            rc = proto_event_decode(data, len, &p->ev, reason, sizeof(reason));
         }
-        if (rc != TG_EINVAL)
+        if (rc == 0) {
+            rc = sp_pg_batch_add_event(sl->b, &p->ev, m->partition, m->offset, i, len);
+            if (rc == 0) {
+                if (p->alerter)
+                    sp_alerter_observe_event(p->alerter, &p->ev);
+                continue;
+            }
+            if (rc != TG_EINVAL)
+                goto refused;
+            /* the decoder let through what Postgres could not store */
+            snprintf(reason, sizeof(reason), "call_id: not a uuid");
+        }
+        if (reason[0] == '\0')
+            snprintf(reason, sizeof(reason), "%s", tg_strerror(rc));
+        rc = sp_pg_batch_add_dead(sl->b, reason, data, len, m->partition, m->offset, i);
+        if (rc != 0)
             goto refused;
-        /* the decoder let through what Postgres could not store */
-        snprintf(reason, sizeof(reason), "call_id: not a uuid");
+        dead[len > TG_EVENT_MAX_BYTES ? SP_PIPELINE_DEAD_TOO_LARGE : SP_PIPELINE_DEAD_INVALID]++;
     }
-    if (reason[0] == '\0')
-        snprintf(reason, sizeof(reason), "%s", tg_strerror(rc));
-    rc = sp_pg_batch_add_dead(sl->b, reason, m->payload, m->len, m->partition, m->offset);
-    if (rc == 0) {
-        sl->dead[m->len > TG_EVENT_MAX_BYTES ? SP_PIPELINE_DEAD_TOO_LARGE
-                                             : SP_PIPELINE_DEAD_INVALID]++;
-        return 0;
-    }
+    atomic_fetch_add(&p->consumed, (uint64_t)p->nspan);
+    for (int k = 0; k < SP_PIPELINE_DEAD_CLASSES; k++)
+        sl->dead[k] += dead[k];
+    return 0;
 refused:
-    /* cannot happen after the room check; keep the message for later rather than lose it */
+    /* cannot happen after the room check (but for memory): keep the message for later rather
+     * than lose it, and nothing of it in the batch, whose offsets would pass it */
     TG_ERROR("msg=\"batch refused a message\" err=%s", tg_errname(rc));
+    sp_pg_batch_rewind(sl->b, &mark);
     if (p->consumer)
         sp_consumer_unread(p->consumer, m->partition, m->offset);
     fail(p, rc);
@@ -384,8 +406,18 @@ refused:
 int sp_pipeline_take(struct sp_pipeline *p, const struct sp_consumer_msg *m)
 {
     struct lane *l = lane_of(p, m->partition);
+    struct sp_pg_batch *b = l->slots[l->fill].b;
 
-    if (sp_pg_batch_full(l->slots[l->fill].b)) {
+    /* one event, or several (one per line): a record goes into one batch whole */
+    p->split_rc = proto_record_split(m->payload, m->payload ? m->len : 0, p->span,
+                                     PROTO_RECORD_EVENTS_MAX, &p->nspan);
+    if (p->split_rc != 0) {
+        /* more events than a writer puts in one record: the record is one dead letter */
+        p->span[0].off = 0;
+        p->span[0].len = m->payload ? m->len : 0;
+        p->nspan = 1;
+    }
+    if (sp_pg_batch_full(b) || !sp_pg_batch_room(b, p->nspan, m->payload ? m->len : 0)) {
         if (l->flight >= 0 && p->nlanes > 1) {
             /* both of this lane's batches are taken: park its partitions rather than
              * wait here, so the other lanes keep filling (unparked when it ships) */

@@ -231,8 +231,8 @@ sp_check_totals() {
                    sum(completion_tokens), sum(cost_nusd) FROM spend_logs WHERE kind = 'request'")
     sp_check "spend_daily sums equal spend_logs sums ($got)" [ "$got" = "$want" ]
     got=$(sp_sql "SELECT sum(next_offset) FROM consumer_offsets")
-    sp_check "consumer_offsets cover every message produced ($(sp_field "$out" produced))" \
-        [ "$got" = "$(sp_field "$out" produced)" ]
+    sp_check "consumer_offsets cover every record produced ($(sp_field "$out" records))" \
+        [ "$got" = "$(sp_field "$out" records)" ]
 }
 
 # sp_test_certs DIR: test certificates made by openssl: a CA (ca.crt, ca.key) and another CA

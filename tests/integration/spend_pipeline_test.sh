@@ -14,6 +14,10 @@
 #                                         partitions; a second consumer leaves mid-drain
 #   spend_pipeline_test.sh replica_rebuilds  Redis rebuilt by one replica while another commits
 #   spend_pipeline_test.sh kafka_auth     SASL refused by the broker: readiness names the reason
+#   spend_pipeline_test.sh records        records of up to 64 events (one key each) beside
+#                                         one-event records, batches of 50 (smaller than a
+#                                         record), one consumer SIGKILLed mid-drain; bad events
+#                                         in shared records: one dead letter each
 #
 # Every check compares exact numbers: rows = distinct call ids, sums = what was produced,
 # spend_daily = spend_logs, Redis = Postgres. Topics have 24 partitions and events are spread
@@ -30,15 +34,23 @@ sp_services
 TOPIC="spend.$SCENARIO.$SP_UNIQ.v1"
 sp_topic "$TOPIC" 24
 sp_db "spend_$SCENARIO"
+# sp_sum_reports FILE...: one spend_produce report of several: every count is a sum.
+sp_sum_reports() {
+    cat "$@" | tr ' ' '\n' | awk -F= '
+        $1 != "" && $2 ~ /^[0-9]+$/ { if (!($1 in v)) order[++n] = $1; v[$1] += $2 }
+        END { for (i = 1; i <= n; i++) printf "%s%s=%.0f", (i > 1 ? " " : ""), order[i], v[order[i]]
+              print "" }'
+}
 # sp_is_400_naming BODY_AND_STATUS PARAM: curl output with -w '%{http_code}' appended.
 sp_is_400_naming() {
     [ "${1: -3}" = 400 ] && printf '%s' "${1%???}" | jq -e --arg p "$2" '.error.param == $p' >/dev/null
 }
 RUN=$(printf '%08x' $((RANDOM * 32768 + RANDOM)))
 
-# small_batch_backlog: configs a.yaml and b.yaml with batches of 50 and two writers, and a
-# backlog of 40,000 events (+10 % duplicates) produced while no consumer runs.
-small_batch_backlog() {
+# small_batch_backlog_config: configs a.yaml and b.yaml with batches of 50 and two writers;
+# small_batch_backlog: those, and a backlog of 40,000 events (+10 % duplicates) produced while
+# no consumer runs.
+small_batch_backlog_config() {
     local f
     for f in a b; do
         sp_config "$SP_DIR/$f.yaml" "$TOPIC"
@@ -47,6 +59,9 @@ small_batch_backlog() {
         grep -q "max_events: 50," "$SP_DIR/$f.yaml" && grep -q "writers: 2}" "$SP_DIR/$f.yaml" ||
             sp_die "cannot set the batch size and writers"
     done
+}
+small_batch_backlog() {
+    small_batch_backlog_config
     sp_log "producing a backlog of 40,000 events (+10 % duplicates), no consumer running"
     sp_produce --topic "$TOPIC" --count 40000 --dup-pct 10 --keys 240 --run "$RUN" \
         >"$SP_DIR/produce.out" || sp_die "producer failed"
@@ -88,10 +103,7 @@ exactly_once)
     sp_produce --topic "$TOPIC" --count 25000 --start 25000 --dup-pct 10 --keys 240 \
         --run "$RUN" --rate 8000 >"$SP_DIR/produce2.out" || sp_die "producer failed (second half)"
     # one report for both halves: every count is a sum
-    cat "$SP_DIR/produce1.out" "$SP_DIR/produce2.out" | tr ' ' '\n' | awk -F= '
-        $1 != "" && $2 ~ /^[0-9]+$/ { if (!($1 in v)) order[++n] = $1; v[$1] += $2 }
-        END { for (i = 1; i <= n; i++) printf "%s%s=%.0f", (i > 1 ? " " : ""), order[i], v[order[i]]
-              print "" }' >"$SP_DIR/produce.out"
+    sp_sum_reports "$SP_DIR/produce1.out" "$SP_DIR/produce2.out" >"$SP_DIR/produce.out"
     cat "$SP_DIR/produce.out"
     sp_check "every distinct event stored once" sp_wait_rows "$(sp_field "$SP_DIR/produce.out" distinct)" 90
     sleep 1 # last offsets
@@ -290,6 +302,55 @@ sigkill)
     sp_check_totals "$SP_DIR/produce.out"
     T=$(sp_wait_redis 15)
     sp_check "Redis counters equal Postgres totals (after ${T:-?} s)" [ -n "$T" ]
+    sp_stop "$A"
+    ;;
+
+records)
+    # A backlog as routers writing several events per record leave it (after one-event
+    # records of an older router), read by two consumers with batches of 50, smaller than a
+    # record of 64: a record is never split between two transactions. b is SIGKILLed
+    # mid-drain: its partitions go to a, which reads them again from the offsets in Postgres.
+    small_batch_backlog_config
+    sp_log "producing 4,000 events one per record, then 36,000 (+10 % duplicates) up to 64 per record"
+    sp_produce --topic "$TOPIC" --count 4000 --keys 240 --run "$RUN" >"$SP_DIR/produce1.out" ||
+        sp_die "producer failed (one-event records)"
+    sp_produce --topic "$TOPIC" --count 36000 --start 4000 --dup-pct 10 --keys 24 --run "$RUN" \
+        --per-record 64 --malformed 5 --oversized 3 >"$SP_DIR/produce2.out" ||
+        sp_die "producer failed (records of several events)"
+    sp_sum_reports "$SP_DIR/produce1.out" "$SP_DIR/produce2.out" >"$SP_DIR/produce.out"
+    cat "$SP_DIR/produce.out"
+    RECS=$(sp_field "$SP_DIR/produce2.out" records)
+    sp_check "records of several events were produced ($RECS records for $(sp_field "$SP_DIR/produce2.out" produced) events)" \
+        [ "${RECS:-0}" -gt 0 ] && [ "$RECS" -lt 1000 ]
+    sp_start "$SP_DIR/a.yaml" a
+    A=$SP_PID
+    sp_start "$SP_DIR/b.yaml" b
+    B=$SP_PID
+    for _ in $(seq 1 150); do
+        [ "$(sp_sql "SELECT count(*) FROM spend_logs")" -gt 10000 ] && break
+        sleep 0.1
+    done
+    sp_log "SIGKILL consumer b mid-drain ($(sp_sql "SELECT count(*) FROM spend_logs") rows)"
+    kill -KILL "$B"
+    wait "$B" 2>/dev/null
+    sp_check "every distinct event stored once" sp_wait_rows 40000 120
+    sleep 1
+    sp_check "no call id stored twice" [ "$(sp_sql "SELECT count(*) - count(DISTINCT call_id) FROM spend_logs")" = 0 ]
+    for _ in $(seq 1 50); do
+        [ "$(sp_sql "SELECT count(*) FROM dead_letters")" = 8 ] && break
+        sleep 0.2
+    done
+    sp_check "8 dead letters, one per bad event of the shared records" \
+        [ "$(sp_sql "SELECT count(*) FROM dead_letters")" = 8 ]
+    sp_check "the 5 malformed events: one record, places 0-4" \
+        [ "$(sp_sql "SELECT count(DISTINCT (kafka_partition, kafka_offset)) || ':' || string_agg(kafka_index::text, ',' ORDER BY kafka_index) FROM dead_letters WHERE reason LIKE 'invalid JSON%'")" = "1:0,1,2,3,4" ]
+    sp_check "the 3 oversized events: one record, places 0-2" \
+        [ "$(sp_sql "SELECT count(DISTINCT (kafka_partition, kafka_offset)) || ':' || string_agg(kafka_index::text, ',' ORDER BY kafka_index) FROM dead_letters WHERE reason LIKE 'event too large%'")" = "1:0,1,2" ]
+    sp_check_totals "$SP_DIR/produce.out"
+    T=$(sp_wait_redis 15)
+    sp_check "Redis counters equal Postgres totals (after ${T:-?} s)" [ -n "$T" ]
+    M=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_events_consumed_total)
+    sp_log "consumer a read ${M:-?} events"
     sp_stop "$A"
     ;;
 

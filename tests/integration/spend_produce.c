@@ -8,7 +8,7 @@
  *
  *   spend_produce --brokers B --topic T --count N [--start I] [--run HEX8] [--dup-pct P]
  *                 [--keys K] [--teams T] [--rate EPS] [--key-hash H] [--cost-nusd C]
- *                 [--malformed N] [--oversized N]
+ *                 [--malformed N] [--oversized N] [--per-record N]
  *   spend_produce --brokers B --topic CONTROL --key-record HASH --max-budget-nusd N
  *                 [--budget-duration 1d] [--team TEAM] [--alias ALIAS]
  *   spend_produce --brokers B --topic CONTROL --team-record TEAM --max-budget-nusd N
@@ -17,7 +17,13 @@
  *
  * Duplicates: with --dup-pct P, after each event, with probability P/100 (deterministic), an
  * earlier event of the run is sent again. Keys: key_hash = sha256("key-<k>") for k in [0, K),
- * team "team-<k % T>", model group "group-<i % 4>"; every 17th event failed (status 500). */
+ * team "team-<k % T>", model group "group-<i % 4>"; every 17th event failed (status 500).
+ *
+ * Records: one event each, or with --per-record N (2..PROTO_RECORD_EVENTS_MAX) several, as
+ * router-svc may write them: the events of one key joined by newlines, a record sent when it
+ * holds N events or the next would take it past PROTO_RECORD_MAX_BYTES, and the rest at the
+ * end. The malformed events then share records (key "bad"), and so do the oversized ones
+ * ("big"). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +50,7 @@ struct opts {
     long long cost_nusd;
     long malformed;
     long oversized;
+    int per_record;
     const char *key_record;
     const char *team_record; /* team:<id>, router-svc's stored form of a team */
     const char *scope;       /* --expect-block: "key" (default) or "team" */
@@ -166,6 +173,63 @@ static void build(const struct opts *o, long i, struct proto_event *ev, char *ke
     strcpy(key_hash_out, ev->key_hash);
 }
 
+/* A record being filled for one key (--per-record). */
+struct pending {
+    char key[PROTO_KEY_HASH_CAP];
+    char buf[PROTO_RECORD_MAX_BYTES + TG_EVENT_MAX_BYTES + 1024];
+    size_t len;
+    int n;
+};
+
+static struct pending **pend;
+static int npend;
+static long records;
+
+static int pending_send(rd_kafka_t *rk, const char *topic, struct pending *p)
+{
+    int rc = 0;
+
+    if (p->n > 0)
+        rc = produce(rk, topic, p->key, strlen(p->key), p->buf, p->len);
+    records += p->n > 0;
+    p->len = 0;
+    p->n = 0;
+    return rc;
+}
+
+/* send_event: one event of key, in a record of its own or added to the key's pending one. */
+static int send_event(rd_kafka_t *rk, const struct opts *o, const char *key, const char *ev,
+                      size_t len)
+{
+    struct pending *p = NULL;
+
+    if (o->per_record <= 1) {
+        records++;
+        return produce(rk, o->topic, key, strlen(key), ev, len);
+    }
+    for (int i = 0; i < npend && !p; i++)
+        if (strcmp(pend[i]->key, key) == 0)
+            p = pend[i];
+    if (!p) {
+        struct pending **np = realloc(pend, (size_t)(npend + 1) * sizeof(*pend));
+        if (!np || !(p = calloc(1, sizeof(*p))))
+            return -1;
+        pend = np;
+        pend[npend++] = p;
+        snprintf(p->key, sizeof(p->key), "%s", key);
+    }
+    if (p->n > 0 && p->len + 1 + len > PROTO_RECORD_MAX_BYTES && pending_send(rk, o->topic, p) < 0)
+        return -1;
+    if (len > sizeof(p->buf) - p->len - 1)
+        return -1;
+    if (p->n > 0)
+        p->buf[p->len++] = '\n';
+    memcpy(p->buf + p->len, ev, len);
+    p->len += len;
+    p->n++;
+    return p->n >= o->per_record ? pending_send(rk, o->topic, p) : 0;
+}
+
 static int run_events(const struct opts *o)
 {
     static char out[TG_EVENT_MAX_BYTES + 1];
@@ -187,7 +251,7 @@ static int run_events(const struct opts *o)
             fprintf(stderr, "spend_produce: encode failed\n");
             return 1;
         }
-        if (produce(rk, o->topic, key_hash, strlen(key_hash), out, len) < 0)
+        if (send_event(rk, o, key_hash, out, len) < 0)
             return 1;
         produced++;
         requests++;
@@ -202,7 +266,7 @@ static int run_events(const struct opts *o)
             long j = o->start + (long)((rng >> 8) % (uint64_t)(n + 1));
             build(o, j, &ev, key_hash);
             proto_event_encode(&ev, out, sizeof(out), &len);
-            if (produce(rk, o->topic, key_hash, strlen(key_hash), out, len) < 0)
+            if (send_event(rk, o, key_hash, out, len) < 0)
                 return 1;
             produced++;
         }
@@ -216,7 +280,7 @@ static int run_events(const struct opts *o)
     for (long n = 0; n < o->malformed; n++) {
         char bad[128];
         int bl = snprintf(bad, sizeof(bad), "{\"v\":1,\"kind\":\"request\",\"call_id\":\"nope-%ld\"", n);
-        if (produce(rk, o->topic, "bad", 3, bad, (size_t)bl) < 0)
+        if (send_event(rk, o, "bad", bad, (size_t)bl) < 0)
             return 1;
         produced++;
     }
@@ -225,10 +289,13 @@ static int run_events(const struct opts *o)
         memset(big, ' ', sizeof(big));
         big[0] = '{';
         big[sizeof(big) - 1] = '}';
-        if (produce(rk, o->topic, "big", 3, big, sizeof(big)) < 0)
+        if (send_event(rk, o, "big", big, sizeof(big)) < 0)
             return 1;
         produced++;
     }
+    for (int k = 0; k < npend; k++)
+        if (pending_send(rk, o->topic, pend[k]) < 0)
+            return 1;
     if (rd_kafka_flush(rk, 60000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
         fprintf(stderr, "spend_produce: flush timed out\n");
         rd_kafka_destroy(rk);
@@ -238,8 +305,8 @@ static int run_events(const struct opts *o)
     if (delivery_failures)
         return 1;
     printf("produced=%ld distinct=%ld requests=%lld failures=%lld prompt_tokens=%lld "
-           "completion_tokens=%lld cost_nusd=%lld ms=%" PRIu64 "\n",
-           produced, o->count, requests, failures, prompt, completion, cost,
+           "completion_tokens=%lld cost_nusd=%lld records=%ld ms=%" PRIu64 "\n",
+           produced, o->count, requests, failures, prompt, completion, cost, records,
            tg_now_mono_ms() - t0);
     return 0;
 }
@@ -416,6 +483,8 @@ int main(int argc, char **argv)
             o.malformed = atol(v);
         else if (strcmp(a, "--oversized") == 0)
             o.oversized = atol(v);
+        else if (strcmp(a, "--per-record") == 0)
+            o.per_record = atoi(v);
         else if (strcmp(a, "--key-record") == 0)
             o.key_record = v;
         else if (strcmp(a, "--team-record") == 0)

@@ -994,6 +994,51 @@ static void test_mutations_never_crash(void **state)
     free(buf);
 }
 
+/* Records of several events: split by newline, a final newline ends the last event, other
+ * empty lines are events of length 0, more than cap events refuse the record whole. */
+static void test_record_split(void **state)
+{
+    struct proto_span sp[PROTO_RECORD_EVENTS_MAX];
+    static char big[PROTO_RECORD_EVENTS_MAX * 2 + 2];
+    int n = -1;
+    (void)state;
+
+    assert_int_equal(proto_record_split("{\"a\":1}", 7, sp, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_true(sp[0].off == 0 && sp[0].len == 7);
+    assert_int_equal(proto_record_split("ab\ncd\n", 6, sp, 4, &n), 0);
+    assert_int_equal(n, 2);
+    assert_true(sp[0].off == 0 && sp[0].len == 2 && sp[1].off == 3 && sp[1].len == 2);
+    assert_int_equal(proto_record_split("ab\n\ncd", 6, sp, 4, &n), 0);
+    assert_int_equal(n, 3);
+    assert_true(sp[1].off == 3 && sp[1].len == 0 && sp[2].off == 4 && sp[2].len == 2);
+    assert_int_equal(proto_record_split("", 0, sp, 4, &n), 0);
+    assert_true(n == 1 && sp[0].len == 0);
+    assert_int_equal(proto_record_split(NULL, 0, sp, 4, &n), 0);
+    assert_true(n == 1 && sp[0].len == 0);
+    assert_int_equal(proto_record_split("\n", 1, sp, 4, &n), 0);
+    assert_true(n == 1 && sp[0].len == 0);
+    assert_int_equal(proto_record_split("a\r\nb", 4, sp, 4, &n), 0);
+    assert_true(n == 2 && sp[0].len == 2); /* the CR stays with its event (which refuses it) */
+    assert_int_equal(proto_record_split("a\nb\nc", 5, sp, 2, &n), TG_ETOOBIG);
+    assert_int_equal(n, 0);
+    assert_int_equal(proto_record_split("a\nb\n", 4, sp, 2, &n), 0);
+    assert_int_equal(n, 2);
+    for (int i = 0; i < PROTO_RECORD_EVENTS_MAX; i++) {
+        big[2 * i] = 'x';
+        big[2 * i + 1] = '\n';
+    }
+    assert_int_equal(proto_record_split(big, 2 * PROTO_RECORD_EVENTS_MAX, sp,
+                                        PROTO_RECORD_EVENTS_MAX, &n), 0);
+    assert_int_equal(n, PROTO_RECORD_EVENTS_MAX);
+    big[2 * PROTO_RECORD_EVENTS_MAX] = 'x';
+    assert_int_equal(proto_record_split(big, 2 * PROTO_RECORD_EVENTS_MAX + 1, sp,
+                                        PROTO_RECORD_EVENTS_MAX, &n), TG_ETOOBIG);
+    assert_int_equal(proto_record_split(NULL, 3, sp, 4, &n), TG_EINVAL);
+    assert_int_equal(proto_record_split("a", 1, NULL, 4, &n), TG_EINVAL);
+    assert_int_equal(proto_record_split("a", 1, sp, 0, &n), TG_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1012,6 +1057,7 @@ int main(void)
         cmocka_unit_test(test_optional_counts),
         cmocka_unit_test(test_decode_edges),
         cmocka_unit_test(test_mutations_never_crash),
+        cmocka_unit_test(test_record_split),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

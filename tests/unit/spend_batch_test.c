@@ -31,17 +31,17 @@ static void test_batch_bounds_and_offsets(void **state)
     assert_non_null(b);
     proto_event_init(&ev);
     /* the call id travels as uuid's 16 binary bytes: anything else is refused */
-    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 9, 100), TG_EINVAL);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 9, 0, 100), TG_EINVAL);
     snprintf(ev.call_id, sizeof(ev.call_id), "01a22bf1-1d36-71ad-a122-7335524b78zz");
-    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 9, 100), TG_EINVAL);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 9, 0, 100), TG_EINVAL);
     assert_int_equal(sp_pg_batch_messages(b), 0);
     snprintf(ev.call_id, sizeof(ev.call_id), "01a22bf1-1d36-71ad-a122-7335524b78dd");
-    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 10, 100), 0);
-    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 12, 100), 0);
-    assert_int_equal(sp_pg_batch_add_event(b, &ev, 1, 5, 100), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 10, 0, 100), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 12, 0, 100), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 1, 5, 0, 100), 0);
     assert_true(sp_pg_batch_full(b));
-    assert_int_equal(sp_pg_batch_add_event(b, &ev, 1, 6, 100), TG_EFULL);
-    assert_int_equal(sp_pg_batch_add_dead(b, "invalid JSON", "xx", 2, 2, 7), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 1, 6, 0, 100), TG_EFULL);
+    assert_int_equal(sp_pg_batch_add_dead(b, "invalid JSON", "xx", 2, 2, 7, 0), 0);
     assert_int_equal(sp_pg_batch_messages(b), 4);
     assert_int_equal(sp_pg_batch_next_offset(b, 0), 13);
     assert_int_equal(sp_pg_batch_next_offset(b, 1), 6);
@@ -70,10 +70,68 @@ static void test_batch_byte_cap(void **state)
     (void)state;
     proto_event_init(&ev);
     snprintf(ev.call_id, sizeof(ev.call_id), "01A22BF1-1D36-71AD-A122-7335524B78DD");
-    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 1, 4000), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 1, 0, 4000), 0);
     assert_true(sp_pg_batch_full(b)); /* another 4 KiB event might not fit */
-    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 2, 4000), 0);
-    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 3, 4000), TG_EFULL);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 2, 0, 4000), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 3, 0, 4000), TG_EFULL);
+    sp_pg_batch_destroy(&b);
+}
+
+/* A record of several events goes into one batch whole: room for all of it is asked first (an
+ * empty batch takes any one record), its events after the first pass max_events and max_bytes,
+ * and a rewind to the mark taken before it leaves the batch as it was. */
+static void test_batch_whole_records(void **state)
+{
+    struct sp_pg_batch *b = sp_pg_batch_create(4, 1 << 20);
+    struct sp_pg_batch_mark mk;
+    (void)state;
+
+    proto_event_init(&ev);
+    snprintf(ev.call_id, sizeof(ev.call_id), "01a22bf1-1d36-71ad-a122-7335524b78dd");
+    assert_true(sp_pg_batch_room(b, PROTO_RECORD_EVENTS_MAX, 200000)); /* empty: any record */
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 5, 0, 100), 0);
+    assert_true(sp_pg_batch_room(b, 3, 300));
+    assert_false(sp_pg_batch_room(b, 4, 400));
+    assert_false(sp_pg_batch_room(b, 1, (1 << 20) - 99));
+    /* record 6 of partition 0, six events: past max_events after its first */
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 6, i, 100), 0);
+    assert_int_equal(sp_pg_batch_events(b), 7);
+    assert_true(sp_pg_batch_full(b));
+    assert_false(sp_pg_batch_room(b, 1, 100));
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 7, 0, 100), TG_EFULL); /* a new record */
+    assert_int_equal(sp_pg_batch_next_offset(b, 0), 7);
+    /* a dead letter of the same record is part of it too */
+    assert_int_equal(sp_pg_batch_add_dead(b, "invalid JSON", "x", 1, 0, 6, 6), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 6, 7, 100), 0);
+
+    /* mark, add a record of a new partition, rewind: the batch is as it was */
+    sp_pg_batch_reset(b);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 3, 40, 0, 100), 0);
+    sp_pg_batch_mark(b, 9, &mk);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 9, 2, 0, 100), 0);
+    assert_int_equal(sp_pg_batch_add_dead(b, "invalid JSON", "yy", 2, 9, 2, 1), 0);
+    assert_int_equal(sp_pg_batch_next_offset(b, 9), 3);
+    sp_pg_batch_rewind(b, &mk);
+    assert_int_equal(sp_pg_batch_messages(b), 1);
+    assert_int_equal(sp_pg_batch_next_offset(b, 9), -1);
+    assert_int_equal(sp_pg_batch_next_offset(b, 3), 41);
+    /* and of a partition already there: its offsets go back */
+    sp_pg_batch_mark(b, 3, &mk);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 3, 41, 0, 100), 0);
+    assert_int_equal(sp_pg_batch_next_offset(b, 3), 42);
+    sp_pg_batch_rewind(b, &mk);
+    assert_int_equal(sp_pg_batch_next_offset(b, 3), 41);
+    assert_int_equal(sp_pg_batch_events(b), 1);
+    /* the batch's hard capacity: max_events plus one record less one event */
+    sp_pg_batch_reset(b);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 1, 0, 100), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 2, 0, 100), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 3, 0, 100), 0);
+    for (int i = 0; i < PROTO_RECORD_EVENTS_MAX; i++)
+        assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 4, i, 100), 0);
+    assert_int_equal(sp_pg_batch_add_event(b, &ev, 0, 4, PROTO_RECORD_EVENTS_MAX, 100),
+                     TG_EFULL);
     sp_pg_batch_destroy(&b);
 }
 
@@ -84,8 +142,8 @@ static void test_dead_payload_capped(void **state)
     (void)state;
     memset(big, 'x', sizeof(big));
     for (int i = 0; i < SP_PG_DEAD_PER_BATCH_MAX; i++)
-        assert_int_equal(sp_pg_batch_add_dead(b, "too large", big, sizeof(big), 0, i), 0);
-    assert_int_equal(sp_pg_batch_add_dead(b, "too large", big, sizeof(big), 0, 9999), TG_EFULL);
+        assert_int_equal(sp_pg_batch_add_dead(b, "too large", big, sizeof(big), 0, i, 0), 0);
+    assert_int_equal(sp_pg_batch_add_dead(b, "too large", big, sizeof(big), 0, 9999, 0), TG_EFULL);
     assert_true(sp_pg_batch_full(b));
     sp_pg_batch_destroy(&b);
 }
@@ -332,6 +390,7 @@ int main(void)
         cmocka_unit_test(test_batch_bounds_and_offsets),
         cmocka_unit_test(test_control_golden_vectors),
         cmocka_unit_test(test_batch_byte_cap),
+        cmocka_unit_test(test_batch_whole_records),
         cmocka_unit_test(test_dead_payload_capped),
         cmocka_unit_test(test_counter_names),
         cmocka_unit_test(test_budget_mirror),

@@ -97,11 +97,11 @@ static int take(struct sp_pg_batch *b, const char *payload, size_t len, int32_t 
     char reason[SP_PG_DEAD_REASON_MAX];
 
     if (proto_event_decode(payload, len, &ev, reason, sizeof(reason)) == 0) {
-        assert_int_equal(sp_pg_batch_add_event(b, &ev, partition, offset, len), 0);
+        assert_int_equal(sp_pg_batch_add_event(b, &ev, partition, offset, 0, len), 0);
         return 1;
     }
     assert_true(reason[0] != '\0');
-    assert_int_equal(sp_pg_batch_add_dead(b, reason, payload, len, partition, offset), 0);
+    assert_int_equal(sp_pg_batch_add_dead(b, reason, payload, len, partition, offset, 0), 0);
     return 0;
 }
 
@@ -440,6 +440,58 @@ static void test_dead_letter_classes(void **state)
     fx_close(&f);
 }
 
+/* A record of several events (one per line) is taken whole: each valid event held, each bad
+ * line a dead letter of its own; a record of more events than a writer may put in one is one
+ * dead letter; a record that does not fit in the filling batch is not split: the batch ships
+ * first, and while it cannot, the record is handed back with nothing of it held. */
+static void test_records_of_several_events(void **state)
+{
+    static char rec[PROTO_RECORD_MAX_BYTES];
+    struct fixture f;
+    struct sp_pipeline_status st;
+    size_t len = 0, n;
+
+    (void)state;
+    fx_open(&f, 1, 8);
+    for (int i = 0; i < 3; i++) {
+        n = encode_event(100 + i, "k1");
+        memcpy(rec + len, wire, n);
+        len += n;
+        rec[len++] = '\n';
+    }
+    memcpy(rec + len, "{\"v\":1}", 7); /* a bad fourth line */
+    len += 7;
+    assert_int_equal(feed(f.p, 0, 10, rec, len), 0);
+    st = status_of(f.p);
+    assert_int_equal(st.consumed, 4);
+    assert_int_equal(st.held_messages, 4);
+    assert_int_equal(st.held_dead[SP_PIPELINE_DEAD_INVALID], 1);
+
+    /* 65 lines: refused whole */
+    memset(rec, '\n', PROTO_RECORD_EVENTS_MAX + 1);
+    assert_int_equal(feed(f.p, 0, 11, rec, PROTO_RECORD_EVENTS_MAX + 1), 0);
+    st = status_of(f.p);
+    assert_int_equal(st.consumed, 5);
+    assert_int_equal(st.held_messages, 5);
+    assert_int_equal(st.held_dead[SP_PIPELINE_DEAD_INVALID], 2);
+
+    /* six events do not fit beside three held (max_events 8): the batch ships first, which
+     * Postgres (a closed port) refuses: the record is handed back, nothing of it held */
+    len = 0;
+    for (int i = 0; i < 6; i++) {
+        n = encode_event(200 + i, "k1");
+        memcpy(rec + len, wire, n);
+        len += n;
+        rec[len++] = '\n';
+    }
+    assert_int_equal(feed(f.p, 0, 12, rec, len), TG_EAGAIN);
+    st = status_of(f.p);
+    assert_int_equal(st.consumed, 5);
+    assert_int_equal(st.held_messages, 5);
+    assert_int_equal(st.failing, 1);
+    fx_close(&f);
+}
+
 /* A batch that becomes full is shipped; with Postgres unreachable the statement is not sent:
  * the messages stay held (nothing counted), consumption is held, Postgres is reported down,
  * the Redis commit gate is let go, and the retry backoff doubles from SP_PIPELINE_RETRY_MIN_MS
@@ -671,6 +723,7 @@ int main(void)
         cmocka_unit_test(test_lane_of),
         cmocka_unit_test(test_create_refuses_writers),
         cmocka_unit_test(test_dead_letter_classes),
+        cmocka_unit_test(test_records_of_several_events),
         cmocka_unit_test(test_unreachable_holds_and_backs_off),
         cmocka_unit_test(test_due_batch_ships),
         cmocka_unit_test(test_revoke_drops_and_releases),
