@@ -832,6 +832,9 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                 } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "events_topic") == 0) {
                     rc = tg_yaml_str_nonempty(&ld->y, sv, q, cfg->events_topic,
                                               sizeof(cfg->events_topic));
+                } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "events_per_record") == 0) {
+                    rc = tg_yaml_u32_range(&ld->y, sv, q, 1, PROTO_RECORD_EVENTS_MAX,
+                                           &cfg->events_per_record);
                 } else if (strcmp(k, "kafka") == 0 && strcmp(sk, "control_topic") == 0) {
                     rc = tg_yaml_str_nonempty(&ld->y, sv, q, cfg->control_topic,
                                               sizeof(cfg->control_topic));
@@ -957,6 +960,7 @@ static void set_defaults(struct rt_config *cfg)
     cfg->ssl_verify = 1;
     rt_config_fmt_cut(cfg->listen, sizeof(cfg->listen), "%s", RT_DEFAULT_LISTEN);
     rt_config_fmt_cut(cfg->events_topic, sizeof(cfg->events_topic), "%s", RT_DEFAULT_EVENTS_TOPIC);
+    cfg->events_per_record = PROTO_RECORD_EVENTS_MAX;
     rt_config_fmt_cut(cfg->control_topic, sizeof(cfg->control_topic), "%s",
                       RT_DEFAULT_CONTROL_TOPIC);
     cfg->spool_max_bytes = RT_DEFAULT_SPOOL_MAX_BYTES;

@@ -535,6 +535,7 @@ int main(int argc, char **argv)
         memset(&pc, 0, sizeof(pc));
         pc.brokers = cfg->kafka_brokers;
         pc.topic = cfg->events_topic;
+        pc.events_per_record = cfg->events_per_record;
         pc.kafka_opts = &cfg->kafka_opts;
         pc.spool_dir = cfg->spool_dir;
         pc.spool_max_bytes = cfg->spool_max_bytes;

@@ -30,6 +30,30 @@ struct pub_reason {
     _Atomic uint64_t count;
 };
 
+/* An event read from the spool in this pass, waiting to share a Kafka record with the other
+ * events of its key hash (events_per_record > 1): its key and value are in the stage's bytes. */
+struct pub_staged {
+    uint64_t seq;       /* spool sequence number */
+    uint32_t off;       /* key bytes at stage + off, then the value */
+    uint32_t len;       /* value bytes */
+    uint32_t keylen;
+    int32_t next;       /* the next staged event of the same key, or -1 */
+};
+
+/* The staged events of one key: a chain in read order. */
+struct pub_chain {
+    int32_t first, last;
+};
+
+/* What the delivery report of a record of several events settles: its events. Linked in the
+ * publisher's list of such records in flight, so that destroy frees those no report came for.
+ * A one-event record's report carries its sequence number instead (opaque = seq << 1 | 1). */
+struct pub_desc {
+    struct pub_desc *prev, *next;
+    uint32_t n;
+    uint64_t seq[];
+};
+
 struct rt_publisher {
     struct rt_publisher_config cfg;
     char brokers[1024];
@@ -38,6 +62,17 @@ struct rt_publisher {
     struct rt_spool *spool;
     rd_kafka_t *rk;
     rd_kafka_topic_t *rkt;
+    uint32_t per_record;     /* events a Kafka record may hold (1: one, as v1 writers) */
+    /* per_record > 1: the events read and not yet produced, grouped by key when sent */
+    unsigned char *stage;    /* RT_PUBLISHER_STAGE_BYTES */
+    uint32_t stage_used;
+    uint32_t nstaged;
+    struct pub_staged *staged;  /* [RT_PUBLISHER_STAGE_EVENTS] */
+    struct pub_chain *chains;   /* [RT_PUBLISHER_STAGE_EVENTS] */
+    int32_t *slots;             /* [2 * RT_PUBLISHER_STAGE_EVENTS]: chain of a key hash, or -1 */
+    char *recbuf;               /* PROTO_RECORD_MAX_BYTES: the value of the record being sent */
+    uint64_t recseq[PROTO_RECORD_EVENTS_MAX];
+    struct pub_desc inflight;   /* list head: records of several events in flight */
     uint64_t burst_max;      /* most records in flight since the last trim */
     uint64_t trim_ms;        /* monotonic ms of the last malloc_trim */
     pthread_t thread;
@@ -96,35 +131,60 @@ static void count_reason(struct rt_publisher *pub, const char *name)
     pthread_mutex_unlock(&pub->reasons_mu);
 }
 
-/* Delivery report: runs on the publisher thread inside rd_kafka_poll(). */
+/* settle: one event's delivery report (err): acknowledged, or produced again from the spool.
+ * Publisher thread. */
+static void settle(struct rt_publisher *pub, uint64_t seq, rd_kafka_resp_err_t err)
+{
+    uint8_t *st;
+
+    if (seq < pub->base || seq - pub->base >= RT_PUBLISHER_WINDOW)
+        return; /* acknowledged already (a duplicate from a rewind) */
+    st = &pub->state[seq % RT_PUBLISHER_WINDOW];
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (*st != SLOT_ACKED) {
+            *st = SLOT_ACKED;
+            atomic_fetch_add(&pub->acked, 1);
+        }
+        return;
+    }
+    if (*st == SLOT_PRODUCED) {
+        *st = SLOT_EMPTY;
+        if (seq < pub->rewind_to)
+            pub->rewind_to = seq;
+    }
+}
+
+/* Delivery report of a record (one event or several): runs on the publisher thread inside
+ * rd_kafka_poll(), and in destroy for what was purged. */
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     struct rt_publisher *pub = opaque;
-    uint64_t seq = (uint64_t)(uintptr_t)m->_private;
+    uintptr_t o = (uintptr_t)m->_private;
+    struct pub_desc *d;
 
     (void)rk;
-    if (seq < pub->base || seq - pub->base >= RT_PUBLISHER_WINDOW)
-        return; /* acknowledged already (a duplicate from a rewind) */
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        if (pub->state[seq % RT_PUBLISHER_WINDOW] != SLOT_ACKED) {
-            pub->state[seq % RT_PUBLISHER_WINDOW] = SLOT_ACKED;
-            atomic_fetch_add(&pub->acked, 1);
-        }
         pub->last_ack_ms = tg_now_mono_ms();
         atomic_store(&pub->kafka_up, 1);
-        return;
-    }
-    /* A purge at shutdown is not a delivery error: the record stays in the spool. */
-    if (m->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE && m->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+    } else if (m->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE &&
+               m->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+        /* A purge at shutdown is not a delivery error: the record stays in the spool. */
         count_reason(pub, rd_kafka_err2name(m->err));
         TG_WARN_RL("event=kafka_delivery_failed reason=%s action=retry_from_spool",
                    rd_kafka_err2name(m->err));
     }
-    if (pub->state[seq % RT_PUBLISHER_WINDOW] == SLOT_PRODUCED) {
-        pub->state[seq % RT_PUBLISHER_WINDOW] = SLOT_EMPTY;
-        if (seq < pub->rewind_to)
-            pub->rewind_to = seq;
+    if (o & 1u) {
+        settle(pub, (uint64_t)(o >> 1), m->err);
+        return;
     }
+    d = (struct pub_desc *)o;
+    if (d == NULL)
+        return;
+    for (uint32_t i = 0; i < d->n; i++)
+        settle(pub, d->seq[i], m->err);
+    d->prev->next = d->next;
+    d->next->prev = d->prev;
+    free(d);
 }
 
 /* An event's partition: its key is the SHA-256 of the virtual key in lowercase hex, so its first
@@ -221,8 +281,166 @@ static void advance_base(struct rt_publisher *pub, int force)
     }
 }
 
+/* mark_produced: the event seq is in librdkafka's hands. Publisher thread. */
+static void mark_produced(struct rt_publisher *pub, uint64_t seq)
+{
+    pub->state[seq % RT_PUBLISHER_WINDOW] = SLOT_PRODUCED;
+    if (seq < pub->replay_below)
+        atomic_fetch_add(&pub->replayed, 1);
+    atomic_fetch_add(&pub->produced, 1);
+}
+
+/* produce_err: the producer refused a record (queue full, or worse): counted. */
+static void produce_err(struct rt_publisher *pub, rd_kafka_resp_err_t err)
+{
+    if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        atomic_fetch_add(&pub->queue_full, 1);
+    else
+        count_reason(pub, rd_kafka_err2name(err));
+}
+
+/* record_send: produce the record in recbuf (len bytes) of n events (recseq) under key.
+ * One event goes as a record of its own. Returns 0, or -1 when the producer refused it: its
+ * events are read again from the spool (rewind_to) on the next pass. Publisher thread. */
+static int record_send(struct rt_publisher *pub, const unsigned char *key, uint32_t keylen,
+                       size_t len, uint32_t n)
+{
+    struct pub_desc *d = NULL;
+    const void *keyp = keylen > 0 ? key : NULL;
+    void *opaque;
+    rd_kafka_resp_err_t err;
+
+    if (n == 1) {
+        opaque = (void *)(uintptr_t)(pub->recseq[0] << 1 | 1u);
+    } else {
+        d = malloc(sizeof(*d) + n * sizeof(d->seq[0]));
+        if (d == NULL) {
+            count_reason(pub, "out_of_memory");
+            goto refused;
+        }
+        d->n = n;
+        memcpy(d->seq, pub->recseq, n * sizeof(d->seq[0]));
+        opaque = d;
+    }
+    err = rd_kafka_producev(pub->rk, RD_KAFKA_V_RKT(pub->rkt), RD_KAFKA_V_KEY(keyp, keylen),
+                            RD_KAFKA_V_VALUE(pub->recbuf, len),
+                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(opaque),
+                            RD_KAFKA_V_END);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        free(d);
+        produce_err(pub, err);
+        goto refused;
+    }
+    if (d != NULL) {
+        d->next = pub->inflight.next;
+        d->prev = &pub->inflight;
+        d->next->prev = d;
+        pub->inflight.next = d;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        mark_produced(pub, pub->recseq[i]);
+    return 0;
+refused:
+    /* the record's first event is its lowest: all of them are still SLOT_EMPTY */
+    if (pub->recseq[0] < pub->rewind_to)
+        pub->rewind_to = pub->recseq[0];
+    return -1;
+}
+
+/* key_slot: the slot of a key hash in pub->slots (open addressing). The key is the SHA-256 of
+ * the virtual key in hex, whose first bytes are already uniform. */
+static uint32_t key_slot(const unsigned char *key, uint32_t keylen)
+{
+    uint64_t h = 0;
+
+    memcpy(&h, key, keylen < 8 ? keylen : 8);
+    h = (h ^ keylen) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 40) & (2 * RT_PUBLISHER_STAGE_EVENTS - 1);
+}
+
+/* stage_flush: the staged events go out, the events of one key joined in records of up to
+ * per_record events and PROTO_RECORD_MAX_BYTES, in read order. A refused record leaves its
+ * events to the next pass (rewind_to). Publisher thread. */
+static void stage_flush(struct rt_publisher *pub)
+{
+    uint32_t nchains = 0;
+
+    if (pub->nstaged == 0)
+        return;
+    for (uint32_t i = 0; i < 2 * RT_PUBLISHER_STAGE_EVENTS; i++)
+        pub->slots[i] = -1;
+    for (uint32_t i = 0; i < pub->nstaged; i++) {
+        struct pub_staged *e = &pub->staged[i];
+        const unsigned char *key = pub->stage + e->off;
+        uint32_t at = key_slot(key, e->keylen);
+
+        for (;;) {
+            int32_t c = pub->slots[at];
+            const struct pub_staged *f;
+
+            if (c < 0) {
+                pub->slots[at] = (int32_t)nchains;
+                pub->chains[nchains].first = pub->chains[nchains].last = (int32_t)i;
+                nchains++;
+                break;
+            }
+            f = &pub->staged[pub->chains[c].first];
+            if (f->keylen == e->keylen && memcmp(pub->stage + f->off, key, e->keylen) == 0) {
+                pub->staged[pub->chains[c].last].next = (int32_t)i;
+                pub->chains[c].last = (int32_t)i;
+                break;
+            }
+            at = (at + 1) & (2 * RT_PUBLISHER_STAGE_EVENTS - 1);
+        }
+        e->next = -1;
+    }
+    for (uint32_t c = 0; c < nchains; c++) {
+        const struct pub_staged *f = &pub->staged[pub->chains[c].first];
+        const unsigned char *key = pub->stage + f->off;
+        size_t len = 0;
+        uint32_t n = 0;
+
+        for (int32_t i = pub->chains[c].first; i >= 0; i = pub->staged[i].next) {
+            const struct pub_staged *e = &pub->staged[i];
+
+            if (n > 0 && (n == pub->per_record || len + 1 + e->len > PROTO_RECORD_MAX_BYTES)) {
+                record_send(pub, key, f->keylen, len, n);
+                len = 0;
+                n = 0;
+            }
+            if (n > 0)
+                pub->recbuf[len++] = '\n';
+            memcpy(pub->recbuf + len, pub->stage + e->off + e->keylen, e->len);
+            len += e->len;
+            pub->recseq[n++] = e->seq;
+        }
+        record_send(pub, key, f->keylen, len, n);
+    }
+    pub->nstaged = 0;
+    pub->stage_used = 0;
+}
+
+/* stage_add: stage the event seq (key, then val). Publisher thread. */
+static void stage_add(struct rt_publisher *pub, const unsigned char *key, uint32_t keylen,
+                      const void *val, size_t vallen, uint64_t seq)
+{
+    struct pub_staged *e;
+
+    if (pub->nstaged == RT_PUBLISHER_STAGE_EVENTS ||
+        RT_PUBLISHER_STAGE_BYTES - pub->stage_used < keylen + vallen)
+        stage_flush(pub);
+    e = &pub->staged[pub->nstaged++];
+    e->seq = seq;
+    e->off = pub->stage_used;
+    e->keylen = keylen;
+    e->len = (uint32_t)vallen;
+    memcpy(pub->stage + pub->stage_used, key, keylen);
+    memcpy(pub->stage + pub->stage_used + keylen, val, vallen);
+    pub->stage_used += keylen + (uint32_t)vallen;
+}
+
 /* Reads spooled records and produces them until the window or the queue is full. Returns the
- * number produced. Publisher thread. */
+ * number of events read for producing. Publisher thread. */
 static int produce_some(struct rt_publisher *pub, unsigned char *buf)
 {
     struct rt_spool_record rec;
@@ -230,19 +448,16 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
     int n = 0;
 
     if (pub->rewind_to != UINT64_MAX) {
-        /* Produce again from the first record that failed, or from the lowest one not
-         * acknowledged when that one was delivered since by a copy produced after an earlier
-         * rewind. What was produced from there on is read again (what got acknowledged is
-         * skipped); what is still in flight below it stays produced, so that its own failure
-         * rewinds again. */
+        /* Read again from the first event that failed or was refused, or from the lowest one
+         * not acknowledged when that one was delivered since by a copy produced after an
+         * earlier rewind. Of what is read again, only what is neither acknowledged nor in
+         * flight is produced: an event in flight is settled by its own report (a failure
+         * rewinds again). A refused record of several events is followed, in the same pass,
+         * by records of other keys holding later events: those are not produced twice. */
         uint64_t from = pub->rewind_to > pub->base ? pub->rewind_to : pub->base;
 
         if (from > pub->expect)
             from = pub->expect;
-        for (uint64_t s = from; s < pub->expect; s++) {
-            if (pub->state[s % RT_PUBLISHER_WINDOW] == SLOT_PRODUCED)
-                pub->state[s % RT_PUBLISHER_WINDOW] = SLOT_EMPTY;
-        }
         rt_spool_rewind(pub->spool, from);
         pub->expect = from;
         pub->rewind_to = UINT64_MAX;
@@ -271,8 +486,8 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
         /* Records missing from the spool (skipped as corrupt) will never be acknowledged. */
         for (; pub->expect < rec.seq; pub->expect++)
             pub->state[pub->expect % RT_PUBLISHER_WINDOW] = SLOT_ACKED;
-        if (pub->state[rec.seq % RT_PUBLISHER_WINDOW] == SLOT_ACKED) {
-            pub->expect = rec.seq + 1; /* delivered before a rewind: not produced again */
+        if (pub->state[rec.seq % RT_PUBLISHER_WINDOW] != SLOT_EMPTY) {
+            pub->expect = rec.seq + 1; /* delivered or in flight: not produced again */
             continue;
         }
         keylen = rec.len > 0 ? buf[0] : 0;
@@ -285,27 +500,30 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
         keyp = keylen > 0 ? buf + 1 : NULL;
         valp = buf + 1 + keylen;
         vallen = rec.len - 1 - keylen;
+        pub->ts[rec.seq % RT_PUBLISHER_WINDOW] = rec.ts_ms;
+        if (pub->per_record > 1) {
+            stage_add(pub, buf + 1, keylen, valp, vallen, rec.seq);
+            pub->expect = rec.seq + 1;
+            n++;
+            continue;
+        }
         err = rd_kafka_producev(pub->rk, RD_KAFKA_V_RKT(pub->rkt), RD_KAFKA_V_KEY(keyp, keylen),
                                 RD_KAFKA_V_VALUE(valp, vallen),
                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                RD_KAFKA_V_OPAQUE((void *)(uintptr_t)rec.seq), RD_KAFKA_V_END);
+                                RD_KAFKA_V_OPAQUE((void *)(uintptr_t)(rec.seq << 1 | 1u)),
+                                RD_KAFKA_V_END);
         if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL)
-                atomic_fetch_add(&pub->queue_full, 1);
-            else
-                count_reason(pub, rd_kafka_err2name(err));
+            produce_err(pub, err);
             rt_spool_rewind(pub->spool, rec.seq);
             pub->expect = rec.seq;
             break;
         }
-        pub->state[rec.seq % RT_PUBLISHER_WINDOW] = SLOT_PRODUCED;
-        pub->ts[rec.seq % RT_PUBLISHER_WINDOW] = rec.ts_ms;
+        mark_produced(pub, rec.seq);
         pub->expect = rec.seq + 1;
-        if (rec.seq < pub->replay_below)
-            atomic_fetch_add(&pub->replayed, 1);
-        atomic_fetch_add(&pub->produced, 1);
         n++;
     }
+    /* What the pass read goes out now: the wait for more is librdkafka's linger. */
+    stage_flush(pub);
     return n;
 }
 
@@ -392,6 +610,22 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
     pub->cfg.topic = pub->topic;
     pub->cfg.spool_dir = pub->spool_dir;
     pub->rewind_to = UINT64_MAX;
+    pub->inflight.next = pub->inflight.prev = &pub->inflight;
+    pub->per_record = cfg->events_per_record > PROTO_RECORD_EVENTS_MAX ? PROTO_RECORD_EVENTS_MAX
+                      : cfg->events_per_record > 0                    ? cfg->events_per_record
+                                                                      : 1;
+    if (pub->per_record > 1) {
+        pub->stage = malloc(RT_PUBLISHER_STAGE_BYTES);
+        pub->staged = malloc(RT_PUBLISHER_STAGE_EVENTS * sizeof(pub->staged[0]));
+        pub->chains = malloc(RT_PUBLISHER_STAGE_EVENTS * sizeof(pub->chains[0]));
+        pub->slots = malloc(2 * RT_PUBLISHER_STAGE_EVENTS * sizeof(pub->slots[0]));
+        pub->recbuf = malloc(PROTO_RECORD_MAX_BYTES);
+        if (pub->stage == NULL || pub->staged == NULL || pub->chains == NULL ||
+            pub->slots == NULL || pub->recbuf == NULL) {
+            snprintf(err, errlen, "publisher: out of memory");
+            goto fail;
+        }
+    }
     if (pub->brokers[0] == '\0' || pub->topic[0] == '\0') {
         snprintf(err, errlen, "publisher: kafka brokers and events topic must be set");
         goto fail;
@@ -653,6 +887,18 @@ void rt_publisher_destroy(struct rt_publisher **pp)
         rd_kafka_poll(pub->rk, 0);
         rd_kafka_destroy(pub->rk);
     }
+    /* records of several events no report came for (destroy before the thread ran) */
+    while (pub->inflight.next != NULL && pub->inflight.next != &pub->inflight) {
+        struct pub_desc *d = pub->inflight.next;
+
+        pub->inflight.next = d->next;
+        free(d);
+    }
+    free(pub->stage);
+    free(pub->staged);
+    free(pub->chains);
+    free(pub->slots);
+    free(pub->recbuf);
     rt_spool_close(&pub->spool);
     free(pub->state);
     free(pub->ts);

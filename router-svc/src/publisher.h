@@ -4,6 +4,10 @@
  * calls Kafka and never waits. A publisher thread tails the spool, produces each record without
  * blocking (never RD_KAFKA_MSG_F_BLOCK) to the events topic keyed by the key hash, serves
  * delivery reports, and advances the spool's checkpoint to the lowest unacknowledged record.
+ * With events_per_record > 1, the events of one key hash that a pass reads from the spool share
+ * Kafka records (one per line, up to events_per_record of them and PROTO_RECORD_MAX_BYTES, in
+ * the order they were read): librdkafka's work is per record, and it is most of the event
+ * pipeline's CPU. An event is acknowledged with its record.
  * When Kafka is down or the producer queue is full, records simply wait in the spool and are
  * produced later; on start everything after the checkpoint is replayed (duplicates at Kafka
  * level are fine: spend-svc deduplicates by call id).
@@ -43,6 +47,11 @@
  * faulted in page by page for each batch (~120 events of ~800 bytes). */
 #define RT_PUBLISHER_KAFKA_BATCH_BYTES 100000
 #define RT_PUBLISHER_REASONS_MAX 16         /* distinct delivery error reasons counted */
+/* events_per_record > 1: the events a pass reads wait in a stage (at most this many events
+ * and bytes) until the pass ends or the stage is full; then the events of each key hash go out
+ * in shared records. Allocated once (~280 KiB; resident as used). */
+#define RT_PUBLISHER_STAGE_EVENTS 512u
+#define RT_PUBLISHER_STAGE_BYTES (256u * 1024u)
 /* After a burst of at least RT_PUBLISHER_TRIM_BURST records in flight is acknowledged, free
  * memory is given back (malloc_trim), at most every RT_PUBLISHER_TRIM_MS (publisher.c). A lost
  * partition leader holds back only the partitions it led, until another node leads them: with
@@ -65,6 +74,8 @@ struct rt_publisher_config {
                                              * after the publisher's own; NULL = none
                                              * (borrowed during create) */
     const char *topic;            /* events topic */
+    uint32_t events_per_record;   /* 1..PROTO_RECORD_EVENTS_MAX (0: 1): events of one key hash
+                                   * one Kafka record may hold (proto_record_split) */
     const char *spool_dir;        /* spool directory */
     uint64_t spool_max_bytes;     /* > 0 */
     uint64_t spool_segment_bytes; /* 0: default (64 MiB, or max_bytes / 8 when smaller) */

@@ -14,6 +14,9 @@
  *   partitioner is given under librdkafka: that one is used;
  * - a producer queue with room for 16 messages (librdkafka's queue.buffering.max.messages),
  *   which refuses most records: every event delivered, none twice.
+ * With TG_PUBLISHER_TEST_PER_RECORD=N (kafka.events_per_record), all of it with records of up
+ * to N events of one key (37 keys): every record splits into decodable events of its key, and
+ * records of several events were seen.
  * Takes every broker down through devkafka's control channel, so it runs on devkafka: the one
  * named by TG_KAFKA_BROKERS and TG_KAFKA_CTL, or, when TG_KAFKA_CTL is unset (tests/run shares
  * an Apache Kafka cluster, which has no such channel), its own, started by running itself again
@@ -39,6 +42,7 @@
 
 static const char *brokers;
 static const char *ctl;
+static uint32_t per_record; /* rt_publisher_config.events_per_record */
 
 /* Sends one line to devkafka's control channel and checks the answer starts with "ok". */
 static void kafka_ctl(const char *line)
@@ -56,7 +60,9 @@ static void make_event(struct proto_event *ev, int i)
     ev->ts_start_ms = (int64_t)tg_now_epoch_ms();
     ev->ts_end_ms = ev->ts_start_ms + 5;
     proto_str_set(ev->endpoint, sizeof(ev->endpoint), "/v1/chat/completions");
-    tg_sha256_hex(&i, sizeof(i), ev->key_hash);
+    int k = per_record > 1 ? i % 37 : i; /* keys repeat where events share records */
+
+    tg_sha256_hex(&k, sizeof(k), ev->key_hash);
     proto_str_set(ev->model_requested, sizeof(ev->model_requested), "gpt-main");
     proto_str_set(ev->model_group, sizeof(ev->model_group), "gpt-main");
     ev->status = 200;
@@ -117,7 +123,7 @@ static size_t consume_topic(const char *topic, const struct seen *want, uint32_t
     rd_kafka_t *rk;
     rd_kafka_topic_partition_list_t *sub;
     uint64_t deadline = tg_now_mono_ms() + timeout_ms;
-    size_t found = 0, oversize = 0, undecodable = 0, misplaced = 0, unkeyed = 0;
+    size_t found = 0, oversize = 0, undecodable = 0, misplaced = 0, unkeyed = 0, shared = 0;
     uint64_t on_partition[64] = {0};
     int partitions;
     char *got = calloc(want->n, 1);
@@ -144,11 +150,22 @@ static size_t consume_topic(const char *topic, const struct seen *want, uint32_t
         if (m == NULL)
             continue;
         if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            if (m->len > TG_EVENT_MAX_BYTES)
-                oversize++;
-            if (proto_event_decode(m->payload, m->len, ev, reason, sizeof(reason)) != 0) {
+            struct proto_span sp[PROTO_RECORD_EVENTS_MAX];
+            int nev = 0;
+
+            if (proto_record_split(m->payload, m->len, sp, PROTO_RECORD_EVENTS_MAX, &nev) != 0 ||
+                m->len > PROTO_RECORD_MAX_BYTES || (nev > 1 && per_record <= 1))
                 undecodable++;
-            } else {
+            shared += nev > 1;
+            for (int e = 0; e < nev; e++) {
+                const char *data = (const char *)m->payload + sp[e].off;
+
+                if (sp[e].len > TG_EVENT_MAX_BYTES)
+                    oversize++;
+                if (proto_event_decode(data, sp[e].len, ev, reason, sizeof(reason)) != 0) {
+                    undecodable++;
+                    continue;
+                }
                 if (m->key_len != strlen(ev->key_hash) ||
                     memcmp(m->key, ev->key_hash, m->key_len) != 0)
                     unkeyed++;
@@ -176,11 +193,66 @@ static size_t consume_topic(const char *topic, const struct seen *want, uint32_t
         *misplaced_out = misplaced;
     else
         CHECK(misplaced == 0, "%zu events not on their key's partition", misplaced);
+    if (per_record > 1 && found >= 1000)
+        CHECK(shared > 0, "no record held several events (events_per_record %u)", per_record);
     for (int p = 0; p < partitions && found >= 1000; p++)
         CHECK(on_partition[p] > 0, "no event on partition %d of %d", p, partitions);
     free(got);
     free(ev);
     return found;
+}
+
+/* The events in partitions [0, partitions) of topic, every record read from the first to the
+ * high watermark (with duplicates: a record of several events counts each). */
+static int64_t count_events(const char *topic, int32_t partitions)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(partitions);
+    int64_t hi[64] = {0}, events = 0;
+    int32_t done = 0;
+    uint64_t deadline = tg_now_mono_ms() + 60000;
+    rd_kafka_t *rk;
+
+    CHECK(partitions > 0 && partitions <= 64, "partitions");
+    rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof(err));
+    rd_kafka_conf_set(conf, "group.id", "pubtest-count", err, sizeof(err));
+    rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err));
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    CHECK(rk != NULL, "count consumer: %s", err);
+    rd_kafka_poll_set_consumer(rk);
+    for (int32_t p = 0; p < partitions; p++) {
+        int64_t lo = 0;
+
+        CHECK(rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi[p], 10000) ==
+                  RD_KAFKA_RESP_ERR_NO_ERROR, "watermarks of %s[%d]", topic, (int)p);
+        if (hi[p] > lo)
+            rd_kafka_topic_partition_list_add(l, topic, p)->offset = lo;
+        else
+            done++;
+    }
+    CHECK(rd_kafka_assign(rk, l) == RD_KAFKA_RESP_ERR_NO_ERROR, "assign");
+    rd_kafka_topic_partition_list_destroy(l);
+    while (done < partitions && tg_now_mono_ms() < deadline) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+        struct proto_span sp[PROTO_RECORD_EVENTS_MAX];
+        int nev = 0;
+
+        if (m == NULL)
+            continue;
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->partition >= 0 && m->partition < 64) {
+            if (proto_record_split(m->payload, m->len, sp, PROTO_RECORD_EVENTS_MAX, &nev) == 0)
+                events += nev;
+            if (m->offset + 1 == hi[m->partition])
+                done++;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    CHECK(done == partitions, "%s: read to the high watermark of %d of %d partitions", topic,
+          (int)done, (int)partitions);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return events;
 }
 
 static int count_segments(const char *dir)
@@ -210,6 +282,7 @@ static struct rt_publisher *make_pub_opts(const char *dir, const char *topic,
     struct rt_publisher_config cfg = {.brokers = brokers, .topic = topic, .spool_dir = dir,
                                       .spool_max_bytes = 64u << 20, .spool_segment_bytes = 1u << 20,
                                       .reject_when_full = 0, .fsync_interval_ms = 0,
+                                      .events_per_record = per_record,
                                       .kafka_opts = opts};
     char err[512];
     struct rt_publisher *pub = rt_publisher_create(&cfg, err, sizeof(err));
@@ -271,6 +344,9 @@ int main(int argc, char **argv)
     size_t got;
 
     (void)argc;
+    if (getenv("TG_PUBLISHER_TEST_PER_RECORD") != NULL)
+        per_record = (uint32_t)atoi(getenv("TG_PUBLISHER_TEST_PER_RECORD"));
+    printf("# events_per_record %u\n", per_record > 0 ? per_record : 1);
     brokers = getenv("TG_KAFKA_BROKERS");
     ctl = getenv("TG_KAFKA_CTL");
     if (brokers == NULL || brokers[0] == '\0' || ctl == NULL || ctl[0] == '\0')
@@ -528,10 +604,18 @@ int main(int argc, char **argv)
             total += hi - lo;
         }
         rd_kafka_destroy(rk);
-        CHECK(total == 3000, "3,000 events, %lld messages on the topic: some produced twice",
-              (long long)total);
-        printf("ok 8 - a 16-message producer queue: 3,000 events, 3,000 messages (%llu "
-               "refusals, each produced again)\n", refused);
+        if (per_record > 1) {
+            int64_t events = count_events(t8, 4);
+
+            CHECK(events == 3000, "3,000 events, %lld on the topic: some produced twice",
+                  (long long)events);
+            CHECK(total < 3000, "3,000 events in %lld records: none shared", (long long)total);
+        } else {
+            CHECK(total == 3000, "3,000 events, %lld messages on the topic: some produced twice",
+                  (long long)total);
+        }
+        printf("ok 8 - a 16-message producer queue: 3,000 events, %lld records (%llu "
+               "refusals, each produced again)\n", (long long)total, refused);
         free(opts);
     }
 

@@ -3,9 +3,10 @@
  *   topic_ids BROKERS TOPIC [TIMEOUT_MS]
  *
  * Reads every partition from the beginning up to the high watermark seen at start (no consumer
- * group), decodes each message with the v1 decoder and checks it is at most 4 KiB. Exits 1 when
- * a message is too large or undecodable (with the reason), or when the end cannot be reached in
- * TIMEOUT_MS (default 60 s). Used by the router-svc event tests. */
+ * group), splits each record into its events (one or several, proto_record_split), decodes each
+ * with the v1 decoder and checks it is at most 4 KiB and of the record's key. Exits 1 when an
+ * event is too large, undecodable or of another key (with the reason), or when the end cannot be
+ * reached in TIMEOUT_MS (default 60 s). Used by the router-svc event tests. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,7 @@ int main(int argc, char **argv)
     int nparts = 0, ndone = 0, rc = 1;
     uint64_t deadline;
     struct proto_event *ev = malloc(sizeof(*ev));
-    unsigned long count = 0;
+    unsigned long count = 0, records = 0;
 
     if (argc < 3 || ev == NULL) {
         fprintf(stderr, "usage: topic_ids BROKERS TOPIC [TIMEOUT_MS]\n");
@@ -101,21 +102,42 @@ int main(int argc, char **argv)
                 idx = i;
         }
         if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            struct proto_span sp[PROTO_RECORD_EVENTS_MAX];
             char reason[200];
+            int nev = 0;
 
-            if (m->len > TG_EVENT_MAX_BYTES) {
-                fprintf(stderr, "topic_ids: event of %zu bytes (> %d)\n", m->len,
-                        TG_EVENT_MAX_BYTES);
+            if (m->len > PROTO_RECORD_MAX_BYTES ||
+                proto_record_split(m->payload, m->len, sp, PROTO_RECORD_EVENTS_MAX, &nev) != 0) {
+                fprintf(stderr, "topic_ids: record of %zu bytes: over %u bytes or %d events\n",
+                        m->len, PROTO_RECORD_MAX_BYTES, PROTO_RECORD_EVENTS_MAX);
                 rd_kafka_message_destroy(m);
                 goto out;
             }
-            if (proto_event_decode(m->payload, m->len, ev, reason, sizeof(reason)) != 0) {
-                fprintf(stderr, "topic_ids: undecodable event: %s\n", reason);
-                rd_kafka_message_destroy(m);
-                goto out;
+            for (int e = 0; e < nev; e++) {
+                const char *data = (const char *)m->payload + sp[e].off;
+
+                if (sp[e].len > TG_EVENT_MAX_BYTES) {
+                    fprintf(stderr, "topic_ids: event of %zu bytes (> %d)\n", sp[e].len,
+                            TG_EVENT_MAX_BYTES);
+                    rd_kafka_message_destroy(m);
+                    goto out;
+                }
+                if (proto_event_decode(data, sp[e].len, ev, reason, sizeof(reason)) != 0) {
+                    fprintf(stderr, "topic_ids: undecodable event: %s\n", reason);
+                    rd_kafka_message_destroy(m);
+                    goto out;
+                }
+                if (m->key_len != strlen(ev->key_hash) ||
+                    (m->key_len > 0 && memcmp(m->key, ev->key_hash, m->key_len) != 0)) {
+                    fprintf(stderr, "topic_ids: an event of key %s in a record of another key\n",
+                            ev->key_hash);
+                    rd_kafka_message_destroy(m);
+                    goto out;
+                }
+                printf("%s\n", ev->call_id);
+                count++;
             }
-            printf("%s\n", ev->call_id);
-            count++;
+            records++;
             if (idx >= 0)
                 per[idx]++;
         }
@@ -127,7 +149,8 @@ int main(int argc, char **argv)
         }
         rd_kafka_message_destroy(m);
     }
-    fprintf(stderr, "topic_ids: %lu events from %d partitions\n", count, nparts);
+    fprintf(stderr, "topic_ids: %lu events in %lu records from %d partitions\n", count, records,
+            nparts);
     for (int i = 0; i < nparts; i++) {
         if (per[i] != (unsigned long)(high[i] - lows[i]))
             fprintf(stderr, "topic_ids: partition %d: read %lu, watermarks %lld..%lld\n", ids[i],
