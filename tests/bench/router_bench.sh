@@ -29,6 +29,8 @@
 # RT_BENCH_BASE_BIN=PATH runs a second router-svc with events on (another build, e.g. the last
 # commit's) as target router-base, interleaved with the others: a change measured side by side
 # (the ratio router / router-base), not against a figure from another run.
+# RT_BENCH_BASE_KAFKA="events_per_record: 1" adds settings to router-base's kafka section (with
+# RT_BENCH_BASE_BIN set to this build's router-svc: a setting measured side by side).
 # Exits non-zero on a functional failure only (a non-2xx answer, an event not acknowledged by
 # Kafka), never on a figure.
 set -euo pipefail
@@ -212,7 +214,7 @@ tollgate:
 YAML
         [ "$3" = 1 ] && cat <<YAML
   kafka: {brokers: "$TG_KAFKA_BROKERS", events_topic: tollgate.events.v1,
-          control_topic: tollgate.control.v1${RT_BENCH_LIBRDKAFKA:+, librdkafka: {$RT_BENCH_LIBRDKAFKA\}}}
+          control_topic: tollgate.control.v1${RT_BENCH_LIBRDKAFKA:+, librdkafka: {$RT_BENCH_LIBRDKAFKA\}}$([ "$1" = routerb ] && [ -n "${RT_BENCH_BASE_KAFKA:-}" ] && printf ', %s' "$RT_BENCH_BASE_KAFKA")}
 YAML
         true
     } >"$STATE/$1.yaml"

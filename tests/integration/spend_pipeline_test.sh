@@ -68,6 +68,19 @@ small_batch_backlog() {
     cat "$SP_DIR/produce.out"
 }
 
+# start_ab_until ROWS: consumers a and b (a.yaml, b.yaml) started together (A, B); back once
+# more than ROWS rows are stored, or after 15 s.
+start_ab_until() {
+    sp_start "$SP_DIR/a.yaml" a
+    A=$SP_PID
+    sp_start "$SP_DIR/b.yaml" b
+    B=$SP_PID
+    for _ in $(seq 1 150); do
+        [ "$(sp_sql "SELECT count(*) FROM spend_logs")" -gt "$1" ] && break
+        sleep 0.1
+    done
+}
+
 case "$SCENARIO" in
 exactly_once)
     # In two halves, so that the second consumer surely joins mid-stream: the first half while
@@ -126,14 +139,7 @@ backlog_parks)
     # the group hands out partitions); b stops mid-drain, so its partitions move to a while
     # a's own are parked: no message may be lost or stored twice.
     small_batch_backlog
-    sp_start "$SP_DIR/a.yaml" a
-    A=$SP_PID
-    sp_start "$SP_DIR/b.yaml" b
-    B=$SP_PID
-    for _ in $(seq 1 150); do
-        [ "$(sp_sql "SELECT count(*) FROM spend_logs")" -gt 8000 ] && break
-        sleep 0.1
-    done
+    start_ab_until 8000
     PARKS_A=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_partition_parks_total)
     PARKS_B=$(sp_metric "$SP_DIR/b.yaml" tollgate_spend_partition_parks_total)
     sp_log "consumer b stops mid-drain ($(sp_sql "SELECT count(*) FROM spend_logs") rows; parks so far a=${PARKS_A:-?} b=${PARKS_B:-?})"
@@ -321,15 +327,8 @@ records)
     cat "$SP_DIR/produce.out"
     RECS=$(sp_field "$SP_DIR/produce2.out" records)
     sp_check "records of several events were produced ($RECS records for $(sp_field "$SP_DIR/produce2.out" produced) events)" \
-        [ "${RECS:-0}" -gt 0 ] && [ "$RECS" -lt 1000 ]
-    sp_start "$SP_DIR/a.yaml" a
-    A=$SP_PID
-    sp_start "$SP_DIR/b.yaml" b
-    B=$SP_PID
-    for _ in $(seq 1 150); do
-        [ "$(sp_sql "SELECT count(*) FROM spend_logs")" -gt 10000 ] && break
-        sleep 0.1
-    done
+        [ "${RECS:-0}" -gt 0 -a "${RECS:-0}" -lt 1000 ]
+    start_ab_until 10000
     sp_log "SIGKILL consumer b mid-drain ($(sp_sql "SELECT count(*) FROM spend_logs") rows)"
     kill -KILL "$B"
     wait "$B" 2>/dev/null
