@@ -229,6 +229,8 @@ static void check_config(const struct rt_config *cfg)
     check(cfg->threads >= 1 && cfg->max_keys >= 1 && cfg->max_connections >= 1 &&
               cfg->max_in_flight >= 1 && cfg->limiter_keys >= 1 && cfg->max_body_bytes >= 1,
           "a limit that must be at least 1 is 0", NULL);
+    check(cfg->events_per_record >= 1 && cfg->events_per_record <= PROTO_RECORD_EVENTS_MAX,
+          "kafka.events_per_record outside 1..64", NULL);
     check(cfg->n_keys <= RT_CONFIG_STATIC_KEYS_MAX && cfg->n_keys <= cfg->max_keys,
           "too many static keys", NULL);
     for (uint32_t i = 0; i < cfg->n_keys; i++)
