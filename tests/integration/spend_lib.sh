@@ -263,7 +263,8 @@ sp_test_certs() {
 sp_redis_cli() { redis-cli -p "$TG_REDIS_PORT" "$@"; }
 
 # sp_redis_matches: every per-day counter of today (key, team, model) equals spend_daily, and
-# Redis holds no other counter for today. Prints the first difference.
+# Redis holds no other counter for today. Prints the first difference. A field the sink never
+# incremented (it skips increments of 0) is absent: 0, as in tests/chaos/redis_vs_pg.sh.
 sp_redis_matches() {
     local day expected got n_pg n_redis
     day=$(date -u +%F)
@@ -288,7 +289,7 @@ sp_redis_matches() {
     fi
     got=$(printf '%s\n' "$expected" | cut -d'|' -f1 | while read -r k; do
         echo "HMGET $k requests failures prompt_tokens completion_tokens cost_nusd"
-    done | sp_redis_cli 2>/dev/null | paste -d'|' - - - - - )
+    done | sp_redis_cli 2>/dev/null | sed 's/^$/0/' | paste -d'|' - - - - - )
     got=$(paste -d'|' <(printf '%s\n' "$expected" | cut -d'|' -f1) <(printf '%s\n' "$got"))
     if [ "$got" != "$expected" ]; then
         diff <(printf '%s\n' "$expected") <(printf '%s\n' "$got") | head -n 4 >&2
