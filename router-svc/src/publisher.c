@@ -96,6 +96,7 @@ struct rt_publisher {
     _Atomic uint64_t rejected;
     _Atomic uint64_t submit_errors;
     _Atomic uint64_t produced;
+    _Atomic uint64_t records;       /* Kafka records produced (one event or several each) */
     _Atomic uint64_t queue_full;
     _Atomic uint64_t outq;          /* rd_kafka_outq_len() after the last pass */
     _Atomic uint64_t base_shared;   /* copy of base for other threads */
@@ -331,6 +332,7 @@ static int record_send(struct rt_publisher *pub, const unsigned char *key, uint3
         produce_err(pub, err);
         goto refused;
     }
+    atomic_fetch_add(&pub->records, 1);
     if (d != NULL) {
         d->next = pub->inflight.next;
         d->prev = &pub->inflight;
@@ -519,6 +521,7 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
             break;
         }
         mark_produced(pub, rec.seq);
+        atomic_fetch_add(&pub->records, 1);
         pub->expect = rec.seq + 1;
         n++;
     }
@@ -945,6 +948,10 @@ void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b)
     tg_prom_gauge(b, "tollgate_router_spool_segments", "Live spool segments", st.segments);
     tg_prom_gauge(b, "tollgate_router_spool_oldest_unacked_seconds",
                   "Age of the oldest spooled event not yet acknowledged by Kafka", age);
+    tg_prom_counter(b, "tollgate_router_kafka_records_produced_total",
+                    "Kafka records produced, each holding one spend event or several "
+                    "(kafka.events_per_record)",
+                    atomic_load(&pub->records));
     tg_prom_gauge(b, "tollgate_router_producer_queue_depth",
                   "Messages in the Kafka producer queue", (double)atomic_load(&pub->outq));
     tg_prom_counter(b, "tollgate_router_producer_queue_full_total",

@@ -295,6 +295,15 @@ thread_ticks() { # PID -> "name ticks" per thread (threads of one name summed)
         printf '%s %s\n' "$(tr ' ' _ <"$d/comm")" "$(awk '{print $14 + $15}' "$d/stat")"
     done | awk '{ t[$1] += $2 } END { for (n in t) print n, t[n] }' | sort
 }
+thread_table() { # PREFIX REQUESTS: the rounds' thread ticks ($STATE/PREFIX.{0,1}.ROUND) per request
+    echo
+    echo "| thread | µs/req |"
+    echo "|---|---|"
+    for round in $(seq 1 "$ROUNDS"); do
+        join -a1 -e0 -o 0,1.2,2.2 "$STATE/$1.1.$round" "$STATE/$1.0.$round"
+    done | awk -v tick="$TICK" -v n="$2" '{ d[$1] += $2 - $3 } END {
+        for (t in d) if (d[t] > 0) printf "| %s | %.1f |\n", t, d[t] * 1e6 / tick / n }' | sort -t'|' -k3 -gr
+}
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
 run_wrk() { # TARGET SECONDS OUT
     "${PIN_LOAD[@]}" "$WRK" -t1 -c"$(conc_of "$1")" -d"${2}s" --latency -s "$STATE/$(model_of "$1").lua" \
@@ -323,6 +332,7 @@ for round in $(seq 1 "$ROUNDS"); do
     for t in $TARGETS; do
         pids=$(pids_of "$t")
         [ "$t" = router ] && thread_ticks "$ROUTER_PID" >"$STATE/threads.0.$round"
+        [ "$t" = router-base ] && thread_ticks "$ROUTERB_PID" >"$STATE/threads-base.0.$round"
         c0=$(cpu_ticks $pids)
         if [ -n "${RT_BENCH_PERF:-}" ] && [ "$round" = 1 ] && [ "$t" = "$RT_BENCH_PERF" ]; then
             # a CPU profile of the router's process for this target's first round
@@ -334,6 +344,7 @@ for round in $(seq 1 "$ROUNDS"); do
         [ -n "${PERF_PID:-}" ] && { wait "$PERF_PID" || true; PERF_PID=; }
         c1=$(cpu_ticks $pids)
         [ "$t" = router ] && thread_ticks "$ROUTER_PID" >"$STATE/threads.1.$round"
+        [ "$t" = router-base ] && thread_ticks "$ROUTERB_PID" >"$STATE/threads-base.1.$round"
         f=$STATE/wrk.$t.$round
         rps=$(awk '/^Requests\/sec:/ {print $2}' "$f")
         reqs=$(awk '/requests in/ {print $1}' "$f")
@@ -347,7 +358,6 @@ for round in $(seq 1 "$ROUNDS"); do
         MAX_ALL[$t]="${MAX_ALL[$t]:-} $(awk '$1 == "Latency" {print $4; exit}' "$f" | ms)"
         FAILS[$t]=$((${FAILS[$t]:-0} + ${non2xx:-0} + ${errs:-0}))
         REQS[$t]=$((${REQS[$t]:-0} + reqs))
-        [ "$t" = router ] && ROUTER_REQS=$((${ROUTER_REQS:-0} + reqs))
     done
 done
 RSS_ROUTER=$(rss_kb "$ROUTER_PID")
@@ -422,15 +432,15 @@ diff_us() { echo "$1 $2" | awk '{ printf "%.1f", $1 - $2 }'; }
     echo "| router RSS kB idle after warm-up (TLS upstream pooled) / after the rounds | $RSS_IDLE_ROUTER / $RSS_ROUTER | <= 25600 idle |"
     echo "| nginx RSS kB idle / after | $RSS_IDLE_NGINX / $RSS_NGINX | |"
     echo "| events appended / requests through the router with Kafka | $APPENDED / $WANT | equal, up to the requests in flight when wrk stops (connections x rounds) |"
+    echo "| events per Kafka record (router$([ -n "${RT_BENCH_BASE_BIN:-}" ] && echo ", router-base")) | $(metric "$ROUTER_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTER_PORT" tollgate_router_kafka_records_produced_total)" '{printf "%.1f", r > 0 ? $1 / r : 0}')$([ -n "${RT_BENCH_BASE_BIN:-}" ] && metric "$ROUTERB_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTERB_PORT" tollgate_router_kafka_records_produced_total)" '{printf ", %.1f", r > 0 ? $1 / r : 0}') | |"
     echo
     echo "router-svc (events on, plain upstream) CPU by thread, µs per request, summed over the rounds:"
-    echo
-    echo "| thread | µs/req |"
-    echo "|---|---|"
-    for round in $(seq 1 "$ROUNDS"); do
-        join -a1 -e0 -o 0,1.2,2.2 "$STATE/threads.1.$round" "$STATE/threads.0.$round"
-    done | awk -v tick="$TICK" -v n="$ROUTER_REQS" '{ d[$1] += $2 - $3 } END {
-        for (t in d) if (d[t] > 0) printf "| %s | %.1f |\n", t, d[t] * 1e6 / tick / n }' | sort -t'|' -k3 -gr
+    thread_table threads "${REQS[router]}"
+    if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
+        echo
+        echo "router-base${RT_BENCH_BASE_KAFKA:+ (kafka: $RT_BENCH_BASE_KAFKA)} CPU by thread, µs per request:"
+        thread_table threads-base "${REQS[router-base]}"
+    fi
 } | tee "$STATE/bench.md"
 if [ -f "$STATE/smaps.txt" ]; then
     echo
