@@ -432,7 +432,7 @@ diff_us() { echo "$1 $2" | awk '{ printf "%.1f", $1 - $2 }'; }
     echo "| router RSS kB idle after warm-up (TLS upstream pooled) / after the rounds | $RSS_IDLE_ROUTER / $RSS_ROUTER | <= 25600 idle |"
     echo "| nginx RSS kB idle / after | $RSS_IDLE_NGINX / $RSS_NGINX | |"
     echo "| events appended / requests through the router with Kafka | $APPENDED / $WANT | equal, up to the requests in flight when wrk stops (connections x rounds) |"
-    echo "| events per Kafka record (router$([ -n "${RT_BENCH_BASE_BIN:-}" ] && echo ", router-base")) | $(metric "$ROUTER_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTER_PORT" tollgate_router_kafka_records_produced_total)" '{printf "%.1f", r > 0 ? $1 / r : 0}')$([ -n "${RT_BENCH_BASE_BIN:-}" ] && metric "$ROUTERB_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTERB_PORT" tollgate_router_kafka_records_produced_total)" '{printf ", %.1f", r > 0 ? $1 / r : 0}') | |"
+    echo "| events per Kafka record (router$([ -n "${RT_BENCH_BASE_BIN:-}" ] && echo ", router-base")) | $(metric "$ROUTER_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTER_PORT" tollgate_router_kafka_records_produced_total)" '{printf "%.1f", (r > 0 ? $1 / r : 0)}')$([ -n "${RT_BENCH_BASE_BIN:-}" ] && metric "$ROUTERB_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTERB_PORT" tollgate_router_kafka_records_produced_total)" '{printf ", %.1f", (r > 0 ? $1 / r : 0)}') | |"
     echo
     echo "router-svc (events on, plain upstream) CPU by thread, µs per request, summed over the rounds:"
     thread_table threads "${REQS[router]}"
