@@ -960,7 +960,7 @@ static void set_defaults(struct rt_config *cfg)
     cfg->ssl_verify = 1;
     rt_config_fmt_cut(cfg->listen, sizeof(cfg->listen), "%s", RT_DEFAULT_LISTEN);
     rt_config_fmt_cut(cfg->events_topic, sizeof(cfg->events_topic), "%s", RT_DEFAULT_EVENTS_TOPIC);
-    cfg->events_per_record = PROTO_RECORD_EVENTS_MAX;
+    cfg->events_per_record = 1; /* one event per record until every spend-svc reads several */
     rt_config_fmt_cut(cfg->control_topic, sizeof(cfg->control_topic), "%s",
                       RT_DEFAULT_CONTROL_TOPIC);
     cfg->spool_max_bytes = RT_DEFAULT_SPOOL_MAX_BYTES;

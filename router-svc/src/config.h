@@ -335,7 +335,7 @@ struct rt_config {
                                                   * listen */
     char kafka_brokers[RT_BROKERS_CAP];          /* "" when absent (events stay in the spool) */
     char events_topic[RT_TOPIC_CAP];             /* default RT_DEFAULT_EVENTS_TOPIC */
-    uint32_t events_per_record;                  /* kafka.events_per_record, 1..64 (default 64) */
+    uint32_t events_per_record;                  /* kafka.events_per_record, 1..64 (default 1) */
     char control_topic[RT_TOPIC_CAP];            /* default RT_DEFAULT_CONTROL_TOPIC */
     struct tg_kafka_opts kafka_opts;             /* kafka security_protocol, sasl, ssl and
                                                   * librdkafka (tg_kafka_opts.h); secrets */

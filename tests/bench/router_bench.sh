@@ -29,8 +29,9 @@
 # RT_BENCH_BASE_BIN=PATH runs a second router-svc with events on (another build, e.g. the last
 # commit's) as target router-base, interleaved with the others: a change measured side by side
 # (the ratio router / router-base), not against a figure from another run.
-# RT_BENCH_BASE_KAFKA="events_per_record: 1" adds settings to router-base's kafka section (with
-# RT_BENCH_BASE_BIN set to this build's router-svc: a setting measured side by side).
+# The routers with events write up to RT_BENCH_EVENTS_PER_RECORD (64) events per Kafka record
+# (kafka.events_per_record), router-base RT_BENCH_BASE_EVENTS_PER_RECORD (64): with
+# RT_BENCH_BASE_BIN set to this build's router-svc and 1 here, the setting measured side by side.
 # Exits non-zero on a functional failure only (a non-2xx answer, an event not acknowledged by
 # Kafka), never on a figure.
 set -euo pipefail
@@ -214,7 +215,8 @@ tollgate:
 YAML
         [ "$3" = 1 ] && cat <<YAML
   kafka: {brokers: "$TG_KAFKA_BROKERS", events_topic: tollgate.events.v1,
-          control_topic: tollgate.control.v1${RT_BENCH_LIBRDKAFKA:+, librdkafka: {$RT_BENCH_LIBRDKAFKA\}}$([ "$1" = routerb ] && [ -n "${RT_BENCH_BASE_KAFKA:-}" ] && printf ', %s' "$RT_BENCH_BASE_KAFKA")}
+          control_topic: tollgate.control.v1${RT_BENCH_LIBRDKAFKA:+, librdkafka: {$RT_BENCH_LIBRDKAFKA\}},
+          events_per_record: $([ "$1" = routerb ] && echo "${RT_BENCH_BASE_EVENTS_PER_RECORD:-64}" || echo "${RT_BENCH_EVENTS_PER_RECORD:-64}")}
 YAML
         true
     } >"$STATE/$1.yaml"
@@ -438,7 +440,7 @@ diff_us() { echo "$1 $2" | awk '{ printf "%.1f", $1 - $2 }'; }
     thread_table threads "${REQS[router]}"
     if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
         echo
-        echo "router-base${RT_BENCH_BASE_KAFKA:+ (kafka: $RT_BENCH_BASE_KAFKA)} CPU by thread, µs per request:"
+        echo "router-base (events_per_record: ${RT_BENCH_BASE_EVENTS_PER_RECORD:-64}) CPU by thread, µs per request:"
         thread_table threads-base "${REQS[router-base]}"
     fi
 } | tee "$STATE/bench.md"

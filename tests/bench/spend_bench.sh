@@ -9,6 +9,8 @@
 #       the same way, on a fresh topic and database.
 #   SPEND_BENCH_WRITERS (environment, default: spend-svc's own, 2): postgres.writers, the
 #     batches written side by side (one connection each, partitions spread over them).
+#   SPEND_BENCH_PER_RECORD (environment, default 1): events per Kafka record, one key's each,
+#     as router-svc writes them with kafka.events_per_record (spend_produce --per-record).
 #   SPEND_BENCH_BATCH (environment, default 5000): spend-svc's batch.max_events (max_bytes
 #     follows at 1,600 bytes per event). Every batch folds its distinct (day, key, team, model
 #     group, deployment) groups into spend_daily once; this workload has ~4,480 such groups per
@@ -64,7 +66,8 @@ drain() {
     fi
     sp_log "$name: producing a backlog of $n events"
     sp_produce --topic "spend.bench.$name" --count "$n" --keys 640 --run "$RUN" \
-        >"$SP_DIR/$name.produce" || sp_die "producer failed"
+        --per-record "${SPEND_BENCH_PER_RECORD:-1}" >"$SP_DIR/$name.produce" ||
+        sp_die "producer failed"
     cat "$SP_DIR/$name.produce"
     # one Redis for both runs: start each from an empty cache
     redis-cli -p "$TG_REDIS_PORT" FLUSHALL >/dev/null
@@ -129,7 +132,7 @@ BL_TOTAL=$D_TOTAL
 echo
 echo "| spend-svc | value |"
 echo "|---|---|"
-echo "| backlog drained | $EVENTS events |"
+echo "| backlog drained | $EVENTS events, ${SPEND_BENCH_PER_RECORD:-1} per Kafka record at most |"
 echo "| batch.max_events / mean committed batch | $BATCH / $TP_BATCH |"
 echo "| postgres.writers | ${WRITERS:-2 (default)} |"
 echo "| writer parks (partitions paused while both of a writer's batches were taken) | ${TP_PARKS:-?} |"

@@ -114,7 +114,8 @@ general_settings:
 tollgate:
   listen: 127.0.0.1:$TG_ROUTER_PORT
   kafka: {brokers: "$TG_KAFKA_BROKERS", events_topic: ${TG_STACK_EVENTS_TOPIC:-tollgate.events.v1},
-          control_topic: ${TG_STACK_CONTROL_TOPIC:-tollgate.control.v1}}
+          control_topic: ${TG_STACK_CONTROL_TOPIC:-tollgate.control.v1},
+          events_per_record: ${TG_STACK_EVENTS_PER_RECORD:-64}}
   spool: {dir: $TG_STACK_DIR/spool, max_bytes: 268435456}
   keys:
     - {key: os.environ/TG_STACK_KEY, key_alias: stack, team_id: stack-team}

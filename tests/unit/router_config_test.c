@@ -945,14 +945,14 @@ static void test_kafka_security(void **state)
                  "default): SASL needs SASL_PLAINTEXT or SASL_SSL");
     expect_error(HEAD "tollgate:\n  kafka:\n    sasl_mechanism: PLAIN\n",
                  "router.yaml:7: tollgate.kafka.sasl_mechanism: unknown key");
-    /* events per Kafka record: 1..64, 64 by default */
-    cfg = load(HEAD "tollgate:\n  kafka:\n    events_per_record: 1\n");
+    /* events per Kafka record: 1..64, 1 by default */
+    cfg = load(HEAD "tollgate:\n  kafka:\n    events_per_record: 64\n");
     assert_non_null(cfg);
-    assert_int_equal(cfg->events_per_record, 1);
+    assert_int_equal(cfg->events_per_record, PROTO_RECORD_EVENTS_MAX);
     rt_config_destroy(&cfg);
     cfg = load(HEAD);
     assert_non_null(cfg);
-    assert_int_equal(cfg->events_per_record, PROTO_RECORD_EVENTS_MAX);
+    assert_int_equal(cfg->events_per_record, 1);
     rt_config_destroy(&cfg);
     expect_error(HEAD "tollgate:\n  kafka:\n    events_per_record: 0\n",
                  "router.yaml:7: tollgate.kafka.events_per_record: must be between 1 and 64");
