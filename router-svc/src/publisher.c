@@ -46,7 +46,10 @@ struct pub_chain {
 };
 
 /* What the delivery report of a record of several events settles: its events. Linked in the
- * publisher's list of such records in flight, so that destroy frees those no report came for.
+ * publisher's list of such records in flight, so that destroy frees those no report came for;
+ * owned by the list, freed by the report. The list holds at most the records librdkafka's queue
+ * does (queue.buffering.max.messages / .kbytes: the producer refuses more, counted in
+ * tollgate_router_producer_queue_full_total, and the events wait in the spool).
  * A one-event record's report carries its sequence number instead (opaque = seq << 1 | 1). */
 struct pub_desc {
     struct pub_desc *prev, *next;
@@ -300,11 +303,11 @@ static void produce_err(struct rt_publisher *pub, rd_kafka_resp_err_t err)
         count_reason(pub, rd_kafka_err2name(err));
 }
 
-/* record_send: produce the record in recbuf (len bytes) of n events (recseq) under key.
- * One event goes as a record of its own. Returns 0, or -1 when the producer refused it: its
+/* record_send: produce the record val (len bytes) of n events (recseq) under key. One event
+ * goes as a record of its own (as with events_per_record 1). Returns 0, or -1 when the producer refused it: its
  * events are read again from the spool (rewind_to) on the next pass. Publisher thread. */
 static int record_send(struct rt_publisher *pub, const unsigned char *key, uint32_t keylen,
-                       size_t len, uint32_t n)
+                       const void *val, size_t len, uint32_t n)
 {
     struct pub_desc *d = NULL;
     const void *keyp = keylen > 0 ? key : NULL;
@@ -324,7 +327,7 @@ static int record_send(struct rt_publisher *pub, const unsigned char *key, uint3
         opaque = d;
     }
     err = rd_kafka_producev(pub->rk, RD_KAFKA_V_RKT(pub->rkt), RD_KAFKA_V_KEY(keyp, keylen),
-                            RD_KAFKA_V_VALUE(pub->recbuf, len),
+                            RD_KAFKA_V_VALUE((void *)val, len),
                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(opaque),
                             RD_KAFKA_V_END);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -406,7 +409,7 @@ static void stage_flush(struct rt_publisher *pub)
             const struct pub_staged *e = &pub->staged[i];
 
             if (n > 0 && (n == pub->per_record || len + 1 + e->len > PROTO_RECORD_MAX_BYTES)) {
-                record_send(pub, key, f->keylen, len, n);
+                record_send(pub, key, f->keylen, pub->recbuf, len, n);
                 len = 0;
                 n = 0;
             }
@@ -416,7 +419,7 @@ static void stage_flush(struct rt_publisher *pub)
             len += e->len;
             pub->recseq[n++] = e->seq;
         }
-        record_send(pub, key, f->keylen, len, n);
+        record_send(pub, key, f->keylen, pub->recbuf, len, n);
     }
     pub->nstaged = 0;
     pub->stage_used = 0;
@@ -472,9 +475,8 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
     while (n < RT_PUBLISHER_PASS_MAX && pub->expect - pub->base < window) {
         int rc = rt_spool_read_next(pub->spool, &rec, buf, RT_SPOOL_RECORD_MAX_BYTES);
         uint32_t keylen;
-        void *keyp, *valp;
+        void *valp;
         size_t vallen;
-        rd_kafka_resp_err_t err;
 
         if (rc <= 0)
             break;
@@ -499,7 +501,6 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
             pub->expect = rec.seq + 1;
             continue;
         }
-        keyp = keylen > 0 ? buf + 1 : NULL;
         valp = buf + 1 + keylen;
         vallen = rec.len - 1 - keylen;
         pub->ts[rec.seq % RT_PUBLISHER_WINDOW] = rec.ts_ms;
@@ -509,19 +510,12 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
             n++;
             continue;
         }
-        err = rd_kafka_producev(pub->rk, RD_KAFKA_V_RKT(pub->rkt), RD_KAFKA_V_KEY(keyp, keylen),
-                                RD_KAFKA_V_VALUE(valp, vallen),
-                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                RD_KAFKA_V_OPAQUE((void *)(uintptr_t)(rec.seq << 1 | 1u)),
-                                RD_KAFKA_V_END);
-        if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            produce_err(pub, err);
+        pub->recseq[0] = rec.seq;
+        if (record_send(pub, buf + 1, keylen, valp, vallen, 1) < 0) {
             rt_spool_rewind(pub->spool, rec.seq);
             pub->expect = rec.seq;
             break;
         }
-        mark_produced(pub, rec.seq);
-        atomic_fetch_add(&pub->records, 1);
         pub->expect = rec.seq + 1;
         n++;
     }

@@ -111,6 +111,23 @@ struct seen {
     size_t n, cap;
 };
 
+/* A consumer of group (reads from the earliest offset, commits nothing). */
+static rd_kafka_t *new_consumer(const char *group)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_t *rk;
+
+    rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof(err));
+    rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err));
+    rd_kafka_conf_set(conf, "auto.offset.reset", "earliest", err, sizeof(err));
+    rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err));
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    CHECK(rk != NULL, "consumer %s: %s", group, err);
+    rd_kafka_poll_set_consumer(rk);
+    return rk;
+}
+
 /* Collects call ids from the topic until want distinct ones were seen or timeout. Checks every
  * event's size, that it decodes, that its Kafka key is its key hash and that it is on that key's
  * partition (or, with misplaced_out, counts those that are not), and that the events of
@@ -118,8 +135,7 @@ struct seen {
 static size_t consume_topic(const char *topic, const struct seen *want, uint32_t timeout_ms,
                             size_t *misplaced_out)
 {
-    char err[512], group[64];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char group[64];
     rd_kafka_t *rk;
     rd_kafka_topic_partition_list_t *sub;
     uint64_t deadline = tg_now_mono_ms() + timeout_ms;
@@ -130,13 +146,7 @@ static size_t consume_topic(const char *topic, const struct seen *want, uint32_t
     struct proto_event *ev = malloc(sizeof(*ev));
 
     snprintf(group, sizeof(group), "pubtest-%u", (unsigned)tg_now_mono_us());
-    rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof(err));
-    rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err));
-    rd_kafka_conf_set(conf, "auto.offset.reset", "earliest", err, sizeof(err));
-    rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err));
-    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
-    CHECK(rk != NULL, "consumer: %s", err);
-    rd_kafka_poll_set_consumer(rk);
+    rk = new_consumer(group);
     sub = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(sub, topic, RD_KAFKA_PARTITION_UA);
     CHECK(rd_kafka_subscribe(rk, sub) == 0, "subscribe");
@@ -206,8 +216,6 @@ static size_t consume_topic(const char *topic, const struct seen *want, uint32_t
  * high watermark (with duplicates: a record of several events counts each). */
 static int64_t count_events(const char *topic, int32_t partitions)
 {
-    char err[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(partitions);
     int64_t hi[64] = {0}, events = 0;
     int32_t done = 0;
@@ -215,12 +223,7 @@ static int64_t count_events(const char *topic, int32_t partitions)
     rd_kafka_t *rk;
 
     CHECK(partitions > 0 && partitions <= 64, "partitions");
-    rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof(err));
-    rd_kafka_conf_set(conf, "group.id", "pubtest-count", err, sizeof(err));
-    rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err));
-    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
-    CHECK(rk != NULL, "count consumer: %s", err);
-    rd_kafka_poll_set_consumer(rk);
+    rk = new_consumer("pubtest-count");
     for (int32_t p = 0; p < partitions; p++) {
         int64_t lo = 0;
 
