@@ -101,6 +101,9 @@ int proto_event_add_tag(struct proto_event *ev, const char *tag);
 
 /* proto_event_encode: canonical JSON for ev into out (outcap >= TG_EVENT_MAX_BYTES + 1),
  * NUL-terminated, length in *outlen. No allocation, no jansson: a hand-written writer into out.
+ * The required members (v, kind, call_id, ts_start_ms, ts_end_ms, endpoint, status) are always
+ * written, in schema order; an optional one only when it is not at the value the decoder gives
+ * an absent member ("", 0, false, an empty trail or tag list; in a trail entry likewise).
  * An event whose strings are all ASCII and end within their fields (every event router-svc
  * builds) is written straight from ev in one pass; any other goes through a cleaned copy first.
  * Both ways give the same bytes.
@@ -109,7 +112,7 @@ int proto_event_add_tag(struct proto_event *ev, const char *tag);
  * UTF-8 is replaced by U+FFFD and the result cut at a character boundary to the field cap; the
  * trail and tags are cut to their maxima. Values the decoder would reject are normalised so the
  * output always decodes: call_id is written in lowercase, negative numbers become 0, an HTTP status
- * outside 0..999 becomes 0, a key_hash that is not 64 lowercase hex becomes "", a trace_id that is
+ * outside 0..999 becomes 0, a key_hash that is not 64 lowercase hex is omitted, a trace_id that is
  * not 32 lowercase hex is omitted (it is omitted when empty too).
  *
  * If escaping (a control character takes 6 bytes) still makes the object longer than
@@ -118,12 +121,12 @@ int proto_event_add_tag(struct proto_event *ev, const char *tag);
  * user_id, key_alias, team_id, the trail entries' group, deployment_id and error_class (oldest
  * entry first), model_requested, model, model_group, deployment_id, provider, error_class.
  * call_id, endpoint, key_hash, trace_id, numbers and the JSON structure are never shortened:
- * at their worst they take 1,301 bytes (proto_event_test checks it), so once everything else
+ * at their worst they take 1,050 bytes (proto_event_test checks it), so once everything else
  * may shrink to nothing the result always fits in TG_EVENT_MAX_BYTES.
  *
  * Returns 0; TG_EINVAL when outcap < TG_EVENT_MAX_BYTES + 1, kind is not a proto_kind or call_id
- * is not a canonical UUID (the event could not be decoded). Any thread; a typical 1 KB event
- * takes about 1.5 us on one core. */
+ * is not a canonical UUID (the event could not be decoded). Any thread; a typical event of the
+ * router (~570 bytes) takes about 0.2 us on one core. */
 int proto_event_encode(const struct proto_event *ev, char *out, size_t outcap, size_t *outlen);
 
 /* proto_event_decode: parse and validate one event (data borrowed, need not be NUL-terminated;

@@ -19,13 +19,16 @@
 # table gives medians: requests/s, CPU µs per request of the proxy process (utime+stime from
 # /proc), p50/p99 (wrk's latency distribution), the largest latency of any round (outliers
 # after the warm-up), RSS. The machine may be shared: compare ratios.
-# RT_BENCH_LIBRDKAFKA="linger.ms: 50, ..." adds librdkafka properties to the router's Kafka section.
+# RT_BENCH_LIBRDKAFKA="linger.ms: 50, ..." adds librdkafka properties to the router's Kafka section
+# (router-base's too, unless RT_BENCH_BASE_LIBRDKAFKA gives its own).
 # After the rounds, one-connection rounds (RT_BENCH_C1_SECONDS, 3 s each) give the p50 latency a
 # proxy adds over the mock directly.
 # RT_BENCH_SMAPS=1 prints where the router's idle RSS is (largest mappings).
-# RT_BENCH_PERF=TARGET (router, router-tls, ...) records a perf profile of that target's proxy
-# during its first round and prints the top symbols by self time; RT_BENCH_PERF_KEEP=FILE keeps
-# the recording (with call graphs) for perf report.
+# RT_BENCH_PERF="TARGET ..." (router, router-noevents, router-tls, ...) records a perf profile of
+# each target's proxy during its first round (RT_BENCH_PERF_FREQ samples a CPU second, 4999) and
+# prints the top symbols by self time in µs per request; with both router and router-noevents, also
+# the symbols that differ most between them (where the event pipeline's CPU goes).
+# RT_BENCH_PERF_KEEP=DIR keeps the recordings (with call graphs) for perf report.
 # RT_BENCH_BASE_BIN=PATH runs a second router-svc with events on (another build, e.g. the last
 # commit's) as target router-base, interleaved with the others: a change measured side by side
 # (the ratio router / router-base), not against a figure from another run.
@@ -215,11 +218,19 @@ tollgate:
 YAML
         [ "$3" = 1 ] && cat <<YAML
   kafka: {brokers: "$TG_KAFKA_BROKERS", events_topic: tollgate.events.v1,
-          control_topic: tollgate.control.v1${RT_BENCH_LIBRDKAFKA:+, librdkafka: {$RT_BENCH_LIBRDKAFKA\}},
+          control_topic: tollgate.control.v1$(rdk_props "$1"),
           events_per_record: $([ "$1" = routerb ] && echo "${RT_BENCH_BASE_EVENTS_PER_RECORD:-64}" || echo "${RT_BENCH_EVENTS_PER_RECORD:-64}")}
 YAML
         true
     } >"$STATE/$1.yaml"
+}
+# the router's librdkafka properties: RT_BENCH_LIBRDKAFKA, or for router-base
+# RT_BENCH_BASE_LIBRDKAFKA when set (a property measured side by side)
+rdk_props() {
+    local p=${RT_BENCH_LIBRDKAFKA:-}
+    [ "$1" = routerb ] && [ -n "${RT_BENCH_BASE_LIBRDKAFKA:-}" ] && p=$RT_BENCH_BASE_LIBRDKAFKA
+    [ -n "$p" ] && printf ', librdkafka: {%s}' "$p"
+    true
 }
 ROUTER_PORT=$(tg_port_pick)
 ROUTER0_PORT=$(tg_port_pick)
@@ -336,9 +347,10 @@ for round in $(seq 1 "$ROUNDS"); do
         [ "$t" = router ] && thread_ticks "$ROUTER_PID" >"$STATE/threads.0.$round"
         [ "$t" = router-base ] && thread_ticks "$ROUTERB_PID" >"$STATE/threads-base.0.$round"
         c0=$(cpu_ticks $pids)
-        if [ -n "${RT_BENCH_PERF:-}" ] && [ "$round" = 1 ] && [ "$t" = "$RT_BENCH_PERF" ]; then
-            # a CPU profile of the router's process for this target's first round
-            perf record -F 999 -g -p "$(pids_of "$t" | awk '{print $1}')" -o "$STATE/perf.data" \
+        if [ "$round" = 1 ] && [[ " ${RT_BENCH_PERF:-} " == *" $t "* ]]; then
+            # a CPU profile of the proxy's process for this target's first round
+            perf record -F "${RT_BENCH_PERF_FREQ:-4999}" -g -p "$(pids_of "$t" | awk '{print $1}')" \
+                -o "$STATE/perf.$t.data" \
                 -- sleep "$DUR" >/dev/null 2>&1 &
             PERF_PID=$!
         fi
@@ -450,14 +462,39 @@ if [ -f "$STATE/smaps.txt" ]; then
     echo
     sed 's/^/    /' "$STATE/smaps.txt"
 fi
-if [ -f "$STATE/perf.data" ]; then
+# perf_us TARGET: "µs-per-request comm dso symbol" lines of the target's profile (self time;
+# samples / frequency over the requests of the profiled round)
+perf_us() {
+    local reqs
+    reqs=$(awk '/requests in/ {print $1}' "$STATE/wrk.$1.1")
+    perf report -i "$STATE/perf.$1.data" --stdio --no-children -g none -n --sort comm,dso,sym \
+        2>/dev/null | awk -v f="${RT_BENCH_PERF_FREQ:-4999}" -v r="$reqs" '
+        /^#/ || !/%/ { next }
+        { s = $2; $1 = ""; $2 = ""; sub(/^ +/, ""); printf "%.3f %s\n", s / f * 1e6 / r, $0 }'
+}
+for t in ${RT_BENCH_PERF:-}; do
+    [ -f "$STATE/perf.$t.data" ] || continue
     echo
-    echo "perf profile of $RT_BENCH_PERF (first round), self time by symbol:"
-    perf report -i "$STATE/perf.data" --stdio --no-children -g none --sort comm,dso,sym 2>/dev/null |
-        grep -v '^#' | grep '%' | head -n "${RT_BENCH_PERF_LINES:-60}" || true
+    echo "perf profile of $t (first round), self time by symbol, µs per request:"
+    perf_us "$t" | sort -rn >"$STATE/perf.$t.txt"
+    head -n "${RT_BENCH_PERF_LINES:-40}" "$STATE/perf.$t.txt" | sed 's/^/    /'
+    awk '{ s += $1 } END { printf "    (%.1f µs per request in all)\n", s }' "$STATE/perf.$t.txt"
     if [ -n "${RT_BENCH_PERF_KEEP:-}" ]; then
-        cp "$STATE/perf.data" "$RT_BENCH_PERF_KEEP" && echo "perf data kept in $RT_BENCH_PERF_KEEP"
+        mkdir -p "$RT_BENCH_PERF_KEEP" && cp "$STATE/perf.$t.data" "$RT_BENCH_PERF_KEEP/" &&
+            echo "perf data kept in $RT_BENCH_PERF_KEEP/perf.$t.data"
     fi
+done
+if [ -f "$STATE/perf.router.txt" ] && [ -f "$STATE/perf.router-noevents.txt" ]; then
+    echo
+    echo "router - router-noevents, µs per request by symbol (threads by name; largest differences):"
+    awk '{ k = $0; sub(/^[^ ]+ /, "", k) }
+         NR == FNR { a[k] += $1; next }
+         { b[k] += $1 }
+         END { for (k in a) d[k] = a[k] - b[k]; for (k in b) if (!(k in a)) d[k] = -b[k];
+               for (k in d) printf "%+.3f %s\n", d[k], k }' \
+        "$STATE/perf.router.txt" "$STATE/perf.router-noevents.txt" |
+        sort -rn -k1,1 | awk '{ v = $1 + 0; if (v >= 0.02 || v <= -0.02) print }' |
+        head -n "${RT_BENCH_PERF_LINES:-40}" | sed 's/^/    /'
 fi
 for t in $TARGETS; do
     [ "${FAILS[$t]}" = 0 ] || die "$t: ${FAILS[$t]} non-2xx answers or socket errors"

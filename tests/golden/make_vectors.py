@@ -2,8 +2,8 @@
 """Writes the proto golden vectors (tests/golden/valid, tests/golden/invalid).
 
 The expected canonical encodings are computed here with Python's json module, independently of
-the C encoder: fields in schema order, defaults filled in, no whitespace, UTF-8 kept as is,
-control characters escaped. Invalid vectors carry the exact reason the decoder must give.
+the C encoder: fields in schema order, optional ones at their defaults left out, no whitespace,
+UTF-8 kept as is, control characters escaped. Invalid vectors carry the exact reason the decoder must give.
 Run it after changing a vector; review the diff of the generated files.
 """
 import json
@@ -20,8 +20,8 @@ ORDER = ["v", "kind", "call_id", "ts_start_ms", "ts_end_ms", "endpoint", "stream
          "completion_tokens", "cost_nusd", "latency_ms", "ttft_ms", "attempts", "fallbacks",
          "cache_read_tokens", "cache_creation_tokens", "reasoning_tokens", "price_unknown",
          "trail", "tags", "trace_id"]
-# Optional fields written only when not 0 / false.
-OMIT_ZERO = ("cache_read_tokens", "cache_creation_tokens", "reasoning_tokens", "price_unknown")
+# Members always written; every other one only when not at its default ("", 0, false, []).
+REQUIRED = ("v", "kind", "call_id", "ts_start_ms", "ts_end_ms", "endpoint", "status")
 DEFAULTS = {"stream": False, "trail": [], "tags": [], "trace_id": "", "price_unknown": False}
 ATTEMPT_ORDER = ["group", "deployment_id", "status", "error_class", "latency_ms", "message"]
 
@@ -42,11 +42,8 @@ def canonical(ev):
     for name in ORDER:
         value = ev.get(name, default(name))
         if name == "trail":
-            value = [{k: a.get(k, 0 if k in ("status", "latency_ms") else "")
-                      for k in ATTEMPT_ORDER} for a in value]
-        if name == "trace_id" and value == "":
-            continue
-        if name in OMIT_ZERO and not value:
+            value = [{k: a[k] for k in ATTEMPT_ORDER if a.get(k)} for a in value]
+        if name not in REQUIRED and value == default(name):
             continue
         if name == "call_id":
             value = value.lower()

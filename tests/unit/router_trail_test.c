@@ -18,7 +18,7 @@ static void add_n(struct rt_trail *t, int n)
         int len = snprintf(msg, sizeof(msg), "upstream 500 on attempt %04d", i);
 
         rt_trail_add(t, NULL, "gpt-main", i % 2 ? "main-1" : "main-2", 500, "server_error",
-                     (uint32_t)i, msg, (size_t)len);
+                     (uint32_t)i + 1, msg, (size_t)len); /* ms: never 0, so always written */
     }
 }
 
@@ -74,7 +74,7 @@ static void test_order_before_wrap(void **state)
     assert_int_equal(rt_trail_len(&t), 2);
     assert_string_equal(rt_trail_get(&t, 0)->message, "upstream 500 on attempt 0000");
     assert_string_equal(rt_trail_get(&t, 0)->deployment_id, "main-2");
-    assert_int_equal(rt_trail_get(&t, 1)->latency_ms, 1);
+    assert_int_equal(rt_trail_get(&t, 1)->latency_ms, 2); /* attempt 1 took 2 ms (add_n) */
     assert_string_equal(rt_trail_get(&t, 1)->error_class, "server_error");
     assert_int_equal(rt_trail_get(&t, 1)->http_status, 500);
 }
