@@ -73,7 +73,6 @@ struct rt_publisher {
     struct pub_staged *staged;  /* [RT_PUBLISHER_STAGE_EVENTS] */
     struct pub_chain *chains;   /* [RT_PUBLISHER_STAGE_EVENTS] */
     int32_t *slots;             /* [2 * RT_PUBLISHER_STAGE_EVENTS]: chain of a key hash, or -1 */
-    char *recbuf;               /* PROTO_RECORD_MAX_BYTES: the value of the record being sent */
     uint64_t recseq[PROTO_RECORD_EVENTS_MAX];
     struct pub_desc inflight;   /* list head: records of several events in flight */
     uint64_t burst_max;      /* most records in flight since the last trim */
@@ -304,10 +303,12 @@ static void produce_err(struct rt_publisher *pub, rd_kafka_resp_err_t err)
 }
 
 /* record_send: produce the record val (len bytes) of n events (recseq) under key. One event
- * goes as a record of its own (as with events_per_record 1). Returns 0, or -1 when the producer refused it: its
- * events are read again from the spool (rewind_to) on the next pass. Publisher thread. */
+ * goes as a record of its own (as with events_per_record 1). owned: val was malloc'd for this
+ * record and is handed to librdkafka, which frees it once the record is settled (no copy); else
+ * librdkafka copies it. Returns 0, or -1 when the producer refused it (an owned val is freed):
+ * its events are read again from the spool (rewind_to) on the next pass. Publisher thread. */
 static int record_send(struct rt_publisher *pub, const unsigned char *key, uint32_t keylen,
-                       const void *val, size_t len, uint32_t n)
+                       void *val, size_t len, uint32_t n, int owned)
 {
     struct pub_desc *d = NULL;
     const void *keyp = keylen > 0 ? key : NULL;
@@ -327,9 +328,9 @@ static int record_send(struct rt_publisher *pub, const unsigned char *key, uint3
         opaque = d;
     }
     err = rd_kafka_producev(pub->rk, RD_KAFKA_V_RKT(pub->rkt), RD_KAFKA_V_KEY(keyp, keylen),
-                            RD_KAFKA_V_VALUE((void *)val, len),
-                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(opaque),
-                            RD_KAFKA_V_END);
+                            RD_KAFKA_V_VALUE(val, len),
+                            RD_KAFKA_V_MSGFLAGS(owned ? RD_KAFKA_MSG_F_FREE : RD_KAFKA_MSG_F_COPY),
+                            RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         free(d);
         produce_err(pub, err);
@@ -346,6 +347,8 @@ static int record_send(struct rt_publisher *pub, const unsigned char *key, uint3
         mark_produced(pub, pub->recseq[i]);
     return 0;
 refused:
+    if (owned)
+        free(val); /* a refused record stays the caller's (librdkafka frees only what it took) */
     /* the record's first event is its lowest: all of them are still SLOT_EMPTY */
     if (pub->recseq[0] < pub->rewind_to)
         pub->rewind_to = pub->recseq[0];
@@ -402,46 +405,71 @@ static void stage_flush(struct rt_publisher *pub)
     for (uint32_t c = 0; c < nchains; c++) {
         const struct pub_staged *f = &pub->staged[pub->chains[c].first];
         const unsigned char *key = pub->stage + f->off;
-        size_t len = 0;
-        uint32_t n = 0;
+        int32_t i = pub->chains[c].first;
 
-        for (int32_t i = pub->chains[c].first; i >= 0; i = pub->staged[i].next) {
-            const struct pub_staged *e = &pub->staged[i];
+        while (i >= 0) {
+            int32_t j = i;
+            size_t len = 0;
+            uint32_t n = 0;
+            char *val;
 
-            if (n > 0 && (n == pub->per_record || len + 1 + e->len > PROTO_RECORD_MAX_BYTES)) {
-                record_send(pub, key, f->keylen, pub->recbuf, len, n);
-                len = 0;
-                n = 0;
+            /* the record's events: up to per_record of them and PROTO_RECORD_MAX_BYTES */
+            for (; j >= 0; j = pub->staged[j].next) {
+                size_t add = (n > 0) + pub->staged[j].len;
+
+                if (n > 0 && (n == pub->per_record || len + add > PROTO_RECORD_MAX_BYTES))
+                    break;
+                len += add;
+                pub->recseq[n++] = pub->staged[j].seq;
             }
-            if (n > 0)
-                pub->recbuf[len++] = '\n';
-            memcpy(pub->recbuf + len, pub->stage + e->off + e->keylen, e->len);
-            len += e->len;
-            pub->recseq[n++] = e->seq;
+            val = malloc(len > 0 ? len : 1); /* librdkafka's from here: freed once settled */
+            if (val == NULL) {
+                count_reason(pub, "out_of_memory");
+                if (pub->recseq[0] < pub->rewind_to)
+                    pub->rewind_to = pub->recseq[0]; /* read again from the spool */
+                i = j;
+                continue;
+            }
+            len = 0;
+            for (; i != j; i = pub->staged[i].next) {
+                const struct pub_staged *e = &pub->staged[i];
+
+                if (len > 0)
+                    val[len++] = '\n';
+                memcpy(val + len, pub->stage + e->off + e->keylen, e->len);
+                len += e->len;
+            }
+            record_send(pub, key, f->keylen, val, len, n, 1);
         }
-        record_send(pub, key, f->keylen, pub->recbuf, len, n);
     }
     pub->nstaged = 0;
     pub->stage_used = 0;
 }
 
-/* stage_add: stage the event seq (key, then val). Publisher thread. */
-static void stage_add(struct rt_publisher *pub, const unsigned char *key, uint32_t keylen,
-                      const void *val, size_t vallen, uint64_t seq)
-{
-    struct pub_staged *e;
+_Static_assert(RT_PUBLISHER_STAGE_BYTES >= 2 * RT_SPOOL_RECORD_MAX_BYTES,
+               "the stage holds more than the room one read needs");
 
+/* stage_room: room in the stage for the next record read into it (at stage + stage_used, up to
+ * RT_SPOOL_RECORD_MAX_BYTES), the staged events sent first when there is none. Publisher thread. */
+static unsigned char *stage_room(struct rt_publisher *pub)
+{
     if (pub->nstaged == RT_PUBLISHER_STAGE_EVENTS ||
-        RT_PUBLISHER_STAGE_BYTES - pub->stage_used < keylen + vallen)
+        RT_PUBLISHER_STAGE_BYTES - pub->stage_used < RT_SPOOL_RECORD_MAX_BYTES)
         stage_flush(pub);
-    e = &pub->staged[pub->nstaged++];
+    return pub->stage + pub->stage_used;
+}
+
+/* stage_take: the record just read into stage_room() (len bytes: key length, key, value) is the
+ * event seq's: staged, without a copy. Publisher thread. */
+static void stage_take(struct rt_publisher *pub, uint32_t keylen, size_t len, uint64_t seq)
+{
+    struct pub_staged *e = &pub->staged[pub->nstaged++];
+
     e->seq = seq;
-    e->off = pub->stage_used;
+    e->off = pub->stage_used + 1;
     e->keylen = keylen;
-    e->len = (uint32_t)vallen;
-    memcpy(pub->stage + pub->stage_used, key, keylen);
-    memcpy(pub->stage + pub->stage_used + keylen, val, vallen);
-    pub->stage_used += keylen + (uint32_t)vallen;
+    e->len = (uint32_t)(len - 1 - keylen);
+    pub->stage_used += (uint32_t)len;
 }
 
 /* Reads spooled records and produces them until the window or the queue is full. Returns the
@@ -473,7 +501,9 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
     else
         window = RT_PUBLISHER_WINDOW;
     while (n < RT_PUBLISHER_PASS_MAX && pub->expect - pub->base < window) {
-        int rc = rt_spool_read_next(pub->spool, &rec, buf, RT_SPOOL_RECORD_MAX_BYTES);
+        /* Shared records: read straight into the stage (what is not taken is overwritten). */
+        unsigned char *rbuf = pub->per_record > 1 ? stage_room(pub) : buf;
+        int rc = rt_spool_read_next(pub->spool, &rec, rbuf, RT_SPOOL_RECORD_MAX_BYTES);
         uint32_t keylen;
         void *valp;
         size_t vallen;
@@ -494,24 +524,24 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
             pub->expect = rec.seq + 1; /* delivered or in flight: not produced again */
             continue;
         }
-        keylen = rec.len > 0 ? buf[0] : 0;
+        keylen = rec.len > 0 ? rbuf[0] : 0;
         if (rec.len < 1 || keylen > PUB_KEY_MAX || 1 + keylen > rec.len) {
             count_reason(pub, "corrupt_record");
             pub->state[rec.seq % RT_PUBLISHER_WINDOW] = SLOT_ACKED;
             pub->expect = rec.seq + 1;
             continue;
         }
-        valp = buf + 1 + keylen;
+        valp = rbuf + 1 + keylen;
         vallen = rec.len - 1 - keylen;
         pub->ts[rec.seq % RT_PUBLISHER_WINDOW] = rec.ts_ms;
         if (pub->per_record > 1) {
-            stage_add(pub, buf + 1, keylen, valp, vallen, rec.seq);
+            stage_take(pub, keylen, rec.len, rec.seq);
             pub->expect = rec.seq + 1;
             n++;
             continue;
         }
         pub->recseq[0] = rec.seq;
-        if (record_send(pub, buf + 1, keylen, valp, vallen, 1) < 0) {
+        if (record_send(pub, buf + 1, keylen, valp, vallen, 1, 0) < 0) {
             rt_spool_rewind(pub->spool, rec.seq);
             pub->expect = rec.seq;
             break;
@@ -616,9 +646,8 @@ struct rt_publisher *rt_publisher_create(const struct rt_publisher_config *cfg, 
         pub->staged = malloc(RT_PUBLISHER_STAGE_EVENTS * sizeof(pub->staged[0]));
         pub->chains = malloc(RT_PUBLISHER_STAGE_EVENTS * sizeof(pub->chains[0]));
         pub->slots = malloc(2 * RT_PUBLISHER_STAGE_EVENTS * sizeof(pub->slots[0]));
-        pub->recbuf = malloc(PROTO_RECORD_MAX_BYTES);
         if (pub->stage == NULL || pub->staged == NULL || pub->chains == NULL ||
-            pub->slots == NULL || pub->recbuf == NULL) {
+            pub->slots == NULL) {
             snprintf(err, errlen, "publisher: out of memory");
             goto fail;
         }
@@ -895,7 +924,6 @@ void rt_publisher_destroy(struct rt_publisher **pp)
     free(pub->staged);
     free(pub->chains);
     free(pub->slots);
-    free(pub->recbuf);
     rt_spool_close(&pub->spool);
     free(pub->state);
     free(pub->ts);

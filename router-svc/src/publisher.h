@@ -49,7 +49,9 @@
 #define RT_PUBLISHER_REASONS_MAX 16         /* distinct delivery error reasons counted */
 /* events_per_record > 1: the events a pass reads wait in a stage (at most this many events
  * and bytes) until the pass ends or the stage is full; then the events of each key hash go out
- * in shared records. Allocated once (~280 KiB; resident as used). */
+ * in shared records. The spool reader reads into the stage itself, so a record's room (64 KiB,
+ * a spool record's cap) is kept free for each read. Allocated once (~280 KiB; resident as
+ * used). Each shared record is built in a buffer of its own that librdkafka frees. */
 #define RT_PUBLISHER_STAGE_EVENTS 512u
 #define RT_PUBLISHER_STAGE_BYTES (256u * 1024u)
 /* After a burst of at least RT_PUBLISHER_TRIM_BURST records in flight is acknowledged, free
