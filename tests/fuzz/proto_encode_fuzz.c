@@ -2,7 +2,11 @@
  * may lack their NUL, counters may be negative or huge), with only kind and call_id made
  * valid (in upper case when the first byte says so). Properties: encoding succeeds, never
  * exceeds TG_EVENT_MAX_BYTES, decodes, and is byte for byte what the cleaning way writes (the
- * direct pass that takes ASCII events must not differ from it on anything it accepts). */
+ * direct pass that takes ASCII events must not differ from it on anything it accepts); encoding
+ * what it decodes to gives the same bytes (an optional member is left out exactly when it is at
+ * the default the decoder gives it); no optional member is written at such a default ("" or
+ * false, an empty trail or tag list: within a JSON string these sequences cannot occur
+ * unescaped). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,6 +53,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rc = proto_event_decode(out, outlen, &dec, reason, sizeof(reason));
     if (rc != 0) {
         fprintf(stderr, "proto_encode_fuzz: own encoding rejected: %s\n%s\n", reason, out);
+        abort();
+    }
+    rc = proto_event_encode(&dec, cleaned, sizeof(cleaned), &cleanedlen);
+    if (rc != 0 || cleanedlen != outlen || memcmp(cleaned, out, outlen) != 0) {
+        fprintf(stderr, "proto_encode_fuzz: not a fixed point (rc=%d)\n%s\n%s\n", rc, out,
+                cleaned);
+        abort();
+    }
+    for (const char *h = strstr(out, "\":\"\""); h != NULL; h = strstr(h + 1, "\":\"\"")) {
+        if (h - out < 9 || memcmp(h - 9, "\"endpoint", 9) != 0) { /* endpoint is required */
+            fprintf(stderr, "proto_encode_fuzz: an empty string member written\n%s\n", out);
+            abort();
+        }
+    }
+    if (strstr(out, "\"stream\":false") != NULL ||
+        strstr(out, "\"price_unknown\":false") != NULL || strstr(out, "\"trail\":[]") != NULL ||
+        strstr(out, "\"tags\":[]") != NULL) {
+        fprintf(stderr, "proto_encode_fuzz: a member written at its default\n%s\n", out);
         abort();
     }
     return 0;
