@@ -404,15 +404,11 @@ static const unsigned char uuid_hex[256] = {
 int proto_is_uuid(const char *s)
 {
     const unsigned char *u = (const unsigned char *)s;
-    unsigned ok = 1;
 
+    /* stops at the first byte that does not fit: never reads past a NUL */
     for (int i = 0; i < 36; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23)
-            ok &= u[i] == '-';
-        else
-            ok &= uuid_hex[u[i]];
-        if (!ok)
-            return 0; /* never read past a NUL */
+        if (i == 8 || i == 13 || i == 18 || i == 23 ? u[i] != '-' : !uuid_hex[u[i]])
+            return 0;
     }
     return u[36] == '\0';
 }
