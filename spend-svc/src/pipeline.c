@@ -54,6 +54,9 @@ struct sp_pipeline {
     struct lane lanes[SP_CONFIG_WRITERS_MAX];
     int nlanes;
     int gate_held;                    /* statements in flight holding the Redis commit gate */
+    int32_t held[SP_PG_PARTITIONS_MAX]; /* partitions of the last assignment (kept through a
+                                         * revocation: the next assignment is compared to it) */
+    int nheld;
     struct sp_consumer *consumer;     /* borrowed, may be NULL (tests) */
     struct sp_redis_sink *redis;      /* borrowed, may be NULL */
     struct sp_budgets *budgets;       /* borrowed, may be NULL */
@@ -442,6 +445,24 @@ int sp_pipeline_take(struct sp_pipeline *p, const struct sp_consumer_msg *m)
 
 /* Consumer hooks ------------------------------------------------------------------------------- */
 
+/* note_assignment: remember parts as held; 1 when one of them was not held before. */
+static int note_assignment(struct sp_pipeline *p, const int32_t *parts, int n)
+{
+    int gained = 0;
+
+    if (n > SP_PG_PARTITIONS_MAX)
+        n = SP_PG_PARTITIONS_MAX;
+    for (int i = 0; i < n && !gained; i++) {
+        int found = 0;
+        for (int k = 0; k < p->nheld && !found; k++)
+            found = p->held[k] == parts[i];
+        gained = !found;
+    }
+    memcpy(p->held, parts, (size_t)n * sizeof(*parts));
+    p->nheld = n;
+    return gained;
+}
+
 static int offsets_hook(void *ctx, const int32_t *parts, int n, int64_t *next)
 {
     struct sp_pipeline *p = ctx;
@@ -449,6 +470,10 @@ static int offsets_hook(void *ctx, const int32_t *parts, int n, int64_t *next)
     /* what is in flight commits first, so the offsets read are the latest */
     int rc = flights_finish(p);
 
+    /* partitions taken over: their last owner may have committed batches it never sent to
+     * Redis (stopped between the two); only a rebuild from Postgres brings them in */
+    if (note_assignment(p, parts, n) && p->redis)
+        sp_redis_sink_takeover(p->redis);
     if (rc < 0) {
         fail(p, rc);
         return rc;

@@ -106,6 +106,7 @@ struct sp_redis_sink {
     _Atomic uint64_t rebuild_errors;
     _Atomic uint64_t overflows;
     _Atomic uint64_t doubtful; /* rebuilds after a statement whose outcome was unknown */
+    _Atomic uint64_t takeovers; /* rebuilds after partitions were taken over */
     _Atomic uint64_t snapshot_full;
     _Atomic uint64_t skipped;
     _Atomic uint64_t deferred;
@@ -264,6 +265,15 @@ void sp_redis_sink_gate_yield(struct sp_redis_sink *s)
      * (rare: a start, an empty Redis or a full map), for at most 100 ms */
     for (int i = 0; i < 100 && atomic_load(&s->gate_wanted) > 0; i++)
         tg_sleep_ms(1);
+}
+
+void sp_redis_sink_takeover(struct sp_redis_sink *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->rebuild_due = 1; /* increments of batches committed from now on are in its snapshot */
+    pthread_cond_signal(&s->cond);
+    pthread_mutex_unlock(&s->mu);
+    atomic_fetch_add(&s->takeovers, 1);
 }
 
 /* add_one: merge v into counter name; on a full map schedule a rebuild. mu held. */
@@ -1078,6 +1088,10 @@ void sp_redis_sink_write_metrics(struct sp_redis_sink *s, struct tg_buf *b)
                     "Rebuilds because a PostgreSQL statement was given up after it was sent "
                     "(it may have committed).",
                     atomic_load(&s->doubtful));
+    tg_prom_counter(b, "tollgate_spend_redis_takeover_rebuilds_total",
+                    "Rebuilds because partitions were taken over from another replica (it may "
+                    "have stopped between a commit and its flush)",
+                    atomic_load(&s->takeovers));
     tg_prom_counter(b, "tollgate_spend_redis_flushes_skipped_total",
                     "Flushes whose batches another replica's rebuild already counted",
                     atomic_load(&s->skipped));

@@ -28,7 +28,9 @@
  * (tg:spend:snapshot:{topic}) and holds tg:spend:rebuilding while it runs (flushes wait).
  * Each flush carries the offsets its batches covered and is a script that skips it when the
  * last rebuild's snapshot already holds those batches, applies it when it does not, and asks
- * for another rebuild in the rare case of a flush made of batches from both sides. */
+ * for another rebuild in the rare case of a flush made of batches from both sides. A replica that
+ * takes partitions over from another rebuilds as well (sp_redis_sink_takeover): the other may
+ * have stopped between a commit and its flush. */
 #ifndef SP_REDIS_SINK_H
 #define SP_REDIS_SINK_H
 
@@ -98,6 +100,14 @@ void sp_redis_sink_gate_yield(struct sp_redis_sink *s);
  * it covered into the pending map. Never blocks on Redis. When the map is full it is cleared
  * and a rebuild is scheduled (counted). Consumer thread, gate held. */
 void sp_redis_sink_add(struct sp_redis_sink *s, const struct sp_pg_flush_result *res);
+
+/* sp_redis_sink_takeover: partitions were assigned that this replica did not hold: schedule a
+ * rebuild. Their last owner may have stopped (SIGKILL, a node lost, Redis away at its shutdown)
+ * after committing batches in Postgres and before sending their increments to Redis; those
+ * increments exist only in Postgres now, and nobody will read those batches again. The rebuild's
+ * snapshot is taken after the assignment, hence after the last owner's last commit. Counted.
+ * Consumer thread (rebalance). */
+void sp_redis_sink_takeover(struct sp_redis_sink *s);
 
 /* sp_redis_sink_is_up: 1 when the last Redis exchange succeeded. Any thread. */
 int sp_redis_sink_is_up(const struct sp_redis_sink *s);

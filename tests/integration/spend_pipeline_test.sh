@@ -16,8 +16,10 @@
 #   spend_pipeline_test.sh kafka_auth     SASL refused by the broker: readiness names the reason
 #   spend_pipeline_test.sh records        records of up to 64 events (one key each) beside
 #                                         one-event records, batches of 50 (smaller than a
-#                                         record), one consumer SIGKILLed mid-drain; bad events
-#                                         in shared records: one dead letter each
+#                                         record), one consumer SIGKILLed mid-drain with its
+#                                         increments unsent (its Redis away): the other takes
+#                                         over and rebuilds; bad events in shared records: one
+#                                         dead letter each
 #
 # Every check compares exact numbers: rows = distinct call ids, sums = what was produced,
 # spend_daily = spend_logs, Redis = Postgres. Topics have 24 partitions and events are spread
@@ -316,7 +318,13 @@ records)
     # records of an older router), read by two consumers with batches of 50, smaller than a
     # record of 64: a record is never split between two transactions. b is SIGKILLed
     # mid-drain: its partitions go to a, which reads them again from the offsets in Postgres.
+    # b's Redis is a port nobody listens on, so every batch b committed is in Postgres only when
+    # it dies (what a kill between a commit and its flush leaves): a, taking b's partitions
+    # over, must rebuild the counters from Postgres.
     small_batch_backlog_config
+    NOBODY=$(sp_free_port)
+    sed -i "s|^redis: {url: \"[^\"]*\"|redis: {url: \"redis://127.0.0.1:$NOBODY/0\"|" "$SP_DIR/b.yaml"
+    grep -q "127.0.0.1:$NOBODY/" "$SP_DIR/b.yaml" || sp_die "cannot point b at a Redis nobody serves"
     sp_log "producing 4,000 events one per record, then 36,000 (+10 % duplicates) up to 64 per record"
     sp_produce --topic "$TOPIC" --count 4000 --keys 240 --run "$RUN" >"$SP_DIR/produce1.out" ||
         sp_die "producer failed (one-event records)"
@@ -329,9 +337,17 @@ records)
     sp_check "records of several events were produced ($RECS records for $(sp_field "$SP_DIR/produce2.out" produced) events)" \
         [ "${RECS:-0}" -gt 0 -a "${RECS:-0}" -lt 1000 ]
     start_ab_until 10000
-    sp_log "SIGKILL consumer b mid-drain ($(sp_sql "SELECT count(*) FROM spend_logs") rows)"
+    for _ in $(seq 1 100); do
+        INS_B=$(sp_metric "$SP_DIR/b.yaml" tollgate_spend_rows_inserted_total)
+        [ "${INS_B:-0}" -gt 0 ] && break
+        sleep 0.1
+    done
+    TAKE0=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_redis_takeover_rebuilds_total)
+    sp_log "SIGKILL consumer b mid-drain ($(sp_sql "SELECT count(*) FROM spend_logs") rows, b inserted ${INS_B:-?})"
     kill -KILL "$B"
     wait "$B" 2>/dev/null
+    sp_check "b committed rows it could not send to Redis before it was killed (${INS_B:-0})" \
+        [ "${INS_B:-0}" -gt 0 ]
     sp_check "every distinct event stored once" sp_wait_rows 40000 120
     sleep 1
     sp_check "no call id stored twice" [ "$(sp_sql "SELECT count(*) - count(DISTINCT call_id) FROM spend_logs")" = 0 ]
@@ -348,6 +364,9 @@ records)
     sp_check_totals "$SP_DIR/produce.out"
     T=$(sp_wait_redis 15)
     sp_check "Redis counters equal Postgres totals (after ${T:-?} s)" [ -n "$T" ]
+    TAKE1=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_redis_takeover_rebuilds_total)
+    sp_check "a rebuilt the counters when it took b's partitions over (${TAKE0:-?} -> ${TAKE1:-?})" \
+        [ "${TAKE1:-0}" -gt "${TAKE0:-0}" ]
     M=$(sp_metric "$SP_DIR/a.yaml" tollgate_spend_events_consumed_total)
     sp_log "consumer a read ${M:-?} events"
     sp_stop "$A"
