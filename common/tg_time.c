@@ -11,19 +11,42 @@ static uint64_t clock_ns(clockid_t id)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* This thread's latest monotonic reading, and whether it runs a loop that ticks. */
+static __thread uint64_t tl_mono_ns;
+static __thread int tl_loop;
+
 uint64_t tg_now_mono_ns(void)
 {
-    return clock_ns(CLOCK_MONOTONIC);
+    uint64_t t = clock_ns(CLOCK_MONOTONIC);
+
+    tl_mono_ns = t;
+    return t;
 }
 
 uint64_t tg_now_mono_us(void)
 {
-    return clock_ns(CLOCK_MONOTONIC) / 1000ull;
+    return tg_now_mono_ns() / 1000ull;
 }
 
 uint64_t tg_now_mono_ms(void)
 {
-    return clock_ns(CLOCK_MONOTONIC) / 1000000ull;
+    return tg_now_mono_ns() / 1000000ull;
+}
+
+void tg_loop_tick(void)
+{
+    tl_loop = 1;
+    tl_mono_ns = clock_ns(CLOCK_MONOTONIC);
+}
+
+uint64_t tg_loop_mono_us(void)
+{
+    return (tl_loop ? tl_mono_ns : tg_now_mono_ns()) / 1000ull;
+}
+
+uint64_t tg_loop_mono_ms(void)
+{
+    return (tl_loop ? tl_mono_ns : tg_now_mono_ns()) / 1000000ull;
 }
 
 uint64_t tg_now_epoch_ms(void)

@@ -72,7 +72,7 @@ void h1c_conn_release(struct rt_upstream *up, struct slot *s, int keep)
      * the next event, or shows on the next transfer as a dead kept-alive connection */
     if (c->ssl != NULL)
         c->readable = 0;
-    c->idle_since_us = tg_now_mono_us();
+    c->idle_since_us = tg_loop_mono_us();
     h1_reset(&c->rp);
     c->prev = NULL;
     c->next = o->idle;
@@ -194,7 +194,7 @@ static int h1_attach(struct rt_upstream *up, uint32_t idx, int fresh)
     struct slot *s = &up->slots[idx];
     struct h1origin *o = &up->origins[s->origin];
     struct h1conn *c = NULL;
-    uint64_t now = tg_now_mono_us();
+    uint64_t now = tg_loop_mono_us();
 
     while (!fresh && o->idle != NULL) {
         c = o->idle;
@@ -356,7 +356,7 @@ static int h1_parse(struct rt_upstream *up, uint32_t idx, const char *buf, size_
                     h1_fail(up, idx, TG_EIO, "out of memory");
                     return 1;
                 }
-                up_timer_arm(up, idx, up_slot_deadline(s, tg_now_mono_us()));
+                up_timer_arm(up, idx, up_slot_deadline(s, tg_loop_mono_us()));
                 return 1;
             }
             h1_fail(up, idx, TG_EIO, s->errbuf);
@@ -394,7 +394,7 @@ static void h1_read(struct rt_upstream *up, uint32_t idx)
                                    : recv(c->fd, up->rbuf, H1_RECV_BYTES, 0);
 
         if (n > 0) {
-            s->last_byte_us = tg_now_mono_us(); /* a stream is idle only without any byte */
+            s->last_byte_us = tg_loop_mono_us(); /* a stream is idle only without any byte */
             if (s->ttfb_us == 0)
                 s->ttfb_us = s->last_byte_us - s->start_us + 1;
             /* a short read drained the socket (edge-triggered: new bytes raise a new event),
@@ -550,7 +550,7 @@ void h1c_unpause(struct rt_upstream *up, uint32_t idx)
     s->paused = 0;
     s->stash = NULL;
     s->stash_dec = s->stash_raw = 0;
-    s->last_byte_us = tg_now_mono_us();
+    s->last_byte_us = tg_loop_mono_us();
     up_timer_arm(up, idx, up_slot_deadline(s, s->last_byte_us));
     r = ndec > 0 ? h1_body(s, b, ndec, &took) : 0;
     if (r > 0) {
@@ -578,7 +578,7 @@ void h1c_unpause(struct rt_upstream *up, uint32_t idx)
 /* Timers due: timeouts, and failures found inside submit. */
 void h1c_timers(struct rt_upstream *up)
 {
-    uint64_t now = tg_now_mono_us();
+    uint64_t now = tg_loop_mono_us();
 
     for (int i = 0; i < 4 * RT_UPSTREAM_EVENTS_BATCH && up->heap_len > 0; i++) {
         uint32_t idx = up->heap[0];
@@ -625,7 +625,7 @@ int h1c_origin_of(struct rt_upstream *up, const struct rt_upstream_request *req,
     if (*u.path != '/')
         return -1; /* the router always builds an absolute path */
     *path = u.path;
-    now = tg_now_mono_us();
+    now = tg_loop_mono_us();
     if (u.tls) {
         int full;
 

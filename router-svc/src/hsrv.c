@@ -329,7 +329,7 @@ static void response_done(struct hs_conn *c)
             shutdown(c->fd, SHUT_WR);
             c->pending_parse = 0;
             c->state = CS_LINGER;
-            c->linger_start_ms = c->last_ms = tg_now_mono_ms();
+            c->linger_start_ms = c->last_ms = tg_loop_mono_ms();
             c->linger_bytes = 0;
             if (!c->in_process) {
                 /* (within process(), rbuf is its buffer: the caller drops it) */
@@ -344,7 +344,7 @@ static void response_done(struct hs_conn *c)
         return;
     }
     c->state = CS_HEAD;
-    c->last_ms = tg_now_mono_ms();
+    c->last_ms = tg_loop_mono_ms();
     if (c->in_process)
         return; /* process() goes on with the bytes it holds */
     if (c->rlen > 0)
@@ -412,7 +412,7 @@ static void conn_flush(struct hs_conn *c)
                                                                       : HS_TOE_ERROR);
                 return;
             }
-            c->last_ms = tg_now_mono_ms();
+            c->last_ms = tg_loop_mono_ms();
             {
                 size_t m = (size_t)n;
                 size_t head_left = c->olen - c->ooff;
@@ -706,7 +706,7 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
                     break; /* (a CR waits for its LF: no request yet) */
                 if (!c->head_started) {
                     c->head_started = 1;
-                    c->head_start_ms = tg_now_mono_ms();
+                    c->head_start_ms = tg_loop_mono_ms();
                 }
                 break;
             }
@@ -727,7 +727,7 @@ static size_t process(struct hs_conn *c, const char *buf, size_t len)
             }
             ST_ADD(s, st_requests, 1);
             c->state = CS_BODY;
-            c->body_start_ms = tg_now_mono_ms();
+            c->body_start_ms = tg_loop_mono_ms();
             c->handler_live = 1;
             rc = s->cfg.handler(s->cfg.handler_cls, c, c->url, c->method,
                                 c->minor == 0 ? "HTTP/1.0" : "HTTP/1.1", NULL, &zero, &c->req_ctx);
@@ -837,7 +837,7 @@ static void conn_read(struct hs_conn *c)
         if (c->state == CS_LINGER) {
             n = recv(c->fd, s->scratch, sizeof(s->scratch), 0);
             if (n > 0) {
-                c->last_ms = tg_now_mono_ms();
+                c->last_ms = tg_loop_mono_ms();
                 c->linger_bytes += (uint64_t)n;
                 if (c->linger_bytes > s->linger_max) {
                     ST_ADD(s, st_linger_cut, 1);
@@ -900,7 +900,7 @@ static void conn_read(struct hs_conn *c)
             return;
         }
         c->maybe_more = (size_t)n == cap - have;
-        c->last_ms = tg_now_mono_ms();
+        c->last_ms = tg_loop_mono_ms();
         used = process(c, buf, have + (size_t)n);
         if (c->state == CS_CLOSED)
             return;
@@ -984,7 +984,7 @@ static void accept_all(struct hs_server *s)
         c->peer = addr;
         c->ip_held = s->cfg.ipcap != NULL;
         hp_scan_reset(&c->scan);
-        c->accept_ms = c->last_ms = tg_now_mono_ms();
+        c->accept_ms = c->last_ms = tg_loop_mono_ms();
         memset(&ev, 0, sizeof(ev));
         ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
         ev.data.ptr = c;
@@ -1208,7 +1208,7 @@ int hs_server_run(struct hs_server *s)
 
 int hs_server_housekeep(struct hs_server *s)
 {
-    uint64_t now = tg_now_mono_ms();
+    uint64_t now = tg_loop_mono_ms();
 
     note_loop(s);
     if (s->accept_more && s->lfd >= 0)
@@ -1250,7 +1250,7 @@ int hs_server_timeout_ms(const struct hs_server *s)
 
     if (s->rhead != NULL || s->hhead != NULL || (s->accept_more && s->lfd >= 0) || s->sweep_at != NULL)
         return 0;
-    now = tg_now_mono_ms();
+    now = tg_loop_mono_ms();
     return now >= s->next_sweep_ms ? 0 : (int)(s->next_sweep_ms - now);
 }
 
@@ -1287,7 +1287,7 @@ struct hs_server *hs_server_create(const struct hs_config *cfg, char *err, size_
     }
     if (s->rbuf_cap < HS_SCRATCH_BYTES)
         s->rbuf_cap = HS_SCRATCH_BYTES;
-    s->next_sweep_ms = tg_now_mono_ms() + HS_SWEEP_MS;
+    s->next_sweep_ms = tg_loop_mono_ms() + HS_SWEEP_MS;
     pthread_mutex_init(&s->xmu, NULL);
     s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s->lfd < 0) {

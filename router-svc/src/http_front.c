@@ -824,6 +824,7 @@ static void *worker_main(void *arg)
                 t = ht;
         }
         n = epoll_wait(w->epfd, evs, 64, t);
+        tg_loop_tick(); /* the turn's clock: timers and stamps read it, not the clock */
         for (int i = 0; i < n; i++) {
             uint64_t tag = evs[i].data.u64;
 

@@ -118,7 +118,7 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userdata)
     size_t n = size * nmemb;
     long code = 0;
 
-    s->last_byte_us = tg_now_mono_us();
+    s->last_byte_us = tg_loop_mono_us();
     if (s->ttfb_us == 0)
         s->ttfb_us = s->last_byte_us - s->start_us + 1;
     curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
@@ -148,7 +148,7 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userdata)
 /* Resume a libcurl stream: what a pause kept (curl_deliver's rest) first, then curl's own. */
 static void curl_unpause(struct slot *s)
 {
-    s->last_byte_us = tg_now_mono_us();
+    s->last_byte_us = tg_loop_mono_us();
     if (s->stash_dec > 0) {
         int paused = 0;
         size_t took = curl_deliver(s, s->stash, s->stash_dec, &paused);
@@ -415,7 +415,7 @@ static void curl_timer(struct rt_upstream *up, uint32_t idx)
     struct slot *s = &up->slots[idx];
 
     if (s->stream)
-        up_timer_arm(up, idx, up_slot_deadline(s, tg_now_mono_us()));
+        up_timer_arm(up, idx, up_slot_deadline(s, tg_loop_mono_us()));
 }
 
 static void slot_start(struct rt_upstream *up, uint32_t idx)
@@ -618,7 +618,7 @@ static int loop_timeout_ms(const struct rt_upstream *up)
         d = up->slots[up->heap[0]].deadline_us;
     if (d == 0 && up->heap_len == 0)
         return 1000;
-    now = tg_now_mono_us();
+    now = tg_loop_mono_us();
     if (d <= now)
         return 0;
     if (d - now >= 1000000u)
@@ -680,7 +680,7 @@ static void loop_once(struct rt_upstream *up, int timeout_ms)
     /* curl's deadline passed (or it asked for an immediate call): bounded, since every call
      * either moves the deadline forward or clears it */
     for (int i = 0; i < RT_UPSTREAM_EVENTS_BATCH && up->deadline_us != 0 &&
-                    up->deadline_us <= tg_now_mono_us();
+                    up->deadline_us <= tg_loop_mono_us();
          i++) {
         up->deadline_us = 0;
         curl_multi_socket_action(up->multi, CURL_SOCKET_TIMEOUT, 0, &running);
@@ -909,7 +909,7 @@ void up_slot_begin(struct slot *s, struct rt_upstream_request *req,
         s->timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : 600000L;
         s->idle_ms = s->timeout_ms;
     }
-    s->start_us = s->last_byte_us = tg_now_mono_us();
+    s->start_us = s->last_byte_us = tg_loop_mono_us();
     s->errbuf[0] = '\0';
 }
 

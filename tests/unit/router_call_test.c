@@ -279,6 +279,7 @@ static void *loop_main(void *arg)
         if (t < 0 || t > 50)
             t = 50;
         n = epoll_wait(L.epfd, evs, 64, t);
+        tg_loop_tick(); /* as router-svc's loop */
         for (int i = 0; i < n; i++) {
             if (evs[i].data.u64 == 1) {
                 uint64_t v;

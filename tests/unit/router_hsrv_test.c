@@ -833,6 +833,7 @@ static void *loop_main(void *arg)
         if (ta >= 0 && (t < 0 || ta < t))
             t = ta;
         n = epoll_wait(fx.epfd, evs, LOOP_EVENTS, t);
+        tg_loop_tick(); /* as router-svc's loop: the server's timers read the turn's clock */
         if (n < 0 && errno != EINTR) {
             violation("epoll_wait: %s", strerror(errno));
             break;
