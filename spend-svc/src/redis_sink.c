@@ -106,7 +106,7 @@ struct sp_redis_sink {
     _Atomic uint64_t rebuild_errors;
     _Atomic uint64_t overflows;
     _Atomic uint64_t doubtful; /* rebuilds after a statement whose outcome was unknown */
-    _Atomic uint64_t takeovers; /* rebuilds after partitions were taken over */
+    _Atomic uint64_t takeovers; /* rebuilds after partitions not held were assigned */
     _Atomic uint64_t snapshot_full;
     _Atomic uint64_t skipped;
     _Atomic uint64_t deferred;
@@ -1089,8 +1089,8 @@ void sp_redis_sink_write_metrics(struct sp_redis_sink *s, struct tg_buf *b)
                     "(it may have committed).",
                     atomic_load(&s->doubtful));
     tg_prom_counter(b, "tollgate_spend_redis_takeover_rebuilds_total",
-                    "Rebuilds because partitions were taken over from another replica (it may "
-                    "have stopped between a commit and its flush)",
+                    "Rebuilds because partitions this replica did not hold were assigned to it "
+                    "(their last owner may have stopped between a commit and its flush)",
                     atomic_load(&s->takeovers));
     tg_prom_counter(b, "tollgate_spend_redis_flushes_skipped_total",
                     "Flushes whose batches another replica's rebuild already counted",
