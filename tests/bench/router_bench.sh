@@ -348,8 +348,9 @@ for round in $(seq 1 "$ROUNDS"); do
         [ "$t" = router-base ] && thread_ticks "$ROUTERB_PID" >"$STATE/threads-base.0.$round"
         c0=$(cpu_ticks $pids)
         if [ "$round" = 1 ] && [[ " ${RT_BENCH_PERF:-} " == *" $t "* ]]; then
-            # a CPU profile of the proxy's process for this target's first round
-            perf record -F "${RT_BENCH_PERF_FREQ:-4999}" -g -p "$(pids_of "$t" | awk '{print $1}')" \
+            # a CPU profile of the proxy's processes for this target's first round (nginx: the
+            # master and its worker, whose work it is)
+            perf record -F "${RT_BENCH_PERF_FREQ:-4999}" -g -p "$(echo $pids | tr ' ' ',')" \
                 -o "$STATE/perf.$t.data" \
                 -- sleep "$DUR" >/dev/null 2>&1 &
             PERF_PID=$!
