@@ -39,14 +39,20 @@ void tg_loop_tick(void)
     tl_mono_ns = clock_ns(CLOCK_MONOTONIC);
 }
 
+/* loop_ns: the latest reading on a ticking thread, the clock on any other. */
+static uint64_t loop_ns(void)
+{
+    return tl_loop ? tl_mono_ns : tg_now_mono_ns();
+}
+
 uint64_t tg_loop_mono_us(void)
 {
-    return (tl_loop ? tl_mono_ns : tg_now_mono_ns()) / 1000ull;
+    return loop_ns() / 1000ull;
 }
 
 uint64_t tg_loop_mono_ms(void)
 {
-    return (tl_loop ? tl_mono_ns : tg_now_mono_ns()) / 1000000ull;
+    return loop_ns() / 1000000ull;
 }
 
 uint64_t tg_now_epoch_ms(void)

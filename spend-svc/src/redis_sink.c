@@ -270,7 +270,7 @@ void sp_redis_sink_gate_yield(struct sp_redis_sink *s)
 void sp_redis_sink_takeover(struct sp_redis_sink *s)
 {
     pthread_mutex_lock(&s->mu);
-    s->rebuild_due = 1; /* increments of batches committed from now on are in its snapshot */
+    s->rebuild_due = 1; /* its snapshot holds every commit up to it: what is pending is dropped */
     pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->mu);
     atomic_fetch_add(&s->takeovers, 1);
