@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "hsrv_int.h"
+#include "tg_blocks.h"
 
 /* Percent-decode s in place ('+' as a space when plus). Bad escapes stay as they are. */
 static void pct_decode(char *s, int plus)
@@ -79,7 +80,9 @@ int hs_head_take(struct hs_conn *c, const char *p, size_t n, const char **msg)
             amps++;
     }
     slots = lines + amps + 2;
-    h = malloc(table_off + slots * sizeof(struct hp_kv));
+    c->head_block = table_off + slots * sizeof(struct hp_kv) <= HS_HEAD_BLOCK_BYTES;
+    h = c->head_block ? tg_blocks_get(TG_BLOCK_HEAD, HS_HEAD_BLOCK_BYTES)
+                      : malloc(table_off + slots * sizeof(struct hp_kv));
     if (h == NULL) {
         *msg = "out of memory";
         return 503;

@@ -94,6 +94,11 @@ struct hs_response *hs_response_buffer(char *body, size_t len)
         free(body);
         return NULL;
     }
+    if (body != NULL && len <= sizeof(r->inl)) {
+        memcpy(r->inl, body, len);
+        free(body);
+        body = r->inl;
+    }
     r->body = body;
     r->body_len = body != NULL ? len : 0;
     return r;
@@ -168,6 +173,7 @@ void hs_response_free(struct hs_response *r)
         return;
     if (r->reader != NULL && r->rfree != NULL)
         r->rfree(r->rcls);
-    free(r->body);
+    if (r->body != r->inl)
+        free(r->body);
     tg_blocks_put(TG_BLOCK_RESPONSE, r, sizeof(*r));
 }

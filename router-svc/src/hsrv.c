@@ -23,6 +23,7 @@
 
 #include "hparse.h"
 #include "hsrv_int.h"
+#include "tg_blocks.h"
 #include "tg_log.h"
 #include "tg_str.h"
 #include "tg_time.h"
@@ -117,8 +118,12 @@ void hs_resume(struct hs_conn *c)
 
 static void request_reset(struct hs_conn *c)
 {
-    free(c->head);
+    if (c->head_block)
+        tg_blocks_put(TG_BLOCK_HEAD, c->head, HS_HEAD_BLOCK_BYTES);
+    else
+        free(c->head);
     c->head = NULL;
+    c->head_block = 0;
     c->kv = NULL;
     c->nh = c->na = 0;
     c->head_bytes = 0;
@@ -294,14 +299,25 @@ static int status_has_body(int status)
     return !(status < 200 || status == 204 || status == 304);
 }
 
-/* Unsent bytes that point into the server's scratch are copied before the call returns. */
+/* Unsent bytes that point into the server's scratch are copied before the call returns: the
+ * head into its response's header room (the extra headers are in it, so it is free), which it
+ * fits unless the headers filled it; a stream's piece, or such a head, into a buffer of its own. */
 static int own_pending(struct hs_conn *c)
 {
+    size_t left = c->olen - c->ooff;
     char *copy;
 
-    if (!c->obuf_borrowed)
+    if (c->obuf_borrowed != HS_OBUF_SCRATCH)
+        return 0; /* ours, or in the header room already */
+    if (c->obuf == c->s->ohead && c->resp != NULL && left <= sizeof(c->resp->hdr)) {
+        memcpy(c->resp->hdr, c->obuf + c->ooff, left);
+        c->obuf = c->resp->hdr;
+        c->olen = left;
+        c->ooff = 0;
+        c->obuf_borrowed = HS_OBUF_RESP; /* freed with the response */
         return 0;
-    copy = malloc(c->olen - c->ooff);
+    }
+    copy = malloc(left);
     if (copy == NULL)
         return -1;
     memcpy(copy, c->obuf + c->ooff, c->olen - c->ooff);
@@ -467,7 +483,7 @@ static void conn_flush(struct hs_conn *c)
                 }
                 c->stream_end = 1;
                 c->obuf = s->piece;
-                c->obuf_borrowed = 1;
+                c->obuf_borrowed = HS_OBUF_SCRATCH;
                 c->ooff = 0;
                 c->olen = o;
                 continue;
@@ -488,7 +504,7 @@ static void conn_flush(struct hs_conn *c)
                 c->obuf = p;
                 c->olen = (size_t)got;
             }
-            c->obuf_borrowed = 1;
+            c->obuf_borrowed = HS_OBUF_SCRATCH;
             c->ooff = 0;
             continue;
         }
@@ -557,7 +573,8 @@ static void start_send(struct hs_conn *c)
             r->rfree(r->rcls);
         r->reader = NULL;
         r->rfree = NULL;
-        free(r->body);
+        if (r->body != r->inl)
+            free(r->body);
         r->body = NULL;
         r->body_len = 0;
         stream = 0;
@@ -567,7 +584,7 @@ static void start_send(struct hs_conn *c)
     c->stream_end = !stream;
     c->body_off = 0;
     c->obuf = o;
-    c->obuf_borrowed = 1;
+    c->obuf_borrowed = HS_OBUF_SCRATCH;
     c->olen = n;
     c->ooff = 0;
     conn_flush(c);

@@ -24,6 +24,15 @@
 #define HS_RESP_HEADER_ROOM 2048u
 #define HS_RESP_TRAILER_ROOM 512u
 #define HS_OUT_HEAD_BYTES (HS_RESP_HEADER_ROOM + 256u) /* status line, Date, framing, ... */
+/* A buffered body up to this size is copied into the response's block and its buffer freed at
+ * once: a response held for its events (hs_hold) then holds no allocation of its own, so the
+ * buffers of a run's requests go back to malloc's per-thread cache as they are done with. */
+#define HS_RESP_INLINE_BODY 1024u
+/* A request's head with its table up to this size is a per-thread cached block (tg_blocks):
+ * a head lives until its response is out, so a run's held responses keep one each. */
+#define HS_HEAD_BLOCK_BYTES 2048u
+#define HS_OBUF_SCRATCH 1
+#define HS_OBUF_RESP 2
 #define HS_SWEEP_MS 1000u                              /* idle checks */
 /* Work per loop turn, so that a burst (a flood of connections, thousands of them reaching a
  * deadline in the same second) is spread over turns with the loop's other work in between
@@ -59,8 +68,10 @@ struct hs_response {
     int close;
     size_t hlen;
     size_t tlen;
-    char hdr[HS_RESP_HEADER_ROOM];
+    char hdr[HS_RESP_HEADER_ROOM]; /* the extra headers; once the head is built, its unsent
+                                    * bytes when the response is held (own_pending) */
     char trl[HS_RESP_TRAILER_ROOM];
+    char inl[HS_RESP_INLINE_BODY]; /* body, when it is short (body == inl) */
 };
 
 struct hs_conn {
@@ -95,6 +106,7 @@ struct hs_conn {
 
     /* request */
     char *head; /* the head, parsed in place, followed by its kv table */
+    int head_block; /* head is a TG_BLOCK_HEAD block (HS_HEAD_BLOCK_BYTES), else malloc'd */
     size_t head_bytes;
     struct hp_kv *kv;
     unsigned nh, na;
@@ -123,7 +135,8 @@ struct hs_conn {
     int stream_end;  /* nothing more to ask the reader */
     char *obuf;      /* unsent bytes of the head, a piece or the last chunk */
     size_t olen, ooff;
-    int obuf_borrowed; /* obuf points into the server's scratch (only within one call) */
+    int obuf_borrowed; /* 0: obuf is ours to free; else HS_OBUF_SCRATCH (the server's scratch,
+                        * only within one call) or HS_OBUF_RESP (resp->hdr, as long as resp) */
     size_t body_off;
 };
 

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "hsrv.h"
+#include "hsrv_int.h" /* HS_RESP_INLINE_BODY, HS_RESP_HEADER_ROOM: the held cases straddle them */
 #include "http_fields.h"
 #include "tg_time.h"
 
@@ -562,6 +563,25 @@ static int on_final(struct req *r, struct hs_conn *c)
         /* as the router does for a request whose event waits for the end of the turn */
         hs_hold(c);
         respond_echo(r, c);
+    } else if (strcmp(r->path, "/heldbig") == 0) {
+        /* held, with a body of bytes= (inline in the response up to HS_RESP_INLINE_BODY) and an
+         * x-fill header of fill= bytes (a head over the header room is copied elsewhere) */
+        size_t n = (size_t)qint(c, "bytes", 0);
+        size_t fill = (size_t)qint(c, "fill", 0);
+        char *b = malloc(n > 0 ? n : 1);
+        char *f = malloc(fill + 1);
+        struct kv h[1] = {{"x-fill", f}};
+
+        for (size_t i = 0; b != NULL && i < n; i++)
+            b[i] = (char)pat(i);
+        if (f != NULL) {
+            memset(f, 'f', fill);
+            f[fill] = '\0';
+        }
+        if (qint(c, "hold", 1))
+            hs_hold(c);
+        respond(r, c, 200, b, n, h, fill > 0 && f != NULL ? 1 : 0);
+        free(f);
     } else if (strcmp(r->path, "/heldstream") == 0) {
         hs_hold(c);
         respond_stream(r, c, 0);
@@ -3702,6 +3722,25 @@ static int group_teardown(void **state)
  * out whole; the server does not let the loop sleep while a connection is held; a pipelined
  * request behind a held one is served after it; a held stream; a client that leaves while held
  * (its connection is freed only once off the held list: ASan watches). */
+/* The head without its Date and x-tag lines (they differ between two answers), into out. */
+static void head_sans(const struct resp *r, char *out, size_t cap)
+{
+    const char *p = r->head.p != NULL ? r->head.p : "";
+    size_t o = 0;
+
+    while (*p != '\0') {
+        const char *e = strstr(p, "\r\n");
+        size_t n = e != NULL ? (size_t)(e - p) + 2 : strlen(p);
+
+        if (strncasecmp(p, "Date:", 5) != 0 && strncasecmp(p, "x-tag:", 6) != 0 && o + n < cap) {
+            memcpy(out + o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    out[o] = '\0';
+}
+
 static void test_held(void **state)
 {
     int f0 = begin("18 held responses (hs_hold, hs_server_release)");
@@ -3749,6 +3788,76 @@ static void test_held(void **state)
     check(r.framing == 2 && r.body.n > 0, "held stream: chunked, %zu bytes", r.body.n);
     resp_free(&r);
     expect_done("held4", HS_TOE_OK, WAIT_MS);
+
+    /* bodies on both sides of the response's inline room, a head that fills the header room
+     * (its copy cannot go there), a HEAD request, each held and then read whole; the slow
+     * reader takes the last in small pieces (its unsent head and body outlive many turns) */
+    {
+        static const struct {
+            const char *tag, *method;
+            unsigned bytes, fill, rcvbuf;
+        } hb[] = {
+            {"held7", "GET", 400, 0, 0},
+            {"held8", "GET", HS_RESP_INLINE_BODY, 0, 0},
+            {"held9", "GET", HS_RESP_INLINE_BODY + 1, 0, 0},
+            {"held10", "GET", 3000, HS_RESP_HEADER_ROOM - 64, 0},
+            {"held11", "HEAD", 400, 100, 0},
+            {"held12", "GET", 1000000, HS_RESP_HEADER_ROOM - 64, 4096},
+        };
+
+        for (size_t i = 0; i < sizeof(hb) / sizeof(hb[0]); i++) {
+            struct cl k;
+            char req[256], cl[32];
+            size_t bad;
+            int head = strcmp(hb[i].method, "HEAD") == 0;
+
+            open_cl(&k, (int)hb[i].rcvbuf);
+            if (hb[i].rcvbuf > 0) {
+                k.piece = 1024;
+                k.slow_us = 200;
+            }
+            snprintf(req, sizeof(req), "%s /heldbig?t=%s&bytes=%u&fill=%u HTTP/1.1\r\nHost: test\r\n\r\n",
+                     hb[i].method, hb[i].tag, hb[i].bytes, hb[i].fill);
+            cl_sends(&k, req);
+            check(cl_quiet(&k, 100), "%s: nothing before the release", hb[i].tag);
+            fx_call(do_release, &again);
+            rc = cl_read_resp(&k, &r, head, 30000);
+            expect_status(hb[i].tag, &r, rc, "HTTP/1.1 200 OK");
+            snprintf(cl, sizeof(cl), "%u", hb[i].bytes);
+            expect_header(hb[i].tag, &r, "Content-Length", cl);
+            check(hb[i].fill == 0 || (r.head.p != NULL && strstr(r.head.p, "x-fill: ffff") != NULL),
+                  "%s: the filler header is there", hb[i].tag);
+            if (!head) {
+                bad = r.body.p != NULL ? pat_mismatch(r.body.p, r.body.n, 0) : 0;
+                check(r.body.n == hb[i].bytes && bad == r.body.n,
+                      "%s: every byte in order (%zu of %u, first wrong at %zu)", hb[i].tag,
+                      r.body.n, hb[i].bytes, bad);
+            } else {
+                check(r.body.n == 0, "%s: no body (%zu bytes)", hb[i].tag, r.body.n);
+            }
+            {
+                /* the same answer not held: the same head, byte for byte */
+                static char want[8192], got[8192];
+                char tag2[32];
+
+                head_sans(&r, got, sizeof(got));
+                resp_free(&r);
+                expect_done(hb[i].tag, HS_TOE_OK, WAIT_MS);
+                snprintf(tag2, sizeof(tag2), "%s-ref", hb[i].tag);
+                snprintf(req, sizeof(req),
+                         "%s /heldbig?t=%s&bytes=%u&fill=%u&hold=0 HTTP/1.1\r\nHost: test\r\n\r\n",
+                         hb[i].method, tag2, hb[i].bytes, hb[i].fill);
+                rc = roundtrip(&k, req, &r, head);
+                expect_status(tag2, &r, rc, "HTTP/1.1 200 OK");
+                head_sans(&r, want, sizeof(want));
+                check(strcmp(got, want) == 0, "%s: the head as sent when not held (%zu / %zu bytes)",
+                      hb[i].tag, strlen(got), strlen(want));
+                resp_free(&r);
+                expect_done(tag2, HS_TOE_OK, WAIT_MS);
+            }
+            cl_close(&k);
+        }
+    }
 
     /* the client leaves while its response is held: released later without harm */
     open_cl(&gone, 0);
