@@ -4,7 +4,7 @@
  * consolidates the fast bins), or that many requests hold at once (tcache keeps 7 a size: the
  * heads of a loop run's responses, held together until their events are in the spool, would
  * overflow it). A thread keeps at most TG_BLOCKS_KEEP blocks of each class (sized for a loop
- * run's completions at 64 connections a thread: at most 64 x ~13 KiB = 0.8 MiB a thread);
+ * run's completions at 64 connections a thread: at most 64 x ~12 KiB = 0.8 MiB a thread);
  * past that a block goes back to malloc. What a thread keeps is freed when it exits.
  *
  * A block from tg_blocks_get is uninitialised, like malloc's; a block may be put back on
@@ -18,6 +18,7 @@ enum tg_block_class {
     TG_BLOCK_CALL = 0, /* router-svc: struct rt_call */
     TG_BLOCK_RESPONSE, /* router-svc: struct hs_response */
     TG_BLOCK_HEAD,     /* router-svc: a request's head and its table, when they fit one */
+    TG_BLOCK_BODY,     /* router-svc: a short buffered response body */
     TG_BLOCK_CLASSES
 };
 

@@ -69,6 +69,16 @@ const char *hs_reason(int status)
     }
 }
 
+void hs_response_body_free(struct hs_response *r)
+{
+    if (r->body_block)
+        tg_blocks_put(TG_BLOCK_BODY, r->body, HS_RESP_INLINE_BODY);
+    else
+        free(r->body);
+    r->body = NULL;
+    r->body_block = 0;
+}
+
 static struct hs_response *response_new(void)
 {
     struct hs_response *r = tg_blocks_get(TG_BLOCK_RESPONSE, sizeof(*r));
@@ -80,6 +90,7 @@ static struct hs_response *response_new(void)
     r->rfree = NULL;
     r->body = NULL;
     r->body_len = 0;
+    r->body_block = 0;
     r->close = 0;
     r->hlen = 0;
     r->tlen = 0;
@@ -94,10 +105,15 @@ struct hs_response *hs_response_buffer(char *body, size_t len)
         free(body);
         return NULL;
     }
-    if (body != NULL && len <= sizeof(r->inl)) {
-        memcpy(r->inl, body, len);
-        free(body);
-        body = r->inl;
+    if (body != NULL && len <= HS_RESP_INLINE_BODY) {
+        char *b = tg_blocks_get(TG_BLOCK_BODY, HS_RESP_INLINE_BODY);
+
+        if (b != NULL) {
+            memcpy(b, body, len);
+            free(body);
+            body = b;
+            r->body_block = 1;
+        }
     }
     r->body = body;
     r->body_len = body != NULL ? len : 0;
@@ -173,7 +189,6 @@ void hs_response_free(struct hs_response *r)
         return;
     if (r->reader != NULL && r->rfree != NULL)
         r->rfree(r->rcls);
-    if (r->body != r->inl)
-        free(r->body);
+    hs_response_body_free(r);
     tg_blocks_put(TG_BLOCK_RESPONSE, r, sizeof(*r));
 }

@@ -573,9 +573,7 @@ static void start_send(struct hs_conn *c)
             r->rfree(r->rcls);
         r->reader = NULL;
         r->rfree = NULL;
-        if (r->body != r->inl)
-            free(r->body);
-        r->body = NULL;
+        hs_response_body_free(r);
         r->body_len = 0;
         stream = 0;
     }

@@ -24,13 +24,13 @@
 #define HS_RESP_HEADER_ROOM 2048u
 #define HS_RESP_TRAILER_ROOM 512u
 #define HS_OUT_HEAD_BYTES (HS_RESP_HEADER_ROOM + 256u) /* status line, Date, framing, ... */
-/* A buffered body up to this size is copied into the response's block and its buffer freed at
- * once: a response held for its events (hs_hold) then holds no allocation of its own, so the
- * buffers of a run's requests go back to malloc's per-thread cache as they are done with. */
+/* A buffered body up to this size is copied into a per-thread cached block (tg_blocks) and its
+ * buffer freed at once: the responses of a loop run, held together for their events (hs_hold),
+ * would otherwise keep one buffer each and overflow malloc's per-thread cache. */
 #define HS_RESP_INLINE_BODY 1024u
 /* A request's head with its table up to this size is a per-thread cached block (tg_blocks):
  * a head lives until its response is out, so a run's held responses keep one each. */
-#define HS_HEAD_BLOCK_BYTES 2048u
+#define HS_HEAD_BLOCK_BYTES 1024u
 #define HS_OBUF_SCRATCH 1
 #define HS_OBUF_RESP 2
 #define HS_SWEEP_MS 1000u                              /* idle checks */
@@ -65,14 +65,17 @@ struct hs_response {
     hs_free_fn rfree;
     char *body;
     size_t body_len;
+    int body_block; /* body is a TG_BLOCK_BODY block (HS_RESP_INLINE_BODY bytes), else malloc'd */
     int close;
     size_t hlen;
     size_t tlen;
     char hdr[HS_RESP_HEADER_ROOM]; /* the extra headers; once the head is built, its unsent
                                     * bytes when the response is held (own_pending) */
     char trl[HS_RESP_TRAILER_ROOM];
-    char inl[HS_RESP_INLINE_BODY]; /* body, when it is short (body == inl) */
 };
+
+/* hs_response_body_free: release r's buffered body (a cached block or malloc's), body NULL. */
+void hs_response_body_free(struct hs_response *r);
 
 struct hs_conn {
     int kind;
