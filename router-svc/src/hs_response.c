@@ -72,7 +72,7 @@ const char *hs_reason(int status)
 void hs_response_body_free(struct hs_response *r)
 {
     if (r->body_block)
-        tg_blocks_put(TG_BLOCK_BODY, r->body, HS_RESP_INLINE_BODY);
+        tg_blocks_put(TG_BLOCK_BODY, r->body, HS_BODY_BLOCK_BYTES);
     else
         free(r->body);
     r->body = NULL;
@@ -105,8 +105,8 @@ struct hs_response *hs_response_buffer(char *body, size_t len)
         free(body);
         return NULL;
     }
-    if (body != NULL && len <= HS_RESP_INLINE_BODY) {
-        char *b = tg_blocks_get(TG_BLOCK_BODY, HS_RESP_INLINE_BODY);
+    if (body != NULL && len <= HS_BODY_BLOCK_BYTES) {
+        char *b = tg_blocks_get(TG_BLOCK_BODY, HS_BODY_BLOCK_BYTES);
 
         if (b != NULL) {
             memcpy(b, body, len);

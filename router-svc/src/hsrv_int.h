@@ -27,7 +27,7 @@
 /* A buffered body up to this size is copied into a per-thread cached block (tg_blocks) and its
  * buffer freed at once: the responses of a loop run, held together for their events (hs_hold),
  * would otherwise keep one buffer each and overflow malloc's per-thread cache. */
-#define HS_RESP_INLINE_BODY 1024u
+#define HS_BODY_BLOCK_BYTES 1024u
 /* A request's head with its table up to this size is a per-thread cached block (tg_blocks):
  * a head lives until its response is out, so a run's held responses keep one each. */
 #define HS_HEAD_BLOCK_BYTES 1024u
@@ -65,7 +65,7 @@ struct hs_response {
     hs_free_fn rfree;
     char *body;
     size_t body_len;
-    int body_block; /* body is a TG_BLOCK_BODY block (HS_RESP_INLINE_BODY bytes), else malloc'd */
+    int body_block; /* body is a TG_BLOCK_BODY block (HS_BODY_BLOCK_BYTES bytes), else malloc'd */
     int close;
     size_t hlen;
     size_t tlen;

@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "hsrv.h"
-#include "hsrv_int.h" /* HS_RESP_INLINE_BODY, HS_RESP_HEADER_ROOM: the held cases straddle them */
+#include "hsrv_int.h" /* HS_BODY_BLOCK_BYTES, HS_RESP_HEADER_ROOM: the held cases straddle them */
 #include "http_fields.h"
 #include "tg_time.h"
 
@@ -564,7 +564,7 @@ static int on_final(struct req *r, struct hs_conn *c)
         hs_hold(c);
         respond_echo(r, c);
     } else if (strcmp(r->path, "/heldbig") == 0) {
-        /* held, with a body of bytes= (inline in the response up to HS_RESP_INLINE_BODY) and an
+        /* held, with a body of bytes= (a cached block up to HS_BODY_BLOCK_BYTES) and an
          * x-fill header of fill= bytes (a head over the header room is copied elsewhere) */
         size_t n = (size_t)qint(c, "bytes", 0);
         size_t fill = (size_t)qint(c, "fill", 0);
@@ -3789,7 +3789,7 @@ static void test_held(void **state)
     resp_free(&r);
     expect_done("held4", HS_TOE_OK, WAIT_MS);
 
-    /* bodies on both sides of the response's inline room, a head that fills the header room
+    /* bodies on both sides of the body block's size, a head that fills the header room
      * (its copy cannot go there), a HEAD request, each held and then read whole; the slow
      * reader takes the last in small pieces (its unsent head and body outlive many turns) */
     {
@@ -3798,8 +3798,8 @@ static void test_held(void **state)
             unsigned bytes, fill, rcvbuf;
         } hb[] = {
             {"held7", "GET", 400, 0, 0},
-            {"held8", "GET", HS_RESP_INLINE_BODY, 0, 0},
-            {"held9", "GET", HS_RESP_INLINE_BODY + 1, 0, 0},
+            {"held8", "GET", HS_BODY_BLOCK_BYTES, 0, 0},
+            {"held9", "GET", HS_BODY_BLOCK_BYTES + 1, 0, 0},
             {"held10", "GET", 3000, HS_RESP_HEADER_ROOM - 64, 0},
             {"held11", "HEAD", 400, 100, 0},
             {"held12", "GET", 1000000, HS_RESP_HEADER_ROOM - 64, 4096},
