@@ -53,6 +53,16 @@ size_t hs_head_bytes(const struct hs_conn *c)
     return c->head_bytes;
 }
 
+void hs_head_release(struct hs_conn *c)
+{
+    if (c->head_block)
+        tg_blocks_put(TG_BLOCK_HEAD, c->head, HS_HEAD_BLOCK_BYTES);
+    else
+        free(c->head);
+    c->head = NULL;
+    c->head_block = 0;
+}
+
 /* The head delimited by hp_head_scan (n bytes at p) into c: a copy parsed in place, followed by
  * the table of its headers and query arguments. Returns 0, or the status to answer with (400,
  * 431, 501, 503, 505) and a message. */

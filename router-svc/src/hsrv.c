@@ -118,12 +118,7 @@ void hs_resume(struct hs_conn *c)
 
 static void request_reset(struct hs_conn *c)
 {
-    if (c->head_block)
-        tg_blocks_put(TG_BLOCK_HEAD, c->head, HS_HEAD_BLOCK_BYTES);
-    else
-        free(c->head);
-    c->head = NULL;
-    c->head_block = 0;
+    hs_head_release(c);
     c->kv = NULL;
     c->nh = c->na = 0;
     c->head_bytes = 0;

@@ -180,6 +180,8 @@ struct hs_server {
  * table of its headers and query arguments). Returns 0, or the status to answer with (400,
  * 431, 501, 503, 505) and a static message. */
 int hs_head_take(struct hs_conn *c, const char *p, size_t n, const char **msg);
+/* hs_head_release: give back c's head (a cached block or malloc's, as hs_head_take took it). */
+void hs_head_release(struct hs_conn *c);
 
 /* hs_response.c: the standard reason phrase of a status ("Status" for one not listed). */
 const char *hs_reason(int status);
