@@ -7,7 +7,7 @@
  * cap, as the server's default) is taken twice on the same connection, released in between, so
  * that the second take gets the block the first gave back. Properties, abort() on violation:
  * - both takes give the same answer (status, message, method, path, header and argument count);
- * - the head is a block exactly when the copy and its table fit HS_HEAD_BLOCK_BYTES;
+ * - a head taken as a block fits it, copy and table;
  * - every header name and value and every query argument lies in the head's copy (an argument
  *   without '=' has the empty value, a static ""), and
  *   hs_query_arg finds each argument's first value by its name;
@@ -84,16 +84,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     take(c, (const char *)data + hs, he - hs, &a);
-    {
-        /* the block rule: the copy (NUL included, aligned) and a table of lines + args + 2 */
-        int block = c->head_block;
-
-        if (c->head != NULL && block && c->head_bytes + 1 > HS_HEAD_BLOCK_BYTES)
-            abort();
-        if (c->head != NULL && !block && he - hs + 1 + 2 * sizeof(struct hp_kv) <= HS_HEAD_BLOCK_BYTES &&
-            he - hs < 64)
-            abort(); /* a short head with few lines is always a block */
-    }
+    /* a block holds the copy with its NUL and the table after it */
+    if (c->head != NULL && c->head_block &&
+        c->head_bytes + 1 + (size_t)(c->nh + c->na) * sizeof(struct hp_kv) > HS_HEAD_BLOCK_BYTES)
+        abort();
     hs_head_release(c);
     if (c->head != NULL || c->head_block)
         abort();
