@@ -29,6 +29,9 @@
 # prints the top symbols by self time in µs per request; with both router and router-noevents, also
 # the symbols that differ most between them (where the event pipeline's CPU goes).
 # RT_BENCH_PERF_KEEP=DIR keeps the recordings (with call graphs) for perf report.
+# RT_BENCH_CALLGRIND="router router-noevents nginx ..." runs those proxies under valgrind's
+# callgrind instead of the timed rounds and prints instructions per request by thread and the
+# functions that execute most (user space only; counts repeat where times do not): see cg_run.
 # RT_BENCH_BASE_BIN=PATH runs a second router-svc with events on (another build, e.g. the last
 # commit's) as target router-base, interleaved with the others: a change measured side by side
 # (the ratio router / router-base), not against a figure from another run.
@@ -255,6 +258,106 @@ if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
     ROUTERB_PID=$!
     PIDS+=("$ROUTERB_PID")
     wait_http "http://127.0.0.1:$ROUTERB_PORT/health/readiness" || die "router-svc (base) did not become ready"
+fi
+
+# ---- callgrind: instructions per request, by thread and by function (RT_BENCH_CALLGRIND) ----
+# The proxies named (router: events on; router-noevents; nginx: proxy_pass to the plain port)
+# run under valgrind's callgrind, one at a time, each on a port of its own: RT_BENCH_CG_WARM (3)
+# seconds of load, counters zeroed, RT_BENCH_CG_SECONDS (10) of load at RT_BENCH_CG_CONC (8)
+# connections, counters dumped. Instructions in user space only (the kernel's share is not
+# counted), repeatable where CPU time is not: a change's effect on the proxy's own code.
+cg_run() { # NAME COMMAND...: the figures of one proxy under callgrind
+    local name=$1 port=$2 pid f reqs
+    shift 2
+    rm -rf "$STATE/cg.$name" && mkdir -p "$STATE/cg.$name"
+    "${PIN_PROXY[@]}" valgrind --tool=callgrind --separate-threads=yes --dump-instr=no \
+        --callgrind-out-file="$STATE/cg.$name/out.%p" "$@" 2>>"$STATE/cg.$name.log" &
+    pid=$!
+    PIDS+=("$pid")
+    for _ in $(seq 1 600); do
+        curl -ksf -o /dev/null --max-time 2 "http://127.0.0.1:$port/" && break
+        curl -ks -o /dev/null --max-time 2 -w '%{http_code}' "http://127.0.0.1:$port/" | grep -q '^[1-5]' && break
+        sleep 0.2
+    done
+    "${PIN_LOAD[@]}" "$WRK" -t1 -c"${RT_BENCH_CG_CONC:-8}" -d"${RT_BENCH_CG_WARM:-3}s" \
+        -s "$STATE/bench-plain.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null 2>&1
+    local work=$pid
+    callgrind_control -z "$work" >/dev/null
+    "${PIN_LOAD[@]}" "$WRK" -t1 -c"${RT_BENCH_CG_CONC:-8}" -d"${RT_BENCH_CG_SECONDS:-10}s" \
+        -s "$STATE/bench-plain.lua" "http://127.0.0.1:$port/v1/chat/completions" \
+        >"$STATE/cg.$name/wrk" 2>&1
+    callgrind_control -d "$work" >/dev/null
+    reqs=$(awk '/requests in/ {print $1}' "$STATE/cg.$name/wrk")
+    [ -n "$reqs" ] && [ "$reqs" -gt 0 ] || die "$name under callgrind: no request: $(cat "$STATE/cg.$name/wrk")"
+    ! grep -q 'Non-2xx' "$STATE/cg.$name/wrk" || die "$name under callgrind: non-2xx answers"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    # the dump after the zeroing: part 1 of each thread's file (callgrind numbers threads in
+    # creation order; a thread is named by the first function of ours it runs, librdkafka's
+    # threads (no symbols) by their library)
+    echo
+    echo "callgrind, $name: $reqs requests in ${RT_BENCH_CG_SECONDS:-10} s, instructions per request"
+    echo
+    echo "| thread | Ir/req |"
+    echo "|---|---|"
+    local total=0 ir tname
+    for f in $(ls "$STATE/cg.$name"/out."$work".1 "$STATE/cg.$name"/out."$work".1-* 2>/dev/null); do
+        ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$f")
+        [ -n "$ir" ] && [ "$((ir / reqs))" -gt 0 ] || continue
+        total=$((total + ir))
+        callgrind_annotate --tree=none --auto=no --threshold=100 "$f" 2>/dev/null |
+            sed -nE 's/^ *([0-9,]+) +\( *[0-9.]+%\) +(.*:.*)$/\1 \2/p' | tr -d , |
+            awk -v t="$ir" '$1 < 0.9 * t' >"$f.fn" || true # (the frames the zeroing found
+            # on the stack, main or the thread's start, are charged with everything: left out)
+        tname=$(callgrind_annotate --tree=none --auto=no --inclusive=yes --threshold=100 "$f" 2>/dev/null |
+            sed -nE 's/^ *[0-9,]+ +\( *[0-9.]+%\) +([^ ]*\/)?(router-svc|common|proto)\/[^ ]*:([a-z_0-9]+) .*/\3/p' |
+            head -1 || true)
+        [ -n "$tname" ] || tname=$(awk '/^ob=.*librdkafka/ { print "librdkafka"; exit }' "$f")
+        echo "| ${tname:-thread ${f##*-}} | $((ir / reqs)) |"
+    done
+    echo "| all | $((total / reqs)) |"
+    echo
+    echo "$name: functions by own instructions per request (all threads):"
+    echo
+    cat "$STATE/cg.$name"/*.fn | awk -v r="$reqs" '{ v = $1; $1 = ""; s[$0] += v }
+        END { for (k in s) if (s[k] / r >= 1) printf "%8.0f %s\n", s[k] / r, k }' |
+        sort -rn | head -n "${RT_BENCH_PERF_LINES:-40}" | sed 's/^/    /' || true
+}
+if [ -n "${RT_BENCH_CALLGRIND:-}" ]; then
+    command -v valgrind >/dev/null || die "RT_BENCH_CALLGRIND needs valgrind"
+    cat >"$STATE/bench-plain.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '{"model":"bench-plain","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $RB_KEY"
+LUA
+    {
+        echo "### callgrind: instructions per request ($(date -u +%Y-%m-%dT%H:%MZ), ${RT_BENCH_CG_CONC:-8} connections, plain upstream)"
+        for t in $RT_BENCH_CALLGRIND; do
+            p=$(tg_port_pick)
+            case $t in
+            router) router_conf cg-router "$p" 1
+                cg_run router "$p" "$BIN/router-svc/router-svc" --config "$STATE/cg-router.yaml" ;;
+            router-noevents) router_conf cg-router0 "$p" 0
+                cg_run router-noevents "$p" "$BIN/router-svc/router-svc" --config "$STATE/cg-router0.yaml" ;;
+            router-base) [ -n "${RT_BENCH_BASE_BIN:-}" ] || die "router-base needs RT_BENCH_BASE_BIN"
+                router_conf cg-routerb "$p" 1
+                cg_run router-base "$p" "$RT_BENCH_BASE_BIN" --config "$STATE/cg-routerb.yaml" ;;
+            nginx) nginx_conf "$STATE/cg-nginx" "
+    upstream mock { server 127.0.0.1:$MOCK_PORT; keepalive 256; }
+    server {
+        listen 127.0.0.1:$p;
+        location / { proxy_pass http://mock; proxy_http_version 1.1;
+                     proxy_set_header Connection \"\"; proxy_buffering off; }
+    }"
+                # one process (no master): the same request path, in the process run
+                cg_run nginx "$p" "$NGINX" -c "$STATE/cg-nginx/nginx.conf" -p "$STATE/cg-nginx" \
+                    -g 'daemon off; master_process off;' ;;
+            *) die "RT_BENCH_CALLGRIND: unknown target $t (router, router-noevents, router-base, nginx)" ;;
+            esac
+        done
+    } | tee "$STATE/callgrind.md"
+    exit 0
 fi
 
 # ---- targets ----
