@@ -15,8 +15,8 @@
 # Placement (2+ cores): the proxies and the mock share one core (RT_BENCH_PROXY_CPU, default 1),
 # wrk and Kafka the other (RT_BENCH_LOAD_CPU, default 0); router-svc runs threads: 1 and nginx
 # one worker, so both proxies get the same core. Every target is measured in RT_BENCH_ROUNDS
-# interleaved rounds of RT_BENCH_SECONDS at RT_BENCH_CONC connections (wrk, closed loop); the
-# table gives medians: requests/s, CPU µs per request of the proxy process (utime+stime from
+# interleaved rounds of RT_BENCH_SECONDS at RT_BENCH_CONC connections (wrk, closed loop; the
+# order reversed every other round); the table gives medians: requests/s, CPU µs per request of the proxy process (utime+stime from
 # /proc), p50/p99 (wrk's latency distribution), the largest latency of any round (outliers
 # after the warm-up), RSS. The machine may be shared: compare ratios.
 # RT_BENCH_LIBRDKAFKA="linger.ms: 50, ..." adds librdkafka properties to the router's Kafka section
@@ -29,6 +29,8 @@
 # prints the top symbols by self time in µs per request; with both router and router-noevents, also
 # the symbols that differ most between them (where the event pipeline's CPU goes).
 # RT_BENCH_PERF_KEEP=DIR keeps the recordings (with call graphs) for perf report.
+# RT_BENCH_SYSCALLS="TARGET ..." counts each target's system calls by thread in its first round
+# (perf trace), per request.
 # RT_BENCH_CALLGRIND="router router-noevents nginx ..." runs those proxies under valgrind's
 # callgrind instead of the timed rounds and prints instructions per request by thread and the
 # functions that execute most (user space only; counts repeat where times do not): see cg_run.
@@ -405,22 +407,28 @@ metric() { # PORT NAME: a router counter's value
 ms() { # wrk latency "1.23ms" / "850.00us" / "1.02s" -> ms
     awk '{ v = $1; if (v ~ /us$/) { sub(/us$/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms$/, "", v) } else if (v ~ /s$/) { sub(/s$/, "", v); v *= 1000 } printf "%.3f", v }'
 }
-thread_ticks() { # PID -> "name ticks" per thread (threads of one name summed)
+thread_ticks() { # PID -> "name ticks switches" per thread (threads of one name summed;
+    # switches: voluntary and involuntary context switches)
     local d
     for d in /proc/"$1"/task/*; do
-        printf '%s %s\n' "$(tr ' ' _ <"$d/comm")" "$(awk '{print $14 + $15}' "$d/stat")"
-    done | awk '{ t[$1] += $2 } END { for (n in t) print n, t[n] }' | sort
+        printf '%s %s %s\n' "$(tr ' ' _ <"$d/comm")" "$(awk '{print $14 + $15}' "$d/stat")" \
+            "$(awk '/ctxt_switches/ {n += $2} END {print n}' "$d/status")"
+    done | awk '{ t[$1] += $2; c[$1] += $3 } END { for (n in t) print n, t[n], c[n] }' | sort
 }
 thread_table() { # PREFIX REQUESTS: the rounds' thread ticks ($STATE/PREFIX.{0,1}.ROUND) per request
     echo
-    echo "| thread | µs/req |"
-    echo "|---|---|"
+    echo "| thread | µs/req | context switches per 1000 requests |"
+    echo "|---|---|---|"
     for round in $(seq 1 "$ROUNDS"); do
-        join -a1 -e0 -o 0,1.2,2.2 "$STATE/$1.1.$round" "$STATE/$1.0.$round"
-    done | awk -v tick="$TICK" -v n="$2" '{ d[$1] += $2 - $3 } END {
-        for (t in d) if (d[t] > 0) printf "| %s | %.1f |\n", t, d[t] * 1e6 / tick / n }' | sort -t'|' -k3 -gr
+        join -a1 -e0 -o 0,1.2,2.2,1.3,2.3 "$STATE/$1.1.$round" "$STATE/$1.0.$round"
+    done | awk -v tick="$TICK" -v n="$2" '{ d[$1] += $2 - $3; c[$1] += $4 - $5 } END {
+        for (t in d) if (d[t] > 0 || c[t] > 0)
+            printf "| %s | %.1f | %.1f |\n", t, d[t] * 1e6 / tick / n, c[t] * 1000 / n }' |
+        sort -t'|' -k3 -gr
 }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
+# steal ticks of the proxies' core so far (time the hypervisor gave to another guest)
+steal_ticks() { awk -v c="cpu$PROXY_CPU" '$1 == c {print $9}' /proc/stat; }
 run_wrk() { # TARGET SECONDS OUT
     "${PIN_LOAD[@]}" "$WRK" -t1 -c"$(conc_of "$1")" -d"${2}s" --latency -s "$STATE/$(model_of "$1").lua" \
         "$(url_of "$1")/v1/chat/completions" >"$3" 2>&1
@@ -443,13 +451,18 @@ fi
 RSS_IDLE_NGINX=$(rss_kb $(pids_of nginx))
 APPENDED0=$(metric "$ROUTER_PORT" tollgate_router_events_appended_total)
 
-declare -A RPS_ALL CPU_ALL P50_ALL P99_ALL MAX_ALL FAILS REQS
+declare -A RPS_ALL CPU_ALL P50_ALL P99_ALL MAX_ALL FAILS REQS STEAL_ALL
+# the targets in order in odd rounds, in reverse in even ones: a drift of the machine's speed
+# through a round weighs on both sides of each pair alike over two rounds
+round_order() { if [ $(($1 % 2)) = 1 ]; then echo $TARGETS; else echo $TARGETS | tr ' ' '\n' | tac; fi; }
 for round in $(seq 1 "$ROUNDS"); do
-    for t in $TARGETS; do
+    for t in $(round_order "$round"); do
         pids=$(pids_of "$t")
         [ "$t" = router ] && thread_ticks "$ROUTER_PID" >"$STATE/threads.0.$round"
         [ "$t" = router-base ] && thread_ticks "$ROUTERB_PID" >"$STATE/threads-base.0.$round"
+        [ "$t" = router-noevents ] && thread_ticks "$ROUTER0_PID" >"$STATE/threads-noevents.0.$round"
         c0=$(cpu_ticks $pids)
+        s0=$(steal_ticks)
         if [ "$round" = 1 ] && [[ " ${RT_BENCH_PERF:-} " == *" $t "* ]]; then
             # a CPU profile of the proxy's processes for this target's first round (nginx: the
             # master and its worker, whose work it is)
@@ -458,11 +471,20 @@ for round in $(seq 1 "$ROUNDS"); do
                 -- sleep "$DUR" >/dev/null 2>&1 &
             PERF_PID=$!
         fi
+        if [ "$round" = 1 ] && [[ " ${RT_BENCH_SYSCALLS:-} " == *" $t "* ]]; then
+            # the proxy's system calls, counted by thread for this target's first round
+            perf trace -s -p "$(echo $pids | tr ' ' ',')" -o "$STATE/syscalls.$t" \
+                -- sleep "$DUR" >/dev/null 2>&1 &
+            TRACE_PID=$!
+        fi
         run_wrk "$t" "$DUR" "$STATE/wrk.$t.$round"
         [ -n "${PERF_PID:-}" ] && { wait "$PERF_PID" || true; PERF_PID=; }
+        [ -n "${TRACE_PID:-}" ] && { wait "$TRACE_PID" || true; TRACE_PID=; }
         c1=$(cpu_ticks $pids)
+        s1=$(steal_ticks)
         [ "$t" = router ] && thread_ticks "$ROUTER_PID" >"$STATE/threads.1.$round"
         [ "$t" = router-base ] && thread_ticks "$ROUTERB_PID" >"$STATE/threads-base.1.$round"
+        [ "$t" = router-noevents ] && thread_ticks "$ROUTER0_PID" >"$STATE/threads-noevents.1.$round"
         f=$STATE/wrk.$t.$round
         rps=$(awk '/^Requests\/sec:/ {print $2}' "$f")
         reqs=$(awk '/requests in/ {print $1}' "$f")
@@ -476,6 +498,7 @@ for round in $(seq 1 "$ROUNDS"); do
         MAX_ALL[$t]="${MAX_ALL[$t]:-} $(awk '$1 == "Latency" {print $4; exit}' "$f" | ms)"
         FAILS[$t]=$((${FAILS[$t]:-0} + ${non2xx:-0} + ${errs:-0}))
         REQS[$t]=$((${REQS[$t]:-0} + reqs))
+        STEAL_ALL[$t]="${STEAL_ALL[$t]:-} $(echo "$s0 $s1 $TICK $DUR" | awk '{printf "%.0f", ($2 - $1) * 100 / $3 / $4}')"
     done
 done
 RSS_ROUTER=$(rss_kb "$ROUTER_PID")
@@ -514,6 +537,17 @@ for t in $TARGETS; do
 done
 ratio() { echo "$1 $2" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else print "n/a" }'; }
 diff_us() { echo "$1 $2" | awk '{ printf "%.1f", $1 - $2 }'; }
+# paired ARRAY A B [diff]: A's figure over B's (or minus, with diff) in each round, as
+# "median (round 1, round 2, ...)"
+paired() {
+    local -n all=$1
+    local v
+    v=$(paste -d' ' <(echo "${all[$2]}" | tr ' ' '\n' | grep -v '^$') \
+                    <(echo "${all[$3]}" | tr ' ' '\n' | grep -v '^$') |
+        awk -v op="${4:-ratio}" '{ if (op == "diff") printf "%.1f ", $1 - $2;
+                                   else if ($2 > 0) printf "%.2f ", $1 / $2 }')
+    echo "$(echo "$v" | median) (${v% })"
+}
 {
     echo
     echo "### router-svc as deployed ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), $CONC connections, median of $ROUNDS interleaved ${DUR}s rounds)"
@@ -521,39 +555,46 @@ diff_us() { echo "$1 $2" | awk '{ printf "%.1f", $1 - $2 }'; }
     echo "Spend events on (Apache Kafka, one node) unless said; proxies and mock on core $PROXY_CPU, wrk and Kafka on core $LOAD_CPU;"
     echo "router-svc \`threads: 1\`, nginx one worker; the mock is nginx answering a fixed $(printf %s "$ANSWER" | wc -c)-byte chat completion."
     echo
-    echo "| target | req/s | CPU µs/req (proxy) | p50 ms | p99 ms | max ms (all rounds) | non-2xx + errors |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| target | req/s | CPU µs/req (proxy) | p50 ms | p99 ms | max ms (all rounds) | non-2xx + errors | steal % of the proxies' core (rounds) |"
+    echo "|---|---|---|---|---|---|---|---|"
     for t in $TARGETS; do
-        echo "| $t | ${RPS[$t]} (runs:${RPS_ALL[$t]}) | ${CPU[$t]} (runs:${CPU_ALL[$t]}) | ${P50[$t]} | ${P99[$t]} (runs:${P99_ALL[$t]}) | ${MAX[$t]} | ${FAILS[$t]} |"
+        echo "| $t | ${RPS[$t]} (runs:${RPS_ALL[$t]}) | ${CPU[$t]} (runs:${CPU_ALL[$t]}) | ${P50[$t]} | ${P99[$t]} (runs:${P99_ALL[$t]}) | ${MAX[$t]} | ${FAILS[$t]} |${STEAL_ALL[$t]} |"
     done
     echo
-    echo "| ratio | value | target |"
-    echo "|---|---|---|"
-    echo "| router / nginx throughput | $(ratio "${RPS[router]}" "${RPS[nginx]}") | >= 0.95 |"
-    echo "| router / nginx CPU per request | $(ratio "${CPU[router]}" "${CPU[nginx]}") | <= 1.1 |"
-    echo "| router / nginx p99 | $(ratio "${P99[router]}" "${P99[nginx]}") | |"
-    echo "| router-tls / nginx-tls throughput | $(ratio "${RPS[router-tls]}" "${RPS[nginx-tls]}") | >= 0.9 |"
-    echo "| router-tls / nginx-tls CPU per request | $(ratio "${CPU[router-tls]}" "${CPU[nginx-tls]}") | <= 1.2 |"
-    echo "| router-tls / nginx-tls p99 | $(ratio "${P99[router-tls]}" "${P99[nginx-tls]}") | <= 1.2 |"
-    echo "| router-tls largest latency in any round (after warm-up) | ${MAX[router-tls]} ms (nginx-tls ${MAX[nginx-tls]} ms) | <= 50 ms |"
-    echo "| router-stream / nginx-stream CPU per chunk ($STREAM_CHUNKS chunks a stream, $STREAM_CONC streams in flight) | $(ratio "${CPU[router-stream]}" "${CPU[nginx-stream]}") ($(echo "${CPU[router-stream]} ${CPU[nginx-stream]} $STREAM_CHUNKS" | awk '{printf "%.2f / %.2f", $1 / $3, $2 / $3}') µs) | <= 1.2 |"
-    echo "| router-stream / nginx-stream throughput (streams/s) | $(ratio "${RPS[router-stream]}" "${RPS[nginx-stream]}") | |"
-    echo "| router / direct throughput | $(ratio "${RPS[router]}" "${RPS[direct]}") | |"
+    echo "A ratio of medians (value) sets figures from different rounds against each other; where the"
+    echo "machine's speed moves between rounds, the ratio within each round (the two targets measured"
+    echo "seconds apart) is the steadier figure: \"per round\" gives their median and each."
+    echo
+    echo "| ratio | value | per round | target |"
+    echo "|---|---|---|---|"
+    echo "| router / nginx throughput | $(ratio "${RPS[router]}" "${RPS[nginx]}") | $(paired RPS_ALL router nginx) | >= 0.95 |"
+    echo "| router / nginx CPU per request | $(ratio "${CPU[router]}" "${CPU[nginx]}") | $(paired CPU_ALL router nginx) | <= 1.1 |"
+    echo "| router / nginx p99 | $(ratio "${P99[router]}" "${P99[nginx]}") | $(paired P99_ALL router nginx) | |"
+    echo "| router-tls / nginx-tls throughput | $(ratio "${RPS[router-tls]}" "${RPS[nginx-tls]}") | $(paired RPS_ALL router-tls nginx-tls) | >= 0.9 |"
+    echo "| router-tls / nginx-tls CPU per request | $(ratio "${CPU[router-tls]}" "${CPU[nginx-tls]}") | $(paired CPU_ALL router-tls nginx-tls) | <= 1.2 |"
+    echo "| router-tls / nginx-tls p99 | $(ratio "${P99[router-tls]}" "${P99[nginx-tls]}") | $(paired P99_ALL router-tls nginx-tls) | <= 1.2 |"
+    echo "| router-tls largest latency in any round (after warm-up) | ${MAX[router-tls]} ms (nginx-tls ${MAX[nginx-tls]} ms) | | <= 50 ms |"
+    echo "| router-stream / nginx-stream CPU per chunk ($STREAM_CHUNKS chunks a stream, $STREAM_CONC streams in flight) | $(ratio "${CPU[router-stream]}" "${CPU[nginx-stream]}") ($(echo "${CPU[router-stream]} ${CPU[nginx-stream]} $STREAM_CHUNKS" | awk '{printf "%.2f / %.2f", $1 / $3, $2 / $3}') µs) | $(paired CPU_ALL router-stream nginx-stream) | <= 1.2 |"
+    echo "| router-stream / nginx-stream throughput (streams/s) | $(ratio "${RPS[router-stream]}" "${RPS[nginx-stream]}") | $(paired RPS_ALL router-stream nginx-stream) | |"
+    echo "| router / direct throughput | $(ratio "${RPS[router]}" "${RPS[direct]}") | | |"
     us_over() { echo "$1 $2" | awk '{ printf "%+.0f", ($1 - $2) * 1000 }'; }
-    echo "| one connection: p50 added over direct, µs (direct ${C1_P50[direct]} ms) | router $(us_over "${C1_P50[router]}" "${C1_P50[direct]}"), nginx $(us_over "${C1_P50[nginx]}" "${C1_P50[direct]}") | router <= +60 |"
-    echo "| one connection, HTTPS upstream: p50 added over direct, µs | router-tls $(us_over "${C1_P50[router-tls]}" "${C1_P50[direct]}"), nginx-tls $(us_over "${C1_P50[nginx-tls]}" "${C1_P50[direct]}") | |"
-    echo "| event pipeline CPU µs/req (router - router-noevents) | $(diff_us "${CPU[router]}" "${CPU[router-noevents]}") | <= 3 |"
+    echo "| one connection: p50 added over direct, µs (direct ${C1_P50[direct]} ms) | router $(us_over "${C1_P50[router]}" "${C1_P50[direct]}"), nginx $(us_over "${C1_P50[nginx]}" "${C1_P50[direct]}") | | router <= +60 |"
+    echo "| one connection, HTTPS upstream: p50 added over direct, µs | router-tls $(us_over "${C1_P50[router-tls]}" "${C1_P50[direct]}"), nginx-tls $(us_over "${C1_P50[nginx-tls]}" "${C1_P50[direct]}") | | |"
+    echo "| event pipeline CPU µs/req (router - router-noevents) | $(diff_us "${CPU[router]}" "${CPU[router-noevents]}") | $(paired CPU_ALL router router-noevents diff) | <= 3 |"
     if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
-        echo "| router / router-base ($RT_BENCH_BASE_BIN) CPU per request | $(ratio "${CPU[router]}" "${CPU[router-base]}") | |"
-        echo "| router / router-base throughput | $(ratio "${RPS[router]}" "${RPS[router-base]}") | |"
+        echo "| router / router-base ($RT_BENCH_BASE_BIN) CPU per request | $(ratio "${CPU[router]}" "${CPU[router-base]}") | $(paired CPU_ALL router router-base) | |"
+        echo "| router / router-base throughput | $(ratio "${RPS[router]}" "${RPS[router-base]}") | $(paired RPS_ALL router router-base) | |"
     fi
-    echo "| router RSS kB idle after warm-up (TLS upstream pooled) / after the rounds | $RSS_IDLE_ROUTER / $RSS_ROUTER | <= 25600 idle |"
-    echo "| nginx RSS kB idle / after | $RSS_IDLE_NGINX / $RSS_NGINX | |"
-    echo "| events appended / requests through the router with Kafka | $APPENDED / $WANT | equal, up to the requests in flight when wrk stops (connections x rounds) |"
-    echo "| events per Kafka record (router$([ -n "${RT_BENCH_BASE_BIN:-}" ] && echo ", router-base")) | $(metric "$ROUTER_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTER_PORT" tollgate_router_kafka_records_produced_total)" '{printf "%.1f", (r > 0 ? $1 / r : 0)}')$([ -n "${RT_BENCH_BASE_BIN:-}" ] && metric "$ROUTERB_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTERB_PORT" tollgate_router_kafka_records_produced_total)" '{printf ", %.1f", (r > 0 ? $1 / r : 0)}') | |"
+    echo "| router RSS kB idle after warm-up (TLS upstream pooled) / after the rounds | $RSS_IDLE_ROUTER / $RSS_ROUTER | | <= 25600 idle |"
+    echo "| nginx RSS kB idle / after | $RSS_IDLE_NGINX / $RSS_NGINX | | |"
+    echo "| events appended / requests through the router with Kafka | $APPENDED / $WANT | | equal, up to the requests in flight when wrk stops (connections x rounds) |"
+    echo "| events per Kafka record (router$([ -n "${RT_BENCH_BASE_BIN:-}" ] && echo ", router-base")) | $(metric "$ROUTER_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTER_PORT" tollgate_router_kafka_records_produced_total)" '{printf "%.1f", (r > 0 ? $1 / r : 0)}')$([ -n "${RT_BENCH_BASE_BIN:-}" ] && metric "$ROUTERB_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTERB_PORT" tollgate_router_kafka_records_produced_total)" '{printf ", %.1f", (r > 0 ? $1 / r : 0)}') | | |"
     echo
     echo "router-svc (events on, plain upstream) CPU by thread, µs per request, summed over the rounds:"
     thread_table threads "${REQS[router]}"
+    echo
+    echo "router-noevents CPU by thread, µs per request:"
+    thread_table threads-noevents "${REQS[router-noevents]}"
     if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
         echo
         echo "router-base (events_per_record: ${RT_BENCH_BASE_EVENTS_PER_RECORD:-64}) CPU by thread, µs per request:"
@@ -576,6 +617,16 @@ perf_us() {
         /^#/ || !/%/ { next }
         { s = $2; $1 = ""; $2 = ""; sub(/^ +/, ""); printf "%.3f %s\n", s / f * 1e6 / r, $0 }'
 }
+for t in ${RT_BENCH_SYSCALLS:-}; do
+    [ -f "$STATE/syscalls.$t" ] || continue
+    echo
+    echo "system calls of $t (first round, traced: its figures in that round are not comparable),"
+    echo "by thread, calls per request:"
+    awk -v r="$(awk '/requests in/ {print $1}' "$STATE/wrk.$t.1")" '
+        /events,/ { th = $1 " " $2; sub(/,$/, "", th); next }
+        $2 ~ /^[0-9]+$/ && $1 ~ /^[a-z_0-9]+$/ && th != "" {
+            if ($2 / r >= 0.001) printf "    %-28s %-16s %8.3f\n", th, $1, $2 / r }' "$STATE/syscalls.$t"
+done
 for t in ${RT_BENCH_PERF:-}; do
     [ -f "$STATE/perf.$t.data" ] || continue
     echo
