@@ -91,7 +91,12 @@ struct rt_call *rt_call_create(const struct rt_call_env *env, struct hs_conn *co
         rt_keys_release(&keys);
         return NULL;
     }
-    memset(c, 0, sizeof(*c));
+    memset(c, 0, RT_CALL_ZEROED_BYTES); /* (plan, tr and ds: see struct rt_call) */
+#ifndef NDEBUG
+    /* debug builds (the tests'): what is not zeroed is garbage, so that a read before its set
+     * cannot pass for a zeroed field */
+    memset((char *)c + RT_CALL_ZEROED_BYTES, 0xA5, sizeof(*c) - RT_CALL_ZEROED_BYTES);
+#endif
     c->kind = RT_REQ_CALL;
     c->env = env;
     c->conn = conn;

@@ -3,6 +3,8 @@
 #ifndef RT_CALL_INT_H
 #define RT_CALL_INT_H
 
+#include <stddef.h>
+
 #include <jansson.h>
 
 #include "call.h"
@@ -96,8 +98,7 @@ struct rt_call {
     struct rt_keys_table *keys; /* held while the request lives */
     const struct rt_key *key;   /* borrowed from keys, NULL for the master key */
 
-    struct rt_plan plan;
-    int plan_begun;
+    int plan_begun; /* plan (below) was set by rt_router_begin */
     struct rt_target target;
     int have_target;
     char prev_group[RT_NAME_CAP];
@@ -131,8 +132,6 @@ struct rt_call {
     size_t out_off;
     struct rt_sse_usage sse;
     int sse_init;
-    struct rt_translate_stream tr;
-    struct rt_dialect_stream ds; /* a dialect's stream state (wire.dialect) */
     struct tg_buf conv;          /* a dialect's events converted to OpenAI chunks (capacity
                                   * as the output's); allocated by relay_begin for a dialect
                                   * stream, freed with the call */
@@ -154,7 +153,15 @@ struct rt_call {
     int64_t ts_start_ms;
     int64_t ttft_ms;
     char call_id[TG_UUID_STR_LEN + 1];
+
+    /* Not zeroed by rt_call_create (RT_CALL_ZEROED_BYTES): 5.8 of its 7.5 KiB, which every
+     * request cleared for nothing. Each is set whole before any read: plan by rt_router_begin
+     * (plan_begun guards every use), tr and ds by relay_begin when a stream starts. */
+    struct rt_plan plan;
+    struct rt_translate_stream tr;
+    struct rt_dialect_stream ds; /* a dialect's stream state (wire.dialect) */
 };
+#define RT_CALL_ZEROED_BYTES offsetof(struct rt_call, plan)
 
 /* call.c, for relay.c */
 void call_unref(struct rt_call *c);
