@@ -670,6 +670,9 @@ static void team_undo(struct rt_router *r, struct rt_plan *p)
     p->team_parallel_held = 0;
 }
 
+_Static_assert(offsetof(struct rt_plan, trail) + sizeof(struct rt_trail) == sizeof(struct rt_plan),
+               "the trail is the plan's last member (rt_router_begin)");
+
 int rt_router_begin(struct rt_router *router, const struct rt_key *key, const char *model,
                     int disable_fallbacks, uint64_t rnd, uint64_t now_ms, struct rt_plan *plan)
 {
@@ -678,7 +681,7 @@ int rt_router_begin(struct rt_router *router, const struct rt_key *key, const ch
     struct rt_limit_status st;
     int g;
 
-    memset(p, 0, sizeof(*p));
+    memset(p, 0, offsetof(struct rt_plan, trail)); /* the trail (last, 1.6 KiB): its init */
     p->magic = PLAN_MAGIC;
     p->key = key;
     p->req_group = -1;

@@ -208,7 +208,7 @@ struct rt_plan {
     int64_t too_long_max;  /* the largest max_input_tokens of a deployment skipped for size */
     int group_too_long;    /* every deployment of the group just left was skipped for size */
     struct rt_outcome outcome;
-    struct rt_trail trail;
+    struct rt_trail trail; /* last: rt_router_begin zeroes what is before it, rt_trail_init it */
 };
 
 /* Health view of one deployment (for /metrics, /health and tests). */
