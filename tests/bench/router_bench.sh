@@ -262,6 +262,18 @@ if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
     wait_http "http://127.0.0.1:$ROUTERB_PORT/health/readiness" || die "router-svc (base) did not become ready"
 fi
 
+# the requests wrk sends, one script a model
+for m in bench-plain bench-tls bench-stream; do
+    stream=
+    [ "$m" = bench-stream ] && stream=',"stream":true'
+    cat >"$STATE/$m.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '{"model":"$m","messages":[{"role":"user","content":"hello there"}],"max_tokens":16$stream}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $RB_KEY"
+LUA
+done
+
 # ---- callgrind: instructions per request, by thread and by function (RT_BENCH_CALLGRIND) ----
 # The proxies named (router: events on; router-noevents; nginx: proxy_pass to the plain port)
 # run under valgrind's callgrind, one at a time, each on a port of its own: RT_BENCH_CG_WARM (3)
@@ -327,12 +339,6 @@ cg_run() { # NAME COMMAND...: the figures of one proxy under callgrind
 }
 if [ -n "${RT_BENCH_CALLGRIND:-}" ]; then
     command -v valgrind >/dev/null || die "RT_BENCH_CALLGRIND needs valgrind"
-    cat >"$STATE/bench-plain.lua" <<LUA
-wrk.method = "POST"
-wrk.body = '{"model":"bench-plain","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}'
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer $RB_KEY"
-LUA
     {
         echo "### callgrind: instructions per request ($(date -u +%Y-%m-%dT%H:%MZ), ${RT_BENCH_CG_CONC:-8} connections, plain upstream)"
         for t in $RT_BENCH_CALLGRIND; do
@@ -389,16 +395,6 @@ conc_of() {
     [ -n "${RB_C1:-}" ] && { echo 1; return; } # the one-connection latency rounds
     case $1 in *-stream) echo "$STREAM_CONC" ;; *) echo "$CONC" ;; esac
 }
-for m in bench-plain bench-tls bench-stream; do
-    stream=
-    [ "$m" = bench-stream ] && stream=',"stream":true'
-    cat >"$STATE/$m.lua" <<LUA
-wrk.method = "POST"
-wrk.body = '{"model":"$m","messages":[{"role":"user","content":"hello there"}],"max_tokens":16$stream}'
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer $RB_KEY"
-LUA
-done
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
 rss_kb() { local t=0 p; for p in "$@"; do t=$((t + $(awk '/^VmRSS:/ {print $2}' "/proc/$p/status"))); done; echo "$t"; }
 metric() { # PORT NAME: a router counter's value
