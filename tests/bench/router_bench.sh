@@ -37,6 +37,8 @@
 # RT_BENCH_BASE_BIN=PATH runs a second router-svc with events on (another build, e.g. the last
 # commit's) as target router-base, interleaved with the others: a change measured side by side
 # (the ratio router / router-base), not against a figure from another run.
+# RT_BENCH_BASE_SPOOL_DIR=DIR puts router-base's spool in a directory made under DIR (e.g.
+# /dev/shm: a filesystem measured side by side, with RT_BENCH_BASE_BIN this build's router-svc).
 # The routers with events write up to RT_BENCH_EVENTS_PER_RECORD (64) events per Kafka record
 # (kafka.events_per_record), router-base RT_BENCH_BASE_EVENTS_PER_RECORD (64): with
 # RT_BENCH_BASE_BIN set to this build's router-svc and 1 here, the setting measured side by side.
@@ -72,7 +74,7 @@ cleanup() {
     done
     tg_services_stop_all || true
     [ "$rc" = 0 ] || tail -n 20 "$STATE"/*.log >&2 2>/dev/null || true
-    [ -n "${TG_KEEP:-}" ] || rm -rf "$STATE"
+    [ -n "${TG_KEEP:-}" ] || rm -rf "$STATE" ${BASE_SPOOL:+"$BASE_SPOOL"}
     exit "$rc"
 }
 trap cleanup EXIT
@@ -219,7 +221,7 @@ tollgate:
   limits: {max_in_flight: 4096, max_connections: 10000, max_response_bytes: 1048576}
   keys:
     - {key: os.environ/RB_KEY, key_alias: bench}
-  spool: {dir: $STATE/spool-$1, max_bytes: 1073741824}
+  spool: {dir: $([ "$1" = routerb ] && [ -n "${BASE_SPOOL:-}" ] && echo "$BASE_SPOOL" || echo "$STATE/spool-$1"), max_bytes: 1073741824}
 YAML
         [ "$3" = 1 ] && cat <<YAML
   kafka: {brokers: "$TG_KAFKA_BROKERS", events_topic: tollgate.events.v1,
@@ -243,6 +245,10 @@ router_conf router "$ROUTER_PORT" 1
 router_conf router0 "$ROUTER0_PORT" 0
 if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
     [ -x "$RT_BENCH_BASE_BIN" ] || die "RT_BENCH_BASE_BIN: $RT_BENCH_BASE_BIN is not executable"
+    if [ -n "${RT_BENCH_BASE_SPOOL_DIR:-}" ]; then
+        BASE_SPOOL=$(mktemp -d "$RT_BENCH_BASE_SPOOL_DIR/tollgate-bench-spool.XXXXXX") ||
+            die "RT_BENCH_BASE_SPOOL_DIR: cannot make a directory in $RT_BENCH_BASE_SPOOL_DIR"
+    fi
     ROUTERB_PORT=$(tg_port_pick)
     router_conf routerb "$ROUTERB_PORT" 1
 fi
@@ -422,7 +428,10 @@ thread_table() { # PREFIX REQUESTS: the rounds' thread ticks ($STATE/PREFIX.{0,1
             printf "| %s | %.1f | %.1f |\n", t, d[t] * 1e6 / tick / n, c[t] * 1000 / n }' |
         sort -t'|' -k3 -gr
 }
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
+median() { # (of an even count: the mean of the two in the middle)
+    tr ' ' '\n' | grep -v '^$' | sort -g |
+        awk '{a[NR]=$1} END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
 # steal ticks of the proxies' core so far (time the hypervisor gave to another guest)
 steal_ticks() { awk -v c="cpu$PROXY_CPU" '$1 == c {print $9}' /proc/stat; }
 run_wrk() { # TARGET SECONDS OUT
