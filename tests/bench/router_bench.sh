@@ -16,9 +16,10 @@
 # wrk and Kafka the other (RT_BENCH_LOAD_CPU, default 0); router-svc runs threads: 1 and nginx
 # one worker, so both proxies get the same core. Every target is measured in RT_BENCH_ROUNDS
 # interleaved rounds of RT_BENCH_SECONDS at RT_BENCH_CONC connections (wrk, closed loop; the
-# order reversed every other round); the table gives medians: requests/s, CPU µs per request of the proxy process (utime+stime from
-# /proc), p50/p99 (wrk's latency distribution), the largest latency of any round (outliers
-# after the warm-up), RSS. The machine may be shared: compare ratios.
+# order reversed every other round); the table gives medians: requests/s, CPU µs per request
+# of the proxy process (utime+stime from /proc), p50/p99 (wrk's latency distribution), the
+# largest latency of any round (outliers after the warm-up), RSS. The machine may be shared:
+# compare ratios, and the ratios within each round ("per round") before those of medians.
 # RT_BENCH_LIBRDKAFKA="linger.ms: 50, ..." adds librdkafka properties to the router's Kafka section
 # (router-base's too, unless RT_BENCH_BASE_LIBRDKAFKA gives its own).
 # After the rounds, one-connection rounds (RT_BENCH_C1_SECONDS, 3 s each) give the p50 latency a
@@ -294,19 +295,18 @@ cg_run() { # NAME COMMAND...: the figures of one proxy under callgrind
         --callgrind-out-file="$STATE/cg.$name/out.%p" "$@" 2>>"$STATE/cg.$name.log" &
     pid=$!
     PIDS+=("$pid")
-    for _ in $(seq 1 600); do
-        curl -ksf -o /dev/null --max-time 2 "http://127.0.0.1:$port/" && break
-        curl -ks -o /dev/null --max-time 2 -w '%{http_code}' "http://127.0.0.1:$port/" | grep -q '^[1-5]' && break
+    for _ in $(seq 1 600); do # up: any HTTP answer
+        curl -ks -o /dev/null --max-time 2 -w '%{http_code}' "http://127.0.0.1:$port/" |
+            grep -q '^[1-5]' && break
         sleep 0.2
     done
     "${PIN_LOAD[@]}" "$WRK" -t1 -c"${RT_BENCH_CG_CONC:-8}" -d"${RT_BENCH_CG_WARM:-3}s" \
         -s "$STATE/bench-plain.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null 2>&1
-    local work=$pid
-    callgrind_control -z "$work" >/dev/null
+    callgrind_control -z "$pid" >/dev/null
     "${PIN_LOAD[@]}" "$WRK" -t1 -c"${RT_BENCH_CG_CONC:-8}" -d"${RT_BENCH_CG_SECONDS:-10}s" \
         -s "$STATE/bench-plain.lua" "http://127.0.0.1:$port/v1/chat/completions" \
         >"$STATE/cg.$name/wrk" 2>&1
-    callgrind_control -d "$work" >/dev/null
+    callgrind_control -d "$pid" >/dev/null
     reqs=$(awk '/requests in/ {print $1}' "$STATE/cg.$name/wrk")
     [ -n "$reqs" ] && [ "$reqs" -gt 0 ] || die "$name under callgrind: no request: $(cat "$STATE/cg.$name/wrk")"
     ! grep -q 'Non-2xx' "$STATE/cg.$name/wrk" || die "$name under callgrind: non-2xx answers"
@@ -321,7 +321,7 @@ cg_run() { # NAME COMMAND...: the figures of one proxy under callgrind
     echo "| thread | Ir/req |"
     echo "|---|---|"
     local total=0 ir tname
-    for f in $(ls "$STATE/cg.$name"/out."$work".1 "$STATE/cg.$name"/out."$work".1-* 2>/dev/null); do
+    for f in $(ls "$STATE/cg.$name"/out."$pid".1 "$STATE/cg.$name"/out."$pid".1-* 2>/dev/null); do
         ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$f")
         [ -n "$ir" ] && [ "$((ir / reqs))" -gt 0 ] || continue
         total=$((total + ir))
