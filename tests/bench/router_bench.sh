@@ -31,7 +31,8 @@
 # the symbols that differ most between them (where the event pipeline's CPU goes).
 # RT_BENCH_PERF_KEEP=DIR keeps the recordings (with call graphs) for perf report.
 # RT_BENCH_SYSCALLS="TARGET ..." counts each target's system calls by thread in its first round
-# (perf trace), per request.
+# (perf trace), per request; in its second round when RT_BENCH_PERF is set too (a profile taken
+# while perf trace hooks every system call would show the tracing).
 # RT_BENCH_CALLGRIND="router router-noevents nginx ..." runs those proxies under valgrind's
 # callgrind instead of the timed rounds and prints instructions per request by thread and the
 # functions that execute most (user space only; counts repeat where times do not): see cg_run.
@@ -57,6 +58,11 @@ STREAM_CONC=${RT_BENCH_STREAM_CONC:-1000}
 STREAM_CHUNKS=${RT_BENCH_STREAM_CHUNKS:-100}
 DUR=${RT_BENCH_SECONDS:-5}
 ROUNDS=${RT_BENCH_ROUNDS:-3}
+TRACE_ROUND=1 # the round RT_BENCH_SYSCALLS traces: not the one RT_BENCH_PERF profiles
+if [ -n "${RT_BENCH_SYSCALLS:-}" ] && [ -n "${RT_BENCH_PERF:-}" ]; then
+    TRACE_ROUND=2
+    [ "$ROUNDS" -ge 2 ] || { echo "router_bench: RT_BENCH_SYSCALLS with RT_BENCH_PERF needs RT_BENCH_ROUNDS >= 2" >&2; exit 2; }
+fi
 PROXY_CPU=${RT_BENCH_PROXY_CPU:-1}
 LOAD_CPU=${RT_BENCH_LOAD_CPU:-0}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
@@ -476,7 +482,7 @@ for round in $(seq 1 "$ROUNDS"); do
                 -- sleep "$DUR" >/dev/null 2>&1 &
             PERF_PID=$!
         fi
-        if [ "$round" = 1 ] && [[ " ${RT_BENCH_SYSCALLS:-} " == *" $t "* ]]; then
+        if [ "$round" = "$TRACE_ROUND" ] && [[ " ${RT_BENCH_SYSCALLS:-} " == *" $t "* ]]; then
             # the proxy's system calls, counted by thread for this target's first round
             perf trace -s -p "$(echo $pids | tr ' ' ',')" -o "$STATE/syscalls.$t" \
                 -- sleep "$DUR" >/dev/null 2>&1 &
@@ -625,9 +631,9 @@ perf_us() {
 for t in ${RT_BENCH_SYSCALLS:-}; do
     [ -f "$STATE/syscalls.$t" ] || continue
     echo
-    echo "system calls of $t (first round, traced: its figures in that round are not comparable),"
-    echo "by thread, calls per request:"
-    awk -v r="$(awk '/requests in/ {print $1}' "$STATE/wrk.$t.1")" '
+    echo "system calls of $t (round $TRACE_ROUND, traced: its figures in that round are not"
+    echo "comparable), by thread, calls per request:"
+    awk -v r="$(awk '/requests in/ {print $1}' "$STATE/wrk.$t.$TRACE_ROUND")" '
         /events,/ { th = $1 " " $2; sub(/,$/, "", th); next }
         $2 ~ /^[0-9]+$/ && $1 ~ /^[a-z_0-9]+$/ && th != "" {
             if ($2 / r >= 0.001) printf "    %-28s %-16s %8.3f\n", th, $1, $2 / r }' "$STATE/syscalls.$t"
@@ -653,8 +659,8 @@ if [ -f "$STATE/perf.router.txt" ] && [ -f "$STATE/perf.router-noevents.txt" ]; 
          END { for (k in a) d[k] = a[k] - b[k]; for (k in b) if (!(k in a)) d[k] = -b[k];
                for (k in d) printf "%+.3f %s\n", d[k], k }' \
         "$STATE/perf.router.txt" "$STATE/perf.router-noevents.txt" |
-        sort -rn -k1,1 | awk '{ v = $1 + 0; if (v >= 0.02 || v <= -0.02) print }' |
-        head -n "${RT_BENCH_PERF_LINES:-40}" | sed 's/^/    /'
+        sort -rn -k1,1 | awk -v n="${RT_BENCH_PERF_LINES:-40}" '
+            { v = $1 + 0 } (v >= 0.02 || v <= -0.02) && ++k <= n { print "    " $0 }'
 fi
 for t in $TARGETS; do
     [ "${FAILS[$t]}" = 0 ] || die "$t: ${FAILS[$t]} non-2xx answers or socket errors"
