@@ -595,7 +595,9 @@ static void *publisher_main(void *arg)
         int n;
 
         n = produce_some(pub, buf);
-        rd_kafka_poll(pub->rk, n >= RT_PUBLISHER_PASS_MAX ? 0 : RT_PUBLISHER_TAIL_MS);
+        if (n < RT_PUBLISHER_PASS_MAX)
+            tg_sleep_ms(RT_PUBLISHER_TAIL_MS);
+        rd_kafka_poll(pub->rk, 0);
         atomic_store(&pub->outq, (uint64_t)rd_kafka_outq_len(pub->rk));
         advance_base(pub, 0);
         trim_after_burst(pub);

@@ -37,9 +37,11 @@
  * 2 MiB in flight is ~2,500 events, ~45,000 events/s with the 50 ms linger. */
 #define RT_PUBLISHER_QUEUE_KBYTES 2048
 #define RT_PUBLISHER_CHECKPOINT_MS 100      /* checkpoint written at most this often */
-/* Records produced per pass over the spool at most; a pass that drained the spool waits up to
- * RT_PUBLISHER_TAIL_MS (serving delivery reports) before the next, so that one pass reads and
- * produces the records of many requests instead of waking per request. */
+/* Records produced per pass over the spool at most; a pass that drained the spool sleeps
+ * RT_PUBLISHER_TAIL_MS, then serves the delivery reports that came meanwhile, so that one pass
+ * reads and produces the records of many requests instead of waking per request. A sleep, not a
+ * wait for reports: each produce response's reports woke the thread early, for a shorter pass
+ * (its context switches per 1,000 requests in tests/bench/router_bench.sh: 13.1 -> 9.7). */
 #define RT_PUBLISHER_PASS_MAX 10000
 #define RT_PUBLISHER_TAIL_MS 10
 /* librdkafka's batch.size for the events topic: a batch's buffers stay under glibc's mmap
