@@ -39,6 +39,10 @@
 # RT_BENCH_BASE_BIN=PATH runs a second router-svc with events on (another build, e.g. the last
 # commit's) as target router-base, interleaved with the others: a change measured side by side
 # (the ratio router / router-base), not against a figure from another run.
+# RT_BENCH_PIPELINE_CPU=N moves router's event pipeline threads (the publisher, librdkafka's; not
+# router-base's) to core N after the warm-up, its loop staying on the proxies' core: with
+# RT_BENCH_BASE_BIN this build's router-svc, how much of the loop's extra cost with events comes
+# from sharing its core (and caches) with them, side by side.
 # RT_BENCH_BASE_SPOOL_DIR=DIR puts router-base's spool in a directory made under DIR (e.g.
 # /dev/shm: a filesystem measured side by side, with RT_BENCH_BASE_BIN this build's router-svc).
 # The routers with events write up to RT_BENCH_EVENTS_PER_RECORD (64) events per Kafka record
@@ -449,6 +453,14 @@ run_wrk() { # TARGET SECONDS OUT
 # (taken before the streams' warm-up: 1000 streams in flight leave buffers behind that the
 # request targets' idle figure is not about)
 for t in $TARGETS; do case $t in *-stream) ;; *) run_wrk "$t" 2 "$STATE/warm.$t" ;; esac; done
+if [ -n "${RT_BENCH_PIPELINE_CPU:-}" ]; then
+    # router's event pipeline threads (started by now) on a core of their own
+    for d in /proc/"$ROUTER_PID"/task/*; do
+        case $(cat "$d/comm") in
+            tg-publisher | rdk:*) taskset -pc "$RT_BENCH_PIPELINE_CPU" "${d##*/}" >/dev/null ;;
+        esac
+    done
+fi
 sleep 1
 RSS_IDLE_ROUTER=$(rss_kb "$ROUTER_PID")
 for t in $TARGETS; do case $t in *-stream) run_wrk "$t" 2 "$STATE/warm.$t" ;; esac; done
