@@ -495,7 +495,7 @@ for round in $(seq 1 "$ROUNDS"); do
             PERF_PID=$!
         fi
         if [ "$round" = "$TRACE_ROUND" ] && [[ " ${RT_BENCH_SYSCALLS:-} " == *" $t "* ]]; then
-            # the proxy's system calls, counted by thread for this target's first round
+            # the proxy's system calls, counted by thread for this target's round TRACE_ROUND
             perf trace -s -p "$(echo $pids | tr ' ' ',')" -o "$STATE/syscalls.$t" \
                 -- sleep "$DUR" >/dev/null 2>&1 &
             TRACE_PID=$!
