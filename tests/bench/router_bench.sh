@@ -65,7 +65,8 @@ ROUNDS=${RT_BENCH_ROUNDS:-3}
 TRACE_ROUND=1 # the round RT_BENCH_SYSCALLS traces: not the one RT_BENCH_PERF profiles
 if [ -n "${RT_BENCH_SYSCALLS:-}" ] && [ -n "${RT_BENCH_PERF:-}" ]; then
     TRACE_ROUND=2
-    [ "$ROUNDS" -ge 2 ] || { echo "router_bench: RT_BENCH_SYSCALLS with RT_BENCH_PERF needs RT_BENCH_ROUNDS >= 2" >&2; exit 2; }
+    [ "$ROUNDS" -ge 2 ] ||
+        { echo "router_bench: RT_BENCH_SYSCALLS with RT_BENCH_PERF needs RT_BENCH_ROUNDS >= 2" >&2; exit 2; }
 fi
 PROXY_CPU=${RT_BENCH_PROXY_CPU:-1}
 LOAD_CPU=${RT_BENCH_LOAD_CPU:-0}
