@@ -1,7 +1,12 @@
 #include "usage.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include <jansson.h>
 
@@ -561,30 +566,29 @@ void rt_sse_usage_get(const struct rt_sse_usage *p, struct rt_usage *out)
 
 /* ------------------------------------------------------------------ strict JSON scanner */
 
-struct jscan {
-    const char *p;
-    size_t len;
-    size_t i;
-};
+/* Each step takes the text (p, n) and the index i where it starts, and returns the index just
+ * past what it read, or JS_BAD. The index lives in a register: a struct holding it behind a
+ * pointer is reloaded after every byte read through a char pointer (which may alias it). */
+#define JS_BAD ((size_t)-1)
 
-static void js_ws(struct jscan *s)
+/* JSON's whitespace: space, tab, line feed, carriage return. */
+static const unsigned char js_space[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1, ['\r'] = 1};
+
+static inline size_t js_ws(const char *p, size_t n, size_t i)
 {
-    const char *p = s->p;
-    size_t i = s->i, n = s->len;
-
-    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
+    while (i < n && js_space[(unsigned char)p[i]])
         i++;
-    s->i = i; /* (locals: a char read may alias *s, which would be reloaded each byte) */
+    return i;
 }
 
-static int js_hex4(const struct jscan *s, size_t at, unsigned *out)
+static int js_hex4(const char *p, size_t n, size_t at, unsigned *out)
 {
     unsigned v = 0;
 
-    if (at + 4 > s->len)
+    if (at + 4 > n)
         return -1;
     for (size_t k = 0; k < 4; k++) {
-        char c = s->p[at + k];
+        char c = p[at + k];
 
         v <<= 4;
         if (c >= '0' && c <= '9')
@@ -600,11 +604,11 @@ static int js_hex4(const struct jscan *s, size_t at, unsigned *out)
     return 0;
 }
 
-/* One UTF-8 sequence starting at s->i (first byte >= 0x80), with the same rules as jansson:
- * no overlong forms, no surrogates, nothing above U+10FFFF. */
-static int js_utf8(struct jscan *s)
+/* One UTF-8 sequence starting at i (first byte >= 0x80), with the same rules as jansson: no
+ * overlong forms, no surrogates, nothing above U+10FFFF. */
+static size_t js_utf8(const char *p, size_t n, size_t i)
 {
-    unsigned char c = (unsigned char)s->p[s->i];
+    unsigned char c = (unsigned char)p[i];
     unsigned need, v;
 
     if (c >= 0xC2 && c <= 0xDF) {
@@ -617,22 +621,21 @@ static int js_utf8(struct jscan *s)
         need = 3;
         v = c & 0x07u;
     } else {
-        return -1;
+        return JS_BAD;
     }
-    if (s->i + need >= s->len)
-        return -1;
+    if (i + need >= n)
+        return JS_BAD;
     for (unsigned k = 1; k <= need; k++) {
-        unsigned char t = (unsigned char)s->p[s->i + k];
+        unsigned char t = (unsigned char)p[i + k];
 
         if ((t & 0xC0u) != 0x80u)
-            return -1;
+            return JS_BAD;
         v = (v << 6) | (t & 0x3Fu);
     }
     if ((need == 2 && v < 0x800u) || (need == 3 && v < 0x10000u) || v > 0x10FFFFu ||
         (v >= 0xD800u && v <= 0xDFFFu))
-        return -1;
-    s->i += need + 1;
-    return 0;
+        return JS_BAD;
+    return i + need + 1;
 }
 
 /* The bytes a string holds as they are: 0x20 to 0x7f but the quote and the backslash. */
@@ -642,58 +645,73 @@ static const unsigned char js_plain[256] = {
     [0x5d ... 0x7f] = 1,
 };
 
-/* A string at s->i (the opening quote). *escaped is set when it holds any escape. */
-static int js_string(struct jscan *s, int *escaped)
+/* The index of the first byte from i on that is not plain (or n): 16 bytes a step with SSE2,
+ * else 8 (a word is plain when no byte is a quote, a backslash, below 0x20 or from 0x80; the
+ * has-zero-byte test marks the lowest such byte exactly, a borrow marking only bytes above
+ * it), then byte by byte. */
+static inline size_t js_plain_run(const char *p, size_t n, size_t i)
 {
-    const char *p = s->p;
-    size_t n = s->len, i = s->i + 1;
+#ifdef __SSE2__
+    while (i + 16 <= n) {
+        /* below 0x20 as signed bytes: the control bytes and every byte from 0x80 */
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+        __m128i sp = _mm_or_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
+                                  _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                               _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+        unsigned m = (unsigned)_mm_movemask_epi8(sp);
 
+        if (m != 0)
+            return i + (unsigned)__builtin_ctz(m);
+        i += 16;
+    }
+#endif
+    while (i + 8 <= n) {
+        const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+        uint64_t v, q, b, m;
+
+        memcpy(&v, p + i, 8);
+        q = v ^ (ones * '"');
+        b = v ^ (ones * '\\');
+        m = (((q - ones) & ~q) | ((b - ones) & ~b) | (v - ones * 0x20) | v) & highs;
+        if (m != 0) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            i += (unsigned)__builtin_ctzll(m) >> 3;
+#endif
+            break;
+        }
+        i += 8;
+    }
+    while (i < n && js_plain[(unsigned char)p[i]])
+        i++;
+    return i;
+}
+
+/* A string at i (the opening quote). *escaped is set when it holds any escape. */
+static size_t js_string(const char *p, size_t n, size_t i, int *escaped)
+{
     *escaped = 0;
-    while (i < n) {
+    i++;
+    for (;;) {
         unsigned char c;
 
-        /* plain bytes eight at a time: a word is plain when no byte is a quote, a backslash,
-         * below 0x20 or from 0x80. The has-zero-byte test marks the lowest such byte exactly
-         * (a borrow can only mark bytes above it), so a word that is not plain is left at its
-         * first special byte. */
-        while (i + 8 <= n) {
-            const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
-            uint64_t v, q, b, m;
-
-            memcpy(&v, p + i, 8);
-            q = v ^ (ones * '"');
-            b = v ^ (ones * '\\');
-            m = (((q - ones) & ~q) | ((b - ones) & ~b) | (v - ones * 0x20) | v) & highs;
-            if (m != 0) {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-                i += (unsigned)__builtin_ctzll(m) >> 3;
-#endif
-                break;
-            }
-            i += 8;
-        }
-        while (i < n && js_plain[(unsigned char)p[i]])
-            i++;
+        i = js_plain_run(p, n, i);
         if (i >= n)
-            break;
+            return JS_BAD;
         c = (unsigned char)p[i];
-        if (c == '"') {
-            s->i = i + 1;
-            return 0;
-        }
+        if (c == '"')
+            return i + 1;
         if (c < 0x20)
-            return -1;
+            return JS_BAD;
         if (c >= 0x80) {
-            s->i = i;
-            if (js_utf8(s) != 0)
-                return -1;
-            i = s->i;
+            i = js_utf8(p, n, i);
+            if (i == JS_BAD)
+                return JS_BAD;
             continue;
         }
         /* a backslash */
         *escaped = 1;
         if (i + 1 >= n)
-            return -1;
+            return JS_BAD;
         switch (p[i + 1]) {
         case '"':
         case '\\':
@@ -708,199 +726,213 @@ static int js_string(struct jscan *s, int *escaped)
         case 'u': {
             unsigned v, lo;
 
-            if (js_hex4(s, i + 2, &v) != 0 || v == 0)
-                return -1; /* \u0000 is refused without JSON_ALLOW_NUL */
+            if (js_hex4(p, n, i + 2, &v) != 0 || v == 0)
+                return JS_BAD; /* \u0000 is refused without JSON_ALLOW_NUL */
             i += 6;
             if (v >= 0xDC00u && v <= 0xDFFFu)
-                return -1; /* lone low surrogate */
+                return JS_BAD; /* lone low surrogate */
             if (v >= 0xD800u && v <= 0xDBFFu) {
-                if (i + 1 >= n || p[i] != '\\' || p[i + 1] != 'u' || js_hex4(s, i + 2, &lo) != 0 ||
-                    lo < 0xDC00u || lo > 0xDFFFu)
-                    return -1;
+                if (i + 1 >= n || p[i] != '\\' || p[i + 1] != 'u' ||
+                    js_hex4(p, n, i + 2, &lo) != 0 || lo < 0xDC00u || lo > 0xDFFFu)
+                    return JS_BAD;
                 i += 6;
             }
             break;
         }
         default:
-            return -1;
+            return JS_BAD;
         }
     }
-    return -1;
 }
 
-static int js_digit(const struct jscan *s)
+static inline int js_digit_at(const char *p, size_t n, size_t i)
 {
-    return s->i < s->len && s->p[s->i] >= '0' && s->p[s->i] <= '9';
+    return i < n && p[i] >= '0' && p[i] <= '9';
 }
 
-/* A number. Integers of up to 18 digits always fit jansson's json_int_t; longer ones, and any
- * exponent (a real that could overflow), are left to the full parser. */
-static int js_number(struct jscan *s)
+/* A number at i. Integers of up to 18 digits always fit jansson's json_int_t; longer ones, and
+ * any exponent (a real that could overflow), are left to the full parser. */
+static size_t js_number(const char *p, size_t n, size_t i)
 {
-    size_t start = s->i;
+    size_t start = i;
     size_t digits = 0;
 
-    if (s->p[s->i] == '-')
-        s->i++;
-    if (!js_digit(s))
-        return -1;
-    if (s->p[s->i] == '0') {
-        s->i++;
+    if (p[i] == '-')
+        i++;
+    if (!js_digit_at(p, n, i))
+        return JS_BAD;
+    if (p[i] == '0') {
+        i++;
         digits = 1;
-        if (js_digit(s))
-            return -1;
+        if (js_digit_at(p, n, i))
+            return JS_BAD;
     } else {
-        while (js_digit(s)) {
-            s->i++;
+        while (js_digit_at(p, n, i)) {
+            i++;
             digits++;
         }
     }
-    if (s->i < s->len && (s->p[s->i] == 'e' || s->p[s->i] == 'E'))
-        return -1;
-    if (s->i < s->len && s->p[s->i] == '.') {
-        s->i++;
-        if (!js_digit(s))
-            return -1;
-        while (js_digit(s))
-            s->i++;
-        if (s->i < s->len && (s->p[s->i] == 'e' || s->p[s->i] == 'E'))
-            return -1;
-        return s->i - start > 300 ? -1 : 0; /* no overflow without an exponent below this */
+    if (i < n && (p[i] == 'e' || p[i] == 'E'))
+        return JS_BAD;
+    if (i < n && p[i] == '.') {
+        i++;
+        if (!js_digit_at(p, n, i))
+            return JS_BAD;
+        while (js_digit_at(p, n, i))
+            i++;
+        if (i < n && (p[i] == 'e' || p[i] == 'E'))
+            return JS_BAD;
+        return i - start > 300 ? JS_BAD : i; /* no overflow without an exponent below this */
     }
-    return digits > 18 ? -1 : 0;
+    return digits > 18 ? JS_BAD : i;
 }
 
-static int js_literal(struct jscan *s, const char *lit, size_t n)
+static inline size_t js_literal(const char *p, size_t n, size_t i, const char *lit, size_t ln)
 {
-    if (s->len - s->i < n || memcmp(s->p + s->i, lit, n) != 0)
-        return -1;
-    s->i += n;
-    return 0;
+    if (n - i < ln || memcmp(p + i, lit, ln) != 0)
+        return JS_BAD;
+    return i + ln;
 }
 
-static int js_value(struct jscan *s, unsigned depth, struct rt_json_member *m, size_t nm,
-                    size_t *close_off);
+static size_t js_container(const char *p, size_t n, size_t i, unsigned depth,
+                           struct rt_json_member *m, size_t nm, size_t *close_off);
 
-/* An object or array at s->i. At depth 0 the members named in m are recorded. */
-static int js_container(struct jscan *s, unsigned depth, struct rt_json_member *m, size_t nm,
-                        size_t *close_off)
+/* Any value at i (i < n). */
+static inline size_t js_value(const char *p, size_t n, size_t i, unsigned depth)
 {
-    int is_obj = s->p[s->i] == '{';
+    int esc;
+
+    switch (p[i]) {
+    case '{':
+    case '[':
+        return js_container(p, n, i, depth, NULL, 0, NULL);
+    case '"':
+        return js_string(p, n, i, &esc);
+    case 't':
+        return js_literal(p, n, i, "true", 4);
+    case 'f':
+        return js_literal(p, n, i, "false", 5);
+    case 'n':
+        return js_literal(p, n, i, "null", 4);
+    default:
+        if (p[i] == '-' || (p[i] >= '0' && p[i] <= '9'))
+            return js_number(p, n, i);
+        return JS_BAD;
+    }
+}
+
+/* The wanted member (of m) named by the key p[k0] .. p[k1) (quotes included; no escapes), or
+ * NULL. JS_BAD through *bad when it was located before (jansson keeps the last of two). */
+static struct rt_json_member *js_wanted(const char *p, size_t k0, size_t k1,
+                                        struct rt_json_member *m, size_t nm, int *bad)
+{
+    size_t kl = k1 - k0 - 2;
+
+    for (size_t j = 0; j < nm; j++) {
+        if (kl > 0 && m[j].name[0] != p[k0 + 1])
+            continue; /* (the first byte before a strlen per wanted name) */
+        if (strlen(m[j].name) == kl && memcmp(p + k0 + 1, m[j].name, kl) == 0) {
+            if (m[j].val_len > 0) {
+                *bad = 1; /* duplicate: jansson keeps the last, leave it to it */
+                return NULL;
+            }
+            return &m[j];
+        }
+    }
+    return NULL;
+}
+
+/* An object or array at i. At depth 0 the members named in m are recorded. */
+static size_t js_container(const char *p, size_t n, size_t i, unsigned depth,
+                           struct rt_json_member *m, size_t nm, size_t *close_off)
+{
+    int is_obj = p[i] == '{';
     char close = is_obj ? '}' : ']';
     int esc;
 
     if (depth >= RT_JSON_SCAN_DEPTH_MAX)
-        return -1;
-    s->i++;
-    js_ws(s);
-    if (s->i < s->len && s->p[s->i] == close) {
+        return JS_BAD;
+    i = js_ws(p, n, i + 1);
+    if (i < n && p[i] == close) {
         if (close_off != NULL)
-            *close_off = s->i;
-        s->i++;
-        return 0;
+            *close_off = i;
+        return i + 1;
     }
     for (;;) {
         struct rt_json_member *hit = NULL;
+        size_t v0;
 
         if (is_obj) {
-            size_t k0 = s->i;
+            size_t k0 = i;
 
-            if (s->i >= s->len || s->p[s->i] != '"' || js_string(s, &esc) != 0)
-                return -1;
-            if (depth == 0 && nm > 0) {
-                size_t kl = s->i - k0 - 2;
+            if (i >= n || p[i] != '"')
+                return JS_BAD;
+            i = js_string(p, n, i, &esc);
+            if (i == JS_BAD)
+                return JS_BAD;
+            if (nm > 0) { /* (depth 0: m is passed at the top only) */
+                int bad = 0;
 
-                for (size_t j = 0; j < nm; j++) {
-                    if (esc) {
-                        /* an escaped key might spell a wanted name: not handled here */
-                        return -1;
-                    }
-                    if (kl > 0 && m[j].name[0] != s->p[k0 + 1])
-                        continue; /* (the first byte before a strlen per wanted name) */
-                    if (strlen(m[j].name) == kl && memcmp(s->p + k0 + 1, m[j].name, kl) == 0) {
-                        if (m[j].val_len > 0)
-                            return -1; /* duplicate: jansson keeps the last, leave it to it */
-                        hit = &m[j];
-                        hit->key_off = k0;
-                        break;
-                    }
-                }
+                if (esc)
+                    return JS_BAD; /* an escaped key might spell a wanted name: not handled */
+                hit = js_wanted(p, k0, i, m, nm, &bad);
+                if (bad)
+                    return JS_BAD;
+                if (hit != NULL)
+                    hit->key_off = k0;
             }
-            js_ws(s);
-            if (s->i >= s->len || s->p[s->i] != ':')
-                return -1;
-            s->i++;
-            js_ws(s);
-        }
-        {
-            size_t v0 = s->i;
-
-            if (js_value(s, depth + 1, NULL, 0, NULL) != 0)
-                return -1;
-            if (hit != NULL) {
-                hit->val_off = v0;
-                hit->val_len = s->i - v0;
+            if (i < n && p[i] == ':') { /* compact JSON: no whitespace around the colon */
+                i++;
+            } else {
+                i = js_ws(p, n, i);
+                if (i >= n || p[i] != ':')
+                    return JS_BAD;
+                i++;
             }
         }
-        js_ws(s);
-        if (s->i >= s->len)
-            return -1;
-        if (s->p[s->i] == ',') {
-            s->i++;
-            js_ws(s);
+        i = js_ws(p, n, i);
+        if (i >= n)
+            return JS_BAD;
+        v0 = i;
+        i = js_value(p, n, i, depth + 1);
+        if (i == JS_BAD)
+            return JS_BAD;
+        if (hit != NULL) {
+            hit->val_off = v0;
+            hit->val_len = i - v0;
+        }
+        i = js_ws(p, n, i);
+        if (i >= n)
+            return JS_BAD;
+        if (p[i] == ',') {
+            i = js_ws(p, n, i + 1);
             continue;
         }
-        if (s->p[s->i] != close)
-            return -1;
+        if (p[i] != close)
+            return JS_BAD;
         if (close_off != NULL)
-            *close_off = s->i;
-        s->i++;
-        return 0;
-    }
-}
-
-static int js_value(struct jscan *s, unsigned depth, struct rt_json_member *m, size_t nm,
-                    size_t *close_off)
-{
-    int esc;
-
-    if (s->i >= s->len)
-        return -1;
-    switch (s->p[s->i]) {
-    case '{':
-    case '[':
-        return js_container(s, depth, m, nm, close_off);
-    case '"':
-        return js_string(s, &esc);
-    case 't':
-        return js_literal(s, "true", 4);
-    case 'f':
-        return js_literal(s, "false", 5);
-    case 'n':
-        return js_literal(s, "null", 4);
-    default:
-        if (s->p[s->i] == '-' || (s->p[s->i] >= '0' && s->p[s->i] <= '9'))
-            return js_number(s);
-        return -1;
+            *close_off = i;
+        return i + 1;
     }
 }
 
 int rt_json_scan_object(const char *text, size_t len, struct rt_json_member *m, size_t nm,
                         size_t *close_off)
 {
-    struct jscan s = {text, len, 0};
+    size_t i;
 
     for (size_t j = 0; j < nm; j++)
         m[j].key_off = m[j].val_off = m[j].val_len = 0;
     if (text == NULL)
         return TG_EINVAL;
-    js_ws(&s);
-    if (s.i >= s.len || s.p[s.i] != '{')
+    i = js_ws(text, len, 0);
+    if (i >= len || text[i] != '{')
         return TG_EINVAL;
-    if (js_container(&s, 0, m, nm, close_off) != 0)
+    i = js_container(text, len, i, 0, m, nm, close_off);
+    if (i == JS_BAD)
         return TG_EINVAL;
-    js_ws(&s);
-    if (s.i != s.len)
+    i = js_ws(text, len, i);
+    if (i != len)
         return TG_EINVAL;
     return 0;
 }
