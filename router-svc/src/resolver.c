@@ -155,7 +155,10 @@ int rt_resolver_has(const char *host, const char *port)
     return found;
 }
 
-#define URL_NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
+/* The bytes of a host name DNS could have (letters, digits, '.', '-', '_'). */
+static const unsigned char url_name_char[256] = {
+    ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['.'] = 1, ['-'] = 1, ['_'] = 1,
+};
 
 /* The port in decimal into out (8 bytes), by hand: this runs for every plain-http request. */
 static void port_text(char *out, long port)
@@ -215,9 +218,12 @@ int rt_url_origin(const char *url, struct rt_url_origin *o)
         o->literal = 1;
         e++;
     } else {
-        hl = strcspn(h, ":/?#");
+        hl = 0;
+        while (url_name_char[(unsigned char)h[hl]])
+            hl++;
         e = h + hl;
-        if (hl == 0 || hl >= sizeof(o->host) || strspn(h, URL_NAME_CHARS) < hl)
+        if (hl == 0 || hl >= sizeof(o->host) ||
+            (*e != '\0' && *e != ':' && *e != '/' && *e != '?' && *e != '#'))
             return -1; /* not a name DNS could have */
         memcpy(o->host, h, hl);
         o->host[hl] = '\0';
