@@ -134,17 +134,18 @@ struct hs_response *hs_response_reader(hs_reader_fn reader, void *cls, hs_free_f
 
 static int field_append(char *buf, size_t cap, size_t *len, const char *name, const char *value)
 {
-    size_t nl = strlen(name);
-    size_t vl = strlen(value);
+    size_t nl = 0;
+    size_t vl;
 
-    if (nl == 0 || *len + nl + 2 + vl + 2 > cap)
+    while (hp_tchar((unsigned char)name[nl])) /* (the NUL is not a tchar) */
+        nl++;
+    if (nl == 0 || name[nl] != '\0')
         return -1;
-    for (size_t i = 0; i < nl; i++) {
-        if (!hp_tchar((unsigned char)name[i]))
-            return -1;
-    }
-    if (memchr(value, '\r', vl) != NULL || memchr(value, '\n', vl) != NULL)
+    vl = strcspn(value, "\r\n");
+    if (value[vl] != '\0')
         return -1; /* no header injection */
+    if (*len + nl + 2 + vl + 2 > cap)
+        return -1;
     memcpy(buf + *len, name, nl);
     *len += nl;
     buf[(*len)++] = ':';
