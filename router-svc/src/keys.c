@@ -695,17 +695,23 @@ int rt_keys_apply(struct rt_keys *keys, const struct rt_key_change *changes, siz
     return 0;
 }
 
-const struct rt_key *rt_keys_lookup_hash(const struct rt_keys_table *table, const char *hash)
+/* The key of a hash known to be well-formed (table not NULL). */
+static const struct rt_key *lookup_valid(const struct rt_keys_table *table, const char *hash)
 {
     struct slot *s;
     int found;
 
-    if (table == NULL || hash == NULL || !hash_valid(hash))
-        return NULL;
     s = slot_find(table->slots, table->n_slots, hash, &found);
     if (!found || !s->rec->present)
         return NULL;
     return &s->rec->key;
+}
+
+const struct rt_key *rt_keys_lookup_hash(const struct rt_keys_table *table, const char *hash)
+{
+    if (table == NULL || hash == NULL || !hash_valid(hash))
+        return NULL;
+    return lookup_valid(table, hash);
 }
 
 const struct rt_key *rt_keys_lookup(const struct rt_keys_table *table, const char *token,
@@ -713,10 +719,10 @@ const struct rt_key *rt_keys_lookup(const struct rt_keys_table *table, const cha
 {
     char hex[TG_SHA256_HEX_LEN + 1];
 
-    if (token == NULL || len == 0)
+    if (table == NULL || token == NULL || len == 0)
         return NULL;
-    tg_sha256_hex(token, len, hex);
-    return rt_keys_lookup_hash(table, hex);
+    tg_sha256_hex(token, len, hex); /* 64 lowercase hex digits: no check needed */
+    return lookup_valid(table, hex);
 }
 
 int rt_keys_is_blocked_hash(const struct rt_keys_table *table, const char *hash)
