@@ -12,7 +12,8 @@ uint64_t tg_now_mono_ns(void);
 /* Loop clocks. A thread that runs an event loop calls tg_loop_tick() each time its wait
  * returns; on such a thread tg_loop_mono_ms/us give the time of its latest monotonic reading
  * (that tick, or a tg_now_mono_* since: they refresh it) without reading the clock. For timers,
- * deadlines and idle or last-byte stamps, which need no more: a clock read costs ~30 ns on a
+ * deadlines, rate windows, cooldowns and idle or last-byte stamps, which need no more (durations
+ * that are reported, such as latencies, read the clock): a clock read costs ~30 ns on a
  * virtual machine and the request path took a dozen per request (nginx reads the clock once a
  * wake-up, the same way). The value is never behind a reading this thread made before, so a
  * duration from a stamp taken earlier on the thread is never negative; it is behind the true

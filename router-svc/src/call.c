@@ -240,7 +240,7 @@ void call_complete(struct rt_call *c, int status, const char *err_class)
     if (c->plan_begun) {
         rt_router_finish(e->router, &c->plan,
                          (uint64_t)(c->usage.prompt_tokens + c->usage.completion_tokens),
-                         tg_now_mono_ms());
+                         tg_loop_mono_ms());
         rt_router_fill_event(e->router, &c->plan, ev);
     } else if (c->key != NULL) {
         proto_str_set(ev->key_hash, sizeof(ev->key_hash), c->key->hash);
@@ -960,7 +960,7 @@ static int attempt_done(struct rt_call *c, int *ret)
         TG_DEBUG("msg=attempt_failed call_id=%s deployment=%s status=%ld class=%s latency_ms=%u",
                  c->call_id, c->target.dep->id, c->res_status, rt_error_class_name(ec),
                  res.latency_ms);
-    step = rt_router_report(e->router, &c->plan, &c->target, &res, tg_now_mono_ms(), &cooled);
+    step = rt_router_report(e->router, &c->plan, &c->target, &res, tg_loop_mono_ms(), &cooled);
     c->have_target = 0;
     if (cooled) {
         rt_metrics_cooldown(e->metrics, c->target.dep->id);
@@ -1007,7 +1007,7 @@ static int count_tokens_local(struct rt_call *c, int *ret)
     res.http_status = 200;
     res.error_class = RT_ERR_NONE;
     res.local = 1; /* no provider was asked: latency-based routing learns nothing from it */
-    rt_router_report(c->env->router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL);
+    rt_router_report(c->env->router, &c->plan, &c->target, &res, tg_loop_mono_ms(), NULL);
     c->have_target = 0;
     *ret = answer_outcome(c);
     return 1;
@@ -1026,7 +1026,7 @@ static enum rt_step report_unsent(struct rt_call *c, int32_t http_status,
     res.error_class = cls;
     res.message = msg;
     res.message_len = strlen(msg);
-    return rt_router_report(c->env->router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL);
+    return rt_router_report(c->env->router, &c->plan, &c->target, &res, tg_loop_mono_ms(), NULL);
 }
 
 /* The next attempt from the router, started. Returns 1 when the call is answered instead
@@ -1041,7 +1041,7 @@ static int attempt_next(struct rt_call *c, int *ret)
         *ret = call_answer_error(c, 503, "shutting_down", "router is shutting down", NULL);
         return 1;
     }
-    if (!rt_router_next(e->router, &c->plan, tg_now_mono_ms(), &c->target)) {
+    if (!rt_router_next(e->router, &c->plan, tg_loop_mono_ms(), &c->target)) {
         *ret = answer_outcome(c);
         return 1;
     }
@@ -1293,7 +1293,7 @@ static int request_start(struct rt_call *c)
         return call_answer_error(c, 400, "invalid_model", "model: name too long", NULL);
     rnd = thread_rand();
     rc = rt_router_begin(e->router, c->key, c->model_requested, disable_fallbacks, rnd,
-                         tg_now_mono_ms(), &c->plan);
+                         tg_loop_mono_ms(), &c->plan);
     c->plan_begun = 1;
     if (rc == 0 && e->cfg->enable_pre_call_checks && !c->count_tokens)
         rt_router_set_input_tokens(&c->plan, rt_usage_estimate_input(c->body, c->body_len));

@@ -88,7 +88,7 @@ void relay_finalize(struct rt_call *c, enum rt_error_class ec, const char *msg)
         res.message = msg;
         res.message_len = msg != NULL ? strlen(msg) : 0;
         res.committed = 1;
-        rt_router_report(c->env->router, &c->plan, &c->target, &res, tg_now_mono_ms(), NULL);
+        rt_router_report(c->env->router, &c->plan, &c->target, &res, tg_loop_mono_ms(), NULL);
         c->have_target = 0;
         if (ec != RT_ERR_NONE)
             rt_metrics_attempt(c->env->metrics, c->key, c->target.dep->id, 200, ec);
