@@ -413,6 +413,7 @@ conc_of() {
     case $1 in *-stream) echo "$STREAM_CONC" ;; *) echo "$CONC" ;; esac
 }
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+usr_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14}' "/proc/$p/stat"))); done; echo "$t"; }
 rss_kb() { local t=0 p; for p in "$@"; do t=$((t + $(awk '/^VmRSS:/ {print $2}' "/proc/$p/status"))); done; echo "$t"; }
 metric() { # PORT NAME: a router counter's value
     curl -fsS "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n {print $2}'
@@ -477,7 +478,7 @@ fi
 RSS_IDLE_NGINX=$(rss_kb $(pids_of nginx))
 APPENDED0=$(metric "$ROUTER_PORT" tollgate_router_events_appended_total)
 
-declare -A RPS_ALL CPU_ALL P50_ALL P99_ALL MAX_ALL FAILS REQS STEAL_ALL
+declare -A RPS_ALL CPU_ALL USR_ALL P50_ALL P99_ALL MAX_ALL FAILS REQS STEAL_ALL
 # the targets in order in odd rounds, in reverse in even ones: a drift of the machine's speed
 # through a round weighs on both sides of each pair alike over two rounds
 round_order() { if [ $(($1 % 2)) = 1 ]; then echo $TARGETS; else echo $TARGETS | tr ' ' '\n' | tac; fi; }
@@ -488,6 +489,7 @@ for round in $(seq 1 "$ROUNDS"); do
         [ "$t" = router-base ] && thread_ticks "$ROUTERB_PID" >"$STATE/threads-base.0.$round"
         [ "$t" = router-noevents ] && thread_ticks "$ROUTER0_PID" >"$STATE/threads-noevents.0.$round"
         c0=$(cpu_ticks $pids)
+        u0=$(usr_ticks $pids)
         s0=$(steal_ticks)
         if [ "$round" = 1 ] && [[ " ${RT_BENCH_PERF:-} " == *" $t "* ]]; then
             # a CPU profile of the proxy's processes for this target's first round (nginx: the
@@ -507,6 +509,7 @@ for round in $(seq 1 "$ROUNDS"); do
         [ -n "${PERF_PID:-}" ] && { wait "$PERF_PID" || true; PERF_PID=; }
         [ -n "${TRACE_PID:-}" ] && { wait "$TRACE_PID" || true; TRACE_PID=; }
         c1=$(cpu_ticks $pids)
+        u1=$(usr_ticks $pids)
         s1=$(steal_ticks)
         [ "$t" = router ] && thread_ticks "$ROUTER_PID" >"$STATE/threads.1.$round"
         [ "$t" = router-base ] && thread_ticks "$ROUTERB_PID" >"$STATE/threads-base.1.$round"
@@ -519,6 +522,7 @@ for round in $(seq 1 "$ROUNDS"); do
         errs=$(awk '/Socket errors/ {n = 0; for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+,?$/) n += $i; print n}' "$f")
         RPS_ALL[$t]="${RPS_ALL[$t]:-} ${rps%.*}"
         CPU_ALL[$t]="${CPU_ALL[$t]:-} $(echo "$c0 $c1 $TICK $reqs" | awk '{printf "%.1f", ($2 - $1) * 1e6 / $3 / $4}')"
+        USR_ALL[$t]="${USR_ALL[$t]:-} $(echo "$u0 $u1 $TICK $reqs" | awk '{printf "%.1f", ($2 - $1) * 1e6 / $3 / $4}')"
         P50_ALL[$t]="${P50_ALL[$t]:-} $(awk '$1 == "50%" {print $2}' "$f" | ms)"
         P99_ALL[$t]="${P99_ALL[$t]:-} $(awk '$1 == "99%" {print $2}' "$f" | ms)"
         MAX_ALL[$t]="${MAX_ALL[$t]:-} $(awk '$1 == "Latency" {print $4; exit}' "$f" | ms)"
@@ -553,11 +557,12 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 
-declare -A RPS CPU P50 P99 MAX
+declare -A RPS CPU USR P50 P99 MAX
 for t in $TARGETS; do
     MAX[$t]=$(echo "${MAX_ALL[$t]}" | tr ' ' '\n' | grep -v '^$' | sort -g | tail -1)
     RPS[$t]=$(echo "${RPS_ALL[$t]}" | median)
     CPU[$t]=$(echo "${CPU_ALL[$t]}" | median)
+    USR[$t]=$(echo "${USR_ALL[$t]}" | median)
     P50[$t]=$(echo "${P50_ALL[$t]}" | median)
     P99[$t]=$(echo "${P99_ALL[$t]}" | median)
 done
@@ -581,10 +586,10 @@ paired() {
     echo "Spend events on (Apache Kafka, one node) unless said; proxies and mock on core $PROXY_CPU, wrk and Kafka on core $LOAD_CPU;"
     echo "router-svc \`threads: 1\`, nginx one worker; the mock is nginx answering a fixed $(printf %s "$ANSWER" | wc -c)-byte chat completion."
     echo
-    echo "| target | req/s | CPU µs/req (proxy) | p50 ms | p99 ms | max ms (all rounds) | non-2xx + errors | steal % of the proxies' core (rounds) |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| target | req/s | CPU µs/req (proxy) | of it in user space | p50 ms | p99 ms | max ms (all rounds) | non-2xx + errors | steal % of the proxies' core (rounds) |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     for t in $TARGETS; do
-        echo "| $t | ${RPS[$t]} (runs:${RPS_ALL[$t]}) | ${CPU[$t]} (runs:${CPU_ALL[$t]}) | ${P50[$t]} | ${P99[$t]} (runs:${P99_ALL[$t]}) | ${MAX[$t]} | ${FAILS[$t]} |${STEAL_ALL[$t]} |"
+        echo "| $t | ${RPS[$t]} (runs:${RPS_ALL[$t]}) | ${CPU[$t]} (runs:${CPU_ALL[$t]}) | ${USR[$t]} | ${P50[$t]} | ${P99[$t]} (runs:${P99_ALL[$t]}) | ${MAX[$t]} | ${FAILS[$t]} |${STEAL_ALL[$t]} |"
     done
     echo
     echo "A ratio of medians (value) sets figures from different rounds against each other; where the"
