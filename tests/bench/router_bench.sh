@@ -17,8 +17,9 @@
 # one worker, so both proxies get the same core. Every target is measured in RT_BENCH_ROUNDS
 # interleaved rounds of RT_BENCH_SECONDS at RT_BENCH_CONC connections (wrk, closed loop; the
 # order reversed every other round); the table gives medians: requests/s, CPU µs per request
-# of the proxy process (utime+stime from /proc), p50/p99 (wrk's latency distribution), the
-# largest latency of any round (outliers after the warm-up), RSS. The machine may be shared:
+# of the proxy process (utime+stime from /proc; utime alone is the user-space part, which
+# weighs more where the kernel is cheap), p50/p99 (wrk's latency distribution), the largest
+# latency of any round (outliers after the warm-up), RSS. The machine may be shared:
 # compare ratios, and the ratios within each round ("per round") before those of medians.
 # RT_BENCH_LIBRDKAFKA="linger.ms: 50, ..." adds librdkafka properties to the router's Kafka section
 # (router-base's too, unless RT_BENCH_BASE_LIBRDKAFKA gives its own).
