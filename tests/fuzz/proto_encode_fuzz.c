@@ -1,6 +1,8 @@
 /* libFuzzer target for proto_event_encode: the input bytes become the raw struct (so strings
  * may lack their NUL, counters may be negative or huge), with only kind and call_id made
- * valid (in upper case when the first byte says so). Properties: encoding succeeds, never
+ * valid (in upper case when the first byte says so; left as the input has it when its bit 4
+ * says so: then the direct pass and the cleaning way must give the same answer, 0 or
+ * TG_EINVAL, and when both refuse it a valid one is put in). Properties: encoding succeeds, never
  * exceeds TG_EVENT_MAX_BYTES, decodes, and is byte for byte what the cleaning way writes (the
  * direct pass that takes ASCII events must not differ from it on anything it accepts); encoding
  * what it decodes to gives the same bytes (an optional member is left out exactly when it is at
@@ -35,10 +37,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&ev, 0, sizeof(ev));
     memcpy(&ev, data, size < sizeof(ev) ? size : sizeof(ev));
     ev.kind = (size > 0 && (data[0] & 1)) ? PROTO_KIND_COOLDOWN : PROTO_KIND_REQUEST;
-    if (size > 0 && (data[0] & 2))
+    if (size > 0 && (data[0] & 4)) {
+        /* the call id as the input has it: both ways must agree on taking it */
+        int direct = proto_event_encode(&ev, out, sizeof(out), &outlen);
+
+        rc = proto_event_encode_cleaned(&ev, cleaned, &cleanedlen);
+        if (direct != rc || (rc != 0 && rc != TG_EINVAL)) {
+            fprintf(stderr, "proto_encode_fuzz: call id answers differ: direct %d cleaned %d\n",
+                    direct, rc);
+            abort();
+        }
+        if (rc != 0) /* refused both ways: the rest is checked with a valid one */
+            memcpy(ev.call_id, call_id, sizeof(call_id));
+    } else if (size > 0 && (data[0] & 2)) {
         memcpy(ev.call_id, call_id_upper, sizeof(call_id_upper));
-    else
+    } else {
         memcpy(ev.call_id, call_id, sizeof(call_id));
+    }
     rc = proto_event_encode(&ev, out, sizeof(out), &outlen);
     if (rc != 0 || outlen > TG_EVENT_MAX_BYTES || strlen(out) != outlen) {
         fprintf(stderr, "proto_encode_fuzz: encode rc=%d len=%zu\n", rc, outlen);

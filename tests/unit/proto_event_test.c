@@ -613,6 +613,75 @@ static void test_direct_pass_matches_cleaned(void **state)
     encode_both_agree(&ev);
 }
 
+/* proto_is_lower_hex (16 bytes a step where it can) against a byte-wise reference: every byte
+ * value at every position of a 64- and a 32-digit field, and at the NUL's place. */
+static int lower_hex_ref(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    }
+    return s[n] == '\0';
+}
+
+static void test_lower_hex_every_byte_every_position(void **state)
+{
+    static const size_t lens[] = {64, 32};
+    char f[PROTO_KEY_HASH_CAP];
+
+    (void)state;
+    for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+        size_t n = lens[l];
+
+        for (size_t pos = 0; pos <= n; pos++) {
+            for (int b = 0; b < 256; b++) {
+                for (size_t i = 0; i < n; i++)
+                    f[i] = "0123456789abcdef"[(i * 7 + pos) % 16];
+                f[n] = '\0';
+                f[pos] = (char)b;
+                if (proto_is_lower_hex(f, n) != lower_hex_ref(f, n))
+                    fail_msg("len %zu: byte 0x%02x at %zu: %d", n, b, pos,
+                             proto_is_lower_hex(f, n));
+            }
+        }
+    }
+}
+
+/* The direct pass's one-pass call id check and lowering against the cleaning way's
+ * (proto_uuid_lower, then proto_is_uuid): every byte value at every position of an upper- and
+ * a lower-case UUID, and at the NUL's place, gives the same answer and the same bytes. */
+static void test_call_id_every_byte_every_position(void **state)
+{
+    static const char *const ids[] = {CALL_ID, "0190B3E2-7C1A-7B3E-8F00-123456789ABC"};
+    struct proto_event ev;
+    char out[TG_EVENT_MAX_BYTES + 1];
+    size_t outlen = 0;
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(ids) / sizeof(ids[0]); k++) {
+        for (size_t pos = 0; pos < PROTO_CALL_ID_CAP; pos++) {
+            for (int b = 0; b < 256; b++) {
+                char ref[PROTO_CALL_ID_CAP];
+                int ok;
+
+                base_event(&ev);
+                memcpy(ev.call_id, ids[k], PROTO_CALL_ID_CAP);
+                ev.call_id[pos] = (char)b;
+                encode_both_agree(&ev);
+                memcpy(ref, ev.call_id, PROTO_CALL_ID_CAP);
+                ref[PROTO_CALL_ID_CAP - 1] = '\0'; /* a field without its NUL is cut to its cap */
+                proto_uuid_lower(ref);
+                ok = proto_event_encode(&ev, out, sizeof(out), &outlen) == 0;
+                assert_int_equal(ok, proto_is_uuid(ref));
+                if (ok && (strncmp(strstr(out, "\"call_id\":\"") + 11, ref, 36) != 0 ||
+                           strpbrk(ref, "ABCDEF") != NULL))
+                    fail_msg("byte 0x%02x at %zu: call id not written lowercase:\n%s", b, pos,
+                             out);
+            }
+        }
+    }
+}
+
 /* The proof that the bound always holds: the encoder may shorten every free-text field down to
  * nothing, so it always fits if the part it never shortens fits. Build that part at its worst
  * (endpoint of control characters, every number at its longest, 4 trail entries, 8 tags,
@@ -1060,6 +1129,8 @@ int main(void)
         cmocka_unit_test(test_random_events_round_trip),
         cmocka_unit_test(test_encode_fast_paths_match_reference),
         cmocka_unit_test(test_direct_pass_matches_cleaned),
+        cmocka_unit_test(test_lower_hex_every_byte_every_position),
+        cmocka_unit_test(test_call_id_every_byte_every_position),
         cmocka_unit_test(test_unshortenable_part_worst_case_fits),
         cmocka_unit_test(test_shorten_order_trail_messages_oldest_first),
         cmocka_unit_test(test_str_set_cuts_at_character),
