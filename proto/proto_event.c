@@ -22,7 +22,6 @@
 
 static const char utf8_replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
 
-#define ONES 0x0101010101010101ull
 #define HIGHS 0x8080808080808080ull
 
 /* 1 when none of the n bytes at s has its high bit set (ASCII), 8 bytes at a time. */
@@ -199,21 +198,6 @@ static inline void jw_put(struct jw *w, const char *s, size_t n)
 
 #define JW_LIT(w, lit) jw_put((w), (lit), sizeof(lit) - 1)
 
-/* The bytes of x (little-endian order) that a JSON string cannot carry as they are — a control
- * byte, '"' or '\\' — or that are above 0x7f, marked by their high bit; 0 when there are none.
- * Only the lowest marked byte is exact (a borrow may mark bytes above it), which is the one the
- * writer wants. A NUL counts as a control byte, so a string's end is always found here. */
-static inline uint64_t word_special(uint64_t x)
-{
-    uint64_t ctl = (x - ONES * 0x20) & ~x & HIGHS;
-    uint64_t q = x ^ (ONES * '"');
-    uint64_t b = x ^ (ONES * '\\');
-
-    q = (q - ONES) & ~q & HIGHS;
-    b = (b - ONES) & ~b & HIGHS;
-    return ctl | q | b | (x & HIGHS);
-}
-
 /* Write the string field s of cap bytes (read up to its NUL, never at or past s + cap). */
 static void jw_str(struct jw *w, const char *s, size_t cap)
 {
@@ -232,13 +216,9 @@ static void jw_str(struct jw *w, const char *s, size_t cap)
         *o++ = '"';
 #ifdef __SSE2__
         while (end - p >= 16) {
-            /* 16 bytes a step: a control byte or one above 0x7f (below 0x20 as signed bytes),
-             * '"' or '\\' stops the copy there, as word_special does 8 bytes a step */
+            /* 16 bytes a step: a special byte stops the copy there */
             __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-            __m128i sp = _mm_or_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
-                                      _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                                                   _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
-            unsigned m = (unsigned)_mm_movemask_epi8(sp);
+            unsigned m = tg_json_special16(v);
 
             _mm_storeu_si128((__m128i *)(void *)o, v);
             if (m != 0) {
@@ -257,7 +237,7 @@ static void jw_str(struct jw *w, const char *s, size_t cap)
 
             memcpy(&x, p, 8);
             memcpy(o, &x, 8);
-            m = word_special(x);
+            m = tg_json_special8(x);
             if (m != 0) {
                 unsigned k = (unsigned)__builtin_ctzll(m) >> 3;
 
@@ -291,7 +271,7 @@ static void jw_str(struct jw *w, const char *s, size_t cap)
             uint64_t m;
 
             memcpy(&x, p, 8);
-            m = word_special(x);
+            m = tg_json_special8(x);
             if (m == 0) {
                 p += 8;
                 continue;
@@ -388,7 +368,22 @@ static size_t esc_cut(char *s, size_t budget)
 
 int proto_is_lower_hex(const char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+
+#ifdef __SSE2__
+    for (; i + 16 <= n; i += 16) {
+        /* a byte minus '0' at most 9, or minus 'a' at most 5, as unsigned bytes */
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        __m128i d = _mm_sub_epi8(v, _mm_set1_epi8('0'));
+        __m128i a = _mm_sub_epi8(v, _mm_set1_epi8('a'));
+        __m128i ok = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d),
+                                  _mm_cmpeq_epi8(_mm_min_epu8(a, _mm_set1_epi8(5)), a));
+
+        if (_mm_movemask_epi8(ok) != 0xffff)
+            return 0;
+    }
+#endif
+    for (; i < n; i++) {
         char c = s[i];
         if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
             return 0;
@@ -525,34 +520,12 @@ static void encode_prepare(struct proto_event *w, const struct proto_event *ev)
         w->trace_id[0] = '\0';
 }
 
-/* 1 when the n bytes at s are lowercase hex digits and s[n] is the end (n a multiple of 16;
- * all n + 1 bytes are read: s is a field of more than n bytes). */
-static int field_lower_hex(const char *s, size_t n)
-{
-#ifdef __SSE2__
-    for (size_t i = 0; i < n; i += 16) {
-        /* a byte minus '0' at most 9, or minus 'a' at most 5, as unsigned bytes */
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-        __m128i d = _mm_sub_epi8(v, _mm_set1_epi8('0'));
-        __m128i a = _mm_sub_epi8(v, _mm_set1_epi8('a'));
-        __m128i ok = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d),
-                                  _mm_cmpeq_epi8(_mm_min_epu8(a, _mm_set1_epi8(5)), a));
-
-        if (_mm_movemask_epi8(ok) != 0xffff)
-            return 0;
-    }
-    return s[n] == '\0';
-#else
-    return proto_is_lower_hex(s, n);
-#endif
-}
-
 /* 1 when the field s of cap bytes holds n lowercase hex digits and its end (key_hash, trace_id,
  * written only then). In direct mode an unterminated field bails: cut to its cap, which only
  * the cleaning way does, it may become valid. */
 static int jw_hex_ok(struct jw *w, const char *s, size_t cap, size_t n)
 {
-    if (cap > n && n % 16 == 0 ? field_lower_hex(s, n) : proto_is_lower_hex(s, n))
+    if (proto_is_lower_hex(s, n))
         return 1;
     if (w->direct && strnlen(s, cap) == cap)
         w->bail = 1;

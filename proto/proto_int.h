@@ -5,7 +5,8 @@
 
 #include <stddef.h>
 
-/* s[0..n) is lowercase hex and s[n] the end of the string. */
+/* s[0..n) is lowercase hex and s[n] the end of the string. s holds at least n + 1 bytes (a
+ * field of that size): they may all be read, 16 at a time, whatever comes first. */
 int proto_is_lower_hex(const char *s, size_t n);
 /* s is a UUID (8-4-4-4-12 hex digits, either case) and nothing more. */
 int proto_is_uuid(const char *s);

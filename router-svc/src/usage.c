@@ -4,13 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
-
 #include <jansson.h>
 
 #include "tg_err.h"
+#include "tg_str.h"
 
 /* A non-negative integer member (capped at RT_USAGE_TOKENS_MAX), or 0. */
 static int64_t int_member(const json_t *obj, const char *name, int *present)
@@ -646,41 +643,29 @@ static const unsigned char js_plain[256] = {
 };
 
 /* The index of the first byte from i on that is not plain (or n): 16 bytes a step with SSE2,
- * else 8 (a word is plain when no byte is a quote, a backslash, below 0x20 or from 0x80; the
- * has-zero-byte test marks the lowest such byte exactly, a borrow marking only bytes above
- * it), then byte by byte. */
+ * else 8, then byte by byte (tg_str.h: tg_json_special16/8). */
 static inline size_t js_plain_run(const char *p, size_t n, size_t i)
 {
 #ifdef __SSE2__
     while (i + 16 <= n) {
-        /* below 0x20 as signed bytes: the control bytes and every byte from 0x80 */
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
-        __m128i sp = _mm_or_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
-                                  _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                                               _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
-        unsigned m = (unsigned)_mm_movemask_epi8(sp);
+        unsigned m = tg_json_special16(_mm_loadu_si128((const __m128i *)(const void *)(p + i)));
 
         if (m != 0)
             return i + (unsigned)__builtin_ctz(m);
         i += 16;
     }
 #endif
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     while (i + 8 <= n) {
-        const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
-        uint64_t v, q, b, m;
+        uint64_t v, m;
 
         memcpy(&v, p + i, 8);
-        q = v ^ (ones * '"');
-        b = v ^ (ones * '\\');
-        m = (((q - ones) & ~q) | ((b - ones) & ~b) | (v - ones * 0x20) | v) & highs;
-        if (m != 0) {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            i += (unsigned)__builtin_ctzll(m) >> 3;
-#endif
-            break;
-        }
+        m = tg_json_special8(v);
+        if (m != 0)
+            return i + ((unsigned)__builtin_ctzll(m) >> 3);
         i += 8;
     }
+#endif
     while (i < n && js_plain[(unsigned char)p[i]])
         i++;
     return i;

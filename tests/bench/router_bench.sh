@@ -413,8 +413,14 @@ conc_of() {
     [ -n "${RB_C1:-}" ] && { echo 1; return; } # the one-connection latency rounds
     case $1 in *-stream) echo "$STREAM_CONC" ;; *) echo "$CONC" ;; esac
 }
-cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
-usr_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14}' "/proc/$p/stat"))); done; echo "$t"; }
+proc_ticks() { # AWK-EXPR PID...: the sum over the processes of a /proc/PID/stat expression
+    local e=$1 t=0 p
+    shift
+    for p in "$@"; do t=$((t + $(awk "{print $e}" "/proc/$p/stat"))); done
+    echo "$t"
+}
+cpu_ticks() { proc_ticks '$14 + $15' "$@"; } # utime + stime
+usr_ticks() { proc_ticks '$14' "$@"; }       # utime
 rss_kb() { local t=0 p; for p in "$@"; do t=$((t + $(awk '/^VmRSS:/ {print $2}' "/proc/$p/status"))); done; echo "$t"; }
 metric() { # PORT NAME: a router counter's value
     curl -fsS "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n {print $2}'
