@@ -1,11 +1,17 @@
 /* libFuzzer target: router-svc's spool recovery and reader over a segment file of any bytes (what
  * a killed writer, a full disk or a damaged volume leaves behind), then the batch append on top.
- * The input is the content of the first segment. Properties, abort() on violation:
+ * The input is the content of the first segment; when its first byte has the high bit set, the
+ * segment is named as starting at seq (first byte & 0x7f), so that valid frames below it are a
+ * reused file's old bytes. Properties, abort() on violation:
  * - opening never fails on the segment's content and every record read back is at most
- *   RT_SPOOL_RECORD_MAX_BYTES (a damaged file may hold a valid frame twice or seqs out of order:
- *   its records are replayed as they are, and spend-svc keeps one row per call id);
+ *   RT_SPOOL_RECORD_MAX_BYTES and at or past the segment's first seq (a damaged file may hold a
+ *   valid frame twice or seqs out of order: its records are replayed as they are, and spend-svc
+ *   keeps one row per call id);
  * - a batch appended after recovery (records cut from the input, up to RT_SPOOL_BATCH_MAX) is
  *   read back whole, in order, with consecutive seqs from the recovered next_seq;
+ * - once all of it is acknowledged, the same batch appended again (into the released files
+ *   written over, the input's among them: 4 KiB segments) is read back whole, and so is it, and
+ *   nothing else, after a restart, with nothing counted as corrupt;
  * - nothing is read outside the buffers (ASan). */
 #include <dirent.h>
 #include <fcntl.h>
@@ -37,24 +43,55 @@ static void rm_dir(const char *dir)
     rmdir(dir);
 }
 
+/* Appends the n records of recs; aborts unless each is appended with the seq after the last. */
+static void append_all(struct rt_spool *sp, const struct iovec *recs, size_t n, uint64_t from)
+{
+    int rcs[RT_SPOOL_BATCH_MAX];
+    uint64_t seqs[RT_SPOOL_BATCH_MAX];
+
+    if (rt_spool_append_batch(sp, recs, n, 7, rcs, seqs) != (int)n)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        if (rcs[i] != 0 || seqs[i] != from + i)
+            abort();
+    }
+}
+
+/* Reads the n records of recs back, seqs from "from" on, then nothing more. */
+static void read_back(struct rt_spool *sp, const struct iovec *recs, size_t n, uint64_t from)
+{
+    static unsigned char buf[RT_SPOOL_RECORD_MAX_BYTES];
+    struct rt_spool_record r;
+
+    for (size_t i = 0; i < n; i++) {
+        if (rt_spool_read_next(sp, &r, buf, sizeof(buf)) != 1 || r.seq != from + i ||
+            r.len != recs[i].iov_len || r.ts_ms != 7 ||
+            (r.len > 0 && memcmp(buf, recs[i].iov_base, r.len) != 0))
+            abort();
+    }
+    if (rt_spool_read_next(sp, &r, buf, sizeof(buf)) != 0)
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static unsigned char buf[RT_SPOOL_RECORD_MAX_BYTES];
     char dir[64] = "/tmp/tg-spool-fuzz.XXXXXX", path[128];
     struct rt_spool_config cfg = {.dir = dir, .max_bytes = 1u << 20, .segment_bytes = 4096};
-    struct rt_spool_recovery rec;
+    struct rt_spool_recovery rec, rec2;
     struct rt_spool_record r;
     struct iovec recs[RT_SPOOL_BATCH_MAX];
-    int rcs[RT_SPOOL_BATCH_MAX];
-    uint64_t seqs[RT_SPOOL_BATCH_MAX];
     struct rt_spool *sp;
     char err[256];
     size_t n = 0, off = 0;
+    uint64_t base;
+    unsigned first_seq;
     int fd;
 
     if (mkdtemp(dir) == NULL)
         return 0;
-    snprintf(path, sizeof(path), "%s/seg-%020d.tgs", dir, 0);
+    first_seq = size > 0 && (data[0] & 0x80) ? data[0] & 0x7f : 0;
+    snprintf(path, sizeof(path), "%s/seg-%020u.tgs", dir, first_seq);
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || write(fd, data, size) != (ssize_t)size) {
         if (fd >= 0)
@@ -67,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (sp == NULL)
         abort(); /* the content of a segment never keeps the spool from opening */
     while (rt_spool_read_next(sp, &r, buf, sizeof(buf)) == 1) {
-        if (r.len > RT_SPOOL_RECORD_MAX_BYTES)
+        if (r.len > RT_SPOOL_RECORD_MAX_BYTES || r.seq < first_seq)
             abort();
     }
     /* a batch cut from the input: lengths 0..255 from successive bytes */
@@ -81,16 +118,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         off += len;
         n++;
     }
-    if (rt_spool_append_batch(sp, recs, n, 7, rcs, seqs) != (int)n)
-        abort();
-    for (size_t i = 0; i < n; i++) {
-        if (rcs[i] != 0 || seqs[i] != rec.next_seq + i)
-            abort();
-        if (rt_spool_read_next(sp, &r, buf, sizeof(buf)) != 1 || r.seq != seqs[i] ||
-            r.len != recs[i].iov_len || r.ts_ms != 7 ||
-            (r.len > 0 && memcmp(buf, recs[i].iov_base, r.len) != 0))
-            abort();
+    append_all(sp, recs, n, rec.next_seq);
+    read_back(sp, recs, n, rec.next_seq);
+    /* all acknowledged: the files go round; the batch again, then a restart (not where the
+     * input's seqs leave no room to count on: a spool counts from 0 and never gets there) */
+    base = rec.next_seq + n;
+    if (rec.next_seq > UINT64_MAX / 2) {
+        rt_spool_close(&sp);
+        rm_dir(dir);
+        return 0;
     }
+    if (rt_spool_ack_below(sp, base) != 0)
+        abort();
+    append_all(sp, recs, n, base);
+    read_back(sp, recs, n, base);
+    rt_spool_close(&sp);
+    sp = rt_spool_open(&cfg, &rec2, err, sizeof(err));
+    if (sp == NULL || rec2.next_seq != base + n || rec2.pending != n || rec2.corrupt != 0 ||
+        rec2.acked_below != base)
+        abort();
+    read_back(sp, recs, n, base);
     rt_spool_close(&sp);
     rm_dir(dir);
     return 0;
