@@ -618,9 +618,10 @@ static void write_frames(struct rt_spool *sp, struct iovec *iov, unsigned k, uin
     } while (w < 0 && errno == EINTR);
     if (w < (ssize_t)pend) {
         /* Never leave a partial frame for the reader: cut the file back. */
-        if (w > 0 && ftruncate(sp->wfd, (off_t)cur->bytes) != 0)
+        if (w > 0 && ftruncate(sp->wfd, (off_t)cur->bytes) != 0) {
             cur->bytes += (uint64_t)w; /* the reader will skip it as corrupt */
-        else if (w > 0) {
+            sp->live_bytes += (uint64_t)w - take_tail(cur, (uint64_t)w);
+        } else if (w > 0) {
             sp->live_bytes -= cur->tail; /* cut with the rest */
             cur->tail = 0;
         }
