@@ -457,6 +457,29 @@ static void test_read_ahead_while_appending(void **state)
     rt_spool_close(&sp);
 }
 
+/* Reads everything available: n records, seqs first to last. */
+static void read_expect(struct rt_spool *sp, int n, uint64_t first, uint64_t last)
+{
+    uint64_t f = UINT64_MAX, l = UINT64_MAX;
+
+    assert_int_equal(read_all(sp, &f, &l), n);
+    assert_int_equal(f, first);
+    assert_int_equal(l, last);
+}
+
+/* Closes *sp and opens the spool again (1 MiB, 4 KiB segments): recovery must find next_seq,
+ * pending records to replay and nothing corrupt. */
+static void reopen_expect(struct rt_spool **sp, uint64_t next_seq, uint64_t pending)
+{
+    struct rt_spool_recovery rec;
+
+    rt_spool_close(sp);
+    *sp = open_spool(1 << 20, 4096, &rec);
+    assert_int_equal(rec.next_seq, next_seq);
+    assert_int_equal(rec.pending, pending);
+    assert_int_equal(rec.corrupt, 0);
+}
+
 static int file_exists(const char *name)
 {
     char path[512];
@@ -508,34 +531,22 @@ static void reuse_setup(struct rt_spool **spp)
  * mark stops it; nothing counted as corrupt, no old record replayed). */
 static void test_released_file_written_again(void **state)
 {
-    struct rt_spool_recovery rec;
     struct rt_spool_stats st;
     struct rt_spool *sp;
-    uint64_t first = 0, last = 0;
 
     (void)state;
     reuse_setup(&sp);
-    assert_int_equal(read_all(sp, &first, &last), 51);
-    assert_int_equal(first, 300);
-    assert_int_equal(last, 350);
+    read_expect(sp, 51, 300, 350);
     rt_spool_get_stats(sp, &st);
     assert_int_equal(st.bytes, 2 * 102 * 40); /* the files: 204's and all of the reused one */
-    rt_spool_close(&sp);
-    sp = open_spool(1 << 20, 4096, &rec);
-    assert_int_equal(rec.acked_below, 300);
-    assert_int_equal(rec.next_seq, 351);
-    assert_int_equal(rec.pending, 51);
-    assert_int_equal(rec.corrupt, 0);
+    reopen_expect(&sp, 351, 51);
     rt_spool_get_stats(sp, &st);
     assert_int_equal(st.bytes, 2 * 102 * 40); /* recovery counts the reused file's tail too */
-    assert_int_equal(read_all(sp, &first, &last), 51);
-    assert_int_equal(first, 300);
-    assert_int_equal(last, 350);
+    assert_int_equal(st.acked_below, 300);
+    read_expect(sp, 51, 300, 350);
     /* and the spool goes on from there */
     append_n(sp, 351, 200);
-    assert_int_equal(read_all(sp, &first, &last), 200);
-    assert_int_equal(first, 351);
-    assert_int_equal(last, 550);
+    read_expect(sp, 200, 351, 550);
     rt_spool_close(&sp);
 }
 
@@ -547,7 +558,6 @@ static void test_reused_file_torn_mark(void **state)
 {
     struct rt_spool_recovery rec;
     struct rt_spool *sp;
-    uint64_t first = 0, last = 0;
     char name[64], path[512];
     int fd;
 
@@ -569,9 +579,7 @@ static void test_reused_file_torn_mark(void **state)
     assert_true(rec.corrupt >= 1);
     assert_int_equal(rec.next_seq, 351);
     assert_int_equal(rec.pending, 147); /* segments 204 and 306: 204..350 */
-    assert_int_equal(read_all(sp, &first, &last), 147);
-    assert_int_equal(first, 204);
-    assert_int_equal(last, 350);
+    read_expect(sp, 147, 204, 350);
     rt_spool_close(&sp);
 }
 
@@ -671,14 +679,8 @@ static void test_spare_left_behind_is_used(void **state)
     assert_int_equal(file_size(name), 400); /* written over: 3 frames, the end mark, old bytes */
     assert_int_equal(read_all(sp, &first, &last), 3);
     assert_int_equal(first, 10);
-    rt_spool_close(&sp);
-    sp = open_spool(1 << 20, 4096, &rec);
-    assert_int_equal(rec.next_seq, 13);
-    assert_int_equal(rec.pending, 3);
-    assert_int_equal(rec.corrupt, 0);
-    assert_int_equal(read_all(sp, &first, &last), 3);
-    assert_int_equal(first, 10);
-    assert_int_equal(last, 12);
+    reopen_expect(&sp, 13, 3);
+    read_expect(sp, 3, 10, 12);
     rt_spool_close(&sp);
 }
 
@@ -711,13 +713,8 @@ static void test_recovery_drops_segment_without_record(void **state)
     assert_int_equal(st.segments, 2);
     assert_int_equal(count_segments(), 2);
     assert_int_equal(read_all(sp, &first, &last), 20);
-    rt_spool_close(&sp);
-    sp = open_spool(1 << 20, 4096, &rec);
-    assert_int_equal(rec.pending, 20);
-    assert_int_equal(rec.next_seq, 20);
-    assert_int_equal(read_all(sp, &first, &last), 20);
-    assert_int_equal(first, 0);
-    assert_int_equal(last, 19);
+    reopen_expect(&sp, 20, 20);
+    read_expect(sp, 20, 0, 19);
     rt_spool_close(&sp);
 }
 
