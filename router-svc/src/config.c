@@ -765,6 +765,7 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
 {
     struct rt_config *cfg = ld->cfg;
     char p[TG_YAML_PATH_MAX], q[TG_YAML_PATH_MAX];
+    const yaml_node_t *seg_node = NULL; /* spool.segment_bytes, checked against max_bytes */
 
     if (tg_yaml_is_null(n))
         return 0;
@@ -845,6 +846,11 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
                     rc = tg_yaml_u64(&ld->y, sv, q, UINT64_MAX, &cfg->spool_max_bytes);
                     if (rc == 0 && cfg->spool_max_bytes < 1024u * 1024u)
                         rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1048576 bytes");
+                } else if (strcmp(k, "spool") == 0 && strcmp(sk, "segment_bytes") == 0) {
+                    rc = tg_yaml_u64(&ld->y, sv, q, 1ull << 32, &cfg->spool_segment_bytes);
+                    if (rc == 0 && cfg->spool_segment_bytes < 1024u * 1024u)
+                        rc = tg_yaml_fail(&ld->y, sv, q, "expected at least 1048576 bytes");
+                    seg_node = sv;
                 } else if (strcmp(k, "spool") == 0 && strcmp(sk, "full_policy") == 0) {
                     const char *s = NULL;
 
@@ -946,6 +952,10 @@ static int parse_tollgate(struct ld *ld, yaml_node_t *n)
         return tg_yaml_fail(&ld->y, n, "tollgate.keys",
                             "more static keys (%u) than limits.max_keys (%u)", cfg->n_keys,
                             cfg->max_keys);
+    if (cfg->spool_segment_bytes > cfg->spool_max_bytes)
+        return tg_yaml_fail(&ld->y, seg_node, "tollgate.spool.segment_bytes",
+                            "larger than spool.max_bytes (%llu)",
+                            (unsigned long long)cfg->spool_max_bytes);
     return 0;
 }
 

@@ -341,6 +341,7 @@ struct rt_config {
                                                   * librdkafka (tg_kafka_opts.h); secrets */
     char spool_dir[RT_PATH_CAP];                 /* "" when absent */
     uint64_t spool_max_bytes;                    /* default RT_DEFAULT_SPOOL_MAX_BYTES */
+    uint64_t spool_segment_bytes;                /* 0: 64 MiB, or max_bytes / 8 when smaller */
     enum rt_spool_full_policy spool_full_policy; /* default drop */
     enum rt_spool_fsync spool_fsync;             /* default none */
     uint32_t spool_fsync_interval_ms;            /* when spool_fsync == RT_SPOOL_FSYNC_INTERVAL */

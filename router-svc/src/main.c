@@ -539,6 +539,7 @@ int main(int argc, char **argv)
         pc.kafka_opts = &cfg->kafka_opts;
         pc.spool_dir = cfg->spool_dir;
         pc.spool_max_bytes = cfg->spool_max_bytes;
+        pc.spool_segment_bytes = cfg->spool_segment_bytes;
         pc.reject_when_full = cfg->spool_full_policy == RT_SPOOL_FULL_REJECT;
         pc.fsync_interval_ms =
             cfg->spool_fsync == RT_SPOOL_FSYNC_INTERVAL ? cfg->spool_fsync_interval_ms : 0;

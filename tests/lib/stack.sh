@@ -14,6 +14,8 @@
 # Kafka names (for a stack on a cluster other tests share): TG_STACK_EVENTS_TOPIC (default
 # tollgate.events.v1), TG_STACK_CONTROL_TOPIC (tollgate.control.v1), TG_STACK_GROUP_ID
 # (spend-svc's consumer group, default spend-svc).
+# The router's spool rolls its segments at TG_STACK_SPOOL_SEGMENT_BYTES (default 1 MiB, the
+# smallest allowed): a run of a few minutes goes round the files many times, kills included.
 #
 # Model groups: gpt-main (deployments main-a, order 1, and main-b, order 2) falls back to
 # gpt-fallback; claude-main is an Anthropic deployment; alias-main -> gpt-main; embed-main for
@@ -116,7 +118,8 @@ tollgate:
   kafka: {brokers: "$TG_KAFKA_BROKERS", events_topic: ${TG_STACK_EVENTS_TOPIC:-tollgate.events.v1},
           control_topic: ${TG_STACK_CONTROL_TOPIC:-tollgate.control.v1},
           events_per_record: ${TG_STACK_EVENTS_PER_RECORD:-64}}
-  spool: {dir: $TG_STACK_DIR/spool, max_bytes: 268435456}
+  spool: {dir: $TG_STACK_DIR/spool, max_bytes: 268435456,
+          segment_bytes: ${TG_STACK_SPOOL_SEGMENT_BYTES:-1048576}}
   keys:
     - {key: os.environ/TG_STACK_KEY, key_alias: stack, team_id: stack-team}
     - {key: os.environ/TG_STACK_LOAD_KEY1, key_alias: load1, team_id: stack-team}

@@ -158,6 +158,7 @@ static void test_full_file(void **state)
     assert_string_equal(cfg->control_topic, "ctl.v1");
     assert_string_equal(cfg->spool_dir, "/tmp/tollgate-spool");
     assert_int_equal(cfg->spool_max_bytes, 2097152);
+    assert_int_equal(cfg->spool_segment_bytes, 1048576);
     assert_int_equal(cfg->spool_full_policy, RT_SPOOL_FULL_REJECT);
     assert_int_equal(cfg->spool_fsync, RT_SPOOL_FSYNC_INTERVAL);
     assert_int_equal(cfg->spool_fsync_interval_ms, 50);
@@ -255,6 +256,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->enforce_fallback_model_access, 1);
     assert_string_equal(cfg->listen, "0.0.0.0:4000");
     assert_int_equal(cfg->spool_max_bytes, 1024ull * 1024 * 1024);
+    assert_int_equal(cfg->spool_segment_bytes, 0); /* the publisher's default */
     assert_int_equal(cfg->max_body_bytes, 10ull * 1024 * 1024);
     assert_int_equal(cfg->max_connections, 10000);
     assert_int_equal(cfg->max_in_flight, 4096);
@@ -292,6 +294,11 @@ static void test_errors(void **state)
                  "router.yaml:7: tollgate.limits.max_body: unknown key");
     expect_error(HEAD "tollgate:\n  listen: nowhere\n",
                  "router.yaml:6: tollgate.listen: expected host:port");
+    expect_error(HEAD "tollgate:\n  spool: {segment_bytes: 65536}\n",
+                 "router.yaml:6: tollgate.spool.segment_bytes: expected at least 1048576 bytes");
+    expect_error(HEAD "tollgate:\n  spool:\n    max_bytes: 2097152\n    segment_bytes: 4194304\n",
+                 "router.yaml:8: tollgate.spool.segment_bytes: larger than spool.max_bytes "
+                 "(2097152)");
     expect_error(HEAD "router_settings:\n  fallbacks: [{a: [nope]}]\n",
                  "router.yaml:6: router_settings.fallbacks[0].a[0]: unknown model group \"nope\" "
                  "(no model_list entry has it)");
