@@ -20,35 +20,24 @@
 
 #define SPOOL_MAGIC 0x314c4754u /* "TGL1" little endian */
 #define SPOOL_HDR_BYTES 28u
-#define SPOOL_END_MAGIC 0x31454754u /* "TGE1": where the writer of a reused file stopped */
-#define SPOOL_END_BYTES 16u         /* magic u32 | next seq u64 | crc32c u32 (of the seq) */
-#define SPOOL_SPARE_NAME "spare.tgs"
 #define SPOOL_SCAN_CHUNK 65536u
 #define SPOOL_READAHEAD (256u * 1024) /* the reader's buffer: one pread serves many records */
 
 struct spool_segment {
     uint64_t first_seq; /* seq of its first record; every seq in it is < the next one's */
-    uint64_t bytes;     /* readable bytes: its records, from the start of the file */
-    uint64_t tail;      /* bytes of the file past them that a reused file held before (counted
-                         * in live_bytes: the files, not only the records, stay in max_bytes) */
+    uint64_t bytes;     /* file size (readable bytes) */
 };
 
 struct rt_spool {
     char dir[PATH_MAX];
     struct rt_spool_config cfg;
-    pthread_mutex_t mu;           /* guards segs, nsegs, wfd, next_seq, live_bytes, spare */
+    pthread_mutex_t mu;           /* guards segs, nsegs, wfd, next_seq, live_bytes */
     struct spool_segment *segs;   /* ascending first_seq; the last is written when wfd >= 0 */
     uint32_t nsegs;
     uint32_t cap_segs;            /* set at open */
     int wfd;                      /* segment being written, or -1 before the first append */
-    int w_reused;                 /* that segment's file was a released one: the bytes past what
-                                   * is written are old, so each write ends with an end mark */
-    int spare;                    /* a released segment's file waits, as SPOOL_SPARE_NAME, to be
-                                   * written again by the next roll (its pages and blocks kept) */
-    int spare_busy;               /* the publisher is renaming a released file to the spare */
-    uint64_t spare_bytes;         /* its size */
     uint64_t next_seq;
-    uint64_t live_bytes;          /* the live segments' files: records and tails */
+    uint64_t live_bytes;
     /* Reader state: publisher thread only. */
     uint64_t r_seg;               /* first_seq of the segment being read */
     uint64_t r_off;               /* byte offset in it */
@@ -93,33 +82,6 @@ static uint64_t get64(const unsigned char *p)
 static void seg_path(const struct rt_spool *sp, uint64_t first_seq, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/seg-%020" PRIu64 ".tgs", sp->dir, first_seq);
-}
-
-static void spare_path(const struct rt_spool *sp, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s/" SPOOL_SPARE_NAME, sp->dir);
-}
-
-/* The room a segment of the spare's size takes: the larger of the two. */
-static uint64_t seg_or(const struct rt_spool *sp, uint64_t bytes)
-{
-    return bytes > sp->cfg.segment_bytes ? bytes : sp->cfg.segment_bytes;
-}
-
-/* 1 when a spare of that size fits beside the live segments' files and a whole segment being
- * written: the files stay within max_bytes (the next roll takes the spare, see roll_segment). */
-static int spare_fits(const struct rt_spool *sp, uint64_t bytes)
-{
-    return sp->live_bytes + seg_or(sp, bytes) + sp->cfg.segment_bytes <= sp->cfg.max_bytes;
-}
-
-/* n bytes written at the end of seg's records: how many of them were its tail's. */
-static uint64_t take_tail(struct spool_segment *seg, uint64_t n)
-{
-    uint64_t t = n < seg->tail ? n : seg->tail;
-
-    seg->tail -= t;
-    return t;
 }
 
 static int pread_full(int fd, void *buf, size_t n, uint64_t off)
@@ -188,23 +150,10 @@ static int frame_check(struct rt_spool *ra, int fd, uint64_t size, uint64_t off,
     return 1;
 }
 
-/* 1 when the SPOOL_END_BYTES at off are a valid end mark: the writer of a reused segment file
- * stopped there, and what follows is what the file held before. */
-static int end_mark_at(struct rt_spool *ra, int fd, uint64_t size, uint64_t off)
-{
-    unsigned char m[SPOOL_END_BYTES];
-
-    if (off + SPOOL_END_BYTES > size || reader_pread(ra, fd, m, sizeof(m), off, size) != 0)
-        return 0;
-    return get32(m) == SPOOL_END_MAGIC && get32(m + 12) == tg_crc32c(0, m + 4, 8);
-}
-
-/* Reads the frame at *off, resynchronising on the next valid frame past corruption. The
- * segment's records have seqs from first_seq on: a valid frame below it, or an end mark, is
- * what a reused file held before and ends the segment's records. Returns 1 (frame read, *off
- * past it), 0 (no record left; *off is where the segment's records end), or TG_EIO. */
-static int frame_next(struct rt_spool *sp, int reader, int fd, uint64_t size, uint64_t first_seq,
-                      uint64_t *off, struct rt_spool_record *rec, void *buf, size_t cap)
+/* Reads the frame at *off, resynchronising on the next valid frame past corruption.
+ * Returns 1 (frame read, *off past it), 0 (end of the readable bytes), or TG_EIO. */
+static int frame_next(struct rt_spool *sp, int reader, int fd, uint64_t size, uint64_t *off,
+                      struct rt_spool_record *rec, void *buf, size_t cap)
 {
     static const unsigned char magic[4] = {0x54, 0x47, 0x4c, 0x31};
     unsigned char *chunk = NULL;
@@ -214,15 +163,11 @@ static int frame_next(struct rt_spool *sp, int reader, int fd, uint64_t size, ui
         rc = frame_check(reader ? sp : NULL, fd, size, *off, rec, buf, cap);
         if (rc < 0)
             goto out;
-        if (rc == 1 && rec->seq < first_seq)
-            break; /* an old record of a reused file */
         if (rc == 1) {
             *off += SPOOL_HDR_BYTES + rec->len;
             rc = 1;
             goto out;
         }
-        if (end_mark_at(reader ? sp : NULL, fd, size, *off))
-            break;
         /* Torn or corrupt: count it once and look for the next magic. */
         atomic_fetch_add(&sp->st_corrupt, 1);
         TG_WARN_RL("event=spool_corrupt_record offset=%" PRIu64 " action=skip", *off);
@@ -351,8 +296,7 @@ static int load_segments(struct rt_spool *sp, char *err, size_t errlen)
         if (stat(path, &st) != 0)
             continue;
         sp->segs[sp->nsegs].first_seq = first;
-        sp->segs[sp->nsegs].bytes = (uint64_t)st.st_size; /* until recovery reads it */
-        sp->segs[sp->nsegs].tail = 0;
+        sp->segs[sp->nsegs].bytes = (uint64_t)st.st_size;
         sp->nsegs++;
     }
     closedir(d);
@@ -363,7 +307,7 @@ static int load_segments(struct rt_spool *sp, char *err, size_t errlen)
 /* Drop segment i from the table (its file stays). */
 static void forget_segment_at(struct rt_spool *sp, uint32_t i)
 {
-    sp->live_bytes -= sp->segs[i].bytes + sp->segs[i].tail;
+    sp->live_bytes -= sp->segs[i].bytes;
     memmove(&sp->segs[i], &sp->segs[i + 1], (sp->nsegs - i - 1) * sizeof(sp->segs[0]));
     sp->nsegs--;
 }
@@ -433,8 +377,8 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
             snprintf(err, errlen, "spool: cannot read %s: %s", path, strerror(errno));
             goto fail;
         }
-        while ((rc = frame_next(sp, 0, fd, sp->segs[i].bytes, sp->segs[i].first_seq, &off, &fr,
-                                buf, RT_SPOOL_RECORD_MAX_BYTES)) == 1) {
+        while ((rc = frame_next(sp, 0, fd, sp->segs[i].bytes, &off, &fr, buf,
+                                RT_SPOOL_RECORD_MAX_BYTES)) == 1) {
             if (fr.seq >= r.acked_below)
                 r.pending++;
             if (fr.seq + 1 > sp->next_seq)
@@ -446,14 +390,17 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
             snprintf(err, errlen, "spool: cannot read %s: %s", path, tg_strerror(rc));
             goto fail;
         }
-        sp->segs[i].tail = sp->segs[i].bytes - off; /* a reused file's old bytes */
-        sp->segs[i].bytes = off;
-        sp->live_bytes += sp->segs[i].bytes + sp->segs[i].tail;
+        sp->live_bytes += sp->segs[i].bytes;
         if (nrec == 0) {
             /* Nothing to replay (a roll killed before its first write, or nothing but damage):
-             * gone, so that no new segment is ever given the name of one still listed. */
+             * gone, so that no new segment is ever given the name of one still listed (the
+             * roll would append to its file and list it twice). */
             remove_segment_at(sp, i);
             i--;
+        } else if (sp->segs[i].first_seq >= sp->next_seq) {
+            /* Named past its records (a damaged directory): new segments go after it all the
+             * same, the segments staying in order (the seqs between are never used). */
+            sp->next_seq = sp->segs[i].first_seq + 1;
         }
     }
     r.corrupt = atomic_load(&sp->st_corrupt);
@@ -465,20 +412,6 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
         remove_segment_at(sp, 0);
     if (sp->nsegs == 1 && sp->next_seq <= sp->acked_below)
         remove_segment_at(sp, 0);
-    /* A spare left by a process that was killed: kept while there is room for it. */
-    {
-        char spare[PATH_MAX + 64];
-        struct stat st;
-
-        spare_path(sp, spare, sizeof(spare));
-        if (lstat(spare, &st) == 0) {
-            sp->spare_bytes = (uint64_t)st.st_size;
-            if (S_ISREG(st.st_mode) && spare_fits(sp, sp->spare_bytes))
-                sp->spare = 1;
-            else
-                unlink(spare);
-        }
-    }
     sp->r_seg = sp->nsegs > 0 ? sp->segs[0].first_seq : sp->next_seq;
     sp->r_off = 0;
     sp->r_min_seq = sp->acked_below;
@@ -511,42 +444,22 @@ void rt_spool_close(struct rt_spool **spp)
         while (sp->nsegs > 0)
             remove_segment_at(sp, 0);
     }
-    if (sp->spare) {
-        char spare[PATH_MAX + 64];
-
-        spare_path(sp, spare, sizeof(spare));
-        unlink(spare);
-    }
     pthread_mutex_destroy(&sp->mu);
     free(sp->segs);
     free(sp->ra);
     free(sp);
 }
 
-/* Opens a new write segment starting at next_seq. The spare file when there is one and room
- * for all of it under max_bytes: written over in place, its page cache pages and disk blocks
- * are there already (a new file's are allocated as each write extends it, and freed again when
- * it is deleted). Caller holds mu. */
+/* Opens a new write segment starting at next_seq. Caller holds mu. */
 static int roll_segment(struct rt_spool *sp)
 {
-    char path[PATH_MAX + 64], spare[PATH_MAX + 64];
-    int fd = -1, reused = 0;
+    char path[PATH_MAX + 64];
+    int fd;
 
     if (sp->nsegs == sp->cap_segs)
         return TG_EFULL;
     seg_path(sp, sp->next_seq, path, sizeof(path));
-    if (sp->spare && sp->live_bytes + seg_or(sp, sp->spare_bytes) <= sp->cfg.max_bytes) {
-        sp->spare = 0;
-        spare_path(sp, spare, sizeof(spare));
-        if (rename(spare, path) == 0) {
-            fd = open(path, O_WRONLY | O_CLOEXEC);
-            reused = fd >= 0;
-        }
-    }
-    /* (Recovery leaves no listed segment at next_seq or past it: nothing is truncated here but
-     * a spare that could not be opened.) */
-    if (fd < 0)
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (fd < 0) {
         TG_ERROR_RL("event=spool_open_failed errno=%d", errno);
         return TG_EIO;
@@ -554,76 +467,41 @@ static int roll_segment(struct rt_spool *sp)
     if (sp->wfd >= 0)
         close(sp->wfd);
     sp->wfd = fd;
-    sp->w_reused = reused;
     sp->segs[sp->nsegs].first_seq = sp->next_seq;
     sp->segs[sp->nsegs].bytes = 0;
-    sp->segs[sp->nsegs].tail = reused ? sp->spare_bytes : 0;
-    sp->live_bytes += sp->segs[sp->nsegs].tail;
     sp->nsegs++;
     return 0;
 }
 
-/* What the files grow by when a frame of frame bytes follows pend bytes not yet written, and
- * whether it needs a roll (*roll). Not where the frames go over a reused file's tail. (A reused
- * file a roll takes is counted there, within the room roll_segment checks; the frame is counted
- * here as if it went to a new one.) Caller holds mu. */
-static uint64_t append_growth(const struct rt_spool *sp, uint64_t pend, uint64_t frame, int *roll)
-{
-    const struct spool_segment *cur = sp->wfd >= 0 ? &sp->segs[sp->nsegs - 1] : NULL;
-    uint64_t grow = pend + frame;
-
-    *roll = cur == NULL ||
-            (cur->bytes + pend > 0 && cur->bytes + pend + frame > sp->cfg.segment_bytes);
-    if (!*roll)
-        grow = grow > cur->tail ? grow - cur->tail : 0;
-    return grow;
-}
-
 int rt_spool_has_room(struct rt_spool *sp, size_t len)
 {
-    int ok, roll;
+    int ok;
 
     pthread_mutex_lock(&sp->mu);
-    ok = sp->live_bytes + append_growth(sp, 0, SPOOL_HDR_BYTES + len, &roll) <= sp->cfg.max_bytes;
+    ok = sp->live_bytes + SPOOL_HDR_BYTES + len <= sp->cfg.max_bytes;
     pthread_mutex_unlock(&sp->mu);
     return ok;
 }
 
-/* Writes the k frames gathered in iov (header and payload each, pend bytes in all; iov has room
- * for one more entry) at the end of the segment being written, in one pwritev, and sets their
- * results in rcs (and their seqs). In a reused file an end mark follows them (not counted in
- * the segment's bytes, written over by the next write): recovery stops there instead of taking
- * the file's old bytes for damage. A short write is cut back, so that the reader never meets a
- * partial frame. Caller holds mu. */
+/* Writes the k frames gathered in iov (header and payload each, pend bytes in all) at the end
+ * of the segment being written, in one writev, and sets their results in rcs (and their seqs).
+ * A short write is cut back, so that the reader never meets a partial frame. Caller holds mu. */
 static void write_frames(struct rt_spool *sp, struct iovec *iov, unsigned k, uint64_t pend,
                          const unsigned *idx, int *rcs, uint64_t *seqs)
 {
     struct spool_segment *cur = &sp->segs[sp->nsegs - 1];
-    unsigned char mark[SPOOL_END_BYTES];
-    int n = (int)(2 * k);
     ssize_t w;
 
     if (k == 0)
         return;
-    if (sp->w_reused) {
-        put32(mark, SPOOL_END_MAGIC);
-        put64(mark + 4, sp->next_seq + k);
-        put32(mark + 12, tg_crc32c(0, mark + 4, 8));
-        iov[n].iov_base = mark;
-        iov[n].iov_len = sizeof(mark);
-        n++;
-    }
     do {
-        w = pwritev(sp->wfd, iov, n, (off_t)cur->bytes);
+        w = writev(sp->wfd, iov, (int)(2 * k));
     } while (w < 0 && errno == EINTR);
-    if (w < (ssize_t)pend) {
+    if (w != (ssize_t)pend) {
         /* Never leave a partial frame for the reader: cut the file back. */
         if (w > 0 && ftruncate(sp->wfd, (off_t)cur->bytes) != 0) {
             cur->bytes += (uint64_t)w; /* the reader will skip it as corrupt */
-            sp->live_bytes += (uint64_t)w - take_tail(cur, (uint64_t)w);
-        } else if (w > 0) {
-            sp->live_bytes -= cur->tail; /* cut with the rest */
-            cur->tail = 0;
+            sp->live_bytes += (uint64_t)w; /* (releasing the segment subtracts its bytes) */
         }
         atomic_fetch_add(&sp->st_write_errors, 1);
         TG_ERROR_RL("event=spool_write_failed errno=%d records=%u", w < 0 ? errno : 0, k);
@@ -632,7 +510,7 @@ static void write_frames(struct rt_spool *sp, struct iovec *iov, unsigned k, uin
         return;
     }
     cur->bytes += pend;
-    sp->live_bytes += pend - take_tail(cur, pend);
+    sp->live_bytes += pend;
     for (unsigned j = 0; j < k; j++) {
         rcs[idx[j]] = 0;
         if (seqs != NULL)
@@ -646,7 +524,7 @@ int rt_spool_append_batch(struct rt_spool *sp, const struct iovec *recs, size_t 
                           int *rcs, uint64_t *seqs)
 {
     unsigned char hdr[RT_SPOOL_BATCH_MAX][SPOOL_HDR_BYTES];
-    struct iovec iov[2 * RT_SPOOL_BATCH_MAX + 1]; /* + write_frames's end mark */
+    struct iovec iov[2 * RT_SPOOL_BATCH_MAX];
     unsigned idx[RT_SPOOL_BATCH_MAX] = {0}; /* (k == 0 reads none: for the compiler) */
     unsigned k = 0; /* frames gathered, not written yet */
     uint64_t pend = 0;
@@ -658,19 +536,22 @@ int rt_spool_append_batch(struct rt_spool *sp, const struct iovec *recs, size_t 
     for (size_t i = 0; i < n; i++) {
         size_t len = recs[i].iov_len;
         uint64_t frame = SPOOL_HDR_BYTES + len;
+        struct spool_segment *cur;
         uint32_t crc;
-        int rc, roll;
+        int rc;
 
         if (len > RT_SPOOL_RECORD_MAX_BYTES) {
             rcs[i] = TG_ETOOBIG;
             continue;
         }
-        if (sp->live_bytes + append_growth(sp, pend, frame, &roll) > sp->cfg.max_bytes) {
+        if (sp->live_bytes + pend + frame > sp->cfg.max_bytes) {
             atomic_fetch_add(&sp->st_full, 1);
             rcs[i] = TG_EFULL;
             continue;
         }
-        if (roll) {
+        cur = sp->wfd >= 0 ? &sp->segs[sp->nsegs - 1] : NULL;
+        if (cur == NULL ||
+            (cur->bytes + pend > 0 && cur->bytes + pend + frame > sp->cfg.segment_bytes)) {
             write_frames(sp, iov, k, pend, idx, rcs, seqs);
             k = 0;
             pend = 0;
@@ -768,7 +649,7 @@ int rt_spool_read_next(struct rt_spool *sp, struct rt_spool_record *rec, void *b
                 return TG_EIO;
             sp->rfd_seg = sp->r_seg;
         }
-        rc = frame_next(sp, 1, sp->rfd, sp->r_bytes, sp->r_seg, &sp->r_off, rec, buf, cap);
+        rc = frame_next(sp, 1, sp->rfd, sp->r_bytes, &sp->r_off, rec, buf, cap);
         if (rc < 0)
             return rc;
         if (rc == 1) {
@@ -802,35 +683,6 @@ void rt_spool_rewind(struct rt_spool *sp, uint64_t seq)
     pthread_mutex_unlock(&sp->mu);
 }
 
-/* A released segment's file (of bytes bytes): kept as the spare when there is none and it fits
- * (spare_fits), else deleted. Publisher thread. */
-static void release_file(struct rt_spool *sp, const char *path, uint64_t bytes)
-{
-    char spare[PATH_MAX + 64];
-    struct stat st;
-    int keep;
-
-    pthread_mutex_lock(&sp->mu);
-    keep = !sp->spare && !sp->spare_busy && spare_fits(sp, bytes);
-    sp->spare_busy = keep;
-    pthread_mutex_unlock(&sp->mu);
-    if (!keep) {
-        unlink(path);
-        return;
-    }
-    spare_path(sp, spare, sizeof(spare));
-    keep = rename(path, spare) == 0;
-    if (!keep)
-        unlink(path);
-    else if (stat(spare, &st) == 0)
-        bytes = (uint64_t)st.st_size; /* (with the end mark that may follow the records) */
-    pthread_mutex_lock(&sp->mu);
-    sp->spare = keep;
-    sp->spare_bytes = bytes;
-    sp->spare_busy = 0;
-    pthread_mutex_unlock(&sp->mu);
-}
-
 int rt_spool_ack_below(struct rt_spool *sp, uint64_t seq)
 {
     int more = 1, rc;
@@ -845,11 +697,11 @@ int rt_spool_ack_below(struct rt_spool *sp, uint64_t seq)
         sp->r_min_seq = seq;
     pthread_mutex_unlock(&sp->mu);
     /* Release every segment all of whose records are acknowledged, except the one written,
-     * RT_SPOOL_RELEASE_MAX at a time. Their files are unlinked (or one kept as the spare) with
-     * the lock let go: freeing a segment's pages and blocks takes milliseconds (tens while its
-     * pages are being written back), and the event loops append under this lock. */
+     * RT_SPOOL_RELEASE_MAX at a time. Their files are unlinked with the lock let go: freeing
+     * a segment's pages and blocks takes milliseconds (tens while its pages are being written
+     * back), and the event loops append under this lock. */
     while (more) {
-        uint64_t gone[RT_SPOOL_RELEASE_MAX], gone_bytes[RT_SPOOL_RELEASE_MAX];
+        uint64_t gone[RT_SPOOL_RELEASE_MAX];
         size_t ngone = 0;
 
         pthread_mutex_lock(&sp->mu);
@@ -860,8 +712,7 @@ int rt_spool_ack_below(struct rt_spool *sp, uint64_t seq)
                 sp->rfd = -1;
                 sp->ra_len = 0;
             }
-            gone[ngone] = sp->segs[0].first_seq;
-            gone_bytes[ngone++] = sp->segs[0].bytes + sp->segs[0].tail;
+            gone[ngone++] = sp->segs[0].first_seq;
             forget_segment_at(sp, 0);
             sp->r_known = 0; /* the reader's segment may be gone: look it up again */
         }
@@ -870,7 +721,7 @@ int rt_spool_ack_below(struct rt_spool *sp, uint64_t seq)
             char path[PATH_MAX + 64];
 
             seg_path(sp, gone[i], path, sizeof(path));
-            release_file(sp, path, gone_bytes[i]);
+            unlink(path);
         }
     }
     rc = write_checkpoint(sp, seq);

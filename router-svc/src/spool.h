@@ -10,17 +10,7 @@
  * (little endian; the CRC covers len, seq, ts_ms and the payload). A torn or corrupt record is
  * skipped, counted and logged once; reading resynchronises on the next valid record.
  *
- * Files go round: one released segment's file is kept as "spare.tgs", and the next roll renames
- * it and writes over it from the start, so that appends find their page cache pages and disk
- * blocks there (a new file's are allocated as each write extends it, and freed again when it is
- * deleted). Past the new records such a file still holds its old bytes; each write into it ends
- * with an end mark, magic u32 "TGE1" | next seq u64 | crc32c u32 (of the seq), written over by
- * the next write. Recovery reads a segment up to an end mark or a valid record below the
- * segment's first seq (an old one), whichever comes first.
- *
- * Bounds: the live segments' files (their records, and the old bytes past them in a reused file)
- * never exceed max_bytes (append returns TG_EFULL), nor do they with the spare, which is kept
- * only when it fits beside them and a whole segment (each reused file's 16-byte end mark aside);
+ * Bounds: the total bytes of live segments never exceed max_bytes (append returns TG_EFULL);
  * segments roll at segment_bytes; the segment table holds at most
  * max_bytes / segment_bytes + RT_SPOOL_EXTRA_SEGMENTS entries, set at open.
  *
@@ -69,7 +59,7 @@ struct rt_spool_stats {
     uint64_t appended;      /* records appended since open */
     uint64_t full;          /* appends refused because the spool was full */
     uint64_t corrupt;       /* corrupt or torn records skipped (recovery and reads) */
-    uint64_t bytes;         /* live segments' files (records, and a reused file's old bytes) */
+    uint64_t bytes;         /* live segment bytes */
     uint32_t segments;      /* live segments */
     uint64_t acked_below;   /* checkpoint */
     uint64_t next_seq;      /* next seq to assign */
@@ -84,8 +74,7 @@ struct rt_spool *rt_spool_open(const struct rt_spool_config *cfg, struct rt_spoo
                                char *err, size_t errlen);
 
 /* rt_spool_close: close files and free (accepts NULL; sets *sp to NULL). Nothing is deleted
- * but the spare and what rt_spool_ack_below() already released (and every segment when all is
- * acknowledged). */
+ * except what rt_spool_ack_below() already released. */
 void rt_spool_close(struct rt_spool **sp);
 
 /* rt_spool_append: append one record (len <= RT_SPOOL_RECORD_MAX_BYTES) with one write().
@@ -117,8 +106,8 @@ int rt_spool_read_next(struct rt_spool *sp, struct rt_spool_record *rec, void *b
 void rt_spool_rewind(struct rt_spool *sp, uint64_t seq);
 
 /* rt_spool_ack_below: every record with seq < seq is acknowledged: persist the checkpoint
- * (tmp + rename) and release segments whose records are all below it (never the segment being
- * written): deleted, or one kept as the spare. Returns 0 or TG_EIO. Publisher thread only. */
+ * (tmp + rename) and delete segments whose records are all below it (never the segment being
+ * written). Returns 0 or TG_EIO. Publisher thread only. */
 int rt_spool_ack_below(struct rt_spool *sp, uint64_t seq);
 
 /* rt_spool_sync: fdatasync the segment being written (fsync policy interval_ms). */

@@ -1,17 +1,15 @@
 /* libFuzzer target: router-svc's spool recovery and reader over a segment file of any bytes (what
  * a killed writer, a full disk or a damaged volume leaves behind), then the batch append on top.
  * The input is the content of the first segment; when its first byte has the high bit set, the
- * segment is named as starting at seq (first byte & 0x7f), so that valid frames below it are a
- * reused file's old bytes. Properties, abort() on violation:
+ * segment is named as starting at seq (first byte & 0x7f). Properties, abort() on violation:
  * - opening never fails on the segment's content and every record read back is at most
- *   RT_SPOOL_RECORD_MAX_BYTES and at or past the segment's first seq (a damaged file may hold a
- *   valid frame twice or seqs out of order: its records are replayed as they are, and spend-svc
- *   keeps one row per call id);
+ *   RT_SPOOL_RECORD_MAX_BYTES (a damaged file may hold a valid frame twice or seqs out of order:
+ *   its records are replayed as they are, and spend-svc keeps one row per call id);
  * - a batch appended after recovery (records cut from the input, up to RT_SPOOL_BATCH_MAX) is
  *   read back whole, in order, with consecutive seqs from the recovered next_seq;
- * - once all of it is acknowledged, the same batch appended again (into the released files
- *   written over, the input's among them: 4 KiB segments) is read back whole, and so is it, and
- *   nothing else, after a restart, with nothing counted as corrupt;
+ * - once all of it is acknowledged (the input's segment released with the others before the
+ *   one written: 4 KiB segments), the same batch appended again is read back whole, and so is
+ *   it, and nothing else, after a restart, with nothing counted as corrupt;
  * - nothing is read outside the buffers (ASan). */
 #include <dirent.h>
 #include <fcntl.h>
@@ -104,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (sp == NULL)
         abort(); /* the content of a segment never keeps the spool from opening */
     while (rt_spool_read_next(sp, &r, buf, sizeof(buf)) == 1) {
-        if (r.len > RT_SPOOL_RECORD_MAX_BYTES || r.seq < first_seq)
+        if (r.len > RT_SPOOL_RECORD_MAX_BYTES)
             abort();
     }
     /* a batch cut from the input: lengths 0..255 from successive bytes */
@@ -120,8 +118,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     append_all(sp, recs, n, rec.next_seq);
     read_back(sp, recs, n, rec.next_seq);
-    /* all acknowledged: the files go round; the batch again, then a restart (not where the
-     * input's seqs leave no room to count on: a spool counts from 0 and never gets there) */
+    /* all acknowledged: the batch again, then a restart (not where the input's seqs leave no
+     * room to count on: a spool counts from 0 and never gets there) */
     base = rec.next_seq + n;
     if (rec.next_seq > UINT64_MAX / 2) {
         rt_spool_close(&sp);

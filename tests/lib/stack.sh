@@ -15,7 +15,7 @@
 # tollgate.events.v1), TG_STACK_CONTROL_TOPIC (tollgate.control.v1), TG_STACK_GROUP_ID
 # (spend-svc's consumer group, default spend-svc).
 # The router's spool rolls its segments at TG_STACK_SPOOL_SEGMENT_BYTES (default 1 MiB, the
-# smallest allowed): a run of a few minutes goes round the files many times, kills included.
+# smallest allowed): a run of a few minutes rolls and releases many, kills included.
 #
 # Model groups: gpt-main (deployments main-a, order 1, and main-b, order 2) falls back to
 # gpt-fallback; claude-main is an Anthropic deployment; alias-main -> gpt-main; embed-main for

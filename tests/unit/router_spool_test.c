@@ -480,208 +480,9 @@ static void reopen_expect(struct rt_spool **sp, uint64_t next_seq, uint64_t pend
     assert_int_equal(rec.corrupt, 0);
 }
 
-static int file_exists(const char *name)
-{
-    char path[512];
-    struct stat st;
-
-    snprintf(path, sizeof(path), "%s/%s", test_dir, name);
-    return stat(path, &st) == 0;
-}
-
-static long file_size(const char *name)
-{
-    char path[512];
-    struct stat st;
-
-    snprintf(path, sizeof(path), "%s/%s", test_dir, name);
-    return stat(path, &st) == 0 ? (long)st.st_size : -1;
-}
-
 static void seg_name(uint64_t first, char *out, size_t cap)
 {
     snprintf(out, cap, "seg-%020llu.tgs", (unsigned long long)first);
-}
-
-/* Records 0..299 in 4 KiB segments (102 frames of 40 bytes each: segments 0, 102, 204), read
- * and acknowledged: segment 0's file becomes the spare, 102's is deleted. Then 300..350: six
- * fill segment 204, the rest go to segment 306, which is the spare written over: its first
- * 45 frames and an end mark, then what segment 0 held from byte 1816 on (frames of seqs 46 to
- * 101 among them, valid but old). */
-static void reuse_setup(struct rt_spool **spp)
-{
-    char name[64];
-
-    *spp = open_spool(1 << 20, 4096, NULL);
-    append_n(*spp, 0, 300);
-    assert_int_equal(read_all(*spp, NULL, NULL), 300);
-    assert_int_equal(rt_spool_ack_below(*spp, 300), 0);
-    assert_int_equal(count_segments(), 1);
-    assert_true(file_exists("spare.tgs"));
-    assert_int_equal(file_size("spare.tgs"), 102 * 40);
-    append_n(*spp, 300, 51);
-    assert_false(file_exists("spare.tgs")); /* taken by the roll at 306 */
-    seg_name(306, name, sizeof(name));
-    assert_int_equal(file_size(name), 102 * 40); /* written over, not recreated */
-    assert_int_equal(count_segments(), 2);
-}
-
-/* A released segment's file is written again by the next roll: what the reader reads is the new
- * records only, and so is what recovery finds after a restart without acknowledgement (the end
- * mark stops it; nothing counted as corrupt, no old record replayed). */
-static void test_released_file_written_again(void **state)
-{
-    struct rt_spool_stats st;
-    struct rt_spool *sp;
-
-    (void)state;
-    reuse_setup(&sp);
-    read_expect(sp, 51, 300, 350);
-    rt_spool_get_stats(sp, &st);
-    assert_int_equal(st.bytes, 2 * 102 * 40); /* the files: 204's and all of the reused one */
-    reopen_expect(&sp, 351, 51);
-    rt_spool_get_stats(sp, &st);
-    assert_int_equal(st.bytes, 2 * 102 * 40); /* recovery counts the reused file's tail too */
-    assert_int_equal(st.acked_below, 300);
-    read_expect(sp, 51, 300, 350);
-    /* and the spool goes on from there */
-    append_n(sp, 351, 200);
-    read_expect(sp, 200, 351, 550);
-    rt_spool_close(&sp);
-}
-
-/* A write into a reused file torn at its end mark (the process killed in the middle of it, or
- * the disk's damage): the mark is gone, the damage is counted, and the file's old records that
- * follow are still not taken for new ones, even with a checkpoint behind them (one killed
- * between releasing segments and writing it). */
-static void test_reused_file_torn_mark(void **state)
-{
-    struct rt_spool_recovery rec;
-    struct rt_spool *sp;
-    char name[64], path[512];
-    int fd;
-
-    (void)state;
-    reuse_setup(&sp);
-    rt_spool_close(&sp);
-    seg_name(306, name, sizeof(name));
-    snprintf(path, sizeof(path), "%s/%s", test_dir, name);
-    fd = open(path, O_WRONLY);
-    assert_true(fd >= 0);
-    assert_int_equal(pwrite(fd, "\0\0\0\0", 4, 45 * 40), 4); /* the end mark's magic */
-    close(fd);
-    snprintf(path, sizeof(path), "%s/checkpoint", test_dir);
-    fd = open(path, O_WRONLY | O_TRUNC);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, "acked_below=0\n", 14), 14);
-    close(fd);
-    sp = open_spool(1 << 20, 4096, &rec);
-    assert_true(rec.corrupt >= 1);
-    assert_int_equal(rec.next_seq, 351);
-    assert_int_equal(rec.pending, 147); /* segments 204 and 306: 204..350 */
-    read_expect(sp, 147, 204, 350);
-    rt_spool_close(&sp);
-}
-
-/* The spare is kept only while the spool has room for it and a whole new segment under
- * max_bytes: the files never hold much more than max_bytes. */
-static void test_spare_kept_only_with_room(void **state)
-{
-    struct rt_spool *sp;
-
-    (void)state;
-    sp = open_spool(12288, 4096, NULL);
-    append_n(sp, 0, 300); /* 12,000 bytes in segments 0, 102, 204 */
-    assert_int_equal(read_all(sp, NULL, NULL), 300);
-    assert_int_equal(rt_spool_ack_below(sp, 102), 0); /* 7,920 bytes left: no room */
-    assert_false(file_exists("spare.tgs"));
-    assert_int_equal(count_segments(), 2);
-    assert_int_equal(rt_spool_ack_below(sp, 300), 0); /* 3,840 left: room */
-    assert_true(file_exists("spare.tgs"));
-    assert_int_equal(count_segments(), 1);
-    rt_spool_close(&sp);
-    assert_false(file_exists("spare.tgs")); /* a clean stop leaves none */
-}
-
-/* The size bound counts files, and a reused file once: frames written over its old bytes do not
- * grow the spool, frames past them do; what is refused as full is exactly what would take the
- * files past max_bytes. */
-static void test_reused_file_counted_once(void **state)
-{
-    struct rt_spool_stats st;
-    struct rt_spool *sp;
-    DIR *d;
-    struct dirent *de;
-    long files = 0;
-
-    (void)state;
-    sp = open_spool(12288, 4096, NULL);
-    append_n(sp, 0, 300);
-    assert_int_equal(read_all(sp, NULL, NULL), 300);
-    assert_int_equal(rt_spool_ack_below(sp, 300), 0); /* 0's file deleted, 102's the spare */
-    assert_true(file_exists("spare.tgs"));
-    /* 300..305 fill segment 204 (4,080 bytes); 306..407 go over the reused file (4,080 bytes
-     * already counted); 408..509 fill a new file and 510 starts another: 12,280 bytes, room
-     * for no more frame (as many as without the reuse: 307 frames of 40 bytes in all) */
-    append_n(sp, 300, 211);
-    assert_false(file_exists("spare.tgs"));
-    assert_int_equal(rt_spool_append(sp, "event-000511", 12, 1511, NULL), TG_EFULL);
-    rt_spool_get_stats(sp, &st);
-    assert_int_equal(st.bytes, 307 * 40);
-    assert_int_equal(st.full, 1);
-    d = opendir(test_dir);
-    while ((de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, "seg-", 4) == 0)
-            files += file_size(de->d_name);
-    }
-    closedir(d);
-    assert_int_equal(files, (long)st.bytes + 16); /* (+ the reused file's end mark) */
-    assert_int_equal(read_all(sp, NULL, NULL), 211);
-    rt_spool_close(&sp);
-}
-
-/* A spare left by a killed process is used by the next one, and what the file held before (here
- * a copy of an old segment, valid frames of lower seqs) is never read as records. */
-static void test_spare_left_behind_is_used(void **state)
-{
-    struct rt_spool_recovery rec;
-    struct rt_spool *sp;
-    uint64_t first = 0, last = 0;
-    char name[64], from[512], to[512], data[4096];
-    ssize_t n;
-    int in, out;
-
-    (void)state;
-    sp = open_spool(1 << 20, 4096, NULL);
-    append_n(sp, 0, 10);
-    seg_name(0, name, sizeof(name));
-    snprintf(from, sizeof(from), "%s/%s", test_dir, name);
-    snprintf(to, sizeof(to), "%s/spare.tgs", test_dir);
-    in = open(from, O_RDONLY);
-    out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(in >= 0 && out >= 0);
-    n = read(in, data, sizeof(data));
-    assert_int_equal(n, 400);
-    assert_int_equal(write(out, data, (size_t)n), n);
-    close(in);
-    close(out);
-    assert_int_equal(read_all(sp, NULL, NULL), 10);
-    assert_int_equal(rt_spool_ack_below(sp, 10), 0);
-    rt_spool_close(&sp);
-    assert_int_equal(count_segments(), 0);
-    assert_true(file_exists("spare.tgs")); /* not this process's spare: left as it was */
-
-    sp = open_spool(1 << 20, 4096, &rec);
-    assert_int_equal(rec.next_seq, 10);
-    append_n(sp, 10, 3);
-    assert_false(file_exists("spare.tgs"));
-    seg_name(10, name, sizeof(name));
-    assert_int_equal(file_size(name), 400); /* written over: 3 frames, the end mark, old bytes */
-    assert_int_equal(read_all(sp, &first, &last), 3);
-    assert_int_equal(first, 10);
-    reopen_expect(&sp, 13, 3);
-    read_expect(sp, 3, 10, 12);
-    rt_spool_close(&sp);
 }
 
 /* A segment without a record (a roll killed before its first write) is removed by recovery, so
@@ -718,25 +519,57 @@ static void test_recovery_drops_segment_without_record(void **state)
     rt_spool_close(&sp);
 }
 
-/* Many rolls with acknowledgements between: the files go round (one spare at a time), the
- * reader reads each record once and whole, and a restart at any point finds exactly the records
- * not acknowledged. */
-static void test_files_go_round(void **state)
+/* A segment named past its records (a damaged directory: seg-100 holding 0..9): its records are
+ * replayed, and new segments go after it, in order, so that the reader reads them all. */
+static void test_segment_named_past_its_records(void **state)
 {
     struct rt_spool_recovery rec;
     struct rt_spool *sp;
-    uint64_t first = 0, last = 0, next = 0;
+    char from[512], to[512], name[64];
+
+    (void)state;
+    sp = open_spool(1 << 20, 4096, NULL);
+    append_n(sp, 0, 10);
+    rt_spool_close(&sp);
+    seg_name(0, name, sizeof(name));
+    snprintf(from, sizeof(from), "%s/%s", test_dir, name);
+    seg_name(100, name, sizeof(name));
+    snprintf(to, sizeof(to), "%s/%s", test_dir, name);
+    assert_int_equal(rename(from, to), 0);
+    sp = open_spool(1 << 20, 4096, &rec);
+    assert_int_equal(rec.pending, 10);
+    assert_int_equal(rec.next_seq, 101);
+    read_expect(sp, 10, 0, 9);
+    for (int i = 0; i < 3; i++) {
+        char payload[64];
+        uint64_t seq = 0;
+        int len = snprintf(payload, sizeof(payload), "event-%06d", 101 + i);
+
+        assert_int_equal(rt_spool_append(sp, payload, (size_t)len, 1101 + (uint64_t)i, &seq), 0);
+        assert_int_equal(seq, 101 + (uint64_t)i);
+    }
+    read_expect(sp, 3, 101, 103);
+    reopen_expect(&sp, 104, 13);
+    read_expect(sp, 13, 0, 103);
+    rt_spool_close(&sp);
+}
+
+/* Many rolls with acknowledgements between: segments are released as they go, the reader reads
+ * each record once and whole, and a restart at any point finds exactly the records not
+ * acknowledged. */
+static void test_rolls_acks_and_restarts(void **state)
+{
+    struct rt_spool_recovery rec;
+    struct rt_spool *sp;
+    uint64_t next = 0;
 
     (void)state;
     sp = open_spool(1 << 20, 1024, NULL);
     for (int round = 0; round < 40; round++) {
-        int n = 17 + (round * 13) % 61, got;
+        int n = 17 + (round * 13) % 61;
 
         append_n(sp, (int)next, n);
-        got = read_all(sp, &first, &last);
-        assert_int_equal(got, n);
-        assert_int_equal(first, next);
-        assert_int_equal(last, next + (uint64_t)n - 1);
+        read_expect(sp, n, next, next + (uint64_t)n - 1);
         next += (uint64_t)n;
         /* acknowledge all but the last few; the reader does not read again */
         assert_int_equal(rt_spool_ack_below(sp, next - 5), 0);
@@ -747,8 +580,7 @@ static void test_files_go_round(void **state)
             assert_int_equal(rec.next_seq, next);
             assert_int_equal(rec.pending, 5);
             assert_int_equal(rec.corrupt, 0);
-            assert_int_equal(read_all(sp, &first, &last), 5);
-            assert_int_equal(first, next - 5);
+            read_expect(sp, 5, next - 5, next - 1);
         }
     }
     rt_spool_close(&sp);
@@ -767,14 +599,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_appends_in_order_across_segments, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_batch_full_and_too_big_per_record, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_released_file_written_again, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reused_file_torn_mark, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_spare_kept_only_with_room, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reused_file_counted_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_spare_left_behind_is_used, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recovery_drops_segment_without_record, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_files_go_round, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_segment_named_past_its_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rolls_acks_and_restarts, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
