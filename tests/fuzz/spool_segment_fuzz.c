@@ -120,12 +120,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     read_back(sp, recs, n, rec.next_seq);
     /* all acknowledged: the batch again, then a restart (not where the input's seqs leave no
      * room to count on: a spool counts from 0 and never gets there) */
-    base = rec.next_seq + n;
     if (rec.next_seq > UINT64_MAX / 2) {
         rt_spool_close(&sp);
         rm_dir(dir);
         return 0;
     }
+    base = rec.next_seq + n;
     if (rt_spool_ack_below(sp, base) != 0)
         abort();
     append_all(sp, recs, n, base);
