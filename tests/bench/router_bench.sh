@@ -27,13 +27,14 @@
 # proxy adds over the mock directly.
 # RT_BENCH_SMAPS=1 prints where the router's idle RSS is (largest mappings).
 # RT_BENCH_PERF="TARGET ..." (router, router-noevents, router-tls, ...) records a perf profile of
-# each target's proxy during its first round (RT_BENCH_PERF_FREQ samples a CPU second, 4999) and
-# prints the top symbols by self time in µs per request; with both router and router-noevents, also
-# the symbols that differ most between them (where the event pipeline's CPU goes).
+# each target's proxy during one extra round after the timed ones (RT_BENCH_PERF_FREQ samples a
+# CPU second, 4999) and prints the top symbols by self time in µs per request; with both router
+# and router-noevents, also the symbols that differ most between them (where the event
+# pipeline's CPU goes). The profiled rounds are not in the figures (perf costs the proxy CPU).
 # RT_BENCH_PERF_KEEP=DIR keeps the recordings (with call graphs) for perf report.
-# RT_BENCH_SYSCALLS="TARGET ..." counts each target's system calls by thread in its first round
-# (perf trace), per request; in its second round when RT_BENCH_PERF is set too (a profile taken
-# while perf trace hooks every system call would show the tracing).
+# RT_BENCH_SYSCALLS="TARGET ..." counts each target's system calls by thread (perf trace), per
+# request, in one more extra round of its own (not the profiled one: a profile taken while perf
+# trace hooks every system call would show the tracing), also outside the figures.
 # RT_BENCH_CALLGRIND="router router-noevents nginx ..." runs those proxies under valgrind's
 # callgrind instead of the timed rounds and prints instructions per request by thread and the
 # functions that execute most (user space only; counts repeat where times do not): see cg_run.
@@ -63,12 +64,6 @@ STREAM_CONC=${RT_BENCH_STREAM_CONC:-1000}
 STREAM_CHUNKS=${RT_BENCH_STREAM_CHUNKS:-100}
 DUR=${RT_BENCH_SECONDS:-5}
 ROUNDS=${RT_BENCH_ROUNDS:-3}
-TRACE_ROUND=1 # the round RT_BENCH_SYSCALLS traces: not the one RT_BENCH_PERF profiles
-if [ -n "${RT_BENCH_SYSCALLS:-}" ] && [ -n "${RT_BENCH_PERF:-}" ]; then
-    TRACE_ROUND=2
-    [ "$ROUNDS" -ge 2 ] ||
-        { echo "router_bench: RT_BENCH_SYSCALLS with RT_BENCH_PERF needs RT_BENCH_ROUNDS >= 2" >&2; exit 2; }
-fi
 PROXY_CPU=${RT_BENCH_PROXY_CPU:-1}
 LOAD_CPU=${RT_BENCH_LOAD_CPU:-0}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
@@ -299,6 +294,11 @@ done
 # seconds of load, counters zeroed, RT_BENCH_CG_SECONDS (10) of load at RT_BENCH_CG_CONC (8)
 # connections, counters dumped. Instructions in user space only (the kernel's share is not
 # counted), repeatable where CPU time is not: a change's effect on the proxy's own code.
+# RT_BENCH_CG_MIXED=1: router's warm-up first carries what it carries in the timed rounds
+# besides plain requests, RT_BENCH_CG_WARM seconds of HTTPS-upstream requests and of
+# RT_BENCH_CG_STREAM_CONC (100) streams in flight (router-base's and router-noevents' do not,
+# as in the timed rounds): with RT_BENCH_BASE_BIN this build's router-svc, whether a router that
+# served them runs more instructions per plain request after.
 cg_run() { # NAME COMMAND...: the figures of one proxy under callgrind
     local name=$1 port=$2 pid f reqs
     shift 2
@@ -312,6 +312,16 @@ cg_run() { # NAME COMMAND...: the figures of one proxy under callgrind
             grep -q '^[1-5]' && break
         sleep 0.2
     done
+    if [ "$name" = router ] && [ -n "${RT_BENCH_CG_MIXED:-}" ]; then
+        "${PIN_LOAD[@]}" "$WRK" -t1 -c"${RT_BENCH_CG_CONC:-8}" -d"${RT_BENCH_CG_WARM:-3}s" \
+            -s "$STATE/bench-tls.lua" "http://127.0.0.1:$port/v1/chat/completions" \
+            >"$STATE/cg.$name/wrk.tls" 2>&1
+        "${PIN_LOAD[@]}" "$WRK" -t1 -c"${RT_BENCH_CG_STREAM_CONC:-100}" -d"${RT_BENCH_CG_WARM:-3}s" \
+            -s "$STATE/bench-stream.lua" "http://127.0.0.1:$port/v1/chat/completions" \
+            >"$STATE/cg.$name/wrk.stream" 2>&1
+        ! grep -q 'Non-2xx' "$STATE/cg.$name/wrk.tls" "$STATE/cg.$name/wrk.stream" ||
+            die "$name under callgrind: non-2xx answers in the mixed warm-up"
+    fi
     "${PIN_LOAD[@]}" "$WRK" -t1 -c"${RT_BENCH_CG_CONC:-8}" -d"${RT_BENCH_CG_WARM:-3}s" \
         -s "$STATE/bench-plain.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null 2>&1
     callgrind_control -z "$pid" >/dev/null
@@ -498,23 +508,7 @@ for round in $(seq 1 "$ROUNDS"); do
         c0=$(cpu_ticks $pids)
         u0=$(usr_ticks $pids)
         s0=$(steal_ticks)
-        if [ "$round" = 1 ] && [[ " ${RT_BENCH_PERF:-} " == *" $t "* ]]; then
-            # a CPU profile of the proxy's processes for this target's first round (nginx: the
-            # master and its worker, whose work it is)
-            perf record -F "${RT_BENCH_PERF_FREQ:-4999}" -g -p "$(echo $pids | tr ' ' ',')" \
-                -o "$STATE/perf.$t.data" \
-                -- sleep "$DUR" >/dev/null 2>&1 &
-            PERF_PID=$!
-        fi
-        if [ "$round" = "$TRACE_ROUND" ] && [[ " ${RT_BENCH_SYSCALLS:-} " == *" $t "* ]]; then
-            # the proxy's system calls, counted by thread for this target's round TRACE_ROUND
-            perf trace -s -p "$(echo $pids | tr ' ' ',')" -o "$STATE/syscalls.$t" \
-                -- sleep "$DUR" >/dev/null 2>&1 &
-            TRACE_PID=$!
-        fi
         run_wrk "$t" "$DUR" "$STATE/wrk.$t.$round"
-        [ -n "${PERF_PID:-}" ] && { wait "$PERF_PID" || true; PERF_PID=; }
-        [ -n "${TRACE_PID:-}" ] && { wait "$TRACE_PID" || true; TRACE_PID=; }
         c1=$(cpu_ticks $pids)
         u1=$(usr_ticks $pids)
         s1=$(steal_ticks)
@@ -539,6 +533,28 @@ for round in $(seq 1 "$ROUNDS"); do
     done
 done
 RSS_ROUTER=$(rss_kb "$ROUTER_PID")
+
+# The instrumented rounds, after the timed ones and outside their figures: a profile (perf
+# record) of each RT_BENCH_PERF target, then a count of system calls (perf trace) of each
+# RT_BENCH_SYSCALLS target, one round each (nginx: the master and its worker, whose work it is)
+declare -A EXTRA_REQS
+instrumented() { # KIND TARGET: one round of TARGET with perf KIND (perf or trace) attached
+    local t=$2 pids ipid
+    pids=$(pids_of "$t")
+    if [ "$1" = perf ]; then
+        perf record -F "${RT_BENCH_PERF_FREQ:-4999}" -g -p "$(echo $pids | tr ' ' ',')" \
+            -o "$STATE/perf.$t.data" -- sleep "$DUR" >/dev/null 2>&1 &
+    else
+        perf trace -s -p "$(echo $pids | tr ' ' ',')" -o "$STATE/syscalls.$t" \
+            -- sleep "$DUR" >/dev/null 2>&1 &
+    fi
+    ipid=$!
+    run_wrk "$t" "$DUR" "$STATE/wrk.$t.$1"
+    wait "$ipid" || true
+    EXTRA_REQS[$t]=$((${EXTRA_REQS[$t]:-0} + $(awk '/requests in/ {print $1}' "$STATE/wrk.$t.$1")))
+}
+for t in ${RT_BENCH_PERF:-}; do instrumented perf "$t"; done
+for t in ${RT_BENCH_SYSCALLS:-}; do instrumented trace "$t"; done
 RSS_NGINX=$(rss_kb $(pids_of nginx))
 
 # One connection, one request at a time: the latency a proxy adds to a request (p50 over the
@@ -556,7 +572,8 @@ for t in $C1_TARGETS; do C1_P50[$t]=$(echo "${C1_P50_ALL[$t]}" | median); done
 
 # every event of the router with Kafka acknowledged (the publisher drains within seconds)
 APPENDED=$(( $(metric "$ROUTER_PORT" tollgate_router_events_appended_total) - APPENDED0 ))
-WANT=$((REQS[router] + REQS[router-tls] + REQS[router-stream] + ${C1_REQS:-0}))
+WANT=$((REQS[router] + REQS[router-tls] + REQS[router-stream] + ${C1_REQS:-0} +
+    ${EXTRA_REQS[router]:-0} + ${EXTRA_REQS[router-tls]:-0} + ${EXTRA_REQS[router-stream]:-0}))
 for _ in $(seq 1 300); do
     acked=$(metric "$ROUTER_PORT" tollgate_router_events_acked_total)
     total=$(metric "$ROUTER_PORT" tollgate_router_events_appended_total)
@@ -649,7 +666,7 @@ fi
 # samples / frequency over the requests of the profiled round)
 perf_us() {
     local reqs
-    reqs=$(awk '/requests in/ {print $1}' "$STATE/wrk.$1.1")
+    reqs=$(awk '/requests in/ {print $1}' "$STATE/wrk.$1.perf")
     perf report -i "$STATE/perf.$1.data" --stdio --no-children -g none -n --sort comm,dso,sym \
         2>/dev/null | awk -v f="${RT_BENCH_PERF_FREQ:-4999}" -v r="$reqs" '
         /^#/ || !/%/ { next }
@@ -658,9 +675,8 @@ perf_us() {
 for t in ${RT_BENCH_SYSCALLS:-}; do
     [ -f "$STATE/syscalls.$t" ] || continue
     echo
-    echo "system calls of $t (round $TRACE_ROUND, traced: its figures in that round are not"
-    echo "comparable), by thread, calls per request:"
-    awk -v r="$(awk '/requests in/ {print $1}' "$STATE/wrk.$t.$TRACE_ROUND")" '
+    echo "system calls of $t (a round of its own, traced), by thread, calls per request:"
+    awk -v r="$(awk '/requests in/ {print $1}' "$STATE/wrk.$t.trace")" '
         /events,/ { th = $1 " " $2; sub(/,$/, "", th); next }
         $2 ~ /^[0-9]+$/ && $1 ~ /^[a-z_0-9]+$/ && th != "" {
             if ($2 / r >= 0.001) printf "    %-28s %-16s %8.3f\n", th, $1, $2 / r }' "$STATE/syscalls.$t"
@@ -668,7 +684,7 @@ done
 for t in ${RT_BENCH_PERF:-}; do
     [ -f "$STATE/perf.$t.data" ] || continue
     echo
-    echo "perf profile of $t (first round), self time by symbol, µs per request:"
+    echo "perf profile of $t (a round of its own), self time by symbol, µs per request:"
     perf_us "$t" | sort -rn >"$STATE/perf.$t.txt"
     head -n "${RT_BENCH_PERF_LINES:-40}" "$STATE/perf.$t.txt" | sed 's/^/    /'
     awk '{ s += $1 } END { printf "    (%.1f µs per request in all)\n", s }' "$STATE/perf.$t.txt"
