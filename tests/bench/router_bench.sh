@@ -45,6 +45,10 @@
 # router-base's) to core N after the warm-up, its loop staying on the proxies' core: with
 # RT_BENCH_BASE_BIN this build's router-svc, how much of the loop's extra cost with events comes
 # from sharing its core (and caches) with them, side by side.
+# RT_BENCH_BASE_MIXED=1 gives router-base, in the warm-up, the HTTPS-upstream requests and the
+# streams router serves (router's warm-up has them; its timed rounds too, router-base's not):
+# with RT_BENCH_BASE_BIN this build's router-svc, whether router's difference from an identical
+# router-base comes from what it served before.
 # RT_BENCH_BASE_SPOOL_DIR=DIR puts router-base's spool in a directory made under DIR (e.g.
 # /dev/shm: a filesystem measured side by side, with RT_BENCH_BASE_BIN this build's router-svc).
 # The routers with events write up to RT_BENCH_EVENTS_PER_RECORD (64) events per Kafka record
@@ -485,6 +489,16 @@ fi
 sleep 1
 RSS_IDLE_ROUTER=$(rss_kb "$ROUTER_PID")
 for t in $TARGETS; do case $t in *-stream) run_wrk "$t" 2 "$STATE/warm.$t" ;; esac; done
+if [ -n "${RT_BENCH_BASE_MIXED:-}" ] && [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
+    # router-base also serves, once, what router serves besides plain requests (HTTPS-upstream
+    # requests, then RT_BENCH_STREAM_CONC streams in flight), as router did in its warm-up
+    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$CONC" -d2s -s "$STATE/bench-tls.lua" \
+        "$(url_of router-base)/v1/chat/completions" >"$STATE/warm.router-base-tls" 2>&1
+    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$STREAM_CONC" -d2s -s "$STATE/bench-stream.lua" \
+        "$(url_of router-base)/v1/chat/completions" >"$STATE/warm.router-base-stream" 2>&1
+    ! grep -q 'Non-2xx' "$STATE/warm.router-base-tls" "$STATE/warm.router-base-stream" ||
+        die "router-base: non-2xx answers in its HTTPS or stream warm-up"
+fi
 if [ -n "${RT_BENCH_SMAPS:-}" ]; then
     # where the router's idle RSS is: the largest mappings
     awk '/^[0-9a-f]+-[0-9a-f]+ / { name = ($6 == "" ? "[anon]" : $6) } /^Rss:/ { rss[name] += $2 }
