@@ -45,10 +45,12 @@
 # router-base's) to core N after the warm-up, its loop staying on the proxies' core: with
 # RT_BENCH_BASE_BIN this build's router-svc, how much of the loop's extra cost with events comes
 # from sharing its core (and caches) with them, side by side.
-# RT_BENCH_BASE_MIXED=1 gives router-base, in the warm-up, the HTTPS-upstream requests and the
-# streams router serves (router's warm-up has them; its timed rounds too, router-base's not):
-# with RT_BENCH_BASE_BIN this build's router-svc, whether router's difference from an identical
-# router-base comes from what it served before.
+# router-noevents and router-base serve, between their timed rounds, what router serves in its
+# own HTTPS and stream rounds (RT_BENCH_SECONDS of each after each of their rounds, and in the
+# warm-up; not measured), as nginx does in nginx-tls and nginx-stream: router, run as a copy of
+# itself in router-base's place without them, cost 1.5-4 % more in its loop thread per plain
+# request (a cost of serving the three kinds of traffic, not of the events), which entered the
+# event pipeline's figure. RT_BENCH_MIXED=0 leaves them out (the figures before this).
 # RT_BENCH_BASE_SPOOL_DIR=DIR puts router-base's spool in a directory made under DIR (e.g.
 # /dev/shm: a filesystem measured side by side, with RT_BENCH_BASE_BIN this build's router-svc).
 # The routers with events write up to RT_BENCH_EVENTS_PER_RECORD (64) events per Kafka record
@@ -489,16 +491,20 @@ fi
 sleep 1
 RSS_IDLE_ROUTER=$(rss_kb "$ROUTER_PID")
 for t in $TARGETS; do case $t in *-stream) run_wrk "$t" 2 "$STATE/warm.$t" ;; esac; done
-if [ -n "${RT_BENCH_BASE_MIXED:-}" ] && [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
-    # router-base also serves, once, what router serves besides plain requests (HTTPS-upstream
-    # requests, then RT_BENCH_STREAM_CONC streams in flight), as router did in its warm-up
-    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$CONC" -d2s -s "$STATE/bench-tls.lua" \
-        "$(url_of router-base)/v1/chat/completions" >"$STATE/warm.router-base-tls" 2>&1
-    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$STREAM_CONC" -d2s -s "$STATE/bench-stream.lua" \
-        "$(url_of router-base)/v1/chat/completions" >"$STATE/warm.router-base-stream" 2>&1
-    ! grep -q 'Non-2xx' "$STATE/warm.router-base-tls" "$STATE/warm.router-base-stream" ||
-        die "router-base: non-2xx answers in its HTTPS or stream warm-up"
-fi
+mixed() { # TARGET SECONDS TAG: TARGET (router-noevents, router-base) serves the HTTPS-upstream
+    # requests and the RT_BENCH_STREAM_CONC streams in flight that router serves in its rounds
+    # router-tls and router-stream; not measured
+    [ "${RT_BENCH_MIXED:-1}" = 0 ] && return 0
+    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$CONC" -d"${2}s" -s "$STATE/bench-tls.lua" \
+        "$(url_of "$1")/v1/chat/completions" >"$STATE/$3.$1-tls" 2>&1
+    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$STREAM_CONC" -d"${2}s" -s "$STATE/bench-stream.lua" \
+        "$(url_of "$1")/v1/chat/completions" >"$STATE/$3.$1-stream" 2>&1
+    ! grep -q 'Non-2xx' "$STATE/$3.$1-tls" "$STATE/$3.$1-stream" ||
+        die "$1: non-2xx answers to its HTTPS or stream requests ($3)"
+}
+for t in router-noevents router-base; do
+    if [[ " $TARGETS " == *" $t "* ]]; then mixed "$t" 2 warm; fi
+done
 if [ -n "${RT_BENCH_SMAPS:-}" ]; then
     # where the router's idle RSS is: the largest mappings
     awk '/^[0-9a-f]+-[0-9a-f]+ / { name = ($6 == "" ? "[anon]" : $6) } /^Rss:/ { rss[name] += $2 }
@@ -529,6 +535,7 @@ for round in $(seq 1 "$ROUNDS"); do
         [ "$t" = router ] && thread_ticks "$ROUTER_PID" >"$STATE/threads.1.$round"
         [ "$t" = router-base ] && thread_ticks "$ROUTERB_PID" >"$STATE/threads-base.1.$round"
         [ "$t" = router-noevents ] && thread_ticks "$ROUTER0_PID" >"$STATE/threads-noevents.1.$round"
+        case $t in router-noevents | router-base) mixed "$t" "$DUR" "round$round" ;; esac
         f=$STATE/wrk.$t.$round
         rps=$(awk '/^Requests\/sec:/ {print $2}' "$f")
         reqs=$(awk '/requests in/ {print $1}' "$f")
