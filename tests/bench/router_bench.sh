@@ -306,6 +306,16 @@ done
 # RT_BENCH_CG_STREAM_CONC (100) streams in flight (the others' do not): with RT_BENCH_BASE_BIN
 # this build's router-svc, whether a router that served them runs more instructions per plain
 # request after (one run: 35,266 against 35,164 in its loop thread, +0.3 %).
+# serve_mix URL CONC STREAM_CONC SECONDS OUT WHO: the proxy at URL serves what router serves in
+# router-tls and router-stream (HTTPS-upstream requests at CONC connections, then STREAM_CONC
+# streams in flight), SECONDS of each, not measured (wrk's output in OUT-tls, OUT-stream)
+serve_mix() {
+    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$2" -d"${4}s" -s "$STATE/bench-tls.lua" \
+        "$1/v1/chat/completions" >"$5-tls" 2>&1
+    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$3" -d"${4}s" -s "$STATE/bench-stream.lua" \
+        "$1/v1/chat/completions" >"$5-stream" 2>&1
+    ! grep -q 'Non-2xx' "$5-tls" "$5-stream" || die "$6: non-2xx answers to its HTTPS or stream requests"
+}
 cg_run() { # NAME COMMAND...: the figures of one proxy under callgrind
     local name=$1 port=$2 pid f reqs
     shift 2
@@ -320,14 +330,8 @@ cg_run() { # NAME COMMAND...: the figures of one proxy under callgrind
         sleep 0.2
     done
     if [ "$name" = router ] && [ -n "${RT_BENCH_CG_MIXED:-}" ]; then
-        "${PIN_LOAD[@]}" "$WRK" -t1 -c"${RT_BENCH_CG_CONC:-8}" -d"${RT_BENCH_CG_WARM:-3}s" \
-            -s "$STATE/bench-tls.lua" "http://127.0.0.1:$port/v1/chat/completions" \
-            >"$STATE/cg.$name/wrk.tls" 2>&1
-        "${PIN_LOAD[@]}" "$WRK" -t1 -c"${RT_BENCH_CG_STREAM_CONC:-100}" -d"${RT_BENCH_CG_WARM:-3}s" \
-            -s "$STATE/bench-stream.lua" "http://127.0.0.1:$port/v1/chat/completions" \
-            >"$STATE/cg.$name/wrk.stream" 2>&1
-        ! grep -q 'Non-2xx' "$STATE/cg.$name/wrk.tls" "$STATE/cg.$name/wrk.stream" ||
-            die "$name under callgrind: non-2xx answers in the mixed warm-up"
+        serve_mix "http://127.0.0.1:$port" "${RT_BENCH_CG_CONC:-8}" "${RT_BENCH_CG_STREAM_CONC:-100}" \
+            "${RT_BENCH_CG_WARM:-3}" "$STATE/cg.$name/wrk" "$name under callgrind"
     fi
     "${PIN_LOAD[@]}" "$WRK" -t1 -c"${RT_BENCH_CG_CONC:-8}" -d"${RT_BENCH_CG_WARM:-3}s" \
         -s "$STATE/bench-plain.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null 2>&1
@@ -492,16 +496,10 @@ fi
 sleep 1
 RSS_IDLE_ROUTER=$(rss_kb "$ROUTER_PID")
 for t in $TARGETS; do case $t in *-stream) run_wrk "$t" 2 "$STATE/warm.$t" ;; esac; done
-mixed() { # TARGET SECONDS TAG: TARGET (router-noevents, router-base) serves the HTTPS-upstream
-    # requests and the RT_BENCH_STREAM_CONC streams in flight that router serves in its rounds
-    # router-tls and router-stream; not measured
+mixed() { # TARGET SECONDS TAG: TARGET (router-noevents, router-base) serves the mix router
+    # serves besides plain requests (serve_mix), unless RT_BENCH_MIXED=0
     [ "${RT_BENCH_MIXED:-1}" = 0 ] && return 0
-    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$CONC" -d"${2}s" -s "$STATE/bench-tls.lua" \
-        "$(url_of "$1")/v1/chat/completions" >"$STATE/$3.$1-tls" 2>&1
-    "${PIN_LOAD[@]}" "$WRK" -t1 -c"$STREAM_CONC" -d"${2}s" -s "$STATE/bench-stream.lua" \
-        "$(url_of "$1")/v1/chat/completions" >"$STATE/$3.$1-stream" 2>&1
-    ! grep -q 'Non-2xx' "$STATE/$3.$1-tls" "$STATE/$3.$1-stream" ||
-        die "$1: non-2xx answers to its HTTPS or stream requests ($3)"
+    serve_mix "$(url_of "$1")" "$CONC" "$STREAM_CONC" "$2" "$STATE/$3.$1" "$1 ($3)"
 }
 for t in router-noevents router-base; do
     if [[ " $TARGETS " == *" $t "* ]]; then mixed "$t" 2 warm; fi
