@@ -26,6 +26,12 @@
 # After the rounds, one-connection rounds (RT_BENCH_C1_SECONDS, 3 s each) give the p50 latency a
 # proxy adds over the mock directly.
 # RT_BENCH_SMAPS=1 prints where the router's idle RSS is (largest mappings).
+# RT_BENCH_PREWARM=SECONDS (1; 0: none) of unmeasured traffic before each proxy's timed round, so
+# that the round finds its upstream connections open (see PREWARM); the report gives the
+# largest latency of the TLS targets' pre-round warm-ups: the cost of reopening a pool.
+# A round whose p99 is twice its target's median, or with a request over 50 ms, is listed
+# under "Slow rounds" with what else the machine did in it (machine_line), what router-svc
+# counted (router_line) and the pauses of Kafka's collector.
 # RT_BENCH_PERF="TARGET ..." (router, router-noevents, router-tls, ...) records a perf profile of
 # each target's proxy during one extra round after the timed ones (RT_BENCH_PERF_FREQ samples a
 # CPU second, 4999) and prints the top symbols by self time in µs per request; with both router
@@ -63,6 +69,7 @@ set -euo pipefail
 SRC="${TG_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 BIN="${TG_BUILD_DIR:?TG_BUILD_DIR unset}"
 STATE="$(mktemp -d /tmp/tollgate-router-bench.XXXXXX)"
+BENCH_T0=$(date +%s.%N)
 unset TG_KAFKA_BROKERS TG_KAFKA_CTL
 . "$SRC/tests/lib/services.sh"
 tg_services_init "$STATE/services"
@@ -111,7 +118,13 @@ wait_http() { # URL
 }
 
 # ---- Kafka (one node) on the load core ----
+# its collector's pauses, time-stamped by the JVM's uptime, go to kafka-gc.log (see slow rounds)
+TG_KAFKA_JAVA_OPTS="$TG_KAFKA_JAVA_OPTS -Xlog:gc:file=$STATE/kafka-gc.log:uptimemillis"
 tg_kafka_start 1
+# the JVM's start (seconds since the epoch), from which its log counts
+KAFKA_T0=$(awk -v b="$(awk '$1 == "btime" {print $2}' /proc/stat)" -v tick="$(getconf CLK_TCK)" \
+    '{ c = index($0, ") "); split(substr($0, c + 2), f, " "); printf "%.3f", b + f[20] / tick }' \
+    "/proc/$(tg_kafka_node_pid 1)/stat")
 [ "${#PIN_LOAD[@]}" = 0 ] || taskset -apc "$LOAD_CPU" "$(tg_kafka_node_pid 1)" >/dev/null || true
 
 # ---- test CA and the mock's certificate (127.0.0.1 and localhost) ----
@@ -476,6 +489,47 @@ median() { # (of an even count: the mean of the two in the middle)
 }
 # steal ticks of the proxies' core so far (time the hypervisor gave to another guest)
 steal_ticks() { awk -v c="cpu$PROXY_CPU" '$1 == c {print $9}' /proc/stat; }
+# The machine around each timed round, to explain a round slower than the target's others: the
+# CPU ticks of every process (kernel threads too) and of each core, and the kernel's memory and
+# writeback counters. machine_snap FILE; machine_line A B PIDS...: one line on what ran in
+# between (the CPU the target PIDS and wrk did not use, by process; each core's steal, iowait,
+# irq and softirq time; pages written back, dirty and under writeback, reclaim and compaction).
+machine_snap() {
+    {
+        date +%s.%N | awk '{print "t", $1}'
+        cat /proc/[0-9]*/stat 2>/dev/null | awk '{ o = index($0, " ("); c = index($0, ") ");
+            n = substr($0, o + 2, c - o - 2); gsub(/[^A-Za-z0-9_.:\/-]/, "_", n);
+            split(substr($0, c + 2), f, " "); print "p", $1, n, f[12] + f[13] }'
+        awk '$1 ~ /^cpu[0-9]+$/ {print "c", $1, $6, $7, $8, $9}' /proc/stat
+        awk '$1 ~ /^(nr_dirty|nr_writeback|pgpgout|pgmajfault|pgscan_kswapd|pgscan_direct|compact_stall|thp_fault_alloc|thp_collapse_alloc)$/ {print "v", $1, $2}' /proc/vmstat
+    } >"$1"
+}
+machine_line() {
+    local a=$1 b=$2
+    shift 2
+    awk -v tick="$TICK" -v t0="$BENCH_T0" -v skip=" $* " '
+        FNR == 1 && NR != 1 { second = 1 }
+        $1 == "t" { if (second) t1 = $2; else ta = $2; next }
+        $1 == "p" { k = $2 " " $3; if (second) pb[k] = $4; else pa[k] = $4; next }
+        $1 == "c" { k = $2; if (second) { s[k] = $6 - cs[k]; w[k] = $3 - cw[k]; q[k] = $4 + $5 - cq[k] }
+                    else { cs[k] = $6; cw[k] = $3; cq[k] = $4 + $5 }; next }
+        $1 == "v" { if (second) vb[$2] = $3; else va[$2] = $3 }
+        END {
+            d = t1 - ta; line = sprintf("at %.0f s, %.1f s:", ta - t0, d)
+            for (k in s) line = line sprintf(" %s steal %.0f%% iowait %.0f%% irq %.0f%%;", k,
+                s[k] * 100 / tick / d, w[k] * 100 / tick / d, q[k] * 100 / tick / d)
+            line = line sprintf(" written back %d kB, dirty %d kB, writeback %d kB",
+                vb["pgpgout"] - va["pgpgout"], vb["nr_dirty"] * 4, vb["nr_writeback"] * 4)
+            for (k in vb) if (k != "pgpgout" && k !~ /^nr_/ && vb[k] > va[k])
+                line = line sprintf(", %s +%d", k, vb[k] - va[k])
+            line = line "; others:"
+            for (k in pb) { split(k, f, " "); if (index(skip, " " f[1] " ") || f[2] == "wrk") continue
+                u = pb[k] - ((k in pa) ? pa[k] : 0); if (u > 0) o[k] = u }
+            for (n = 0; n < 5; n++) { m = ""; for (k in o) if (m == "" || o[k] > o[m]) m = k
+                if (m == "") break; split(m, f, " "); line = line sprintf(" %s %.0f ms", f[2], o[m] * 1000 / tick)
+                delete o[m] }
+            print line }' "$a" "$b"
+}
 run_wrk() { # TARGET SECONDS OUT
     "${PIN_LOAD[@]}" "$WRK" -t1 -c"$(conc_of "$1")" -d"${2}s" --latency -s "$STATE/$(model_of "$1").lua" \
         "$(url_of "$1")/v1/chat/completions" >"$3" 2>&1
@@ -515,6 +569,17 @@ RSS_IDLE_NGINX=$(rss_kb $(pids_of nginx))
 APPENDED0=$(metric "$ROUTER_PORT" tollgate_router_events_appended_total)
 
 declare -A RPS_ALL CPU_ALL USR_ALL P50_ALL P99_ALL MAX_ALL FAILS REQS STEAL_ALL
+declare -A EXTRA_REQS # requests through router's targets outside the timed rounds, after warm-up
+# Before each timed round of a proxy, RT_BENCH_PREWARM (1) seconds of the same traffic, not
+# measured (0: none). Both proxies close an upstream connection idle for 60 s (nginx's upstream
+# keepalive_timeout, router-svc's pool), and this schedule leaves a target idle for up to ~75 s
+# between its rounds (the order reversed every other round, the streams and the mixed rounds in
+# between): without it, such a round began by opening its 64 upstream connections again, TLS
+# handshakes at once on the proxies' core, and from 5 minutes after the warm-up (the mock's
+# session lifetime, nginx's default ssl_session_timeout) full ones. That is the cost of traffic
+# coming back after a pause, not of steady traffic: the pre-round warm-ups report it (the largest
+# latency in each, and router-tls's TLS handshakes).
+PREWARM=${RT_BENCH_PREWARM:-1}
 # the targets in order in odd rounds, in reverse in even ones: a drift of the machine's speed
 # through a round weighs on both sides of each pair alike over two rounds
 round_order() { if [ $(($1 % 2)) = 1 ]; then echo $TARGETS; else echo $TARGETS | tr ' ' '\n' | tac; fi; }
@@ -524,6 +589,16 @@ for round in $(seq 1 "$ROUNDS"); do
         [ "$t" = router ] && thread_ticks "$ROUTER_PID" >"$STATE/threads.0.$round"
         [ "$t" = router-base ] && thread_ticks "$ROUTERB_PID" >"$STATE/threads-base.0.$round"
         [ "$t" = router-noevents ] && thread_ticks "$ROUTER0_PID" >"$STATE/threads-noevents.0.$round"
+        port=$(url_of "$t" | sed 's/.*://')
+        if [ "$PREWARM" != 0 ] && [ "$t" != direct ]; then
+            case $t in router*) curl -fsS "http://127.0.0.1:$port/metrics" >"$STATE/metrics.$t.$round.w" ;; esac
+            run_wrk "$t" "$PREWARM" "$STATE/prewarm.$t.$round"
+            case $t in router | router-tls | router-stream)
+                EXTRA_REQS[$t]=$((${EXTRA_REQS[$t]:-0} + $(awk '/requests in/ {print $1}' "$STATE/prewarm.$t.$round"))) ;;
+            esac
+        fi
+        case $t in router*) curl -fsS "http://127.0.0.1:$port/metrics" >"$STATE/metrics.$t.$round.0" ;; esac
+        machine_snap "$STATE/machine.0"
         c0=$(cpu_ticks $pids)
         u0=$(usr_ticks $pids)
         s0=$(steal_ticks)
@@ -531,6 +606,10 @@ for round in $(seq 1 "$ROUNDS"); do
         c1=$(cpu_ticks $pids)
         u1=$(usr_ticks $pids)
         s1=$(steal_ticks)
+        machine_snap "$STATE/machine.1"
+        case $t in router*) curl -fsS "http://127.0.0.1:$port/metrics" >"$STATE/metrics.$t.$round.1" ;; esac
+        machine_line "$STATE/machine.0" "$STATE/machine.1" $pids >"$STATE/machine.$t.$round"
+        awk '$1 == "t" {printf "%s ", $2}' "$STATE/machine.0" "$STATE/machine.1" >"$STATE/when.$t.$round"
         [ "$t" = router ] && thread_ticks "$ROUTER_PID" >"$STATE/threads.1.$round"
         [ "$t" = router-base ] && thread_ticks "$ROUTERB_PID" >"$STATE/threads-base.1.$round"
         [ "$t" = router-noevents ] && thread_ticks "$ROUTER0_PID" >"$STATE/threads-noevents.1.$round"
@@ -557,7 +636,6 @@ RSS_ROUTER=$(rss_kb "$ROUTER_PID")
 # The instrumented rounds, after the timed ones and outside their figures: a profile (perf
 # record) of each RT_BENCH_PERF target, then a count of system calls (perf trace) of each
 # RT_BENCH_SYSCALLS target, one round each (nginx: the master and its worker, whose work it is)
-declare -A EXTRA_REQS
 instrumented() { # KIND TARGET: one round of TARGET with perf KIND (perf or trace) attached
     local t=$2 pids ipid
     pids=$(pids_of "$t")
@@ -601,6 +679,75 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 
+# Rounds slower than the target's others (a p99 at least twice the target's median, or a
+# request, not a stream, over 50 ms): what else the machine did meanwhile (machine_line) and the pauses of
+# Kafka's collector then.
+# prewarm_line: the pre-round warm-ups of the TLS targets: their largest latency in each round,
+# and router-tls's upstream TLS handshakes (resumed) in them
+prewarm_line() {
+    local t round f
+    [ "$PREWARM" != 0 ] || return 0
+    echo "Pre-round warm-ups ($PREWARM s, not measured), largest latency in each round, ms:"
+    echo
+    for t in nginx-tls router-tls; do
+        printf -- '- %s:' "$t"
+        for round in $(seq 1 "$ROUNDS"); do
+            f=$STATE/prewarm.$t.$round
+            printf ' %s' "$(awk '$1 == "Latency" {print $4; exit}' "$f" | ms)"
+            [ "$t" = router-tls ] && awk 'FNR == 1 && NR != 1 { second = 1 }
+                $1 ~ /^tollgate_router_upstream_tls_(handshakes|resumed)_total$/ { v[$1] += second ? $2 : -$2 }
+                END { h = v["tollgate_router_upstream_tls_handshakes_total"]
+                      if (h) printf " (%d TLS handshakes, %d resumed)", h, v["tollgate_router_upstream_tls_resumed_total"] }' \
+                "$STATE/metrics.$t.$round.w" "$STATE/metrics.$t.$round.0"
+        done
+        echo
+    done
+}
+# router_line A B: what the router counted between two scrapes of its metrics: requests over
+# 25 and 50 ms by its own clock, upstream TLS handshakes (resumed), retries, requests that found
+# every upstream connection taken
+router_line() {
+    awk 'FNR == 1 && NR != 1 { second = 1 }
+        /^#/ { next }
+        { k = $1; sub(/\{.*/, "", k); l = $1
+          if (k == "tollgate_router_request_duration_seconds_bucket") k = k (l ~ /le="0.025"/ ? "25" : l ~ /le="0.05"/ ? "50" : "")
+          if (k == "tollgate_router_request_duration_seconds_count" || k ~ /_bucket(25|50)$/ ||
+              k ~ /^tollgate_router_(upstream_tls_handshakes|upstream_tls_resumed|retries|upstream_full|upstream_timeouts)_total$/)
+              v[k] += (second ? $2 : -$2) }
+        END { n = v["tollgate_router_request_duration_seconds_count"]
+              printf " router: %d requests, %d over 25 ms and %d over 50 ms by its clock, %d TLS handshakes (%d resumed), %d retries, %d upstream full, %d upstream timeouts;",
+                n, n - v["tollgate_router_request_duration_seconds_bucket25"],
+                n - v["tollgate_router_request_duration_seconds_bucket50"],
+                v["tollgate_router_upstream_tls_handshakes_total"], v["tollgate_router_upstream_tls_resumed_total"],
+                v["tollgate_router_retries_total"], v["tollgate_router_upstream_full_total"],
+                v["tollgate_router_upstream_timeouts_total"] }' "$1" "$2"
+}
+slow_rounds() {
+    local t round p99 max when
+    echo "Slow rounds (p99 at least twice the target's median p99, or a request over 50 ms):"
+    echo
+    for t in $TARGETS; do
+        round=0
+        for p99 in ${P99_ALL[$t]}; do
+            round=$((round + 1))
+            max=$(echo "${MAX_ALL[$t]}" | awk -v r="$round" '{print $r}')
+            # (a stream lasts longer than 50 ms)
+            echo "$p99 ${P99[$t]} $max ${t%-stream}" |
+                awk -v t="$t" '{ exit !($1 >= 2 * $2 || ($3 > 50 && $4 == t)) }' || continue
+            read -r -a when <"$STATE/when.$t.$round"
+            case $t in router*) router_line "$STATE/metrics.$t.$round.0" "$STATE/metrics.$t.$round.1" \
+                    >"$STATE/rmetrics.$t.$round" ;; *) echo >"$STATE/rmetrics.$t.$round" ;; esac
+            echo "- $t, round $round: p99 $p99 ms (median ${P99[$t]}), max $max ms;" \
+                "$(cat "$STATE/machine.$t.$round");$(cat "$STATE/rmetrics.$t.$round")" \
+                "Kafka's collector: $(awk -v k0="$KAFKA_T0" -v a="${when[0]}" -v b="${when[1]}" '
+                    { u = $1; gsub(/[^0-9]/, "", u); p = $NF }
+                    p ~ /ms$/ && k0 + u / 1000 >= a && k0 + u / 1000 <= b {
+                        sub(/ms$/, "", p); n++; s += p; if (p > m) m = p }
+                    END { if (n) printf "%d pauses, %.1f ms, the longest %.1f ms", n, s, m
+                          else printf "no pause" }' "$STATE/kafka-gc.log" 2>/dev/null)"
+        done
+    done | grep . || echo "none"
+}
 declare -A RPS CPU USR P50 P99 MAX
 for t in $TARGETS; do
     MAX[$t]=$(echo "${MAX_ALL[$t]}" | tr ' ' '\n' | grep -v '^$' | sort -g | tail -1)
@@ -675,6 +822,10 @@ paired() {
         echo "router-base (events_per_record: ${RT_BENCH_BASE_EVENTS_PER_RECORD:-64}) CPU by thread, µs per request:"
         thread_table threads-base "${REQS[router-base]}"
     fi
+    echo
+    prewarm_line
+    echo
+    slow_rounds
 } | tee "$STATE/bench.md"
 if [ -f "$STATE/smaps.txt" ]; then
     echo
