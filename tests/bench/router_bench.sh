@@ -145,6 +145,7 @@ cat /etc/ssl/certs/ca-certificates.crt "$TLS/ca.pem" >"$TLS/trust.pem" 2>/dev/nu
 # ---- the mock provider (nginx, one worker) ----
 MOCK_PORT=$(tg_port_pick)
 MOCK_TLS_PORT=$(tg_port_pick)
+MOCK_TLSNEW_PORT=$(tg_port_pick)
 ANSWER='{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"gpt-main","system_fingerprint":"fp_bench","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! This is the fixed answer of the benchmark mock provider, about as long as a short reply."},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":8,"total_tokens":20}}'
 # the stream: one word a chunk, then the finish, the usage chunk and [DONE]
 CHUNK_HEAD='data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"gpt-main","choices":[{"index":0,"delta":'
@@ -193,6 +194,17 @@ nginx_conf "$STATE/mock" "
         location /stream/ { root $STATE/mock; try_files /stream.sse =404;
                             error_page 405 =200 \$uri; }
         location = /stream.sse { root $STATE/mock; default_type text/event-stream; }
+    }
+    server {
+        # the HTTPS provider that closes after each answer and resumes no session: a full
+        # handshake a request (RT_BENCH_HANDSHAKE)
+        listen 127.0.0.1:$MOCK_TLSNEW_PORT ssl;
+        ssl_certificate $TLS/mock.pem;
+        ssl_certificate_key $TLS/mock.key;
+        ssl_session_cache off;
+        ssl_session_tickets off;
+        keepalive_requests 1;
+        location / { default_type application/json; return 200 '$ANSWER'; }
     }"
 "${PIN_PROXY[@]}" "$NGINX" -c "$STATE/mock/nginx.conf" -p "$STATE/mock" -g 'daemon off;' 2>>"$STATE/mock.log" &
 MOCK_PID=$!
@@ -203,9 +215,11 @@ wait_http "https://127.0.0.1:$MOCK_TLS_PORT/" || die "mock TLS port did not star
 # ---- nginx proxy_pass (one worker): plain upstream and https:// upstream ----
 NGINX_PORT=$(tg_port_pick)
 NGINX_TLS_PORT=$(tg_port_pick)
+NGINX_TLSNEW_PORT=$(tg_port_pick)
 nginx_conf "$STATE/nginx" "
     upstream mock { server 127.0.0.1:$MOCK_PORT; keepalive 256; }
     upstream mock_tls { server 127.0.0.1:$MOCK_TLS_PORT; keepalive 256; }
+    upstream mock_tlsnew { server 127.0.0.1:$MOCK_TLSNEW_PORT; keepalive 256; }
     server {
         listen 127.0.0.1:$NGINX_PORT;
         location / { proxy_pass http://mock; proxy_http_version 1.1;
@@ -214,6 +228,14 @@ nginx_conf "$STATE/nginx" "
     server {
         listen 127.0.0.1:$NGINX_TLS_PORT;
         location / { proxy_pass https://mock_tls; proxy_http_version 1.1;
+                     proxy_set_header Connection \"\"; proxy_buffering off;
+                     proxy_ssl_session_reuse on; proxy_ssl_verify on;
+                     proxy_ssl_trusted_certificate $TLS/trust.pem; proxy_ssl_name localhost;
+                     proxy_ssl_server_name on; }
+    }
+    server {
+        listen 127.0.0.1:$NGINX_TLSNEW_PORT;
+        location / { proxy_pass https://mock_tlsnew; proxy_http_version 1.1;
                      proxy_set_header Connection \"\"; proxy_buffering off;
                      proxy_ssl_session_reuse on; proxy_ssl_verify on;
                      proxy_ssl_trusted_certificate $TLS/trust.pem; proxy_ssl_name localhost;
@@ -241,6 +263,10 @@ model_list:
                      input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
   - model_name: bench-tls
     litellm_params: {model: openai/gpt-main, api_base: "https://localhost:$MOCK_TLS_PORT/v1",
+                     api_key: os.environ/RB_PROVIDER_KEY, timeout: 30,
+                     input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
+  - model_name: bench-tlsnew
+    litellm_params: {model: openai/gpt-main, api_base: "https://localhost:$MOCK_TLSNEW_PORT/v1",
                      api_key: os.environ/RB_PROVIDER_KEY, timeout: 30,
                      input_cost_per_token: 0.0000005, output_cost_per_token: 0.0000015}
 tollgate:
@@ -297,7 +323,7 @@ if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
 fi
 
 # the requests wrk sends, one script a model
-for m in bench-plain bench-tls bench-stream; do
+for m in bench-plain bench-tls bench-tlsnew bench-stream; do
     stream=
     [ "$m" = bench-stream ] && stream=',"stream":true'
     cat >"$STATE/$m.lua" <<LUA
@@ -422,13 +448,19 @@ fi
 
 # ---- targets ----
 TARGETS="direct nginx router${RT_BENCH_BASE_BIN:+ router-base} router-noevents nginx-tls router-tls nginx-stream router-stream"
+# RT_BENCH_HANDSHAKE=1: also nginx-tlsnew and router-tlsnew, through the HTTPS provider that
+# closes each connection after its answer and resumes no session: a TCP connect and a full TLS
+# handshake (ECDHE, the certificate verified against the full-size store) a request, what a
+# proxy pays when a pool is opened again after a pause, at RT_BENCH_CONC connections
+[ "${RT_BENCH_HANDSHAKE:-0}" = 1 ] && TARGETS="$TARGETS nginx-tlsnew router-tlsnew"
 url_of() {
     case $1 in
     direct) echo "http://127.0.0.1:$MOCK_PORT" ;;
     nginx) echo "http://127.0.0.1:$NGINX_PORT" ;;
     nginx-tls) echo "http://127.0.0.1:$NGINX_TLS_PORT" ;;
+    nginx-tlsnew) echo "http://127.0.0.1:$NGINX_TLSNEW_PORT" ;;
     nginx-stream) echo "http://127.0.0.1:$NGINX_PORT/stream" ;;
-    router | router-tls | router-stream) echo "http://127.0.0.1:$ROUTER_PORT" ;;
+    router | router-tls | router-stream | router-tlsnew) echo "http://127.0.0.1:$ROUTER_PORT" ;;
     router-noevents) echo "http://127.0.0.1:$ROUTER0_PORT" ;;
     router-base) echo "http://127.0.0.1:$ROUTERB_PORT" ;;
     esac
@@ -436,13 +468,13 @@ url_of() {
 pids_of() {
     case $1 in
     direct) echo "$MOCK_PID $(pgrep -P "$MOCK_PID" | tr '\n' ' ')" ;;
-    nginx | nginx-tls | nginx-stream) echo "$NGINX_PID $(pgrep -P "$NGINX_PID" | tr '\n' ' ')" ;;
-    router | router-tls | router-stream) echo "$ROUTER_PID" ;;
+    nginx | nginx-tls | nginx-stream | nginx-tlsnew) echo "$NGINX_PID $(pgrep -P "$NGINX_PID" | tr '\n' ' ')" ;;
+    router | router-tls | router-stream | router-tlsnew) echo "$ROUTER_PID" ;;
     router-noevents) echo "$ROUTER0_PID" ;;
     router-base) echo "$ROUTERB_PID" ;;
     esac
 }
-model_of() { case $1 in *-tls) echo bench-tls ;; *-stream) echo bench-stream ;; *) echo bench-plain ;; esac; }
+model_of() { case $1 in *-tls) echo bench-tls ;; *-tlsnew) echo bench-tlsnew ;; *-stream) echo bench-stream ;; *) echo bench-plain ;; esac; }
 conc_of() {
     [ -n "${RB_C1:-}" ] && { echo 1; return; } # the one-connection latency rounds
     case $1 in *-stream) echo "$STREAM_CONC" ;; *) echo "$CONC" ;; esac
@@ -593,7 +625,7 @@ for round in $(seq 1 "$ROUNDS"); do
         if [ "$PREWARM" != 0 ] && [ "$t" != direct ]; then
             case $t in router*) curl -fsS "http://127.0.0.1:$port/metrics" >"$STATE/metrics.$t.$round.w" ;; esac
             run_wrk "$t" "$PREWARM" "$STATE/prewarm.$t.$round"
-            case $t in router | router-tls | router-stream)
+            case $t in router | router-tls | router-stream | router-tlsnew)
                 EXTRA_REQS[$t]=$((${EXTRA_REQS[$t]:-0} + $(awk '/requests in/ {print $1}' "$STATE/prewarm.$t.$round"))) ;;
             esac
         fi
@@ -670,8 +702,9 @@ for t in $C1_TARGETS; do C1_P50[$t]=$(echo "${C1_P50_ALL[$t]}" | median); done
 
 # every event of the router with Kafka acknowledged (the publisher drains within seconds)
 APPENDED=$(( $(metric "$ROUTER_PORT" tollgate_router_events_appended_total) - APPENDED0 ))
-WANT=$((REQS[router] + REQS[router-tls] + REQS[router-stream] + ${C1_REQS:-0} +
-    ${EXTRA_REQS[router]:-0} + ${EXTRA_REQS[router-tls]:-0} + ${EXTRA_REQS[router-stream]:-0}))
+WANT=$((REQS[router] + REQS[router-tls] + REQS[router-stream] + ${REQS[router-tlsnew]:-0} +
+    ${C1_REQS:-0} + ${EXTRA_REQS[router]:-0} + ${EXTRA_REQS[router-tls]:-0} +
+    ${EXTRA_REQS[router-stream]:-0} + ${EXTRA_REQS[router-tlsnew]:-0}))
 for _ in $(seq 1 300); do
     acked=$(metric "$ROUTER_PORT" tollgate_router_events_acked_total)
     total=$(metric "$ROUTER_PORT" tollgate_router_events_appended_total)
@@ -795,6 +828,10 @@ paired() {
     echo "| router-tls / nginx-tls throughput | $(ratio "${RPS[router-tls]}" "${RPS[nginx-tls]}") | $(paired RPS_ALL router-tls nginx-tls) | >= 0.9 |"
     echo "| router-tls / nginx-tls CPU per request | $(ratio "${CPU[router-tls]}" "${CPU[nginx-tls]}") | $(paired CPU_ALL router-tls nginx-tls) | <= 1.2 |"
     echo "| router-tls / nginx-tls p99 | $(ratio "${P99[router-tls]}" "${P99[nginx-tls]}") | $(paired P99_ALL router-tls nginx-tls) | <= 1.2 |"
+    if [ "${RT_BENCH_HANDSHAKE:-0}" = 1 ]; then
+        echo "| router-tlsnew / nginx-tlsnew throughput (a full handshake a request) | $(ratio "${RPS[router-tlsnew]}" "${RPS[nginx-tlsnew]}") | $(paired RPS_ALL router-tlsnew nginx-tlsnew) | |"
+        echo "| router-tlsnew / nginx-tlsnew CPU per request | $(ratio "${CPU[router-tlsnew]}" "${CPU[nginx-tlsnew]}") | $(paired CPU_ALL router-tlsnew nginx-tlsnew) | |"
+    fi
     echo "| router-tls largest latency in any round (after warm-up) | ${MAX[router-tls]} ms (nginx-tls ${MAX[nginx-tls]} ms) | | <= 50 ms |"
     echo "| router-stream / nginx-stream CPU per chunk ($STREAM_CHUNKS chunks a stream, $STREAM_CONC streams in flight) | $(ratio "${CPU[router-stream]}" "${CPU[nginx-stream]}") ($(echo "${CPU[router-stream]} ${CPU[nginx-stream]} $STREAM_CHUNKS" | awk '{printf "%.2f / %.2f", $1 / $3, $2 / $3}') µs) | $(paired CPU_ALL router-stream nginx-stream) | <= 1.2 |"
     echo "| router-stream / nginx-stream throughput (streams/s) | $(ratio "${RPS[router-stream]}" "${RPS[nginx-stream]}") | $(paired RPS_ALL router-stream nginx-stream) | |"
