@@ -190,6 +190,9 @@ nginx_conf "$STATE/mock" "
         ssl_certificate $TLS/mock.pem;
         ssl_certificate_key $TLS/mock.key;
         ssl_session_cache shared:bench:1m;
+        # TLS 1.3, as providers speak it (nginx before 1.23.4 offers 1.2 at most by default);
+        # sessions live 5 minutes (nginx's default ssl_session_timeout)
+        ssl_protocols TLSv1.2 TLSv1.3;
         location / { default_type application/json; return 200 '$ANSWER'; }
         location /stream/ { root $STATE/mock; try_files /stream.sse =404;
                             error_page 405 =200 \$uri; }
@@ -203,6 +206,7 @@ nginx_conf "$STATE/mock" "
         ssl_certificate_key $TLS/mock.key;
         ssl_session_cache off;
         ssl_session_tickets off;
+        ssl_protocols TLSv1.2 TLSv1.3;
         keepalive_requests 1;
         location / { default_type application/json; return 200 '$ANSWER'; }
     }"
@@ -211,11 +215,30 @@ MOCK_PID=$!
 PIDS+=("$MOCK_PID")
 wait_http "http://127.0.0.1:$MOCK_PORT/" || die "mock did not start"
 wait_http "https://127.0.0.1:$MOCK_TLS_PORT/" || die "mock TLS port did not start"
+for p in "$MOCK_TLS_PORT" "$MOCK_TLSNEW_PORT"; do
+    timeout 10 openssl s_client -connect "127.0.0.1:$p" -brief </dev/null 2>&1 | grep -q 'TLSv1.3' ||
+        die "the mock's TLS port $p does not negotiate TLS 1.3"
+done
 
 # ---- nginx proxy_pass (one worker): plain upstream and https:// upstream ----
 NGINX_PORT=$(tg_port_pick)
 NGINX_TLS_PORT=$(tg_port_pick)
 NGINX_TLSNEW_PORT=$(tg_port_pick)
+# nginx_tls_server PORT UPSTREAM: a server proxying to the https:// UPSTREAM, verified against
+# the same store as router-svc's, sessions reused
+nginx_tls_server() {
+    cat <<CONF
+    server {
+        listen 127.0.0.1:$1;
+        location / { proxy_pass https://$2; proxy_http_version 1.1;
+                     proxy_set_header Connection ""; proxy_buffering off;
+                     proxy_ssl_session_reuse on; proxy_ssl_verify on;
+                     proxy_ssl_protocols TLSv1.2 TLSv1.3;
+                     proxy_ssl_trusted_certificate $TLS/trust.pem; proxy_ssl_name localhost;
+                     proxy_ssl_server_name on; }
+    }
+CONF
+}
 nginx_conf "$STATE/nginx" "
     upstream mock { server 127.0.0.1:$MOCK_PORT; keepalive 256; }
     upstream mock_tls { server 127.0.0.1:$MOCK_TLS_PORT; keepalive 256; }
@@ -225,22 +248,8 @@ nginx_conf "$STATE/nginx" "
         location / { proxy_pass http://mock; proxy_http_version 1.1;
                      proxy_set_header Connection \"\"; proxy_buffering off; }
     }
-    server {
-        listen 127.0.0.1:$NGINX_TLS_PORT;
-        location / { proxy_pass https://mock_tls; proxy_http_version 1.1;
-                     proxy_set_header Connection \"\"; proxy_buffering off;
-                     proxy_ssl_session_reuse on; proxy_ssl_verify on;
-                     proxy_ssl_trusted_certificate $TLS/trust.pem; proxy_ssl_name localhost;
-                     proxy_ssl_server_name on; }
-    }
-    server {
-        listen 127.0.0.1:$NGINX_TLSNEW_PORT;
-        location / { proxy_pass https://mock_tlsnew; proxy_http_version 1.1;
-                     proxy_set_header Connection \"\"; proxy_buffering off;
-                     proxy_ssl_session_reuse on; proxy_ssl_verify on;
-                     proxy_ssl_trusted_certificate $TLS/trust.pem; proxy_ssl_name localhost;
-                     proxy_ssl_server_name on; }
-    }"
+$(nginx_tls_server "$NGINX_TLS_PORT" mock_tls)
+$(nginx_tls_server "$NGINX_TLSNEW_PORT" mock_tlsnew)"
 "${PIN_PROXY[@]}" "$NGINX" -c "$STATE/nginx/nginx.conf" -p "$STATE/nginx" -g 'daemon off;' 2>>"$STATE/nginx.log" &
 NGINX_PID=$!
 PIDS+=("$NGINX_PID")
