@@ -630,7 +630,7 @@ for round in $(seq 1 "$ROUNDS"); do
         [ "$t" = router ] && thread_ticks "$ROUTER_PID" >"$STATE/threads.0.$round"
         [ "$t" = router-base ] && thread_ticks "$ROUTERB_PID" >"$STATE/threads-base.0.$round"
         [ "$t" = router-noevents ] && thread_ticks "$ROUTER0_PID" >"$STATE/threads-noevents.0.$round"
-        port=$(url_of "$t" | sed 's/.*://')
+        port=$(url_of "$t" | sed 's/.*://') # (read for router targets only: no path in their URL)
         if [ "$PREWARM" != 0 ] && [ "$t" != direct ]; then
             case $t in router*) curl -fsS "http://127.0.0.1:$port/metrics" >"$STATE/metrics.$t.$round.w" ;; esac
             run_wrk "$t" "$PREWARM" "$STATE/prewarm.$t.$round"
@@ -721,9 +721,6 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 
-# Rounds slower than the target's others (a p99 at least twice the target's median, or a
-# request over 50 ms, streams and tlsnew's full handshakes aside): what else the machine did meanwhile (machine_line) and the pauses of
-# Kafka's collector then.
 # prewarm_line: the pre-round warm-ups of the TLS targets: their largest latency in each round,
 # and router-tls's upstream TLS handshakes (resumed) in them
 prewarm_line() {
@@ -764,8 +761,11 @@ router_line() {
                 v["tollgate_router_retries_total"], v["tollgate_router_upstream_full_total"],
                 v["tollgate_router_upstream_timeouts_total"] }' "$1" "$2"
 }
+# slow_rounds: rounds slower than the target's others (a p99 at least twice the target's median,
+# or a request over 50 ms, streams and tlsnew's full handshakes aside): what else the machine did
+# meanwhile (machine_line), what router-svc counted (router_line), the pauses of Kafka's collector
 slow_rounds() {
-    local t round p99 max when long
+    local t round p99 max when long rl
     echo "Slow rounds (p99 at least twice the target's median p99, or a request over 50 ms):"
     echo
     for t in $TARGETS; do
@@ -778,10 +778,10 @@ slow_rounds() {
             echo "$p99 ${P99[$t]} $max $long" |
                 awk '{ exit !($1 >= 2 * $2 || ($3 > 50 && $4 == 0)) }' || continue
             read -r -a when <"$STATE/when.$t.$round"
-            case $t in router*) router_line "$STATE/metrics.$t.$round.0" "$STATE/metrics.$t.$round.1" \
-                    >"$STATE/rmetrics.$t.$round" ;; *) echo >"$STATE/rmetrics.$t.$round" ;; esac
+            rl=
+            case $t in router*) rl=$(router_line "$STATE/metrics.$t.$round.0" "$STATE/metrics.$t.$round.1") ;; esac
             echo "- $t, round $round: p99 $p99 ms (median ${P99[$t]}), max $max ms;" \
-                "$(cat "$STATE/machine.$t.$round");$(cat "$STATE/rmetrics.$t.$round")" \
+                "$(cat "$STATE/machine.$t.$round");$rl" \
                 "Kafka's collector: $(awk -v k0="$KAFKA_T0" -v a="${when[0]}" -v b="${when[1]}" '
                     { u = $1; gsub(/[^0-9]/, "", u); p = $NF }
                     p ~ /ms$/ && k0 + u / 1000 >= a && k0 + u / 1000 <= b {
