@@ -38,10 +38,27 @@ static void idle_unlink(struct rt_upstream *up, struct h1conn *c)
     o->n_idle--;
 }
 
-void h1c_conn_close(struct rt_upstream *up, struct h1conn *c)
+static void drain_unlink(struct rt_upstream *up, struct h1conn *c)
 {
-    if (!c->busy)
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        up->drain_head = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    else
+        up->drain_tail = c->prev;
+    c->prev = c->next = NULL;
+    c->draining = 0;
+}
+
+void h1c_conn_close(struct rt_upstream *up, struct h1conn *c, int reason)
+{
+    if (c->draining)
+        drain_unlink(up, c);
+    else if (!c->busy)
         idle_unlink(up, c);
+    atomic_fetch_add(&up->st_conns_closed[reason], 1);
     h1t_conn_free(c);
     close(c->fd); /* leaves the epoll set with it */
     h1_reset(&c->rp);
@@ -51,21 +68,16 @@ void h1c_conn_close(struct rt_upstream *up, struct h1conn *c)
     free(c);
 }
 
-/* Detach the transfer's connection: kept for the next request when the response ended cleanly
- * on a connection that stays open, closed otherwise. */
-void h1c_conn_release(struct rt_upstream *up, struct slot *s, int keep)
+/* Put a connection whose response ended cleanly in its origin's pool (closed when the pool is
+ * full). */
+static void conn_keep(struct rt_upstream *up, struct h1conn *c)
 {
-    struct h1conn *c = s->conn;
-    struct h1origin *o;
+    struct h1origin *o = &up->origins[c->origin];
 
-    if (c == NULL)
-        return;
-    s->conn = NULL;
-    if (!keep || (long)up->origins[c->origin].n_idle >= up->max_idle_per_origin) {
-        h1c_conn_close(up, c);
+    if ((long)o->n_idle >= up->max_idle_per_origin) {
+        h1c_conn_close(up, c, RT_UPC_POOL_FULL);
         return;
     }
-    o = &up->origins[c->origin];
     c->busy = 0;
     c->reused = 1;
     /* https: a response's end is not a drained socket; what else is there (a close) raises
@@ -82,9 +94,132 @@ void h1c_conn_release(struct rt_upstream *up, struct slot *s, int keep)
     o->n_idle++;
 }
 
+/* Detach the transfer's connection: kept for the next request when the response ended cleanly
+ * on a connection that stays open (reason H1_KEEP), closed for reason otherwise. */
+void h1c_conn_release(struct rt_upstream *up, struct slot *s, int reason)
+{
+    struct h1conn *c = s->conn;
+
+    if (c == NULL)
+        return;
+    s->conn = NULL;
+    if (reason != H1_KEEP)
+        h1c_conn_close(up, c, reason);
+    else
+        conn_keep(up, c);
+}
+
+/* Bytes of a draining connection's response: dropped. 1 when the connection left the draining
+ * list (kept or closed), 0 to read on. */
+static int drain_parse(struct rt_upstream *up, struct h1conn *c, const char *buf, size_t n)
+{
+    for (;;) {
+        struct h1_event ev;
+        size_t used = h1_feed(&c->rp, buf, n, &ev);
+
+        buf += used;
+        n -= used;
+        switch (ev.kind) {
+        case H1_NEED_MORE:
+            return 0;
+        case H1_HEADERS:
+            if (c->rp.status >= 200 && !c->rp.keep_alive) {
+                h1c_conn_close(up, c, RT_UPC_NOT_REUSABLE); /* its end would be the close */
+                return 1;
+            }
+            continue;
+        case H1_BODY:
+            continue;
+        case H1_DONE:
+            if (!c->rp.keep_alive || n > 0 || h1t_pending(c) || c->rdhup) {
+                h1c_conn_close(up, c, RT_UPC_NOT_REUSABLE);
+                return 1;
+            }
+            drain_unlink(up, c);
+            atomic_fetch_add(&up->st_drained, 1);
+            conn_keep(up, c);
+            return 1;
+        case H1_ERROR:
+        default:
+            h1c_conn_close(up, c, RT_UPC_FAILED);
+            return 1;
+        }
+    }
+}
+
+/* Read a draining connection until the socket is drained or the response ended. */
+static void drain_read(struct rt_upstream *up, struct h1conn *c)
+{
+    while (c->readable) {
+        char why[CURL_ERROR_SIZE];
+        ssize_t n = c->ssl != NULL
+                        ? h1t_read(up, c, up->rbuf, H1_RECV_BYTES, why, sizeof(why))
+                        : recv(c->fd, up->rbuf, H1_RECV_BYTES, 0);
+
+        if (n > 0) {
+            if ((size_t)n < H1_RECV_BYTES && !c->rdhup && c->ssl == NULL)
+                c->readable = 0;
+            if ((size_t)n > c->drain_left) {
+                h1c_conn_close(up, c, RT_UPC_CANCELLED); /* too much left to read */
+                return;
+            }
+            c->drain_left -= (size_t)n;
+            if (drain_parse(up, c, up->rbuf, (size_t)n) != 0)
+                return;
+            continue;
+        }
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            c->readable = 0;
+            return;
+        }
+        if (n == 0) {
+            struct h1_event ev;
+
+            /* the end of a close-delimited response, or a provider gone mid-response */
+            h1c_conn_close(up, c,
+                           h1_started(&c->rp) && h1_eof(&c->rp, &ev) == H1_DONE
+                               ? RT_UPC_NOT_REUSABLE
+                               : RT_UPC_FAILED);
+            return;
+        }
+        h1c_conn_close(up, c, RT_UPC_FAILED);
+        return;
+    }
+}
+
+void h1c_conn_drain(struct rt_upstream *up, struct slot *s)
+{
+    struct h1conn *c = s->conn;
+
+    if (c == NULL)
+        return;
+    /* a stream is closed: that is how a provider learns to stop generating */
+    if (s->stream || s->paused || c->connecting || (c->ssl != NULL && !c->tls_ready) ||
+        s->sent < s->head_len + s->body_len || c->rdhup ||
+        (c->rp.status >= 200 && !c->rp.keep_alive)) {
+        h1c_conn_release(up, s, RT_UPC_CANCELLED);
+        return;
+    }
+    s->conn = NULL;
+    c->draining = 1;
+    c->drain_until_us = tg_loop_mono_us() + H1_DRAIN_MAX_US;
+    c->drain_left = H1_DRAIN_MAX_BYTES;
+    c->next = NULL;
+    c->prev = up->drain_tail;
+    if (up->drain_tail != NULL)
+        up->drain_tail->next = c;
+    else
+        up->drain_head = c;
+    up->drain_tail = c;
+    if (c->readable)
+        drain_read(up, c);
+}
+
 /* Close one idle connection of any origin to make room (the least recently used of the first
- * origin that has one). Returns 0 when none was idle. */
-static int conn_evict_idle(struct rt_upstream *up)
+ * origin that has one), or else the oldest draining one. Returns 0 when none was either. */
+static int conn_evict(struct rt_upstream *up)
 {
     for (unsigned i = 0; i < up->n_origins; i++) {
         struct h1conn *c = up->origins[i].idle;
@@ -93,7 +228,11 @@ static int conn_evict_idle(struct rt_upstream *up)
             continue;
         while (c->next != NULL)
             c = c->next;
-        h1c_conn_close(up, c);
+        h1c_conn_close(up, c, RT_UPC_POOL_FULL);
+        return 1;
+    }
+    if (up->drain_head != NULL) {
+        h1c_conn_close(up, up->drain_head, RT_UPC_CANCELLED);
         return 1;
     }
     return 0;
@@ -115,7 +254,7 @@ static struct h1conn *conn_open(struct rt_upstream *up, uint32_t oi, char *errbu
     salen = o->salen;
     pthread_mutex_unlock(&up->lock);
 
-    if (up->n_conns >= up->max_conns && !conn_evict_idle(up)) {
+    if (up->n_conns >= up->max_conns && !conn_evict(up)) {
         snprintf(errbuf, cap, "upstream connection limit reached");
         return NULL;
     }
@@ -148,18 +287,19 @@ static struct h1conn *conn_open(struct rt_upstream *up, uint32_t oi, char *errbu
     c->id = up->conn_free[--up->conn_free_len];
     up->conns[c->id] = c;
     up->n_conns++;
+    atomic_fetch_add(&up->st_conns_opened, 1);
     memset(&ev, 0, sizeof(ev));
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.u64 = H1_TAG | c->id;
     if (epoll_ctl(up->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         snprintf(errbuf, cap, "cannot watch a socket: %s", strerror(errno));
         c->busy = 1; /* not on an idle list */
-        h1c_conn_close(up, c);
+        h1c_conn_close(up, c, RT_UPC_FAILED);
         return NULL;
     }
     if (o->tls && h1t_conn_setup(c, o, errbuf, cap) != 0) {
         c->busy = 1;
-        h1c_conn_close(up, c);
+        h1c_conn_close(up, c, RT_UPC_FAILED);
         return NULL;
     }
     return c;
@@ -172,7 +312,7 @@ static void h1_fail(struct rt_upstream *up, uint32_t idx, int err, const char *w
 
     snprintf(s->errbuf, sizeof(s->errbuf), "%s", why);
     s->fail_err = err;
-    h1c_conn_release(up, s, 0);
+    h1c_conn_release(up, s, RT_UPC_FAILED);
     up_slot_finish(up, idx, err == TG_ETIMEOUT ? CURLE_OPERATION_TIMEDOUT : CURLE_RECV_ERROR, 0);
 }
 
@@ -182,7 +322,7 @@ static void h1_fail_later(struct rt_upstream *up, uint32_t idx, int err)
 {
     struct slot *s = &up->slots[idx];
 
-    h1c_conn_release(up, s, 0);
+    h1c_conn_release(up, s, RT_UPC_FAILED);
     s->fail_err = err;
     up_timer_arm(up, idx, 0);
 }
@@ -202,7 +342,8 @@ static int h1_attach(struct rt_upstream *up, uint32_t idx, int fresh)
         c->busy = 1;
         if (now - c->idle_since_us <= H1_IDLE_MAX_US && !c->readable)
             break;
-        h1c_conn_close(up, c); /* too old, or the peer sent something (a close) while idle */
+        /* too old, or the peer sent something (a close) while idle */
+        h1c_conn_close(up, c, c->readable ? RT_UPC_PEER_CLOSED : RT_UPC_IDLE_EXPIRED);
         c = NULL;
     }
     if (c == NULL) {
@@ -284,7 +425,7 @@ static void h1_dead(struct rt_upstream *up, uint32_t idx, const char *why)
 
     if (s->conn != NULL && s->conn->reused && !h1_started(&s->conn->rp) && !s->retried) {
         s->retried = 1;
-        h1c_conn_release(up, s, 0);
+        h1c_conn_release(up, s, RT_UPC_PEER_CLOSED);
         if (h1_attach(up, idx, 1) != 0) {
             h1_fail(up, idx, TG_EIO, s->errbuf);
             return;
@@ -366,7 +507,9 @@ static int h1_parse(struct rt_upstream *up, uint32_t idx, const char *buf, size_
              * answered before taking the whole request */
             h1c_conn_release(up, s,
                              c->rp.keep_alive && n == 0 && !h1t_pending(c) && !c->rdhup &&
-                                 s->sent == s->head_len + s->body_len);
+                                     s->sent == s->head_len + s->body_len
+                                 ? H1_KEEP
+                                 : RT_UPC_NOT_REUSABLE);
             up_slot_finish(up, idx, CURLE_OK, 0);
             return 1;
         case H1_ERROR:
@@ -415,7 +558,7 @@ static void h1_read(struct rt_upstream *up, uint32_t idx)
                 return;
             }
             if (h1_eof(&c->rp, &ev) == H1_DONE) {
-                h1c_conn_release(up, s, 0);
+                h1c_conn_release(up, s, RT_UPC_NOT_REUSABLE);
                 up_slot_finish(up, idx, CURLE_OK, 0);
             } else {
                 char why[160];
@@ -521,6 +664,10 @@ void h1c_event(struct rt_upstream *up, uint32_t id, uint32_t events)
         c->tls_write_wants_read = 0;
         c->writable = 1;
     }
+    if (c->draining) {
+        drain_read(up, c);
+        return;
+    }
     if (!c->busy) {
         /* an idle connection has nothing to say but a close (or garbage): drop it now; over
          * TLS it may also get records without data (a session ticket), which keep it */
@@ -529,7 +676,7 @@ void h1c_event(struct rt_upstream *up, uint32_t id, uint32_t events)
                 c->readable = 0;
                 return;
             }
-            h1c_conn_close(up, c);
+            h1c_conn_close(up, c, RT_UPC_PEER_CLOSED);
         }
         return;
     }
@@ -580,6 +727,9 @@ void h1c_timers(struct rt_upstream *up)
 {
     uint64_t now = tg_loop_mono_us();
 
+    /* a drain not done within its time: closed, as the cancel would have */
+    while (up->drain_head != NULL && up->drain_head->drain_until_us <= now)
+        h1c_conn_close(up, up->drain_head, RT_UPC_CANCELLED);
     for (int i = 0; i < 4 * RT_UPSTREAM_EVENTS_BATCH && up->heap_len > 0; i++) {
         uint32_t idx = up->heap[0];
         struct slot *s = &up->slots[idx];
@@ -754,7 +904,7 @@ void h1c_start(struct rt_upstream *up, uint32_t idx, int in_submit)
             if (c->reused && !s->retried) {
                 /* a dead kept-alive connection: once more on a new one */
                 s->retried = 1;
-                h1c_conn_release(up, s, 0);
+                h1c_conn_release(up, s, RT_UPC_PEER_CLOSED);
                 if (h1_attach(up, idx, 1) == 0) {
                     if (!s->conn->connecting && h1_send(up, s) != 0)
                         h1_fail_later(up, idx, TG_EIO);

@@ -326,6 +326,10 @@ static int serve_metrics(struct rt_front *f, struct hs_conn *conn)
         us.native_full += one.native_full;
         us.tls_handshakes += one.tls_handshakes;
         us.tls_resumed += one.tls_resumed;
+        us.conns_opened += one.conns_opened;
+        for (int k = 0; k < RT_UPC_N; k++)
+            us.conns_closed[k] += one.conns_closed[k];
+        us.drained += one.drained;
     }
     tg_prom_counter(&b, "tollgate_router_upstream_transfers_total", "Upstream transfers started.",
                     us.submitted);
@@ -341,6 +345,26 @@ static int serve_metrics(struct rt_front *f, struct hs_conn *conn)
                     us.tls_handshakes);
     tg_prom_counter(&b, "tollgate_router_upstream_tls_resumed_total",
                     "Of those, handshakes that resumed an earlier session.", us.tls_resumed);
+    tg_prom_counter(&b, "tollgate_router_upstream_connections_opened_total",
+                    "Provider connections the built-in client opened.", us.conns_opened);
+    {
+        static const char closed[] = "tollgate_router_upstream_connections_closed_total";
+        struct tg_label l = {"reason", NULL};
+
+        tg_prom_header(&b, closed, "counter",
+                       "Provider connections the built-in client closed, by reason: failed, "
+                       "not_reusable (the response ended it), cancelled (its transfer was, and "
+                       "the response could not be read out), idle_expired (60 s), peer_closed "
+                       "(while idle), pool_full, shutdown.");
+        for (int k = 0; k < RT_UPC_N; k++) {
+            l.value = rt_upstream_close_reason(k);
+            tg_prom_sample_u64(&b, closed, &l, 1, us.conns_closed[k]);
+        }
+    }
+    tg_prom_counter(&b, "tollgate_router_upstream_drained_total",
+                    "Cancelled transfers whose provider connection was kept: the rest of the "
+                    "response (up to 64 KiB within 2 s, not a stream) read out and dropped.",
+                    us.drained);
     tg_prom_counter(&b, "tollgate_router_upstream_cancelled_total",
                     "Upstream transfers aborted (client gone, shutdown).", us.cancelled);
     tg_prom_counter(&b, "tollgate_router_upstream_timeouts_total", "Upstream transfers timed out.",

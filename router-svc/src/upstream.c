@@ -368,7 +368,11 @@ void up_slot_finish(struct rt_upstream *up, uint32_t idx, CURLcode rc, int cance
     res.ttfb_us = s->ttfb_us;
     if (s->native) {
         up_timer_disarm(up, idx);
-        h1c_conn_release(up, s, 0); /* still attached: cancelled mid-transfer */
+        /* still attached: cancelled mid-transfer */
+        if (cancelled)
+            h1c_conn_drain(up, s);
+        else
+            h1c_conn_release(up, s, RT_UPC_FAILED);
         res.status = s->status;
     } else {
         up_timer_disarm(up, idx);
@@ -612,11 +616,13 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
 static int loop_timeout_ms(const struct rt_upstream *up)
 {
     uint64_t now;
-    uint64_t d = up->deadline_us;
+    uint64_t d = up->deadline_us != 0 ? up->deadline_us : UINT64_MAX;
 
-    if (up->heap_len > 0 && (d == 0 || up->slots[up->heap[0]].deadline_us < d))
+    if (up->heap_len > 0 && up->slots[up->heap[0]].deadline_us < d)
         d = up->slots[up->heap[0]].deadline_us;
-    if (d == 0 && up->heap_len == 0)
+    if (up->drain_head != NULL && up->drain_head->drain_until_us < d)
+        d = up->drain_head->drain_until_us;
+    if (d == UINT64_MAX)
         return 1000;
     now = tg_loop_mono_us();
     if (d <= now)
@@ -855,7 +861,7 @@ void rt_upstream_destroy(struct rt_upstream **upp)
     if (up->conns != NULL) {
         for (long i = 0; i < up->max_conns; i++) {
             if (up->conns[i] != NULL)
-                h1c_conn_close(up, up->conns[i]);
+                h1c_conn_close(up, up->conns[i], RT_UPC_SHUTDOWN);
         }
     }
     free(up->conns);
@@ -1187,6 +1193,22 @@ void rt_upstream_get_stats(const struct rt_upstream *up, struct rt_upstream_stat
     out->native_full = atomic_load(&m->st_native_full);
     out->tls_handshakes = atomic_load(&m->st_tls_handshakes);
     out->tls_resumed = atomic_load(&m->st_tls_resumed);
+    out->conns_opened = atomic_load(&m->st_conns_opened);
+    for (int i = 0; i < RT_UPC_N; i++)
+        out->conns_closed[i] = atomic_load(&m->st_conns_closed[i]);
+    out->drained = atomic_load(&m->st_drained);
+}
+
+const char *rt_upstream_close_reason(int reason)
+{
+    static const char *const names[RT_UPC_N] = {
+        [RT_UPC_FAILED] = "failed",           [RT_UPC_NOT_REUSABLE] = "not_reusable",
+        [RT_UPC_CANCELLED] = "cancelled",     [RT_UPC_IDLE_EXPIRED] = "idle_expired",
+        [RT_UPC_PEER_CLOSED] = "peer_closed", [RT_UPC_POOL_FULL] = "pool_full",
+        [RT_UPC_SHUTDOWN] = "shutdown",
+    };
+
+    return reason >= 0 && reason < RT_UPC_N ? names[reason] : "unknown";
 }
 
 void up_ca_store(const char **file, const char **path)

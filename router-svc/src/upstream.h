@@ -131,6 +131,26 @@ void rt_upstream_cancel(struct rt_upstream *up, uint64_t handle);
  * embedded mode on the owner thread, on_data may run before it returns (same lock rule). */
 void rt_upstream_unpause(struct rt_upstream *up, uint64_t handle);
 
+/* Why the built-in client closed a provider connection. */
+enum rt_upstream_close {
+    RT_UPC_FAILED,       /* its transfer failed: connect, TLS, send, receive, timeout, a response
+                            that is not HTTP */
+    RT_UPC_NOT_REUSABLE, /* its response ended it: "Connection: close", HTTP/1.0, the end of
+                            the response is the close, bytes after the response, an answer
+                            before the whole request was sent */
+    RT_UPC_CANCELLED,    /* its transfer was cancelled (client gone, a failed relay) and the rest
+                            of the response could not be read out (H1_DRAIN_* in
+                            upstream_int.h): a stream, a request not all sent, a handshake not
+                            done, too many bytes or too long */
+    RT_UPC_IDLE_EXPIRED, /* idle for longer than 60 s */
+    RT_UPC_PEER_CLOSED,  /* the provider closed it (or sent bytes) while it was idle, or a
+                            kept-alive connection was found closed when a request was sent */
+    RT_UPC_POOL_FULL,    /* idle beyond max idle per origin, or closed to make room for a
+                            connection to another origin (max connections) */
+    RT_UPC_SHUTDOWN,     /* the upstream module stopped */
+    RT_UPC_N
+};
+
 /* Counters since start. Any thread. */
 struct rt_upstream_stats {
     uint64_t submitted, completed, cancelled, timeouts, full, too_big, active;
@@ -139,7 +159,14 @@ struct rt_upstream_stats {
                              origin table (64 per loop) or name table (64) was full */
     uint64_t tls_handshakes; /* TLS handshakes of the built-in client's connections */
     uint64_t tls_resumed;    /* of them: a previous session resumed */
+    uint64_t conns_opened;   /* the built-in client's provider connections opened */
+    uint64_t conns_closed[RT_UPC_N]; /* ... and closed, by reason (enum rt_upstream_close) */
+    uint64_t drained; /* cancelled transfers whose connection was kept: the rest of the
+                         response read out and dropped */
 };
 void rt_upstream_get_stats(const struct rt_upstream *up, struct rt_upstream_stats *out);
+
+/* rt_upstream_close_reason: the metric label of a reason ("failed", ...). */
+const char *rt_upstream_close_reason(int reason);
 
 #endif

@@ -27,6 +27,14 @@
 #define H1_TAG (1ull << 63)
 #define H1_RECV_BYTES (16u * 1024u)
 #define H1_IDLE_MAX_US (60ull * 1000000ull)
+/* A cancelled transfer whose request was all sent keeps its connection when the rest of the
+ * response (not a stream) comes within these bounds: read out and dropped, the connection back
+ * in the pool instead of a new connection (and TLS handshake) for the next request. A provider
+ * that would generate for longer sees the close at most H1_DRAIN_MAX_US late. */
+#define H1_DRAIN_MAX_BYTES (64u * 1024u)
+#define H1_DRAIN_MAX_US (2ull * 1000000ull)
+/* h1c_conn_release's reason for a connection to be kept when it can be */
+#define H1_KEEP (-1)
 #define H1_DNS_CHECK_US 1000000ull
 
 /* fd table states (one byte per descriptor) */
@@ -101,9 +109,13 @@ struct h1conn {
     SSL *ssl;      /* https: the session over fd, owned (h1t_conn_free); NULL for http */
     int tls_ready; /* the handshake is done */
     int tls_write_wants_read; /* a write waits for the socket to be readable */
-    uint32_t slot; /* when busy */
+    uint32_t slot; /* when busy and not draining */
     uint64_t idle_since_us;
-    struct h1conn *prev, *next; /* origin's idle list (most recent first) */
+    int draining;           /* busy without a transfer: its cancelled one's response read out */
+    uint64_t drain_until_us;
+    size_t drain_left;          /* bytes that may still be read and dropped */
+    struct h1conn *prev, *next; /* origin's idle list (most recent first), or the draining
+                                   list (oldest first) */
     struct h1_parser rp;
 };
 
@@ -148,6 +160,7 @@ struct rt_upstream {
     unsigned *batch_cmds; /* cap entries */
     _Atomic uint64_t st_submitted, st_completed, st_cancelled, st_timeouts, st_full, st_too_big;
     _Atomic uint64_t st_active, st_native, st_native_full, st_tls_handshakes, st_tls_resumed;
+    _Atomic uint64_t st_conns_opened, st_conns_closed[RT_UPC_N], st_drained;
     /* native HTTP/1.1 client; loop thread */
     int native;     /* http:// providers go through it (no proxy in the environment) */
     int native_tls; /* https:// providers too (no https proxy in the environment) */
@@ -159,6 +172,7 @@ struct rt_upstream {
     uint32_t *conn_free;   /* free ids */
     size_t conn_free_len;
     long n_conns;
+    struct h1conn *drain_head, *drain_tail; /* draining connections, by deadline */
     uint32_t *heap; /* cap entries: slots ordered by deadline_us */
     size_t heap_len;
     char *rbuf; /* H1_RECV_BYTES, shared by every connection of the loop */
@@ -185,8 +199,13 @@ int up_on_owner_thread(struct rt_upstream *up);
 void up_slot_release(struct rt_upstream *up, uint32_t idx);
 
 /* ---- h1client.c, for upstream.c: the built-in client's transfers and connections ---- */
-void h1c_conn_close(struct rt_upstream *up, struct h1conn *c);
-void h1c_conn_release(struct rt_upstream *up, struct slot *s, int keep);
+/* h1c_conn_close: close and count it (reason: enum rt_upstream_close). h1c_conn_release:
+ * detach the transfer's connection; reason H1_KEEP keeps it in the pool when it may be.
+ * h1c_conn_drain: the transfer is cancelled: keep its connection reading out the response when
+ * it can (H1_DRAIN_*), close it otherwise. */
+void h1c_conn_close(struct rt_upstream *up, struct h1conn *c, int reason);
+void h1c_conn_release(struct rt_upstream *up, struct slot *s, int reason);
+void h1c_conn_drain(struct rt_upstream *up, struct slot *s);
 void h1c_event(struct rt_upstream *up, uint32_t id, uint32_t events);
 void h1c_unpause(struct rt_upstream *up, uint32_t idx);
 void h1c_timers(struct rt_upstream *up);

@@ -85,6 +85,24 @@ rt_eq "nothing left in flight" "$in_flight" 0
 rt_eq "no upstream transfer left" "$active" 0
 rt_true "hang-ups aborted upstream transfers" \
     test "$(awk '/^tollgate_router_upstream_cancelled_total / {print $2}' "$RT_DIR/metrics.body")" -ge 1
+# a client's hang-up cancels its transfer: a stream's provider connection is closed (the
+# provider stops generating), a non-stream one's response (due 150 ms later) is read out and the
+# connection kept; every connection opened is closed or still open within the pool's bound
+closed_metric() {
+    awk -v r="$1" '$1 == "tollgate_router_upstream_connections_closed_total{reason=\""r"\"}" {print $2}' \
+        "$RT_DIR/metrics.body"
+}
+drained=$(awk '/^tollgate_router_upstream_drained_total / {print $2}' "$RT_DIR/metrics.body")
+opened=$(awk '/^tollgate_router_upstream_connections_opened_total / {print $2}' "$RT_DIR/metrics.body")
+closed=$(awk '/^tollgate_router_upstream_connections_closed_total\{/ {n += $2} END {print n + 0}' \
+    "$RT_DIR/metrics.body")
+echo "# provider connections: $opened opened; closed: $(grep '^tollgate_router_upstream_connections_closed_total' "$RT_DIR/metrics.body" | sed 's/.*reason="//; s/"}//' | tr '\n' ' '); $drained drained"
+rt_true "hang-ups of non-stream requests kept their provider connections (drained: ${drained:-none})" \
+    test "${drained:-0}" -ge 1
+rt_true "hang-ups of streams closed theirs (cancelled: $(closed_metric cancelled))" \
+    test "$(closed_metric cancelled)" -ge 1
+rt_true "connections opened ($opened) minus closed ($closed): open, within the pool's bound" \
+    test "$opened" -ge "$closed" -a $((opened - closed)) -le 1024
 rt_post after /v1/chat/completions '{"model":"gpt-main","messages":[{"role":"user","content":"x"}]}'
 rt_eq "router still serves" "$RT_STATUS" 200
 rt_router_stop

@@ -103,6 +103,7 @@ struct srv_script {
                            read, then the connection is closed without an answer */
     int early;          /* answer resp[0] as soon as a request's header section is in, shut the
                            write side and read nothing more: the body stays unsent */
+    unsigned delay_us;  /* sleep before each response */
 };
 
 struct srv_req {
@@ -292,6 +293,8 @@ static int srv_take_request(struct srv *sv, struct srv_conn *c)
     while (k > 0 && sv->sc.resp[k] == NULL)
         k--;
     resp = sv->sc.resp[k];
+    if (sv->sc.delay_us > 0)
+        usleep(sv->sc.delay_us);
     if (srv_write(sv, c, resp, strlen(resp)) != 0) {
         srv_conn_close(c);
         return 0;
@@ -1648,6 +1651,147 @@ static void test_cancel(void **state)
     assert_int_equal(n_failed, f0);
 }
 
+/* Wait until the server has n requests (5 s at most). 1 when it has. */
+static int srv_wait_reqs(struct srv *sv, int n)
+{
+    uint64_t end = tg_now_mono_us() + 5000000u;
+    int reqs = 0;
+
+    do {
+        srv_counts(sv, &reqs, NULL, NULL);
+        if (reqs >= n)
+            return 1;
+        tg_sleep_ms(5);
+    } while (tg_now_mono_us() < end);
+    return 0;
+}
+
+/* The built-in client's connection counts, once closed[reason] or drained (reason -1) has grown
+ * past the value in *was (ms at most). Returns the ms waited, or -1 when it did not grow. */
+static int stats_wait(struct rt_upstream_stats *st, const struct rt_upstream_stats *was,
+                      int reason, unsigned ms)
+{
+    uint64_t t0 = tg_now_mono_us();
+
+    for (;;) {
+        rt_upstream_get_stats(clients[0].up, st);
+        if (reason < 0 ? st->drained > was->drained
+                       : st->conns_closed[reason] > was->conns_closed[reason])
+            return (int)((tg_now_mono_us() - t0) / 1000u);
+        if (tg_now_mono_us() - t0 > (uint64_t)ms * 1000u)
+            return -1;
+        tg_sleep_ms(5);
+    }
+}
+
+/* 14b. The built-in client keeps the connection of a cancelled transfer whose response is not a
+ * stream and comes within 64 KiB and 2 s: read out and dropped, the next request goes on the
+ * same connection. A response over 64 KiB, one that never comes, one that forbids reuse and a
+ * stream close it; every close is counted by its reason. */
+static void test_drain(void **state)
+{
+    int f0 = begin("14b cancelled transfer: connection drained and kept");
+    static const char sse[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                              "Transfer-Encoding: chunked\r\n\r\n"
+                              "d\r\ndata: first\n\n\r\n";
+    char *r200 = resp_cl(200, "OK", NULL, ok_body);
+    char *rclose = resp_cl(200, "OK", "Connection: close\r\n", ok_body);
+    char *pad = malloc(100 * 1024 + 1);
+    char *rbig;
+    enum { D_KEPT, D_BIG, D_CLOSE, D_SILENT, D_STREAM, D_N };
+    static const char *const what[D_N] = {"a response to come", "a response over 64 KiB",
+                                          "a Connection: close response", "no response",
+                                          "a stream"};
+    const struct srv_script sc[D_N] = {
+        [D_KEPT] = {.resp = {r200}, .delay_us = 200000},
+        [D_BIG] = {.resp = {NULL}, .delay_us = 200000}, /* resp set below */
+        [D_CLOSE] = {.resp = {rclose}, .delay_us = 200000},
+        [D_SILENT] = {.resp = {NULL}},
+        [D_STREAM] = {.resp = {sse}, .then = SRV_STALL},
+    };
+    struct client *cl = &clients[0];
+
+    (void)state;
+    assert_non_null(pad);
+    memset(pad, 'x', 100 * 1024);
+    pad[100 * 1024] = '\0';
+    rbig = resp_cl(200, "OK", NULL, pad);
+    for (int k = 0; k < D_N; k++) {
+        struct srv_script scr = sc[k];
+        struct srv *sv;
+        struct rt_upstream_request req;
+        struct rt_upstream_stats was, st;
+        char url[128];
+        struct xfer *x = xfer_new(cl);
+        int reason = k == D_KEPT ? -1 : k == D_CLOSE ? RT_UPC_NOT_REUSABLE : RT_UPC_CANCELLED;
+        int waited;
+
+        if (k == D_BIG)
+            scr.resp[0] = rbig;
+        sv = srv_start(&scr);
+        assert_non_null(sv);
+        url_of(url, sizeof(url), "127.0.0.1", sv->port);
+        if (k == D_STREAM)
+            req_stream(&req, 10000, 10000);
+        else
+            req_init(&req, "");
+        req.url = url;
+        xfer_submit(x, &req);
+        if (k == D_STREAM)
+            check(xfer_wait_data(x, 1, 5000), "drain, %s: the first chunk arrived", what[k]);
+        else
+            check(srv_wait_reqs(sv, 1), "drain, %s: the request reached the server", what[k]);
+        rt_upstream_get_stats(cl->up, &was);
+        rt_upstream_cancel(cl->up, x->handle);
+        xfer_wait(x, WAIT_MS);
+        pthread_mutex_lock(&mu);
+        expect(what[k], x, TG_ECLOSED, k == D_STREAM ? 200 : 0, "");
+        pthread_mutex_unlock(&mu);
+        waited = stats_wait(&st, &was, reason, 8000);
+        check(waited >= 0, "drain, %s: counted as %s", what[k],
+              reason < 0 ? "drained" : rt_upstream_close_reason(reason));
+        /* nothing else closed it, and a connection was kept only when drained */
+        for (int r = 0; r < RT_UPC_N; r++)
+            check(st.conns_closed[r] - was.conns_closed[r] == (r == reason ? 1u : 0u),
+                  "drain, %s: %llu more closed as %s", what[k],
+                  (unsigned long long)(st.conns_closed[r] - was.conns_closed[r]),
+                  rt_upstream_close_reason(r));
+        check(st.drained - was.drained == (k == D_KEPT ? 1u : 0u), "drain, %s: %llu drained",
+              what[k], (unsigned long long)(st.drained - was.drained));
+        if (k == D_SILENT)
+            check(waited >= 1500, "drain, %s: closed after the 2 s bound (%d ms)", what[k],
+                  waited);
+        else
+            check(waited >= 0 && waited < 1500, "drain, %s: settled within 1.5 s (%d ms)",
+                  what[k], waited);
+        if (k == D_KEPT) {
+            /* the next request: on the drained connection, its second request */
+            struct xfer *y = xfer_new(cl);
+            const struct srv_req *r;
+            int accepted = 0;
+
+            req_init(&req, url);
+            xfer_submit(y, &req);
+            xfer_wait(y, WAIT_MS);
+            pthread_mutex_lock(&mu);
+            expect("after a drain", y, 0, 200, ok_body);
+            pthread_mutex_unlock(&mu);
+            srv_counts(sv, NULL, &accepted, NULL);
+            r = srv_req_at(sv, 1);
+            check(accepted == 1 && r != NULL && r->conn == 1 && r->nth == 2,
+                  "drain: the next request is the 2nd on the one connection (%d accepted, "
+                  "conn %d #%d)",
+                  accepted, r != NULL ? r->conn : 0, r != NULL ? r->nth : 0);
+        }
+        srv_stop(sv);
+    }
+    free(r200);
+    free(rclose);
+    free(rbig);
+    free(pad);
+    assert_int_equal(n_failed, f0);
+}
+
 /* 15. Connection refused. */
 static void test_refused(void **state)
 {
@@ -1801,6 +1945,18 @@ static void test_stats(void **state)
                       (unsigned long long)st.tls_resumed);
             else
                 check(st.tls_handshakes == 0, "native stats: no TLS handshake over http");
+            {
+                uint64_t closed = 0;
+
+                for (int r = 0; r < RT_UPC_N; r++)
+                    closed += st.conns_closed[r];
+                /* open = opened - closed: what the pool holds, within its bound */
+                check(st.conns_opened >= closed && st.conns_opened - closed <= 16 &&
+                          st.conns_closed[RT_UPC_SHUTDOWN] == 0,
+                      "native stats: %llu connections opened, %llu closed (%llu failed)",
+                      (unsigned long long)st.conns_opened, (unsigned long long)closed,
+                      (unsigned long long)st.conns_closed[RT_UPC_FAILED]);
+            }
         } else {
             check(st.native == 0 && st.tls_handshakes == 0,
                   "curl stats: nothing through the built-in client (%llu, %llu handshakes)",
@@ -2085,7 +2241,8 @@ int main(void)
         cmocka_unit_test(test_too_big),         cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_stream_pause),    cmocka_unit_test(test_stream_pause_last),
         cmocka_unit_test(test_stream_idle),     cmocka_unit_test(test_stream_first_byte),
-        cmocka_unit_test(test_cancel),          cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_cancel),          cmocka_unit_test(test_drain),
+        cmocka_unit_test(test_refused),
         cmocka_unit_test(test_early_answer),    cmocka_unit_test(test_url_origin),
         cmocka_unit_test(test_ipv6_address),
         cmocka_unit_test(test_stream_error),    cmocka_unit_test(test_stats),
