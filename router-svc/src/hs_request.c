@@ -26,6 +26,11 @@ static void pct_decode(char *s, int plus)
     *o = '\0';
 }
 
+void *hs_conn_memo(struct hs_conn *c)
+{
+    return c->memo;
+}
+
 const char *hs_header(const struct hs_conn *c, const char *name)
 {
     /* The first bytes are compared before the whole names: two bytes equal but for case are

@@ -223,6 +223,12 @@ const char *hs_query_arg(const struct hs_conn *c, const char *name);
 /* hs_head_bytes: bytes of the request line and header section as received. */
 size_t hs_head_bytes(const struct hs_conn *c);
 
+/* hs_conn_memo: HS_CONN_MEMO_BYTES the handler keeps with the connection from one request to
+ * the next (zeroed when it is accepted; the router: its last credential's digest). Loop
+ * thread. */
+#define HS_CONN_MEMO_BYTES 200
+void *hs_conn_memo(struct hs_conn *c);
+
 /* hs_suspend: the request waits; the handler (or reader) is not called until hs_resume. Loop
  * thread, from the handler or the reader. */
 void hs_suspend(struct hs_conn *c);

@@ -103,6 +103,7 @@ struct hs_conn {
     uint64_t linger_start_ms;
     uint64_t linger_bytes;
     unsigned nreq;    /* requests started on this connection */
+    _Alignas(8) unsigned char memo[HS_CONN_MEMO_BYTES]; /* hs_conn_memo */
     int head_started; /* a byte of the current request's head has arrived */
     int ip_held;      /* counted in the server's per-address table */
     uint32_t peer;    /* IPv4 address, network order */

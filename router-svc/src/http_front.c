@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -80,6 +81,7 @@ struct rt_front {
     struct worker *workers; /* nworkers */
     struct hs_ipcap *ipcap; /* connections per source address, shared by the loops; NULL when
                              * max_connections_per_ip is max_connections (no cap of its own) */
+    char master_hash[TG_SHA256_HEX_LEN + 1]; /* the master key's SHA-256, "" without one */
     _Atomic int64_t in_flight;
     _Atomic int stopping;
     _Atomic int quiesced;
@@ -160,15 +162,50 @@ static const char *credential(struct hs_conn *conn, size_t *len)
     return tok;
 }
 
-/* 1 when the request carries the master key. Constant time in the key's bytes (both sides are
- * hashed first, so neither length nor content shows in the timing). */
+/* What a connection remembers of its last credential (hs_conn_memo): the token and its
+ * SHA-256, so that a client sending the same key on a kept-alive connection costs no hash a
+ * request. A longer token is hashed every time. */
+#define CRED_MEMO_TOKEN_MAX 127
+struct cred_memo {
+    uint8_t len; /* 0: nothing remembered */
+    char tok[CRED_MEMO_TOKEN_MAX];
+    char hash[TG_SHA256_HEX_LEN + 1];
+};
+_Static_assert(sizeof(struct cred_memo) <= HS_CONN_MEMO_BYTES, "the memo fits the connection's");
+
+/* The SHA-256 (hex) of the credential tok[0..tlen) (tlen > 0), from the connection's memo when
+ * it is the token its last request sent. Compared in constant time: only the client's own
+ * previous token on this connection is compared, and only where the lengths are equal. */
+static const char *cred_digest(struct hs_conn *conn, const char *tok, size_t tlen)
+{
+    struct cred_memo *m = hs_conn_memo(conn);
+
+    if (m->len != 0 && m->len == tlen && CRYPTO_memcmp(m->tok, tok, tlen) == 0)
+        return m->hash;
+    tg_sha256_hex(tok, tlen, m->hash);
+    m->len = 0;
+    if (tlen <= sizeof(m->tok)) {
+        memcpy(m->tok, tok, tlen);
+        m->len = (uint8_t)tlen;
+    }
+    return m->hash;
+}
+
+/* 1 when digest is the master key's. Constant time (the digests, not the keys, are compared:
+ * neither length nor content of the key shows in the timing). */
+static int master_digest(const struct rt_front *f, const char *digest)
+{
+    return f->master_hash[0] != '\0' &&
+           CRYPTO_memcmp(digest, f->master_hash, TG_SHA256_HEX_LEN) == 0;
+}
+
+/* 1 when the request carries the master key. */
 static int is_master(const struct rt_front *f, struct hs_conn *conn)
 {
     size_t tlen = 0;
     const char *tok = credential(conn, &tlen);
 
-    return tok != NULL && f->d.cfg->master_key[0] != '\0' &&
-           tg_secret_eq(tok, tlen, f->d.cfg->master_key, strlen(f->d.cfg->master_key));
+    return tok != NULL && tlen > 0 && master_digest(f, cred_digest(conn, tok, tlen));
 }
 
 /* Authenticate from the request's headers alone (Authorization: Bearer or x-api-key): the
@@ -181,6 +218,7 @@ static int authenticate(struct rt_front *f, struct hs_conn *conn, struct rt_keys
 {
     size_t tlen = 0;
     const char *tok = credential(conn, &tlen);
+    const char *digest;
 
     *keys = NULL;
     *key = NULL;
@@ -190,10 +228,11 @@ static int authenticate(struct rt_front *f, struct hs_conn *conn, struct rt_keys
         snprintf(msg, cap, "No API key provided. Send Authorization: Bearer <key> or x-api-key.");
         return TG_EAUTH;
     }
-    if (is_master(f, conn))
+    digest = cred_digest(conn, tok, tlen);
+    if (master_digest(f, digest))
         return 0;
     *keys = rt_keys_acquire(f->d.keys);
-    *key = rt_keys_lookup(*keys, tok, tlen);
+    *key = rt_keys_lookup_hash(*keys, digest);
     if (*key == NULL) {
         snprintf(msg, cap, "Invalid API key.");
         return TG_EAUTH;
@@ -1034,6 +1073,8 @@ struct rt_front *rt_front_start(const struct rt_front_deps *deps, char *err, siz
         return NULL;
     }
     f->d = *deps;
+    if (deps->cfg->master_key[0] != '\0')
+        tg_sha256_hex(deps->cfg->master_key, strlen(deps->cfg->master_key), f->master_hash);
     if (parse_listen(deps->cfg->listen, &sa, err, errlen) != 0) {
         free(f);
         return NULL;

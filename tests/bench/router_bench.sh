@@ -734,9 +734,10 @@ prewarm_line() {
             f=$STATE/prewarm.$t.$round
             printf ' %s' "$(awk '$1 == "Latency" {print $4; exit}' "$f" | ms)"
             [ "$t" = router-tls ] && awk 'FNR == 1 && NR != 1 { second = 1 }
-                $1 ~ /^tollgate_router_upstream_tls_(handshakes|resumed)_total$/ { v[$1] += second ? $2 : -$2 }
+                $1 ~ /^tollgate_router_upstream_(tls_handshakes|tls_resumed|connections_opened|drained)_total$/ { v[$1] += second ? $2 : -$2 }
                 END { h = v["tollgate_router_upstream_tls_handshakes_total"]
-                      if (h) printf " (%d TLS handshakes, %d resumed)", h, v["tollgate_router_upstream_tls_resumed_total"] }' \
+                      if (h) printf " (%d TLS handshakes, %d resumed)", h, v["tollgate_router_upstream_tls_resumed_total"]
+                      if (v["tollgate_router_upstream_drained_total"]) printf " (%d drained)", v["tollgate_router_upstream_drained_total"] }' \
                 "$STATE/metrics.$t.$round.w" "$STATE/metrics.$t.$round.0"
         done
         echo
@@ -751,15 +752,27 @@ router_line() {
         { k = $1; sub(/\{.*/, "", k); l = $1
           if (k == "tollgate_router_request_duration_seconds_bucket") k = k (l ~ /le="0.025"/ ? "25" : l ~ /le="0.05"/ ? "50" : "")
           if (k == "tollgate_router_request_duration_seconds_count" || k ~ /_bucket(25|50)$/ ||
-              k ~ /^tollgate_router_(upstream_tls_handshakes|upstream_tls_resumed|retries|upstream_full|upstream_timeouts)_total$/)
+              k ~ /^tollgate_router_(upstream_tls_handshakes|upstream_tls_resumed|upstream_connections_opened|retries|upstream_full|upstream_timeouts)_total$/)
               v[k] += (second ? $2 : -$2) }
         END { n = v["tollgate_router_request_duration_seconds_count"]
-              printf " router: %d requests, %d over 25 ms and %d over 50 ms by its clock, %d TLS handshakes (%d resumed), %d retries, %d upstream full, %d upstream timeouts;",
+              printf " router: %d requests, %d over 25 ms and %d over 50 ms by its clock, %d upstream connections opened, %d TLS handshakes (%d resumed), %d retries, %d upstream full, %d upstream timeouts;",
                 n, n - v["tollgate_router_request_duration_seconds_bucket25"],
                 n - v["tollgate_router_request_duration_seconds_bucket50"],
+                v["tollgate_router_upstream_connections_opened_total"],
                 v["tollgate_router_upstream_tls_handshakes_total"], v["tollgate_router_upstream_tls_resumed_total"],
                 v["tollgate_router_retries_total"], v["tollgate_router_upstream_full_total"],
                 v["tollgate_router_upstream_timeouts_total"] }' "$1" "$2"
+}
+# conns_line T: T's provider connections over the whole run (its last scrape): opened, closed by
+# reason, drained (cancelled transfers whose connection was kept)
+conns_line() {
+    local f=$STATE/metrics.$1.$ROUNDS.1
+    [ -f "$f" ] || return 0
+    awk -v t="$1" '$1 == "tollgate_router_upstream_connections_opened_total" { o = $2 }
+        $1 == "tollgate_router_upstream_drained_total" { d = $2 }
+        $1 ~ /^tollgate_router_upstream_connections_closed_total\{/ && $2 > 0 {
+            r = $1; sub(/.*reason="/, "", r); sub(/".*/, "", r); c = c sprintf(" %s %d", r, $2) }
+        END { printf "- %s: %d provider connections opened; closed:%s; %d drained\n", t, o, c == "" ? " none" : c, d }' "$f"
 }
 # slow_rounds: rounds slower than the target's others (a p99 at least twice the target's median,
 # or a request over 50 ms, streams and tlsnew's full handshakes aside): what else the machine did
@@ -871,6 +884,10 @@ paired() {
     fi
     echo
     prewarm_line
+    echo
+    echo "Provider connections of the router targets over the run (from the start):"
+    echo
+    for t in $TARGETS; do case $t in router*) conns_line "$t" ;; esac; done
     echo
     slow_rounds
 } | tee "$STATE/bench.md"

@@ -165,6 +165,22 @@ rt_eq "models lists gpt-main and alias-main" \
     "$(jq -r '[.data[].id] | (index("gpt-main") != null) and (index("alias-main") != null)' "$RT_DIR/models.body")" true
 rt_req models_noauth GET /v1/models
 rt_eq "models without key 401" "$RT_STATUS" 401
+# One kept-alive connection whose credential changes from request to request: each request is
+# judged by its own key (the connection remembers its last key's digest, to spare a hash a
+# request, never to stand in for a different key: one of the same length differs in its last
+# byte here)
+last=${RT_KEY: -1}
+[ "$last" = x ] && other=y || other=x
+ka() { printf '%s\n' -o /dev/null -w '%{http_code}/%{num_connects} ' "$@" "$RT_URL/v1/models"; }
+mapfile -t ka_args < <(ka -H "Authorization: Bearer $RT_KEY"; echo --next
+    ka -H "Authorization: Bearer ${RT_KEY%?}$other"; echo --next
+    ka -H "Authorization: Bearer $RT_MASTER_KEY"; echo --next
+    ka -H "x-api-key: $RT_KEY"; echo --next
+    ka -H "Authorization: Bearer wrong"; echo --next
+    ka -H "Authorization: Bearer $RT_KEY"; echo --next
+    ka)
+rt_eq "one connection, keys changing: own key, same-length other, master, x-api-key, wrong, own, none" \
+    "$(curl -sS --max-time 30 "${ka_args[@]}")" "200/1 401/0 200/0 200/0 401/0 200/0 401/0 "
 
 # -------------------------------------------------------------- success, every endpoint
 rt_post chat /v1/chat/completions "$CHAT"
