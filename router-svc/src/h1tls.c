@@ -169,8 +169,19 @@ int h1t_conn_setup(struct h1conn *c, struct h1origin *o, char *errbuf, size_t ca
                            : SSL_set1_host(ssl, o->host) != 1)
             goto fail;
     }
-    if (o->sess != NULL)
-        SSL_set_session(ssl, o->sess);
+    if (o->sess != NULL && SSL_SESSION_is_resumable(o->sess)) {
+        /* a copy for each connection: OpenSSL's client uses a TLS 1.3 session once (marked not
+         * resumable when a resumption with it completes), so connections opened together on one
+         * shared object resumed only until the first of them finished its handshake, and the
+         * rest (64 of 64 in a pool reopened at once) made full handshakes. The ticket is offered
+         * again by each; the server decides, as with nginx's upstream sessions. */
+        SSL_SESSION *copy = SSL_SESSION_dup(o->sess);
+
+        if (copy != NULL) {
+            SSL_set_session(ssl, copy);
+            SSL_SESSION_free(copy); /* the connection holds its own reference */
+        }
+    }
     SSL_set_connect_state(ssl);
     c->ssl = ssl;
     return 0;

@@ -1162,6 +1162,65 @@ static void test_no_reuse(void **state)
     assert_int_equal(n_failed, f0);
 }
 
+/* The TLS group's server: when set, a connection that resumes a session gets no new ticket, so
+ * the client has one session for every connection after the first (server thread reads it). */
+static _Atomic int srv_no_ticket_on_resume;
+
+static int srv_hello_cb(SSL *s, int *al, void *arg)
+{
+    const unsigned char *p;
+    size_t len;
+
+    (void)al;
+    (void)arg;
+    if (atomic_load(&srv_no_ticket_on_resume) &&
+        SSL_client_hello_get0_ext(s, TLSEXT_TYPE_psk, &p, &len) == 1)
+        SSL_set_num_tickets(s, 0);
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+/* 6c. Over TLS, the built-in client: every new connection after the first resumes the session,
+ * also when one session must serve several connections (the server gives no new ticket on a
+ * resumed connection; OpenSSL's client marks a TLS 1.3 session used once a resumption with it
+ * completes, so each connection offers a copy of its own). Four requests, each on a new
+ * connection (the server closes after each answer). */
+static void test_tls_resume(void **state)
+{
+    int f0 = begin("6c TLS: every new connection resumes, one session offered again");
+    char *r200 = resp_cl(200, "OK", "Connection: close\r\n", ok_body);
+    struct srv_script sc = {.resp = {r200}, .then = SRV_CLOSE};
+    struct rt_upstream_stats a, b;
+    struct xfer *x[4];
+    struct srv *sv;
+    int accepted = 0;
+
+    (void)state;
+    if (!tls_mode) {
+        free(r200);
+        return; /* over https only */
+    }
+    atomic_store(&srv_no_ticket_on_resume, 1);
+    sv = srv_start(&sc);
+    assert_non_null(sv);
+    rt_upstream_get_stats(clients[0].up, &a);
+    sequential(&clients[0], sv, 4, x);
+    rt_upstream_get_stats(clients[0].up, &b);
+    atomic_store(&srv_no_ticket_on_resume, 0);
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < 4; i++)
+        expect("TLS resumption", x[i], 0, 200, ok_body);
+    pthread_mutex_unlock(&mu);
+    srv_counts(sv, NULL, &accepted, NULL);
+    check(accepted == 4 && b.tls_handshakes - a.tls_handshakes == 4 &&
+              b.tls_resumed - a.tls_resumed == 3,
+          "native TLS: 4 connections, 4 handshakes, the last 3 resumed (%d, %llu, %llu)", accepted,
+          (unsigned long long)(b.tls_handshakes - a.tls_handshakes),
+          (unsigned long long)(b.tls_resumed - a.tls_resumed));
+    srv_stop(sv);
+    free(r200);
+    assert_int_equal(n_failed, f0);
+}
+
 /* 7. Dead kept-alive connections. a: the server closes every connection right after a complete
  * response that did not say "Connection: close": every next request still succeeds. b: the
  * server keeps the connection, then closes it without answering on its second request: that
@@ -2067,6 +2126,8 @@ static int tls_setup(void)
     srv_tls = SSL_CTX_new(TLS_server_method());
     ok = srv_tls != NULL && SSL_CTX_use_certificate(srv_tls, x) == 1 &&
          SSL_CTX_use_PrivateKey(srv_tls, k) == 1;
+    if (ok)
+        SSL_CTX_set_client_hello_cb(srv_tls, srv_hello_cb, NULL);
 out:
     X509_free(x);
     EVP_PKEY_free(k);
@@ -2236,7 +2297,8 @@ int main(void)
         cmocka_unit_test(test_content_length),  cmocka_unit_test(test_chunked_bytewise),
         cmocka_unit_test(test_close_delimited), cmocka_unit_test(test_interim_100),
         cmocka_unit_test(test_request_seen),    cmocka_unit_test(test_keep_alive),
-        cmocka_unit_test(test_no_reuse),        cmocka_unit_test(test_dead_keep_alive),
+        cmocka_unit_test(test_no_reuse),        cmocka_unit_test(test_tls_resume),
+        cmocka_unit_test(test_dead_keep_alive),
         cmocka_unit_test(test_fresh_closed),    cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_too_big),         cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_stream_pause),    cmocka_unit_test(test_stream_pause_last),
