@@ -24,31 +24,31 @@
 
 static void h1_progress(struct rt_upstream *up, uint32_t idx);
 
+/* Take c out of the list at *head (and *tail, for a list that keeps one). */
+static void conn_unlink(struct h1conn **head, struct h1conn **tail, struct h1conn *c)
+{
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        *head = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    else if (tail != NULL)
+        *tail = c->prev;
+    c->prev = c->next = NULL;
+}
+
 static void idle_unlink(struct rt_upstream *up, struct h1conn *c)
 {
     struct h1origin *o = &up->origins[c->origin];
 
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        o->idle = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
-    c->prev = c->next = NULL;
+    conn_unlink(&o->idle, NULL, c);
     o->n_idle--;
 }
 
 static void drain_unlink(struct rt_upstream *up, struct h1conn *c)
 {
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        up->drain_head = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
-    else
-        up->drain_tail = c->prev;
-    c->prev = c->next = NULL;
+    conn_unlink(&up->drain_head, &up->drain_tail, c);
     c->draining = 0;
 }
 
