@@ -376,6 +376,32 @@ size_t h1_feed(struct h1_parser *p, const char *buf, size_t n, struct h1_event *
     return used;
 }
 
+enum h1_drain h1_drain(struct h1_parser *p, const char *buf, size_t n)
+{
+    for (;;) {
+        struct h1_event ev;
+        size_t used = h1_feed(p, buf, n, &ev);
+
+        buf += used;
+        n -= used;
+        switch (ev.kind) {
+        case H1_NEED_MORE:
+            return H1_DRAIN_MORE;
+        case H1_HEADERS:
+            if (!p->keep_alive)
+                return H1_DRAIN_CLOSE; /* its end would be the close: no use reading on */
+            continue;
+        case H1_BODY:
+            continue;
+        case H1_DONE:
+            return p->keep_alive && n == 0 ? H1_DRAIN_KEEP : H1_DRAIN_CLOSE;
+        case H1_ERROR:
+        default:
+            return H1_DRAIN_BAD;
+        }
+    }
+}
+
 enum h1_kind h1_eof(struct h1_parser *p, struct h1_event *ev)
 {
     memset(ev, 0, sizeof(*ev));

@@ -70,6 +70,14 @@ size_t h1_feed(struct h1_parser *p, const char *buf, size_t n, struct h1_event *
  * framing), else H1_ERROR with ev->err. */
 enum h1_kind h1_eof(struct h1_parser *p, struct h1_event *ev);
 
+/* h1_drain: the bytes of a response nobody reads any more (its transfer was cancelled), the
+ * body dropped. H1_DRAIN_MORE: all used, the response goes on; H1_DRAIN_KEEP: it ended, kept
+ * alive, with no byte after it here (the connection may carry another request);
+ * H1_DRAIN_CLOSE: it ends the connection (no keep-alive, or bytes after its end);
+ * H1_DRAIN_BAD: not a valid response. */
+enum h1_drain { H1_DRAIN_MORE = 0, H1_DRAIN_KEEP, H1_DRAIN_CLOSE, H1_DRAIN_BAD };
+enum h1_drain h1_drain(struct h1_parser *p, const char *buf, size_t n);
+
 /* 1 once any byte of a response was parsed (a closed reused connection before that is safe to
  * retry on a new one). */
 int h1_started(const struct h1_parser *p);

@@ -113,38 +113,20 @@ void h1c_conn_release(struct rt_upstream *up, struct slot *s, int reason)
  * list (kept or closed), 0 to read on. */
 static int drain_parse(struct rt_upstream *up, struct h1conn *c, const char *buf, size_t n)
 {
-    for (;;) {
-        struct h1_event ev;
-        size_t used = h1_feed(&c->rp, buf, n, &ev);
+    enum h1_drain d = h1_drain(&c->rp, buf, n);
 
-        buf += used;
-        n -= used;
-        switch (ev.kind) {
-        case H1_NEED_MORE:
-            return 0;
-        case H1_HEADERS:
-            if (c->rp.status >= 200 && !c->rp.keep_alive) {
-                h1c_conn_close(up, c, RT_UPC_NOT_REUSABLE); /* its end would be the close */
-                return 1;
-            }
-            continue;
-        case H1_BODY:
-            continue;
-        case H1_DONE:
-            if (!c->rp.keep_alive || n > 0 || h1t_pending(c) || c->rdhup) {
-                h1c_conn_close(up, c, RT_UPC_NOT_REUSABLE);
-                return 1;
-            }
-            drain_unlink(up, c);
-            atomic_fetch_add(&up->st_drained, 1);
-            conn_keep(up, c);
-            return 1;
-        case H1_ERROR:
-        default:
-            h1c_conn_close(up, c, RT_UPC_FAILED);
-            return 1;
-        }
+    if (d == H1_DRAIN_MORE)
+        return 0;
+    /* kept only with nothing more to read (decrypted bytes after its end, or the peer
+     * closing, end it too) */
+    if (d == H1_DRAIN_KEEP && !h1t_pending(c) && !c->rdhup) {
+        drain_unlink(up, c);
+        atomic_fetch_add(&up->st_drained, 1);
+        conn_keep(up, c);
+        return 1;
     }
+    h1c_conn_close(up, c, d == H1_DRAIN_BAD ? RT_UPC_FAILED : RT_UPC_NOT_REUSABLE);
+    return 1;
 }
 
 /* Read a draining connection until the socket is drained or the response ended. */

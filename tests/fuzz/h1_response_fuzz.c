@@ -16,7 +16,13 @@
  *    holds more bytes than were fed for it; no body after H1_DONE, none before H1_HEADERS;
  *  - H1_HEADERS comes once per response with a final status (200..999); a 204/304 has no body;
  *    a response framed by Content-Length that is done carries exactly that many bytes;
- *  - an error has a non-empty message. */
+ *  - an error has a non-empty message;
+ *  - h1_drain (the same bytes read out for a cancelled transfer, fed whole, byte by byte and in
+ *    the same random pieces until it answers other than H1_DRAIN_MORE) agrees with how the
+ *    first response reads event by event: H1_DRAIN_CLOSE as soon as its header section says no
+ *    keep-alive; H1_DRAIN_BAD for a response that fails; for one that ends kept alive,
+ *    H1_DRAIN_KEEP when the piece ends exactly at its end, H1_DRAIN_CLOSE when bytes follow it
+ *    in the same piece; H1_DRAIN_MORE to the end of an input that does not end it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -207,6 +213,76 @@ static void run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncu
     h1_reset(&p);
 }
 
+/* How the first response of data[0..size) reads, event by event (the reference for h1_drain). */
+struct first {
+    int headers;  /* H1_HEADERS came */
+    int ka;       /* keep_alive at H1_HEADERS */
+    int done;     /* H1_DONE came, at offset end */
+    int error;    /* H1_ERROR came */
+    size_t end;
+};
+
+static void first_response(const uint8_t *data, size_t size, struct first *f)
+{
+    struct h1_parser p;
+    const char *buf = (const char *)data;
+    size_t n = size;
+
+    memset(f, 0, sizeof(*f));
+    h1_init(&p);
+    for (;;) {
+        struct h1_event ev;
+        size_t used = h1_feed(&p, buf, n, &ev);
+
+        buf += used;
+        n -= used;
+        if (ev.kind == H1_HEADERS) {
+            f->headers = 1;
+            f->ka = p.keep_alive;
+            continue;
+        }
+        if (ev.kind == H1_BODY)
+            continue;
+        if (ev.kind == H1_DONE) {
+            f->done = 1;
+            f->end = size - n;
+        } else if (ev.kind == H1_ERROR) {
+            f->error = 1;
+        }
+        break;
+    }
+    h1_reset(&p);
+}
+
+/* h1_drain over data in the pieces ending at cuts[0..ncuts), until it answers: checked against
+ * the first response's reading (f). */
+static void drain_check(const uint8_t *data, const size_t *cuts, size_t ncuts,
+                        const struct first *f, const char *how)
+{
+    struct h1_parser p;
+    enum h1_drain d = H1_DRAIN_MORE;
+    size_t at = 0;
+
+    h1_init(&p);
+    for (size_t k = 0; k < ncuts && d == H1_DRAIN_MORE; k++) {
+        d = h1_drain(&p, (const char *)data + at, cuts[k] - at);
+        at = cuts[k];
+    }
+    h1_reset(&p);
+    if (f->headers && !f->ka) {
+        if (d != H1_DRAIN_CLOSE)
+            fail("h1_drain: no keep-alive, yet not H1_DRAIN_CLOSE", how);
+    } else if (f->error) {
+        if (d != H1_DRAIN_BAD)
+            fail("h1_drain: a failing response, yet not H1_DRAIN_BAD", how);
+    } else if (f->done) {
+        if (d != (at == f->end ? H1_DRAIN_KEEP : H1_DRAIN_CLOSE))
+            fail("h1_drain: a complete kept-alive response, yet the wrong answer", how);
+    } else if (d != H1_DRAIN_MORE) {
+        fail("h1_drain: an unfinished response, yet an answer", how);
+    }
+}
+
 /* splitmix64: the split points of one run, from a seed taken from the input itself. */
 static uint64_t next_rand(uint64_t *s)
 {
@@ -242,6 +318,7 @@ static void compare(const struct trace *whole, const struct trace *other, const 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct trace whole = {0}, other = {0};
+    struct first first;
     size_t *cuts = malloc((size + 1) * sizeof(*cuts));
     size_t cap = size + (FUZZ_RESPONSES_MAX + 2) * FUZZ_TRACE_SLACK;
     uint64_t seed = 0xcbf29ce484222325ull;
@@ -255,20 +332,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < size; i++)
         seed = (seed ^ data[i]) * 0x100000001b3ull;
 
+    first_response(data, size, &first);
     cuts[0] = size;
     run(data, size, cuts, size > 0 ? 1 : 0, &whole);
+    drain_check(data, cuts, size > 0 ? 1 : 0, &first, "whole");
     if (size <= FUZZ_BYTEWISE_MAX) {
         for (size_t i = 0; i < size; i++)
             cuts[i] = i + 1;
         other.len = 0;
         run(data, size, cuts, size, &other);
         compare(&whole, &other, "byte by byte");
+        drain_check(data, cuts, size, &first, "byte by byte");
     }
     for (size_t max_piece = 3; max_piece <= 300; max_piece *= 10) {
         n = random_cuts(size, seed + max_piece, max_piece, cuts);
         other.len = 0;
         run(data, size, cuts, n, &other);
         compare(&whole, &other, max_piece == 3 ? "in pieces of 1..3" : "in random pieces");
+        drain_check(data, cuts, n, &first, "in random pieces");
     }
     free(other.p);
     free(whole.p);
