@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
@@ -54,17 +55,19 @@ void tg_sha256_hex(const void *data, size_t len, char out[TG_SHA256_HEX_LEN + 1]
     out[TG_SHA256_HEX_LEN] = '\0';
 }
 
+int tg_bytes_eq(const void *a, const void *b, size_t n)
+{
+    return CRYPTO_memcmp(a, b, n) == 0;
+}
+
 int tg_secret_eq(const char *a, size_t alen, const char *b, size_t blen)
 {
     char ha[TG_SHA256_HEX_LEN + 1];
     char hb[TG_SHA256_HEX_LEN + 1];
-    unsigned diff = 0;
 
     tg_sha256_hex(a, alen, ha);
     tg_sha256_hex(b, blen, hb);
-    for (size_t i = 0; i < TG_SHA256_HEX_LEN; i++)
-        diff |= (unsigned)(unsigned char)(ha[i] ^ hb[i]);
-    return diff == 0 && alen > 0 && blen > 0;
+    return tg_bytes_eq(ha, hb, TG_SHA256_HEX_LEN) && alen > 0 && blen > 0;
 }
 
 int tg_random_bytes(void *out, size_t n)

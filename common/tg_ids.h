@@ -17,6 +17,10 @@ void tg_sha256_hex(const void *data, size_t len, char out[TG_SHA256_HEX_LEN + 1]
  * keys and other shared secrets. Any thread. */
 int tg_secret_eq(const char *a, size_t alen, const char *b, size_t blen);
 
+/* tg_bytes_eq: 1 when a[0..n) and b[0..n) are equal, compared without an early exit (the time
+ * does not depend on where they differ). For digests, and secrets of a known length. */
+int tg_bytes_eq(const void *a, const void *b, size_t n);
+
 /* tg_random_bytes: n cryptographically random bytes. Returns 0 or TG_EIO. Any thread. */
 int tg_random_bytes(void *out, size_t n);
 

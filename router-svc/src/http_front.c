@@ -3,7 +3,6 @@
 
 #include <arpa/inet.h>
 #include <jansson.h>
-#include <openssl/crypto.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -180,7 +179,7 @@ static const char *cred_digest(struct hs_conn *conn, const char *tok, size_t tle
 {
     struct cred_memo *m = hs_conn_memo(conn);
 
-    if (m->len != 0 && m->len == tlen && CRYPTO_memcmp(m->tok, tok, tlen) == 0)
+    if (m->len != 0 && m->len == tlen && tg_bytes_eq(m->tok, tok, tlen))
         return m->hash;
     tg_sha256_hex(tok, tlen, m->hash);
     m->len = 0;
@@ -195,8 +194,7 @@ static const char *cred_digest(struct hs_conn *conn, const char *tok, size_t tle
  * neither length nor content of the key shows in the timing). */
 static int master_digest(const struct rt_front *f, const char *digest)
 {
-    return f->master_hash[0] != '\0' &&
-           CRYPTO_memcmp(digest, f->master_hash, TG_SHA256_HEX_LEN) == 0;
+    return f->master_hash[0] != '\0' && tg_bytes_eq(digest, f->master_hash, TG_SHA256_HEX_LEN);
 }
 
 /* 1 when the request carries the master key. */
