@@ -573,6 +573,8 @@ static const unsigned char js_space[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1, [
 
 static inline size_t js_ws(const char *p, size_t n, size_t i)
 {
+    if (i < n && (unsigned char)p[i] > ' ')
+        return i; /* compact JSON: no whitespace between tokens */
     while (i < n && js_space[(unsigned char)p[i]])
         i++;
     return i;
@@ -603,7 +605,7 @@ static int js_hex4(const char *p, size_t n, size_t at, unsigned *out)
 
 /* One UTF-8 sequence starting at i (first byte >= 0x80), with the same rules as jansson: no
  * overlong forms, no surrogates, nothing above U+10FFFF. */
-static size_t js_utf8(const char *p, size_t n, size_t i)
+static __attribute__((noinline)) size_t js_utf8(const char *p, size_t n, size_t i)
 {
     unsigned char c = (unsigned char)p[i];
     unsigned need, v;
@@ -671,8 +673,46 @@ static inline size_t js_plain_run(const char *p, size_t n, size_t i)
     return i;
 }
 
-/* A string at i (the opening quote). *escaped is set when it holds any escape. */
-static size_t js_string(const char *p, size_t n, size_t i, int *escaped)
+/* The escape at i (a backslash) of a string: the index past it, or JS_BAD. */
+static __attribute__((noinline)) size_t js_escape(const char *p, size_t n, size_t i)
+{
+    unsigned v, lo;
+
+    if (i + 1 >= n)
+        return JS_BAD;
+    switch (p[i + 1]) {
+    case '"':
+    case '\\':
+    case '/':
+    case 'b':
+    case 'f':
+    case 'n':
+    case 'r':
+    case 't':
+        return i + 2;
+    case 'u':
+        if (js_hex4(p, n, i + 2, &v) != 0 || v == 0)
+            return JS_BAD; /* \u0000 is refused without JSON_ALLOW_NUL */
+        i += 6;
+        if (v >= 0xDC00u && v <= 0xDFFFu)
+            return JS_BAD; /* lone low surrogate */
+        if (v >= 0xD800u && v <= 0xDBFFu) {
+            if (i + 1 >= n || p[i] != '\\' || p[i + 1] != 'u' ||
+                js_hex4(p, n, i + 2, &lo) != 0 || lo < 0xDC00u || lo > 0xDFFFu)
+                return JS_BAD;
+            i += 6;
+        }
+        return i;
+    default:
+        return JS_BAD;
+    }
+}
+
+/* A string at i (the opening quote). *escaped is set when it holds any escape. Inlined where
+ * it is called, its rare cases (escapes, multi-byte characters) out of line: a call per string
+ * cost more than most strings' bytes (the vector constants were set up again in each call). */
+static inline __attribute__((always_inline)) size_t js_string(const char *p, size_t n, size_t i,
+                                                              int *escaped)
 {
     *escaped = 0;
     i++;
@@ -687,46 +727,14 @@ static size_t js_string(const char *p, size_t n, size_t i, int *escaped)
             return i + 1;
         if (c < 0x20)
             return JS_BAD;
-        if (c >= 0x80) {
+        if (c >= 0x80)
             i = js_utf8(p, n, i);
-            if (i == JS_BAD)
-                return JS_BAD;
-            continue;
+        else {
+            *escaped = 1; /* a backslash */
+            i = js_escape(p, n, i);
         }
-        /* a backslash */
-        *escaped = 1;
-        if (i + 1 >= n)
+        if (i == JS_BAD)
             return JS_BAD;
-        switch (p[i + 1]) {
-        case '"':
-        case '\\':
-        case '/':
-        case 'b':
-        case 'f':
-        case 'n':
-        case 'r':
-        case 't':
-            i += 2;
-            break;
-        case 'u': {
-            unsigned v, lo;
-
-            if (js_hex4(p, n, i + 2, &v) != 0 || v == 0)
-                return JS_BAD; /* \u0000 is refused without JSON_ALLOW_NUL */
-            i += 6;
-            if (v >= 0xDC00u && v <= 0xDFFFu)
-                return JS_BAD; /* lone low surrogate */
-            if (v >= 0xD800u && v <= 0xDBFFu) {
-                if (i + 1 >= n || p[i] != '\\' || p[i + 1] != 'u' ||
-                    js_hex4(p, n, i + 2, &lo) != 0 || lo < 0xDC00u || lo > 0xDFFFu)
-                    return JS_BAD;
-                i += 6;
-            }
-            break;
-        }
-        default:
-            return JS_BAD;
-        }
     }
 }
 
@@ -779,8 +787,18 @@ static inline size_t js_literal(const char *p, size_t n, size_t i, const char *l
     return i + ln;
 }
 
+/* The members a scan locates (of the top level only), and what js_wanted needs of their names,
+ * worked out once a scan instead of once a key. */
+#define JS_WANT_LENS 8
+struct js_want {
+    struct rt_json_member *m;
+    size_t nm;
+    uint64_t first;            /* bit (b & 63) set for the first byte b of each name */
+    size_t len[JS_WANT_LENS];  /* the lengths of the first JS_WANT_LENS names */
+};
+
 static size_t js_container(const char *p, size_t n, size_t i, unsigned depth,
-                           struct rt_json_member *m, size_t nm, size_t *close_off);
+                           const struct js_want *w, size_t *close_off);
 
 /* Any value at i (i < n). */
 static inline size_t js_value(const char *p, size_t n, size_t i, unsigned depth)
@@ -790,7 +808,7 @@ static inline size_t js_value(const char *p, size_t n, size_t i, unsigned depth)
     switch (p[i]) {
     case '{':
     case '[':
-        return js_container(p, n, i, depth, NULL, 0, NULL);
+        return js_container(p, n, i, depth, NULL, NULL);
     case '"':
         return js_string(p, n, i, &esc);
     case 't':
@@ -806,30 +824,33 @@ static inline size_t js_value(const char *p, size_t n, size_t i, unsigned depth)
     }
 }
 
-/* The wanted member (of m) named by the key p[k0] .. p[k1) (quotes included; no escapes), or
- * NULL. JS_BAD through *bad when it was located before (jansson keeps the last of two). */
+/* The wanted member named by the key p[k0] .. p[k1) (quotes included; no escapes), or NULL.
+ * JS_BAD through *bad when it was located before (jansson keeps the last of two). */
 static struct rt_json_member *js_wanted(const char *p, size_t k0, size_t k1,
-                                        struct rt_json_member *m, size_t nm, int *bad)
+                                        const struct js_want *w, int *bad)
 {
     size_t kl = k1 - k0 - 2;
 
-    for (size_t j = 0; j < nm; j++) {
-        if (kl > 0 && m[j].name[0] != p[k0 + 1])
-            continue; /* (the first byte before a strlen per wanted name) */
-        if (strlen(m[j].name) == kl && memcmp(p + k0 + 1, m[j].name, kl) == 0) {
-            if (m[j].val_len > 0) {
+    if (kl > 0 && ((w->first >> ((unsigned char)p[k0 + 1] & 63u)) & 1u) == 0)
+        return NULL; /* no wanted name starts with this byte */
+    for (size_t j = 0; j < w->nm; j++) {
+        struct rt_json_member *m = &w->m[j];
+        size_t len = j < JS_WANT_LENS ? w->len[j] : strlen(m->name);
+
+        if (len == kl && memcmp(p + k0 + 1, m->name, kl) == 0) {
+            if (m->val_len > 0) {
                 *bad = 1; /* duplicate: jansson keeps the last, leave it to it */
                 return NULL;
             }
-            return &m[j];
+            return m;
         }
     }
     return NULL;
 }
 
-/* An object or array at i. At depth 0 the members named in m are recorded. */
+/* An object or array at i. At depth 0 the members w names (w may be NULL) are recorded. */
 static size_t js_container(const char *p, size_t n, size_t i, unsigned depth,
-                           struct rt_json_member *m, size_t nm, size_t *close_off)
+                           const struct js_want *w, size_t *close_off)
 {
     int is_obj = p[i] == '{';
     char close = is_obj ? '}' : ']';
@@ -855,12 +876,12 @@ static size_t js_container(const char *p, size_t n, size_t i, unsigned depth,
             i = js_string(p, n, i, &esc);
             if (i == JS_BAD)
                 return JS_BAD;
-            if (nm > 0) { /* (depth 0: m is passed at the top only) */
+            if (w != NULL) { /* (depth 0: w is passed at the top only) */
                 int bad = 0;
 
                 if (esc)
                     return JS_BAD; /* an escaped key might spell a wanted name: not handled */
-                hit = js_wanted(p, k0, i, m, nm, &bad);
+                hit = js_wanted(p, k0, i, w, &bad);
                 if (bad)
                     return JS_BAD;
                 if (hit != NULL)
@@ -904,16 +925,24 @@ static size_t js_container(const char *p, size_t n, size_t i, unsigned depth,
 int rt_json_scan_object(const char *text, size_t len, struct rt_json_member *m, size_t nm,
                         size_t *close_off)
 {
+    struct js_want w;
     size_t i;
 
-    for (size_t j = 0; j < nm; j++)
+    w.m = m;
+    w.nm = nm;
+    w.first = 0;
+    for (size_t j = 0; j < nm; j++) {
         m[j].key_off = m[j].val_off = m[j].val_len = 0;
+        w.first |= 1ull << ((unsigned char)m[j].name[0] & 63u);
+        if (j < JS_WANT_LENS)
+            w.len[j] = strlen(m[j].name);
+    }
     if (text == NULL)
         return TG_EINVAL;
     i = js_ws(text, len, 0);
     if (i >= len || text[i] != '{')
         return TG_EINVAL;
-    i = js_container(text, len, i, 0, m, nm, close_off);
+    i = js_container(text, len, i, 0, nm > 0 ? &w : NULL, close_off);
     if (i == JS_BAD)
         return TG_EINVAL;
     i = js_ws(text, len, i);

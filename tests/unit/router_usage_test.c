@@ -611,6 +611,46 @@ static void test_scan_matches_jansson(void **state)
     scan_agrees(deep, n, 0);
 }
 
+/* Many wanted names: the scanner keeps the lengths of the first eight and measures the others
+ * when a key may match; a key is compared only when a wanted name starts with a byte equal to
+ * its first one modulo 64 ('!' and 'a' share a slot). Every member is found where it is, a key
+ * that shares only the slot is not taken for a name, and a repeated name past the eighth sends
+ * the text to jansson as the first eight's do. */
+static void test_scan_many_names(void **state)
+{
+    static const char *const names[] = {"model", "stream", "n", "user", "metadata", "tools",
+                                        "seed",  "stop",   "ax", "",    "!b",       "temperature"};
+    enum { NN = sizeof(names) / sizeof(names[0]) };
+    static const char text[] =
+        "{\"!x\":1,\"temperature\":0.5,\"\":\"empty\",\"!b\":[1],\"ax\":{\"a\":2},\"a\":3,"
+        "\"model\":\"m\",\"stop\":null,\"tools\":[],\"seeds\":4,\"seed\":7}";
+    static const char *const want[NN] = {"\"m\"", NULL,   NULL,           NULL,  NULL, "[]",
+                                         "7",      "null", "{\"a\":2}", "\"empty\"", "[1]", "0.5"};
+    struct rt_json_member m[NN];
+    char dup[sizeof(text) + 32];
+
+    (void)state;
+    for (size_t i = 0; i < NN; i++)
+        m[i] = (struct rt_json_member){names[i], 0, 0, 0};
+    assert_int_equal(rt_json_scan_object(text, sizeof(text) - 1, m, NN, NULL), 0);
+    for (size_t i = 0; i < NN; i++) {
+        if (want[i] == NULL) {
+            assert_int_equal(m[i].val_len, 0);
+            continue;
+        }
+        assert_int_equal(m[i].val_len, strlen(want[i]));
+        assert_memory_equal(text + m[i].val_off, want[i], m[i].val_len);
+        assert_int_equal(text[m[i].key_off], '"');
+    }
+    /* the twelfth name twice, and the tenth (the empty one) twice: jansson's to decide */
+    snprintf(dup, sizeof(dup), "{\"temperature\":1,\"x\":0,\"temperature\":2}");
+    assert_int_equal(rt_json_scan_object(dup, strlen(dup), m, NN, NULL), TG_EINVAL);
+    snprintf(dup, sizeof(dup), "{\"\":1,\"\":2}");
+    assert_int_equal(rt_json_scan_object(dup, strlen(dup), m, NN, NULL), TG_EINVAL);
+    /* without the empty name, the same text is the scanner's (a key "" is no wanted name) */
+    assert_int_equal(rt_json_scan_object(dup, strlen(dup), m, 9, NULL), 0);
+}
+
 /* A string's plain bytes are taken eight at a time: every byte that ends that run (a quote, a
  * backslash escape, a control byte, UTF-8, an invalid byte, DEL, the end of the text) at every
  * offset of a long string, and a string cut at every length, must read as jansson reads it. */
@@ -818,6 +858,7 @@ int main(void)
         cmocka_unit_test(test_huge_token_counts_capped),
         cmocka_unit_test(test_scan_matches_jansson),
         cmocka_unit_test(test_scan_string_words),
+        cmocka_unit_test(test_scan_many_names),
         cmocka_unit_test(test_scan_mutations),
         cmocka_unit_test(test_json_edges),
     };
