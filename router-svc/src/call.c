@@ -168,7 +168,7 @@ static void add_cost_header(struct hs_response *r, const struct rt_call *c)
 {
     char v[40];
 
-    hs_response_header(r, "x-tollgate-response-cost", call_cost_text(v, c));
+    HS_RESPONSE_HEADER(r, "x-tollgate-response-cost", call_cost_text(v, c));
 }
 
 void call_add_headers(struct rt_call *c, struct hs_response *r, const struct rt_outcome *o,
@@ -179,22 +179,22 @@ void call_add_headers(struct rt_call *c, struct hs_response *r, const struct rt_
     uint64_t total = now - c->t_start_us;
     uint64_t over = total > c->upstream_us ? total - c->upstream_us : 0;
 
-    hs_response_header(r, "x-tollgate-call-id", c->call_id);
+    HS_RESPONSE_HEADER(r, "x-tollgate-call-id", c->call_id);
     if (atomic_load(c->env->quiesced))
         hs_response_header(r, "Connection", "close");
     if (o != NULL && o->model_group[0] != '\0')
-        hs_response_header(r, "x-tollgate-model-group", o->model_group);
-    hs_response_header(r, "x-tollgate-attempts",
+        HS_RESPONSE_HEADER(r, "x-tollgate-model-group", o->model_group);
+    HS_RESPONSE_HEADER(r, "x-tollgate-attempts",
                        fmt_dec(v, c->plan_begun ? rt_router_attempts(&c->plan) : 0u, 0, 0));
-    hs_response_header(r, "x-tollgate-fallbacks",
+    HS_RESPONSE_HEADER(r, "x-tollgate-fallbacks",
                        fmt_dec(v, c->plan_begun ? rt_router_fallbacks(&c->plan) : 0u, 0, 0));
     if (with_cost)
         add_cost_header(r, c);
     /* microseconds as milliseconds with three decimals */
-    hs_response_header(r, "x-tollgate-overhead-ms", fmt_dec(v, over / 1000u, over % 1000u, 3));
+    HS_RESPONSE_HEADER(r, "x-tollgate-overhead-ms", fmt_dec(v, over / 1000u, over % 1000u, 3));
     rt_metrics_overhead(c->env->metrics, (double)over / 1e6);
     if (o != NULL && o->retry_after_s > 0)
-        hs_response_header(r, "retry-after", fmt_dec(v, o->retry_after_s, 0, 0));
+        HS_RESPONSE_HEADER(r, "retry-after", fmt_dec(v, o->retry_after_s, 0, 0));
 }
 
 static int queue_body_len(struct hs_conn *conn, int status, char *body, size_t len,
@@ -205,7 +205,7 @@ static int queue_body_len(struct hs_conn *conn, int status, char *body, size_t l
 
     if (r == NULL)
         return HS_NO;
-    hs_response_header(r, "Content-Type", ctype);
+    HS_RESPONSE_HEADER(r, "Content-Type", ctype);
     if (c != NULL)
         call_add_headers(c, r, o, with_cost);
     return hs_respond(conn, status, r);
@@ -919,10 +919,10 @@ static int stream_start(struct rt_call *c)
         call_unref(c);
         return HS_NO;
     }
-    hs_response_header(r, "Content-Type", "text/event-stream");
-    hs_response_header(r, "Cache-Control", "no-cache");
+    HS_RESPONSE_HEADER(r, "Content-Type", "text/event-stream");
+    HS_RESPONSE_HEADER(r, "Cache-Control", "no-cache");
     call_add_headers(c, r, &view, 0);
-    hs_response_header(r, "Trailer", "x-tollgate-response-cost");
+    HS_RESPONSE_HEADER(r, "Trailer", "x-tollgate-response-cost");
     c->resp = r;
     return hs_respond(c->conn, 200, r); /* takes r */
 }

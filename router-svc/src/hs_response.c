@@ -1,5 +1,6 @@
 /* hs_response: the server's response objects (headers and trailers in fixed room, a body or a
  * stream reader) and status reasons. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -132,16 +133,13 @@ struct hs_response *hs_response_reader(hs_reader_fn reader, void *cls, hs_free_f
     return r;
 }
 
-static int field_append(char *buf, size_t cap, size_t *len, const char *name, const char *value)
+/* Appends "name: value" and CRLF (name of nl bytes, checked by the caller); the value must hold
+ * no CR or LF. */
+static int line_append(char *buf, size_t cap, size_t *len, const char *name, size_t nl,
+                       const char *value)
 {
-    size_t nl = 0;
-    size_t vl;
+    size_t vl = strcspn(value, "\r\n");
 
-    while (hp_tchar((unsigned char)name[nl])) /* (the NUL is not a tchar) */
-        nl++;
-    if (nl == 0 || name[nl] != '\0')
-        return -1;
-    vl = strcspn(value, "\r\n");
     if (value[vl] != '\0')
         return -1; /* no header injection */
     if (*len + nl + 2 + vl + 2 > cap)
@@ -157,21 +155,53 @@ static int field_append(char *buf, size_t cap, size_t *len, const char *name, co
     return 0;
 }
 
-int hs_response_header(struct hs_response *r, const char *name, const char *value)
+/* The length of name when it is a token (one byte or more), else 0. */
+static size_t name_len(const char *name)
 {
-    /* the names the server writes itself; the first letter rules out most names at once */
+    size_t nl = 0;
+
+    while (hp_tchar((unsigned char)name[nl])) /* (the NUL is not a tchar) */
+        nl++;
+    return name[nl] == '\0' ? nl : 0;
+}
+
+/* The names the server writes itself (or, for Connection, acts on); the first letter rules out
+ * most names at once. */
+static int name_is_servers(const char *name)
+{
     switch (name[0] | 0x20) {
     case 'c':
     case 'd':
     case 't':
-        break;
+        return strcasecmp(name, "Content-Length") == 0 ||
+               strcasecmp(name, "Transfer-Encoding") == 0 || strcasecmp(name, "Date") == 0 ||
+               strcasecmp(name, "Connection") == 0;
     default:
-        return field_append(r->hdr, sizeof(r->hdr), &r->hlen, name, value);
+        return 0;
     }
-    if (strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Transfer-Encoding") == 0 ||
-        strcasecmp(name, "Date") == 0)
+}
+
+static int field_append(char *buf, size_t cap, size_t *len, const char *name, const char *value)
+{
+    size_t nl = name_len(name);
+
+    if (nl == 0)
         return -1;
-    if (strcasecmp(name, "Connection") == 0) {
+    return line_append(buf, cap, len, name, nl, value);
+}
+
+int hs_response_header_lit(struct hs_response *r, const char *name, size_t nl, const char *value)
+{
+    /* the name is a literal of the router's own: checked in every test build, not per request */
+    assert(nl > 0 && name_len(name) == nl && !name_is_servers(name));
+    return line_append(r->hdr, sizeof(r->hdr), &r->hlen, name, nl, value);
+}
+
+int hs_response_header(struct hs_response *r, const char *name, const char *value)
+{
+    if (name_is_servers(name)) {
+        if (strcasecmp(name, "Connection") != 0)
+            return -1; /* Content-Length, Transfer-Encoding, Date */
         if (strcasecmp(value, "close") == 0)
             r->close = 1;
         return 0; /* the server writes Connection itself */

@@ -246,7 +246,7 @@ static void answer_own(struct hs_conn *c, int status, const char *message)
         conn_close(c, HS_TOE_ERROR);
         return;
     }
-    hs_response_header(r, "Content-Type", "application/json");
+    HS_RESPONSE_HEADER(r, "Content-Type", "application/json");
     hs_response_free(c->resp);
     c->resp = r;
     c->resp_status = status;

@@ -254,6 +254,13 @@ struct hs_response *hs_response_reader(hs_reader_fn reader, void *cls, hs_free_f
  * or -1 (refused, or the response's header room, 2 KiB, is full). */
 int hs_response_header(struct hs_response *r, const char *name, const char *value);
 
+/* HS_RESPONSE_HEADER: hs_response_header for a name that is a string literal of the caller's
+ * (a token, none of the four above), which is not checked again for each response (test builds
+ * assert it). The value is checked as there. */
+#define HS_RESPONSE_HEADER(r, name, value)                                                      \
+    hs_response_header_lit((r), "" name "", sizeof(name) - 1, (value))
+int hs_response_header_lit(struct hs_response *r, const char *name, size_t nl, const char *value);
+
 /* hs_response_trailer: add a trailer to a streaming response; sent after the last chunk to an
  * HTTP/1.1 client (dropped for HTTP/1.0). The reader may call it until it returns
  * HS_READER_END. Returns 0 or -1 (no room: 512 bytes). */

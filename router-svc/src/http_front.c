@@ -260,7 +260,7 @@ static int answer_text(struct hs_conn *conn, int status, const char *ctype, char
     r = hs_response_buffer(body, strlen(body)); /* takes body */
     if (r == NULL)
         return HS_NO;
-    hs_response_header(r, "Content-Type", ctype);
+    HS_RESPONSE_HEADER(r, "Content-Type", ctype);
     return hs_respond(conn, status, r);
 }
 
