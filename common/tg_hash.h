@@ -27,4 +27,27 @@ static inline uint64_t tg_hash_fnv1a64(uint64_t h, const void *p, size_t n)
  * thread. */
 uint64_t tg_hash_fnv1a64_str(const char *s);
 
+/* ---- tg_names: a name -> int table, filled once and then only read ----
+ * For the names a configuration gives (model groups, aliases, deployment ids), which the request
+ * path looks up on every request: a lookup costs a hash of the name and, in general, one string
+ * compare, however many names there are (a loop of strcmp over 300 deployments cost thousands of
+ * instructions a request). Open addressing in a power-of-two array of at least twice the names
+ * it may hold: bounded by that capacity, fixed at creation. Names are borrowed: they must outlive
+ * the table (the configuration's strings do). Filled by one thread before it is shared; lookups
+ * from any thread after that, without a lock. */
+struct tg_names;
+
+/* tg_names_create: room for max names. NULL when out of memory. */
+struct tg_names *tg_names_create(size_t max);
+
+/* tg_names_add: map name to value. The first mapping of a name stays (returns 1, value not
+ * taken: as a loop that returns its first match), or 0; -1 past max names (nothing added). */
+int tg_names_add(struct tg_names *t, const char *name, int value);
+
+/* tg_names_find: 1 and *value when name is in the table, else 0. t may be NULL (empty). */
+int tg_names_find(const struct tg_names *t, const char *name, int *value);
+
+/* tg_names_destroy: free the table; *t becomes NULL. */
+void tg_names_destroy(struct tg_names **t);
+
 #endif

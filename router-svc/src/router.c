@@ -9,6 +9,7 @@
 
 #include "mask.h"
 #include "tg_err.h"
+#include "tg_hash.h"
 #include "tg_log.h"
 #include "tg_str.h"
 
@@ -37,6 +38,8 @@ struct rt_router {
     pthread_mutex_t lock; /* guards deps[] and lim; held for decisions only, never during I/O */
     uint32_t n_groups;
     struct group *groups;
+    struct tg_names *group_names;  /* group name -> index */
+    struct tg_names *alias_names;  /* the config's aliases -> their group's index (or -1) */
     struct dep_state *deps;
     struct rt_limiter *lim;
     struct rt_teams *teams; /* borrowed, may be NULL */
@@ -124,11 +127,9 @@ static int is_retryable(enum rt_error_class c)
 
 static int group_index(const struct rt_router *r, const char *name)
 {
-    for (uint32_t i = 0; i < r->n_groups; i++) {
-        if (strcmp(r->groups[i].name, name) == 0)
-            return (int)i;
-    }
-    return -1;
+    int g;
+
+    return tg_names_find(r->group_names, name, &g) ? g : -1;
 }
 
 struct rt_router *rt_router_create(const struct rt_config *cfg, const struct rt_mask *mask,
@@ -153,7 +154,9 @@ struct rt_router *rt_router_create(const struct rt_config *cfg, const struct rt_
     }
     r->groups = calloc(cfg->n_deployments > 0 ? cfg->n_deployments : 1, sizeof(*r->groups));
     r->deps = calloc(cfg->n_deployments > 0 ? cfg->n_deployments : 1, sizeof(*r->deps));
-    if (r->groups == NULL || r->deps == NULL)
+    r->group_names = tg_names_create(cfg->n_deployments);
+    r->alias_names = tg_names_create(cfg->n_aliases);
+    if (r->groups == NULL || r->deps == NULL || r->group_names == NULL || r->alias_names == NULL)
         goto nomem;
     for (uint32_t i = 0; i < cfg->n_deployments; i++) {
         const struct rt_deployment_conf *d = &cfg->deployments[i];
@@ -162,6 +165,7 @@ struct rt_router *rt_router_create(const struct rt_config *cfg, const struct rt_
         if (g < 0) {
             g = (int)r->n_groups++;
             r->groups[g].name = d->group;
+            tg_names_add(r->group_names, d->group, g); /* (room for every deployment's group) */
         }
         if (r->groups[g].n >= RT_GROUP_DEPLOYMENTS_MAX) {
             snprintf(err, errlen, "model group %s has more than %d deployments", d->group,
@@ -178,6 +182,9 @@ struct rt_router *rt_router_create(const struct rt_config *cfg, const struct rt_
     }
     for (uint32_t i = 0; i < cfg->n_deployments; i++)
         rt_limiter_set_deployment(r->lim, i, cfg->deployments[i].rpm, cfg->deployments[i].tpm);
+    /* an alias names its group (or none there is: -1); of two with one name, the first holds */
+    for (uint32_t i = 0; i < cfg->n_aliases; i++)
+        tg_names_add(r->alias_names, cfg->aliases[i].alias, group_index(r, cfg->aliases[i].group));
     return r;
 nomem:
     snprintf(err, errlen, "out of memory");
@@ -195,6 +202,8 @@ void rt_router_destroy(struct rt_router **router)
     r = *router;
     rt_limiter_destroy(&r->lim);
     pthread_mutex_destroy(&r->lock);
+    tg_names_destroy(&r->alias_names);
+    tg_names_destroy(&r->group_names);
     free(r->groups);
     free(r->deps);
     free(r);
@@ -211,9 +220,11 @@ static int resolve_index(const struct rt_router *r, const struct rt_key *key, co
                 return group_index(r, key->aliases[i].group);
         }
     }
-    for (uint32_t i = 0; i < r->cfg->n_aliases; i++) {
-        if (strcmp(r->cfg->aliases[i].alias, model) == 0)
-            return group_index(r, r->cfg->aliases[i].group);
+    {
+        int g;
+
+        if (tg_names_find(r->alias_names, model, &g))
+            return g;
     }
     return group_index(r, model);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rt_metrics_litellm.h"
+#include "tg_hash.h"
 #include "tg_metrics.h"
 
 /* Status codes with their own series; everything else is counted under "other". */
@@ -33,6 +34,8 @@ struct rt_metrics {
     const struct rt_config *cfg;
     size_t ngroups;                /* distinct groups; row ngroups is "" (no group resolved) */
     const char **groups;           /* borrowed names, ngroups */
+    struct tg_names *group_names;  /* name -> row: a hash, not a loop, on every request */
+    struct tg_names *dep_ids;      /* deployment id -> index */
     _Atomic uint64_t *requests;    /* (ngroups + 1) x N_STATUS */
     _Atomic uint64_t *retries;     /* ngroups + 1 */
     _Atomic uint64_t *fallbacks;   /* (ngroups + 1) x (ngroups + 1) */
@@ -59,18 +62,16 @@ struct rt_metrics *rt_metrics_create(const struct rt_config *cfg)
         return NULL;
     m->cfg = cfg;
     m->groups = calloc(cfg->n_deployments + 1, sizeof(*m->groups));
-    if (m->groups == NULL)
+    m->group_names = tg_names_create(cfg->n_deployments);
+    m->dep_ids = tg_names_create(cfg->n_deployments);
+    if (m->groups == NULL || m->group_names == NULL || m->dep_ids == NULL)
         goto fail;
     for (uint32_t i = 0; i < cfg->n_deployments; i++) {
         const char *g = cfg->deployments[i].group;
-        size_t j;
 
-        for (j = 0; j < m->ngroups; j++) {
-            if (strcmp(m->groups[j], g) == 0)
-                break;
-        }
-        if (j == m->ngroups)
+        if (tg_names_add(m->group_names, g, (int)m->ngroups) == 0)
             m->groups[m->ngroups++] = g;
+        tg_names_add(m->dep_ids, cfg->deployments[i].id, (int)i); /* of two, the first */
     }
     g1 = m->ngroups + 1;
     m->ndeps = cfg->n_deployments;
@@ -111,19 +112,17 @@ void rt_metrics_destroy(struct rt_metrics **mp)
     free(m->retries);
     free(m->requests);
     free(m->groups);
+    tg_names_destroy(&m->group_names);
+    tg_names_destroy(&m->dep_ids);
     free(m);
 }
 
 /* Index of a group name, or -1 (then the "" row is used). */
 static int group_index(const struct rt_metrics *m, const char *group)
 {
-    if (group == NULL)
-        return -1;
-    for (size_t i = 0; i < m->ngroups; i++) {
-        if (strcmp(m->groups[i], group) == 0)
-            return (int)i;
-    }
-    return -1;
+    int i;
+
+    return tg_names_find(m->group_names, group, &i) ? i : -1;
 }
 
 static size_t group_row(const struct rt_metrics *m, const char *group)
@@ -135,13 +134,9 @@ static size_t group_row(const struct rt_metrics *m, const char *group)
 
 static int dep_index(const struct rt_metrics *m, const char *id)
 {
-    if (id == NULL)
-        return -1;
-    for (size_t i = 0; i < m->ndeps; i++) {
-        if (strcmp(m->cfg->deployments[i].id, id) == 0)
-            return (int)i;
-    }
-    return -1;
+    int i;
+
+    return tg_names_find(m->dep_ids, id, &i) ? i : -1;
 }
 
 static size_t status_col(int status)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tg_hash.h"
 #include "tg_metrics.h"
 
 #define OVERFLOW_HASH "__overflow__"
@@ -55,6 +56,7 @@ struct row {
 struct rt_metrics_litellm {
     const struct rt_config *cfg;
     size_t ndeps;
+    struct tg_names *dep_ids; /* deployment id -> index */
     struct row *rows;        /* RT_METRICS_LITELLM_KEY_SERIES, then ndeps + 1 overflow sets */
     _Atomic size_t used;     /* key sets published (release/acquire) */
     pthread_mutex_t add_mu;  /* taken to add a key set */
@@ -83,10 +85,15 @@ struct rt_metrics_litellm *rt_metrics_litellm_create(const struct rt_config *cfg
     m->ndeps = cfg->n_deployments;
     nrows = RT_METRICS_LITELLM_KEY_SERIES + m->ndeps + 1;
     m->rows = calloc(nrows, sizeof(*m->rows));
-    if (m->rows == NULL) {
+    m->dep_ids = tg_names_create(m->ndeps);
+    if (m->rows == NULL || m->dep_ids == NULL) {
+        tg_names_destroy(&m->dep_ids);
+        free(m->rows);
         free(m);
         return NULL;
     }
+    for (size_t d = 0; d < m->ndeps; d++)
+        tg_names_add(m->dep_ids, cfg->deployments[d].id, (int)d); /* of two ids, the first */
     for (size_t d = 0; d <= m->ndeps; d++)
         row_init(&m->rows[RT_METRICS_LITELLM_KEY_SERIES + d], OVERFLOW_HASH, "", "", "",
                  d < m->ndeps ? (int)d : -1);
@@ -103,19 +110,18 @@ void rt_metrics_litellm_destroy(struct rt_metrics_litellm **mp)
     m = *mp;
     *mp = NULL;
     pthread_mutex_destroy(&m->add_mu);
+    tg_names_destroy(&m->dep_ids);
     free(m->rows);
     free(m);
 }
 
 static int dep_index(const struct rt_metrics_litellm *m, const char *id)
 {
+    int i;
+
     if (id == NULL || id[0] == '\0')
         return -1;
-    for (size_t i = 0; i < m->ndeps; i++) {
-        if (strcmp(m->cfg->deployments[i].id, id) == 0)
-            return (int)i;
-    }
-    return -1;
+    return tg_names_find(m->dep_ids, id, &i) ? i : -1;
 }
 
 static int row_is(const struct row *r, const char *hash, const char *alias, const char *team,

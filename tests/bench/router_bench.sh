@@ -44,6 +44,8 @@
 # RT_BENCH_CALLGRIND="router router-noevents nginx ..." runs those proxies under valgrind's
 # callgrind instead of the timed rounds and prints instructions per request by thread and the
 # functions that execute most (user space only; counts repeat where times do not): see cg_run.
+# RT_BENCH_GROUPS=N gives every router N more model groups ahead of the benchmark's own, never
+# requested (extra_groups): with RT_BENCH_CALLGRIND, what a request costs with a large model_list.
 # RT_BENCH_BASE_BIN=PATH runs a second router-svc with events on (another build, e.g. the last
 # commit's) as target router-base, interleaved with the others: a change measured side by side
 # (the ratio router / router-base), not against a figure from another run.
@@ -260,8 +262,9 @@ export RB_KEY="sk-bench-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export RB_PROVIDER_KEY="sk-provider-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 router_conf() { # NAME PORT KAFKA(0|1)
     {
+        echo "model_list:"
+        extra_groups
         cat <<YAML
-model_list:
   - model_name: bench-plain
     litellm_params: {model: openai/gpt-main, api_base: "http://127.0.0.1:$MOCK_PORT/v1",
                      api_key: os.environ/RB_PROVIDER_KEY, timeout: 30,
@@ -293,6 +296,16 @@ YAML
 YAML
         true
     } >"$STATE/$1.yaml"
+}
+# RT_BENCH_GROUPS=N more model groups (one deployment each, never requested), listed before the
+# benchmark's own, as in a large LiteLLM model_list: what a request costs with many groups (a
+# lookup by name that loops over them grows with N)
+extra_groups() {
+    local i
+    for ((i = 0; i < ${RT_BENCH_GROUPS:-0}; i++)); do
+        printf '  - {model_name: extra-group-%d, litellm_params: {model: openai/extra-%d, api_base: "http://127.0.0.1:%s/v1"}, model_info: {id: extra-deployment-%d}}\n' \
+            "$i" "$i" "$MOCK_PORT" "$i"
+    done
 }
 # the router's librdkafka properties: RT_BENCH_LIBRDKAFKA, or for router-base
 # RT_BENCH_BASE_LIBRDKAFKA when set (a property measured side by side)

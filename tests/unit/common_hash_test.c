@@ -1,9 +1,10 @@
-/* tg_hash unit tests: the published FNV-1a 64-bit vectors, and that a hash continued over two
- * pieces equals the hash of the whole. */
+/* tg_hash unit tests: the published FNV-1a 64-bit vectors, that a hash continued over two
+ * pieces equals the hash of the whole, and the tg_names table. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -49,6 +50,66 @@ static void test_incremental(void **state)
     }
 }
 
+/* Every name added is found with its value, a name never added is not (one byte off, a prefix,
+ * a longer one, the empty name), and the first mapping of a name stays. 1,000 names in a table
+ * of 2,048 slots: probes run past each other and wrap around the end. */
+static void test_names(void **state)
+{
+    static char names[1000][16];
+    struct tg_names *t = tg_names_create(1000);
+    int v = -7;
+
+    (void)state;
+    assert_non_null(t);
+    for (int i = 0; i < 1000; i++) {
+        snprintf(names[i], sizeof(names[i]), "group-%d", i);
+        assert_int_equal(tg_names_add(t, names[i], i), 0);
+    }
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(tg_names_find(t, names[i], &v), 1);
+        assert_int_equal(v, i);
+    }
+    v = -7;
+    assert_int_equal(tg_names_find(t, "group-1000", &v), 0);
+    assert_int_equal(tg_names_find(t, "group-", &v), 0);
+    assert_int_equal(tg_names_find(t, "group-9990", &v), 0);
+    assert_int_equal(tg_names_find(t, "group-99x", &v), 0);
+    assert_int_equal(tg_names_find(t, "", &v), 0);
+    assert_int_equal(tg_names_find(t, NULL, &v), 0);
+    assert_int_equal(v, -7);
+    /* a second mapping of a name is not taken; a copy of the name finds the first */
+    assert_int_equal(tg_names_add(t, "group-5", 55), 1);
+    assert_int_equal(tg_names_find(t, "group-5", &v), 1);
+    assert_int_equal(v, 5);
+    /* full at max: nothing more is added, and what is there is still found */
+    assert_int_equal(tg_names_add(t, "one-more", 1), -1);
+    assert_int_equal(tg_names_find(t, "one-more", &v), 0);
+    assert_int_equal(tg_names_find(t, names[999], &v), 1);
+    assert_int_equal(v, 999);
+    tg_names_destroy(&t);
+    assert_null(t);
+    assert_int_equal(tg_names_find(NULL, "group-1", &v), 0);
+}
+
+/* The smallest table (four slots for two names): the empty name is a name like another. */
+static void test_names_small(void **state)
+{
+    struct tg_names *t = tg_names_create(2);
+    int v = 0;
+
+    (void)state;
+    assert_non_null(t);
+    assert_int_equal(tg_names_add(t, "", 3), 0);
+    assert_int_equal(tg_names_add(t, "b", 4), 0);
+    assert_int_equal(tg_names_add(t, "c", 5), -1);
+    assert_int_equal(tg_names_find(t, "", &v), 1);
+    assert_int_equal(v, 3);
+    assert_int_equal(tg_names_find(t, "b", &v), 1);
+    assert_int_equal(v, 4);
+    assert_int_equal(tg_names_find(t, "c", &v), 0);
+    tg_names_destroy(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -56,6 +117,8 @@ int main(void)
         cmocka_unit_test(test_reference_vectors),
         cmocka_unit_test(test_bytes_not_strings),
         cmocka_unit_test(test_incremental),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_names_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

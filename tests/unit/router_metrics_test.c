@@ -284,6 +284,73 @@ static void test_litellm_series_after_requests(void **state)
     rt_config_destroy(&cfg);
 }
 
+/* 300 deployments in 100 groups (names are looked up in a hash table, not a loop): every
+ * deployment and group is counted under its own name, the first and the last ones included, and
+ * names that are not there (a prefix, one more digit) are counted apart or not at all. */
+static void test_many_deployments(void **state)
+{
+    static struct rt_config_diag diag;
+    size_t cap = 300 * 160 + 64, n = 0;
+    char *yaml = malloc(cap);
+    struct rt_config *cfg;
+    struct rt_metrics *m;
+    struct rt_key a;
+    struct tg_buf buf;
+    const char *text;
+    char want[256];
+
+    (void)state;
+    assert_non_null(yaml);
+    n += (size_t)snprintf(yaml + n, cap - n, "model_list:\n");
+    for (int i = 0; i < 300; i++)
+        n += (size_t)snprintf(yaml + n, cap - n,
+                              "  - {model_name: g-%d, litellm_params: {model: openai/m%d, "
+                              "api_base: http://127.0.0.1:9/v1}, model_info: {id: d-%d}}\n",
+                              i / 3, i, i);
+    assert_true(n < cap);
+    tg_log_set_level(TG_LOG_OFF);
+    cfg = rt_config_load_buffer("router.yaml", yaml, n, &diag);
+    if (cfg == NULL)
+        fail_msg("config: %s", diag.error);
+    m = rt_metrics_create(cfg);
+    assert_non_null(m);
+    key_init(&a, 'a', "alias-a", "", "");
+    for (int i = 0; i < 300; i += 37)
+        for (int k = 0; k <= i % 3; k++) {
+            char id[16];
+
+            snprintf(id, sizeof(id), "d-%d", i);
+            rt_metrics_attempt(m, &a, id, 200, RT_ERR_NONE);
+        }
+    rt_metrics_attempt(m, &a, "d-299", 429, RT_ERR_RATE_LIMIT);
+    rt_metrics_attempt(m, &a, "d-", 200, RT_ERR_NONE);
+    rt_metrics_attempt(m, &a, "d-2990", 200, RT_ERR_NONE);
+    rt_metrics_request(m, "g-99", 200, 0.01);
+    rt_metrics_request(m, "g-99", 200, 0.01);
+    rt_metrics_request(m, "g-0", 429, 0.01);
+    rt_metrics_request(m, "g-100", 200, 0.01); /* no such group: the "" row */
+    text = scrape(m, &buf);
+    expect_well_formed(text);
+    for (int i = 0; i < 300; i += 37) {
+        snprintf(want, sizeof(want),
+                 "tollgate_router_attempts_total{model_group=\"g-%d\",deployment=\"d-%d\","
+                 "outcome=\"success\"} %d",
+                 i / 3, i, i % 3 + 1);
+        expect_line(text, want);
+    }
+    expect_line(text, "tollgate_router_attempts_total{model_group=\"g-99\",deployment=\"d-299\","
+                      "outcome=\"rate_limited\"} 1");
+    assert_null(strstr(text, "deployment=\"d-\""));
+    assert_null(strstr(text, "d-2990"));
+    expect_line(text, "tollgate_router_requests_total{model_group=\"g-99\",status=\"200\"} 2");
+    expect_line(text, "tollgate_router_requests_total{model_group=\"g-0\",status=\"429\"} 1");
+    expect_line(text, "tollgate_router_requests_total{model_group=\"\",status=\"200\"} 1");
+    tg_buf_fini(&buf);
+    rt_metrics_destroy(&m);
+    rt_config_destroy(&cfg);
+    free(yaml);
+}
+
 /* More (key, deployment) pairs than RT_METRICS_LITELLM_KEY_SERIES: the later ones are counted in
  * their deployment's overflow set, totals stay exact, and the exposition (at its largest, every
  * set in use with every series) fits the /metrics buffer. */
@@ -342,6 +409,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_litellm_series_after_requests),
+        cmocka_unit_test(test_many_deployments),
         cmocka_unit_test(test_litellm_label_sets_are_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -187,6 +187,60 @@ static void test_unknown_and_not_allowed(void **state)
     env_free(e);
 }
 
+/* 300 deployments in 100 groups, and aliases (looked up in hash tables, not loops): each group
+ * is found by its name, the first and the last ones included; an alias goes to its group, also
+ * an alias that has a group's name (the alias wins, as LiteLLM's model_group_alias does); a key's
+ * own alias before both; names that are not there (a prefix, one more digit) are unknown. */
+static void test_many_groups(void **state)
+{
+    size_t cap = 300 * 160 + 256, n = 0;
+    char *yaml = malloc(cap);
+    struct env *e;
+    struct rt_plan plan;
+    const struct rt_outcome *o;
+    char trace[256], want[32];
+
+    (void)state;
+    assert_non_null(yaml);
+    n += (size_t)snprintf(yaml + n, cap - n, "model_list:\n");
+    for (int i = 0; i < 300; i++)
+        n += (size_t)snprintf(yaml + n, cap - n,
+                              "  - {model_name: g-%d, litellm_params: {model: openai/m%d}, "
+                              "model_info: {id: d-%d}}\n",
+                              i / 3, i, i);
+    n += (size_t)snprintf(yaml + n, cap - n,
+                          "router_settings:\n  model_group_alias: {a-50: g-50, g-5: g-7}\n"
+                          "tollgate:\n  keys:\n"
+                          "    - {key: sk-key-own-alias, router_settings: {model_group_alias: "
+                          "{a-50: g-3}}}\n");
+    assert_true(n < cap);
+    e = env_new(yaml);
+    for (int g = 0; g < 100; g += 9) {
+        snprintf(want, sizeof(want), "g-%d", g);
+        o = run(e, &plan, NULL, want, 0, 1000, NULL, 0, trace, sizeof(trace));
+        assert_int_equal(o->status, 200);
+        assert_string_equal(trace, want);
+    }
+    o = run(e, &plan, NULL, "g-99", 0, 1000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "g-99");
+    o = run(e, &plan, NULL, "a-50", 0, 1000, NULL, 0, trace, sizeof(trace));
+    assert_int_equal(o->status, 200);
+    assert_string_equal(trace, "g-50");
+    o = run(e, &plan, NULL, "g-5", 0, 1000, NULL, 0, trace, sizeof(trace));
+    assert_string_equal(trace, "g-7");
+    o = run(e, &plan, key_of(e, "sk-key-own-alias"), "a-50", 0, 1000, NULL, 0, trace,
+            sizeof(trace));
+    assert_string_equal(trace, "g-3");
+    assert_int_equal(rt_router_begin(e->router, NULL, "g-100", 0, 1, 1000, &plan), TG_ENOTFOUND);
+    rt_router_finish(e->router, &plan, 0, 1000);
+    assert_int_equal(rt_router_begin(e->router, NULL, "g-", 0, 1, 1000, &plan), TG_ENOTFOUND);
+    rt_router_finish(e->router, &plan, 0, 1000);
+    assert_int_equal(rt_router_begin(e->router, NULL, "a-5", 0, 1, 1000, &plan), TG_ENOTFOUND);
+    rt_router_finish(e->router, &plan, 0, 1000);
+    env_free(e);
+    free(yaml);
+}
+
 static void test_retry_moves_to_another_deployment(void **state)
 {
     struct env *e = env_new(base_yaml);
@@ -1330,6 +1384,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_and_not_allowed),
+        cmocka_unit_test(test_many_groups),
         cmocka_unit_test(test_retry_moves_to_another_deployment),
         cmocka_unit_test(test_cooldown),
         cmocka_unit_test(test_cooldown_all_then_429),
