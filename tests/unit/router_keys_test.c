@@ -98,6 +98,48 @@ static void test_static_keys_and_record(void **state)
     assert_null(rt_keys_lookup(t, NULL, 0));
     assert_null(rt_keys_lookup_hash(t, "not-a-hash"));
     assert_ptr_equal(rt_keys_lookup_hash(t, k->hash), k);
+    {
+        /* the key's own hash with one byte changed, at every place, to a byte next to a hex
+         * digit's range (or uppercase, or high), or cut short, or one byte longer: none is a
+         * hash, so none is looked up */
+        static const char bad[] = {'/', ':', '`', 'g', 'A', 'F', ' ', '\x80', '\xb0', '\xe1', '\x7f'};
+        char h[TG_SHA256_HEX_LEN + 2];
+
+        for (int i = 0; i < TG_SHA256_HEX_LEN; i++) {
+            for (size_t b = 0; b < sizeof(bad); b++) {
+                memcpy(h, k->hash, TG_SHA256_HEX_LEN + 1);
+                h[i] = bad[b];
+                assert_null(rt_keys_lookup_hash(t, h));
+            }
+            memcpy(h, k->hash, TG_SHA256_HEX_LEN + 1);
+            h[i] = '\0';
+            assert_null(rt_keys_lookup_hash(t, h));
+        }
+        memcpy(h, k->hash, TG_SHA256_HEX_LEN);
+        h[TG_SHA256_HEX_LEN] = '0';
+        h[TG_SHA256_HEX_LEN + 1] = '\0';
+        assert_null(rt_keys_lookup_hash(t, h));
+        assert_null(rt_keys_lookup_hash(t, ""));
+    }
+    {
+        /* every digit's byte, the ends of both ranges included, is one: a key stored under
+         * such a hash is taken and found by it */
+        struct rt_key_spec *d = spec_for("sk-unused", "digits");
+        struct rt_keys *dk;
+        struct rt_keys_table *dt;
+
+        for (int i = 0; i < TG_SHA256_HEX_LEN; i++)
+            d->key_hash[i] = "0123456789abcdef"[(i * 7) % 16];
+        d->key_hash[TG_SHA256_HEX_LEN] = '\0';
+        dk = rt_keys_create(d, 1, 1, err, sizeof(err));
+        assert_non_null(dk);
+        dt = rt_keys_acquire(dk);
+        assert_non_null(rt_keys_lookup_hash(dt, d->key_hash));
+        assert_string_equal(rt_keys_lookup_hash(dt, d->key_hash)->key_alias, "digits");
+        rt_keys_release(&dt);
+        rt_keys_destroy(&dk);
+        free(d);
+    }
     rt_keys_release(&t);
     assert_null(t);
     rt_keys_destroy(&keys);
