@@ -31,7 +31,7 @@ uint64_t tg_hash_fnv1a64_str(const char *s);
  * For the names a configuration gives (model groups, aliases, deployment ids), which the request
  * path looks up on every request: a lookup costs a hash of the name and, in general, one string
  * compare, however many names there are (a loop of strcmp over 300 deployments cost thousands of
- * instructions a request). Open addressing in a power-of-two array of at least twice the names
+ * instructions a request); a table of up to four names compares with each instead. Open addressing in a power-of-two array of at least twice the names
  * it may hold: bounded by that capacity, fixed at creation. Names are borrowed: they must outlive
  * the table (the configuration's strings do). Filled by one thread before it is shared; lookups
  * from any thread after that, without a lock. */
@@ -46,6 +46,10 @@ int tg_names_add(struct tg_names *t, const char *name, int value);
 
 /* tg_names_find: 1 and *value when name is in the table, else 0. t may be NULL (empty). */
 int tg_names_find(const struct tg_names *t, const char *name, int *value);
+
+/* tg_names_longest_probe: the most slots a lookup of a name in t reads (1: every name in its
+ * own slot); for tests and diagnostics, of the hash's spread. */
+size_t tg_names_longest_probe(const struct tg_names *t);
 
 /* tg_names_destroy: free the table; *t becomes NULL. */
 void tg_names_destroy(struct tg_names **t);

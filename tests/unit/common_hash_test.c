@@ -69,6 +69,9 @@ static void test_names(void **state)
         assert_int_equal(tg_names_find(t, names[i], &v), 1);
         assert_int_equal(v, i);
     }
+    /* names that differ only in their last bytes are spread: no lookup reads more than a few
+     * slots (a hash whose last bytes never reached the slot's bits put them all in one run) */
+    assert_true(tg_names_longest_probe(t) <= 16);
     v = -7;
     assert_int_equal(tg_names_find(t, "group-1000", &v), 0);
     assert_int_equal(tg_names_find(t, "group-", &v), 0);
@@ -110,6 +113,44 @@ static void test_names_small(void **state)
     tg_names_destroy(&t);
 }
 
+/* Names of every length from 0 to 24 bytes (the hash reads eight bytes a step and the tail
+ * apart): each is found, and the same name with its last byte changed or one byte shorter is
+ * not, in a table past the size where a lookup compares with each name in turn, and at it. */
+static void test_names_lengths(void **state)
+{
+    static const char src[] = "abcdefghijklmnopqrstuvwxyz";
+    char names[25][32], probe[32];
+
+    (void)state;
+    for (size_t len = 0; len <= 24; len++) {
+        memcpy(names[len], src, len);
+        names[len][len] = '\0';
+    }
+    for (size_t cap = 4; cap <= 25; cap += 21) { /* 4: one compare per name; 25: the hash */
+        struct tg_names *t = tg_names_create(cap);
+        size_t first = 25 - cap;
+        int v = -1;
+
+        assert_non_null(t);
+        for (size_t len = first; len <= 24; len++)
+            assert_int_equal(tg_names_add(t, names[len], (int)len), 0);
+        for (size_t len = first; len <= 24; len++) {
+            assert_int_equal(tg_names_find(t, names[len], &v), 1);
+            assert_int_equal(v, (int)len);
+            if (len == 0)
+                continue;
+            memcpy(probe, names[len], len + 1);
+            probe[len - 1] = 'Z';
+            assert_int_equal(tg_names_find(t, probe, &v), 0);
+            if (len - 1 < first) {
+                probe[len - 1] = '\0';
+                assert_int_equal(tg_names_find(t, probe, &v), 0);
+            }
+        }
+        tg_names_destroy(&t);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -119,6 +160,7 @@ int main(void)
         cmocka_unit_test(test_incremental),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_names_small),
+        cmocka_unit_test(test_names_lengths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
