@@ -175,7 +175,9 @@ void call_add_headers(struct rt_call *c, struct hs_response *r, const struct rt_
                       int with_cost)
 {
     char v[64];
-    uint64_t now = tg_now_mono_us();
+    /* a final answer's headers come right after call_complete: its reading serves (a stream's
+     * come before, and read the clock) */
+    uint64_t now = c->t_done_us != 0 ? c->t_done_us : tg_now_mono_us();
     uint64_t total = now - c->t_start_us;
     uint64_t over = total > c->upstream_us ? total - c->upstream_us : 0;
 
@@ -231,6 +233,7 @@ void call_complete(struct rt_call *c, int status, const char *err_class)
     struct proto_event evs;
     struct proto_event *ev = &evs;
     const struct rt_outcome *o = c->plan_begun ? rt_router_outcome(&c->plan) : NULL;
+    uint64_t took_us;
     json_t *user;
 
     if (c->event_done)
@@ -254,9 +257,14 @@ void call_complete(struct rt_call *c, int status, const char *err_class)
         proto_str_set(ev->model_requested, sizeof(ev->model_requested), c->model_requested);
     ev->kind = PROTO_KIND_REQUEST;
     ev->stream = c->stream;
+    /* one clock read for the call's end: its latency, the duration in the metrics, and the wall
+     * clock at the end (the start's plus the latency: no second read, and a step of the wall
+     * clock during the call does not make the two disagree) */
+    c->t_done_us = tg_now_mono_us();
+    took_us = c->t_done_us - c->t_start_us;
     ev->ts_start_ms = c->ts_start_ms;
-    ev->ts_end_ms = (int64_t)tg_now_epoch_ms();
-    ev->latency_ms = call_elapsed_ms(c);
+    ev->latency_ms = (int64_t)(took_us / 1000);
+    ev->ts_end_ms = c->ts_start_ms + ev->latency_ms;
     ev->ttft_ms = c->ttft_ms;
     ev->prompt_tokens = c->usage.prompt_tokens;
     ev->completion_tokens = c->usage.completion_tokens;
@@ -297,8 +305,7 @@ void call_complete(struct rt_call *c, int status, const char *err_class)
         tid[32] = '\0';
         proto_str_set(ev->trace_id, sizeof(ev->trace_id), tid);
     }
-    rt_metrics_request(e->metrics, ev->model_group, ev->status,
-                       (double)(tg_now_mono_us() - c->t_start_us) / 1e6);
+    rt_metrics_request(e->metrics, ev->model_group, ev->status, (double)took_us / 1e6);
     rt_metrics_event(e->metrics, ev);
     rt_metrics_completed_hook(e->metrics);
     if (e->on_complete != NULL) {
@@ -655,7 +662,9 @@ static int attempt_start(struct rt_call *c, char *msg, size_t msgcap)
     pa.stream = c->stream;
     pa.body = req.body;
     pa.body_len = req.body_len;
-    pa.now_s = (int64_t)(tg_now_epoch_ms() / 1000);
+    /* the wall clock's second for signing, from the call's start and the loop's clock (no read:
+     * the loop's clock is never behind the start, read on this thread) */
+    pa.now_s = (c->ts_start_ms + (int64_t)((tg_loop_mono_us() - c->t_start_us) / 1000)) / 1000;
     pa.anthropic_beta = c->anthropic_beta;
     pa.anthropic_version = c->anthropic_version;
     pa.count_tokens = c->count_tokens;

@@ -150,6 +150,7 @@ struct rt_call {
     int price_unknown; /* tokens were used at a deployment without a price (call_price) */
     int event_done;    /* the event was built and handed to on_complete */
     uint64_t t_start_us;
+    uint64_t t_done_us; /* monotonic µs when call_complete ran, 0 before */
     int64_t ts_start_ms;
     int64_t ttft_ms;
     char call_id[TG_UUID_STR_LEN + 1];

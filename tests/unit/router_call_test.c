@@ -568,28 +568,41 @@ static void test_served(void **state)
     assert_int_equal(events_now(), e0 + 1);
 }
 
-/* A 503 then a success: two attempts, the trail, one event. */
+/* A 503 then a success: two attempts, the trail, one event. Its times: the call's start and
+ * end within the wall-clock times around the request, the end the start plus the latency, which
+ * holds both answers' delays; the router's overhead (the header) within the call's time less
+ * the provider's. */
 static void test_retry(void **state)
 {
     struct answer a;
     struct proto_event ev;
     char v[64];
     int e0 = events_now();
+    int64_t t0, t1;
+    double overhead_ms;
 
     (void)state;
     script(2,
-           (struct reply){0, "HTTP/1.1 503 Service Unavailable\r\n",
+           (struct reply){40, "HTTP/1.1 503 Service Unavailable\r\n",
                           "{\"error\":{\"message\":\"overloaded now\"}}"},
-           (struct reply){0, CHAT_OK});
+           (struct reply){30, CHAT_OK});
+    t0 = (int64_t)tg_now_epoch_ms();
     post("/v1/chat/completions", "{\"model\":\"gpt-main\",\"messages\":[]}", &a);
+    t1 = (int64_t)tg_now_epoch_ms();
     assert_int_equal(a.status, 200);
     assert_string_equal(hdr(&a, "x-tollgate-attempts", v, sizeof(v)), "2");
+    assert_true(hdr(&a, "x-tollgate-overhead-ms", v, sizeof(v))[0] != '\0');
+    overhead_ms = strtod(v, NULL);
     ev = last_event(e0);
     assert_int_equal(ev.status, 200);
     assert_int_equal(ev.attempts, 2);
     assert_int_equal(ev.trail_len, 2);
     assert_string_equal(ev.trail[0].error_class, "server_error");
     assert_int_equal(seen_count(), 2);
+    assert_true(ev.ts_start_ms >= t0 && ev.ts_end_ms <= t1);
+    assert_int_equal(ev.ts_end_ms - ev.ts_start_ms, ev.latency_ms);
+    assert_true(ev.latency_ms >= 70 && ev.latency_ms <= t1 - t0);
+    assert_true(overhead_ms >= 0.0 && overhead_ms <= (double)(ev.latency_ms - 70 + 1));
 }
 
 /* The router's outcome is the status: a provider's 429 with its retry-after, a 3xx answer
