@@ -1,6 +1,7 @@
-/* tg_hash: FNV-1a, 64-bit, the one non-cryptographic hash of Tollgate's in-memory tables.
- * No value of it is stored, sent or compared across processes: tables hash their keys at run
- * time only, so the function may change without a migration. */
+/* tg_hash: FNV-1a, 64-bit, the non-cryptographic hash of Tollgate's in-memory tables, and
+ * tg_names, a table of names with a hash of its own (a word at a time, for short names looked up
+ * on every request). No value of either is stored, sent or compared across processes: tables
+ * hash their keys at run time only, so the functions may change without a migration. */
 #ifndef TG_HASH_H
 #define TG_HASH_H
 
