@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "keys.h"
+#include "model_list_gen.h"
 #include "proto_event.h"
 #include "rt_metrics.h"
 #include "rt_metrics_litellm.h"
@@ -290,8 +291,8 @@ static void test_litellm_series_after_requests(void **state)
 static void test_many_deployments(void **state)
 {
     static struct rt_config_diag diag;
-    size_t cap = 300 * 160 + 64, n = 0;
-    char *yaml = malloc(cap);
+    size_t n;
+    char *yaml = model_list_gen(300, 3, "api_base: http://127.0.0.1:9/v1", "", &n);
     struct rt_config *cfg;
     struct rt_metrics *m;
     struct rt_key a;
@@ -300,14 +301,6 @@ static void test_many_deployments(void **state)
     char want[256];
 
     (void)state;
-    assert_non_null(yaml);
-    n += (size_t)snprintf(yaml + n, cap - n, "model_list:\n");
-    for (int i = 0; i < 300; i++)
-        n += (size_t)snprintf(yaml + n, cap - n,
-                              "  - {model_name: g-%d, litellm_params: {model: openai/m%d, "
-                              "api_base: http://127.0.0.1:9/v1}, model_info: {id: d-%d}}\n",
-                              i / 3, i, i);
-    assert_true(n < cap);
     tg_log_set_level(TG_LOG_OFF);
     cfg = rt_config_load_buffer("router.yaml", yaml, n, &diag);
     if (cfg == NULL)
