@@ -32,10 +32,11 @@ uint64_t tg_hash_fnv1a64_str(const char *s);
  * For the names a configuration gives (model groups, aliases, deployment ids), which the request
  * path looks up on every request: a lookup costs a hash of the name and, in general, one string
  * compare, however many names there are (a loop of strcmp over 300 deployments cost thousands of
- * instructions a request); a table of up to four names compares with each instead. Open addressing in a power-of-two array of at least twice the names
- * it may hold: bounded by that capacity, fixed at creation. Names are borrowed: they must outlive
- * the table (the configuration's strings do). Filled by one thread before it is shared; lookups
- * from any thread after that, without a lock. */
+ * instructions a request); a table of up to four names compares with each instead. Open
+ * addressing in a power-of-two array of at least twice the names it may hold: bounded by that
+ * capacity, fixed at creation (tg_names_add refuses past it). Names are borrowed: they must
+ * outlive the table (the configuration's strings do). Filled by one thread before it is shared;
+ * lookups from any thread after that, without a lock. */
 struct tg_names;
 
 /* tg_names_create: room for max names. NULL when out of memory. */

@@ -159,7 +159,7 @@ void rt_metrics_request(struct rt_metrics *m, const char *group, int status, dou
 
 void rt_metrics_event(struct rt_metrics *m, const struct proto_event *ev)
 {
-    rt_metrics_litellm_request(m->litellm, ev);
+    rt_metrics_litellm_request(m->litellm, ev, dep_index(m, ev->deployment_id));
 }
 
 void rt_metrics_attempt(struct rt_metrics *m, const struct rt_key *key, const char *deployment_id,
@@ -167,7 +167,7 @@ void rt_metrics_attempt(struct rt_metrics *m, const struct rt_key *key, const ch
 {
     int d = dep_index(m, deployment_id);
 
-    rt_metrics_litellm_attempt(m->litellm, key, deployment_id, http_status, o);
+    rt_metrics_litellm_attempt(m->litellm, key, d, http_status, o);
 
     if (d < 0 || (unsigned)o >= RT_ERR_CLASSES)
         return;

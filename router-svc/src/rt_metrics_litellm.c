@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tg_hash.h"
 #include "tg_metrics.h"
 
 #define OVERFLOW_HASH "__overflow__"
@@ -56,7 +55,6 @@ struct row {
 struct rt_metrics_litellm {
     const struct rt_config *cfg;
     size_t ndeps;
-    struct tg_names *dep_ids; /* deployment id -> index */
     struct row *rows;        /* RT_METRICS_LITELLM_KEY_SERIES, then ndeps + 1 overflow sets */
     _Atomic size_t used;     /* key sets published (release/acquire) */
     pthread_mutex_t add_mu;  /* taken to add a key set */
@@ -85,15 +83,10 @@ struct rt_metrics_litellm *rt_metrics_litellm_create(const struct rt_config *cfg
     m->ndeps = cfg->n_deployments;
     nrows = RT_METRICS_LITELLM_KEY_SERIES + m->ndeps + 1;
     m->rows = calloc(nrows, sizeof(*m->rows));
-    m->dep_ids = tg_names_create(m->ndeps);
-    if (m->rows == NULL || m->dep_ids == NULL) {
-        tg_names_destroy(&m->dep_ids);
-        free(m->rows);
+    if (m->rows == NULL) {
         free(m);
         return NULL;
     }
-    for (size_t d = 0; d < m->ndeps; d++)
-        tg_names_add(m->dep_ids, cfg->deployments[d].id, (int)d); /* of two ids, the first */
     for (size_t d = 0; d <= m->ndeps; d++)
         row_init(&m->rows[RT_METRICS_LITELLM_KEY_SERIES + d], OVERFLOW_HASH, "", "", "",
                  d < m->ndeps ? (int)d : -1);
@@ -110,18 +103,14 @@ void rt_metrics_litellm_destroy(struct rt_metrics_litellm **mp)
     m = *mp;
     *mp = NULL;
     pthread_mutex_destroy(&m->add_mu);
-    tg_names_destroy(&m->dep_ids);
     free(m->rows);
     free(m);
 }
 
-static int dep_index(const struct rt_metrics_litellm *m, const char *id)
+/* dep as a deployment index of m: itself, or -1 (none, or not one of cfg's). */
+static int dep_of(const struct rt_metrics_litellm *m, int dep)
 {
-    int i;
-
-    if (id == NULL || id[0] == '\0')
-        return -1;
-    return tg_names_find(m->dep_ids, id, &i) ? i : -1;
+    return dep >= 0 && (size_t)dep < m->ndeps ? dep : -1;
 }
 
 static int row_is(const struct row *r, const char *hash, const char *alias, const char *team,
@@ -172,9 +161,10 @@ static uint64_t nonneg(int64_t v)
     return v > 0 ? (uint64_t)v : 0;
 }
 
-void rt_metrics_litellm_request(struct rt_metrics_litellm *m, const struct proto_event *ev)
+void rt_metrics_litellm_request(struct rt_metrics_litellm *m, const struct proto_event *ev,
+                                int deployment)
 {
-    int dep = dep_index(m, ev->deployment_id);
+    int dep = dep_of(m, deployment);
     struct row *r = row_get(m, ev->key_hash, ev->key_alias, ev->team_id, ev->user_id, dep);
     int ok = ev->status >= 200 && ev->status < 300;
 
@@ -199,10 +189,9 @@ static size_t status_col(int status)
 }
 
 void rt_metrics_litellm_attempt(struct rt_metrics_litellm *m, const struct rt_key *key,
-                                const char *deployment_id, int http_status,
-                                enum rt_error_class o)
+                                int deployment, int http_status, enum rt_error_class o)
 {
-    int dep = dep_index(m, deployment_id);
+    int dep = dep_of(m, deployment);
     struct row *r;
 
     if (dep < 0 || (unsigned)o >= RT_ERR_CLASSES)

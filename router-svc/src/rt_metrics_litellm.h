@@ -56,17 +56,18 @@ struct rt_metrics_litellm *rt_metrics_litellm_create(const struct rt_config *cfg
 /* rt_metrics_litellm_destroy: free; sets *m to NULL; accepts NULL. After every user stopped. */
 void rt_metrics_litellm_destroy(struct rt_metrics_litellm **m);
 
-/* rt_metrics_litellm_request: one request answered (ev borrowed for the call): a 2xx counts in
- * litellm_requests_metric; its cost, tokens and (2xx with output tokens and a deployment) its
- * latency per output token in the others. Any thread. */
-void rt_metrics_litellm_request(struct rt_metrics_litellm *m, const struct proto_event *ev);
+/* rt_metrics_litellm_request: one request answered (ev borrowed for the call) at deployment,
+ * the index in cfg->deployments of ev->deployment_id (-1: none; the caller has looked it up): a
+ * 2xx counts in litellm_requests_metric; its cost, tokens and (2xx with output tokens and a
+ * deployment) its latency per output token in the others. Any thread. */
+void rt_metrics_litellm_request(struct rt_metrics_litellm *m, const struct proto_event *ev,
+                                int deployment);
 
 /* rt_metrics_litellm_attempt: one upstream attempt of key (borrowed, NULL = no virtual key) on
- * the deployment deployment_id (unknown ids are not counted), answered http_status (0 = none)
- * with outcome o. Any thread. */
+ * the deployment of that index (-1, an unknown id, is not counted), answered http_status (0 =
+ * none) with outcome o. Any thread. */
 void rt_metrics_litellm_attempt(struct rt_metrics_litellm *m, const struct rt_key *key,
-                                const char *deployment_id, int http_status,
-                                enum rt_error_class o);
+                                int deployment, int http_status, enum rt_error_class o);
 
 /* rt_metrics_litellm_write: every series into b. The /metrics thread. */
 void rt_metrics_litellm_write(struct rt_metrics_litellm *m, struct tg_buf *b);
