@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
 
@@ -75,8 +76,8 @@ struct rt_publisher {
     int32_t *slots;             /* [2 * RT_PUBLISHER_STAGE_EVENTS]: chain of a key hash, or -1 */
     uint64_t recseq[PROTO_RECORD_EVENTS_MAX];
     struct pub_desc inflight;   /* list head: records of several events in flight */
-    uint64_t burst_max;      /* most records in flight since the last trim */
-    uint64_t trim_ms;        /* monotonic ms of the last malloc_trim */
+    struct rt_trim trim;     /* when free memory goes back to the system */
+    _Atomic uint64_t trims;  /* malloc_trim calls */
     pthread_t thread;
     int thread_started;
     _Atomic int stop;
@@ -554,31 +555,56 @@ static int produce_some(struct rt_publisher *pub, unsigned char *buf)
     return n;
 }
 
-/* A backlog sent after an outage (every event spooled while Kafka was away) passes through
- * librdkafka's queue and produce requests, up to RT_PUBLISHER_QUEUE_KBYTES at a time, on its
- * broker threads, whose malloc arenas keep the freed memory: the process's RSS would stay a few
- * MB higher after each outage. Once such a burst (RT_PUBLISHER_TRIM_BURST records in flight or
- * more) is acknowledged, the free memory goes back to the system, at most every
- * RT_PUBLISHER_TRIM_MS. Publisher thread. */
-static void trim_after_burst(struct rt_publisher *pub)
+int rt_trim_due(struct rt_trim *t, uint64_t out, uint64_t now_ms, uint64_t (*rss)(void))
 {
-    uint64_t out = pub->expect - pub->base, now;
+    uint64_t r;
 
-    if (out > pub->burst_max)
-        pub->burst_max = out;
+    if (out > t->burst_max)
+        t->burst_max = out;
     /* Over once what is in flight is back under 1/RT_PUBLISHER_TRIM_DRAINED of the peak: under
      * steady load a few records always wait for their batch (linger.ms), so an empty window
      * may never be seen (chaos c10 at 80 requests/s: the trim never ran, 2.7 MB stayed in an
      * arena). */
-    if (pub->burst_max < RT_PUBLISHER_TRIM_BURST ||
-        out > pub->burst_max / RT_PUBLISHER_TRIM_DRAINED)
-        return;
-    now = tg_now_mono_ms();
-    if (pub->trim_ms != 0 && now - pub->trim_ms < RT_PUBLISHER_TRIM_MS)
+    if (t->burst_max < RT_PUBLISHER_TRIM_BURST || out > t->burst_max / RT_PUBLISHER_TRIM_DRAINED)
+        return 0;
+    if (t->last_ms != 0 && now_ms - t->last_ms < RT_PUBLISHER_TRIM_MS)
+        return 0;
+    t->last_ms = now_ms;
+    t->burst_max = 0;
+    /* Under steady load the window fills and drains as often: a trim then gave back pages the
+     * next batches faulted in again at once (router_bench: a trim a second, ~900 madvise calls
+     * in 40 s). Only a process grown since the last trim trims. */
+    r = rss();
+    return r == 0 || t->rss == 0 || r >= t->rss + RT_PUBLISHER_TRIM_GROWTH_BYTES;
+}
+
+/* The process's resident bytes (/proc/self/statm), 0 when unreadable. */
+static uint64_t resident_bytes(void)
+{
+    unsigned long long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "re");
+    long page = sysconf(_SC_PAGESIZE);
+
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return page > 0 ? (uint64_t)resident * (uint64_t)page : 0;
+}
+
+/* A backlog sent after an outage (every event spooled while Kafka was away) passes through
+ * librdkafka's queue and produce requests, up to RT_PUBLISHER_QUEUE_KBYTES at a time, on its
+ * broker threads, whose malloc arenas keep the freed memory: the process's RSS would stay a few
+ * MB higher after each outage. Once such a burst is acknowledged (rt_trim_due), the free memory
+ * goes back to the system. Publisher thread. */
+static void trim_after_burst(struct rt_publisher *pub)
+{
+    if (!rt_trim_due(&pub->trim, pub->expect - pub->base, tg_now_mono_ms(), resident_bytes))
         return;
     malloc_trim(0);
-    pub->trim_ms = now;
-    pub->burst_max = 0;
+    atomic_fetch_add(&pub->trims, 1);
+    pub->trim.rss = resident_bytes();
 }
 
 static void *publisher_main(void *arg)
@@ -981,6 +1007,10 @@ void rt_publisher_write_metrics(struct rt_publisher *pub, struct tg_buf *b)
     tg_prom_counter(b, "tollgate_router_producer_queue_full_total",
                     "Produce calls refused because the producer queue was full",
                     atomic_load(&pub->queue_full));
+    tg_prom_counter(b, "tollgate_router_memory_trims_total",
+                    "Times free heap memory was given back to the system after a burst of events "
+                    "in flight",
+                    atomic_load(&pub->trims));
     tg_prom_gauge(b, "tollgate_router_kafka_up", "1 when Kafka answered last",
                   atomic_load(&pub->kafka_up));
     tg_prom_header(b, "tollgate_router_delivery_errors_total", "counter",

@@ -56,7 +56,7 @@
  * used). Each shared record is built in a buffer of its own that librdkafka frees. */
 #define RT_PUBLISHER_STAGE_EVENTS 512u
 #define RT_PUBLISHER_STAGE_BYTES (256u * 1024u)
-/* After a burst of at least RT_PUBLISHER_TRIM_BURST records in flight is acknowledged, free
+/* After a burst of at least RT_PUBLISHER_TRIM_BURST events in flight is acknowledged, free
  * memory is given back (malloc_trim), at most every RT_PUBLISHER_TRIM_MS (publisher.c). A lost
  * partition leader holds back only the partitions it led, until another node leads them: with
  * a burst of 1,000 the trim waited for more than that, and the broker threads' arenas kept
@@ -68,6 +68,26 @@
 #define RT_PUBLISHER_TRIM_BURST 64u
 #define RT_PUBLISHER_TRIM_DRAINED 16u /* the burst is over: in flight under its peak / this */
 #define RT_PUBLISHER_TRIM_MS 1000u /* a trim took 0.4-2 ms with six arenas of ~3 MB each */
+/* ... and only when the process's RSS is at least this much over what it was right after the
+ * last trim (the first trim is always made): steady load fills and drains the window as a
+ * burst does, and gives nothing back that it would not fault in again at once. */
+#define RT_PUBLISHER_TRIM_GROWTH_BYTES (2u * 1024u * 1024u)
+
+/* The trim decision, apart so that tests drive it. Zeroed at start. */
+struct rt_trim {
+    uint64_t burst_max; /* most events in flight since the last decision */
+    uint64_t last_ms;   /* monotonic ms of the last decision (trim or not), 0: none yet */
+    uint64_t rss;       /* resident bytes right after the last trim (the caller sets it), 0:
+                         * none yet */
+};
+
+/* rt_trim_due: one pass's look, with out events in flight at now_ms: 1 when free memory should
+ * go back now. The burst is over when out is at most its peak / RT_PUBLISHER_TRIM_DRAINED after
+ * a peak of RT_PUBLISHER_TRIM_BURST or more, RT_PUBLISHER_TRIM_MS after the last decision; then
+ * rss() (called only then; 0: unknown) decides: 1 when unknown, when no trim was made yet, or
+ * when at least RT_PUBLISHER_TRIM_GROWTH_BYTES over t->rss. A decision either way starts a new
+ * burst. Publisher thread. */
+int rt_trim_due(struct rt_trim *t, uint64_t out, uint64_t now_ms, uint64_t (*rss)(void));
 
 struct rt_publisher;
 struct tg_kafka_opts;

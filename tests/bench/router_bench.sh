@@ -67,7 +67,11 @@
 # RT_BENCH_BASE_BIN set to this build's router-svc and 1 here, the setting measured side by side.
 # Exits non-zero on a functional failure only (a non-2xx answer, an event not acknowledged by
 # Kafka), never on a figure.
-set -euo pipefail
+set -Eeuo pipefail
+# a command that fails stops the run: say which (set -e alone exits without a word; in a
+# command substitution its failure is the substitution's, reported where that is used)
+trap 'rc_=$?; [ "$BASH_SUBSHELL" != 0 ] ||
+    echo "router_bench: line $LINENO: \"$BASH_COMMAND\" failed (exit $rc_)" >&2' ERR
 SRC="${TG_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 BIN="${TG_BUILD_DIR:?TG_BUILD_DIR unset}"
 STATE="$(mktemp -d /tmp/tollgate-router-bench.XXXXXX)"
@@ -884,6 +888,7 @@ paired() {
     echo "| nginx RSS kB idle / after | $RSS_IDLE_NGINX / $RSS_NGINX | | |"
     echo "| events appended / requests through the router with Kafka | $APPENDED / $WANT | | equal, up to the requests in flight when wrk stops (connections x rounds) |"
     echo "| events per Kafka record (router$([ -n "${RT_BENCH_BASE_BIN:-}" ] && echo ", router-base")) | $(metric "$ROUTER_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTER_PORT" tollgate_router_kafka_records_produced_total)" '{printf "%.1f", (r > 0 ? $1 / r : 0)}')$([ -n "${RT_BENCH_BASE_BIN:-}" ] && metric "$ROUTERB_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTERB_PORT" tollgate_router_kafka_records_produced_total)" '{printf ", %.1f", (r > 0 ? $1 / r : 0)}') | | |"
+    echo "| memory trims after bursts of events in flight (router) | $(metric "$ROUTER_PORT" tollgate_router_memory_trims_total) | | |"
     echo
     echo "router-svc (events on, plain upstream) CPU by thread, µs per request, summed over the rounds:"
     thread_table threads "${REQS[router]}"
