@@ -555,7 +555,8 @@ steal_ticks() { awk -v c="cpu$PROXY_CPU" '$1 == c {print $9}' /proc/stat; }
 machine_snap() {
     {
         date +%s.%N | awk '{print "t", $1}'
-        cat /proc/[0-9]*/stat 2>/dev/null | awk '{ o = index($0, " ("); c = index($0, ") ");
+        # a process that ends between the glob and its read fails cat (pipefail: the run)
+        { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk '{ o = index($0, " ("); c = index($0, ") ");
             n = substr($0, o + 2, c - o - 2); gsub(/[^A-Za-z0-9_.:\/-]/, "_", n);
             split(substr($0, c + 2), f, " "); print "p", $1, n, f[12] + f[13] }'
         awk '$1 ~ /^cpu[0-9]+$/ {print "c", $1, $6, $7, $8, $9}' /proc/stat
