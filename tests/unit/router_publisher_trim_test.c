@@ -27,6 +27,13 @@ static int burst(struct rt_trim *t, uint64_t peak, uint64_t now_ms)
     return rt_trim_due(t, 0, now_ms, read_rss);
 }
 
+/* A burst that ends in a trim, and the caller's reading after it: 20 MB resident. */
+static void trimmed(struct rt_trim *t, uint64_t peak, uint64_t now_ms)
+{
+    assert_int_equal(burst(t, peak, now_ms), 1);
+    t->rss = 20 * MB;
+}
+
 static void test_small_or_undrained(void **state)
 {
     struct rt_trim t = {0};
@@ -56,8 +63,7 @@ static void test_steady_load_trims_once(void **state)
     rss_reads = 0;
     /* the first burst: the first trim, whatever the RSS */
     fake_rss = 24 * MB;
-    assert_int_equal(burst(&t, 1000, 5000), 1);
-    t.rss = 20 * MB; /* what the caller reads after its trim */
+    trimmed(&t, 1000, 5000);
     /* a burst a second for a minute, the process back at what it held before the trim and a
      * little more: nothing to give back */
     for (uint64_t s = 1; s <= 60; s++) {
@@ -77,12 +83,10 @@ static void test_at_most_once_a_second(void **state)
 
     (void)state;
     fake_rss = 40 * MB;
-    assert_int_equal(burst(&t, 5000, 10000), 1);
-    t.rss = 20 * MB;
+    trimmed(&t, 5000, 10000);
     /* grown, but within RT_PUBLISHER_TRIM_MS of the last decision */
     assert_int_equal(burst(&t, 5000, 10000 + RT_PUBLISHER_TRIM_MS - 1), 0);
-    assert_int_equal(burst(&t, 5000, 10000 + RT_PUBLISHER_TRIM_MS), 1);
-    t.rss = 20 * MB;
+    trimmed(&t, 5000, 10000 + RT_PUBLISHER_TRIM_MS);
     /* a decision not to trim starts the interval too */
     fake_rss = 20 * MB;
     assert_int_equal(burst(&t, 5000, 10000 + 2 * RT_PUBLISHER_TRIM_MS), 0);
@@ -97,8 +101,7 @@ static void test_decision_starts_new_burst(void **state)
 
     (void)state;
     fake_rss = 40 * MB;
-    assert_int_equal(burst(&t, 5000, 10000), 1);
-    t.rss = 20 * MB;
+    trimmed(&t, 5000, 10000);
     /* a second later, nothing rose again since the decision: no burst to end */
     assert_int_equal(rt_trim_due(&t, 0, 10000 + 2 * RT_PUBLISHER_TRIM_MS, read_rss), 0);
     assert_int_equal(rt_trim_due(&t, RT_PUBLISHER_TRIM_BURST - 1, 10000 + 2 * RT_PUBLISHER_TRIM_MS,
@@ -112,8 +115,7 @@ static void test_rss_unknown_trims(void **state)
 
     (void)state;
     fake_rss = 0; /* /proc unreadable: as before there was a gate */
-    assert_int_equal(burst(&t, 1000, 1000), 1);
-    t.rss = 20 * MB;
+    trimmed(&t, 1000, 1000);
     assert_int_equal(burst(&t, 1000, 1000 + RT_PUBLISHER_TRIM_MS), 1);
 }
 
