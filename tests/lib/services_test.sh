@@ -26,6 +26,7 @@ tg_services_init "$state"
 trap 'tg_services_stop_all; rm -rf "$state"' EXIT
 
 tg_redis_start
+unset TG_PG_TEMPLATE # tests/run's: this first cluster is made by initdb, a copy comes below
 tg_pg_start
 tg_devkafka_start 2 "tollgate.events.v1:6,tollgate.control.v1:1"
 with_fake=0
@@ -80,6 +81,15 @@ tg_kafka_down
 check "kafka broker refuses connections while down" not broker_accepts
 tg_kafka_up
 check "kafka broker accepts connections after up" broker_accepts
+
+# A cluster copied from a template (tg_pg_template_make; tests/run makes one for the whole run).
+first_dsn=$TG_PG_DSN
+tg_pg_template_make
+tg_pg_start
+check "a copy of the template cluster on a port of its own" test "$TG_PG_DSN" != "$first_dsn"
+check "the copy: SELECT 1 on tollgate" pg_one
+check "the copy: fsync off" test "$(psql -X -Atq "$TG_PG_DSN" -c 'SHOW fsync')" = off
+check "the template itself was not started" test ! -e "$TG_PG_TEMPLATE/postmaster.pid"
 
 mapfile -t pids < <(tg_services_pids)
 check "at least 4 processes registered" test "${#pids[@]}" -ge 4
