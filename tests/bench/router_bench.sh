@@ -520,25 +520,28 @@ metric() { # PORT NAME: a router counter's value
 ms() { # wrk latency "1.23ms" / "850.00us" / "1.02s" -> ms
     awk '{ v = $1; if (v ~ /us$/) { sub(/us$/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms$/, "", v) } else if (v ~ /s$/) { sub(/s$/, "", v); v *= 1000 } printf "%.3f", v }'
 }
-thread_ticks() { # PID -> "name ticks switches faults" per thread (threads of one name summed;
-    # switches: voluntary and involuntary context switches; faults: minor page faults)
+thread_ticks() { # PID -> "name ticks voluntary involuntary faults" per thread (threads of one
+    # name summed; voluntary: context switches the thread chose, sleeping or waiting; involuntary:
+    # those it was preempted in; faults: minor page faults)
     local d
     for d in /proc/"$1"/task/*; do
         printf '%s %s %s\n' "$(tr ' ' _ <"$d/comm")" "$(awk '{print $14 + $15, $10}' "$d/stat")" \
-            "$(awk '/ctxt_switches/ {n += $2} END {print n}' "$d/status")"
-    done | awk '{ t[$1] += $2; f[$1] += $3; c[$1] += $4 } END {
-        for (n in t) print n, t[n], c[n], f[n] }' | sort
+            "$(awk '/^voluntary_ctxt_switches/ {v = $2} /^nonvoluntary_ctxt_switches/ {i = $2}
+                END {print v + 0, i + 0}' "$d/status")"
+    done | awk '{ t[$1] += $2; f[$1] += $3; v[$1] += $4; i[$1] += $5 } END {
+        for (n in t) print n, t[n], v[n], i[n], f[n] }' | sort
 }
 thread_table() { # PREFIX REQUESTS: the rounds' thread ticks ($STATE/PREFIX.{0,1}.ROUND) per request
     echo
-    echo "| thread | µs/req | context switches per 1000 requests | page faults per 1000 requests |"
+    echo "| thread | µs/req | context switches per 1000 requests (voluntary / preempted) | page faults per 1000 requests |"
     echo "|---|---|---|---|"
     for round in $(seq 1 "$ROUNDS"); do
-        join -a1 -e0 -o 0,1.2,2.2,1.3,2.3,1.4,2.4 "$STATE/$1.1.$round" "$STATE/$1.0.$round"
-    done | awk -v tick="$TICK" -v n="$2" '{ d[$1] += $2 - $3; c[$1] += $4 - $5; f[$1] += $6 - $7 }
-        END { for (t in d) if (d[t] > 0 || c[t] > 0 || f[t] > 0)
-            printf "| %s | %.1f | %.1f | %.1f |\n", t, d[t] * 1e6 / tick / n, c[t] * 1000 / n,
-                f[t] * 1000 / n }' |
+        join -a1 -e0 -o 0,1.2,2.2,1.3,2.3,1.4,2.4,1.5,2.5 "$STATE/$1.1.$round" "$STATE/$1.0.$round"
+    done | awk -v tick="$TICK" -v n="$2" '{ d[$1] += $2 - $3; v[$1] += $4 - $5; i[$1] += $6 - $7
+            f[$1] += $8 - $9 }
+        END { for (t in d) if (d[t] > 0 || v[t] + i[t] > 0 || f[t] > 0)
+            printf "| %s | %.1f | %.1f (%.1f / %.1f) | %.1f |\n", t, d[t] * 1e6 / tick / n,
+                (v[t] + i[t]) * 1000 / n, v[t] * 1000 / n, i[t] * 1000 / n, f[t] * 1000 / n }' |
         sort -t'|' -k3 -gr
 }
 median() { # (of an even count: the mean of the two in the middle)
