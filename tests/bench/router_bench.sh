@@ -620,6 +620,9 @@ mixed() { # TARGET SECONDS TAG: TARGET (router-noevents, router-base) serves the
 for t in router-noevents router-base; do
     if [[ " $TARGETS " == *" $t "* ]]; then mixed "$t" 2 warm; fi
 done
+# router-base after the same warm-up as router's, streams included (router's idle figure above is
+# taken before its streams): compare router-base's figures with router's after the rounds
+[ -n "${ROUTERB_PID:-}" ] && RSS_WARM_ROUTERB=$(rss_kb "$ROUTERB_PID")
 if [ -n "${RT_BENCH_SMAPS:-}" ]; then
     # where the router's idle RSS is: the largest mappings
     awk '/^[0-9a-f]+-[0-9a-f]+ / { name = ($6 == "" ? "[anon]" : $6) } /^Rss:/ { rss[name] += $2 }
@@ -694,6 +697,7 @@ for round in $(seq 1 "$ROUNDS"); do
     done
 done
 RSS_ROUTER=$(rss_kb "$ROUTER_PID")
+[ -n "${ROUTERB_PID:-}" ] && RSS_ROUTERB=$(rss_kb "$ROUTERB_PID")
 
 # The instrumented rounds, after the timed ones and outside their figures: a profile (perf
 # record) of each RT_BENCH_PERF target, then a count of system calls (perf trace) of each
@@ -889,6 +893,8 @@ paired() {
         echo "| router / router-base throughput | $(ratio "${RPS[router]}" "${RPS[router-base]}") | $(paired RPS_ALL router router-base) | |"
     fi
     echo "| router RSS kB idle after warm-up (TLS upstream pooled) / after the rounds | $RSS_IDLE_ROUTER / $RSS_ROUTER | | <= 25600 idle |"
+    [ -n "${ROUTERB_PID:-}" ] &&
+        echo "| router-base RSS kB after its warm-up, streams included / after the rounds | $RSS_WARM_ROUTERB / $RSS_ROUTERB | | |"
     echo "| nginx RSS kB idle / after | $RSS_IDLE_NGINX / $RSS_NGINX | | |"
     echo "| events appended / requests through the router with Kafka | $APPENDED / $WANT | | equal, up to the requests in flight when wrk stops (connections x rounds) |"
     echo "| events per Kafka record (router$([ -n "${RT_BENCH_BASE_BIN:-}" ] && echo ", router-base")) | $(metric "$ROUTER_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTER_PORT" tollgate_router_kafka_records_produced_total)" '{printf "%.1f", (r > 0 ? $1 / r : 0)}')$([ -n "${RT_BENCH_BASE_BIN:-}" ] && metric "$ROUTERB_PORT" tollgate_router_events_acked_total | awk -v r="$(metric "$ROUTERB_PORT" tollgate_router_kafka_records_produced_total)" '{printf ", %.1f", (r > 0 ? $1 / r : 0)}') | | |"
