@@ -622,7 +622,7 @@ for t in router-noevents router-base; do
 done
 # router-base after the same warm-up as router's, streams included (router's idle figure above is
 # taken before its streams): compare router-base's figures with router's after the rounds
-[ -n "${ROUTERB_PID:-}" ] && RSS_WARM_ROUTERB=$(rss_kb "$ROUTERB_PID")
+[ -n "${RT_BENCH_BASE_BIN:-}" ] && RSS_WARM_ROUTERB=$(rss_kb "$ROUTERB_PID")
 if [ -n "${RT_BENCH_SMAPS:-}" ]; then
     # where the router's idle RSS is: the largest mappings
     awk '/^[0-9a-f]+-[0-9a-f]+ / { name = ($6 == "" ? "[anon]" : $6) } /^Rss:/ { rss[name] += $2 }
@@ -697,7 +697,7 @@ for round in $(seq 1 "$ROUNDS"); do
     done
 done
 RSS_ROUTER=$(rss_kb "$ROUTER_PID")
-[ -n "${ROUTERB_PID:-}" ] && RSS_ROUTERB=$(rss_kb "$ROUTERB_PID")
+[ -n "${RT_BENCH_BASE_BIN:-}" ] && RSS_ROUTERB=$(rss_kb "$ROUTERB_PID")
 
 # The instrumented rounds, after the timed ones and outside their figures: a profile (perf
 # record) of each RT_BENCH_PERF target, then a count of system calls (perf trace) of each
@@ -893,7 +893,7 @@ paired() {
         echo "| router / router-base throughput | $(ratio "${RPS[router]}" "${RPS[router-base]}") | $(paired RPS_ALL router router-base) | |"
     fi
     echo "| router RSS kB idle after warm-up (TLS upstream pooled) / after the rounds | $RSS_IDLE_ROUTER / $RSS_ROUTER | | <= 25600 idle |"
-    [ -n "${ROUTERB_PID:-}" ] &&
+    [ -n "${RT_BENCH_BASE_BIN:-}" ] &&
         echo "| router-base RSS kB after its warm-up, streams included / after the rounds | $RSS_WARM_ROUTERB / $RSS_ROUTERB | | |"
     echo "| nginx RSS kB idle / after | $RSS_IDLE_NGINX / $RSS_NGINX | | |"
     echo "| events appended / requests through the router with Kafka | $APPENDED / $WANT | | equal, up to the requests in flight when wrk stops (connections x rounds) |"
