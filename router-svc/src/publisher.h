@@ -44,10 +44,13 @@
  * (its context switches per 1,000 requests in tests/bench/router_bench.sh: 13.1 -> 9.7). */
 #define RT_PUBLISHER_PASS_MAX 10000
 #define RT_PUBLISHER_TAIL_MS 10
-/* librdkafka's batch.size for the events topic: a batch's buffers stay under glibc's mmap
- * threshold (128 KiB, main.c), so they come from the heap and are used again, not mapped and
- * faulted in page by page for each batch (~120 events of ~800 bytes). */
-#define RT_PUBLISHER_KAFKA_BATCH_BYTES 100000
+/* librdkafka's batch.size for the events topic. Above the bytes of a pass (~150 KB at 28k
+ * requests a second): at 100,000 a pass passed it once or twice, and each time produce() woke
+ * the broker thread, which then sent part of the pass (tests/bench/router_bench.sh: 19 wake-ups
+ * per 1,000 requests, 7 at 300,000; its CPU 1.5 -> 0.8 µs a request). A batch's buffers
+ * (the message set and its LZ4 copy) stay under glibc's mmap threshold (main.c), so they come
+ * from the heap and are used again, not mapped and faulted in page by page for each batch. */
+#define RT_PUBLISHER_KAFKA_BATCH_BYTES 300000
 #define RT_PUBLISHER_REASONS_MAX 16         /* distinct delivery error reasons counted */
 /* events_per_record > 1: the events a pass reads wait in a stage (at most this many events
  * and bytes) until the pass ends or the stage is full; then the events of each key hash go out
