@@ -722,8 +722,9 @@ for t in ${RT_BENCH_SYSCALLS:-}; do instrumented trace "$t"; done
 RSS_NGINX=$(rss_kb $(pids_of nginx))
 
 # One connection, one request at a time: the latency a proxy adds to a request (p50 over the
-# mock directly), in RT_BENCH_C1_SECONDS (3) interleaved rounds like the others
-C1_TARGETS="direct nginx router nginx-tls router-tls"
+# mock directly), in RT_BENCH_C1_SECONDS (3) interleaved rounds like the others; router-base
+# and router-noevents tell how much of the router's share a build or the events make
+C1_TARGETS="direct nginx router${RT_BENCH_BASE_BIN:+ router-base} router-noevents nginx-tls router-tls"
 declare -A C1_P50_ALL C1_P50
 for round in $(seq 1 "$ROUNDS"); do
     for t in $C1_TARGETS; do
@@ -886,6 +887,7 @@ paired() {
     echo "| router / direct throughput | $(ratio "${RPS[router]}" "${RPS[direct]}") | | |"
     us_over() { echo "$1 $2" | awk '{ printf "%+.0f", ($1 - $2) * 1000 }'; }
     echo "| one connection: p50 added over direct, µs (direct ${C1_P50[direct]} ms) | router $(us_over "${C1_P50[router]}" "${C1_P50[direct]}"), nginx $(us_over "${C1_P50[nginx]}" "${C1_P50[direct]}") | | router <= +60 |"
+    echo "| one connection: p50 added over direct, µs, router$([ -n "${RT_BENCH_BASE_BIN:-}" ] && echo ", router-base"), router-noevents | $(us_over "${C1_P50[router]}" "${C1_P50[direct]}")$([ -n "${RT_BENCH_BASE_BIN:-}" ] && echo ", $(us_over "${C1_P50[router-base]}" "${C1_P50[direct]}")"), $(us_over "${C1_P50[router-noevents]}" "${C1_P50[direct]}") | | |"
     echo "| one connection, HTTPS upstream: p50 added over direct, µs | router-tls $(us_over "${C1_P50[router-tls]}" "${C1_P50[direct]}"), nginx-tls $(us_over "${C1_P50[nginx-tls]}" "${C1_P50[direct]}") | | |"
     echo "| event pipeline CPU µs/req (router - router-noevents) | $(diff_us "${CPU[router]}" "${CPU[router-noevents]}") | $(paired CPU_ALL router router-noevents diff) | <= 3 |"
     if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
