@@ -607,10 +607,23 @@ static void trim_after_burst(struct rt_publisher *pub)
     pub->trim.rss = resident_bytes();
 }
 
+uint32_t rt_publisher_tail_ms(uint64_t events, uint64_t elapsed_ms)
+{
+    uint64_t want;
+
+    events = events > UINT32_MAX ? UINT32_MAX : events; /* no product below overflows */
+    elapsed_ms = elapsed_ms > UINT32_MAX ? UINT32_MAX : elapsed_ms;
+    if (events == 0 || RT_PUBLISHER_PASS_EVENTS * elapsed_ms >= RT_PUBLISHER_QUIET_MS * events)
+        return RT_PUBLISHER_QUIET_MS;
+    want = RT_PUBLISHER_PASS_EVENTS * elapsed_ms / events;
+    return want < RT_PUBLISHER_TAIL_MS ? RT_PUBLISHER_TAIL_MS : (uint32_t)want;
+}
+
 static void *publisher_main(void *arg)
 {
     struct rt_publisher *pub = arg;
     unsigned char *buf = malloc(RT_SPOOL_RECORD_MAX_BYTES);
+    uint64_t pass_ms = tg_now_mono_ms(); /* when the last pass began */
 
     pthread_setname_np(pthread_self(), "tg-publisher"); /* in top, perf and /proc/PID/task */
     if (buf == NULL) {
@@ -618,11 +631,13 @@ static void *publisher_main(void *arg)
         return NULL;
     }
     while (!atomic_load(&pub->stop)) {
+        uint64_t began = tg_now_mono_ms();
         int n;
 
         n = produce_some(pub, buf);
         if (n < RT_PUBLISHER_PASS_MAX)
-            tg_sleep_ms(RT_PUBLISHER_TAIL_MS);
+            tg_sleep_ms(rt_publisher_tail_ms((uint64_t)n, began - pass_ms));
+        pass_ms = began;
         rd_kafka_poll(pub->rk, 0);
         atomic_store(&pub->outq, (uint64_t)rd_kafka_outq_len(pub->rk));
         advance_base(pub, 0);

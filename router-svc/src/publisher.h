@@ -38,12 +38,22 @@
 #define RT_PUBLISHER_QUEUE_KBYTES 2048
 #define RT_PUBLISHER_CHECKPOINT_MS 100      /* checkpoint written at most this often */
 /* Records produced per pass over the spool at most; a pass that drained the spool sleeps
- * RT_PUBLISHER_TAIL_MS, then serves the delivery reports that came meanwhile, so that one pass
- * reads and produces the records of many requests instead of waking per request. A sleep, not a
- * wait for reports: each produce response's reports woke the thread early, for a shorter pass
- * (its context switches per 1,000 requests in tests/bench/router_bench.sh: 13.1 -> 9.7). */
+ * RT_PUBLISHER_TAIL_MS (or longer, below), then serves the delivery reports that came
+ * meanwhile, so that one pass reads and produces the records of many requests instead of
+ * waking per request. A sleep, not a wait for reports: each produce response's reports woke
+ * the thread early, for a shorter pass (its context switches per 1,000 requests in
+ * tests/bench/router_bench.sh: 13.1 -> 9.7). */
 #define RT_PUBLISHER_PASS_MAX 10000
 #define RT_PUBLISHER_TAIL_MS 10
+/* Below ~13k events a second a pass of 10 ms reads fewer than RT_PUBLISHER_PASS_EVENTS: the
+ * sleep then grows, up to RT_PUBLISHER_QUIET_MS, until a pass reads about that many at the
+ * rate the last pass saw (rt_publisher_tail_ms). Each pass has costs of its own whatever it
+ * carries (the wake-up, the spool's read, librdkafka's poll, a broker thread woken by the
+ * first record of a batch): 100 passes a second cost an idle router ~100 wake-ups a second,
+ * and at one request at a time they were a fixed share of every request. The events wait in
+ * the spool meanwhile: they reach Kafka at most 40 ms later than with 10 ms passes. */
+#define RT_PUBLISHER_QUIET_MS 50
+#define RT_PUBLISHER_PASS_EVENTS 128
 /* librdkafka's batch.size for the events topic. Above the bytes of a pass (~150 KB at 28k
  * requests a second): at 100,000 a pass passed it once or twice, and each time produce() woke
  * the broker thread, which then sent part of the pass (tests/bench/router_bench.sh: 19 wake-ups
@@ -91,6 +101,11 @@ struct rt_trim {
  * when at least RT_PUBLISHER_TRIM_GROWTH_BYTES over t->rss. A decision either way starts a new
  * burst. Publisher thread. */
 int rt_trim_due(struct rt_trim *t, uint64_t out, uint64_t now_ms, uint64_t (*rss)(void));
+
+/* rt_publisher_tail_ms: the sleep after a pass that drained the spool and read events that
+ * came in elapsed_ms (since the pass before began): the time RT_PUBLISHER_PASS_EVENTS take at
+ * that rate, within [RT_PUBLISHER_TAIL_MS, RT_PUBLISHER_QUIET_MS]. */
+uint32_t rt_publisher_tail_ms(uint64_t events, uint64_t elapsed_ms);
 
 struct rt_publisher;
 struct tg_kafka_opts;
