@@ -56,8 +56,9 @@
 #define RT_PUBLISHER_PASS_EVENTS 128
 /* librdkafka's batch.size for the events topic. Above the bytes of a pass (~150 KB at 28k
  * requests a second): at 100,000 a pass passed it once or twice, and each time produce() woke
- * the broker thread, which then sent part of the pass (tests/bench/router_bench.sh: 19 wake-ups
- * per 1,000 requests, 7 at 300,000; its CPU 1.5 -> 0.8 µs a request). A batch's buffers
+ * the broker thread, which then sent part of the pass (tests/bench/router_bench.sh, side by
+ * side: 23-24 wake-ups per 1,000 requests, 8 at 300,000; its CPU 1.9-2.0 -> 0.9-1.1 µs a
+ * request). A batch's buffers
  * (the message set and its LZ4 copy) stay under glibc's mmap threshold (main.c), so they come
  * from the heap and are used again, not mapped and faulted in page by page for each batch. */
 #define RT_PUBLISHER_KAFKA_BATCH_BYTES 300000
