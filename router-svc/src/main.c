@@ -273,7 +273,7 @@ static void limit_malloc_arenas(uint32_t loops)
      * from the heap, used again, instead of being mapped and faulted in for each batch
      * (tests/bench/router_bench.sh, 300,000-byte batches, side by side with 128 KiB: the broker
      * thread's page faults 14.6 -> 6.1 per 1,000 requests, its CPU 1.3 -> 0.9 µs a request;
-     * idle RSS 22.7-23.5 MB in five runs). A fixed mmap threshold also leaves the trim
+     * idle RSS 22.7-23.6 MB in six runs). A fixed mmap threshold also leaves the trim
      * threshold at 128 KiB: an arena whose free top passed that gave it back at once, and the
      * batch buffers of the events' producer (RT_PUBLISHER_KAFKA_BATCH_BYTES, many a second) were
      * faulted in again page by page for every batch: 3.5 µs of CPU per request on its broker
