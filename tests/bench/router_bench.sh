@@ -886,8 +886,7 @@ paired() {
     echo "| router-stream / nginx-stream throughput (streams/s) | $(ratio "${RPS[router-stream]}" "${RPS[nginx-stream]}") | $(paired RPS_ALL router-stream nginx-stream) | |"
     echo "| router / direct throughput | $(ratio "${RPS[router]}" "${RPS[direct]}") | | |"
     us_over() { echo "$1 $2" | awk '{ printf "%+.0f", ($1 - $2) * 1000 }'; }
-    echo "| one connection: p50 added over direct, µs (direct ${C1_P50[direct]} ms) | router $(us_over "${C1_P50[router]}" "${C1_P50[direct]}"), nginx $(us_over "${C1_P50[nginx]}" "${C1_P50[direct]}") | | router <= +60 |"
-    echo "| one connection: p50 added over direct, µs, router$([ -n "${RT_BENCH_BASE_BIN:-}" ] && echo ", router-base"), router-noevents | $(us_over "${C1_P50[router]}" "${C1_P50[direct]}")$([ -n "${RT_BENCH_BASE_BIN:-}" ] && echo ", $(us_over "${C1_P50[router-base]}" "${C1_P50[direct]}")"), $(us_over "${C1_P50[router-noevents]}" "${C1_P50[direct]}") | | |"
+    echo "| one connection: p50 added over direct, µs (direct ${C1_P50[direct]} ms) | router $(us_over "${C1_P50[router]}" "${C1_P50[direct]}"),$([ -n "${RT_BENCH_BASE_BIN:-}" ] && echo " router-base $(us_over "${C1_P50[router-base]}" "${C1_P50[direct]}"),") router-noevents $(us_over "${C1_P50[router-noevents]}" "${C1_P50[direct]}"), nginx $(us_over "${C1_P50[nginx]}" "${C1_P50[direct]}") | | router <= +60 |"
     echo "| one connection, HTTPS upstream: p50 added over direct, µs | router-tls $(us_over "${C1_P50[router-tls]}" "${C1_P50[direct]}"), nginx-tls $(us_over "${C1_P50[nginx-tls]}" "${C1_P50[direct]}") | | |"
     echo "| event pipeline CPU µs/req (router - router-noevents) | $(diff_us "${CPU[router]}" "${CPU[router-noevents]}") | $(paired CPU_ALL router router-noevents diff) | <= 3 |"
     if [ -n "${RT_BENCH_BASE_BIN:-}" ]; then
